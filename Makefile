@@ -1,0 +1,30 @@
+# Thin wrapper around CMake. `make` builds the release tool; `make check` builds release and ASan+UBSan builds and
+# runs every test in both; `make demo` runs the main job.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+
+.PHONY: all build asan check test demo clean
+
+all: build
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+asan:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+check: build asan
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(ASAN_BUILD) && TD_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	./$(BUILD)/typedecide generate --model models/demo --prompt "The capital of France is" -n 24
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,232 @@
+/*
+ * typedecide.h — the public C API of libtypedecide.
+ *
+ * typedecide runs Hugging Face Qwen3 checkpoints on the CPU in fp32 and reads typed decisions from their
+ * logits. This header is the manual: every function states its contract, who owns what, and how it fails.
+ *
+ * Conventions
+ * -----------
+ * - Objects are opaque handles (td_model, td_tokenizer, td_ctx, td_batch). Constructors return a td_status and
+ *   hand the new object back through an out-parameter, which is set to NULL on failure.
+ *   Every *_free(NULL) is a harmless no-op.
+ * - Every fallible call returns td_status. On failure, td_last_error() returns a message that names the file,
+ *   tensor, field, line or argument that is wrong. The message lives in thread-local storage: it is valid until
+ *   the next failing call on the same thread (like dlerror()).
+ * - Pointers returned by accessors are BORROWED: they stay valid until the object is freed or, where stated,
+ *   until the next call that mutates the same object (for a context: the next td_ctx_decode()).
+ * - Buffers the library allocates for the caller (token arrays, decoded text) are released with td_free().
+ * - The library never prints and never exits. Diagnostics that are not errors (e.g. "skipped 12 tensors") go to
+ *   the optional log callback in the params structs.
+ * - Thread safety: a td_model and a td_tokenizer are immutable after loading and may be shared by any number of
+ *   threads. A td_ctx and a td_batch must be used by one thread at a time.
+ */
+#ifndef TYPEDECIDE_H
+#define TYPEDECIDE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TD_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Status codes                                                                                                  */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef enum td_status {
+    TD_OK = 0,
+    TD_ERR_INVALID_ARG = 1,  /* the caller passed an argument that cannot be right (NULL, negative size, ...) */
+    TD_ERR_IO = 2,           /* a file could not be opened, read, written or mapped */
+    TD_ERR_FORMAT = 3,       /* a file or request is malformed: bad JSON, truncated data, wrong shape, ... */
+    TD_ERR_UNSUPPORTED = 4,  /* well-formed but not supported: unknown architecture, dtype, option */
+    TD_ERR_NOMEM = 5,        /* an allocation failed */
+    TD_ERR_RANGE = 6,        /* a value is out of range: token id outside the vocabulary, context full */
+    TD_ERR_STATE = 7         /* the call is not valid in the object's current state */
+} td_status;
+
+/* A short constant name for a status ("format error"). Never NULL. */
+const char *td_status_str(td_status status);
+
+/* The message of the last failing call on this thread, or "" if none failed yet. Never NULL. */
+const char *td_last_error(void);
+
+/* Releases a buffer that the library allocated for the caller. td_free(NULL) is a no-op. */
+void td_free(void *ptr);
+
+/* Logging for diagnostics that are not errors. level: 0 = info, 1 = warning. */
+typedef void (*td_log_fn)(void *user, int level, const char *message);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Tokenizer                                                                                                     */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct td_tokenizer td_tokenizer;
+
+/* Loads a Hugging Face tokenizer.json (byte-level BPE). Fails with TD_ERR_IO if the file cannot be read,
+ * TD_ERR_FORMAT for malformed JSON (the message gives line and column) or inconsistent contents, and
+ * TD_ERR_UNSUPPORTED for a model or pre-tokenizer type this library does not implement. */
+td_status td_tokenizer_load(const char *tokenizer_json_path, td_tokenizer **out);
+
+/* Loads a tokenizer from tokenizer.json bytes in memory (not necessarily NUL-terminated). `name` is used in
+ * error messages. */
+td_status td_tokenizer_load_bytes(const char *json, size_t len, const char *name, td_tokenizer **out);
+
+void td_tokenizer_free(td_tokenizer *tok);
+
+/* Flags for td_tokenize(). */
+#define TD_TOKENIZE_PARSE_SPECIAL 1u /* split out added tokens (<|im_start|>, <think>, ...) as their own ids */
+
+/* Encodes `len` bytes of UTF-8 `text` into token ids, exactly as Hugging Face `tokenizers` does (without adding
+ * BOS/EOS: Qwen's tokenizers add none). On success *ids is a new array (release with td_free(); NULL when
+ * *n_ids is 0). Invalid UTF-8 is an error (TD_ERR_FORMAT) naming the byte offset. */
+td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, int32_t **ids,
+                      size_t *n_ids);
+
+/* Decodes ids back to UTF-8 text. Added tokens decode to their content. *text is a new NUL-terminated buffer
+ * (release with td_free()); *len excludes the NUL. Ids outside the vocabulary fail with TD_ERR_RANGE. */
+td_status td_detokenize(const td_tokenizer *tok, const int32_t *ids, size_t n_ids, char **text, size_t *len);
+
+/* The raw bytes one token stands for (for streaming output). Returns NULL for ids outside the vocabulary.
+ * The pointer is borrowed from the tokenizer; *len receives the byte count. The bytes of a single token may be
+ * an incomplete UTF-8 sequence. */
+const char *td_token_bytes(const td_tokenizer *tok, int32_t id, size_t *len);
+
+/* The id of a token given by its exact vocabulary string (e.g. "<|im_end|>"), or -1. */
+int32_t td_token_lookup(const td_tokenizer *tok, const char *piece);
+
+/* Number of ids the tokenizer can produce (vocabulary plus added tokens); all ids are < this. */
+int32_t td_tokenizer_n_tokens(const td_tokenizer *tok);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Model                                                                                                         */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct td_model td_model;
+
+typedef struct td_model_params {
+    int load_tokenizer;  /* 1 (default): load tokenizer.json when present; 0: skip it */
+    td_log_fn log;       /* optional diagnostics sink; NULL = silent */
+    void *log_user;
+} td_model_params;
+
+td_model_params td_model_default_params(void);
+
+/* Loads a model from a Hugging Face directory (config.json, model.safetensors or model.safetensors.index.json
+ * with its shards, optional tokenizer.json, tokenizer_config.json, generation_config.json). Weights are mapped
+ * read-only from the files, not copied (except tensors whose data is not aligned to their element size).
+ * Every tensor the architecture needs is checked against config.json: a missing tensor, a wrong shape, an
+ * unknown dtype, offsets outside the file or overlapping, all fail with TD_ERR_FORMAT naming the tensor and file.
+ * A directory without tokenizer files loads fine; td_model_tokenizer() then returns NULL. */
+td_status td_model_load(const char *path, const td_model_params *params, td_model **out);
+
+void td_model_free(td_model *model);
+
+/* The model's tokenizer (borrowed, lives as long as the model) or NULL when the directory had none. */
+const td_tokenizer *td_model_tokenizer(const td_model *model);
+
+/* Rows of the output head: logits have this many entries (config.json's vocab_size). */
+int32_t td_model_n_vocab(const td_model *model);
+/* Hidden size of the residual stream. */
+int32_t td_model_n_embd(const td_model *model);
+/* Total parameter count of the text model (a tied head counted once). */
+int64_t td_model_n_params(const td_model *model);
+/* Architecture name as in config.json ("qwen3"). Borrowed. */
+const char *td_model_arch(const td_model *model);
+/* Position limit from config.json (max_position_embeddings). */
+int32_t td_model_n_ctx_train(const td_model *model);
+
+/* Stop token ids (generation_config.json eos_token_id, else tokenizer_config.json eos_token). Borrowed array;
+ * *n receives the count (may be 0). */
+const int32_t *td_model_stop_ids(const td_model *model, int *n);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Batches: tokens tagged (sequence, position, wants-output)                                                     */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct td_batch td_batch;
+
+/* A batch with room for `capacity` tokens. */
+td_status td_batch_new(int32_t capacity, td_batch **out);
+void td_batch_free(td_batch *batch);
+void td_batch_clear(td_batch *batch);
+/* Appends one token. `pos` must be the next position of sequence `seq` (its current length, plus the tokens of
+ * that sequence already in this batch): sequences grow at the end only; td_ctx_decode() checks this.
+ * `want_output` != 0 asks for this token's output (logits or restricted rows). Fails with TD_ERR_RANGE when full. */
+td_status td_batch_add(td_batch *batch, int32_t token, int32_t seq, int32_t pos, int want_output);
+int32_t td_batch_n_tokens(const td_batch *batch);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Context: activations, KV cache, sequences                                                                     */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct td_ctx td_ctx;
+
+typedef struct td_ctx_params {
+    int32_t n_ctx;     /* KV rows shared by all sequences (a forked prefix is stored once). Default 4096. */
+    int32_t n_batch;   /* most tokens in one td_ctx_decode(). Default 512. */
+    int32_t n_seq_max; /* sequence ids are 0 .. n_seq_max-1. Default 1. */
+    int32_t n_threads; /* worker threads including the caller. Default 1. Results do not depend on it. */
+    int32_t n_outputs_max; /* most tokens per decode that want an output; their logits are kept in the context.
+                              0 (default) = 1. Full-vocabulary outputs cost n_outputs_max x n_vocab floats. */
+} td_ctx_params;
+
+td_ctx_params td_ctx_default_params(void);
+
+/* Creates a context: all activation buffers and the KV cache are allocated here, once; td_ctx_decode() does
+ * not allocate. The model must outlive the context. */
+td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx **out);
+void td_ctx_free(td_ctx *ctx);
+
+/* Runs the model on every token of the batch. A token of sequence s at position p attends to positions 0..p of
+ * s (its own earlier tokens and any prefix it was forked from). Each token's result is bit-identical whatever
+ * else is in the batch and whatever the thread count.
+ * Errors: TD_ERR_RANGE for a token id outside the vocabulary, a sequence id outside 0..n_seq_max-1, more tokens
+ * than n_batch or a full KV cache; TD_ERR_INVALID_ARG for a position that is not the sequence's next one.
+ * On error nothing is written to the cache. */
+td_status td_ctx_decode(td_ctx *ctx, const td_batch *batch);
+
+/* Number of outputs of the last decode (tokens that asked for one, in batch order). */
+int32_t td_ctx_n_outputs(const td_ctx *ctx);
+/* Output i of the last decode: td_model_n_vocab() logits, or td_ctx_set_output_rows()'s k values.
+ * Borrowed until the next td_ctx_decode(). NULL if i is out of range. */
+const float *td_ctx_output(const td_ctx *ctx, int32_t i);
+
+/* Restricts outputs to the given rows of the head (e.g. the K option-letter tokens), in the given order: the
+ * final norm and only those dot products run. n = 0 restores full logits. The ids are copied. Each value equals,
+ * bit for bit, the same row of the full logits. */
+td_status td_ctx_set_output_rows(td_ctx *ctx, const int32_t *rows, int32_t n);
+
+/* Current length (positions) of a sequence; 0 for an empty or unknown one. */
+int32_t td_ctx_seq_len(const td_ctx *ctx, int32_t seq);
+/* Makes `dst` (which must be empty) share the first n_pos positions of `src` without copying their KV rows. */
+td_status td_ctx_seq_fork(td_ctx *ctx, int32_t src, int32_t dst, int32_t n_pos);
+/* Shortens a sequence to n_pos positions (n_pos = 0 empties it), releasing rows no other sequence uses. */
+td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos);
+/* Free KV rows left in the context. */
+int32_t td_ctx_n_free_rows(const td_ctx *ctx);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Sampling                                                                                                      */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct td_sampler_params {
+    float temperature; /* <= 0: greedy (argmax; the lowest id wins ties) */
+    int32_t top_k;     /* keep the k most likely ids (0 = all) */
+    float top_p;       /* then the smallest set whose probability reaches top_p (1 = all) */
+    uint64_t seed;
+} td_sampler_params;
+
+td_sampler_params td_sampler_default_params(void);
+
+/* Picks the next id from n logits. *rng_state carries the random stream between calls (initialise it to the
+ * seed). `scratch` must hold 2 * n floats. Deterministic for a given state. */
+int32_t td_sample(const float *logits, int32_t n, const td_sampler_params *p, uint64_t *rng_state, float *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TYPEDECIDE_H */

@@ -1,0 +1,238 @@
+/* The context: creation (every buffer allocated once), td_ctx_decode (validate, place tokens in the KV cache, run
+ * the forward pass, compute outputs) and the sequence operations. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/error.h"
+
+td_ctx_params td_ctx_default_params(void) {
+    td_ctx_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 4096;
+    p.n_batch = 512;
+    p.n_seq_max = 1;
+    p.n_threads = 1;
+    p.n_outputs_max = 0;
+    return p;
+}
+
+void td_ctx_free(td_ctx *ctx) {
+    if (!ctx) return;
+    td_pool_free(ctx->pool);
+    if (ctx->k_cache)
+        for (int i = 0; i < ctx->model->cfg.n_layer; i++) {
+            free(ctx->k_cache[i]);
+            free(ctx->v_cache[i]);
+        }
+    free(ctx->k_cache);
+    free(ctx->v_cache);
+    free(ctx->refcount);
+    free(ctx->free_list);
+    if (ctx->seqs)
+        for (int i = 0; i < ctx->p.n_seq_max; i++) free(ctx->seqs[i].cells);
+    free(ctx->seqs);
+    free(ctx->tok_id);
+    free(ctx->tok_seq);
+    free(ctx->tok_pos);
+    free(ctx->tok_cell);
+    free(ctx->out_tok);
+    free(ctx->x);
+    free(ctx->xb);
+    free(ctx->q);
+    free(ctx->kx);
+    free(ctx->vx);
+    free(ctx->att);
+    free(ctx->ff_g);
+    free(ctx->ff_u);
+    free(ctx->scores);
+    free(ctx->inv_freq);
+    free(ctx->out_x);
+    free(ctx->out);
+    free(ctx->head_rows);
+    free(ctx);
+}
+
+static void *alloc_f(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
+static void *alloc_i(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t)); }
+
+td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx **out) {
+    if (!model || !out) return td_fail(TD_ERR_INVALID_ARG, "td_ctx_new: NULL argument");
+    *out = NULL;
+    td_ctx_params p = params ? *params : td_ctx_default_params();
+    if (p.n_ctx < 1 || p.n_batch < 1 || p.n_seq_max < 1 || p.n_threads < 1 || p.n_outputs_max < 0)
+        return td_fail(TD_ERR_INVALID_ARG, "td_ctx_new: n_ctx, n_batch, n_seq_max and n_threads must be >= 1");
+    if (p.n_ctx > (1 << 24) || p.n_seq_max > (1 << 16) || p.n_batch > (1 << 20))
+        return td_fail(TD_ERR_INVALID_ARG, "td_ctx_new: sizes are absurdly large");
+    if (p.n_outputs_max == 0 || p.n_outputs_max > p.n_batch) p.n_outputs_max = p.n_outputs_max ? p.n_batch : 1;
+    const td_config *c = &model->cfg;
+    td_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return td_fail_nomem("a context");
+    ctx->model = model;
+    ctx->p = p;
+    ctx->k = td_kernels_best();
+    ctx->kv_dim = c->n_head_kv * c->head_dim;
+    ctx->n_out_max = p.n_outputs_max;
+    int64_t B = p.n_batch, d = c->n_embd, q_rows = (int64_t)c->n_head * c->head_dim * (c->attn_output_gate ? 2 : 1);
+    int64_t kvc = (int64_t)p.n_ctx * ctx->kv_dim;
+    int ok = (ctx->pool = td_pool_new(p.n_threads)) != NULL;
+    ok = ok && (ctx->k_cache = calloc((size_t)c->n_layer, sizeof(float *))) != NULL;
+    ok = ok && (ctx->v_cache = calloc((size_t)c->n_layer, sizeof(float *))) != NULL;
+    for (int i = 0; ok && i < c->n_layer; i++) {
+        if (model->layers[i].kind != TD_LAYER_ATTENTION) continue;
+        ok = (ctx->k_cache[i] = alloc_f(kvc)) && (ctx->v_cache[i] = alloc_f(kvc));
+    }
+    ok = ok && (ctx->refcount = calloc((size_t)p.n_ctx, sizeof(int32_t)));
+    ok = ok && (ctx->free_list = alloc_i(p.n_ctx));
+    ok = ok && (ctx->seqs = calloc((size_t)p.n_seq_max, sizeof *ctx->seqs));
+    for (int i = 0; ok && i < p.n_seq_max; i++) ok = (ctx->seqs[i].cells = alloc_i(p.n_ctx)) != NULL;
+    ok = ok && (ctx->tok_id = alloc_i(B)) && (ctx->tok_seq = alloc_i(B)) && (ctx->tok_pos = alloc_i(B)) &&
+         (ctx->tok_cell = alloc_i(B)) && (ctx->out_tok = alloc_i(B));
+    ok = ok && (ctx->x = alloc_f(B * d)) && (ctx->xb = alloc_f(B * d)) && (ctx->q = alloc_f(B * q_rows)) &&
+         (ctx->kx = alloc_f(B * ctx->kv_dim)) && (ctx->vx = alloc_f(B * ctx->kv_dim)) &&
+         (ctx->att = alloc_f(B * c->n_head * c->head_dim)) && (ctx->ff_g = alloc_f(B * c->n_ff)) &&
+         (ctx->ff_u = alloc_f(B * c->n_ff));
+    ok = ok && (ctx->scores = alloc_f((int64_t)td_pool_n_threads(ctx->pool) * p.n_ctx));
+    ok = ok && (ctx->inv_freq = alloc_f(c->rotary_dim / 2));
+    ok = ok && (ctx->out_x = alloc_f((int64_t)ctx->n_out_max * d));
+    ok = ok && (ctx->out = alloc_f((int64_t)ctx->n_out_max * c->n_vocab));
+    if (!ok) {
+        td_ctx_free(ctx);
+        return td_fail_nomem("the context buffers (reduce n_ctx, n_batch or n_seq_max)");
+    }
+    for (int32_t i = 0; i < p.n_ctx; i++) ctx->free_list[i] = p.n_ctx - 1 - i;
+    ctx->n_free = p.n_ctx;
+    td_rope_inv_freq(ctx->inv_freq, c->rotary_dim, c->rope_theta);
+    *out = ctx;
+    return TD_OK;
+}
+
+/* Checks the whole batch before anything is written, so that a rejected batch leaves the cache untouched. */
+static td_status validate(td_ctx *ctx, const td_batch *b) {
+    const td_config *c = &ctx->model->cfg;
+    if (b->n > ctx->p.n_batch)
+        return td_fail(TD_ERR_RANGE, "batch of %d tokens exceeds the context's n_batch %d", b->n, ctx->p.n_batch);
+    if (b->n > ctx->n_free)
+        return td_fail(TD_ERR_RANGE, "KV cache full: %d tokens need cells but only %d of %d are free", b->n, ctx->n_free,
+                       ctx->p.n_ctx);
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        if (b->token[i] < 0 || b->token[i] >= c->n_vocab)
+            return td_fail(TD_ERR_RANGE, "token id %d (batch index %d) is outside the vocabulary 0..%d", b->token[i], i,
+                           c->n_vocab - 1);
+        if (b->seq[i] < 0 || b->seq[i] >= ctx->p.n_seq_max)
+            return td_fail(TD_ERR_RANGE, "sequence id %d (batch index %d) is outside 0..%d", b->seq[i], i,
+                           ctx->p.n_seq_max - 1);
+        n_out += b->want[i];
+    }
+    if (n_out > ctx->n_out_max)
+        return td_fail(TD_ERR_RANGE, "batch asks for %d outputs but the context was created for %d (n_outputs_max)",
+                       n_out, ctx->n_out_max);
+    /* positions: each sequence grows at its end, in batch order */
+    for (int32_t i = 0; i < b->n; i++) {
+        int32_t expect = ctx->seqs[b->seq[i]].len;
+        for (int32_t j = 0; j < i; j++) expect += b->seq[j] == b->seq[i];
+        if (b->pos[i] != expect)
+            return td_fail(TD_ERR_INVALID_ARG, "token %d of sequence %d has position %d; the next position is %d", i,
+                           b->seq[i], b->pos[i], expect);
+        if (expect >= ctx->p.n_ctx)
+            return td_fail(TD_ERR_RANGE, "sequence %d would exceed n_ctx %d positions", b->seq[i], ctx->p.n_ctx);
+    }
+    return TD_OK;
+}
+
+td_status td_ctx_decode(td_ctx *ctx, const td_batch *b) {
+    if (!ctx || !b) return td_fail(TD_ERR_INVALID_ARG, "td_ctx_decode: NULL argument");
+    td_status st = validate(ctx, b);
+    if (st != TD_OK) return st;
+    ctx->n_tokens = b->n;
+    ctx->n_out = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        td_seq *s = &ctx->seqs[b->seq[i]];
+        int32_t cell = ctx->free_list[--ctx->n_free];
+        ctx->refcount[cell] = 1;
+        s->cells[s->len++] = cell;
+        ctx->tok_id[i] = b->token[i];
+        ctx->tok_seq[i] = b->seq[i];
+        ctx->tok_pos[i] = b->pos[i];
+        ctx->tok_cell[i] = cell;
+        if (b->want[i]) ctx->out_tok[ctx->n_out++] = i;
+    }
+    if (b->n == 0) return TD_OK;
+    td_forward_qwen3(ctx);
+    td_eng_outputs(ctx);
+    return TD_OK;
+}
+
+int32_t td_ctx_n_outputs(const td_ctx *ctx) { return ctx ? ctx->n_out : 0; }
+
+const float *td_ctx_output(const td_ctx *ctx, int32_t i) {
+    if (!ctx || i < 0 || i >= ctx->n_out) return NULL;
+    int64_t w = ctx->head_rows ? ctx->n_head_rows : ctx->model->cfg.n_vocab;
+    return ctx->out + (int64_t)i * w;
+}
+
+td_status td_ctx_set_output_rows(td_ctx *ctx, const int32_t *rows, int32_t n) {
+    if (!ctx || n < 0 || (n > 0 && !rows)) return td_fail(TD_ERR_INVALID_ARG, "td_ctx_set_output_rows: bad argument");
+    for (int32_t i = 0; i < n; i++)
+        if (rows[i] < 0 || rows[i] >= ctx->model->cfg.n_vocab)
+            return td_fail(TD_ERR_RANGE, "output row %d is outside the vocabulary 0..%d", rows[i],
+                           ctx->model->cfg.n_vocab - 1);
+    free(ctx->head_rows);
+    ctx->head_rows = NULL;
+    ctx->n_head_rows = 0;
+    if (n == 0) return TD_OK;
+    ctx->head_rows = malloc((size_t)n * sizeof *rows);
+    if (!ctx->head_rows) return td_fail_nomem("output rows");
+    memcpy(ctx->head_rows, rows, (size_t)n * sizeof *rows);
+    ctx->n_head_rows = n;
+    return TD_OK;
+}
+
+int32_t td_ctx_seq_len(const td_ctx *ctx, int32_t seq) {
+    if (!ctx || seq < 0 || seq >= ctx->p.n_seq_max) return 0;
+    return ctx->seqs[seq].len;
+}
+
+int32_t td_ctx_n_free_rows(const td_ctx *ctx) { return ctx ? ctx->n_free : 0; }
+
+static td_status check_seq(const td_ctx *ctx, int32_t seq, const char *what) {
+    if (!ctx) return td_fail(TD_ERR_INVALID_ARG, "%s: NULL context", what);
+    if (seq < 0 || seq >= ctx->p.n_seq_max)
+        return td_fail(TD_ERR_RANGE, "%s: sequence id %d is outside 0..%d", what, seq, ctx->p.n_seq_max - 1);
+    return TD_OK;
+}
+
+td_status td_ctx_seq_fork(td_ctx *ctx, int32_t src, int32_t dst, int32_t n_pos) {
+    td_status st;
+    if ((st = check_seq(ctx, src, "td_ctx_seq_fork")) != TD_OK || (st = check_seq(ctx, dst, "td_ctx_seq_fork")) != TD_OK)
+        return st;
+    if (src == dst) return td_fail(TD_ERR_INVALID_ARG, "td_ctx_seq_fork: source and destination are both %d", src);
+    if (ctx->seqs[dst].len != 0)
+        return td_fail(TD_ERR_STATE, "td_ctx_seq_fork: destination sequence %d is not empty", dst);
+    if (n_pos < 0 || n_pos > ctx->seqs[src].len)
+        return td_fail(TD_ERR_RANGE, "td_ctx_seq_fork: sequence %d has %d positions, cannot share %d", src,
+                       ctx->seqs[src].len, n_pos);
+    for (int32_t i = 0; i < n_pos; i++) {
+        int32_t cell = ctx->seqs[src].cells[i];
+        ctx->seqs[dst].cells[i] = cell;
+        ctx->refcount[cell]++;
+    }
+    ctx->seqs[dst].len = n_pos;
+    return TD_OK;
+}
+
+td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos) {
+    td_status st = check_seq(ctx, seq, "td_ctx_seq_truncate");
+    if (st != TD_OK) return st;
+    td_seq *s = &ctx->seqs[seq];
+    if (n_pos < 0 || n_pos > s->len)
+        return td_fail(TD_ERR_RANGE, "td_ctx_seq_truncate: sequence %d has %d positions, cannot keep %d", seq, s->len,
+                       n_pos);
+    for (int32_t i = n_pos; i < s->len; i++) {
+        int32_t cell = s->cells[i];
+        if (--ctx->refcount[cell] == 0) ctx->free_list[ctx->n_free++] = cell;
+    }
+    s->len = n_pos;
+    return TD_OK;
+}

@@ -1,0 +1,77 @@
+/* The engine's private state: batches, the context (activations, KV cache, sequences) and the forward passes.
+ *
+ * KV cache: a pool of n_ctx cells per layer, each cell one position's K and V rows. A sequence is a table
+ * position -> cell. Forking a sequence copies the table entries (ints) and bumps the cells' reference counts:
+ * a shared prefix is stored once and read by every sequence forked from it. */
+#ifndef TD_ENGINE_ENGINE_H
+#define TD_ENGINE_ENGINE_H
+
+#include <stdint.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/threadpool.h"
+#include "model/model.h"
+#include "typedecide.h"
+
+struct td_batch {
+    int32_t cap, n;
+    int32_t *token, *seq, *pos;
+    uint8_t *want;
+};
+
+typedef struct td_seq {
+    int32_t *cells; /* [n_ctx] position -> cell */
+    int32_t len;
+} td_seq;
+
+struct td_ctx {
+    const td_model *model;
+    td_ctx_params p;
+    const td_kernels *k;
+    td_pool *pool;
+
+    /* KV cache: [n_layer][n_ctx][kv_dim] for attention layers (NULL rows for DeltaNet layers) */
+    float **k_cache, **v_cache;
+    int32_t kv_dim;
+    int32_t *refcount;  /* [n_ctx] */
+    int32_t *free_list; /* stack of free cells */
+    int32_t n_free;
+    td_seq *seqs;       /* [n_seq_max] */
+
+    /* the batch being decoded */
+    int32_t n_tokens;
+    int32_t *tok_id, *tok_seq, *tok_pos, *tok_cell; /* [n_batch] */
+    int32_t *out_tok;                               /* batch indices that want outputs */
+    int32_t n_out;
+
+    /* activations, sized for n_batch tokens */
+    float *x, *xb;         /* [n_batch, d] */
+    float *q, *kx, *vx;    /* [n_batch, q_rows], [n_batch, kv_dim] x2 */
+    float *att;            /* [n_batch, Hq * hd] */
+    float *ff_g, *ff_u;    /* [n_batch, n_ff] */
+    float *scores;         /* [n_threads, n_ctx] */
+    float *inv_freq;       /* [rotary_dim / 2] */
+    float *out_x;          /* [n_out_max, d] final-normed hidden of output tokens */
+    float *out;            /* [n_out_max, n_vocab] or [n_out_max, n_rows] */
+    int32_t n_out_max;
+    int32_t *head_rows;    /* restricted head rows (NULL: full vocabulary) */
+    int32_t n_head_rows;
+};
+
+/* Helpers the forward passes share (engine/ops.c). */
+
+/* Y[t, :n_out] = X[t, :] W^T (rows = NULL) or the listed rows of W, split over the pool. */
+void td_eng_matmul(td_ctx *ctx, const td_mat *w, const int32_t *rows, int64_t n_out, const float *x, int64_t T,
+                   int64_t ldx, float *y, int64_t ldy);
+/* att[t, h*hd..] = softmax attention of query head h of token t over its sequence's cells 0..pos, for a layer's
+ * cache (q has row stride ldq, the query of head h at q + h * q_head_stride). */
+void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_stride, const float *kc,
+                      const float *vc);
+/* Final norm and head for the tokens that want outputs; fills ctx->out. */
+void td_eng_outputs(td_ctx *ctx);
+
+/* Forward passes: run ctx->n_tokens tokens (ctx->tok_*) through the model, leaving the final hidden states in
+ * ctx->x. */
+void td_forward_qwen3(td_ctx *ctx);
+
+#endif

@@ -1,0 +1,80 @@
+/* CPU kernels. Every kernel has a scalar reference (*_ref, always compiled) and, where it matters for speed, an
+ * AVX2/FMA/F16C version (*_avx2) chosen at run time. Kernels know nothing about models.
+ *
+ * Determinism contract (the engine's exactness rests on it): for a given kernel choice, each output element is
+ * computed by one fixed sequence of floating-point operations that depends only on that element's own inputs —
+ * never on how many rows or tokens are processed together, how work is tiled, or which thread runs it. */
+#ifndef TD_KERNELS_CPU_KERNELS_H
+#define TD_KERNELS_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/dtype.h"
+
+/* A weight matrix [rows, cols], row-major, rows `row_bytes` apart. */
+typedef struct td_mat {
+    td_dtype type;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const void *data;
+} td_mat;
+
+static inline const void *td_mat_row(const td_mat *w, int64_t r) {
+    return (const char *)w->data + (size_t)r * w->row_bytes;
+}
+
+/* Y[t, j] = dot(X[t, :cols], W[row(j), :]) for t in [0, T), j in [j0, j1), where row(j) = rows ? rows[j] : j.
+ * X has leading dimension ldx floats, Y has ldy. */
+typedef void (*td_matmul_fn)(const td_mat *w, const int32_t *rows, const float *x, int64_t T, int64_t ldx,
+                             float *y, int64_t ldy, int64_t j0, int64_t j1);
+
+void td_matmul_ref(const td_mat *w, const int32_t *rows, const float *x, int64_t T, int64_t ldx, float *y,
+                   int64_t ldy, int64_t j0, int64_t j1);
+void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, int64_t T, int64_t ldx, float *y,
+                    int64_t ldy, int64_t j0, int64_t j1);
+
+/* Attention of one query head over n gathered key/value rows:
+ * s_i = dot(q, k_i) * scale; p = softmax(s) (max-subtracted, summed in order of i); out = sum_i p_i v_i.
+ * k_i = k + idx[i] * stride, v_i likewise; `scratch` holds n floats. */
+typedef void (*td_attn_fn)(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n,
+                           int64_t stride, int64_t dim, float scale, float *out, float *scratch);
+
+void td_attn_ref(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n, int64_t stride,
+                 int64_t dim, float scale, float *out, float *scratch);
+void td_attn_avx2(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n, int64_t stride,
+                  int64_t dim, float scale, float *out, float *scratch);
+
+/* Element-wise and row ops (scalar; they are a vanishing share of the work). */
+
+/* y = x * rsqrt(mean(x^2) + eps) * (w or 1 + w when zero_centred), over n elements. */
+void td_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred);
+/* NeoX half-split rotary embedding of the first `rot` dims of x (length >= rot) at position pos;
+ * inv_freq has rot/2 entries. Dims rot.. are untouched. */
+void td_rope(float *x, int64_t rot, const float *inv_freq, int32_t pos);
+/* inv_freq[i] = 1 / theta^(2i/rot), computed in fp32 the way transformers does. */
+void td_rope_inv_freq(float *inv_freq, int64_t rot, double theta);
+/* g[i] = silu(g[i]) * u[i] */
+void td_silu_mul(float *g, const float *u, int64_t n);
+/* y[i] += x[i] */
+void td_add(float *y, const float *x, int64_t n);
+/* Converts one row of a weight to fp32. */
+void td_row_to_f32(float *y, const td_mat *w, int64_t row);
+/* In-place softmax over n values; returns nothing. Max-subtracted, summed in index order. */
+void td_softmax(float *x, int64_t n);
+
+/* The run-time choice between scalar and AVX2 versions. */
+typedef struct td_kernels {
+    const char *name; /* "avx2" or "scalar" */
+    td_matmul_fn matmul;
+    td_attn_fn attn;
+} td_kernels;
+
+/* The best kernels this CPU supports (AVX2+FMA+F16C, else scalar). TD_KERNELS=scalar in the environment forces
+ * the scalar reference. */
+const td_kernels *td_kernels_best(void);
+const td_kernels *td_kernels_scalar(void);
+/* 1 if this CPU can run the AVX2 kernels. */
+int td_cpu_has_avx2(void);
+
+#endif

@@ -1,0 +1,73 @@
+/* Scalar element-wise and row operations, and the reference attention. */
+#include <math.h>
+
+#include "kernels/cpu/kernels.h"
+
+void td_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred) {
+    double ss = 0.0; /* double: the mean of squares is then correctly rounded for any realistic n */
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    float r = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
+    for (int64_t i = 0; i < n; i++) {
+        float wi = zero_centred ? 1.0f + w[i] : w[i];
+        y[i] = (x[i] * r) * wi;
+    }
+}
+
+void td_rope_inv_freq(float *inv_freq, int64_t rot, double theta) {
+    /* transformers: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in fp32 */
+    for (int64_t i = 0; i < rot / 2; i++) {
+        float e = (float)(2 * i) / (float)rot;
+        inv_freq[i] = 1.0f / powf((float)theta, e);
+    }
+}
+
+void td_rope(float *x, int64_t rot, const float *inv_freq, int32_t pos) {
+    int64_t h = rot / 2;
+    for (int64_t i = 0; i < h; i++) {
+        float angle = (float)pos * inv_freq[i]; /* fp32 product, as transformers' position @ inv_freq */
+        float c = (float)cos((double)angle), s = (float)sin((double)angle);
+        float a = x[i], b = x[i + h];
+        x[i] = a * c - b * s;
+        x[i + h] = b * c + a * s;
+    }
+}
+
+void td_silu_mul(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = g[i];
+        g[i] = (v / (1.0f + expf(-v))) * u[i];
+    }
+}
+
+void td_add(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void td_softmax(float *x, int64_t n) {
+    if (n <= 0) return;
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void td_attn_ref(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n, int64_t stride,
+                 int64_t dim, float scale, float *out, float *scratch) {
+    for (int64_t i = 0; i < n; i++) {
+        const float *ki = k + (int64_t)idx[i] * stride;
+        float s = 0.0f;
+        for (int64_t d = 0; d < dim; d++) s += q[d] * ki[d];
+        scratch[i] = s * scale;
+    }
+    td_softmax(scratch, n);
+    for (int64_t d = 0; d < dim; d++) out[d] = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float *vi = v + (int64_t)idx[i] * stride;
+        for (int64_t d = 0; d < dim; d++) out[d] += scratch[i] * vi[d];
+    }
+}

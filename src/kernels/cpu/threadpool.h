@@ -1,0 +1,22 @@
+/* A small thread pool: the caller and n-1 workers split [0, n) into contiguous ranges, one per thread.
+ * Workers spin briefly after a job (the next one usually follows within microseconds in a forward pass) and then
+ * sleep on a condition variable, so an idle pool costs no CPU. */
+#ifndef TD_KERNELS_CPU_THREADPOOL_H
+#define TD_KERNELS_CPU_THREADPOOL_H
+
+#include <stdint.h>
+
+typedef struct td_pool td_pool;
+
+/* fn(arg, begin, end, thread) runs on [begin, end); ranges are multiples of `grain` except the last. */
+typedef void (*td_pool_fn)(void *arg, int64_t begin, int64_t end, int thread);
+
+/* n_threads includes the calling thread. Returns NULL on failure. */
+td_pool *td_pool_new(int n_threads);
+void td_pool_free(td_pool *pool);
+int td_pool_n_threads(const td_pool *pool);
+
+/* Splits [0, n) into at most n_threads ranges of whole grains and runs them; returns when all are done. */
+void td_pool_run(td_pool *pool, int64_t n, int64_t grain, td_pool_fn fn, void *arg);
+
+#endif

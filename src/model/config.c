@@ -1,0 +1,195 @@
+#include "model/config.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/fileio.h"
+#include "util/json.h"
+
+/* rope_theta lives at the top level in older files and in rope_parameters (transformers 5) in newer ones;
+ * only the default (unscaled) rope type is supported. */
+static td_status read_rope(const json_t *c, const char *name, td_config *cfg, double *partial) {
+    td_status st;
+    json_t *rp = json_object_get(c, "rope_parameters");
+    json_t *rs = json_object_get(c, "rope_scaling");
+    if ((st = td_json_num(c, "rope_theta", 0, name, &cfg->rope_theta)) != TD_OK) return st;
+    if ((st = td_json_num(c, "partial_rotary_factor", 0, name, partial)) != TD_OK) return st;
+    const json_t *srcs[2] = {rp, rs};
+    for (int i = 0; i < 2; i++) {
+        const json_t *r = srcs[i];
+        if (!r || json_is_null(r)) continue;
+        char where[256];
+        snprintf(where, sizeof where, "%s: %s", name, i == 0 ? "rope_parameters" : "rope_scaling");
+        if (!json_is_object(r)) return td_fail(TD_ERR_FORMAT, "%s must be an object", where);
+        const char *type = "default";
+        if ((st = td_json_str(r, "rope_type", 0, where, &type)) != TD_OK) return st;
+        if (strcmp(type, "default") != 0)
+            return td_fail(TD_ERR_UNSUPPORTED, "%s: rope_type \"%s\" is not supported (only \"default\")", where, type);
+        if ((st = td_json_num(r, "rope_theta", 0, where, &cfg->rope_theta)) != TD_OK) return st;
+        if ((st = td_json_num(r, "partial_rotary_factor", 0, where, partial)) != TD_OK) return st;
+    }
+    return TD_OK;
+}
+
+static td_status read_layer_types(const json_t *c, const char *name, td_config *cfg) {
+    json_t *lt = json_object_get(c, "layer_types");
+    int32_t interval = 4;
+    td_status st = td_json_i32(c, "full_attention_interval", 0, name, &interval);
+    if (st != TD_OK) return st;
+    if (lt && !json_is_null(lt)) {
+        if (!json_is_array(lt))
+            return td_fail(TD_ERR_FORMAT, "%s: field \"layer_types\" must be an array", name);
+        if ((int32_t)json_array_size(lt) != cfg->n_layer)
+            return td_fail(TD_ERR_FORMAT, "%s: field \"layer_types\" has %zu entries but num_hidden_layers is %d",
+                           name, json_array_size(lt), cfg->n_layer);
+        for (int32_t i = 0; i < cfg->n_layer; i++) {
+            const char *s = json_string_value(json_array_get(lt, (size_t)i));
+            if (s && strcmp(s, "full_attention") == 0) cfg->layer_kind[i] = TD_LAYER_ATTENTION;
+            else if (s && strcmp(s, "linear_attention") == 0) cfg->layer_kind[i] = TD_LAYER_DELTANET;
+            else
+                return td_fail(TD_ERR_FORMAT,
+                               "%s: layer_types[%d] must be \"full_attention\" or \"linear_attention\"", name, i);
+        }
+        return TD_OK;
+    }
+    if (interval < 1) return td_fail(TD_ERR_FORMAT, "%s: full_attention_interval must be >= 1", name);
+    for (int32_t i = 0; i < cfg->n_layer; i++)
+        cfg->layer_kind[i] = (i + 1) % interval == 0 ? TD_LAYER_ATTENTION : TD_LAYER_DELTANET;
+    return TD_OK;
+}
+
+#define POSITIVE(field, key)                                                                                     \
+    do {                                                                                                         \
+        if (cfg->field <= 0) return td_fail(TD_ERR_FORMAT, "%s: field \"%s\" must be positive", name, key);      \
+    } while (0)
+
+static td_status read_text_config(const json_t *c, const char *name, td_config *cfg) {
+    td_status st;
+    double eps = 1e-6, partial = 1.0;
+    cfg->n_ctx_train = 32768;
+    cfg->rope_theta = 10000.0;
+    cfg->head_dim = 0;
+    if ((st = td_json_i32(c, "vocab_size", 1, name, &cfg->n_vocab)) != TD_OK ||
+        (st = td_json_i32(c, "hidden_size", 1, name, &cfg->n_embd)) != TD_OK ||
+        (st = td_json_i32(c, "num_hidden_layers", 1, name, &cfg->n_layer)) != TD_OK ||
+        (st = td_json_i32(c, "num_attention_heads", 1, name, &cfg->n_head)) != TD_OK ||
+        (st = td_json_i32(c, "intermediate_size", 1, name, &cfg->n_ff)) != TD_OK ||
+        (st = td_json_i32(c, "max_position_embeddings", 0, name, &cfg->n_ctx_train)) != TD_OK ||
+        (st = td_json_i32(c, "head_dim", 0, name, &cfg->head_dim)) != TD_OK ||
+        (st = td_json_num(c, "rms_norm_eps", 0, name, &eps)) != TD_OK)
+        return st;
+    cfg->n_head_kv = cfg->n_head;
+    if ((st = td_json_i32(c, "num_key_value_heads", 0, name, &cfg->n_head_kv)) != TD_OK) return st;
+    POSITIVE(n_vocab, "vocab_size");
+    POSITIVE(n_embd, "hidden_size");
+    POSITIVE(n_layer, "num_hidden_layers");
+    POSITIVE(n_head, "num_attention_heads");
+    POSITIVE(n_head_kv, "num_key_value_heads");
+    POSITIVE(n_ff, "intermediate_size");
+    POSITIVE(n_ctx_train, "max_position_embeddings");
+    if (cfg->n_layer > TD_MAX_LAYERS)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: %d layers exceed the limit of %d", name, cfg->n_layer, TD_MAX_LAYERS);
+    if (cfg->head_dim == 0) {
+        if (cfg->n_embd % cfg->n_head)
+            return td_fail(TD_ERR_FORMAT, "%s: no head_dim and hidden_size %% num_attention_heads != 0", name);
+        cfg->head_dim = cfg->n_embd / cfg->n_head;
+    }
+    POSITIVE(head_dim, "head_dim");
+    if (cfg->head_dim % 2) return td_fail(TD_ERR_FORMAT, "%s: head_dim %d must be even", name, cfg->head_dim);
+    if (cfg->n_head % cfg->n_head_kv)
+        return td_fail(TD_ERR_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", name,
+                       cfg->n_head, cfg->n_head_kv);
+    if (cfg->n_vocab > (1 << 24) || cfg->n_embd > (1 << 16) || cfg->n_ff > (1 << 18) || cfg->head_dim > 1024 ||
+        cfg->n_head > 1024)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: sizes beyond what this engine supports", name);
+    if ((st = read_rope(c, name, cfg, &partial)) != TD_OK) return st;
+    if (!(cfg->rope_theta > 0)) return td_fail(TD_ERR_FORMAT, "%s: rope_theta must be positive", name);
+    if (!(partial > 0 && partial <= 1)) return td_fail(TD_ERR_FORMAT, "%s: partial_rotary_factor must be in (0, 1]", name);
+    cfg->rotary_dim = (int32_t)(cfg->head_dim * partial);
+    cfg->rotary_dim -= cfg->rotary_dim % 2;
+    if (cfg->rotary_dim <= 0) return td_fail(TD_ERR_FORMAT, "%s: rotary dimension is 0", name);
+    if (!(eps > 0 && eps < 1)) return td_fail(TD_ERR_FORMAT, "%s: rms_norm_eps must be in (0, 1)", name);
+    cfg->rms_eps = (float)eps;
+    return TD_OK;
+}
+
+static td_status read_deltanet(const json_t *c, const char *name, td_config *cfg) {
+    td_status st;
+    cfg->lin_conv_kernel = 4;
+    if ((st = td_json_i32(c, "linear_num_key_heads", 1, name, &cfg->lin_n_k_heads)) != TD_OK ||
+        (st = td_json_i32(c, "linear_num_value_heads", 1, name, &cfg->lin_n_v_heads)) != TD_OK ||
+        (st = td_json_i32(c, "linear_key_head_dim", 1, name, &cfg->lin_k_dim)) != TD_OK ||
+        (st = td_json_i32(c, "linear_value_head_dim", 1, name, &cfg->lin_v_dim)) != TD_OK ||
+        (st = td_json_i32(c, "linear_conv_kernel_dim", 0, name, &cfg->lin_conv_kernel)) != TD_OK)
+        return st;
+    POSITIVE(lin_n_k_heads, "linear_num_key_heads");
+    POSITIVE(lin_n_v_heads, "linear_num_value_heads");
+    POSITIVE(lin_k_dim, "linear_key_head_dim");
+    POSITIVE(lin_v_dim, "linear_value_head_dim");
+    POSITIVE(lin_conv_kernel, "linear_conv_kernel_dim");
+    if (cfg->lin_n_v_heads % cfg->lin_n_k_heads)
+        return td_fail(TD_ERR_FORMAT, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
+                       name, cfg->lin_n_v_heads, cfg->lin_n_k_heads);
+    if (cfg->lin_k_dim > 1024 || cfg->lin_v_dim > 1024 || cfg->lin_conv_kernel > 64)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: DeltaNet sizes beyond what this engine supports", name);
+    return read_layer_types(c, name, cfg);
+}
+
+td_status td_config_parse(const char *json, size_t len, const char *name, td_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    json_t *root;
+    td_status st = td_json_load_bytes(json, len, name, &root);
+    if (st != TD_OK) return st;
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return td_fail(TD_ERR_FORMAT, "%s: top level must be an object", name);
+    }
+    const char *mt = NULL;
+    st = td_json_str(root, "model_type", 1, name, &mt);
+    if (st == TD_OK) {
+        snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
+        const json_t *text = root;
+        int tied = 1;
+        if (strcmp(mt, "qwen3") == 0) {
+            cfg->arch = TD_ARCH_QWEN3;
+            snprintf(cfg->tensor_prefix, sizeof cfg->tensor_prefix, "model.");
+        } else if (strcmp(mt, "qwen3_5") == 0 || strcmp(mt, "qwen3_5_text") == 0) {
+            cfg->arch = TD_ARCH_QWEN35;
+            cfg->zero_centred_norms = 1;
+            cfg->attn_output_gate = 1;
+            json_t *tc = json_object_get(root, "text_config");
+            if (strcmp(mt, "qwen3_5") == 0 && json_is_object(tc)) { /* vision-language layout */
+                text = tc;
+                snprintf(cfg->tensor_prefix, sizeof cfg->tensor_prefix, "model.language_model.");
+            } else {
+                snprintf(cfg->tensor_prefix, sizeof cfg->tensor_prefix, "model.");
+            }
+        } else {
+            st = td_fail(TD_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (qwen3, qwen3_5)", name, mt);
+        }
+        char tname[160];
+        snprintf(tname, sizeof tname, "%s%s", name, text == root ? "" : " text_config");
+        if (st == TD_OK) st = read_text_config(text, tname, cfg);
+        if (st == TD_OK && cfg->arch == TD_ARCH_QWEN35) st = read_deltanet(text, tname, cfg);
+        /* tie_word_embeddings may sit at the top level of a VL config or inside text_config */
+        if (st == TD_OK) st = td_json_bool(root, "tie_word_embeddings", 0, name, &tied);
+        if (st == TD_OK && text != root) st = td_json_bool(text, "tie_word_embeddings", 0, tname, &tied);
+        cfg->tied = tied;
+    }
+    json_decref(root);
+    return st;
+}
+
+td_status td_config_load(const char *path, td_config *cfg) {
+    char *data;
+    size_t len;
+    td_status st = td_read_file(path, &data, &len);
+    if (st != TD_OK) return st;
+    st = td_config_parse(data, len, path, cfg);
+    free(data);
+    return st;
+}

@@ -1,0 +1,62 @@
+/* The loaded model: config, mapped weight files and per-layer views into them. Private to the library. */
+#ifndef TD_MODEL_MODEL_H
+#define TD_MODEL_MODEL_H
+
+#include <stdint.h>
+
+#include "kernels/cpu/kernels.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+#include "typedecide.h"
+
+/* Full (softmax) attention: Qwen3's, and Qwen3.5's gated variant. */
+typedef struct td_attn_weights {
+    td_mat wq;      /* [Hq * hd, d], or [Hq * 2hd, d] with the output gate (per head: hd query, hd gate) */
+    td_mat wk, wv;  /* [Hkv * hd, d] */
+    td_mat wo;      /* [d, Hq * hd] */
+    float *q_norm;  /* [hd] */
+    float *k_norm;  /* [hd] */
+} td_attn_weights;
+
+/* Gated DeltaNet (Qwen3.5 linear attention). */
+typedef struct td_deltanet_weights {
+    td_mat in_qkv;  /* [2 * Hk * dk + Hv * dv, d], rows laid out [q | k | v] */
+    td_mat in_z;    /* [Hv * dv, d] */
+    td_mat in_b;    /* [Hv, d] */
+    td_mat in_a;    /* [Hv, d] */
+    float *conv_w;  /* [conv_dim, K] depthwise causal conv */
+    float *a_log;   /* [Hv] */
+    float *dt_bias; /* [Hv] */
+    float *norm_w;  /* [dv] gated output norm, plain w */
+    td_mat out;     /* [d, Hv * dv] */
+} td_deltanet_weights;
+
+typedef struct td_layer {
+    td_layer_kind kind;
+    float *attn_norm; /* [d] */
+    float *ffn_norm;  /* [d] */
+    td_attn_weights attn;
+    td_deltanet_weights dn;
+    td_mat w_gate, w_up; /* [ff, d] */
+    td_mat w_down;       /* [d, ff] */
+} td_layer;
+
+struct td_model {
+    td_config cfg;
+    char *path;
+    td_st_file *files;
+    int n_files;
+    td_mat embed;      /* [V, d] */
+    td_mat head;       /* [V, d]; the same storage as embed when tied */
+    float *final_norm; /* [d] */
+    td_layer *layers;
+    void **owned;      /* fp32 copies of small tensors and realigned data */
+    int n_owned, cap_owned;
+    td_tokenizer *tok;
+    int32_t *stop_ids;
+    int n_stop;
+    int64_t n_params;
+    int n_skipped;     /* tensors in the files that the text model does not use */
+};
+
+#endif

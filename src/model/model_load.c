@@ -1,0 +1,436 @@
+/* Loading a Hugging Face model directory: config.json, the safetensors files (single or sharded), the
+ * tokenizer and the stop tokens. Every tensor the architecture needs is found, type-checked and shape-checked
+ * against config.json here, so that the forward pass never meets a surprise. */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/arch.h"
+#include "model/model.h"
+#include "util/error.h"
+#include "util/fileio.h"
+#include "util/hashmap.h"
+#include "util/half.h"
+#include "util/json.h"
+
+typedef struct loader {
+    td_model *m;
+    td_strmap names; /* tensor name -> file index << 20 | tensor index */
+    uint8_t **used;  /* per file, per tensor */
+    const td_model_params *params;
+} loader;
+
+static void log_msg(const td_model_params *p, int level, const char *fmt, ...) {
+    if (!p || !p->log) return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    p->log(p->log_user, level, buf);
+}
+
+static int own(td_model *m, void *p) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? m->cap_owned * 2 : 64;
+        void **n = realloc(m->owned, (size_t)cap * sizeof *n);
+        if (!n) return -1;
+        m->owned = n;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return 0;
+}
+
+/* ---- opening the weight files ------------------------------------------------------------------------------ */
+
+static td_status open_files(loader *L, const char *dir) {
+    td_model *m = L->m;
+    char *index = td_path_join(dir, "model.safetensors.index.json");
+    char *single = td_path_join(dir, "model.safetensors");
+    td_status st = TD_OK;
+    json_t *root = NULL;
+    const char **shards = NULL;
+    int n_shards = 0;
+    if (!index || !single) {
+        st = td_fail_nomem("a path");
+        goto done;
+    }
+    if (td_file_exists(index)) {
+        if ((st = td_json_load_file(index, &root)) != TD_OK) goto done;
+        json_t *wm = json_object_get(root, "weight_map");
+        if (!json_is_object(wm)) {
+            st = td_fail(TD_ERR_FORMAT, "%s: missing object \"weight_map\"", index);
+            goto done;
+        }
+        shards = calloc(json_object_size(wm) + 1, sizeof *shards);
+        if (!shards) {
+            st = td_fail_nomem("the shard list");
+            goto done;
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach(wm, key, v) {
+            if (!json_is_string(v)) {
+                st = td_fail(TD_ERR_FORMAT, "%s: weight_map[\"%s\"] must be a file name", index, key);
+                goto done;
+            }
+            const char *f = json_string_value(v);
+            if (strchr(f, '/') || strcmp(f, "..") == 0) {
+                st = td_fail(TD_ERR_FORMAT, "%s: weight_map[\"%s\"] = \"%s\" must be a file in the same directory",
+                             index, key, f);
+                goto done;
+            }
+            int seen = 0;
+            for (int i = 0; i < n_shards && !seen; i++) seen = strcmp(shards[i], f) == 0;
+            if (!seen) shards[n_shards++] = f;
+        }
+        if (n_shards == 0) {
+            st = td_fail(TD_ERR_FORMAT, "%s: weight_map is empty", index);
+            goto done;
+        }
+    } else if (td_file_exists(single)) {
+        shards = calloc(1, sizeof *shards);
+        if (!shards) {
+            st = td_fail_nomem("the shard list");
+            goto done;
+        }
+        shards[n_shards++] = "model.safetensors";
+    } else {
+        st = td_fail(TD_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json", dir);
+        goto done;
+    }
+    m->files = calloc((size_t)n_shards, sizeof *m->files);
+    L->used = calloc((size_t)n_shards, sizeof *L->used);
+    if (!m->files || !L->used) {
+        st = td_fail_nomem("the file table");
+        goto done;
+    }
+    size_t total = 0;
+    for (int i = 0; i < n_shards; i++) {
+        char *p = td_path_join(dir, shards[i]);
+        if (!p) {
+            st = td_fail_nomem("a path");
+            goto done;
+        }
+        st = td_st_open(p, &m->files[i]);
+        free(p);
+        if (st != TD_OK) goto done;
+        m->n_files++;
+        total += (size_t)m->files[i].n_tensors;
+        L->used[i] = calloc((size_t)m->files[i].n_tensors + 1, 1);
+        if (!L->used[i]) {
+            st = td_fail_nomem("the tensor table");
+            goto done;
+        }
+    }
+    if (td_strmap_init(&L->names, total)) {
+        st = td_fail_nomem("the tensor table");
+        goto done;
+    }
+    for (int i = 0; i < m->n_files; i++)
+        for (int k = 0; k < m->files[i].n_tensors; k++) {
+            const char *nm = m->files[i].tensors[k].name;
+            int32_t prev;
+            if (td_strmap_get(&L->names, nm, strlen(nm), &prev)) {
+                st = td_fail(TD_ERR_FORMAT, "tensor %s appears in both %s and %s", nm,
+                             m->files[prev >> 20].map.path, m->files[i].map.path);
+                goto done;
+            }
+            td_strmap_put(&L->names, nm, strlen(nm), (int32_t)(i << 20 | k));
+        }
+done:
+    free(index);
+    free(single);
+    free(shards);
+    json_decref(root);
+    return st;
+}
+
+/* ---- finding and checking tensors ---------------------------------------------------------------------------- */
+
+static const td_st_tensor *find(loader *L, const char *name, const td_st_file **file) {
+    int32_t v;
+    if (!td_strmap_get(&L->names, name, strlen(name), &v)) return NULL;
+    int f = v >> 20, k = v & 0xfffff;
+    L->used[f][k] = 1;
+    *file = &L->m->files[f];
+    return &L->m->files[f].tensors[k];
+}
+
+static void shape_str(char *buf, size_t n, const int64_t *shape, int nd) {
+    size_t o = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < nd && o < n; i++) o += (size_t)snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+/* Looks up `name` and checks its dtype and shape against the expected dims (why: how config.json implies them). */
+static td_status get_tensor(loader *L, const char *name, int nd, const int64_t *dims, const char *why,
+                            const td_st_tensor **out, const td_st_file **file) {
+    const td_st_tensor *t = find(L, name, file);
+    if (!t) {
+        char want[128];
+        shape_str(want, sizeof want, dims, nd);
+        return td_fail(TD_ERR_FORMAT, "%s: missing tensor %s (expected shape %s: %s)", L->m->path, name, want, why);
+    }
+    if (t->dtype == TD_DTYPE_OTHER)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s; only F32, F16 and BF16 are supported",
+                       (*file)->map.path, name, t->dtype_name);
+    int ok = t->n_dims == nd;
+    for (int i = 0; ok && i < nd; i++) ok = t->shape[i] == dims[i];
+    if (!ok) {
+        char have[128], want[128];
+        shape_str(have, sizeof have, t->shape, t->n_dims);
+        shape_str(want, sizeof want, dims, nd);
+        return td_fail(TD_ERR_FORMAT, "%s: tensor %s has shape %s but config.json implies %s (%s)", (*file)->map.path,
+                       name, have, want, why);
+    }
+    *out = t;
+    return TD_OK;
+}
+
+/* Data pointer of a tensor, copied to aligned memory if the file does not align it to its element size. */
+static td_status tensor_data(loader *L, const td_st_tensor *t, const td_st_file *f, const void **data) {
+    const uint8_t *p = f->data + t->begin;
+    size_t es = td_dtype_size(t->dtype), nb = (size_t)(t->end - t->begin);
+    if (((uintptr_t)p % es) == 0) {
+        *data = p;
+        return TD_OK;
+    }
+    void *copy = aligned_alloc(64, (nb + 63) & ~(size_t)63);
+    if (!copy || own(L->m, copy)) {
+        free(copy);
+        return td_fail_nomem("a realigned tensor");
+    }
+    memcpy(copy, p, nb);
+    *data = copy;
+    return TD_OK;
+}
+
+static td_status get_mat(loader *L, const char *name, int64_t rows, int64_t cols, const char *why, td_mat *out) {
+    const td_st_tensor *t;
+    const td_st_file *f;
+    int64_t dims[2] = {rows, cols};
+    td_status st = get_tensor(L, name, 2, dims, why, &t, &f);
+    if (st != TD_OK) return st;
+    out->type = t->dtype;
+    out->rows = rows;
+    out->cols = cols;
+    out->row_bytes = (size_t)cols * td_dtype_size(t->dtype);
+    L->m->n_params += rows * cols;
+    return tensor_data(L, t, f, &out->data);
+}
+
+/* Small tensors (norm weights, gates, conv kernels) are converted to fp32 once. nd/dims as in get_tensor. */
+static td_status get_f32(loader *L, const char *name, int nd, const int64_t *dims, const char *why, float **out) {
+    const td_st_tensor *t;
+    const td_st_file *f;
+    td_status st = get_tensor(L, name, nd, dims, why, &t, &f);
+    if (st != TD_OK) return st;
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= dims[i];
+    float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v || own(L->m, v)) {
+        free(v);
+        return td_fail_nomem("a weight vector");
+    }
+    const uint8_t *p = f->data + t->begin;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        switch (t->dtype) {
+        case TD_DTYPE_F32: memcpy(&v[i], p + 4 * i, 4); break;
+        case TD_DTYPE_F16: memcpy(&h, p + 2 * i, 2), v[i] = td_f16_to_f32(h); break;
+        default: memcpy(&h, p + 2 * i, 2), v[i] = td_bf16_to_f32(h); break;
+        }
+    }
+    L->m->n_params += n;
+    *out = v;
+    return TD_OK;
+}
+
+/* ---- binding the architecture ---------------------------------------------------------------------------------- */
+
+static td_status bind_spec(void *user, const td_tensor_spec *spec) {
+    loader *L = user;
+    if (spec->mat) return get_mat(L, spec->name, spec->dims[0], spec->dims[1], spec->why, spec->mat);
+    return get_f32(L, spec->name, spec->nd, spec->dims, spec->why, spec->vec);
+}
+
+static td_status bind_layers(loader *L) {
+    td_model *m = L->m;
+    m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
+    if (!m->layers) return td_fail_nomem("the layer table");
+    td_status st = td_arch_tensors(&m->cfg, m, bind_spec, L);
+    if (st != TD_OK) return st;
+    if (m->cfg.tied) m->head = m->embed; /* transformers ties the head even if lm_head.weight is stored */
+    return TD_OK;
+}
+
+/* Counts (and names, in a log line) the tensors of the files that the text model did not use. */
+static void report_unused(loader *L) {
+    td_model *m = L->m;
+    int vis = 0, mtp = 0, other = 0;
+    const char *example = NULL;
+    for (int i = 0; i < m->n_files; i++)
+        for (int k = 0; k < m->files[i].n_tensors; k++) {
+            if (L->used[i][k]) continue;
+            const char *nm = m->files[i].tensors[k].name;
+            if (strncmp(nm, "model.visual.", 13) == 0 || strncmp(nm, "visual.", 7) == 0) vis++;
+            else if (strncmp(nm, "mtp.", 4) == 0) mtp++;
+            else {
+                other++;
+                if (!example) example = nm;
+            }
+        }
+    m->n_skipped = vis + mtp + other;
+    if (m->n_skipped)
+        log_msg(L->params, 0, "skipped %d tensors not used by the text model (vision tower: %d, mtp: %d, other: %d%s%s)",
+                m->n_skipped, vis, mtp, other, example ? ", e.g. " : "", example ? example : "");
+}
+
+/* ---- stop tokens ------------------------------------------------------------------------------------------------- */
+
+static td_status add_stop(td_model *m, json_int_t id, const char *where) {
+    int32_t limit = m->tok ? td_tokenizer_n_tokens(m->tok) : m->cfg.n_vocab;
+    if (id < 0 || id >= limit)
+        return td_fail(TD_ERR_FORMAT, "%s: stop token id %lld is not in the vocabulary (0..%d)", where, (long long)id,
+                       limit - 1);
+    for (int i = 0; i < m->n_stop; i++)
+        if (m->stop_ids[i] == id) return TD_OK;
+    int32_t *n = realloc(m->stop_ids, (size_t)(m->n_stop + 1) * sizeof *n);
+    if (!n) return td_fail_nomem("stop ids");
+    m->stop_ids = n;
+    m->stop_ids[m->n_stop++] = (int32_t)id;
+    return TD_OK;
+}
+
+static td_status load_stops(td_model *m, const char *dir) {
+    char *gen = td_path_join(dir, "generation_config.json"), *tc = td_path_join(dir, "tokenizer_config.json");
+    td_status st = TD_OK;
+    json_t *root = NULL;
+    if (!gen || !tc) {
+        st = td_fail_nomem("a path");
+        goto done;
+    }
+    if (td_file_exists(gen)) {
+        if ((st = td_json_load_file(gen, &root)) != TD_OK) goto done;
+        json_t *e = json_object_get(root, "eos_token_id");
+        if (json_is_integer(e)) st = add_stop(m, json_integer_value(e), gen);
+        else if (json_is_array(e)) {
+            size_t i;
+            json_t *v;
+            json_array_foreach(e, i, v) {
+                if (!json_is_integer(v)) {
+                    st = td_fail(TD_ERR_FORMAT, "%s: eos_token_id[%zu] must be an integer", gen, i);
+                    break;
+                }
+                if ((st = add_stop(m, json_integer_value(v), gen)) != TD_OK) break;
+            }
+        } else if (e && !json_is_null(e)) st = td_fail(TD_ERR_FORMAT, "%s: eos_token_id must be an id or a list", gen);
+        json_decref(root);
+        root = NULL;
+        if (st != TD_OK || m->n_stop) goto done;
+    }
+    if (m->tok && td_file_exists(tc)) { /* fall back to the tokenizer's eos_token */
+        if ((st = td_json_load_file(tc, &root)) != TD_OK) goto done;
+        json_t *e = json_object_get(root, "eos_token");
+        const char *s = json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "content"));
+        if (s) {
+            int32_t id = td_token_lookup(m->tok, s);
+            if (id < 0) st = td_fail(TD_ERR_FORMAT, "%s: eos_token \"%s\" is not in the vocabulary", tc, s);
+            else st = add_stop(m, id, tc);
+        }
+    }
+done:
+    json_decref(root);
+    free(gen);
+    free(tc);
+    return st;
+}
+
+/* ---- public entry points --------------------------------------------------------------------------------------- */
+
+td_model_params td_model_default_params(void) {
+    td_model_params p;
+    memset(&p, 0, sizeof p);
+    p.load_tokenizer = 1;
+    return p;
+}
+
+void td_model_free(td_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_files; i++) td_st_close(&m->files[i]);
+    free(m->files);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    td_tokenizer_free(m->tok);
+    free(m->stop_ids);
+    free(m->path);
+    free(m);
+}
+
+td_status td_model_load(const char *path, const td_model_params *params, td_model **out) {
+    if (!path || !out) return td_fail(TD_ERR_INVALID_ARG, "td_model_load: NULL argument");
+    *out = NULL;
+    td_model_params defaults = td_model_default_params();
+    if (!params) params = &defaults;
+    if (!td_is_dir(path)) {
+        if (td_file_exists(path))
+            return td_fail(TD_ERR_UNSUPPORTED, "%s: expected a Hugging Face model directory (config.json, *.safetensors)",
+                           path);
+        return td_fail(TD_ERR_IO, "%s: no such model directory", path);
+    }
+    td_model *m = calloc(1, sizeof *m);
+    loader L;
+    memset(&L, 0, sizeof L);
+    L.m = m;
+    L.params = params;
+    td_status st = TD_OK;
+    char *cfg_path = td_path_join(path, "config.json"), *tok_path = td_path_join(path, "tokenizer.json");
+    if (!m || !cfg_path || !tok_path || !(m->path = strdup(path))) {
+        st = td_fail_nomem("a model");
+        goto done;
+    }
+    if ((st = td_config_load(cfg_path, &m->cfg)) != TD_OK) goto done;
+    if ((st = open_files(&L, path)) != TD_OK) goto done;
+    if ((st = bind_layers(&L)) != TD_OK) goto done;
+    report_unused(&L);
+    if (params->load_tokenizer && td_file_exists(tok_path)) {
+        if ((st = td_tokenizer_load(tok_path, &m->tok)) != TD_OK) goto done;
+        if (td_tokenizer_n_tokens(m->tok) > m->cfg.n_vocab) {
+            st = td_fail(TD_ERR_FORMAT, "%s: the tokenizer has %d ids but the model's vocab_size is %d", tok_path,
+                         td_tokenizer_n_tokens(m->tok), m->cfg.n_vocab);
+            goto done;
+        }
+    }
+    if ((st = load_stops(m, path)) != TD_OK) goto done;
+    log_msg(params, 0, "loaded %s: %s, %d layers, %lld parameters, %d file(s)", path, m->cfg.model_type,
+            m->cfg.n_layer, (long long)m->n_params, m->n_files);
+done:
+    free(cfg_path);
+    free(tok_path);
+    td_strmap_free(&L.names);
+    if (L.used && m)
+        for (int i = 0; i < m->n_files; i++) free(L.used[i]);
+    free(L.used);
+    if (st != TD_OK) {
+        td_model_free(m);
+        return st;
+    }
+    *out = m;
+    return TD_OK;
+}
+
+const td_tokenizer *td_model_tokenizer(const td_model *m) { return m ? m->tok : NULL; }
+int32_t td_model_n_vocab(const td_model *m) { return m ? m->cfg.n_vocab : 0; }
+int32_t td_model_n_embd(const td_model *m) { return m ? m->cfg.n_embd : 0; }
+int64_t td_model_n_params(const td_model *m) { return m ? m->n_params : 0; }
+const char *td_model_arch(const td_model *m) { return m ? m->cfg.model_type : ""; }
+int32_t td_model_n_ctx_train(const td_model *m) { return m ? m->cfg.n_ctx_train : 0; }
+const int32_t *td_model_stop_ids(const td_model *m, int *n) {
+    if (n) *n = m ? m->n_stop : 0;
+    return m ? m->stop_ids : NULL;
+}

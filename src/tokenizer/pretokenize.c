@@ -1,0 +1,217 @@
+/* The pre-tokenizer: the Split regex from tokenizer.json (PCRE2 with UTF + UCP, JIT-compiled), then the
+ * byte-level step, then BPE on each piece. Pieces are byte ranges of the (already normalized) text. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tokenizer_internal.h"
+#include "util/error.h"
+
+td_status td_split_compile(const char *pattern, size_t len, int is_literal, void **code) {
+    int err;
+    PCRE2_SIZE off;
+    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (is_literal ? PCRE2_LITERAL : 0);
+    pcre2_code *c = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &err, &off, NULL);
+    if (!c) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        return td_fail(TD_ERR_UNSUPPORTED, "pre-tokenizer regex does not compile at offset %zu: %s", (size_t)off,
+                       (const char *)msg);
+    }
+    (void)pcre2_jit_compile(c, PCRE2_JIT_COMPLETE); /* the interpreter is the fallback when JIT is unavailable */
+    *code = c;
+    return TD_OK;
+}
+
+void td_split_free(void *code) { pcre2_code_free((pcre2_code *)code); }
+
+typedef struct span {
+    size_t start, len;
+} span;
+
+typedef struct spanvec {
+    span *v;
+    size_t n, cap;
+} spanvec;
+
+static int span_push(spanvec *s, size_t start, size_t len) {
+    if (len == 0) return 0; /* empty pieces are dropped, as in Hugging Face */
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        span *nv = realloc(s->v, cap * sizeof *nv);
+        if (!nv) return -1;
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n].start = start;
+    s->v[s->n].len = len;
+    s->n++;
+    return 0;
+}
+
+typedef struct segment {
+    size_t start, len;
+    int is_match;
+} segment;
+
+typedef struct segvec {
+    segment *v;
+    size_t n, cap;
+} segvec;
+
+static int seg_push(segvec *s, size_t start, size_t len, int is_match) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        segment *nv = realloc(s->v, cap * sizeof *nv);
+        if (!nv) return -1;
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n].start = start;
+    s->v[s->n].len = len;
+    s->v[s->n].is_match = is_match;
+    s->n++;
+    return 0;
+}
+
+/* Turns the gap/match segments of one piece into pieces, following Hugging Face's SplitDelimiterBehavior folds
+ * exactly (including how runs of adjacent delimiters are treated). Works in place on segs. */
+static int apply_behavior(td_split_behavior b, segvec *segs, spanvec *out) {
+    segment *v = segs->v;
+    size_t n = segs->n, m = 0;
+    int prev_match = 0;
+    switch (b) {
+    case TD_SPLIT_ISOLATED:
+        for (size_t i = 0; i < n; i++)
+            if (span_push(out, v[i].start, v[i].len)) return -1;
+        return 0;
+    case TD_SPLIT_REMOVED:
+        for (size_t i = 0; i < n; i++)
+            if (!v[i].is_match && span_push(out, v[i].start, v[i].len)) return -1;
+        return 0;
+    case TD_SPLIT_MERGED_WITH_PREVIOUS: /* a delimiter joins the segment before it unless that was one too */
+    case TD_SPLIT_CONTIGUOUS:           /* runs of equal kind join */
+        for (size_t i = 0; i < n; i++) {
+            int glue = b == TD_SPLIT_CONTIGUOUS ? v[i].is_match == prev_match : (v[i].is_match && !prev_match);
+            if (glue && m > 0) v[m - 1].len = v[i].start + v[i].len - v[m - 1].start;
+            else v[m++] = v[i];
+            prev_match = v[i].is_match;
+        }
+        break;
+    case TD_SPLIT_MERGED_WITH_NEXT: /* folded from the end: a delimiter joins the segment after it */
+        for (size_t k = n; k-- > 0;) {
+            int glue = v[k].is_match && !prev_match;
+            prev_match = v[k].is_match;
+            if (glue && m > 0) {
+                size_t end = v[n - m].start + v[n - m].len;
+                v[n - m].start = v[k].start;
+                v[n - m].len = end - v[k].start;
+            } else {
+                v[n - 1 - m] = v[k];
+                m++;
+            }
+        }
+        for (size_t i = n - m; i < n; i++)
+            if (span_push(out, v[i].start, v[i].len)) return -1;
+        return 0;
+    }
+    for (size_t i = 0; i < m; i++)
+        if (span_push(out, v[i].start, v[i].len)) return -1;
+    return 0;
+}
+
+/* Applies one Split step to piece [start, start+len) of text, appending the resulting pieces to out. */
+static td_status split_piece(const td_split_step *step, const char *text, size_t start, size_t len,
+                             pcre2_match_data *md, pcre2_match_context *mctx, segvec *segs, spanvec *out) {
+    const unsigned char *subj = (const unsigned char *)text + start;
+    size_t pos = 0, search = 0;
+    int inv = step->invert;
+    segs->n = 0;
+    while (search <= len) {
+        int rc = pcre2_match((const pcre2_code *)step->code, subj, len, search, PCRE2_NO_UTF_CHECK, md, mctx);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            return td_fail(TD_ERR_FORMAT, "pre-tokenizer regex failed at byte %zu: %s", start + search,
+                           (const char *)msg);
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        size_t ms = ov[0], me = ov[1];
+        if (me == ms) { /* empty match: no split here; move on by one character */
+            if (ms >= len) break;
+            search = ms + 1;
+            while (search < len && (subj[search] & 0xc0) == 0x80) search++;
+            continue;
+        }
+        if (ms > pos && seg_push(segs, start + pos, ms - pos, inv)) goto nomem;
+        if (seg_push(segs, start + ms, me - ms, !inv)) goto nomem;
+        pos = search = me;
+    }
+    if (pos < len && seg_push(segs, start + pos, len - pos, inv)) goto nomem;
+    if (apply_behavior(step->behavior, segs, out)) goto nomem;
+    return TD_OK;
+nomem:
+    return td_fail_nomem("pre-token pieces");
+}
+
+td_status td_pretokenize_and_encode(const struct td_tokenizer *tok, const char *text, size_t len, td_idvec *out) {
+    if (len == 0) return TD_OK;
+    td_status st = TD_OK;
+    spanvec a = {0}, b = {0};
+    segvec segs = {0};
+    pcre2_match_data *md = NULL;
+    pcre2_match_context *mctx = NULL;
+    pcre2_jit_stack *jit = NULL;
+    char *prefixed = NULL;
+
+    if (span_push(&a, 0, len)) return td_fail_nomem("pre-token pieces");
+    if (tok->n_split > 0) {
+        md = pcre2_match_data_create(4, NULL);
+        mctx = pcre2_match_context_create(NULL);
+        jit = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, NULL);
+        if (!md || !mctx || !jit) {
+            st = td_fail_nomem("regex match data");
+            goto done;
+        }
+        pcre2_jit_stack_assign(mctx, NULL, jit);
+    }
+    for (int k = 0; k < tok->n_split; k++) {
+        b.n = 0;
+        for (size_t i = 0; i < a.n; i++) {
+            st = split_piece(&tok->split[k], text, a.v[i].start, a.v[i].len, md, mctx, &segs, &b);
+            if (st != TD_OK) goto done;
+        }
+        spanvec t = a;
+        a = b;
+        b = t;
+    }
+    for (size_t i = 0; i < a.n; i++) {
+        const unsigned char *p = (const unsigned char *)text + a.v[i].start;
+        size_t n = a.v[i].len;
+        if (tok->byte_level && tok->add_prefix_space && p[0] != ' ') {
+            free(prefixed);
+            prefixed = malloc(n + 1);
+            if (!prefixed) {
+                st = td_fail_nomem("a pre-token");
+                goto done;
+            }
+            prefixed[0] = ' ';
+            memcpy(prefixed + 1, p, n);
+            p = (const unsigned char *)prefixed;
+            n++;
+        }
+        st = td_bpe_encode_word(tok, p, n, out);
+        if (st != TD_OK) goto done;
+    }
+done:
+    free(prefixed);
+    free(a.v);
+    free(b.v);
+    free(segs.v);
+    if (jit) pcre2_jit_stack_free(jit);
+    if (mctx) pcre2_match_context_free(mctx);
+    if (md) pcre2_match_data_free(md);
+    return st;
+}

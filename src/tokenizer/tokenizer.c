@@ -1,0 +1,251 @@
+/* Encoding and decoding: added tokens are split out first (raw text, then normalized text for tokens marked
+ * "normalized"), the remaining text is NFC-normalized, pre-tokenized and BPE-encoded. */
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "tokenizer/tokenizer_internal.h"
+#include "util/error.h"
+
+int32_t td_tokenizer_n_tokens(const td_tokenizer *tok) { return tok ? tok->n_tokens : 0; }
+
+const char *td_token_bytes(const td_tokenizer *tok, int32_t id, size_t *len) {
+    if (!tok || id < 0 || id >= tok->n_tokens || !tok->is_token[id]) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    if (len) *len = (size_t)(tok->bytes_off[id + 1] - tok->bytes_off[id]);
+    return tok->bytes + tok->bytes_off[id];
+}
+
+int32_t td_token_lookup(const td_tokenizer *tok, const char *piece) {
+    int32_t id;
+    if (!tok || !piece) return -1;
+    for (int i = 0; i < tok->n_added; i++)
+        if (strcmp(tok->added[i].content, piece) == 0) return tok->added[i].id;
+    return td_strmap_get(&tok->vocab, piece, strlen(piece), &id) ? id : -1;
+}
+
+static int is_space_byte(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* A "word" character for single_word added tokens: letters, marks, numbers and '_'. */
+static int is_word_cp(int32_t cp) {
+    if (cp == '_') return 1;
+    utf8proc_category_t c = utf8proc_category(cp);
+    return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_NO);
+}
+
+/* Finds the leftmost-longest added-token match in text[from, len) among tokens whose `normalized` flag equals
+ * `normalized`. Returns the token index or -1; ms and me receive the match (widened by lstrip/rstrip). */
+static int find_added(const td_tokenizer *tok, const char *text, size_t len, size_t from, int normalized,
+                      size_t *ms, size_t *me) {
+    for (size_t p = from; p < len; p++) {
+        int best = -1;
+        for (int i = 0; i < tok->n_added; i++) {
+            const td_added_token *t = &tok->added[i];
+            if (t->normalized != normalized || t->len > len - p || text[p] != t->content[0]) continue;
+            if (memcmp(text + p, t->content, t->len) != 0) continue;
+            if (t->single_word) {
+                size_t q = p;
+                if (p > 0) { /* the character before must not be a word character */
+                    size_t k = p - 1;
+                    while (k > 0 && ((unsigned char)text[k] & 0xc0) == 0x80) k--;
+                    size_t kk = k;
+                    if (is_word_cp(td_utf8_next((const unsigned char *)text, len, &kk))) continue;
+                }
+                q = p + t->len;
+                if (q < len && is_word_cp(td_utf8_next((const unsigned char *)text, len, &q))) continue;
+            }
+            if (best < 0 || t->len > tok->added[best].len) best = i;
+        }
+        if (best >= 0) {
+            const td_added_token *t = &tok->added[best];
+            size_t s = p, e = p + t->len;
+            if (t->lstrip)
+                while (s > from && is_space_byte((unsigned char)text[s - 1])) s--;
+            if (t->rstrip)
+                while (e < len && is_space_byte((unsigned char)text[e])) e++;
+            *ms = s;
+            *me = e;
+            return best;
+        }
+    }
+    return -1;
+}
+
+static int has_normalized_added(const td_tokenizer *tok) {
+    for (int i = 0; i < tok->n_added; i++)
+        if (tok->added[i].normalized) return 1;
+    return 0;
+}
+
+/* Normalizes one stretch of raw text, splits out "normalized" added tokens, encodes the rest. */
+static td_status encode_segment(const td_tokenizer *tok, const char *text, size_t len, int split_added,
+                                td_idvec *out) {
+    if (len == 0) return TD_OK;
+    char *norm = NULL;
+    const char *t = text;
+    size_t n = len;
+    if (tok->nfc) {
+        int ascii = 1;
+        for (size_t i = 0; i < len && ascii; i++) ascii = (unsigned char)text[i] < 0x80;
+        if (!ascii) {
+            utf8proc_uint8_t *o = NULL;
+            utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &o,
+                                              UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+            if (r < 0) return td_fail(TD_ERR_FORMAT, "NFC normalization failed: %s", utf8proc_errmsg(r));
+            norm = (char *)o;
+            t = norm;
+            n = (size_t)r;
+        }
+    }
+    td_status st = TD_OK;
+    if (split_added && has_normalized_added(tok)) {
+        size_t pos = 0, ms, me;
+        int k;
+        while (st == TD_OK && (k = find_added(tok, t, n, pos, 1, &ms, &me)) >= 0) {
+            st = td_pretokenize_and_encode(tok, t + pos, ms - pos, out);
+            if (st == TD_OK && td_idvec_push(out, tok->added[k].id)) st = td_fail_nomem("token ids");
+            pos = me;
+        }
+        if (st == TD_OK) st = td_pretokenize_and_encode(tok, t + pos, n - pos, out);
+    } else {
+        st = td_pretokenize_and_encode(tok, t, n, out);
+    }
+    free(norm);
+    return st;
+}
+
+td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, int32_t **ids,
+                      size_t *n_ids) {
+    if (!tok || !ids || !n_ids || (!text && len)) return td_fail(TD_ERR_INVALID_ARG, "td_tokenize: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    size_t bad = td_utf8_invalid_at(text, len);
+    if (bad != (size_t)-1) return td_fail(TD_ERR_FORMAT, "text is not valid UTF-8 (byte offset %zu)", bad);
+    td_idvec out = {0};
+    td_status st = TD_OK;
+    int split_added = (flags & TD_TOKENIZE_PARSE_SPECIAL) != 0;
+    if (split_added) {
+        size_t pos = 0, ms, me;
+        int k;
+        while (st == TD_OK && (k = find_added(tok, text, len, pos, 0, &ms, &me)) >= 0) {
+            st = encode_segment(tok, text + pos, ms - pos, 1, &out);
+            if (st == TD_OK && td_idvec_push(&out, tok->added[k].id)) st = td_fail_nomem("token ids");
+            pos = me;
+        }
+        if (st == TD_OK) st = encode_segment(tok, text + pos, len - pos, 1, &out);
+    } else {
+        st = encode_segment(tok, text, len, 0, &out);
+    }
+    if (st != TD_OK) {
+        free(out.v);
+        return st;
+    }
+    *ids = out.v;
+    *n_ids = out.n;
+    return TD_OK;
+}
+
+/* Length of the longest prefix of s that is one valid UTF-8 character (0 if s does not start with one), and the
+ * length of the maximal invalid subpart at s (Unicode 3.9, table 3-7: the lead byte plus every continuation
+ * byte that could still have been part of a valid sequence). */
+static size_t utf8_scan(const unsigned char *s, size_t n, int *valid) {
+    unsigned c = s[0];
+    unsigned lo = 0x80, hi = 0xbf;
+    size_t need;
+    *valid = 0;
+    if (c < 0x80) {
+        *valid = 1;
+        return 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf) need = 1;
+    else if (c >= 0xe0 && c <= 0xef) {
+        need = 2;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        need = 3;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+    } else return 1;
+    size_t k = 1;
+    while (k <= need && k < n) {
+        unsigned b = s[k];
+        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) break;
+        k++;
+    }
+    *valid = k == need + 1;
+    return k;
+}
+
+static size_t utf8_valid_prefix(const unsigned char *s, size_t n) {
+    int valid;
+    size_t k = utf8_scan(s, n, &valid);
+    return valid ? k : 0;
+}
+
+static size_t utf8_maximal_subpart(const unsigned char *s, size_t n) {
+    int valid;
+    return utf8_scan(s, n, &valid);
+}
+
+/* Appends bytes to a growable buffer. */
+static int append(char **buf, size_t *n, size_t *cap, const char *src, size_t len) {
+    if (*n + len + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *n + len + 1) c *= 2;
+        char *nb = realloc(*buf, c);
+        if (!nb) return -1;
+        *buf = nb;
+        *cap = c;
+    }
+    memcpy(*buf + *n, src, len);
+    *n += len;
+    return 0;
+}
+
+td_status td_detokenize(const td_tokenizer *tok, const int32_t *ids, size_t n_ids, char **text, size_t *len) {
+    if (!tok || !text || (!ids && n_ids)) return td_fail(TD_ERR_INVALID_ARG, "td_detokenize: NULL argument");
+    *text = NULL;
+    if (len) *len = 0;
+    char *raw = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < n_ids; i++) {
+        if (ids[i] < 0) {
+            free(raw);
+            return td_fail(TD_ERR_RANGE, "token id %d at index %zu is negative", ids[i], i);
+        }
+        size_t blen;
+        const char *b = td_token_bytes(tok, ids[i], &blen); /* ids without a token decode to nothing, as in HF */
+        if (b && append(&raw, &n, &cap, b, blen)) {
+            free(raw);
+            return td_fail_nomem("decoded text");
+        }
+    }
+    /* Invalid UTF-8 (a token sequence cut inside a character) becomes U+FFFD, one per maximal invalid
+     * subpart, as Rust's String::from_utf8_lossy (and so Hugging Face's decode) does. */
+    char *out = NULL;
+    size_t on = 0, ocap = 0, i = 0;
+    static const char repl[] = "\xef\xbf\xbd";
+    while (i < n) {
+        size_t k = utf8_valid_prefix((const unsigned char *)raw + i, n - i);
+        if (k > 0) {
+            if (append(&out, &on, &ocap, raw + i, k)) goto nomem;
+            i += k;
+        } else {
+            if (append(&out, &on, &ocap, repl, 3)) goto nomem;
+            i += utf8_maximal_subpart((const unsigned char *)raw + i, n - i);
+        }
+    }
+    if (append(&out, &on, &ocap, "", 0)) goto nomem;
+    out[on] = 0;
+    free(raw);
+    *text = out;
+    if (len) *len = on;
+    return TD_OK;
+nomem:
+    free(raw);
+    free(out);
+    return td_fail_nomem("decoded text");
+}

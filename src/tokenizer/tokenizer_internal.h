@@ -1,0 +1,95 @@
+/* The tokenizer's private layout and the pieces of the encode pipeline:
+ *   text -> split out added tokens -> NFC -> Split regex (PCRE2) -> byte-level map -> BPE merges -> ids. */
+#ifndef TD_TOKENIZER_INTERNAL_H
+#define TD_TOKENIZER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "typedecide.h"
+#include "util/hashmap.h"
+
+typedef struct td_added_token {
+    char *content; /* exact text that is matched (NUL-terminated, owned) */
+    uint32_t len;
+    int32_t id;
+    int special;
+    int normalized;  /* matched against normalized text instead of raw text */
+    int lstrip, rstrip, single_word;
+} td_added_token;
+
+/* What the Split pre-tokenizer does with its matches (Hugging Face's SplitDelimiterBehavior). */
+typedef enum td_split_behavior {
+    TD_SPLIT_ISOLATED,
+    TD_SPLIT_REMOVED,
+    TD_SPLIT_MERGED_WITH_PREVIOUS,
+    TD_SPLIT_MERGED_WITH_NEXT,
+    TD_SPLIT_CONTIGUOUS
+} td_split_behavior;
+
+/* One regex split step of the pre-tokenizer (PCRE2 code, JIT-compiled where available). */
+typedef struct td_split_step {
+    void *code; /* pcre2_code_8 */
+    td_split_behavior behavior;
+    int invert;
+} td_split_step;
+
+#define TD_MAX_SPLIT_STEPS 4
+
+struct td_tokenizer {
+    int32_t n_tokens; /* max id + 1 */
+
+    /* Per id: the raw bytes the token stands for (byte-level chars mapped back to bytes; an added token's
+     * content). Holes in the id space have length 0 and is_token 0. */
+    char *bytes;
+    uint64_t *bytes_off; /* [n_tokens + 1] */
+    uint8_t *is_token;   /* [n_tokens] */
+
+    /* Vocabulary strings as written in tokenizer.json (byte-level alphabet), for lookups. */
+    char *vocab_strings;
+    td_strmap vocab;
+
+    /* (left id << 32 | right id) -> (rank << 32 | merged id) */
+    td_u64map merges;
+    int32_t byte_token[256]; /* id of the single-byte token of each byte value */
+    int ignore_merges;
+
+    td_added_token *added;
+    int n_added;
+
+    int nfc;
+    td_split_step split[TD_MAX_SPLIT_STEPS];
+    int n_split;
+    int byte_level;          /* the ByteLevel pre-tokenizer is present */
+    int add_prefix_space;
+};
+
+/* The byte-level alphabet: byte value -> unicode code point, and back (-1 for code points outside it). */
+uint32_t td_byte_to_cp(uint8_t b);
+int td_cp_to_byte(uint32_t cp);
+
+/* Decodes one UTF-8 code point at s[*i] (len bytes total), advancing *i. Returns -1 on invalid UTF-8. */
+int32_t td_utf8_next(const unsigned char *s, size_t len, size_t *i);
+/* Encodes cp as UTF-8 into out (at least 4 bytes); returns the byte count. */
+int td_utf8_put(uint32_t cp, char *out);
+/* Offset of the first invalid UTF-8 byte, or (size_t)-1 if valid. */
+size_t td_utf8_invalid_at(const char *s, size_t len);
+
+/* Growable id array used by the encode pipeline. */
+typedef struct td_idvec {
+    int32_t *v;
+    size_t n, cap;
+} td_idvec;
+int td_idvec_push(td_idvec *vec, int32_t id);
+
+/* BPE over one pre-token's bytes; appends ids. */
+td_status td_bpe_encode_word(const struct td_tokenizer *tok, const unsigned char *bytes, size_t len, td_idvec *out);
+
+/* Splits text into pre-tokens and BPE-encodes each. */
+td_status td_pretokenize_and_encode(const struct td_tokenizer *tok, const char *text, size_t len, td_idvec *out);
+
+/* Compiles a Split pattern (a regex, or a literal string when is_literal). Returns code or NULL with error set. */
+td_status td_split_compile(const char *pattern, size_t len, int is_literal, void **code);
+void td_split_free(void *code);
+
+#endif

@@ -1,0 +1,79 @@
+#include "util/json.h"
+
+#include <math.h>
+
+#include "util/error.h"
+
+static td_status from_error(const json_error_t *e, const char *name) {
+    return td_fail(TD_ERR_FORMAT, "%s:%d:%d: malformed JSON: %s", name, e->line, e->column, e->text);
+}
+
+td_status td_json_load_file(const char *path, json_t **out) {
+    json_error_t e;
+    *out = json_load_file(path, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+    if (*out) return TD_OK;
+    if (e.line < 0 && e.position == 0) return td_fail(TD_ERR_IO, "%s: %s", path, e.text);
+    return from_error(&e, path);
+}
+
+td_status td_json_load_bytes(const char *data, size_t len, const char *name, json_t **out) {
+    json_error_t e;
+    *out = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+    if (*out) return TD_OK;
+    return from_error(&e, name);
+}
+
+static td_status missing(const char *where, const char *key) {
+    return td_fail(TD_ERR_FORMAT, "%s: missing field \"%s\"", where, key);
+}
+
+td_status td_json_int(const json_t *obj, const char *key, int required, const char *where, int64_t *out) {
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return required ? missing(where, key) : TD_OK;
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return TD_OK;
+    }
+    if (json_is_real(v)) { /* 1e6 written as a float is still an integer */
+        double d = json_real_value(v);
+        if (d == floor(d) && fabs(d) < 9.0e15) {
+            *out = (int64_t)d;
+            return TD_OK;
+        }
+    }
+    return td_fail(TD_ERR_FORMAT, "%s: field \"%s\" must be an integer", where, key);
+}
+
+td_status td_json_i32(const json_t *obj, const char *key, int required, const char *where, int32_t *out) {
+    int64_t v = *out;
+    td_status st = td_json_int(obj, key, required, where, &v);
+    if (st != TD_OK) return st;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return td_fail(TD_ERR_FORMAT, "%s: field \"%s\" = %lld is out of range", where, key, (long long)v);
+    *out = (int32_t)v;
+    return TD_OK;
+}
+
+td_status td_json_num(const json_t *obj, const char *key, int required, const char *where, double *out) {
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return required ? missing(where, key) : TD_OK;
+    if (!json_is_number(v)) return td_fail(TD_ERR_FORMAT, "%s: field \"%s\" must be a number", where, key);
+    *out = json_number_value(v);
+    return TD_OK;
+}
+
+td_status td_json_bool(const json_t *obj, const char *key, int required, const char *where, int *out) {
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return required ? missing(where, key) : TD_OK;
+    if (!json_is_boolean(v)) return td_fail(TD_ERR_FORMAT, "%s: field \"%s\" must be true or false", where, key);
+    *out = json_is_true(v);
+    return TD_OK;
+}
+
+td_status td_json_str(const json_t *obj, const char *key, int required, const char *where, const char **out) {
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return required ? missing(where, key) : TD_OK;
+    if (!json_is_string(v)) return td_fail(TD_ERR_FORMAT, "%s: field \"%s\" must be a string", where, key);
+    *out = json_string_value(v);
+    return TD_OK;
+}

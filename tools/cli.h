@@ -1,0 +1,47 @@
+/* Shared helpers of the command-line tool: option parsing, number and id-list parsing, error printing. */
+#ifndef TD_TOOLS_CLI_H
+#define TD_TOOLS_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "typedecide.h"
+
+typedef struct cli_opt {
+    const char *name;   /* without the leading "--"; a one-letter name also matches "-x" */
+    int takes_value;    /* 1: "--name VALUE" or "--name=VALUE"; 0: a flag */
+    const char **value; /* where the value goes (options that take one) */
+    int *flag;          /* set to 1 when given (flags) */
+} cli_opt;
+
+/* Parses argv[1..] against opts. Positional arguments go to positional[0..max_pos-1] (*n_pos receives the count).
+ * Returns 0 on success, 1 if --help/-h was given, 2 on a usage error (already printed to stderr). */
+int cli_parse(int argc, char **argv, const cli_opt *opts, const char *cmd, const char **positional, int max_pos,
+              int *n_pos);
+
+/* Prints "typedecide CMD: message" to stderr; returns 1 (an exit code) or 2 for usage errors via cli_usage_error. */
+int cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints the library's last error after a failed call; returns 1. */
+int cli_fail(const char *cmd, td_status st);
+
+/* Parses a whole decimal integer in [lo, hi]; returns 0 on success. */
+int cli_int(const char *s, long long lo, long long hi, long long *out);
+/* Parses a float; returns 0 on success. */
+int cli_double(const char *s, double *out);
+/* Parses "1,2,3" (spaces allowed, a JSON-style "[1, 2]" too) into a new array; returns 0 on success. */
+int cli_ids(const char *s, int32_t **ids, size_t *n);
+
+/* Prints ids as a JSON array followed by a newline. */
+void cli_print_ids(const int32_t *ids, size_t n);
+
+/* Loads a model with the tool's default logging (info lines on stderr unless quiet). */
+td_status cli_load_model(const char *path, int want_tokenizer, int quiet, td_model **out);
+
+/* Worker threads to use by default: the number of online CPUs. */
+int cli_default_threads(void);
+
+/* Seconds on a monotonic clock. */
+double cli_now(void);
+
+#endif

@@ -1,0 +1,90 @@
+/* typedecide logits: float32 logits of every position of an id sequence, for parity tests. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static const char usage_text[] =
+    "usage: typedecide logits --model DIR --ids 1,2,3 --out FILE [--threads N]\n"
+    "\n"
+    "Runs the ids through the model (fp32 compute) and writes the logits of EVERY position to FILE as\n"
+    "little-endian float32, shape [n_ids, vocab_size], row-major. Needs no tokenizer files.\n"
+    "\n"
+    "  --model DIR   Hugging Face model directory\n"
+    "  --ids LIST    comma-separated token ids\n"
+    "  --out FILE    output file\n"
+    "  --threads N   worker threads (default: all cores); results do not depend on it\n";
+
+int cmd_logits(int argc, char **argv) {
+    const char *model_dir = NULL, *ids_s = NULL, *out = NULL, *threads_s = NULL;
+    const cli_opt opts[] = {{"model", 1, &model_dir, NULL}, {"ids", 1, &ids_s, NULL}, {"out", 1, &out, NULL},
+                            {"threads", 1, &threads_s, NULL}, {NULL, 0, NULL, NULL}};
+    int r = cli_parse(argc, argv, opts, "logits", NULL, 0, NULL);
+    if (r == 1) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (r) return r;
+    if (!model_dir || !ids_s || !out) return cli_usage_error("logits", "--model, --ids and --out are required");
+    long long threads = cli_default_threads();
+    if (threads_s && cli_int(threads_s, 1, 1024, &threads))
+        return cli_usage_error("logits", "--threads must be an integer in 1..1024");
+    int32_t *ids;
+    size_t n;
+    if (cli_ids(ids_s, &ids, &n)) return cli_usage_error("logits", "--ids: expected comma-separated integers");
+    if (n == 0) {
+        free(ids);
+        return cli_usage_error("logits", "--ids is empty");
+    }
+    td_model *m = NULL;
+    td_ctx *ctx = NULL;
+    td_batch *b = NULL;
+    FILE *f = NULL;
+    int rc = 0;
+    td_status st = cli_load_model(model_dir, 0, 1, &m);
+    if (st != TD_OK) {
+        rc = cli_fail("logits", st);
+        goto done;
+    }
+    int32_t V = td_model_n_vocab(m);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V) {
+            rc = cli_error("logits", "--ids: id %d (position %zu) is outside the vocabulary 0..%d", ids[i], i, V - 1);
+            goto done;
+        }
+    td_ctx_params cp = td_ctx_default_params();
+    cp.n_ctx = (int32_t)n;
+    cp.n_batch = n < 64 ? (int32_t)n : 64;
+    cp.n_outputs_max = cp.n_batch;
+    cp.n_threads = (int32_t)threads;
+    if ((st = td_ctx_new(m, &cp, &ctx)) != TD_OK || (st = td_batch_new(cp.n_batch, &b)) != TD_OK) {
+        rc = cli_fail("logits", st);
+        goto done;
+    }
+    if (!(f = fopen(out, "wb"))) {
+        rc = cli_error("logits", "%s: cannot create", out);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i += (size_t)cp.n_batch) {
+        td_batch_clear(b);
+        size_t e = i + (size_t)cp.n_batch < n ? i + (size_t)cp.n_batch : n;
+        for (size_t j = i; j < e; j++) td_batch_add(b, ids[j], 0, (int32_t)j, 1);
+        if ((st = td_ctx_decode(ctx, b)) != TD_OK) {
+            rc = cli_fail("logits", st);
+            goto done;
+        }
+        for (int32_t o = 0; o < td_ctx_n_outputs(ctx); o++)
+            if (fwrite(td_ctx_output(ctx, o), sizeof(float), (size_t)V, f) != (size_t)V) {
+                rc = cli_error("logits", "%s: write failed", out);
+                goto done;
+            }
+    }
+done:
+    if (f && fclose(f) != 0 && rc == 0) rc = cli_error("logits", "%s: write failed", out);
+    td_batch_free(b);
+    td_ctx_free(ctx);
+    td_model_free(m);
+    free(ids);
+    return rc;
+}

@@ -1,0 +1,71 @@
+/* typedecide synth: a random-weight checkpoint with the exact shapes of a real architecture. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "model/synth.h"
+#include "util/fileio.h"
+
+static const char usage_text[] =
+    "usage: typedecide synth (--preset NAME | --config FILE) --out DIR [--tokenizer FILE] [--seed N]\n"
+    "                        [--dtype bf16|f16|f32]\n"
+    "\n"
+    "Writes DIR/config.json, DIR/model.safetensors (random weights in the real tensor layout) and\n"
+    "DIR/generation_config.json; with --tokenizer, also a copy of that tokenizer.json (and the\n"
+    "tokenizer_config.json beside it). For benchmarks and tests: the weights mean nothing.\n"
+    "\n"
+    "  --preset NAME    one of: %s\n"
+    "  --config FILE    any Hugging Face config.json of a supported architecture\n"
+    "  --out DIR        output directory (created if missing)\n"
+    "  --tokenizer FILE tokenizer.json to ship with the model (e.g. the real Qwen3 tokenizer)\n"
+    "  --seed N         random seed (default 1)\n"
+    "  --dtype T        bf16 (default), f16 or f32\n";
+
+static void progress(void *user, double f) {
+    int *last = user;
+    int pct = (int)(f * 100.0);
+    if (pct / 10 != *last / 10) {
+        fprintf(stderr, "\rtypedecide synth: %3d%%", pct);
+        if (pct >= 100) fputc('\n', stderr);
+        *last = pct;
+    }
+}
+
+int cmd_synth(int argc, char **argv) {
+    const char *preset = NULL, *config = NULL, *out = NULL, *tok = NULL, *seed_s = "1", *dtype_s = "bf16";
+    const cli_opt opts[] = {{"preset", 1, &preset, NULL}, {"config", 1, &config, NULL}, {"out", 1, &out, NULL},
+                            {"tokenizer", 1, &tok, NULL}, {"seed", 1, &seed_s, NULL},   {"dtype", 1, &dtype_s, NULL},
+                            {NULL, 0, NULL, NULL}};
+    int r = cli_parse(argc, argv, opts, "synth", NULL, 0, NULL);
+    if (r == 1) {
+        printf(usage_text, td_preset_names());
+        return 0;
+    }
+    if (r) return r;
+    if (!!preset + !!config != 1) return cli_usage_error("synth", "give exactly one of --preset or --config");
+    if (!out) return cli_usage_error("synth", "--out DIR is required");
+    long long seed;
+    if (cli_int(seed_s, 0, INT64_MAX, &seed)) return cli_usage_error("synth", "--seed must be a non-negative integer");
+    td_dtype dt;
+    if (strcmp(dtype_s, "bf16") == 0) dt = TD_DTYPE_BF16;
+    else if (strcmp(dtype_s, "f16") == 0) dt = TD_DTYPE_F16;
+    else if (strcmp(dtype_s, "f32") == 0) dt = TD_DTYPE_F32;
+    else return cli_usage_error("synth", "--dtype must be bf16, f16 or f32");
+    char *text = NULL;
+    if (preset) {
+        const char *c = td_preset_config(preset);
+        if (!c) return cli_usage_error("synth", "unknown preset \"%s\" (known: %s)", preset, td_preset_names());
+        text = strdup(c);
+    } else {
+        td_status st = td_read_file(config, &text, NULL);
+        if (st != TD_OK) return cli_fail("synth", st);
+    }
+    int last = -10;
+    td_status st = td_synth_write(out, text, tok, (uint64_t)seed, dt, progress, &last);
+    free(text);
+    if (st != TD_OK) return cli_fail("synth", st);
+    fprintf(stderr, "typedecide synth: wrote %s\n", out);
+    return 0;
+}

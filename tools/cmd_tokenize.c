@@ -1,0 +1,114 @@
+/* typedecide tokenize: text -> ids (one JSON array per input), or ids -> text with --decode. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static const char usage_text[] =
+    "usage: typedecide tokenize (--model DIR | --tokenizer FILE) (--text STR | --jsonl FILE | --decode IDS)\n"
+    "\n"
+    "Encodes text exactly as Hugging Face tokenizers does (added tokens split out, NFC, the Split regex of\n"
+    "tokenizer.json, byte-level BPE) and prints the ids as one JSON array per input.\n"
+    "\n"
+    "  --model DIR       model directory holding tokenizer.json (the weights are not read)\n"
+    "  --tokenizer FILE  a tokenizer.json file\n"
+    "  --text STR        encode STR, print one JSON array\n"
+    "  --jsonl FILE      encode the \"text\" field of every line of FILE ('-' = stdin), one array per line\n"
+    "  --decode IDS      decode comma-separated ids and print the text as a JSON string\n"
+    "  --no-special      treat added tokens such as <|im_start|> as plain text\n";
+
+static int tokenize_one(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, const char *where) {
+    int32_t *ids;
+    size_t n;
+    td_status st = td_tokenize(tok, text, len, flags, &ids, &n);
+    if (st != TD_OK) {
+        fprintf(stderr, "typedecide tokenize: %s: %s\n", where, td_last_error());
+        return 1;
+    }
+    cli_print_ids(ids, n);
+    td_free(ids);
+    return 0;
+}
+
+static int tokenize_jsonl(const td_tokenizer *tok, const char *path, unsigned flags) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return cli_error("tokenize", "%s: cannot open", path);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int rc = 0;
+    long lineno = 0;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        json_error_t e;
+        json_t *o = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &e);
+        json_t *t = o ? json_object_get(o, "text") : NULL;
+        if (!o || !json_is_string(t)) {
+            rc = cli_error("tokenize", "%s:%ld: %s", path, lineno,
+                           o ? "expected an object with a string field \"text\"" : e.text);
+            json_decref(o);
+            break;
+        }
+        char where[64];
+        snprintf(where, sizeof where, "line %ld", lineno);
+        rc = tokenize_one(tok, json_string_value(t), json_string_length(t), flags, where);
+        json_decref(o);
+        if (rc) break;
+    }
+    free(line);
+    if (f != stdin) fclose(f);
+    fflush(stdout);
+    return rc;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL, *file = NULL, *text = NULL, *jsonl = NULL, *decode = NULL;
+    int no_special = 0;
+    const cli_opt opts[] = {{"model", 1, &model, NULL},     {"tokenizer", 1, &file, NULL},
+                            {"text", 1, &text, NULL},       {"jsonl", 1, &jsonl, NULL},
+                            {"decode", 1, &decode, NULL},   {"no-special", 0, NULL, &no_special},
+                            {NULL, 0, NULL, NULL}};
+    int r = cli_parse(argc, argv, opts, "tokenize", NULL, 0, NULL);
+    if (r == 1) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (r) return r;
+    if (!!model + !!file != 1) return cli_usage_error("tokenize", "give exactly one of --model or --tokenizer");
+    if (!!text + !!jsonl + !!decode != 1)
+        return cli_usage_error("tokenize", "give exactly one of --text, --jsonl or --decode");
+    char path[4096];
+    if (model) snprintf(path, sizeof path, "%s/tokenizer.json", model);
+    td_tokenizer *tok;
+    td_status st = td_tokenizer_load(model ? path : file, &tok);
+    if (st != TD_OK) return cli_fail("tokenize", st);
+    unsigned flags = no_special ? 0 : TD_TOKENIZE_PARSE_SPECIAL;
+    int rc = 0;
+    if (text) rc = tokenize_one(tok, text, strlen(text), flags, "--text");
+    else if (jsonl) rc = tokenize_jsonl(tok, jsonl, flags);
+    else {
+        int32_t *ids;
+        size_t n;
+        if (cli_ids(decode, &ids, &n)) rc = cli_usage_error("tokenize", "--decode: expected ids like 1,2,3");
+        else {
+            char *out;
+            size_t len;
+            st = td_detokenize(tok, ids, n, &out, &len);
+            if (st != TD_OK) rc = cli_fail("tokenize", st);
+            else {
+                json_t *s = json_stringn(out, len);
+                char *js = json_dumps(s, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+                puts(js);
+                free(js);
+                json_decref(s);
+                td_free(out);
+            }
+            free(ids);
+        }
+    }
+    td_tokenizer_free(tok);
+    return rc;
+}

@@ -1,0 +1,11 @@
+/* One function per subcommand; each parses its own options and returns the process exit code. */
+#ifndef TD_TOOLS_COMMANDS_H
+#define TD_TOOLS_COMMANDS_H
+
+int cmd_tokenize(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

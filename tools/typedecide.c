@@ -1,0 +1,50 @@
+/* typedecide — the command-line tool: one subcommand per job. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "typedecide.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"tokenize", cmd_tokenize, "text -> token ids (and back), exactly as Hugging Face tokenizers"},
+    {"logits", cmd_logits, "raw float32 logits for every position of an id sequence"},
+    {"generate", cmd_generate, "greedy or sampled continuation of a prompt"},
+    {"synth", cmd_synth, "write a random-weight checkpoint of a real architecture's shape"},
+    {"bench", cmd_bench, "measure load time, prefill and decode speed (JSON)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "typedecide %s — typed decisions with small local language models\n\n"
+            "usage: typedecide COMMAND [options]   (typedecide COMMAND --help for each)\n\ncommands:\n",
+            TD_VERSION_STRING);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nM (--model) is a Hugging Face model directory: config.json, *.safetensors, tokenizer.json, ...\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("typedecide %s\n", TD_VERSION_STRING);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "typedecide: unknown command \"%s\"\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
