@@ -50,7 +50,38 @@ void td_ctx_free(td_ctx *ctx) {
     free(ctx->out_x);
     free(ctx->out);
     free(ctx->head_rows);
+    free(ctx->grp_seq);
+    free(ctx->grp_off);
+    free(ctx->grp_tok);
+    free(ctx->dn_off);
+    free(ctx->dn_state);
+    free(ctx->dn_qkv);
+    free(ctx->dn_conv);
+    free(ctx->dn_z);
+    free(ctx->dn_core);
+    free(ctx->dn_b);
+    free(ctx->dn_a);
+    free(ctx->dn_work);
     free(ctx);
+}
+
+/* Sizes the Gated DeltaNet state of one sequence and the offsets of each layer's part. */
+static int plan_deltanet(td_ctx *ctx) {
+    const td_config *c = &ctx->model->cfg;
+    ctx->dn_off = malloc((size_t)c->n_layer * sizeof *ctx->dn_off);
+    if (!ctx->dn_off) return 0;
+    int64_t key_dim = (int64_t)c->lin_n_k_heads * c->lin_k_dim, value_dim = (int64_t)c->lin_n_v_heads * c->lin_v_dim;
+    ctx->dn_conv_dim = 2 * key_dim + value_dim;
+    int64_t per_layer = (int64_t)(c->lin_conv_kernel - 1) * ctx->dn_conv_dim + (int64_t)c->lin_n_v_heads * c->lin_k_dim * c->lin_v_dim;
+    ctx->dn_state_floats = 0;
+    for (int i = 0; i < c->n_layer; i++) {
+        ctx->dn_off[i] = -1;
+        if (ctx->model->layers[i].kind != TD_LAYER_DELTANET) continue;
+        ctx->dn_off[i] = ctx->dn_state_floats;
+        ctx->dn_state_floats += per_layer;
+        ctx->hybrid = 1;
+    }
+    return 1;
 }
 
 static void *alloc_f(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
@@ -96,6 +127,19 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     ok = ok && (ctx->inv_freq = alloc_f(c->rotary_dim / 2));
     ok = ok && (ctx->out_x = alloc_f((int64_t)ctx->n_out_max * d));
     ok = ok && (ctx->out = alloc_f((int64_t)ctx->n_out_max * c->n_vocab));
+    ok = ok && (ctx->grp_seq = alloc_i(B)) && (ctx->grp_off = alloc_i(B + 1)) && (ctx->grp_tok = alloc_i(B));
+    ok = ok && plan_deltanet(ctx);
+    if (ok && ctx->hybrid) {
+        int64_t value_dim = (int64_t)c->lin_n_v_heads * c->lin_v_dim;
+        ok = (ctx->dn_state = calloc((size_t)p.n_seq_max * (size_t)ctx->dn_state_floats, sizeof(float))) &&
+             (ctx->dn_qkv = alloc_f(B * ctx->dn_conv_dim)) && (ctx->dn_conv = alloc_f(B * ctx->dn_conv_dim)) &&
+             (ctx->dn_z = alloc_f(B * value_dim)) && (ctx->dn_core = alloc_f(B * value_dim)) &&
+             (ctx->dn_b = alloc_f(B * c->lin_n_v_heads)) && (ctx->dn_a = alloc_f(B * c->lin_n_v_heads));
+        int64_t C = TD_DELTANET_CHUNK, dk = c->lin_k_dim, dv = c->lin_v_dim;
+        ctx->dn_work_floats = 2 * C * dk + 2 * C * dv + 2 * C + td_deltanet_chunk_work(C, dk, dv);
+        if (ok && p.deltanet_chunked)
+            ok = (ctx->dn_work = alloc_f((int64_t)td_pool_n_threads(ctx->pool) * ctx->dn_work_floats)) != NULL;
+    }
     if (!ok) {
         td_ctx_free(ctx);
         return td_fail_nomem("the context buffers (reduce n_ctx, n_batch or n_seq_max)");
@@ -141,6 +185,24 @@ static td_status validate(td_ctx *ctx, const td_batch *b) {
     return TD_OK;
 }
 
+/* Groups the batch's tokens by sequence, keeping batch (= position) order inside each group. */
+static void group_by_sequence(td_ctx *ctx) {
+    int32_t n = ctx->n_tokens;
+    ctx->n_groups = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int known = 0;
+        for (int32_t g = 0; g < ctx->n_groups && !known; g++) known = ctx->grp_seq[g] == ctx->tok_seq[i];
+        if (!known) ctx->grp_seq[ctx->n_groups++] = ctx->tok_seq[i];
+    }
+    int32_t k = 0;
+    for (int32_t g = 0; g < ctx->n_groups; g++) {
+        ctx->grp_off[g] = k;
+        for (int32_t i = 0; i < n; i++)
+            if (ctx->tok_seq[i] == ctx->grp_seq[g]) ctx->grp_tok[k++] = i;
+    }
+    ctx->grp_off[ctx->n_groups] = k;
+}
+
 td_status td_ctx_decode(td_ctx *ctx, const td_batch *b) {
     if (!ctx || !b) return td_fail(TD_ERR_INVALID_ARG, "td_ctx_decode: NULL argument");
     td_status st = validate(ctx, b);
@@ -159,7 +221,8 @@ td_status td_ctx_decode(td_ctx *ctx, const td_batch *b) {
         if (b->want[i]) ctx->out_tok[ctx->n_out++] = i;
     }
     if (b->n == 0) return TD_OK;
-    td_forward_qwen3(ctx);
+    group_by_sequence(ctx);
+    td_forward(ctx);
     td_eng_outputs(ctx);
     return TD_OK;
 }
@@ -213,6 +276,14 @@ td_status td_ctx_seq_fork(td_ctx *ctx, int32_t src, int32_t dst, int32_t n_pos) 
     if (n_pos < 0 || n_pos > ctx->seqs[src].len)
         return td_fail(TD_ERR_RANGE, "td_ctx_seq_fork: sequence %d has %d positions, cannot share %d", src,
                        ctx->seqs[src].len, n_pos);
+    if (ctx->hybrid && n_pos != ctx->seqs[src].len)
+        return td_fail(TD_ERR_STATE,
+                       "td_ctx_seq_fork: sequence %d is at position %d; a hybrid (DeltaNet) model can only fork at a "
+                       "sequence's end (keep a snapshot by forking into a spare sequence at position %d)",
+                       src, ctx->seqs[src].len, n_pos);
+    if (ctx->hybrid) /* the recurrent state is constant-size: copied, not shared */
+        memcpy(ctx->dn_state + (int64_t)dst * ctx->dn_state_floats, ctx->dn_state + (int64_t)src * ctx->dn_state_floats,
+               (size_t)ctx->dn_state_floats * sizeof(float));
     for (int32_t i = 0; i < n_pos; i++) {
         int32_t cell = ctx->seqs[src].cells[i];
         ctx->seqs[dst].cells[i] = cell;
@@ -229,6 +300,13 @@ td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos) {
     if (n_pos < 0 || n_pos > s->len)
         return td_fail(TD_ERR_RANGE, "td_ctx_seq_truncate: sequence %d has %d positions, cannot keep %d", seq, s->len,
                        n_pos);
+    if (ctx->hybrid && n_pos != 0 && n_pos != s->len)
+        return td_fail(TD_ERR_STATE,
+                       "td_ctx_seq_truncate: DeltaNet state cannot be rolled back to position %d of sequence %d; "
+                       "keep a snapshot (a fork at that position) instead",
+                       n_pos, seq);
+    if (ctx->hybrid && n_pos == 0)
+        memset(ctx->dn_state + (int64_t)seq * ctx->dn_state_floats, 0, (size_t)ctx->dn_state_floats * sizeof(float));
     for (int32_t i = n_pos; i < s->len; i++) {
         int32_t cell = s->cells[i];
         if (--ctx->refcount[cell] == 0) ctx->free_list[ctx->n_free++] = cell;

@@ -56,7 +56,32 @@ struct td_ctx {
     int32_t n_out_max;
     int32_t *head_rows;    /* restricted head rows (NULL: full vocabulary) */
     int32_t n_head_rows;
+
+    /* the batch's tokens grouped by sequence, in position order (for the DeltaNet recurrence) */
+    int32_t n_groups;
+    int32_t *grp_seq;      /* [n_batch] sequence of each group */
+    int32_t *grp_off;      /* [n_batch + 1] group g holds grp_tok[grp_off[g] .. grp_off[g+1]) */
+    int32_t *grp_tok;      /* [n_batch] batch indices */
+
+    /* Gated DeltaNet: per sequence, per DeltaNet layer: conv state [(K-1), conv_dim] then S [Hv, dk, dv] */
+    int hybrid;
+    int64_t dn_conv_dim;
+    int64_t dn_state_floats; /* per sequence */
+    int64_t *dn_off;         /* [n_layer] offset of a layer's state in a sequence's block (-1: attention) */
+    float *dn_state;         /* [n_seq_max, dn_state_floats] */
+    float *dn_qkv, *dn_conv; /* [n_batch, conv_dim] raw projections and conv outputs */
+    float *dn_z, *dn_core;   /* [n_batch, Hv * dv] */
+    float *dn_b, *dn_a;      /* [n_batch, Hv] */
+    float *dn_work;          /* [n_threads, dn_work_floats] chunked-form scratch */
+    int64_t dn_work_floats;
 };
+
+static inline float *td_eng_dn_conv_state(td_ctx *ctx, int32_t seq, int il) {
+    return ctx->dn_state + (int64_t)seq * ctx->dn_state_floats + ctx->dn_off[il];
+}
+static inline float *td_eng_dn_recurrent_state(td_ctx *ctx, int32_t seq, int il) {
+    return td_eng_dn_conv_state(ctx, seq, il) + (int64_t)(ctx->model->cfg.lin_conv_kernel - 1) * ctx->dn_conv_dim;
+}
 
 /* Helpers the forward passes share (engine/ops.c). */
 
@@ -70,8 +95,11 @@ void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_s
 /* Final norm and head for the tokens that want outputs; fills ctx->out. */
 void td_eng_outputs(td_ctx *ctx);
 
-/* Forward passes: run ctx->n_tokens tokens (ctx->tok_*) through the model, leaving the final hidden states in
- * ctx->x. */
-void td_forward_qwen3(td_ctx *ctx);
+/* The forward pass: runs ctx->n_tokens tokens (ctx->tok_*) through the model, leaving the final hidden states in
+ * ctx->x. The blocks it is made of: */
+void td_forward(td_ctx *ctx);
+void td_block_attention(td_ctx *ctx, int il, const td_layer *ly);
+void td_block_deltanet(td_ctx *ctx, int il, const td_layer *ly);
+void td_block_mlp(td_ctx *ctx, const td_layer *ly);
 
 #endif

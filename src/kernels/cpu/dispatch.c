@@ -4,8 +4,8 @@
 
 #include "kernels/cpu/kernels.h"
 
-static const td_kernels scalar = {"scalar", td_matmul_ref, td_attn_ref};
-static const td_kernels avx2 = {"avx2", td_matmul_avx2, td_attn_avx2};
+static const td_kernels scalar = {"scalar", td_matmul_ref, td_attn_ref, td_deltanet_step_ref};
+static const td_kernels avx2 = {"avx2", td_matmul_avx2, td_attn_avx2, td_deltanet_step_avx2};
 
 int td_cpu_has_avx2(void) {
     __builtin_cpu_init();

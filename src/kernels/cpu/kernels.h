@@ -45,6 +45,24 @@ void td_attn_ref(const float *q, const float *k, const float *v, const int32_t *
 void td_attn_avx2(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n, int64_t stride,
                   int64_t dim, float scale, float *out, float *scratch);
 
+/* Gated DeltaNet, one head. S is the [dk, dv] state (row i = key dim i), fp32. q, k are already l2-normalised
+ * (q also scaled by 1/sqrt(dk)); g is the log decay (<= 0), beta the write strength.
+ * Recurrent form, one token: S = exp(g) S;  m = S^T k;  S += k (beta (v - m))^T;  o = S^T q. */
+typedef void (*td_deltanet_step_fn)(float *S, const float *q, const float *k, const float *v, float g, float beta,
+                                    int64_t dk, int64_t dv, float *o);
+void td_deltanet_step_ref(float *S, const float *q, const float *k, const float *v, float g, float beta, int64_t dk,
+                          int64_t dv, float *o);
+void td_deltanet_step_avx2(float *S, const float *q, const float *k, const float *v, float g, float beta,
+                           int64_t dk, int64_t dv, float *o);
+
+/* Chunked form over n <= 64 consecutive tokens (rows of q, k: [n, dk]; v, o: [n, dv]; g, beta: [n]): the same
+ * function as n recurrent steps, computed with a triangular solve inside the chunk and matrix products against S
+ * (transformers' torch_chunk_gated_delta_rule). `work` holds td_deltanet_chunk_work(n, dk, dv) floats. */
+#define TD_DELTANET_CHUNK 64
+int64_t td_deltanet_chunk_work(int64_t n, int64_t dk, int64_t dv);
+void td_deltanet_chunk_ref(float *S, const float *q, const float *k, const float *v, const float *g,
+                           const float *beta, int64_t n, int64_t dk, int64_t dv, float *o, float *work);
+
 /* Element-wise and row ops (scalar; they are a vanishing share of the work). */
 
 /* y = x * rsqrt(mean(x^2) + eps) * (w or 1 + w when zero_centred), over n elements. */
@@ -62,12 +80,26 @@ void td_add(float *y, const float *x, int64_t n);
 void td_row_to_f32(float *y, const td_mat *w, int64_t row);
 /* In-place softmax over n values; returns nothing. Max-subtracted, summed in index order. */
 void td_softmax(float *x, int64_t n);
+/* x *= rsqrt(sum(x^2) + eps) (the DeltaNet q/k normalisation). */
+void td_l2norm(float *x, int64_t n, float eps);
+/* y = w * (x * rsqrt(mean(x^2) + eps)) * silu(z): the DeltaNet gated output norm (plain w). */
+void td_gated_rmsnorm(float *y, const float *x, const float *z, const float *w, int64_t n, float eps);
+/* x[i] *= sigmoid(gate[i]) */
+void td_sigmoid_gate(float *x, const float *gate, int64_t n);
+/* Causal depthwise conv step with SiLU over `channels` (a contiguous range of them): for each channel c,
+ * out[c] = silu(sum_j w[c*K + j] * window_j[c]) with window = the K-1 state rows (oldest first) then x; then the
+ * state shifts by one row and takes x. state is [(K-1), ld] (row stride ld), processed for channels [c0, c1). */
+void td_conv_step(float *out, float *state, const float *x, const float *w, int64_t K, int64_t ld, int64_t c0,
+                  int64_t c1);
+/* softplus with transformers' threshold: x > 20 -> x, else log1p(exp(x)). */
+float td_softplus(float x);
 
 /* The run-time choice between scalar and AVX2 versions. */
 typedef struct td_kernels {
     const char *name; /* "avx2" or "scalar" */
     td_matmul_fn matmul;
     td_attn_fn attn;
+    td_deltanet_step_fn deltanet_step;
 } td_kernels;
 
 /* The best kernels this CPU supports (AVX2+FMA+F16C, else scalar). TD_KERNELS=scalar in the environment forces

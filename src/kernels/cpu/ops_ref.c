@@ -71,3 +71,39 @@ void td_attn_ref(const float *q, const float *k, const float *v, const int32_t *
         for (int64_t d = 0; d < dim; d++) out[d] += scratch[i] * vi[d];
     }
 }
+
+void td_l2norm(float *x, int64_t n, float eps) {
+    float ss = 0.0f;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss + eps);
+    for (int64_t i = 0; i < n; i++) x[i] *= r;
+}
+
+void td_gated_rmsnorm(float *y, const float *x, const float *z, const float *w, int64_t n, float eps) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    float r = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
+    for (int64_t i = 0; i < n; i++) {
+        float zi = z[i];
+        y[i] = (w[i] * (x[i] * r)) * (zi / (1.0f + expf(-zi)));
+    }
+}
+
+void td_sigmoid_gate(float *x, const float *gate, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] *= 1.0f / (1.0f + expf(-gate[i]));
+}
+
+void td_conv_step(float *out, float *state, const float *x, const float *w, int64_t K, int64_t ld, int64_t c0,
+                  int64_t c1) {
+    for (int64_t c = c0; c < c1; c++) {
+        const float *wc = w + c * K;
+        float s = 0.0f;
+        for (int64_t j = 0; j < K - 1; j++) s += wc[j] * state[j * ld + c];
+        s += wc[K - 1] * x[c];
+        out[c] = s / (1.0f + expf(-s));
+        for (int64_t j = 0; j + 1 < K - 1; j++) state[j * ld + c] = state[(j + 1) * ld + c];
+        if (K > 1) state[(K - 2) * ld + c] = x[c];
+    }
+}
+
+float td_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }

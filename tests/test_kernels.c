@@ -1,0 +1,141 @@
+/* AVX2 kernels against the scalar reference on random inputs of odd sizes, and the determinism contract:
+ * a dot product's result does not depend on the tile, the row range or the number of tokens processed with it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "test_util.h"
+#include "util/half.h"
+
+static void *make_weights(td_dtype t, int64_t rows, int64_t cols, uint64_t *rng, td_mat *w) {
+    size_t es = td_dtype_size(t);
+    uint8_t *data = malloc((size_t)(rows * cols) * es + 1); /* +1: odd row starts are fine for scalar loads */
+    for (int64_t i = 0; i < rows * cols; i++) {
+        float v = td_test_uniform(rng, -1.0f, 1.0f);
+        if (t == TD_DTYPE_F32) memcpy(data + 4 * i, &v, 4);
+        else {
+            uint16_t h = t == TD_DTYPE_F16 ? td_f32_to_f16(v) : td_f32_to_bf16(v);
+            memcpy(data + 2 * i, &h, 2);
+        }
+    }
+    w->type = t;
+    w->rows = rows;
+    w->cols = cols;
+    w->row_bytes = (size_t)cols * es;
+    w->data = data;
+    return data;
+}
+
+static void test_matmul(void) {
+    static const int64_t cols_list[] = {1, 7, 8, 33, 4097};
+    static const int64_t rows_list[] = {1, 7, 33};
+    static const int64_t T_list[] = {1, 2, 3, 5, 67};
+    static const td_dtype types[] = {TD_DTYPE_F32, TD_DTYPE_F16, TD_DTYPE_BF16};
+    uint64_t rng = 42;
+    double worst = 0;
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ci = 0; ci < 5; ci++)
+            for (size_t ri = 0; ri < 3; ri++)
+                for (size_t Ti = 0; Ti < 5; Ti++) {
+                    int64_t cols = cols_list[ci], rows = rows_list[ri], T = T_list[Ti];
+                    if (cols == 4097 && T == 67 && td_test_sanitized()) continue;
+                    td_mat w;
+                    void *data = make_weights(types[ti], rows, cols, &rng, &w);
+                    float *x = malloc((size_t)(T * cols) * sizeof *x);
+                    float *yr = malloc((size_t)(T * rows) * sizeof *yr), *ya = malloc((size_t)(T * rows) * sizeof *ya);
+                    float *y1 = malloc((size_t)rows * sizeof *y1);
+                    for (int64_t i = 0; i < T * cols; i++) x[i] = td_test_uniform(&rng, -2.0f, 2.0f);
+                    td_matmul_ref(&w, NULL, x, T, cols, yr, rows, 0, rows);
+                    td_matmul_avx2(&w, NULL, x, T, cols, ya, rows, 0, rows);
+                    /* relative to the magnitude of the terms: sum_k |w_k x_k| */
+                    for (int64_t t = 0; t < T; t++)
+                        for (int64_t r = 0; r < rows; r++) {
+                            float *xr = x + t * cols;
+                            double mag = 0;
+                            float *row = malloc((size_t)cols * sizeof *row);
+                            td_row_to_f32(row, &w, r);
+                            for (int64_t k = 0; k < cols; k++) mag += fabs((double)row[k] * xr[k]);
+                            free(row);
+                            double err = fabs((double)yr[t * rows + r] - ya[t * rows + r]) / (mag + 1e-30);
+                            if (err > worst) worst = err;
+                            CHECKF(err <= 1e-5, "%s cols %lld rows %lld T %lld: ref %g avx2 %g (rel %g)",
+                                   td_dtype_name(types[ti]), (long long)cols, (long long)rows, (long long)T,
+                                   yr[t * rows + r], ya[t * rows + r], err);
+                        }
+                    /* determinism: one token at a time, and row by row, give the same bits as the whole batch */
+                    for (int64_t t = 0; t < T; t++) {
+                        td_matmul_avx2(&w, NULL, x + t * cols, 1, cols, y1, rows, 0, rows);
+                        CHECKF(memcmp(y1, ya + t * rows, (size_t)rows * sizeof *y1) == 0,
+                               "batch invariance %s cols %lld T %lld", td_dtype_name(types[ti]), (long long)cols,
+                               (long long)T);
+                    }
+                    for (int64_t r = 0; r < rows; r++) { /* a row range of one, through a row index list */
+                        int32_t idx[1] = {(int32_t)r};
+                        float y[67];
+                        td_matmul_avx2(&w, idx, x, T, cols, y, 1, 0, 1);
+                        for (int64_t t = 0; t < T; t++)
+                            CHECKF(memcmp(&y[t], &ya[t * rows + r], sizeof(float)) == 0, "row-list invariance");
+                    }
+                    free(data);
+                    free(x);
+                    free(yr);
+                    free(ya);
+                    free(y1);
+                }
+    printf("matmul: worst relative difference avx2 vs scalar %.3g\n", worst);
+}
+
+static void test_attention(void) {
+    static const int64_t dims[] = {1, 7, 8, 33, 128};
+    static const int64_t ns[] = {1, 7, 33, 300};
+    uint64_t rng = 7;
+    double worst = 0;
+    for (size_t di = 0; di < 5; di++)
+        for (size_t ni = 0; ni < 4; ni++) {
+            int64_t dim = dims[di], n = ns[ni], stride = dim + 3, cells = n + 5;
+            float *k = malloc((size_t)(cells * stride) * sizeof *k), *v = malloc((size_t)(cells * stride) * sizeof *v);
+            float *q = malloc((size_t)dim * sizeof *q), *o1 = malloc((size_t)dim * sizeof *o1);
+            float *o2 = malloc((size_t)dim * sizeof *o2), *s = malloc((size_t)n * sizeof *s);
+            int32_t *idx = malloc((size_t)n * sizeof *idx);
+            for (int64_t i = 0; i < cells * stride; i++) k[i] = td_test_uniform(&rng, -1, 1), v[i] = td_test_uniform(&rng, -1, 1);
+            for (int64_t i = 0; i < dim; i++) q[i] = td_test_uniform(&rng, -2, 2);
+            for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)((i * 7 + 3) % cells); /* scattered cells */
+            td_attn_ref(q, k, v, idx, n, stride, dim, 0.125f, o1, s);
+            td_attn_avx2(q, k, v, idx, n, stride, dim, 0.125f, o2, s);
+            for (int64_t i = 0; i < dim; i++) {
+                double err = fabs((double)o1[i] - o2[i]);
+                if (err > worst) worst = err;
+                CHECKF(err <= 1e-5, "attention dim %lld n %lld: %g vs %g", (long long)dim, (long long)n, o1[i], o2[i]);
+            }
+            free(k), free(v), free(q), free(o1), free(o2), free(s), free(idx);
+        }
+    printf("attention: worst absolute difference avx2 vs scalar %.3g (values in [-1, 1])\n", worst);
+}
+
+static void test_half(void) {
+    /* every f16 value converts exactly and back */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = td_f16_to_f32((uint16_t)h);
+        if (f != f) continue;
+        CHECKF(td_f32_to_f16(f) == h, "f16 round trip %04x", h);
+    }
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = td_bf16_to_f32((uint16_t)h);
+        if (f != f) continue;
+        CHECKF(td_f32_to_bf16(f) == h, "bf16 round trip %04x", h);
+    }
+    CHECK(td_f32_to_bf16(1.0f + 1.0f / 256) == td_f32_to_bf16(1.0f)); /* ties to even */
+}
+
+int main(void) {
+    if (!td_cpu_has_avx2()) {
+        printf("test_kernels: this CPU has no AVX2; only the scalar reference runs\n");
+        test_half();
+        return td_test_finish("test_kernels");
+    }
+    test_half();
+    test_matmul();
+    test_attention();
+    return td_test_finish("test_kernels");
+}

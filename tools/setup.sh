@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what typedecide needs to build and test, from Debian's archive (apt) and npm, and nothing else.
+# Idempotent: every step is skipped when its result is already present. Run as root on Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+# Debian packages: build tools and the four libraries the core links (PCRE2, utf8proc, jansson, libmicrohttpd).
+need_pkgs=()
+for cmd_pkg in cc:gcc make:make cmake:cmake pkg-config:pkg-config git:git; do
+    command -v "${cmd_pkg%%:*}" >/dev/null 2>&1 || need_pkgs+=("${cmd_pkg#*:}")
+done
+for pkg in libc6-dev libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$pkg")
+done
+# Node.js and npm run the test-only references (Hugging Face tokenizers, llama.cpp); any recent Node will do.
+command -v node >/dev/null 2>&1 || need_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_pkgs+=(npm)
+if ((${#need_pkgs[@]})); then
+    say "installing from Debian: ${need_pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+else
+    say "Debian packages present"
+fi
+
+# npm test references, pinned by tests/node/package-lock.json. Reinstalled only when the lock file changes.
+if [ -f tests/node/package-lock.json ]; then
+    stamp=tests/node/node_modules/.lock-stamp
+    if [ -f "$stamp" ] && cmp -s "$stamp" tests/node/package-lock.json; then
+        say "npm packages present"
+    else
+        say "installing npm test references (tests/node)"
+        (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+        cp tests/node/package-lock.json "$stamp"
+    fi
+fi
