@@ -220,7 +220,9 @@ TOK_N = N_BPE + 26          # tokens in the truncated tokenizers
 VOCAB = 2112                # TOK_N rounded up to a multiple of 64
 ID_ENDOFTEXT, ID_IM_START, ID_IM_END = 2048, 2049, 2050
 ID_VISION_START, ID_VISION_END, ID_VISION_PAD, ID_IMAGE_PAD, ID_VIDEO_PAD = 2057, 2058, 2059, 2060, 2061
-W_STD = 0.2                 # std of every random matrix (embeddings, projections, lm_head)
+W_STD = 0.2                 # std of every random matrix (embeddings, projections, lm_head) of Qwen3 fixtures
+W35_STD = 0.125            # Qwen3.5 fixtures: 1/sqrt(hidden), so that a random network does not amplify fp32
+                           # rounding (with 0.2, transformers' own fp32 logits were 8.4e-5 from fp64)
 
 
 def _log(*a):
@@ -331,16 +333,18 @@ def main_models(argv):
                 fill_(p, torch.empty(sh).uniform_(1.0, 16.0, generator=g).log())
             elif name.endswith("linear_attn.dt_bias"):
                 fill_(p, -2.5 + 0.75 * torch.randn(sh, generator=g))
-            elif name.endswith("linear_attn.conv1d.weight"):
-                fill_(p, 0.3 * torch.randn(sh, generator=g))
+            elif name.endswith("linear_attn.conv1d.weight"):   # 0.3 made fp32 rounding swing logits by 1e-4
+                fill_(p, 0.1 * torch.randn(sh, generator=g))
             elif name.endswith("linear_attn.norm.weight"):      # gated RMSNorm: plain w
                 fill_(p, 1.0 + 0.2 * torch.randn(sh, generator=g))
             elif name.endswith("norm.weight"):                  # zero-centred: (1 + w)
                 fill_(p, 0.1 * torch.randn(sh, generator=g))
             elif name.endswith("linear_attn.in_proj_a.weight"):
                 fill_(p, 0.05 * torch.randn(sh, generator=g))
+            elif name.endswith("linear_attn.in_proj_b.weight"):
+                fill_(p, 0.5 * W35_STD * torch.randn(sh, generator=g))
             else:
-                fill_(p, W_STD * torch.randn(sh, generator=g))
+                fill_(p, W35_STD * torch.randn(sh, generator=g))
 
     def gen_config_for_save(bos):
         return GenerationConfig(bos_token_id=bos, eos_token_id=[ID_IM_END, ID_ENDOFTEXT],
@@ -431,6 +435,21 @@ def main_models(argv):
         if tracer:
             info["deltanet_trace"] = trace
         return logits, greedy, min(margins), info
+
+    def fp64_refs(cls, d, prompts, logits32):
+        """The same saved checkpoint in float64: ref64_logits_K.f32 (fp64 logits rounded to f32) and, per prompt,
+        max |transformers fp32 - fp64| -- the rounding noise floor of any fp32 implementation on this fixture."""
+        m = cls.from_pretrained(d, dtype=torch.float64, attn_implementation="eager").eval()
+        files, floors = [], []
+        for k, p in enumerate(prompts):
+            with torch.no_grad():
+                lg = m(input_ids=torch.tensor([p]), use_cache=False).logits[0]
+            fn = "ref64_logits_%d.f32" % k
+            np.ascontiguousarray(lg.float().numpy(), dtype="<f4").tofile(os.path.join(d, fn))
+            files.append(fn)
+            floors.append(float((lg - torch.from_numpy(logits32[k]).double()).abs().max()))
+        _log("  [fp64] max |fp32 - fp64| per prompt: %s" % floors)
+        return {"logits64_files": files, "fp32_vs_fp64_max_abs": floors}
 
     def write_refs(d, name, prompts, logits, greedy, margin, notes, extra=None):
         files = []
@@ -588,7 +607,7 @@ def main_models(argv):
                     num_attention_heads=4, num_key_value_heads=2, head_dim=32, hidden_act="silu",
                     max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=tied,
                     linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
-                    linear_num_key_heads=hk, linear_num_value_heads=hv, initializer_range=W_STD,
+                    linear_num_key_heads=hk, linear_num_value_heads=hv, initializer_range=W35_STD,
                     attention_bias=False,
                     rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
                                      "mrope_section": [2, 1, 1], "mrope_interleaved": True},
@@ -655,11 +674,13 @@ def main_models(argv):
         notes = ("seed %d; Qwen3_5ForCausalLM (flat text config), bf16. init: matrices N(0,%g^2) except "
                  "in_proj_a N(0,0.05^2); zero-centred norms (input/post_attention/final/q_norm/k_norm) "
                  "0.1*N(0,1) applied as (1+w); DeltaNet gated norm 1+0.2*N(0,1) applied as plain w; "
-                 "A_log=log(U(1,16)); dt_bias=-2.5+0.75*N(0,1); conv1d 0.3*N(0,1). prompt 2 has 200 ids "
+                 "A_log=log(U(1,16)); dt_bias=-2.5+0.75*N(0,1); conv1d 0.1*N(0,1); in_proj_b N(0,(W/2)^2). prompt 2 has 200 ids "
                  "(chunk size 64 -> 4 chunks). deltanet_trace shows which python functions ran "
                  "(name(shape of query/hidden_states) -> calls). checks: %s. saved config.json: %s"
-                 % (seed, W_STD, json.dumps(info), json.dumps(saved_cfg)))
-        write_refs(d, name, prompts, logits, greedy, margin, notes, {"seed": seed, "saved_dtype": "bfloat16"})
+                 % (seed, W35_STD, json.dumps(info), json.dumps(saved_cfg)))
+        extra = {"seed": seed, "saved_dtype": "bfloat16"}
+        extra.update(fp64_refs(Qwen3_5ForCausalLM, d, prompts, logits))
+        write_refs(d, name, prompts, logits, greedy, margin, notes, extra)
         results[name] = dict(seed=seed, margin=margin, tensors=len(rows), info=info)
 
     def add_mtp(d):
@@ -768,7 +789,9 @@ def main_models(argv):
                  "model.safetensors after save_pretrained (the loader must skip both). Init as qwen35-tiny-text. "
                  "Token ids in prompts exclude the vision ids 2057-2061. checks: %s. saved config.json: %s"
                  % (seed, json.dumps(info), json.dumps(saved_cfg)))
-        write_refs(d, name, prompts, logits, greedy, margin, notes, {"seed": seed, "saved_dtype": "bfloat16"})
+        extra = {"seed": seed, "saved_dtype": "bfloat16"}
+        extra.update(fp64_refs(Qwen3_5ForConditionalGeneration, d, prompts, logits))
+        write_refs(d, name, prompts, logits, greedy, margin, notes, extra)
         results[name] = dict(seed=seed, margin=margin, tensors=len(rows), info=info)
 
     # ---------------------------------------------------------------- LoRA
