@@ -83,7 +83,7 @@ int cmd_generate(int argc, char **argv) {
     float *scratch = NULL;
     char *pending = NULL;
     size_t n_pending = 0;
-    td_status st = cli_load_model(model_dir, prompt != NULL, 1, &m);
+    td_status st = cli_load_model(model_dir, prompt != NULL, 0, &m);
     if (st != TD_OK) {
         rc = cli_fail("generate", st);
         goto done;

@@ -42,7 +42,7 @@ int cmd_logits(int argc, char **argv) {
     td_batch *b = NULL;
     FILE *f = NULL;
     int rc = 0;
-    td_status st = cli_load_model(model_dir, 0, 1, &m);
+    td_status st = cli_load_model(model_dir, 0, 0, &m);
     if (st != TD_OK) {
         rc = cli_fail("logits", st);
         goto done;
