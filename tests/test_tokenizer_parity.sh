@@ -7,11 +7,7 @@
 #   3. decode: HF's decode of the ids, and ours, must give back the text. The Qwen3 normalizer is NFC, so the text
 #      we expect back is NFC(text): equal to the text itself for every line already in NFC, and the composed form
 #      for the decomposed lines.
-# Our decode is checked (a) on every line at once, by decoding the ids of all lines joined with a separator made
-# of two added tokens that never occur in the corpus, then splitting, and (b) line by line on a subset (every 20th
-# line plus every line that starts with whitespace or a combining mark, where joining lines could hide a bug), one
-# process per line, since the tool decodes one id list per call. Set TD_PARITY_DECODE_ALL=1 to decode every line
-# separately.
+# Our decode is checked on every line separately, in one call of `typedecide tokenize --decode-jsonl`.
 #
 # Needs node and tests/node/node_modules (installed by the setup script: `npm ci --no-audit --no-fund` in
 # tests/node). Nothing is downloaded here.
@@ -55,7 +51,6 @@ TD_BIN_RESOLVED=$BIN TOK=$TOK CORPUS=$CORPUS TMPD=$tmp node - <<'JS'
 'use strict';
 const fs = require('fs');
 const { execFile } = require('child_process');
-const os = require('os');
 const { BIN, TOK, CORPUS, TMPD } = { BIN: process.env.TD_BIN_RESOLVED, TOK: process.env.TOK,
                                      CORPUS: process.env.CORPUS, TMPD: process.env.TMPD };
 
@@ -111,68 +106,28 @@ for (let i = 0; i < n; i++) {
 }
 console.log(`HF decode(encode(s)) == NFC(s): ${hfOk}/${n} (${expected.filter((e, i) => e !== texts[i]).length} lines are not NFC)`);
 
-const decode = (ids) => new Promise((resolve) => {
-  execFile(BIN, ['tokenize', '--tokenizer', TOK, '--decode', ids.join(',')], { maxBuffer: 1 << 26 }, (err, stdout, stderr) => {
-    if (err) return resolve({ error: `${err.message.trim()} ${stderr.trim()}` });
-    try { resolve({ text: JSON.parse(stdout) }); } catch (e) { resolve({ error: `unparsable output ${show(stdout)}` }); }
-  });
-});
-async function pool(jobs, width) {
-  const results = new Array(jobs.length);
-  let next = 0;
-  const worker = async () => { while (next < jobs.length) { const k = next++; results[k] = await jobs[k](); } };
-  await Promise.all(Array.from({ length: Math.min(width, jobs.length) }, worker));
-  return results;
-}
-
+// Our decode, every line on its own: one id list per line through --decode-jsonl.
 async function ourDecode() {
   const encodedOk = (i) => Array.isArray(ours[i]) && ours[i].every(Number.isInteger);
-  // (a) all lines at once, joined with a separator, in chunks that keep the argument well under 128 KiB
-  const SEP_IDS = [151649, 151648], SEP = '<|box_end|><|box_start|>';
-  if (texts.some((t) => t.includes(SEP))) throw new Error(`the corpus contains the separator ${SEP}: pick another`);
-  const chunks = [];
-  let cur = [];
-  let len = 0;
-  for (let i = 0; i < n; i++) {
-    if (!encodedOk(i)) continue;
-    const l = ours[i].join(',').length + 20;
-    if (cur.length && len + l > 60000) { chunks.push(cur); cur = []; len = 0; }
-    cur.push(i);
-    len += l;
-  }
-  if (cur.length) chunks.push(cur);
-  const width = Math.max(1, os.cpus().length);
-  const batched = await pool(chunks.map((c) => () => decode([].concat(...c.map((i, k) => (k ? SEP_IDS : []).concat(ours[i]))))), width);
-  let batchOk = 0, batchN = 0;
-  chunks.forEach((c, k) => {
-    const r = batched[k];
-    batchN += c.length;
-    if (r.error) { problem(`typedecide --decode failed on lines ${c[0] + 1}..${c[c.length - 1] + 1}: ${r.error}`); return; }
-    const parts = r.text.split(SEP);
-    if (parts.length !== c.length) { problem(`batched decode of lines ${c[0] + 1}..${c[c.length - 1] + 1}: got ${parts.length} parts, want ${c.length}`); return; }
-    c.forEach((i, j) => {
-      if (parts[j] === expected[i]) batchOk++;
-      else problem(`decode mismatch (batched), corpus line ${i + 1}:\n  text:    ${show(texts[i])}\n  want:    ${show(expected[i])}\n  decoded: ${show(parts[j])}`);
-    });
+  const rows = [];
+  for (let i = 0; i < n; i++) if (encodedOk(i)) rows.push(i);
+  fs.writeFileSync(`${TMPD}/ids.jsonl`, rows.map((i) => JSON.stringify(ours[i])).join('\n') + '\n');
+  const out = await new Promise((resolve) => {
+    execFile(BIN, ['tokenize', '--tokenizer', TOK, '--decode-jsonl', `${TMPD}/ids.jsonl`], { maxBuffer: 1 << 28 },
+      (err, stdout, stderr) => resolve(err ? { error: `${err.message.trim()} ${stderr.trim()}` } : { stdout }));
   });
-  console.log(`our decode(encode(s)) == NFC(s), batched: ${batchOk}/${batchN} (in ${chunks.length} calls)`);
-
-  // (b) one call per line, on a subset unless TD_PARITY_DECODE_ALL=1
-  const all = process.env.TD_PARITY_DECODE_ALL === '1';
-  const subset = [];
-  for (let i = 0; i < n; i++) {
-    if (!encodedOk(i)) continue;
-    if (all || i % 20 === 0 || /^[\s\p{M}]/u.test(texts[i])) subset.push(i);
-  }
-  const single = await pool(subset.map((i) => () => decode(ours[i])), width);
-  let singleOk = 0;
-  subset.forEach((i, k) => {
-    const r = single[k];
-    if (r.error) problem(`typedecide --decode failed on corpus line ${i + 1}: ${r.error}`);
-    else if (r.text === expected[i]) singleOk++;
-    else problem(`decode mismatch, corpus line ${i + 1}:\n  text:    ${show(texts[i])}\n  want:    ${show(expected[i])}\n  decoded: ${show(r.text)}`);
+  if (out.error) { problem(`typedecide tokenize --decode-jsonl failed: ${out.error}`); return; }
+  const decoded = out.stdout.split('\n');
+  if (decoded[decoded.length - 1] === '') decoded.pop();
+  if (decoded.length !== rows.length) problem(`--decode-jsonl printed ${decoded.length} lines for ${rows.length}`);
+  let ok = 0;
+  rows.forEach((i, k) => {
+    let d;
+    try { d = JSON.parse(decoded[k]); } catch (e) { d = `unparsable: ${decoded[k]}`; }
+    if (d === expected[i]) ok++;
+    else problem(`decode mismatch, corpus line ${i + 1}:\n  text:    ${show(texts[i])}\n  want:    ${show(expected[i])}\n  decoded: ${show(d)}`);
   });
-  console.log(`our decode(encode(s)) == NFC(s), one line per call: ${singleOk}/${subset.length}${all ? '' : ' (subset; TD_PARITY_DECODE_ALL=1 for all)'}`);
+  console.log(`our decode(encode(s)) == NFC(s): ${ok}/${rows.length}`);
 }
 
 ourDecode().then(() => {

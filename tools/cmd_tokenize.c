@@ -8,7 +8,8 @@
 #include "commands.h"
 
 static const char usage_text[] =
-    "usage: typedecide tokenize (--model DIR | --tokenizer FILE) (--text STR | --jsonl FILE | --decode IDS)\n"
+    "usage: typedecide tokenize (--model DIR | --tokenizer FILE)\n"
+    "                           (--text STR | --jsonl FILE | --decode IDS | --decode-jsonl FILE)\n"
     "\n"
     "Encodes text exactly as Hugging Face tokenizers does (added tokens split out, NFC, the Split regex of\n"
     "tokenizer.json, byte-level BPE) and prints the ids as one JSON array per input.\n"
@@ -18,6 +19,7 @@ static const char usage_text[] =
     "  --text STR        encode STR, print one JSON array\n"
     "  --jsonl FILE      encode the \"text\" field of every line of FILE ('-' = stdin), one array per line\n"
     "  --decode IDS      decode comma-separated ids and print the text as a JSON string\n"
+    "  --decode-jsonl F  decode one JSON array of ids per line of F ('-' = stdin), one JSON string per line\n"
     "  --no-special      treat added tokens such as <|im_start|> as plain text\n";
 
 static int tokenize_one(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, const char *where) {
@@ -31,6 +33,63 @@ static int tokenize_one(const td_tokenizer *tok, const char *text, size_t len, u
     cli_print_ids(ids, n);
     td_free(ids);
     return 0;
+}
+
+/* Prints the decoded text of ids as one JSON string line. */
+static int print_decoded(const td_tokenizer *tok, const int32_t *ids, size_t n, const char *where) {
+    char *out;
+    size_t len;
+    td_status st = td_detokenize(tok, ids, n, &out, &len);
+    if (st != TD_OK) {
+        fprintf(stderr, "typedecide tokenize: %s: %s\n", where, td_last_error());
+        return 1;
+    }
+    json_t *js = json_stringn(out, len);
+    char *text = json_dumps(js, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+    puts(text);
+    free(text);
+    json_decref(js);
+    td_free(out);
+    return 0;
+}
+
+static int decode_each_line(const td_tokenizer *tok, const char *path) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return cli_error("tokenize", "%s: cannot open", path);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int rc = 0;
+    long lineno = 0;
+    int32_t *ids = NULL;
+    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        json_error_t e;
+        json_t *a = json_loadb(line, (size_t)len, 0, &e);
+        size_t n = json_is_array(a) ? json_array_size(a) : 0;
+        int32_t *nv = realloc(ids, (n ? n : 1) * sizeof *ids);
+        if (!nv) rc = cli_error("tokenize", "out of memory");
+        else ids = nv;
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            json_t *v = json_array_get(a, i);
+            if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN || json_integer_value(v) > INT32_MAX)
+                rc = cli_error("tokenize", "%s:%ld: element %zu is not a token id", path, lineno, i);
+            else ids[i] = (int32_t)json_integer_value(v);
+        }
+        if (rc == 0 && !json_is_array(a))
+            rc = cli_error("tokenize", "%s:%ld: %s", path, lineno, a ? "expected a JSON array of ids" : e.text);
+        if (rc == 0) {
+            char where[64];
+            snprintf(where, sizeof where, "line %ld", lineno);
+            rc = print_decoded(tok, ids, n, where);
+        }
+        json_decref(a);
+    }
+    free(ids);
+    free(line);
+    if (f != stdin) fclose(f);
+    fflush(stdout);
+    return rc;
 }
 
 static int tokenize_jsonl(const td_tokenizer *tok, const char *path, unsigned flags) {
@@ -65,11 +124,12 @@ static int tokenize_jsonl(const td_tokenizer *tok, const char *path, unsigned fl
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *file = NULL, *text = NULL, *jsonl = NULL, *decode = NULL;
+    const char *model = NULL, *file = NULL, *text = NULL, *jsonl = NULL, *decode = NULL, *decode_jsonl = NULL;
     int no_special = 0;
     const cli_opt opts[] = {{"model", 1, &model, NULL},     {"tokenizer", 1, &file, NULL},
                             {"text", 1, &text, NULL},       {"jsonl", 1, &jsonl, NULL},
-                            {"decode", 1, &decode, NULL},   {"no-special", 0, NULL, &no_special},
+                            {"decode", 1, &decode, NULL},   {"decode-jsonl", 1, &decode_jsonl, NULL},
+                            {"no-special", 0, NULL, &no_special},
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "tokenize", NULL, 0, NULL);
     if (r == 1) {
@@ -78,8 +138,8 @@ int cmd_tokenize(int argc, char **argv) {
     }
     if (r) return r;
     if (!!model + !!file != 1) return cli_usage_error("tokenize", "give exactly one of --model or --tokenizer");
-    if (!!text + !!jsonl + !!decode != 1)
-        return cli_usage_error("tokenize", "give exactly one of --text, --jsonl or --decode");
+    if (!!text + !!jsonl + !!decode + !!decode_jsonl != 1)
+        return cli_usage_error("tokenize", "give exactly one of --text, --jsonl, --decode or --decode-jsonl");
     char path[4096];
     if (model) snprintf(path, sizeof path, "%s/tokenizer.json", model);
     td_tokenizer *tok;
@@ -89,23 +149,13 @@ int cmd_tokenize(int argc, char **argv) {
     int rc = 0;
     if (text) rc = tokenize_one(tok, text, strlen(text), flags, "--text");
     else if (jsonl) rc = tokenize_jsonl(tok, jsonl, flags);
+    else if (decode_jsonl) rc = decode_each_line(tok, decode_jsonl);
     else {
         int32_t *ids;
         size_t n;
         if (cli_ids(decode, &ids, &n)) rc = cli_usage_error("tokenize", "--decode: expected ids like 1,2,3");
         else {
-            char *out;
-            size_t len;
-            st = td_detokenize(tok, ids, n, &out, &len);
-            if (st != TD_OK) rc = cli_fail("tokenize", st);
-            else {
-                json_t *s = json_stringn(out, len);
-                char *js = json_dumps(s, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
-                puts(js);
-                free(js);
-                json_decref(s);
-                td_free(out);
-            }
+            rc = print_decoded(tok, ids, n, "--decode");
             free(ids);
         }
     }
