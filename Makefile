@@ -24,7 +24,7 @@ check: build asan
 	cd $(ASAN_BUILD) && TD_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
 
 demo: build
-	./$(BUILD)/typedecide generate --model models/demo --prompt "The capital of France is" -n 24
+	./$(BUILD)/typedecide generate --model fixtures/models/qwen3-tiny-tied --prompt "The capital of France is" -n 24 --stats
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

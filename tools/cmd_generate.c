@@ -25,22 +25,41 @@ static const char usage_text[] =
     "  --threads N         worker threads (default: all cores)\n"
     "  --stats             print prefill/decode speed to stderr\n";
 
-/* Writes the longest complete-UTF-8 prefix of the pending bytes; keeps an unfinished character for later. */
+/* Length of a valid UTF-8 character at s (n bytes available): > 0 valid, 0 incomplete (could still become
+ * valid with more bytes), -1 invalid. */
+static int utf8_char(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    int need = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+    if (need < 0) return -1;
+    unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    for (int k = 1; k <= need; k++) {
+        if ((size_t)k >= n) return 0;
+        unsigned b = s[k];
+        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) return -1;
+    }
+    return need + 1;
+}
+
+/* Streams the pending bytes as valid UTF-8: complete characters go out, an unfinished one at the end waits for
+ * the next token (unless final), and bytes that can never form a character become U+FFFD. */
 static void flush_utf8(char *buf, size_t *n, int final) {
-    size_t cut = *n;
-    if (!final) { /* back off over an unfinished trailing sequence */
-        size_t i = *n, cont = 0;
-        while (i > 0 && ((unsigned char)buf[i - 1] & 0xc0) == 0x80 && cont < 3) i--, cont++;
-        if (i > 0) {
-            unsigned char lead = (unsigned char)buf[i - 1];
-            size_t need = lead >= 0xf0 ? 3 : lead >= 0xe0 ? 2 : lead >= 0xc0 ? 1 : 0;
-            if (lead >= 0xc0 && cont < need) cut = i - 1;
+    size_t i = 0;
+    const unsigned char *u = (const unsigned char *)buf;
+    while (i < *n) {
+        int k = utf8_char(u + i, *n - i);
+        if (k == 0 && !final) break;
+        if (k <= 0) {
+            fputs("\xef\xbf\xbd", stdout);
+            i++;
+        } else {
+            fwrite(buf + i, 1, (size_t)k, stdout);
+            i += (size_t)k;
         }
     }
-    fwrite(buf, 1, cut, stdout);
     fflush(stdout);
-    memmove(buf, buf + cut, *n - cut);
-    *n -= cut;
+    memmove(buf, buf + i, *n - i);
+    *n -= i;
 }
 
 int cmd_generate(int argc, char **argv) {

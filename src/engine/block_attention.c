@@ -3,6 +3,15 @@
  * sequence's cached positions 0..pos. Qwen3.5 ("gated"): q_proj also yields, per head, a gate g and the output is
  * attention * sigmoid(g); its norms scale by (1 + w). */
 #include "engine/engine.h"
+#include <string.h>
+#include <stdlib.h>
+static void perturb(const char *what, float *x, long n) {
+    const char *e = getenv("PERTURB");
+    if (!e || strcmp(e, what) != 0) return;
+    static unsigned long s = 12345;
+    for (long i = 0; i < n; i++) { s = s * 6364136223846793005ul + 1; x[i] *= 1.0f + ((s >> 40) & 1 ? 1e-6f : -1e-6f); }
+}
+
 
 void td_block_attention(td_ctx *ctx, int il, const td_layer *ly) {
     const td_config *c = &ctx->model->cfg;
@@ -34,6 +43,7 @@ void td_block_attention(td_ctx *ctx, int il, const td_layer *ly) {
     }
 
     td_eng_attention(ctx, ctx->q, q_rows, q_head, kc, vc);                     /* att [T, Hq * hd] */
+    perturb("att", ctx->att, T * att_dim);
     if (gated)
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < c->n_head; h++)

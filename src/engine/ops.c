@@ -52,7 +52,7 @@ static void attn_part(void *arg, int64_t b, int64_t e, int thread) {
 void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_stride, const float *kc,
                       const float *vc) {
     attn_job j = {ctx, q, kc, vc, ldq, q_head_stride};
-    td_pool_run(ctx->pool, (int64_t)ctx->n_tokens * ctx->model->cfg.n_head, 1, attn_part, &j);
+    td_pool_run_dynamic(ctx->pool, (int64_t)ctx->n_tokens * ctx->model->cfg.n_head, 1, attn_part, &j);
 }
 
 void td_eng_outputs(td_ctx *ctx) {

