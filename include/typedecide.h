@@ -137,6 +137,8 @@ int64_t td_model_n_params(const td_model *model);
 const char *td_model_arch(const td_model *model);
 /* Position limit from config.json (max_position_embeddings). */
 int32_t td_model_n_ctx_train(const td_model *model);
+/* The path the model was loaded from. Borrowed. */
+const char *td_model_path(const td_model *model);
 
 /* Stop token ids (generation_config.json eos_token_id, else tokenizer_config.json eos_token). Borrowed array;
  * *n receives the count (may be 0). */
@@ -211,6 +213,88 @@ td_status td_ctx_seq_fork(td_ctx *ctx, int32_t src, int32_t dst, int32_t n_pos);
 td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos);
 /* Free KV rows left in the context. */
 int32_t td_ctx_n_free_rows(const td_ctx *ctx);
+/* Multiply-adds spent in the output head since the context was created (n_outputs x rows x hidden size). */
+int64_t td_ctx_head_macs(const td_ctx *ctx);
+/* Bytes td_ctx_new() would allocate for these parameters (KV cache, activations, sequence states, outputs). */
+td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int64_t *bytes);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Typed readout: decide criteria over shared evidence                                                           */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Prompt: head = instruction + "\nEvidence:\n" + evidence; per criterion, suffix =
+ * "\nCriterion: {question}\nOptions:\nA. {description}\nB. ...\nAnswer:". Head and suffix are tokenised separately
+ * (no special tokens parsed or added) and their ids concatenated, so every criterion shares the head's tokens. The
+ * decision is the softmax over the logits of the option letters' tokens at the last suffix position. */
+
+#define TD_DECIDE_MAX_OPTIONS 20
+
+typedef enum td_decide_mode {
+    TD_DECIDE_BATCH = 0,  /* head once, then all suffixes in one forward pass over the shared prefix (default) */
+    TD_DECIDE_SERIAL = 1, /* head once, then each suffix from the snapshot, one at a time */
+    TD_DECIDE_FRESH = 2   /* every criterion from scratch: head + suffix, nothing reused (the reference) */
+} td_decide_mode;
+
+typedef struct td_decide_params {
+    const char *instruction;   /* NULL: td_decide_default_instruction() */
+    const char *letters;       /* option letters in order, one character each; NULL: "ABCDEFGHIJKLMNOPQRST" */
+    td_decide_mode mode;
+    int allowed_mass;          /* 1: also compute the full-vocabulary softmax and report the letters' share */
+    int32_t n_threads;         /* default 1; results do not depend on it */
+    int64_t memory_mb;         /* budget for the KV cache, activations and sequence states; default 1024 */
+    int32_t max_batch;         /* most criteria in one forward pass (0: as many as the budget allows) */
+} td_decide_params;
+
+td_decide_params td_decide_default_params(void);
+/* The built-in instruction (borrowed, static). */
+const char *td_decide_default_instruction(void);
+
+typedef struct td_decider td_decider;
+
+/* Prepares decisions on a model that has a tokenizer: probes which token each letter becomes right after
+ * "Answer:" (with or without a separating space) and sizes a context within the memory budget.
+ * Fails with TD_ERR_UNSUPPORTED naming a letter that is not a single token, TD_ERR_STATE without a tokenizer. */
+td_status td_decider_new(const td_model *model, const td_decide_params *params, td_decider **out);
+void td_decider_free(td_decider *d);
+
+/* The slot map as one JSON object {"version", "model", "separator", "letters", "keep", "token_to_row"}:
+ * row i of the readout is letter i, token keep[i]. Borrowed; lives as long as the decider. */
+const char *td_decider_slot_map(const td_decider *d);
+
+typedef struct td_criterion {
+    const char *id;                   /* for messages */
+    const char *question;
+    int32_t n_options;                /* 1 .. min(TD_DECIDE_MAX_OPTIONS, number of letters) */
+    const char *const *option_ids;    /* n_options distinct ids */
+    const char *const *descriptions;  /* n_options texts, rendered after "A. ", "B. ", ... */
+} td_criterion;
+
+typedef struct td_decision {
+    int32_t n_options;
+    float probs[TD_DECIDE_MAX_OPTIONS]; /* in option order: softmax over the option letters' logits */
+    float logits[TD_DECIDE_MAX_OPTIONS];
+    int32_t best;                       /* index of the largest probability (the first on ties) */
+    float allowed_mass;                 /* share of the full softmax on the letters (when asked; else -1) */
+    int32_t suffix_tokens;
+    double ms;                          /* wall time of this criterion's share of the work */
+} td_decision;
+
+/* Decides n criteria over one evidence text (len bytes of UTF-8). out[i] answers criteria[i]. Errors name the
+ * criterion: no options, too many, duplicate option ids, an empty id or text; evidence + suffix longer than the
+ * context. Nothing is written to out on error. */
+td_status td_decide(td_decider *d, const char *evidence, size_t len, const td_criterion *criteria, int32_t n,
+                    td_decision *out);
+
+/* The same on token ids: head (instruction + evidence) and one suffix per criterion, already tokenised. */
+td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
+                        const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out);
+
+/* Readout statistics of the decider since creation: forward passes, tokens run, and multiply-adds spent in the
+ * output head (K per criterion and per hidden unit with the restricted head). */
+typedef struct td_decide_stats {
+    int64_t forwards, head_tokens, suffix_tokens, head_macs, criteria;
+} td_decide_stats;
+td_decide_stats td_decider_stats(const td_decider *d);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Sampling                                                                                                      */

@@ -259,6 +259,34 @@ int32_t td_ctx_seq_len(const td_ctx *ctx, int32_t seq) {
 
 int32_t td_ctx_n_free_rows(const td_ctx *ctx) { return ctx ? ctx->n_free : 0; }
 
+int64_t td_ctx_head_macs(const td_ctx *ctx) { return ctx ? ctx->head_macs : 0; }
+
+td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int64_t *bytes) {
+    if (!model || !params || !bytes) return td_fail(TD_ERR_INVALID_ARG, "td_ctx_memory: NULL argument");
+    const td_config *c = &model->cfg;
+    const td_ctx_params *p = params;
+    int64_t B = p->n_batch, d = c->n_embd, n_out = p->n_outputs_max < 1 ? 1 : p->n_outputs_max;
+    int64_t q_rows = (int64_t)c->n_head * c->head_dim * (c->attn_output_gate ? 2 : 1);
+    int64_t kv_dim = (int64_t)c->n_head_kv * c->head_dim, n_attn = 0, n_dn = 0;
+    for (int i = 0; i < c->n_layer; i++) {
+        if (model->layers[i].kind == TD_LAYER_ATTENTION) n_attn++;
+        else n_dn++;
+    }
+    int64_t f = 2 * n_attn * p->n_ctx * kv_dim;                                       /* KV cache */
+    f += B * (2 * d + q_rows + 2 * kv_dim + (int64_t)c->n_head * c->head_dim + 2 * c->n_ff); /* activations */
+    f += (int64_t)p->n_threads * p->n_ctx + n_out * (d + c->n_vocab);                  /* scores, outputs */
+    int64_t ints = 2 * (int64_t)p->n_ctx + (int64_t)p->n_seq_max * p->n_ctx + 8 * B;    /* cells, tables */
+    if (n_dn) {
+        int64_t key_dim = (int64_t)c->lin_n_k_heads * c->lin_k_dim, value_dim = (int64_t)c->lin_n_v_heads * c->lin_v_dim;
+        int64_t conv_dim = 2 * key_dim + value_dim;
+        int64_t per_layer = (int64_t)(c->lin_conv_kernel - 1) * conv_dim + (int64_t)c->lin_n_v_heads * c->lin_k_dim * c->lin_v_dim;
+        f += (int64_t)p->n_seq_max * n_dn * per_layer;                                  /* DeltaNet states */
+        f += B * (2 * conv_dim + 2 * value_dim + 2 * c->lin_n_v_heads);
+    }
+    *bytes = 4 * (f + ints);
+    return TD_OK;
+}
+
 static td_status check_seq(const td_ctx *ctx, int32_t seq, const char *what) {
     if (!ctx) return td_fail(TD_ERR_INVALID_ARG, "%s: NULL context", what);
     if (seq < 0 || seq >= ctx->p.n_seq_max)

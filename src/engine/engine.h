@@ -56,6 +56,7 @@ struct td_ctx {
     int32_t n_out_max;
     int32_t *head_rows;    /* restricted head rows (NULL: full vocabulary) */
     int32_t n_head_rows;
+    int64_t head_macs;     /* multiply-adds spent in the head so far */
 
     /* the batch's tokens grouped by sequence, in position order (for the DeltaNet recurrence) */
     int32_t n_groups;

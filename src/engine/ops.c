@@ -65,4 +65,5 @@ void td_eng_outputs(td_ctx *ctx) {
                    c->zero_centred_norms);
     int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : c->n_vocab;
     td_eng_matmul(ctx, &m->head, ctx->head_rows, n_rows, ctx->out_x, ctx->n_out, d, ctx->out, n_rows);
+    ctx->head_macs += (int64_t)ctx->n_out * n_rows * d;
 }

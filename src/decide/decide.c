@@ -1,0 +1,334 @@
+/* The typed readout: the head is prefilled once per evidence (batch and serial modes), every criterion's suffix
+ * runs from that prefix, and the decision is read from the option letters' logits at the last suffix position
+ * (the head restricted to those K rows). Batches of criteria are planned against a memory budget. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "decide/decide_internal.h"
+#include "util/error.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+td_decide_params td_decide_default_params(void) {
+    td_decide_params p;
+    memset(&p, 0, sizeof p);
+    p.mode = TD_DECIDE_BATCH;
+    p.n_threads = 1;
+    p.memory_mb = 1024;
+    return p;
+}
+
+void td_decider_free(td_decider *d) {
+    if (!d) return;
+    td_ctx_free(d->ctx);
+    td_batch_free(d->batch);
+    free(d->instruction);
+    free(d->slot_map);
+    free(d);
+}
+
+td_status td_decider_new(const td_model *model, const td_decide_params *params, td_decider **out) {
+    if (!model || !out) return td_fail(TD_ERR_INVALID_ARG, "td_decider_new: NULL argument");
+    *out = NULL;
+    td_decide_params p = params ? *params : td_decide_default_params();
+    if (!td_model_tokenizer(model))
+        return td_fail(TD_ERR_STATE, "%s: decisions need the model's tokenizer.json", td_model_path(model));
+    if (p.mode != TD_DECIDE_BATCH && p.mode != TD_DECIDE_SERIAL && p.mode != TD_DECIDE_FRESH)
+        return td_fail(TD_ERR_INVALID_ARG, "unknown decide mode %d", (int)p.mode);
+    if (p.n_threads < 1) p.n_threads = 1;
+    if (p.memory_mb < 1) return td_fail(TD_ERR_INVALID_ARG, "memory budget must be at least 1 MB");
+    if (p.max_batch < 0) return td_fail(TD_ERR_INVALID_ARG, "max_batch must be >= 0");
+    const char *letters = p.letters ? p.letters : "ABCDEFGHIJKLMNOPQRST";
+    size_t nl = strlen(letters);
+    if (nl < 1 || nl > TD_DECIDE_MAX_OPTIONS)
+        return td_fail(TD_ERR_INVALID_ARG, "letters \"%s\": give 1 to %d letters", letters, TD_DECIDE_MAX_OPTIONS);
+    for (size_t i = 0; i < nl; i++) {
+        unsigned char c = (unsigned char)letters[i];
+        if (c < 0x21 || c > 0x7e) return td_fail(TD_ERR_INVALID_ARG, "letters: character %zu is not a printable ASCII letter", i);
+        for (size_t j = 0; j < i; j++)
+            if (letters[j] == letters[i]) return td_fail(TD_ERR_INVALID_ARG, "letters: '%c' appears twice", letters[i]);
+    }
+    td_decider *d = calloc(1, sizeof *d);
+    if (!d) return td_fail_nomem("a decider");
+    d->model = model;
+    d->tok = td_model_tokenizer(model);
+    d->p = p;
+    memcpy(d->letters, letters, nl + 1);
+    d->n_letters = (int32_t)nl;
+    d->instruction = strdup(p.instruction ? p.instruction : td_decide_default_instruction());
+    d->p.instruction = d->instruction;
+    d->p.letters = d->letters;
+    td_status st = d->instruction ? td_decide_probe_letters(d) : td_fail_nomem("the instruction");
+    if (st != TD_OK) {
+        td_decider_free(d);
+        return st;
+    }
+    *out = d;
+    return TD_OK;
+}
+
+const char *td_decider_slot_map(const td_decider *d) { return d ? d->slot_map : ""; }
+td_decide_stats td_decider_stats(const td_decider *d) {
+    td_decide_stats s;
+    memset(&s, 0, sizeof s);
+    return d ? d->stats : s;
+}
+
+/* ---- planning ------------------------------------------------------------------------------------------------- */
+
+/* Context parameters for a pass of `count` criteria holding `tokens` suffix tokens after an n_head-token head. */
+static td_ctx_params plan_params(const td_decider *d, int32_t n_head, int32_t tokens, int32_t count) {
+    td_ctx_params cp = td_ctx_default_params();
+    int32_t head_chunk = n_head < 512 ? n_head : 512;
+    cp.n_ctx = n_head + tokens;
+    cp.n_batch = tokens > head_chunk ? tokens : head_chunk;
+    if (cp.n_batch < 1) cp.n_batch = 1;
+    cp.n_seq_max = 1 + count;
+    cp.n_outputs_max = count;
+    cp.n_threads = d->p.n_threads;
+    return cp;
+}
+
+static int64_t plan_bytes(const td_decider *d, const td_ctx_params *cp) {
+    int64_t b = 0;
+    td_ctx_memory(d->model, cp, &b);
+    return b;
+}
+
+/* Grows the context (and the batch) so that `need` fits; keeps them when they already do. */
+static td_status ensure_ctx(td_decider *d, const td_ctx_params *need) {
+    td_ctx_params *c = &d->cp;
+    if (!d->ctx || c->n_ctx < need->n_ctx || c->n_batch < need->n_batch || c->n_seq_max < need->n_seq_max ||
+        c->n_outputs_max < need->n_outputs_max) {
+        td_ctx_params np = *need;
+        if (d->ctx) { /* never shrink: a later call may need the old size again */
+            if (np.n_ctx < c->n_ctx) np.n_ctx = c->n_ctx;
+            if (np.n_batch < c->n_batch) np.n_batch = c->n_batch;
+            if (np.n_seq_max < c->n_seq_max) np.n_seq_max = c->n_seq_max;
+            if (np.n_outputs_max < c->n_outputs_max) np.n_outputs_max = c->n_outputs_max;
+            if (plan_bytes(d, &np) > d->p.memory_mb * (1 << 20)) np = *need;
+        }
+        td_ctx_free(d->ctx);
+        d->ctx = NULL;
+        td_status st = td_ctx_new(d->model, &np, &d->ctx);
+        if (st != TD_OK) return st;
+        *c = np;
+    }
+    if (d->batch_cap < c->n_batch) {
+        td_batch_free(d->batch);
+        d->batch = NULL;
+        td_status st = td_batch_new(c->n_batch, &d->batch);
+        if (st != TD_OK) return st;
+        d->batch_cap = c->n_batch;
+    }
+    return TD_OK;
+}
+
+/* ---- running ---------------------------------------------------------------------------------------------------- */
+
+/* Appends tokens ids[0..n) of sequence seq at positions pos0.. to the context in n_batch-sized passes; the last
+ * token asks for an output when want_last. */
+static td_status run_tokens(td_decider *d, int32_t seq, const int32_t *ids, int32_t n, int32_t pos0, int want_last) {
+    for (int32_t i = 0; i < n; i += d->cp.n_batch) {
+        int32_t e = n - i < d->cp.n_batch ? n : i + d->cp.n_batch;
+        td_batch_clear(d->batch);
+        for (int32_t j = i; j < e; j++) td_batch_add(d->batch, ids[j], seq, pos0 + j, want_last && j == n - 1);
+        td_status st = td_ctx_decode(d->ctx, d->batch);
+        if (st != TD_OK) return st;
+        d->stats.forwards++;
+    }
+    return TD_OK;
+}
+
+/* Reads the decision of output `o` of the last pass. */
+static void read_decision(td_decider *d, int32_t o, int32_t n_options, td_decision *out) {
+    const float *row = td_ctx_output(d->ctx, o);
+    out->n_options = n_options;
+    for (int32_t i = 0; i < n_options; i++) out->logits[i] = d->p.allowed_mass ? row[d->letter_ids[i]] : row[i];
+    double mx = out->logits[0], sum = 0, e[TD_DECIDE_MAX_OPTIONS];
+    for (int32_t i = 1; i < n_options; i++) mx = out->logits[i] > mx ? out->logits[i] : mx;
+    for (int32_t i = 0; i < n_options; i++) sum += e[i] = exp((double)out->logits[i] - mx);
+    out->best = 0;
+    for (int32_t i = 0; i < n_options; i++) {
+        out->probs[i] = (float)(e[i] / sum);
+        if (out->probs[i] > out->probs[out->best]) out->best = i;
+    }
+    out->allowed_mass = -1.0f;
+    if (d->p.allowed_mass) { /* the share of the full softmax that falls on this criterion's letters */
+        int32_t V = td_model_n_vocab(d->model);
+        double fmx = row[0], z = 0, on = 0;
+        for (int32_t v = 1; v < V; v++) fmx = row[v] > fmx ? row[v] : fmx;
+        for (int32_t v = 0; v < V; v++) z += exp((double)row[v] - fmx);
+        for (int32_t i = 0; i < n_options; i++) on += exp((double)out->logits[i] - fmx);
+        out->allowed_mass = (float)(on / z);
+    }
+}
+
+td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
+                        const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out) {
+    if (!d || (!head && n_head) || n_head < 0 || n < 0 || (n && (!suffixes || !n_suffix || !n_options || !out)))
+        return td_fail(TD_ERR_INVALID_ARG, "td_decide_ids: bad argument");
+    int32_t limit = td_model_n_ctx_train(d->model), V = td_model_n_vocab(d->model);
+    int32_t max_opts = 1;
+    for (int32_t i = 0; i < n; i++) {
+        if (n_suffix[i] < 1 || !suffixes[i]) return td_fail(TD_ERR_INVALID_ARG, "criterion %d: empty suffix", i);
+        if (n_options[i] < 1 || n_options[i] > d->n_letters)
+            return td_fail(TD_ERR_INVALID_ARG, "criterion %d: %d options, but there are %d letters", i, n_options[i],
+                           d->n_letters);
+        if ((int64_t)n_head + n_suffix[i] > limit)
+            return td_fail(TD_ERR_RANGE,
+                           "criterion %d: evidence (%d tokens with the instruction) + suffix (%d tokens) exceeds the "
+                           "model's context of %d tokens",
+                           i, n_head, n_suffix[i], limit);
+        for (int32_t j = 0; j < n_suffix[i]; j++)
+            if (suffixes[i][j] < 0 || suffixes[i][j] >= V)
+                return td_fail(TD_ERR_RANGE, "criterion %d: token id %d outside the vocabulary", i, suffixes[i][j]);
+        if (n_options[i] > max_opts) max_opts = n_options[i];
+    }
+    for (int32_t j = 0; j < n_head; j++)
+        if (head[j] < 0 || head[j] >= V) return td_fail(TD_ERR_RANGE, "head token id %d outside the vocabulary", head[j]);
+    if (n == 0) return TD_OK;
+
+    const int fresh = d->p.mode == TD_DECIDE_FRESH;
+    const int64_t budget = d->p.memory_mb * (int64_t)(1 << 20);
+    /* plan passes: consecutive criteria while the context for them fits the budget */
+    int32_t *pass_end = malloc((size_t)n * sizeof *pass_end);
+    if (!pass_end) return td_fail_nomem("the batch plan");
+    int32_t n_pass = 0, max_tok = 0, max_cnt = 0;
+    for (int32_t i = 0; i < n;) {
+        int32_t tok = 0, cnt = 0, j = i;
+        int32_t cap = d->p.mode == TD_DECIDE_BATCH ? (d->p.max_batch ? d->p.max_batch : n) : 1;
+        while (j < n && cnt < cap) {
+            td_ctx_params cp = plan_params(d, n_head, tok + n_suffix[j], cnt + 1);
+            if (plan_bytes(d, &cp) > budget) break;
+            tok += n_suffix[j++];
+            cnt++;
+        }
+        if (cnt == 0) {
+            td_ctx_params cp = plan_params(d, n_head, n_suffix[i], 1);
+            free(pass_end);
+            return td_fail(TD_ERR_RANGE, "criterion %d needs %lld MB of context (%d head + %d suffix tokens) but the "
+                                         "memory budget is %lld MB",
+                           i, (long long)(plan_bytes(d, &cp) >> 20) + 1, n_head, n_suffix[i], (long long)d->p.memory_mb);
+        }
+        pass_end[n_pass++] = j;
+        if (tok > max_tok) max_tok = tok;
+        if (cnt > max_cnt) max_cnt = cnt;
+        i = j;
+    }
+    td_ctx_params need = plan_params(d, n_head, max_tok, max_cnt);
+    int32_t *joined = fresh ? malloc((size_t)(n_head + max_tok) * sizeof *joined) : NULL;
+    td_status st = fresh && !joined ? td_fail_nomem("a prompt") : ensure_ctx(d, &need);
+    if (st == TD_OK) st = td_ctx_set_output_rows(d->ctx, d->letter_ids, d->p.allowed_mass ? 0 : max_opts);
+
+    double t0 = now_ms(), head_ms = 0;
+    if (st == TD_OK && !fresh) { /* the shared head, once */
+        st = td_ctx_seq_truncate(d->ctx, 0, 0);
+        if (st == TD_OK) st = run_tokens(d, 0, head, n_head, 0, 0);
+        head_ms = now_ms() - t0;
+        d->stats.head_tokens += n_head;
+    }
+    int64_t macs0 = td_ctx_head_macs(d->ctx);
+    for (int32_t p = 0, i0 = 0; st == TD_OK && p < n_pass; i0 = pass_end[p++]) {
+        int32_t i1 = pass_end[p];
+        double tp = now_ms();
+        if (fresh) { /* from scratch: head + suffix as one sequence, in passes that cross the boundary */
+            memcpy(joined, head, (size_t)n_head * sizeof *joined);
+            memcpy(joined + n_head, suffixes[i0], (size_t)n_suffix[i0] * sizeof *joined);
+            st = td_ctx_seq_truncate(d->ctx, 0, 0);
+            if (st == TD_OK) st = run_tokens(d, 0, joined, n_head + n_suffix[i0], 0, 1);
+            d->stats.head_tokens += n_head;
+        } else {
+            for (int32_t i = i0; i < i1 && st == TD_OK; i++) st = td_ctx_seq_fork(d->ctx, 0, 1 + i - i0, n_head);
+            if (st == TD_OK) { /* every suffix of the pass in one forward pass over the shared prefix */
+                td_batch_clear(d->batch);
+                for (int32_t i = i0; i < i1; i++)
+                    for (int32_t j = 0; j < n_suffix[i]; j++)
+                        td_batch_add(d->batch, suffixes[i][j], 1 + i - i0, n_head + j, j == n_suffix[i] - 1);
+                st = td_ctx_decode(d->ctx, d->batch);
+                d->stats.forwards++;
+            }
+        }
+        double pass_ms = now_ms() - tp;
+        for (int32_t i = i0; i < i1 && st == TD_OK; i++) {
+            read_decision(d, i - i0, n_options[i], &out[i]);
+            out[i].suffix_tokens = n_suffix[i];
+            out[i].ms = pass_ms / (double)(i1 - i0) + head_ms / (double)n;
+            d->stats.suffix_tokens += n_suffix[i];
+            d->stats.criteria++;
+        }
+        for (int32_t s = 1; !fresh && s <= i1 - i0; s++) {
+            td_status st2 = td_ctx_seq_truncate(d->ctx, s, 0);
+            if (st == TD_OK) st = st2;
+        }
+    }
+    d->stats.head_macs += td_ctx_head_macs(d->ctx) - macs0;
+    free(pass_end);
+    free(joined);
+    return st;
+}
+
+/* ---- text level --------------------------------------------------------------------------------------------------- */
+
+static td_status check_criterion(const td_decider *d, const td_criterion *c, int32_t i) {
+    const char *id = c->id && *c->id ? c->id : "(no id)";
+    if (!c->question) return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): no question", i, id);
+    if (c->n_options < 1) return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): no options", i, id);
+    if (c->n_options > d->n_letters)
+        return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): %d options, but only %d letters (%s) are available", i,
+                       id, c->n_options, d->n_letters, d->letters);
+    for (int32_t k = 0; k < c->n_options; k++) {
+        if (!c->option_ids || !c->option_ids[k] || !*c->option_ids[k])
+            return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): option %d has no id", i, id, k);
+        if (!c->descriptions || !c->descriptions[k])
+            return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): option \"%s\" has no description", i, id,
+                           c->option_ids[k]);
+        for (int32_t j = 0; j < k; j++)
+            if (strcmp(c->option_ids[j], c->option_ids[k]) == 0)
+                return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): duplicate option id \"%s\"", i, id,
+                               c->option_ids[k]);
+    }
+    return TD_OK;
+}
+
+td_status td_decide(td_decider *d, const char *evidence, size_t len, const td_criterion *criteria, int32_t n,
+                    td_decision *out) {
+    if (!d || (!evidence && len) || n < 0 || (n && (!criteria || !out)))
+        return td_fail(TD_ERR_INVALID_ARG, "td_decide: bad argument");
+    for (int32_t i = 0; i < n; i++) {
+        td_status st = check_criterion(d, &criteria[i], i);
+        if (st != TD_OK) return st;
+    }
+    size_t hl;
+    char *head_text = td_decide_render_head(d->instruction, evidence ? evidence : "", len, &hl);
+    int32_t *head = NULL, **suf = calloc((size_t)(n ? n : 1), sizeof *suf);
+    int32_t *n_suf = calloc((size_t)(n ? n : 1), sizeof *n_suf), *n_opt = calloc((size_t)(n ? n : 1), sizeof *n_opt);
+    size_t nh = 0;
+    td_status st = head_text && suf && n_suf && n_opt ? TD_OK : td_fail_nomem("the prompts");
+    if (st == TD_OK) st = td_tokenize(d->tok, head_text, hl, 0, &head, &nh);
+    if (st != TD_OK) td_fail_context(st, "evidence");
+    for (int32_t i = 0; i < n && st == TD_OK; i++) {
+        size_t sl, ns;
+        char *s = td_decide_render_suffix(&criteria[i], d->letters, &sl);
+        if (!s) st = td_fail_nomem("a suffix");
+        else st = td_tokenize(d->tok, s, sl, 0, &suf[i], &ns);
+        if (st != TD_OK && s) td_fail_context(st, "criterion %d (%s)", i, criteria[i].id ? criteria[i].id : "");
+        free(s);
+        n_suf[i] = (int32_t)ns;
+        n_opt[i] = criteria[i].n_options;
+    }
+    if (st == TD_OK) st = td_decide_ids(d, head, (int32_t)nh, (const int32_t *const *)suf, n_suf, n_opt, n, out);
+    for (int32_t i = 0; suf && i < n; i++) td_free(suf[i]);
+    free(suf);
+    free(n_suf);
+    free(n_opt);
+    td_free(head);
+    free(head_text);
+    return st;
+}

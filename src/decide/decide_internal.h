@@ -1,0 +1,33 @@
+/* The decider's private state and the prompt pieces shared by its files. */
+#ifndef TD_DECIDE_INTERNAL_H
+#define TD_DECIDE_INTERNAL_H
+
+#include "typedecide.h"
+
+struct td_decider {
+    const td_model *model;
+    const td_tokenizer *tok;
+    td_decide_params p;
+    char *instruction;          /* owned copy */
+    char letters[TD_DECIDE_MAX_OPTIONS + 1];
+    int32_t n_letters;
+    int32_t letter_ids[TD_DECIDE_MAX_OPTIONS]; /* token of each letter right after "Answer:" (slot map: keep) */
+    const char *separator;      /* " " or "" between "Answer:" and the letter */
+    char *slot_map;             /* JSON */
+    td_ctx *ctx;                /* sized for the largest plan so far */
+    td_ctx_params cp;
+    td_batch *batch;
+    int32_t batch_cap;
+    td_decide_stats stats;
+};
+
+/* Finds the token each letter becomes right after "Answer:" (trying " " then "" as separator) and writes the
+ * slot map. */
+td_status td_decide_probe_letters(td_decider *d);
+
+/* head = instruction + "\nEvidence:\n" + evidence, as a new string. */
+char *td_decide_render_head(const char *instruction, const char *evidence, size_t len, size_t *out_len);
+/* suffix = "\nCriterion: {question}\nOptions:\nA. {d0}\nB. {d1}...\nAnswer:", as a new string. */
+char *td_decide_render_suffix(const td_criterion *c, const char *letters, size_t *out_len);
+
+#endif

@@ -1,0 +1,133 @@
+/* Rendering the readout prompt and probing the option letters. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decide/decide_internal.h"
+#include "util/error.h"
+
+static const char default_instruction[] =
+    "You are a careful, impartial analyst. Read the evidence below. For each criterion, choose the single option "
+    "that the evidence best supports and answer with its letter only.";
+
+const char *td_decide_default_instruction(void) { return default_instruction; }
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+static char *finish(sbuf *b, size_t *out_len) {
+    if (b->oom) {
+        free(b->s);
+        return NULL;
+    }
+    if (!b->s) put(b, "", 0);
+    if (out_len) *out_len = b->n;
+    return b->s;
+}
+
+char *td_decide_render_head(const char *instruction, const char *evidence, size_t len, size_t *out_len) {
+    sbuf b = {0};
+    puts_(&b, instruction);
+    puts_(&b, "\nEvidence:\n");
+    put(&b, evidence, len);
+    return finish(&b, out_len);
+}
+
+char *td_decide_render_suffix(const td_criterion *c, const char *letters, size_t *out_len) {
+    sbuf b = {0};
+    puts_(&b, "\nCriterion: ");
+    puts_(&b, c->question);
+    puts_(&b, "\nOptions:");
+    for (int32_t i = 0; i < c->n_options; i++) {
+        char head[8];
+        snprintf(head, sizeof head, "\n%c. ", letters[i]);
+        puts_(&b, head);
+        puts_(&b, c->descriptions[i]); /* descriptions only: option ids never reach the model */
+    }
+    puts_(&b, "\nAnswer:");
+    return finish(&b, out_len);
+}
+
+/* ids of text, or NULL with the error set */
+static int32_t *tokens(const td_tokenizer *tok, const char *text, size_t *n) {
+    int32_t *ids = NULL;
+    return td_tokenize(tok, text, strlen(text), 0, &ids, n) == TD_OK ? ids : NULL;
+}
+
+/* The token `letter` becomes after "Answer:" + sep, or -1 if that is not exactly one extra token. */
+static int32_t probe(const td_tokenizer *tok, const int32_t *base, size_t n_base, const char *sep, char letter) {
+    char text[16];
+    snprintf(text, sizeof text, "Answer:%s%c", sep, letter);
+    size_t n;
+    int32_t *ids = tokens(tok, text, &n);
+    int32_t id = -1;
+    if (ids && n == n_base + 1 && memcmp(ids, base, n_base * sizeof *ids) == 0) id = ids[n_base];
+    td_free(ids);
+    return id;
+}
+
+td_status td_decide_probe_letters(td_decider *d) {
+    size_t n_base;
+    int32_t *base = tokens(d->tok, "Answer:", &n_base);
+    if (!base) return td_fail_context(TD_ERR_FORMAT, "tokenising \"Answer:\"");
+    static const char *const seps[] = {" ", ""};
+    char bad = 0;
+    for (int s = 0; s < 2 && !d->separator; s++) {
+        int ok = 1;
+        for (int32_t i = 0; i < d->n_letters && ok; i++) {
+            d->letter_ids[i] = probe(d->tok, base, n_base, seps[s], d->letters[i]);
+            if (d->letter_ids[i] < 0) {
+                ok = 0;
+                if (s == 0) bad = d->letters[i];
+            }
+            for (int32_t j = 0; j < i && ok; j++) ok = d->letter_ids[j] != d->letter_ids[i];
+        }
+        if (ok) d->separator = seps[s];
+    }
+    td_free(base);
+    if (!d->separator)
+        return td_fail(TD_ERR_UNSUPPORTED,
+                       "letter '%c' is not a single token after \"Answer:\" in this tokenizer (tried \"Answer: %c\" "
+                       "and \"Answer:%c\")",
+                       bad ? bad : d->letters[0], bad ? bad : d->letters[0], bad ? bad : d->letters[0]);
+    json_t *o = json_object(), *keep = json_array(), *t2r = json_object();
+    for (int32_t i = 0; i < d->n_letters; i++) {
+        char key[16];
+        json_array_append_new(keep, json_integer(d->letter_ids[i]));
+        snprintf(key, sizeof key, "%d", d->letter_ids[i]);
+        json_object_set_new(t2r, key, json_integer(i));
+    }
+    json_object_set_new(o, "version", json_integer(1));
+    json_object_set_new(o, "model", json_string(td_model_path(d->model)));
+    json_object_set_new(o, "separator", json_string(d->separator));
+    json_object_set_new(o, "letters", json_stringn(d->letters, (size_t)d->n_letters));
+    json_object_set_new(o, "keep", keep);
+    json_object_set_new(o, "token_to_row", t2r);
+    d->slot_map = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return d->slot_map ? TD_OK : td_fail_nomem("the slot map");
+}

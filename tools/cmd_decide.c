@@ -1,0 +1,232 @@
+/* typedecide decide: one typed decision per criterion over shared evidence, as JSON lines. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "rows.h"
+#include "util/fileio.h"
+
+static const char usage_text[] =
+    "usage: typedecide decide --model DIR --criteria FILE.jsonl [--evidence FILE|-] [options]\n"
+    "\n"
+    "Reads the evidence once and answers every criterion with a probability for each option, read from the\n"
+    "logits of the option letters after \"Answer:\". Prints one JSON line per criterion, in input order:\n"
+    "  {\"id\", \"answer\": option id, \"letter\", \"options\": [ids in shown order], \"probs\": [same order],\n"
+    "   \"allowed_mass\" (with --allowed-mass), \"suffix_tokens\", \"ms\"}\n"
+    "Criteria lines: {\"id\", \"question\", \"options\": [{\"id\", \"description\"}, ...]} (an \"answer\" is ignored);\n"
+    "a line may carry its own \"evidence\"; lines with equal evidence share one prefill. Only descriptions are\n"
+    "shown to the model, never option ids. Up to 20 options (letters A..T).\n"
+    "\n"
+    "Prompt: head = INSTRUCTION + \"\\nEvidence:\\n\" + evidence; per criterion the suffix\n"
+    "  \"\\nCriterion: {question}\\nOptions:\\nA. {description}\\nB. ...\\nAnswer:\"\n"
+    "Default instruction:\n  %s\n"
+    "\n"
+    "  --model DIR          Hugging Face model directory with tokenizer.json\n"
+    "  --criteria FILE      criteria JSONL ('-' = stdin)\n"
+    "  --evidence FILE      evidence text, used verbatim ('-' = stdin) for lines without their own\n"
+    "  --instruction T      instruction text, or a file holding it\n"
+    "  --letters ABCD...    option letters in order (default A..T); each must be one token after \"Answer:\"\n"
+    "  --batch              all suffixes of an evidence in one forward pass over the shared prefix (default)\n"
+    "  --serial             the prefix once, then each suffix on its own\n"
+    "  --fresh              every criterion from scratch (the reference; same ids, nothing reused)\n"
+    "  --batch-size N       at most N criteria per forward pass (default: as many as --memory allows)\n"
+    "  --memory MB          memory budget for the context (default 1024)\n"
+    "  --allowed-mass       also report the share of the full-vocabulary softmax on the option letters\n"
+    "  --slot-map FILE      write the letter slot map {version, model, separator, letters, keep, token_to_row}\n"
+    "  --threads N          worker threads (default: all cores); results do not depend on it\n"
+    "  --quiet              no progress or slot map on stderr\n"
+    "\"ms\" is the criterion's share of the wall time: the shared prefill divided among the criteria of its\n"
+    "evidence, plus its share of the forward pass it ran in. Bit-identical probabilities in every mode.\n";
+
+/* --instruction: the contents of a file if the argument names one, else the text itself. */
+static char *instruction_text(const char *arg) {
+    char *data;
+    if (td_file_exists(arg) && td_read_file(arg, &data, NULL) == TD_OK) return data;
+    return strdup(arg);
+}
+
+static char *read_all(const char *path, size_t *len) {
+    if (strcmp(path, "-") != 0) {
+        char *data;
+        return td_read_file(path, &data, len) == TD_OK ? data : NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, stdin);
+        n += r;
+        if (r == 0) break;
+        if (n == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    if (len) *len = n;
+    return buf;
+}
+
+static void print_decision(const row *r, const td_decision *dc, const char *letters, int allowed_mass) {
+    json_t *o = json_object(), *opts = json_array(), *probs = json_array();
+    for (int k = 0; k < r->n_options; k++) {
+        json_array_append_new(opts, json_string(r->option_ids[k]));
+        json_array_append_new(probs, json_real((double)dc->probs[k]));
+    }
+    char letter[2] = {letters[dc->best], 0};
+    json_object_set_new(o, "id", json_string(r->id));
+    json_object_set_new(o, "answer", json_string(r->option_ids[dc->best]));
+    json_object_set_new(o, "letter", json_string(letter));
+    json_object_set_new(o, "options", opts);
+    json_object_set_new(o, "probs", probs);
+    if (allowed_mass) json_object_set_new(o, "allowed_mass", json_real((double)dc->allowed_mass));
+    json_object_set_new(o, "suffix_tokens", json_integer(dc->suffix_tokens));
+    json_object_set_new(o, "ms", json_real((double)(int64_t)(dc->ms * 1000.0 + 0.5) / 1000.0));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    puts(s);
+    free(s);
+    json_decref(o);
+}
+
+int cmd_decide(int argc, char **argv) {
+    const char *model_dir = NULL, *crit_path = NULL, *ev_path = NULL, *instr = NULL, *letters = NULL,
+               *slot_path = NULL, *threads_s = NULL, *bs_s = NULL, *mem_s = NULL;
+    int serial = 0, batch = 0, fresh = 0, allowed = 0, quiet = 0;
+    const cli_opt opts[] = {{"model", 1, &model_dir, NULL},     {"criteria", 1, &crit_path, NULL},
+                            {"evidence", 1, &ev_path, NULL},     {"instruction", 1, &instr, NULL},
+                            {"letters", 1, &letters, NULL},      {"slot-map", 1, &slot_path, NULL},
+                            {"threads", 1, &threads_s, NULL},    {"batch-size", 1, &bs_s, NULL},
+                            {"memory", 1, &mem_s, NULL},         {"serial", 0, NULL, &serial},
+                            {"batch", 0, NULL, &batch},          {"fresh", 0, NULL, &fresh},
+                            {"allowed-mass", 0, NULL, &allowed}, {"quiet", 0, NULL, &quiet},
+                            {NULL, 0, NULL, NULL}};
+    int r = cli_parse(argc, argv, opts, "decide", NULL, 0, NULL);
+    if (r == 1) {
+        printf(usage_text, td_decide_default_instruction());
+        return 0;
+    }
+    if (r) return r;
+    if (!model_dir || !crit_path) return cli_usage_error("decide", "--model and --criteria are required");
+    if (serial + batch + fresh > 1) return cli_usage_error("decide", "choose one of --batch, --serial, --fresh");
+    if (ev_path && crit_path && strcmp(ev_path, "-") == 0 && strcmp(crit_path, "-") == 0)
+        return cli_usage_error("decide", "--evidence and --criteria cannot both be stdin");
+    td_decide_params p = td_decide_default_params();
+    p.mode = serial ? TD_DECIDE_SERIAL : fresh ? TD_DECIDE_FRESH : TD_DECIDE_BATCH;
+    p.allowed_mass = allowed;
+    p.letters = letters;
+    long long v;
+    p.n_threads = cli_default_threads();
+    if (threads_s) {
+        if (cli_int(threads_s, 1, 1024, &v)) return cli_usage_error("decide", "--threads must be in 1..1024");
+        p.n_threads = (int32_t)v;
+    }
+    if (bs_s) {
+        if (cli_int(bs_s, 1, 1 << 20, &v)) return cli_usage_error("decide", "--batch-size must be >= 1");
+        p.max_batch = (int32_t)v;
+    }
+    if (mem_s) {
+        if (cli_int(mem_s, 1, 1 << 24, &v)) return cli_usage_error("decide", "--memory must be a size in MB >= 1");
+        p.memory_mb = v;
+    }
+
+    rows rs;
+    if (rows_load("decide", crit_path, 0, 0, &rs, NULL)) return 1;
+    size_t ev_len = 0;
+    char *evidence = NULL, *instruction = NULL;
+    int rc = 0;
+    td_model *m = NULL;
+    td_decider *d = NULL;
+    td_decision *dec = NULL;
+    td_criterion *cs = NULL;
+    int *group = NULL;
+    if (ev_path && !(evidence = read_all(ev_path, &ev_len))) {
+        rc = cli_error("decide", "%s: cannot read the evidence", ev_path);
+        goto done;
+    }
+    for (int i = 0; i < rs.n; i++)
+        if (!rs.v[i].evidence && !evidence) {
+            rc = cli_error("decide", "%s:%d: row \"%s\" has no \"evidence\" and no --evidence was given", crit_path,
+                           rs.v[i].line, rs.v[i].id);
+            goto done;
+        }
+    if (instr && !(instruction = instruction_text(instr))) {
+        rc = cli_error("decide", "out of memory");
+        goto done;
+    }
+    p.instruction = instruction;
+    td_status st = cli_load_model(model_dir, 1, quiet, &m);
+    if (st == TD_OK) st = td_decider_new(m, &p, &d);
+    if (st != TD_OK) {
+        rc = cli_fail("decide", st);
+        goto done;
+    }
+    if (!quiet) fprintf(stderr, "typedecide decide: slot map %s\n", td_decider_slot_map(d));
+    if (slot_path) {
+        FILE *f = fopen(slot_path, "wb");
+        if (!f || fprintf(f, "%s\n", td_decider_slot_map(d)) < 0 || fclose(f) != 0) {
+            rc = cli_error("decide", "%s: cannot write the slot map", slot_path);
+            goto done;
+        }
+    }
+    /* group rows by evidence text: each group is one td_decide call sharing one prefill */
+    dec = calloc((size_t)(rs.n ? rs.n : 1), sizeof *dec);
+    cs = calloc((size_t)(rs.n ? rs.n : 1), sizeof *cs);
+    group = calloc((size_t)(rs.n ? rs.n : 1), sizeof *group);
+    int *members = calloc((size_t)(rs.n ? rs.n : 1), sizeof *members);
+    td_decision *gdec = calloc((size_t)(rs.n ? rs.n : 1), sizeof *gdec);
+    if (!dec || !cs || !group || !members || !gdec) {
+        free(members), free(gdec);
+        rc = cli_error("decide", "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < rs.n; i++) group[i] = -1;
+    int n_groups = 0;
+    for (int i = 0; i < rs.n && rc == 0; i++) {
+        if (group[i] >= 0) continue;
+        const char *ev = rs.v[i].evidence ? rs.v[i].evidence : evidence;
+        size_t el = rs.v[i].evidence ? rs.v[i].evidence_len : ev_len;
+        int k = 0;
+        for (int j = i; j < rs.n; j++) {
+            const char *ej = rs.v[j].evidence ? rs.v[j].evidence : evidence;
+            size_t lj = rs.v[j].evidence ? rs.v[j].evidence_len : ev_len;
+            if (group[j] < 0 && lj == el && memcmp(ej, ev, el) == 0) {
+                group[j] = n_groups;
+                members[k] = j;
+                cs[k++] = row_criterion(&rs.v[j]);
+            }
+        }
+        n_groups++;
+        st = td_decide(d, ev, el, cs, k, gdec);
+        if (st != TD_OK) {
+            rc = cli_fail("decide", st);
+            break;
+        }
+        for (int t = 0; t < k; t++) dec[members[t]] = gdec[t];
+        if (!quiet && rs.n > 50) fprintf(stderr, "\rtypedecide decide: evidence %d, %d criteria done", n_groups, i + 1);
+    }
+    if (!quiet && rs.n > 50) fputc('\n', stderr);
+    free(members);
+    free(gdec);
+    if (rc == 0) {
+        const char *shown = letters ? letters : "ABCDEFGHIJKLMNOPQRST";
+        for (int i = 0; i < rs.n; i++) print_decision(&rs.v[i], &dec[i], shown, allowed);
+        if (!quiet) {
+            td_decide_stats s = td_decider_stats(d);
+            fprintf(stderr, "typedecide decide: %lld criteria over %d evidence texts: %lld forward passes, %lld head + %lld suffix tokens\n",
+                    (long long)s.criteria, n_groups, (long long)s.forwards, (long long)s.head_tokens,
+                    (long long)s.suffix_tokens);
+        }
+    }
+done:
+    free(dec);
+    free(cs);
+    free(group);
+    free(evidence);
+    free(instruction);
+    td_decider_free(d);
+    td_model_free(m);
+    rows_free(&rs);
+    return rc;
+}
