@@ -297,6 +297,32 @@ typedef struct td_decide_stats {
 td_decide_stats td_decider_stats(const td_decider *d);
 
 /* ------------------------------------------------------------------------------------------------------------ */
+/* Evaluation metrics                                                                                            */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* One scored row. probs and rotations are in the shown option order; rotations (n_rotations x n_options, may be
+ * NULL) hold the probabilities of every cyclic rotation of the options, mapped back to the shown order. */
+typedef struct td_pred {
+    const char *id, *family, *answer;
+    int32_t n_options;
+    const char *const *option_ids;
+    const double *probs;
+    int32_t n_rotations;
+    const double *rotations;
+} td_pred;
+
+/* What the scoring cost, for the "cost" key (negative fields are reported as null). */
+typedef struct td_cost {
+    double forwards, suffix_tokens, seconds;
+} td_cost;
+
+/* Computes the metrics as one JSON object (keys: accuracy, family_balanced_accuracy,
+ * mean_family_balanced_accuracy, brier, ece, ece_bins, order_unstable, order_consistency, rstd, cost, per_criterion).
+ * Argmax ties go to the first option in shown order; ECE bin b holds max probability in (b/B, (b+1)/B].
+ * *json is a new NUL-terminated string (td_free). Fails on an answer that is not among a row's options. */
+td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td_cost *cost, char **json);
+
+/* ------------------------------------------------------------------------------------------------------------ */
 /* Sampling                                                                                                      */
 /* ------------------------------------------------------------------------------------------------------------ */
 

@@ -9,11 +9,15 @@
 
 static const char usage_text[] =
     "usage: typedecide bench (prefill|decode) --model DIR [--tokens N] [--threads T] [--repeat R]\n"
+    "       typedecide bench decide --model DIR [--prefix 256] [--criteria 144] [--suffix 45] [--options 4]\n"
+    "                               [--serial|--batch] [--threads T] [--repeat R]\n"
     "\n"
     "Prints one JSON object: load time (config, mapped weights, tokenizer), and the median / min / max\n"
     "tokens per second over R repeats.\n"
     "  prefill   run N prompt tokens in one pass (default N = 512)\n"
     "  decode    generate N tokens one at a time after a 16-token prompt (default N = 128)\n"
+    "  decide    C criteria of S suffix tokens and K options over one P-token evidence prefix (random ids):\n"
+    "            criteria per second and ms per criterion, prefill included\n"
     "\n"
     "  --model DIR    Hugging Face model directory (e.g. from typedecide synth)\n"
     "  --tokens N     tokens per measurement\n"
@@ -75,10 +79,83 @@ done:
     return rate;
 }
 
+/* One decide measurement: wall seconds for C criteria over one prefix. */
+static double decide_once(td_decider *d, const int32_t *head, int32_t P, const int32_t *const *suf, const int32_t *ns,
+                          const int32_t *no, int32_t C, td_decision *out) {
+    double t0 = cli_now();
+    td_status st = td_decide_ids(d, head, P, suf, ns, no, C, out);
+    if (st != TD_OK) {
+        cli_fail("bench", st);
+        return -1;
+    }
+    return cli_now() - t0;
+}
+
+static int bench_decide(const char *model_dir, long long threads, long long repeat, const char *prefix_s,
+                        const char *crit_s, const char *suffix_s, const char *opts_s, int serial) {
+    long long P = 256, C = 144, S = 45, K = 4;
+    if ((prefix_s && cli_int(prefix_s, 0, 1 << 20, &P)) || (crit_s && cli_int(crit_s, 1, 1 << 20, &C)) ||
+        (suffix_s && cli_int(suffix_s, 1, 1 << 16, &S)) || (opts_s && cli_int(opts_s, 1, TD_DECIDE_MAX_OPTIONS, &K)))
+        return cli_usage_error("bench", "--prefix, --criteria, --suffix and --options take positive integers");
+    td_model *m;
+    double t0 = cli_now();
+    td_status st = cli_load_model(model_dir, 1, 1, &m);
+    if (st != TD_OK) return cli_fail("bench", st);
+    double load_s = cli_now() - t0;
+    td_decide_params p = td_decide_default_params();
+    p.mode = serial ? TD_DECIDE_SERIAL : TD_DECIDE_BATCH;
+    p.n_threads = (int32_t)threads;
+    td_decider *d = NULL;
+    if ((st = td_decider_new(m, &p, &d)) != TD_OK) {
+        td_model_free(m);
+        return cli_fail("bench", st);
+    }
+    int32_t V = td_model_n_vocab(m), n_rand = V < 100000 ? V : 100000;
+    int32_t *head = malloc((size_t)(P ? P : 1) * sizeof *head), *ids = malloc((size_t)(C * S) * sizeof *ids);
+    int32_t **suf = malloc((size_t)C * sizeof *suf), *ns = malloc((size_t)C * sizeof *ns), *no = malloc((size_t)C * sizeof *no);
+    td_decision *out = malloc((size_t)C * sizeof *out);
+    double *secs = malloc((size_t)repeat * sizeof *secs);
+    uint64_t s = 42;
+    for (long long i = 0; i < P; i++) head[i] = (int32_t)((s = s * 6364136223846793005ull + 1) >> 33) % n_rand;
+    for (long long c = 0; c < C; c++) {
+        suf[c] = ids + c * S;
+        ns[c] = (int32_t)S;
+        no[c] = (int32_t)K;
+        for (long long j = 0; j < S; j++) suf[c][j] = (int32_t)((s = s * 6364136223846793005ull + 1) >> 33) % n_rand;
+    }
+    int rc = decide_once(d, head, (int32_t)P, (const int32_t *const *)suf, ns, no, (int32_t)C, out) < 0; /* warm-up */
+    for (long long r = 0; r < repeat && !rc; r++) {
+        secs[r] = decide_once(d, head, (int32_t)P, (const int32_t *const *)suf, ns, no, (int32_t)C, out);
+        rc = secs[r] < 0;
+    }
+    if (!rc) {
+        qsort(secs, (size_t)repeat, sizeof *secs, cmp_double);
+        double med = secs[repeat / 2];
+        td_decide_stats ds = td_decider_stats(d);
+        printf("{\"bench\": \"decide\", \"mode\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"prefix\": %lld, "
+               "\"criteria\": %lld, \"suffix\": %lld, \"options\": %lld, \"threads\": %lld, \"repeat\": %lld, "
+               "\"load_s\": %.4f, \"criteria_per_s\": %.3f, \"ms_per_criterion\": %.3f, \"ms_per_criterion_min\": %.3f, "
+               "\"ms_per_criterion_max\": %.3f, \"forwards_per_run\": %lld, \"head_macs_per_criterion\": %lld}\n",
+               serial ? "serial" : "batch", model_dir, td_model_arch(m), P, C, S, K, threads, repeat, load_s,
+               (double)C / med, 1e3 * med / (double)C, 1e3 * secs[0] / (double)C, 1e3 * secs[repeat - 1] / (double)C,
+               (long long)(ds.forwards / (repeat + 1)), (long long)(ds.head_macs / (ds.criteria ? ds.criteria : 1)));
+    }
+    free(head), free(ids), free(suf), free(ns), free(no), free(out), free(secs);
+    td_decider_free(d);
+    td_model_free(m);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
-    const char *model_dir = NULL, *tokens_s = NULL, *threads_s = NULL, *repeat_s = "3";
-    const cli_opt opts[] = {{"model", 1, &model_dir, NULL}, {"tokens", 1, &tokens_s, NULL},
-                            {"threads", 1, &threads_s, NULL}, {"repeat", 1, &repeat_s, NULL}, {NULL, 0, NULL, NULL}};
+    const char *model_dir = NULL, *tokens_s = NULL, *threads_s = NULL, *repeat_s = "3", *prefix_s = NULL,
+               *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL;
+    int serial = 0, batch = 0;
+    const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"tokens", 1, &tokens_s, NULL},
+                            {"threads", 1, &threads_s, NULL}, {"repeat", 1, &repeat_s, NULL},
+                            {"prefix", 1, &prefix_s, NULL},   {"criteria", 1, &crit_s, NULL},
+                            {"suffix", 1, &suffix_s, NULL},   {"options", 1, &opts_s, NULL},
+                            {"serial", 0, NULL, &serial},     {"batch", 0, NULL, &batch},
+                            {NULL, 0, NULL, NULL}};
     const char *pos[1];
     int np = 0;
     int r = cli_parse(argc, argv, opts, "bench", pos, 1, &np);
@@ -87,14 +164,17 @@ int cmd_bench(int argc, char **argv) {
         return 0;
     }
     if (r) return r;
-    if (np != 1 || (strcmp(pos[0], "prefill") != 0 && strcmp(pos[0], "decode") != 0))
-        return cli_usage_error("bench", "say what to measure: prefill or decode");
+    if (np != 1 || (strcmp(pos[0], "prefill") != 0 && strcmp(pos[0], "decode") != 0 && strcmp(pos[0], "decide") != 0))
+        return cli_usage_error("bench", "say what to measure: prefill, decode or decide");
     if (!model_dir) return cli_usage_error("bench", "--model is required");
     const char *mode = pos[0];
     long long n = strcmp(mode, "prefill") == 0 ? 512 : 128, threads = cli_default_threads(), repeat;
     if (tokens_s && cli_int(tokens_s, 1, 1 << 16, &n)) return cli_usage_error("bench", "--tokens must be in 1..65536");
     if (threads_s && cli_int(threads_s, 1, 1024, &threads)) return cli_usage_error("bench", "--threads must be in 1..1024");
     if (cli_int(repeat_s, 1, 1000, &repeat)) return cli_usage_error("bench", "--repeat must be in 1..1000");
+    if (serial && batch) return cli_usage_error("bench", "choose one of --serial and --batch");
+    if (strcmp(mode, "decide") == 0)
+        return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, serial);
 
     double t0 = cli_now();
     td_model *m;

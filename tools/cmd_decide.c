@@ -36,6 +36,7 @@ static const char usage_text[] =
     "  --memory MB          memory budget for the context (default 1024)\n"
     "  --allowed-mass       also report the share of the full-vocabulary softmax on the option letters\n"
     "  --slot-map FILE      write the letter slot map {version, model, separator, letters, keep, token_to_row}\n"
+    "  --show-logits        also print the option letters' raw logits (\"logits\", same order as probs)\n"
     "  --threads N          worker threads (default: all cores); results do not depend on it\n"
     "  --quiet              no progress or slot map on stderr\n"
     "\"ms\" is the criterion's share of the wall time: the shared prefill divided among the criteria of its\n"
@@ -69,7 +70,8 @@ static char *read_all(const char *path, size_t *len) {
     return buf;
 }
 
-static void print_decision(const row *r, const td_decision *dc, const char *letters, int allowed_mass) {
+static void print_decision(const row *r, const td_decision *dc, const char *letters, int allowed_mass,
+                           int show_logits) {
     json_t *o = json_object(), *opts = json_array(), *probs = json_array();
     for (int k = 0; k < r->n_options; k++) {
         json_array_append_new(opts, json_string(r->option_ids[k]));
@@ -82,6 +84,11 @@ static void print_decision(const row *r, const td_decision *dc, const char *lett
     json_object_set_new(o, "options", opts);
     json_object_set_new(o, "probs", probs);
     if (allowed_mass) json_object_set_new(o, "allowed_mass", json_real((double)dc->allowed_mass));
+    if (show_logits) {
+        json_t *lg = json_array();
+        for (int k = 0; k < r->n_options; k++) json_array_append_new(lg, json_real((double)dc->logits[k]));
+        json_object_set_new(o, "logits", lg);
+    }
     json_object_set_new(o, "suffix_tokens", json_integer(dc->suffix_tokens));
     json_object_set_new(o, "ms", json_real((double)(int64_t)(dc->ms * 1000.0 + 0.5) / 1000.0));
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
@@ -93,7 +100,7 @@ static void print_decision(const row *r, const td_decision *dc, const char *lett
 int cmd_decide(int argc, char **argv) {
     const char *model_dir = NULL, *crit_path = NULL, *ev_path = NULL, *instr = NULL, *letters = NULL,
                *slot_path = NULL, *threads_s = NULL, *bs_s = NULL, *mem_s = NULL;
-    int serial = 0, batch = 0, fresh = 0, allowed = 0, quiet = 0;
+    int serial = 0, batch = 0, fresh = 0, allowed = 0, quiet = 0, show_logits = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},     {"criteria", 1, &crit_path, NULL},
                             {"evidence", 1, &ev_path, NULL},     {"instruction", 1, &instr, NULL},
                             {"letters", 1, &letters, NULL},      {"slot-map", 1, &slot_path, NULL},
@@ -101,6 +108,7 @@ int cmd_decide(int argc, char **argv) {
                             {"memory", 1, &mem_s, NULL},         {"serial", 0, NULL, &serial},
                             {"batch", 0, NULL, &batch},          {"fresh", 0, NULL, &fresh},
                             {"allowed-mass", 0, NULL, &allowed}, {"quiet", 0, NULL, &quiet},
+                            {"show-logits", 0, NULL, &show_logits},
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "decide", NULL, 0, NULL);
     if (r == 1) {
@@ -211,7 +219,7 @@ int cmd_decide(int argc, char **argv) {
     free(gdec);
     if (rc == 0) {
         const char *shown = letters ? letters : "ABCDEFGHIJKLMNOPQRST";
-        for (int i = 0; i < rs.n; i++) print_decision(&rs.v[i], &dec[i], shown, allowed);
+        for (int i = 0; i < rs.n; i++) print_decision(&rs.v[i], &dec[i], shown, allowed, show_logits);
         if (!quiet) {
             td_decide_stats s = td_decider_stats(d);
             fprintf(stderr, "typedecide decide: %lld criteria over %d evidence texts: %lld forward passes, %lld head + %lld suffix tokens\n",

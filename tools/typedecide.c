@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"decide", cmd_decide, "typed decisions: a probability per option for each criterion over shared evidence"},
+    {"metrics", cmd_metrics, "accuracy, calibration and order-bias metrics from saved predictions"},
     {"tokenize", cmd_tokenize, "text -> token ids (and back), exactly as Hugging Face tokenizers"},
     {"logits", cmd_logits, "raw float32 logits for every position of an id sequence"},
     {"generate", cmd_generate, "greedy or sampled continuation of a prompt"},

@@ -11,7 +11,7 @@
 td_status td_split_compile(const char *pattern, size_t len, int is_literal, void **code) {
     int err;
     PCRE2_SIZE off;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (is_literal ? PCRE2_LITERAL : 0);
+    uint32_t opts = PCRE2_UTF | (is_literal ? PCRE2_LITERAL : PCRE2_UCP); /* UCP is not allowed with LITERAL */
     pcre2_code *c = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &err, &off, NULL);
     if (!c) {
         PCRE2_UCHAR msg[256];
@@ -156,17 +156,35 @@ nomem:
     return td_fail_nomem("pre-token pieces");
 }
 
-td_status td_pretokenize_and_encode(const struct td_tokenizer *tok, const char *text, size_t len, td_idvec *out) {
+void td_pieces_free(td_pieces *p) {
+    free(p->owned);
+    free(p->start);
+    free(p->len);
+    memset(p, 0, sizeof *p);
+}
+
+td_status td_pretokenize(const struct td_tokenizer *tok, const char *text, size_t len, td_pieces *out) {
+    memset(out, 0, sizeof *out);
+    out->text = text;
     if (len == 0) return TD_OK;
+    if (tok->byte_level && tok->add_prefix_space && text[0] != ' ') { /* ByteLevel(add_prefix_space) comes first */
+        out->owned = malloc(len + 1);
+        if (!out->owned) return td_fail_nomem("a pre-token");
+        out->owned[0] = ' ';
+        memcpy(out->owned + 1, text, len);
+        out->text = out->owned;
+        len++;
+    }
     td_status st = TD_OK;
     spanvec a = {0}, b = {0};
     segvec segs = {0};
     pcre2_match_data *md = NULL;
     pcre2_match_context *mctx = NULL;
     pcre2_jit_stack *jit = NULL;
-    char *prefixed = NULL;
-
-    if (span_push(&a, 0, len)) return td_fail_nomem("pre-token pieces");
+    if (span_push(&a, 0, len)) {
+        st = td_fail_nomem("pre-token pieces");
+        goto done;
+    }
     if (tok->n_split > 0) {
         md = pcre2_match_data_create(4, NULL);
         mctx = pcre2_match_context_create(NULL);
@@ -180,38 +198,37 @@ td_status td_pretokenize_and_encode(const struct td_tokenizer *tok, const char *
     for (int k = 0; k < tok->n_split; k++) {
         b.n = 0;
         for (size_t i = 0; i < a.n; i++) {
-            st = split_piece(&tok->split[k], text, a.v[i].start, a.v[i].len, md, mctx, &segs, &b);
+            st = split_piece(&tok->split[k], out->text, a.v[i].start, a.v[i].len, md, mctx, &segs, &b);
             if (st != TD_OK) goto done;
         }
         spanvec t = a;
         a = b;
         b = t;
     }
-    for (size_t i = 0; i < a.n; i++) {
-        const unsigned char *p = (const unsigned char *)text + a.v[i].start;
-        size_t n = a.v[i].len;
-        if (tok->byte_level && tok->add_prefix_space && p[0] != ' ') {
-            free(prefixed);
-            prefixed = malloc(n + 1);
-            if (!prefixed) {
-                st = td_fail_nomem("a pre-token");
-                goto done;
-            }
-            prefixed[0] = ' ';
-            memcpy(prefixed + 1, p, n);
-            p = (const unsigned char *)prefixed;
-            n++;
-        }
-        st = td_bpe_encode_word(tok, p, n, out);
-        if (st != TD_OK) goto done;
+    out->n = a.n;
+    out->start = malloc((a.n ? a.n : 1) * sizeof *out->start);
+    out->len = malloc((a.n ? a.n : 1) * sizeof *out->len);
+    if (!out->start || !out->len) {
+        st = td_fail_nomem("pre-token pieces");
+        goto done;
     }
+    for (size_t i = 0; i < a.n; i++) out->start[i] = a.v[i].start, out->len[i] = a.v[i].len;
 done:
-    free(prefixed);
     free(a.v);
     free(b.v);
     free(segs.v);
     if (jit) pcre2_jit_stack_free(jit);
     if (mctx) pcre2_match_context_free(mctx);
     if (md) pcre2_match_data_free(md);
+    if (st != TD_OK) td_pieces_free(out);
+    return st;
+}
+
+td_status td_pretokenize_and_encode(const struct td_tokenizer *tok, const char *text, size_t len, td_idvec *out) {
+    td_pieces pc;
+    td_status st = td_pretokenize(tok, text, len, &pc);
+    for (size_t i = 0; st == TD_OK && i < pc.n; i++)
+        st = td_bpe_encode_word(tok, (const unsigned char *)pc.text + pc.start[i], pc.len[i], out);
+    td_pieces_free(&pc);
     return st;
 }

@@ -85,6 +85,17 @@ int td_idvec_push(td_idvec *vec, int32_t id);
 /* BPE over one pre-token's bytes; appends ids. */
 td_status td_bpe_encode_word(const struct td_tokenizer *tok, const unsigned char *bytes, size_t len, td_idvec *out);
 
+/* Pre-tokens of a normalized text: byte ranges of `text` (which is the input, or an owned copy with the
+ * ByteLevel prefix space). */
+typedef struct td_pieces {
+    const char *text;
+    char *owned;
+    size_t *start, *len;
+    size_t n;
+} td_pieces;
+td_status td_pretokenize(const struct td_tokenizer *tok, const char *text, size_t len, td_pieces *out);
+void td_pieces_free(td_pieces *p);
+
 /* Splits text into pre-tokens and BPE-encodes each. */
 td_status td_pretokenize_and_encode(const struct td_tokenizer *tok, const char *text, size_t len, td_idvec *out);
 

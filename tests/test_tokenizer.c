@@ -1,0 +1,144 @@
+/* Tokenizer pieces that the real-tokenizer parity test does not reach on its own:
+ *  - Hugging Face's five Split behaviours, on the example of its documentation ("the-final--countdown");
+ *  - ByteLevel with its own GPT-2 regex and add_prefix_space (the space goes in front of the text, then the split);
+ *  - the truncated Qwen3 and Qwen3.5 tokenizers (different Split regexes; Qwen3.5 adds \p{M}) against the ids the
+ *    Hugging Face `tokenizers` library gave on the GPU machine (fixtures/tokenizers/<name>/ref_ids.jsonl);
+ *  - decoding a cut UTF-8 sequence gives one U+FFFD per maximal invalid subpart, as Rust's from_utf8_lossy. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+#include "tokenizer/tokenizer_internal.h"
+#include "typedecide.h"
+
+/* A byte-level tokenizer with no merges and the given pre_tokenizer JSON. */
+static td_tokenizer *byte_tokenizer(const char *pre_tokenizer) {
+    json_t *vocab = json_object();
+    for (int b = 0; b < 256; b++) {
+        char s[4] = {0};
+        td_utf8_put(td_byte_to_cp((uint8_t)b), s);
+        json_object_set_new(vocab, s, json_integer(b));
+    }
+    json_error_t e;
+    json_t *pre = json_loads(pre_tokenizer, 0, &e), *model = json_object(), *root = json_object();
+    json_object_set_new(model, "type", json_string("BPE"));
+    json_object_set_new(model, "vocab", vocab);
+    json_object_set_new(model, "merges", json_array());
+    json_object_set_new(root, "model", model);
+    json_object_set_new(root, "pre_tokenizer", pre);
+    char *text = json_dumps(root, 0);
+    td_tokenizer *t = NULL;
+    CHECKF(td_tokenizer_load_bytes(text, strlen(text), "test", &t) == TD_OK, "%s", td_last_error());
+    free(text);
+    json_decref(root);
+    return t;
+}
+
+/* Pre-tokens of text joined with '|' */
+static void pieces(const td_tokenizer *t, const char *text, char *out, size_t n) {
+    td_pieces pc;
+    out[0] = 0;
+    if (td_pretokenize(t, text, strlen(text), &pc) != TD_OK) return;
+    size_t o = 0;
+    for (size_t i = 0; i < pc.n && o < n; i++)
+        o += (size_t)snprintf(out + o, n - o, "%s%.*s", i ? "|" : "", (int)pc.len[i], pc.text + pc.start[i]);
+    td_pieces_free(&pc);
+}
+
+static void test_split_behaviours(void) {
+    static const struct {
+        const char *behavior, *want;
+    } cases[] = {{"Removed", "the|final|countdown"},
+                 {"Isolated", "the|-|final|-|-|countdown"},
+                 {"MergedWithPrevious", "the-|final-|-|countdown"},
+                 {"MergedWithNext", "the|-final|-|-countdown"},
+                 {"Contiguous", "the|-|final|--|countdown"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char pre[512], got[256];
+        snprintf(pre, sizeof pre,
+                 "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"String\": \"-\"}, "
+                 "\"behavior\": \"%s\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                 "\"use_regex\": false}]}",
+                 cases[i].behavior);
+        td_tokenizer *t = byte_tokenizer(pre);
+        if (!t) continue;
+        pieces(t, "the-final--countdown", got, sizeof got);
+        CHECKF(strcmp(got, cases[i].want) == 0, "Split %s: got %s, want %s", cases[i].behavior, got, cases[i].want);
+        td_tokenizer_free(t);
+    }
+    char got[256];
+    td_tokenizer *t = byte_tokenizer(
+        "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true}");
+    if (t) {
+        pieces(t, "Hello world!", got, sizeof got);
+        CHECKF(strcmp(got, " Hello| world|!") == 0, "ByteLevel prefix space + GPT-2 regex: got %s", got);
+        pieces(t, " already spaced's", got, sizeof got);
+        CHECKF(strcmp(got, " already| spaced|'s") == 0, "ByteLevel: got %s", got);
+        td_tokenizer_free(t);
+    }
+}
+
+static void test_reference_ids(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "fixtures/tokenizers/%s/tokenizer.json", name);
+    td_tokenizer *t = NULL;
+    CHECKF(td_tokenizer_load(td_test_path(path), &t) == TD_OK, "%s", td_last_error());
+    if (!t) return;
+    snprintf(path, sizeof path, "fixtures/tokenizers/%s/ref_ids.jsonl", name);
+    FILE *f = fopen(td_test_path(path), "r");
+    CHECKF(f != NULL, "%s missing", path);
+    char line[8192];
+    int n = 0, same = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        json_error_t e;
+        json_t *o = json_loads(line, 0, &e), *txt = json_object_get(o, "text"), *ids = json_object_get(o, "ids");
+        int32_t *got;
+        size_t ng;
+        n++;
+        if (td_tokenize(t, json_string_value(txt), json_string_length(txt), TD_TOKENIZE_PARSE_SPECIAL, &got, &ng) == TD_OK) {
+            int ok = ng == json_array_size(ids);
+            for (size_t i = 0; ok && i < ng; i++) ok = got[i] == json_integer_value(json_array_get(ids, i));
+            same += ok;
+            CHECKF(ok, "%s line %d: ids differ from Hugging Face tokenizers: %s", name, n, json_string_value(txt));
+            td_free(got);
+        }
+        json_decref(o);
+    }
+    if (f) fclose(f);
+    printf("%s: %d/%d lines identical to Hugging Face tokenizers\n", name, same, n);
+    CHECK(n >= 40);
+    td_tokenizer_free(t);
+}
+
+static void test_lossy_decode(void) {
+    td_tokenizer *t = NULL;
+    CHECK(td_tokenizer_load(td_test_path("fixtures/tokenizers/qwen3-trunc2048/tokenizer.json"), &t) == TD_OK);
+    if (!t) return;
+    char s[8] = {0};
+    int32_t ids[4];
+    const uint8_t bytes[4] = {0xe2, 0x82, 'A', 0x80}; /* a cut 3-byte sequence, a letter, a lone continuation */
+    for (int i = 0; i < 4; i++) {
+        memset(s, 0, sizeof s);
+        td_utf8_put(td_byte_to_cp(bytes[i]), s);
+        ids[i] = td_token_lookup(t, s);
+        CHECK(ids[i] >= 0);
+    }
+    char *text;
+    size_t len;
+    CHECK(td_detokenize(t, ids, 4, &text, &len) == TD_OK);
+    CHECKF(len == 7 && memcmp(text, "\xef\xbf\xbd" "A\xef\xbf\xbd", 7) == 0, "lossy decode gave %zu bytes", len);
+    td_free(text);
+    size_t bl;
+    const char *raw = td_token_bytes(t, ids[0], &bl);
+    CHECK(raw && bl == 1 && (uint8_t)raw[0] == 0xe2); /* raw bytes for streaming */
+    td_tokenizer_free(t);
+}
+
+int main(void) {
+    test_split_behaviours();
+    test_reference_ids("qwen3-trunc2048");
+    test_reference_ids("qwen35-trunc2048");
+    test_lossy_decode();
+    return td_test_finish("test_tokenizer");
+}

@@ -1,0 +1,48 @@
+/* typedecide metrics: the evaluation metrics from saved predictions alone. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "preds.h"
+
+static const char usage_text[] =
+    "usage: typedecide metrics --predictions FILE.jsonl [--bins 15]\n"
+    "\n"
+    "Prints one JSON object computed from the predictions alone:\n"
+    "  accuracy                       share of rows whose argmax option equals the answer (ties: first shown)\n"
+    "  family_balanced_accuracy       per family, the mean recall over the answer ids present in it\n"
+    "  mean_family_balanced_accuracy  their mean over families\n"
+    "  brier                          mean over rows of sum over options of (p - [option == answer])^2\n"
+    "  ece                            sum over equal-width bins (b/B, (b+1)/B] of the max probability of\n"
+    "                                 n_bin/N * |accuracy_bin - confidence_bin| (ece_bins: the bins)\n"
+    "  order_unstable                 rows whose argmax changes under some rotation (null without rotations)\n"
+    "  order_consistency              1 - order_unstable / N\n"
+    "  rstd                           population std (percent) of recall grouped by the answer's letter position\n"
+    "  cost                           forwards, suffix tokens per row, seconds (when the lines carry them)\n"
+    "  per_criterion                  id, family, answer, prediction, probs, correct, stable per row\n"
+    "Prediction lines: {\"id\", \"family\", \"answer\", \"options\": [ids in shown order], \"probs\": [same order],\n"
+    "\"rotations\": [[probs per rotation, mapped back to the shown order], ...]}.\n";
+
+int cmd_metrics(int argc, char **argv) {
+    const char *path = NULL, *bins_s = "15";
+    const cli_opt opts[] = {{"predictions", 1, &path, NULL}, {"bins", 1, &bins_s, NULL}, {NULL, 0, NULL, NULL}};
+    int r = cli_parse(argc, argv, opts, "metrics", NULL, 0, NULL);
+    if (r == 1) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (r) return r;
+    if (!path) return cli_usage_error("metrics", "--predictions is required");
+    long long bins;
+    if (cli_int(bins_s, 1, 1000, &bins)) return cli_usage_error("metrics", "--bins must be in 1..1000");
+    preds p;
+    if (preds_load("metrics", path, &p)) return 1;
+    td_cost cost = {p.forwards, p.suffix_tokens, p.ms >= 0 ? p.ms / 1e3 : -1};
+    char *json = NULL;
+    td_status st = td_metrics_json(p.v, p.n, (int32_t)bins, &cost, &json);
+    int rc = st == TD_OK ? (puts(json), 0) : cli_fail("metrics", st);
+    td_free(json);
+    preds_free(&p);
+    return rc;
+}
