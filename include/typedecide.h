@@ -108,6 +108,7 @@ typedef struct td_model td_model;
 
 typedef struct td_model_params {
     int load_tokenizer;  /* 1 (default): load tokenizer.json when present; 0: skip it */
+    const char *adapter; /* optional PEFT LoRA adapter directory, merged into the weights at load */
     td_log_fn log;       /* optional diagnostics sink; NULL = silent */
     void *log_user;
 } td_model_params;

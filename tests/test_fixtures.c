@@ -22,13 +22,16 @@ static void check_model(const char *name) {
     json_error_t e;
     json_t *ref = json_load_file(path, 0, &e);
     if (!ref) return; /* not a model fixture */
-    if (json_object_get(ref, "base")) { /* adapter fixtures are checked by the adapter test */
-        json_decref(ref);
-        return;
-    }
     td_model *m = NULL;
     td_model_params mp = td_model_default_params();
-    td_status st = td_model_load(dir, &mp, &m);
+    char base[600];
+    const char *model_dir = dir;
+    if (json_is_string(json_object_get(ref, "base"))) { /* a PEFT adapter over another fixture: merged at load */
+        snprintf(base, sizeof base, "%s/%s", td_test_path("fixtures/models"), json_string_value(json_object_get(ref, "base")));
+        model_dir = base;
+        mp.adapter = dir;
+    }
+    td_status st = td_model_load(model_dir, &mp, &m);
     CHECKF(st == TD_OK, "%s: load: %s", name, td_last_error());
     if (st != TD_OK) {
         json_decref(ref);
@@ -110,7 +113,7 @@ static void check_model(const char *name) {
         td_ctx_free(ctx);
         free(want);
     }
-    printf("%-20s %-13s max |logit - transformers fp32| %.3g", name, td_model_arch(m), worst);
+    printf("%-20s %-13s max |logit - transformers fp32| %.3g", name, mp.adapter ? "qwen3+lora" : td_model_arch(m), worst);
     if (worst64 >= 0) printf(", fp64 %.3g", worst64);
     printf(" over %zu prompts; greedy %d tokens equal\n", json_array_size(prompts), n_new);
     td_model_free(m);

@@ -134,9 +134,10 @@ static void log_stderr(void *user, int level, const char *msg) {
     fprintf(stderr, "typedecide: %s%s\n", level ? "warning: " : "", msg);
 }
 
-td_status cli_load_model(const char *path, int want_tokenizer, int quiet, td_model **out) {
+td_status cli_load_model(const char *path, int want_tokenizer, int quiet, const char *adapter, td_model **out) {
     td_model_params mp = td_model_default_params();
     mp.load_tokenizer = want_tokenizer;
+    mp.adapter = adapter;
     mp.log = log_stderr;
     mp.log_user = quiet ? (void *)1 : NULL;
     return td_model_load(path, &mp, out);

@@ -35,8 +35,9 @@ int cli_ids(const char *s, int32_t **ids, size_t *n);
 /* Prints ids as a JSON array followed by a newline. */
 void cli_print_ids(const int32_t *ids, size_t n);
 
-/* Loads a model with the tool's default logging (info lines on stderr unless quiet). */
-td_status cli_load_model(const char *path, int want_tokenizer, int quiet, td_model **out);
+/* Loads a model (and merges a LoRA adapter, when given) with the tool's logging: info lines on stderr unless
+ * quiet. */
+td_status cli_load_model(const char *path, int want_tokenizer, int quiet, const char *adapter, td_model **out);
 
 /* Worker threads to use by default: the number of online CPUs. */
 int cli_default_threads(void);

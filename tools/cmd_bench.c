@@ -99,7 +99,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
         return cli_usage_error("bench", "--prefix, --criteria, --suffix and --options take positive integers");
     td_model *m;
     double t0 = cli_now();
-    td_status st = cli_load_model(model_dir, 1, 1, &m);
+    td_status st = cli_load_model(model_dir, 1, 1, NULL, &m);
     if (st != TD_OK) return cli_fail("bench", st);
     double load_s = cli_now() - t0;
     td_decide_params p = td_decide_default_params();
@@ -178,7 +178,7 @@ int cmd_bench(int argc, char **argv) {
 
     double t0 = cli_now();
     td_model *m;
-    td_status st = cli_load_model(model_dir, 1, 1, &m); /* as a user would: with the tokenizer, if any */
+    td_status st = cli_load_model(model_dir, 1, 1, NULL, &m); /* as a user would: with the tokenizer, if any */
     if (st != TD_OK) return cli_fail("bench", st);
     double load_s = cli_now() - t0;
     double *rates = malloc((size_t)repeat * sizeof *rates);

@@ -25,6 +25,7 @@ static const char usage_text[] =
     "Default instruction:\n  %s\n"
     "\n"
     "  --model DIR          Hugging Face model directory with tokenizer.json\n"
+    "  --adapter DIR        PEFT LoRA adapter, merged at load\n"
     "  --criteria FILE      criteria JSONL ('-' = stdin)\n"
     "  --evidence FILE      evidence text, used verbatim ('-' = stdin) for lines without their own\n"
     "  --instruction T      instruction text, or a file holding it\n"
@@ -99,7 +100,7 @@ static void print_decision(const row *r, const td_decision *dc, const char *lett
 
 int cmd_decide(int argc, char **argv) {
     const char *model_dir = NULL, *crit_path = NULL, *ev_path = NULL, *instr = NULL, *letters = NULL,
-               *slot_path = NULL, *threads_s = NULL, *bs_s = NULL, *mem_s = NULL;
+               *slot_path = NULL, *threads_s = NULL, *bs_s = NULL, *mem_s = NULL, *adapter = NULL;
     int serial = 0, batch = 0, fresh = 0, allowed = 0, quiet = 0, show_logits = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},     {"criteria", 1, &crit_path, NULL},
                             {"evidence", 1, &ev_path, NULL},     {"instruction", 1, &instr, NULL},
@@ -108,7 +109,7 @@ int cmd_decide(int argc, char **argv) {
                             {"memory", 1, &mem_s, NULL},         {"serial", 0, NULL, &serial},
                             {"batch", 0, NULL, &batch},          {"fresh", 0, NULL, &fresh},
                             {"allowed-mass", 0, NULL, &allowed}, {"quiet", 0, NULL, &quiet},
-                            {"show-logits", 0, NULL, &show_logits},
+                            {"show-logits", 0, NULL, &show_logits}, {"adapter", 1, &adapter, NULL},
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "decide", NULL, 0, NULL);
     if (r == 1) {
@@ -164,7 +165,7 @@ int cmd_decide(int argc, char **argv) {
         goto done;
     }
     p.instruction = instruction;
-    td_status st = cli_load_model(model_dir, 1, quiet, &m);
+    td_status st = cli_load_model(model_dir, 1, quiet, adapter, &m);
     if (st == TD_OK) st = td_decider_new(m, &p, &d);
     if (st != TD_OK) {
         rc = cli_fail("decide", st);

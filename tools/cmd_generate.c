@@ -13,6 +13,7 @@ static const char usage_text[] =
     "stdout; with --ids the new ids are printed as one JSON array (no tokenizer needed).\n"
     "\n"
     "  --model DIR         Hugging Face model directory\n"
+    "  --adapter DIR       PEFT LoRA adapter, merged at load\n"
     "  --prompt TEXT       prompt text (added tokens such as <|im_start|> are recognised)\n"
     "  --ids LIST          prompt as comma-separated token ids\n"
     "  -n N                tokens to generate (default 32)\n"
@@ -64,7 +65,7 @@ static void flush_utf8(char *buf, size_t *n, int final) {
 
 int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL, *n_s = "32", *temp_s = "0", *topk_s = "0",
-               *topp_s = "1", *seed_s = "1", *threads_s = NULL;
+               *topp_s = "1", *seed_s = "1", *threads_s = NULL, *adapter = NULL;
     int chat = 0, ignore_eos = 0, stats = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},  {"prompt", 1, &prompt, NULL},
                             {"ids", 1, &ids_s, NULL},        {"n", 1, &n_s, NULL},
@@ -72,6 +73,7 @@ int cmd_generate(int argc, char **argv) {
                             {"top-k", 1, &topk_s, NULL},     {"top-p", 1, &topp_s, NULL},
                             {"seed", 1, &seed_s, NULL},      {"ignore-eos", 0, NULL, &ignore_eos},
                             {"threads", 1, &threads_s, NULL}, {"stats", 0, NULL, &stats},
+                            {"adapter", 1, &adapter, NULL},
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "generate", NULL, 0, NULL);
     if (r == 1) {
@@ -102,7 +104,7 @@ int cmd_generate(int argc, char **argv) {
     float *scratch = NULL;
     char *pending = NULL;
     size_t n_pending = 0;
-    td_status st = cli_load_model(model_dir, prompt != NULL, 0, &m);
+    td_status st = cli_load_model(model_dir, prompt != NULL, 0, adapter, &m);
     if (st != TD_OK) {
         rc = cli_fail("generate", st);
         goto done;

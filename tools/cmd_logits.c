@@ -6,7 +6,7 @@
 #include "commands.h"
 
 static const char usage_text[] =
-    "usage: typedecide logits --model DIR --ids 1,2,3 --out FILE [--threads N]\n"
+    "usage: typedecide logits --model DIR --ids 1,2,3 --out FILE [--adapter DIR] [--threads N]\n"
     "\n"
     "Runs the ids through the model (fp32 compute) and writes the logits of EVERY position to FILE as\n"
     "little-endian float32, shape [n_ids, vocab_size], row-major. Needs no tokenizer files.\n"
@@ -14,11 +14,13 @@ static const char usage_text[] =
     "  --model DIR   Hugging Face model directory\n"
     "  --ids LIST    comma-separated token ids\n"
     "  --out FILE    output file\n"
+    "  --adapter DIR PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors), merged at load\n"
     "  --threads N   worker threads (default: all cores); results do not depend on it\n";
 
 int cmd_logits(int argc, char **argv) {
-    const char *model_dir = NULL, *ids_s = NULL, *out = NULL, *threads_s = NULL;
-    const cli_opt opts[] = {{"model", 1, &model_dir, NULL}, {"ids", 1, &ids_s, NULL}, {"out", 1, &out, NULL},
+    const char *model_dir = NULL, *ids_s = NULL, *out = NULL, *threads_s = NULL, *adapter = NULL;
+    const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"ids", 1, &ids_s, NULL},
+                            {"out", 1, &out, NULL},           {"adapter", 1, &adapter, NULL},
                             {"threads", 1, &threads_s, NULL}, {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "logits", NULL, 0, NULL);
     if (r == 1) {
@@ -42,7 +44,7 @@ int cmd_logits(int argc, char **argv) {
     td_batch *b = NULL;
     FILE *f = NULL;
     int rc = 0;
-    td_status st = cli_load_model(model_dir, 0, 0, &m);
+    td_status st = cli_load_model(model_dir, 0, 0, adapter, &m);
     if (st != TD_OK) {
         rc = cli_fail("logits", st);
         goto done;

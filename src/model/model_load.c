@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/adapter.h"
 #include "model/arch.h"
 #include "model/model.h"
 #include "util/error.h"
@@ -398,6 +399,12 @@ td_status td_model_load(const char *path, const td_model_params *params, td_mode
     if ((st = open_files(&L, path)) != TD_OK) goto done;
     if ((st = bind_layers(&L)) != TD_OK) goto done;
     report_unused(&L);
+    if (params->adapter) {
+        int n = 0;
+        double scaling = 0;
+        if ((st = td_adapter_apply(m, params->adapter, &n, &scaling)) != TD_OK) goto done;
+        log_msg(params, 0, "merged LoRA adapter %s: %d weights, scaling %g", params->adapter, n, scaling);
+    }
     if (params->load_tokenizer && td_file_exists(tok_path)) {
         if ((st = td_tokenizer_load(tok_path, &m->tok)) != TD_OK) goto done;
         if (td_tokenizer_n_tokens(m->tok) > m->cfg.n_vocab) {
