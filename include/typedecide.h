@@ -286,6 +286,26 @@ typedef struct td_decision {
 td_status td_decide(td_decider *d, const char *evidence, size_t len, const td_criterion *criteria, int32_t n,
                     td_decision *out);
 
+/* A worked example shown before the evidence ("few-shot"): its evidence, its criterion and the index of the
+ * correct option (shown as "{suffix} {letter}\n"). */
+typedef struct td_shot {
+    const char *evidence;
+    size_t evidence_len;
+    td_criterion criterion;
+    int32_t answer;
+} td_shot;
+
+/* td_decide with worked examples: head = instruction + for each shot "\nEvidence:\n{evidence}{suffix}{sep}{letter}\n"
+ * + "\nEvidence:\n" + evidence. The shots are part of the shared head: paid once per call. */
+td_status td_decide_shots(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
+                          const td_criterion *criteria, int32_t n, td_decision *out);
+
+/* Free-text answers for comparison with the readout: after the same prompt (head once, each suffix from it),
+ * generates greedily up to max_tokens tokens per criterion, stopping at a stop token or a newline after text.
+ * texts[i] receives a new NUL-terminated UTF-8 string (td_free). Counts in the decider's stats. */
+td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
+                             const td_criterion *criteria, int32_t n, int32_t max_tokens, char **texts);
+
 /* The same on token ids: head (instruction + evidence) and one suffix per criterion, already tokenised. */
 td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
                         const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out);
@@ -310,6 +330,7 @@ typedef struct td_pred {
     const double *probs;
     int32_t n_rotations;
     const double *rotations;
+    int unparsed; /* generation mode: the answer named no option; counted wrong, probs uniform */
 } td_pred;
 
 /* What the scoring cost, for the "cost" key (negative fields are reported as null). */
@@ -318,10 +339,15 @@ typedef struct td_cost {
 } td_cost;
 
 /* Computes the metrics as one JSON object (keys: accuracy, family_balanced_accuracy,
- * mean_family_balanced_accuracy, brier, ece, ece_bins, order_unstable, order_consistency, rstd, cost, per_criterion).
+ * mean_family_balanced_accuracy, brier, ece, ece_bins, order_unstable, order_consistency, recall_by_position, rstd,
+ * unparsed, cost, per_criterion).
  * Argmax ties go to the first option in shown order; ECE bin b holds max probability in (b/B, (b+1)/B].
  * *json is a new NUL-terminated string (td_free). Fails on an answer that is not among a row's options. */
 td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td_cost *cost, char **json);
+
+/* An SVG page from a metrics JSON object: the reliability diagram (accuracy against confidence per ECE bin, with
+ * counts) and per-family balanced accuracy bars. *svg is a new string (td_free). */
+td_status td_plot_svg(const char *metrics_json, const char *title, char **svg);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Sampling                                                                                                      */

@@ -9,5 +9,6 @@ int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_decide(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
+int cmd_evaluate(int argc, char **argv);
 
 #endif

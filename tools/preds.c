@@ -79,6 +79,7 @@ static int parse(json_t *o, line_mem *m, td_pred *p, double *fw, double *st, dou
     p->probs = m->probs;
     p->n_rotations = nr;
     p->rotations = m->rotations;
+    p->unparsed = json_is_true(json_object_get(o, "unparsed"));
     return 0;
 }
 

@@ -18,7 +18,7 @@ static char *text_of(const json_t *v) {
     return NULL;
 }
 
-static void row_free(row *r) {
+void row_free(row *r) {
     free(r->id), free(r->family), free(r->question), free(r->answer), free(r->evidence);
     for (int i = 0; i < r->n_options; i++) {
         free(r->option_ids ? r->option_ids[i] : NULL);

@@ -26,6 +26,8 @@ typedef struct rows {
  * on). require_answer: an "answer" field naming one of the options is required. */
 int rows_load(const char *cmd, const char *path, int require_answer, int skip_bad, rows *out, int *skipped);
 void rows_free(rows *r);
+/* Releases one row's contents. */
+void row_free(row *r);
 
 /* The row as a td_criterion (borrowing its strings). */
 td_criterion row_criterion(const row *r);

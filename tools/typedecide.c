@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"decide", cmd_decide, "typed decisions: a probability per option for each criterion over shared evidence"},
+    {"evaluate", cmd_evaluate, "score a labelled fixture: accuracy, calibration, order bias (readout or generation)"},
     {"metrics", cmd_metrics, "accuracy, calibration and order-bias metrics from saved predictions"},
     {"tokenize", cmd_tokenize, "text -> token ids (and back), exactly as Hugging Face tokenizers"},
     {"logits", cmd_logits, "raw float32 logits for every position of an id sequence"},

@@ -297,38 +297,155 @@ static td_status check_criterion(const td_decider *d, const td_criterion *c, int
     return TD_OK;
 }
 
-td_status td_decide(td_decider *d, const char *evidence, size_t len, const td_criterion *criteria, int32_t n,
-                    td_decision *out) {
-    if (!d || (!evidence && len) || n < 0 || (n && (!criteria || !out)))
+/* Head and suffixes of one call, tokenised. */
+typedef struct prepared {
+    int32_t *head;
+    int32_t n_head;
+    int32_t **suf;
+    int32_t *n_suf, *n_opt;
+    int32_t n;
+} prepared;
+
+static void prepared_free(prepared *p) {
+    for (int32_t i = 0; p->suf && i < p->n; i++) td_free(p->suf[i]);
+    free(p->suf);
+    free(p->n_suf);
+    free(p->n_opt);
+    td_free(p->head);
+    memset(p, 0, sizeof *p);
+}
+
+static td_status prepare(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
+                         const td_criterion *criteria, int32_t n, prepared *p) {
+    memset(p, 0, sizeof *p);
+    if (!d || (!evidence && len) || n < 0 || n_shots < 0 || (n && (!criteria)) || (n_shots && !shots))
         return td_fail(TD_ERR_INVALID_ARG, "td_decide: bad argument");
     for (int32_t i = 0; i < n; i++) {
         td_status st = check_criterion(d, &criteria[i], i);
         if (st != TD_OK) return st;
     }
-    size_t hl;
-    char *head_text = td_decide_render_head(d->instruction, evidence ? evidence : "", len, &hl);
-    int32_t *head = NULL, **suf = calloc((size_t)(n ? n : 1), sizeof *suf);
-    int32_t *n_suf = calloc((size_t)(n ? n : 1), sizeof *n_suf), *n_opt = calloc((size_t)(n ? n : 1), sizeof *n_opt);
-    size_t nh = 0;
-    td_status st = head_text && suf && n_suf && n_opt ? TD_OK : td_fail_nomem("the prompts");
-    if (st == TD_OK) st = td_tokenize(d->tok, head_text, hl, 0, &head, &nh);
-    if (st != TD_OK) td_fail_context(st, "evidence");
+    for (int32_t i = 0; i < n_shots; i++) {
+        td_status st = check_criterion(d, &shots[i].criterion, i);
+        if (st != TD_OK) return td_fail_context(st, "shot %d", i);
+        if (shots[i].answer < 0 || shots[i].answer >= shots[i].criterion.n_options || (!shots[i].evidence && shots[i].evidence_len))
+            return td_fail(TD_ERR_INVALID_ARG, "shot %d: answer index %d is not one of its %d options", i, shots[i].answer,
+                           shots[i].criterion.n_options);
+    }
+    size_t hl, nh = 0;
+    char *head_text = td_decide_render_head(d, shots, n_shots, evidence ? evidence : "", len, &hl);
+    p->n = n;
+    p->suf = calloc((size_t)(n ? n : 1), sizeof *p->suf);
+    p->n_suf = calloc((size_t)(n ? n : 1), sizeof *p->n_suf);
+    p->n_opt = calloc((size_t)(n ? n : 1), sizeof *p->n_opt);
+    td_status st = head_text && p->suf && p->n_suf && p->n_opt ? TD_OK : td_fail_nomem("the prompts");
+    if (st == TD_OK && (st = td_tokenize(d->tok, head_text, hl, 0, &p->head, &nh)) != TD_OK) td_fail_context(st, "evidence");
+    p->n_head = (int32_t)nh;
     for (int32_t i = 0; i < n && st == TD_OK; i++) {
-        size_t sl, ns;
+        size_t sl, ns = 0;
         char *s = td_decide_render_suffix(&criteria[i], d->letters, &sl);
         if (!s) st = td_fail_nomem("a suffix");
-        else st = td_tokenize(d->tok, s, sl, 0, &suf[i], &ns);
-        if (st != TD_OK && s) td_fail_context(st, "criterion %d (%s)", i, criteria[i].id ? criteria[i].id : "");
+        else if ((st = td_tokenize(d->tok, s, sl, 0, &p->suf[i], &ns)) != TD_OK)
+            td_fail_context(st, "criterion %d (%s)", i, criteria[i].id ? criteria[i].id : "");
         free(s);
-        n_suf[i] = (int32_t)ns;
-        n_opt[i] = criteria[i].n_options;
+        p->n_suf[i] = (int32_t)ns;
+        p->n_opt[i] = criteria[i].n_options;
     }
-    if (st == TD_OK) st = td_decide_ids(d, head, (int32_t)nh, (const int32_t *const *)suf, n_suf, n_opt, n, out);
-    for (int32_t i = 0; suf && i < n; i++) td_free(suf[i]);
-    free(suf);
-    free(n_suf);
-    free(n_opt);
-    td_free(head);
     free(head_text);
+    if (st != TD_OK) prepared_free(p);
+    return st;
+}
+
+td_status td_decide_shots(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
+                          const td_criterion *criteria, int32_t n, td_decision *out) {
+    if (n && !out) return td_fail(TD_ERR_INVALID_ARG, "td_decide: NULL output");
+    prepared p;
+    td_status st = prepare(d, shots, n_shots, evidence, len, criteria, n, &p);
+    if (st != TD_OK) return st;
+    st = td_decide_ids(d, p.head, p.n_head, (const int32_t *const *)p.suf, p.n_suf, p.n_opt, n, out);
+    prepared_free(&p);
+    return st;
+}
+
+td_status td_decide(td_decider *d, const char *evidence, size_t len, const td_criterion *criteria, int32_t n,
+                    td_decision *out) {
+    return td_decide_shots(d, NULL, 0, evidence, len, criteria, n, out);
+}
+
+/* Appends a token's bytes to a growable string. */
+static int append_bytes(char **s, size_t *n, size_t *cap, const char *b, size_t bl) {
+    if (*n + bl + 1 > *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        while (c < *n + bl + 1) c *= 2;
+        char *ns = realloc(*s, c);
+        if (!ns) return -1;
+        *s = ns;
+        *cap = c;
+    }
+    memcpy(*s + *n, b, bl);
+    *n += bl;
+    (*s)[*n] = 0;
+    return 0;
+}
+
+td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
+                             const td_criterion *criteria, int32_t n, int32_t max_tokens, char **texts) {
+    if (n && !texts) return td_fail(TD_ERR_INVALID_ARG, "td_decide_generate: NULL output");
+    if (max_tokens < 1) return td_fail(TD_ERR_INVALID_ARG, "td_decide_generate: max_tokens must be >= 1");
+    prepared p;
+    td_status st = prepare(d, shots, n_shots, evidence, len, criteria, n, &p);
+    if (st != TD_OK) return st;
+    int32_t limit = td_model_n_ctx_train(d->model), V = td_model_n_vocab(d->model), max_suf = 1;
+    for (int32_t i = 0; i < n; i++) max_suf = p.n_suf[i] > max_suf ? p.n_suf[i] : max_suf;
+    if ((int64_t)p.n_head + max_suf + max_tokens > limit)
+        st = td_fail(TD_ERR_RANGE, "evidence (%d tokens) + suffix (%d) + answer (%d) exceeds the model's context of %d",
+                     p.n_head, max_suf, max_tokens, limit);
+    td_ctx_params need = plan_params(d, p.n_head, max_suf + max_tokens, 1);
+    if (st == TD_OK) st = ensure_ctx(d, &need);
+    if (st == TD_OK) st = td_ctx_set_output_rows(d->ctx, NULL, 0); /* free text needs the whole vocabulary */
+    if (st == TD_OK) st = td_ctx_seq_truncate(d->ctx, 0, 0);
+    if (st == TD_OK) st = run_tokens(d, 0, p.head, p.n_head, 0, 0);
+    d->stats.head_tokens += p.n_head;
+    int n_stop = 0;
+    const int32_t *stops = td_model_stop_ids(d->model, &n_stop);
+    for (int32_t i = 0; i < n; i++) texts[i] = NULL;
+    for (int32_t i = 0; i < n && st == TD_OK; i++) {
+        char *txt = NULL;
+        size_t tl = 0, tc = 0;
+        if (append_bytes(&txt, &tl, &tc, "", 0)) st = td_fail_nomem("an answer");
+        if (st == TD_OK) st = td_ctx_seq_fork(d->ctx, 0, 1, p.n_head);
+        if (st == TD_OK) st = run_tokens(d, 1, p.suf[i], p.n_suf[i], p.n_head, 1);
+        d->stats.suffix_tokens += p.n_suf[i];
+        int32_t pos = p.n_head + p.n_suf[i];
+        for (int32_t k = 0; k < max_tokens && st == TD_OK; k++) {
+            const float *lg = td_ctx_output(d->ctx, 0);
+            int32_t best = 0;
+            for (int32_t v = 1; v < V; v++)
+                if (lg[v] > lg[best]) best = v;
+            int stop = 0;
+            for (int s = 0; s < n_stop; s++) stop |= best == stops[s];
+            if (stop) break;
+            size_t bl;
+            const char *b = td_token_bytes(d->tok, best, &bl);
+            if (b && append_bytes(&txt, &tl, &tc, b, bl)) st = td_fail_nomem("an answer");
+            int has_text = 0;
+            for (size_t c = 0; c < tl && !has_text; c++) has_text = txt[c] != ' ' && txt[c] != '\n' && txt[c] != '\t';
+            if (has_text && memchr(txt, '\n', tl) && txt[tl - 1] == '\n') break; /* a line of answer is enough */
+            if (k + 1 == max_tokens || st != TD_OK) break;
+            td_batch_clear(d->batch);
+            td_batch_add(d->batch, best, 1, pos++, 1);
+            st = td_ctx_decode(d->ctx, d->batch);
+            d->stats.forwards++;
+        }
+        texts[i] = txt;
+        d->stats.criteria++;
+        td_status st2 = td_ctx_seq_truncate(d->ctx, 1, 0);
+        if (st == TD_OK) st = st2;
+    }
+    if (st != TD_OK)
+        for (int32_t i = 0; i < n; i++) {
+            td_free(texts[i]);
+            texts[i] = NULL;
+        }
+    prepared_free(&p);
     return st;
 }

@@ -25,8 +25,10 @@ struct td_decider {
  * slot map. */
 td_status td_decide_probe_letters(td_decider *d);
 
-/* head = instruction + "\nEvidence:\n" + evidence, as a new string. */
-char *td_decide_render_head(const char *instruction, const char *evidence, size_t len, size_t *out_len);
+/* head = instruction + shots + "\nEvidence:\n" + evidence, as a new string; each shot is
+ * "\nEvidence:\n{evidence}{suffix}{separator}{letter}\n". */
+char *td_decide_render_head(const td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence,
+                            size_t len, size_t *out_len);
 /* suffix = "\nCriterion: {question}\nOptions:\nA. {d0}\nB. {d1}...\nAnswer:", as a new string. */
 char *td_decide_render_suffix(const td_criterion *c, const char *letters, size_t *out_len);
 

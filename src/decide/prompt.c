@@ -49,9 +49,25 @@ static char *finish(sbuf *b, size_t *out_len) {
     return b->s;
 }
 
-char *td_decide_render_head(const char *instruction, const char *evidence, size_t len, size_t *out_len) {
+char *td_decide_render_head(const td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence,
+                            size_t len, size_t *out_len) {
     sbuf b = {0};
-    puts_(&b, instruction);
+    puts_(&b, d->instruction);
+    for (int32_t i = 0; i < n_shots; i++) {
+        size_t sl;
+        char *s = td_decide_render_suffix(&shots[i].criterion, d->letters, &sl);
+        if (!s) {
+            b.oom = 1;
+            break;
+        }
+        char tail[8];
+        snprintf(tail, sizeof tail, "%s%c\n", d->separator, d->letters[shots[i].answer]);
+        puts_(&b, "\nEvidence:\n");
+        put(&b, shots[i].evidence, shots[i].evidence_len);
+        put(&b, s, sl);
+        puts_(&b, tail);
+        free(s);
+    }
     puts_(&b, "\nEvidence:\n");
     put(&b, evidence, len);
     return finish(&b, out_len);

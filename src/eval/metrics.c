@@ -53,12 +53,14 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
         return td_fail_nomem("metrics");
     }
     double correct = 0, brier = 0;
+    int64_t n_unparsed = 0;
     int have_rot = n > 0, max_k = 1;
     int64_t unstable = 0;
     for (int32_t i = 0; i < n; i++) {
         const td_pred *r = &rows[i];
-        pred[i] = argmax(r->probs, r->n_options);
+        pred[i] = r->unparsed ? -1 : argmax(r->probs, r->n_options);
         ans[i] = answer_index(r);
+        n_unparsed += r->unparsed != 0;
         if (r->n_options > max_k) max_k = r->n_options;
         int ok = pred[i] == ans[i];
         correct += ok;
@@ -66,7 +68,7 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
             double t = r->probs[k] - (k == ans[i] ? 1.0 : 0.0);
             brier += t * t;
         }
-        double conf = r->probs[pred[i]];
+        double conf = pred[i] >= 0 ? r->probs[pred[i]] : 1.0 / r->n_options;
         int32_t b = bin_of(conf, bins);
         bin_n[b]++;
         conf_sum[b] += conf;
@@ -74,7 +76,7 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
         if (r->n_rotations > 0 && r->rotations) {
             stable[i] = 1;
             for (int32_t q = 0; q < r->n_rotations; q++)
-                if (argmax(r->rotations + (size_t)q * r->n_options, r->n_options) != pred[i]) stable[i] = 0;
+                if (pred[i] < 0 || argmax(r->rotations + (size_t)q * r->n_options, r->n_options) != pred[i]) stable[i] = 0;
             unstable += !stable[i];
         } else {
             have_rot = 0;
@@ -154,7 +156,7 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
         json_object_set_new(o, "id", json_string(r->id));
         json_object_set_new(o, "family", r->family ? json_string(r->family) : json_null());
         json_object_set_new(o, "answer", json_string(r->answer));
-        json_object_set_new(o, "prediction", json_string(r->option_ids[pred[i]]));
+        json_object_set_new(o, "prediction", pred[i] >= 0 ? json_string(r->option_ids[pred[i]]) : json_null());
         json_object_set_new(o, "probs", pr);
         json_object_set_new(o, "correct", json_boolean(pred[i] == ans[i]));
         json_object_set_new(o, "stable", r->n_rotations > 0 && r->rotations ? json_boolean(stable[i]) : json_null());
@@ -173,6 +175,7 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
     json_object_set_new(root, "order_consistency", num_or_null(1.0 - (double)unstable / n, have_rot));
     json_object_set_new(root, "recall_by_position", by_pos);
     json_object_set_new(root, "rstd", num_or_null(100.0 * sqrt(var), n_pos > 0));
+    json_object_set_new(root, "unparsed", json_integer(n_unparsed));
     json_t *c = json_object();
     int hc = cost && n > 0;
     json_object_set_new(c, "forwards_per_row", num_or_null(hc ? cost->forwards / n : 0, hc && cost->forwards >= 0));
