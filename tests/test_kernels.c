@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
 #include "test_util.h"
 #include "util/half.h"
 
@@ -46,8 +47,8 @@ static void test_matmul(void) {
                     float *yr = malloc((size_t)(T * rows) * sizeof *yr), *ya = malloc((size_t)(T * rows) * sizeof *ya);
                     float *y1 = malloc((size_t)rows * sizeof *y1);
                     for (int64_t i = 0; i < T * cols; i++) x[i] = td_test_uniform(&rng, -2.0f, 2.0f);
-                    td_matmul_ref(&w, NULL, x, T, cols, yr, rows, 0, rows);
-                    td_matmul_avx2(&w, NULL, x, T, cols, ya, rows, 0, rows);
+                    td_matmul_ref(&w, NULL, x, NULL, T, cols, yr, rows, 0, rows);
+                    td_matmul_avx2(&w, NULL, x, NULL, T, cols, ya, rows, 0, rows);
                     /* relative to the magnitude of the terms: sum_k |w_k x_k| */
                     for (int64_t t = 0; t < T; t++)
                         for (int64_t r = 0; r < rows; r++) {
@@ -65,7 +66,7 @@ static void test_matmul(void) {
                         }
                     /* determinism: one token at a time, and row by row, give the same bits as the whole batch */
                     for (int64_t t = 0; t < T; t++) {
-                        td_matmul_avx2(&w, NULL, x + t * cols, 1, cols, y1, rows, 0, rows);
+                        td_matmul_avx2(&w, NULL, x + t * cols, NULL, 1, cols, y1, rows, 0, rows);
                         CHECKF(memcmp(y1, ya + t * rows, (size_t)rows * sizeof *y1) == 0,
                                "batch invariance %s cols %lld T %lld", td_dtype_name(types[ti]), (long long)cols,
                                (long long)T);
@@ -73,7 +74,7 @@ static void test_matmul(void) {
                     for (int64_t r = 0; r < rows; r++) { /* a row range of one, through a row index list */
                         int32_t idx[1] = {(int32_t)r};
                         float y[67];
-                        td_matmul_avx2(&w, idx, x, T, cols, y, 1, 0, 1);
+                        td_matmul_avx2(&w, idx, x, NULL, T, cols, y, 1, 0, 1);
                         for (int64_t t = 0; t < T; t++)
                             CHECKF(memcmp(&y[t], &ya[t * rows + r], sizeof(float)) == 0, "row-list invariance");
                     }
@@ -113,6 +114,83 @@ static void test_attention(void) {
     printf("attention: worst absolute difference avx2 vs scalar %.3g (values in [-1, 1])\n", worst);
 }
 
+/* Q8_0 / Q4_0: block layout, round-trip error bounds, and the AVX2 product against the scalar reference
+ * (identical integer block sums; only the float accumulation order differs), batch- and row-invariant. */
+static void test_quant(void) {
+    /* layout: Q4_0 low nibbles are elements 0-15, high nibbles 16-31, value (q - 8) * d */
+    td_block_q4_0 b4;
+    b4.d = td_f32_to_f16(0.5f);
+    for (int j = 0; j < 16; j++) b4.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    float y4[32];
+    td_dequantize_q4_0(&b4, y4, 32);
+    for (int j = 0; j < 16; j++) {
+        CHECK(y4[j] == (float)(j - 8) * 0.5f);
+        CHECK(y4[j + 16] == (float)(7 - j) * 0.5f);
+    }
+    uint64_t rng = 77;
+    float x[256], back[256];
+    td_block_q8_0 q8[8];
+    td_block_q4_0 q4[8];
+    for (int i = 0; i < 256; i++) x[i] = td_test_uniform(&rng, -3, 3);
+    td_quantize_q8_0(x, q8, 256);
+    td_dequantize_q8_0(q8, back, 256);
+    /* half a step, plus |q| times the fp16 rounding of d (relative 2^-11, bounded here by 2^-10) */
+    for (int i = 0; i < 256; i++)
+        CHECKF(fabsf(back[i] - x[i]) <= fabsf(td_f16_to_f32(q8[i / 32].d)) * (0.5f + 127.0f / 1024.0f), "q8_0 element %d", i);
+    td_quantize_q4_0(x, q4, 256);
+    td_dequantize_q4_0(q4, back, 256);
+    /* Q4_0 maps the value of largest magnitude to -8 d exactly; values near the opposite extreme clamp at q = 15
+     * (7 d), so the error bound there is a whole step */
+    for (int i = 0; i < 256; i++)
+        CHECKF(fabsf(back[i] - x[i]) <= fabsf(td_f16_to_f32(q4[i / 32].d)) * (1.0f + 8.0f / 1024.0f), "q4_0 element %d", i);
+
+    static const int64_t cols_list[] = {32, 96, 4096};
+    static const int64_t rows_list[] = {1, 7, 33};
+    static const int64_t T_list[] = {1, 3, 5, 67};
+    static const td_dtype types[] = {TD_DTYPE_Q8_0, TD_DTYPE_Q4_0};
+    double worst = 0;
+    for (int ti = 0; ti < 2; ti++)
+        for (int ci = 0; ci < 3; ci++)
+            for (int ri = 0; ri < 3; ri++)
+                for (int Ti = 0; Ti < 4; Ti++) {
+                    int64_t cols = cols_list[ci], rows = rows_list[ri], T = T_list[Ti], nb = cols / 32;
+                    float *wf = malloc((size_t)(rows * cols) * sizeof *wf), *xf = malloc((size_t)(T * cols) * sizeof *xf);
+                    size_t rb = td_dtype_row_bytes(types[ti], cols);
+                    uint8_t *wq = malloc((size_t)rows * rb);
+                    td_block_q8_0 *xq = malloc((size_t)(T * nb) * sizeof *xq);
+                    float *yr = malloc((size_t)(T * rows) * 4), *ya = malloc((size_t)(T * rows) * 4), *y1 = malloc((size_t)rows * 4);
+                    for (int64_t i = 0; i < rows * cols; i++) wf[i] = td_test_uniform(&rng, -1, 1);
+                    for (int64_t i = 0; i < T * cols; i++) xf[i] = td_test_uniform(&rng, -2, 2);
+                    for (int64_t r = 0; r < rows; r++) {
+                        if (types[ti] == TD_DTYPE_Q8_0) td_quantize_q8_0(wf + r * cols, (td_block_q8_0 *)(wq + r * rb), cols);
+                        else td_quantize_q4_0(wf + r * cols, (td_block_q4_0 *)(wq + r * rb), cols);
+                    }
+                    td_quantize_rows_q8_0(xf, cols, cols, xq, 0, T);
+                    td_mat w = {types[ti], rows, cols, rb, wq};
+                    td_matmul_ref(&w, NULL, xf, xq, T, cols, yr, rows, 0, rows);
+                    td_matmul_avx2(&w, NULL, xf, xq, T, cols, ya, rows, 0, rows);
+                    for (int64_t t = 0; t < T; t++)
+                        for (int64_t r = 0; r < rows; r++) {
+                            /* magnitude of the terms, from the dequantised operands */
+                            float wr[4096], xr[4096];
+                            td_row_to_f32(wr, &w, r);
+                            td_dequantize_q8_0(xq + t * nb, xr, cols);
+                            double mag = 0;
+                            for (int64_t k = 0; k < cols; k++) mag += fabs((double)wr[k] * xr[k]);
+                            double e = fabs((double)yr[t * rows + r] - ya[t * rows + r]) / (mag + 1e-30);
+                            if (e > worst) worst = e;
+                            CHECKF(e <= 1e-5, "%s cols %lld: ref %g avx2 %g", td_dtype_name(types[ti]), (long long)cols,
+                                   yr[t * rows + r], ya[t * rows + r]);
+                        }
+                    for (int64_t t = 0; t < T; t++) {
+                        td_matmul_avx2(&w, NULL, xf, xq + t * nb, 1, cols, y1, rows, 0, rows);
+                        CHECKF(memcmp(y1, ya + t * rows, (size_t)rows * 4) == 0, "%s batch invariance", td_dtype_name(types[ti]));
+                    }
+                    free(wf), free(xf), free(wq), free(xq), free(yr), free(ya), free(y1);
+                }
+    printf("quantised matmul: worst relative difference avx2 vs scalar %.3g\n", worst);
+}
+
 static void test_half(void) {
     /* every f16 value converts exactly and back */
     for (uint32_t h = 0; h < 65536; h++) {
@@ -137,5 +215,6 @@ int main(void) {
     test_half();
     test_matmul();
     test_attention();
+    test_quant();
     return td_test_finish("test_kernels");
 }

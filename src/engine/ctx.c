@@ -62,7 +62,25 @@ void td_ctx_free(td_ctx *ctx) {
     free(ctx->dn_b);
     free(ctx->dn_a);
     free(ctx->dn_work);
+    free(ctx->xq);
     free(ctx);
+}
+
+/* The widest input of any quantised weight (0 when none is quantised): the size of a Q8_0 activation row. */
+static int64_t model_max_quant_cols(const td_model *m) {
+    int64_t mx = 0;
+    const td_mat *all[16];
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        const td_layer *l = &m->layers[i];
+        int n = 0;
+        all[n++] = &l->w_gate, all[n++] = &l->w_up, all[n++] = &l->w_down;
+        if (l->kind == TD_LAYER_ATTENTION) all[n++] = &l->attn.wq, all[n++] = &l->attn.wk, all[n++] = &l->attn.wv, all[n++] = &l->attn.wo;
+        else all[n++] = &l->dn.in_qkv, all[n++] = &l->dn.in_z, all[n++] = &l->dn.in_b, all[n++] = &l->dn.in_a, all[n++] = &l->dn.out;
+        for (int k = 0; k < n; k++)
+            if (td_dtype_is_block(all[k]->type) && all[k]->cols > mx) mx = all[k]->cols;
+    }
+    if (td_dtype_is_block(m->head.type) && m->head.cols > mx) mx = m->head.cols;
+    return mx;
 }
 
 /* Sizes the Gated DeltaNet state of one sequence and the offsets of each layer's part. */
@@ -140,6 +158,8 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
         if (ok && p.deltanet_chunked)
             ok = (ctx->dn_work = alloc_f((int64_t)td_pool_n_threads(ctx->pool) * ctx->dn_work_floats)) != NULL;
     }
+    int64_t qcols = model_max_quant_cols(model);
+    if (ok && qcols) ok = (ctx->xq = malloc((size_t)(B * (qcols / 32)) * 34)) != NULL;
     if (!ok) {
         td_ctx_free(ctx);
         return td_fail_nomem("the context buffers (reduce n_ctx, n_batch or n_seq_max)");

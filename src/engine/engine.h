@@ -74,6 +74,7 @@ struct td_ctx {
     float *dn_z, *dn_core;   /* [n_batch, Hv * dv] */
     float *dn_b, *dn_a;      /* [n_batch, Hv] */
     float *dn_work;          /* [n_threads, dn_work_floats] chunked-form scratch */
+    void *xq;                /* [n_batch, max_cols / 32] Q8_0 activation blocks (quantised weights only) */
     int64_t dn_work_floats;
 };
 

@@ -5,12 +5,14 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "kernels/cpu/quant.h"
 
 typedef struct matmul_job {
     const td_kernels *k;
     const td_mat *w;
     const int32_t *rows;
     const float *x;
+    const void *xq;
     int64_t T, ldx, ldy;
     float *y;
 } matmul_job;
@@ -18,12 +20,22 @@ typedef struct matmul_job {
 static void matmul_part(void *arg, int64_t j0, int64_t j1, int thread) {
     (void)thread;
     const matmul_job *j = arg;
-    j->k->matmul(j->w, j->rows, j->x, j->T, j->ldx, j->y, j->ldy, j0, j1);
+    j->k->matmul(j->w, j->rows, j->x, j->xq, j->T, j->ldx, j->y, j->ldy, j0, j1);
+}
+
+static void quantize_part(void *arg, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const matmul_job *j = arg;
+    td_quantize_rows_q8_0(j->x, j->ldx, j->w->cols, (td_block_q8_0 *)j->xq, r0, r1);
 }
 
 void td_eng_matmul(td_ctx *ctx, const td_mat *w, const int32_t *rows, int64_t n_out, const float *x, int64_t T,
                    int64_t ldx, float *y, int64_t ldy) {
-    matmul_job j = {ctx->k, w, rows, x, T, ldx, ldy, y};
+    matmul_job j = {ctx->k, w, rows, x, NULL, T, ldx, ldy, y};
+    if (td_dtype_is_block(w->type)) { /* quantised weights: the activations become Q8_0 rows first */
+        j.xq = ctx->xq;
+        td_pool_run(ctx->pool, T, 1, quantize_part, &j);
+    }
     td_pool_run(ctx->pool, n_out, 16, matmul_part, &j);
 }
 

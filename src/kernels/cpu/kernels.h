@@ -25,14 +25,19 @@ static inline const void *td_mat_row(const td_mat *w, int64_t r) {
 }
 
 /* Y[t, j] = dot(X[t, :cols], W[row(j), :]) for t in [0, T), j in [j0, j1), where row(j) = rows ? rows[j] : j.
- * X has leading dimension ldx floats, Y has ldy. */
-typedef void (*td_matmul_fn)(const td_mat *w, const int32_t *rows, const float *x, int64_t T, int64_t ldx,
-                             float *y, int64_t ldy, int64_t j0, int64_t j1);
+ * X has leading dimension ldx floats, Y has ldy. For Q8_0 / Q4_0 weights the activations come quantised:
+ * xq holds T rows of cols / 32 Q8_0 blocks (td_quantize_rows_q8_0) and x is not read; each block contributes
+ * d_w * d_x * (exact integer dot product). */
+typedef void (*td_matmul_fn)(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
+                             int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1);
 
-void td_matmul_ref(const td_mat *w, const int32_t *rows, const float *x, int64_t T, int64_t ldx, float *y,
-                   int64_t ldy, int64_t j0, int64_t j1);
-void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, int64_t T, int64_t ldx, float *y,
-                    int64_t ldy, int64_t j0, int64_t j1);
+void td_matmul_ref(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
+                   float *y, int64_t ldy, int64_t j0, int64_t j1);
+void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
+                    float *y, int64_t ldy, int64_t j0, int64_t j1);
+/* The quantised half of td_matmul_avx2 (Q8_0 and Q4_0 weights). */
+void td_matmul_quant_avx2(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                          int64_t j0, int64_t j1);
 
 /* Attention of one query head over n gathered key/value rows:
  * s_i = dot(q, k_i) * scale; p = softmax(s) (max-subtracted, summed in order of i); out = sum_i p_i v_i.
