@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "util/fileio.h"
 
 static const char usage_text[] =
     "usage: typedecide tokenize (--model DIR | --tokenizer FILE)\n"
@@ -14,7 +15,7 @@ static const char usage_text[] =
     "Encodes text exactly as Hugging Face tokenizers does (added tokens split out, NFC, the Split regex of\n"
     "tokenizer.json, byte-level BPE) and prints the ids as one JSON array per input.\n"
     "\n"
-    "  --model DIR       model directory holding tokenizer.json (the weights are not read)\n"
+    "  --model M         model directory holding tokenizer.json, or a GGUF file (its tokenizer metadata)\n"
     "  --tokenizer FILE  a tokenizer.json file\n"
     "  --text STR        encode STR, print one JSON array\n"
     "  --jsonl FILE      encode the \"text\" field of every line of FILE ('-' = stdin), one array per line\n"
@@ -141,24 +142,36 @@ int cmd_tokenize(int argc, char **argv) {
     if (!!text + !!jsonl + !!decode + !!decode_jsonl != 1)
         return cli_usage_error("tokenize", "give exactly one of --text, --jsonl, --decode or --decode-jsonl");
     char path[4096];
-    if (model) snprintf(path, sizeof path, "%s/tokenizer.json", model);
-    td_tokenizer *tok;
-    td_status st = td_tokenizer_load(model ? path : file, &tok);
-    if (st != TD_OK) return cli_fail("tokenize", st);
+    td_tokenizer *tok = NULL;
+    td_model *gm = NULL; /* a GGUF model carries its tokenizer in its metadata */
+    const td_tokenizer *use;
+    td_status st;
+    if (model && !td_is_dir(model) && td_file_exists(model)) {
+        if ((st = cli_load_model(model, 1, 1, NULL, &gm)) != TD_OK) return cli_fail("tokenize", st);
+        if (!(use = td_model_tokenizer(gm))) {
+            td_model_free(gm);
+            return cli_error("tokenize", "%s carries no tokenizer", model);
+        }
+    } else {
+        if (model) snprintf(path, sizeof path, "%s/tokenizer.json", model);
+        if ((st = td_tokenizer_load(model ? path : file, &tok)) != TD_OK) return cli_fail("tokenize", st);
+        use = tok;
+    }
     unsigned flags = no_special ? 0 : TD_TOKENIZE_PARSE_SPECIAL;
     int rc = 0;
-    if (text) rc = tokenize_one(tok, text, strlen(text), flags, "--text");
-    else if (jsonl) rc = tokenize_jsonl(tok, jsonl, flags);
-    else if (decode_jsonl) rc = decode_each_line(tok, decode_jsonl);
+    if (text) rc = tokenize_one(use, text, strlen(text), flags, "--text");
+    else if (jsonl) rc = tokenize_jsonl(use, jsonl, flags);
+    else if (decode_jsonl) rc = decode_each_line(use, decode_jsonl);
     else {
         int32_t *ids;
         size_t n;
         if (cli_ids(decode, &ids, &n)) rc = cli_usage_error("tokenize", "--decode: expected ids like 1,2,3");
         else {
-            rc = print_decoded(tok, ids, n, "--decode");
+            rc = print_decoded(use, ids, n, "--decode");
             free(ids);
         }
     }
     td_tokenizer_free(tok);
+    td_model_free(gm);
     return rc;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "decide/decide_internal.h"
+#include "decide/letters.h"
 #include "util/error.h"
 
 static const char default_instruction[] =
@@ -88,48 +89,9 @@ char *td_decide_render_suffix(const td_criterion *c, const char *letters, size_t
     return finish(&b, out_len);
 }
 
-/* ids of text, or NULL with the error set */
-static int32_t *tokens(const td_tokenizer *tok, const char *text, size_t *n) {
-    int32_t *ids = NULL;
-    return td_tokenize(tok, text, strlen(text), 0, &ids, n) == TD_OK ? ids : NULL;
-}
-
-/* The token `letter` becomes after "Answer:" + sep, or -1 if that is not exactly one extra token. */
-static int32_t probe(const td_tokenizer *tok, const int32_t *base, size_t n_base, const char *sep, char letter) {
-    char text[16];
-    snprintf(text, sizeof text, "Answer:%s%c", sep, letter);
-    size_t n;
-    int32_t *ids = tokens(tok, text, &n);
-    int32_t id = -1;
-    if (ids && n == n_base + 1 && memcmp(ids, base, n_base * sizeof *ids) == 0) id = ids[n_base];
-    td_free(ids);
-    return id;
-}
-
 td_status td_decide_probe_letters(td_decider *d) {
-    size_t n_base;
-    int32_t *base = tokens(d->tok, "Answer:", &n_base);
-    if (!base) return td_fail_context(TD_ERR_FORMAT, "tokenising \"Answer:\"");
-    static const char *const seps[] = {" ", ""};
-    char bad = 0;
-    for (int s = 0; s < 2 && !d->separator; s++) {
-        int ok = 1;
-        for (int32_t i = 0; i < d->n_letters && ok; i++) {
-            d->letter_ids[i] = probe(d->tok, base, n_base, seps[s], d->letters[i]);
-            if (d->letter_ids[i] < 0) {
-                ok = 0;
-                if (s == 0) bad = d->letters[i];
-            }
-            for (int32_t j = 0; j < i && ok; j++) ok = d->letter_ids[j] != d->letter_ids[i];
-        }
-        if (ok) d->separator = seps[s];
-    }
-    td_free(base);
-    if (!d->separator)
-        return td_fail(TD_ERR_UNSUPPORTED,
-                       "letter '%c' is not a single token after \"Answer:\" in this tokenizer (tried \"Answer: %c\" "
-                       "and \"Answer:%c\")",
-                       bad ? bad : d->letters[0], bad ? bad : d->letters[0], bad ? bad : d->letters[0]);
+    td_status st = td_probe_letters(d->tok, d->letters, d->n_letters, d->letter_ids, &d->separator);
+    if (st != TD_OK) return st;
     json_t *o = json_object(), *keep = json_array(), *t2r = json_object();
     for (int32_t i = 0; i < d->n_letters; i++) {
         char key[16];

@@ -165,18 +165,11 @@ td_status td_adapter_apply(td_model *m, const char *dir, int *n_merged, double *
                 nw[o * w->cols + c] = (float)((double)nw[o * w->cols + c] + scaling * d);
             }
         }
-        if (m->n_owned == m->cap_owned) {
-            int cap = m->cap_owned ? m->cap_owned * 2 : 64;
-            void **no = realloc(m->owned, (size_t)cap * sizeof *no);
-            if (!no) {
-                free(nw);
-                st = td_fail_nomem("a merged weight");
-                break;
-            }
-            m->owned = no;
-            m->cap_owned = cap;
+        if (td_model_own(m, nw)) {
+            free(nw);
+            st = td_fail_nomem("a merged weight");
+            break;
         }
-        m->owned[m->n_owned++] = nw;
         w->type = TD_DTYPE_F32;
         w->row_bytes = (size_t)w->cols * sizeof(float);
         w->data = nw;

@@ -125,10 +125,11 @@ td_status td_arch_tensors(const td_config *c, td_model *m, td_spec_fn fn, void *
     NAME("%snorm.weight", px);
     TRY(emit(e, NULL, m ? &m->final_norm : NULL, 1, 1, d, 0, 0, "hidden_size"));
     if (!c->tied) {
-        snprintf(why, sizeof why, "vocab_size %d, hidden_size %d (tie_word_embeddings is false)", c->n_vocab,
-                 c->n_embd);
+        int32_t rows = c->head_rows ? c->head_rows : c->n_vocab;
+        if (c->head_rows) snprintf(why, sizeof why, "a head pruned to %d letters, hidden_size %d", rows, c->n_embd);
+        else snprintf(why, sizeof why, "vocab_size %d, hidden_size %d (tie_word_embeddings is false)", c->n_vocab, c->n_embd);
         NAME("lm_head.weight");
-        TRY(emit(e, m ? &m->head : NULL, NULL, 0, 2, c->n_vocab, d, 0, why));
+        TRY(emit(e, m ? &m->head : NULL, NULL, 0, 2, rows, d, 0, why));
     }
     return TD_OK;
 }

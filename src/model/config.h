@@ -28,6 +28,7 @@ typedef struct td_config {
     double rope_theta;
     float rms_eps;
     int tied;                /* tie_word_embeddings */
+    int32_t head_rows;       /* rows of a head pruned to the option letters (0: n_vocab) */
     int zero_centred_norms;  /* Qwen3.5: norms scale by (1 + w) */
     int attn_output_gate;    /* Qwen3.5: q_proj also yields a per-head sigmoid gate */
     /* Gated DeltaNet (Qwen3.5) */

@@ -57,6 +57,18 @@ struct td_model {
     int n_stop;
     int64_t n_params;
     int n_skipped;     /* tensors in the files that the text model does not use */
+    struct td_gguf *gguf; /* when loaded from a GGUF file */
+    /* A head pruned to the option letters (export --prune-head): head row i is token keep[i]. */
+    int pruned;
+    int32_t *keep;
+    int32_t n_keep;
+    char *slot_map;    /* JSON, when pruned */
 };
+
+/* Makes the model own (and free) a heap block. Returns 0, or -1 on allocation failure (p not taken). */
+int td_model_own(td_model *m, void *p);
+
+/* Loads the weights, config and tokenizer of a GGUF file into m (m->path set; m otherwise empty). */
+td_status td_model_load_gguf(td_model *m, const char *path, const td_model_params *params);
 
 #endif

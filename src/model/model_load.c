@@ -9,6 +9,7 @@
 
 #include "model/adapter.h"
 #include "model/arch.h"
+#include "model/gguf.h"
 #include "model/model.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -33,7 +34,7 @@ static void log_msg(const td_model_params *p, int level, const char *fmt, ...) {
     p->log(p->log_user, level, buf);
 }
 
-static int own(td_model *m, void *p) {
+int td_model_own(td_model *m, void *p) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 64;
         void **n = realloc(m->owned, (size_t)cap * sizeof *n);
@@ -201,7 +202,7 @@ static td_status tensor_data(loader *L, const td_st_tensor *t, const td_st_file 
         return TD_OK;
     }
     void *copy = aligned_alloc(64, (nb + 63) & ~(size_t)63);
-    if (!copy || own(L->m, copy)) {
+    if (!copy || td_model_own(L->m, copy)) {
         free(copy);
         return td_fail_nomem("a realigned tensor");
     }
@@ -233,7 +234,7 @@ static td_status get_f32(loader *L, const char *name, int nd, const int64_t *dim
     int64_t n = 1;
     for (int i = 0; i < nd; i++) n *= dims[i];
     float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    if (!v || own(L->m, v)) {
+    if (!v || td_model_own(L->m, v)) {
         free(v);
         return td_fail_nomem("a weight vector");
     }
@@ -364,6 +365,10 @@ void td_model_free(td_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_files; i++) td_st_close(&m->files[i]);
     free(m->files);
+    td_gguf_close(m->gguf);
+    free(m->gguf);
+    free(m->keep);
+    free(m->slot_map);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);
@@ -373,16 +378,39 @@ void td_model_free(td_model *m) {
     free(m);
 }
 
+static td_status load_gguf_file(const char *path, const td_model_params *params, td_model **out) {
+    td_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(path))) {
+        free(m);
+        return td_fail_nomem("a model");
+    }
+    td_status st = td_model_load_gguf(m, path, params);
+    if (st == TD_OK && params->adapter) {
+        int n = 0;
+        double scaling = 0;
+        st = td_adapter_apply(m, params->adapter, &n, &scaling);
+    }
+    if (st != TD_OK) {
+        td_model_free(m);
+        return st;
+    }
+    log_msg(params, 0, "loaded %s: %s (GGUF), %d layers, %lld parameters%s", path, m->cfg.model_type, m->cfg.n_layer,
+            (long long)m->n_params, m->pruned ? ", head pruned to the option letters" : "");
+    *out = m;
+    return TD_OK;
+}
+
 td_status td_model_load(const char *path, const td_model_params *params, td_model **out) {
     if (!path || !out) return td_fail(TD_ERR_INVALID_ARG, "td_model_load: NULL argument");
     *out = NULL;
     td_model_params defaults = td_model_default_params();
     if (!params) params = &defaults;
     if (!td_is_dir(path)) {
+        if (td_file_exists(path) && td_gguf_sniff(path)) return load_gguf_file(path, params, out);
         if (td_file_exists(path))
-            return td_fail(TD_ERR_UNSUPPORTED, "%s: expected a Hugging Face model directory (config.json, *.safetensors)",
-                           path);
-        return td_fail(TD_ERR_IO, "%s: no such model directory", path);
+            return td_fail(TD_ERR_UNSUPPORTED,
+                           "%s: expected a Hugging Face model directory (config.json, *.safetensors) or a GGUF file", path);
+        return td_fail(TD_ERR_IO, "%s: no such model directory or file", path);
     }
     td_model *m = calloc(1, sizeof *m);
     loader L;

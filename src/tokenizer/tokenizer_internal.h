@@ -30,6 +30,8 @@ typedef enum td_split_behavior {
 /* One regex split step of the pre-tokenizer (PCRE2 code, JIT-compiled where available). */
 typedef struct td_split_step {
     void *code; /* pcre2_code_8 */
+    char *source; /* the pattern as written in tokenizer.json */
+    int literal;
     td_split_behavior behavior;
     int invert;
 } td_split_step;
@@ -45,9 +47,13 @@ struct td_tokenizer {
     uint64_t *bytes_off; /* [n_tokens + 1] */
     uint8_t *is_token;   /* [n_tokens] */
 
-    /* Vocabulary strings as written in tokenizer.json (byte-level alphabet), for lookups. */
+    /* Vocabulary strings as written in tokenizer.json (byte-level alphabet), for lookups and export. */
     char *vocab_strings;
+    uint64_t *str_off; /* [n_tokens] offset of id's string in vocab_strings (UINT64_MAX: no token) */
+    uint32_t *str_len;
     td_strmap vocab;
+    int32_t *merge_a, *merge_b; /* the merges in rank order */
+    int64_t n_merges;
 
     /* (left id << 32 | right id) -> (rank << 32 | merged id) */
     td_u64map merges;

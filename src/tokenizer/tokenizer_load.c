@@ -21,11 +21,18 @@ void td_tokenizer_free(td_tokenizer *tok) {
     free(tok->bytes_off);
     free(tok->is_token);
     free(tok->vocab_strings);
+    free(tok->str_off);
+    free(tok->str_len);
+    free(tok->merge_a);
+    free(tok->merge_b);
     td_strmap_free(&tok->vocab);
     td_u64map_free(&tok->merges);
     for (int i = 0; i < tok->n_added; i++) free(tok->added[i].content);
     free(tok->added);
-    for (int i = 0; i < tok->n_split; i++) td_split_free(tok->split[i].code);
+    for (int i = 0; i < tok->n_split; i++) {
+        td_split_free(tok->split[i].code);
+        free(tok->split[i].source);
+    }
     free(tok);
 }
 
@@ -77,6 +84,14 @@ static td_status add_split(td_tokenizer *tok, const char *pat, size_t len, int l
     td_split_step *s = &tok->split[tok->n_split];
     td_status st = td_split_compile(pat, len, literal, &s->code);
     if (st != TD_OK) return td_fail_context(st, "%s", name);
+    s->source = malloc(len + 1);
+    if (!s->source) {
+        td_split_free(s->code);
+        return td_fail_nomem("a pattern");
+    }
+    memcpy(s->source, pat, len);
+    s->source[len] = 0;
+    s->literal = literal;
     s->behavior = b;
     s->invert = invert;
     tok->n_split++;
@@ -270,6 +285,17 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
         td_strmap_put(&tok->vocab, dst, t->len, t->id);
     }
 
+    tok->str_off = malloc((size_t)tok->n_tokens * sizeof *tok->str_off);
+    tok->str_len = malloc((size_t)tok->n_tokens * sizeof *tok->str_len);
+    if (!tok->str_off || !tok->str_len) {
+        st = td_fail_nomem("the vocabulary");
+        goto fail;
+    }
+    for (int32_t id = 0; id < tok->n_tokens; id++) {
+        tok->str_off[id] = id_str[id] ? (uint64_t)(id_str[id] - tok->vocab_strings) : UINT64_MAX;
+        tok->str_len[id] = id_len[id];
+    }
+
     /* raw bytes per id: byte-level characters map back to bytes; added tokens are their content */
     size_t total = 0;
     for (int32_t id = 0; id < tok->n_tokens; id++) total += id_len[id];
@@ -319,7 +345,9 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
 
     /* merges: (left, right) -> (rank, merged id) */
     size_t n_merges = merges ? json_array_size(merges) : 0;
-    if (td_u64map_init(&tok->merges, n_merges)) {
+    tok->merge_a = malloc((n_merges ? n_merges : 1) * sizeof *tok->merge_a);
+    tok->merge_b = malloc((n_merges ? n_merges : 1) * sizeof *tok->merge_b);
+    if (td_u64map_init(&tok->merges, n_merges) || !tok->merge_a || !tok->merge_b) {
         st = td_fail_nomem("the merge table");
         goto fail;
     }
@@ -352,6 +380,8 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
             break;
         }
         uint64_t k = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
+        tok->merge_a[tok->n_merges] = ia;
+        tok->merge_b[tok->n_merges++] = ib;
         if (td_u64map_put(&tok->merges, k, ((uint64_t)i << 32) | (uint32_t)im) < 0) {
             st = td_fail_nomem("the merge table");
             break;

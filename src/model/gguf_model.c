@@ -1,0 +1,300 @@
+/* Loading a model from a GGUF file: llama.cpp's metadata keys become the equivalent config.json (so one set of
+ * checks serves both formats), llama.cpp's tensor names map onto the architecture's tensor table, and the
+ * tokenizer.ggml.* arrays become a tokenizer.json for the tokenizer loader. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/arch.h"
+#include "model/gguf.h"
+#include "model/gguf_names.h"
+#include "model/model.h"
+#include "util/error.h"
+#include "util/half.h"
+#include "util/json.h"
+
+static void log_msg(const td_model_params *p, int level, const char *msg) {
+    if (p && p->log) p->log(p->log_user, level, msg);
+}
+
+/* The config.json a Qwen3 GGUF stands for. */
+static td_status qwen3_config(const td_gguf *g, const td_gguf_tensor *embd, int tied, json_t *cfg) {
+    static const struct {
+        const char *key, *field;
+        int required;
+    } ints[] = {{"qwen3.embedding_length", "hidden_size", 1},
+                {"qwen3.block_count", "num_hidden_layers", 1},
+                {"qwen3.context_length", "max_position_embeddings", 1},
+                {"qwen3.feed_forward_length", "intermediate_size", 1},
+                {"qwen3.attention.head_count", "num_attention_heads", 1},
+                {"qwen3.attention.head_count_kv", "num_key_value_heads", 0},
+                {"qwen3.attention.key_length", "head_dim", 0}};
+    td_status st;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        int64_t v = -1;
+        if ((st = td_gguf_get_int(g, ints[i].key, ints[i].required, &v)) != TD_OK) return st;
+        if (v >= 0) json_object_set_new(cfg, ints[i].field, json_integer(v));
+    }
+    int64_t vlen = -1, rot = -1;
+    if ((st = td_gguf_get_int(g, "qwen3.attention.value_length", 0, &vlen)) != TD_OK ||
+        (st = td_gguf_get_int(g, "qwen3.rope.dimension_count", 0, &rot)) != TD_OK)
+        return st;
+    int64_t hd = json_integer_value(json_object_get(cfg, "head_dim"));
+    if ((vlen >= 0 && hd && vlen != hd) || (rot >= 0 && hd && rot != hd))
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: qwen3 with value_length or rope.dimension_count different from key_length",
+                       g->map.path);
+    float eps = 1e-6f, theta = 10000.0f;
+    if ((st = td_gguf_get_f32(g, "qwen3.attention.layer_norm_rms_epsilon", 1, &eps)) != TD_OK ||
+        (st = td_gguf_get_f32(g, "qwen3.rope.freq_base", 0, &theta)) != TD_OK)
+        return st;
+    json_object_set_new(cfg, "model_type", json_string("qwen3"));
+    json_object_set_new(cfg, "vocab_size", json_integer(embd->ne[1]));
+    json_object_set_new(cfg, "rms_norm_eps", json_real(eps));
+    json_object_set_new(cfg, "rope_theta", json_real(theta));
+    json_object_set_new(cfg, "tie_word_embeddings", json_boolean(tied));
+    if (json_integer_value(json_object_get(cfg, "hidden_size")) != embd->ne[0])
+        return td_fail(TD_ERR_FORMAT, "%s: token_embd.weight rows have %lld values but qwen3.embedding_length is %lld",
+                       g->map.path, (long long)embd->ne[0], (long long)json_integer_value(json_object_get(cfg, "hidden_size")));
+    return TD_OK;
+}
+
+typedef struct binder {
+    td_model *m;
+    const td_gguf *g;
+    uint8_t *used;
+} binder;
+
+static td_status bind(void *user, const td_tensor_spec *s) {
+    binder *b = user;
+    char gname[96];
+    if (td_gguf_name_of(s->name, b->m->cfg.arch, gname, sizeof gname) != 0)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: no GGUF name for tensor %s", b->g->map.path, s->name);
+    const td_gguf_tensor *t = td_gguf_tensor_find(b->g, gname);
+    if (!t) return td_fail(TD_ERR_FORMAT, "%s: missing tensor %s", b->g->map.path, gname);
+    b->used[t - b->g->tensors] = 1;
+    /* GGUF lists dims innermost first: HF [rows, cols] is ne {cols, rows} */
+    int ok = 1;
+    for (int d = 0; d < s->nd; d++) ok = ok && t->ne[d] == s->dims[s->nd - 1 - d];
+    for (int d = s->nd; d < 4; d++) ok = ok && t->ne[d] == 1;
+    if (!ok) {
+        char have[96], want[96];
+        int o = snprintf(have, sizeof have, "[");
+        for (int d = t->n_dims - 1; d >= 0; d--) o += snprintf(have + o, sizeof have - (size_t)o, "%lld%s", (long long)t->ne[d], d ? ", " : "]");
+        o = snprintf(want, sizeof want, "[");
+        for (int d = 0; d < s->nd; d++) o += snprintf(want + o, sizeof want - (size_t)o, "%lld%s", (long long)s->dims[d], d + 1 < s->nd ? ", " : "]");
+        return td_fail(TD_ERR_FORMAT, "%s: tensor %s has shape %s but the metadata implies %s (%s)", b->g->map.path, gname,
+                       have, want, s->why);
+    }
+    if (t->dtype == TD_DTYPE_OTHER)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: tensor %s has ggml type %d; supported: F32, F16, BF16, Q8_0, Q4_0",
+                       b->g->map.path, gname, t->ggml_type);
+    int64_t n = 1;
+    for (int d = 0; d < s->nd; d++) n *= s->dims[d];
+    b->m->n_params += n;
+    if (s->mat) {
+        s->mat->type = t->dtype;
+        s->mat->rows = s->dims[0];
+        s->mat->cols = s->dims[1];
+        s->mat->row_bytes = td_dtype_row_bytes(t->dtype, s->dims[1]);
+        s->mat->data = t->data;
+        return TD_OK;
+    }
+    if (td_dtype_is_block(t->dtype))
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: tensor %s: a quantised vector is not supported", b->g->map.path, gname);
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v || td_model_own(b->m, v)) {
+        free(v);
+        return td_fail_nomem("a weight vector");
+    }
+    td_mat row = {t->dtype, 1, n, td_dtype_row_bytes(t->dtype, n), t->data};
+    td_row_to_f32(v, &row, 0);
+    *s->vec = v;
+    return TD_OK;
+}
+
+/* tokenizer.ggml.* -> tokenizer.json text */
+static td_status load_tokenizer(td_model *m, const td_gguf *g, td_tokenizer **out) {
+    const char *model, *pre;
+    uint64_t ml, pl;
+    td_status st;
+    if ((st = td_gguf_get_str(g, "tokenizer.ggml.model", 1, &model, &ml)) != TD_OK) return st;
+    if (ml != 4 || memcmp(model, "gpt2", 4) != 0)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%.*s\" is not supported (gpt2 byte-level BPE)",
+                       g->map.path, (int)ml, model);
+    if ((st = td_gguf_get_str(g, "tokenizer.ggml.pre", 1, &pre, &pl)) != TD_OK) return st;
+    const char *regex = td_gguf_pre_regex(pre, pl);
+    if (!regex)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%.*s\" is not supported (qwen2, qwen35)", g->map.path,
+                       (int)pl, pre);
+    const td_gguf_kv *toks = td_gguf_find(g, "tokenizer.ggml.tokens"), *types = td_gguf_find(g, "tokenizer.ggml.token_type");
+    const td_gguf_kv *merges = td_gguf_find(g, "tokenizer.ggml.merges");
+    if (!toks || toks->type != TD_GGUF_ARRAY || toks->elem_type != TD_GGUF_STRING)
+        return td_fail(TD_ERR_FORMAT, "%s: tokenizer.ggml.tokens must be an array of strings", g->map.path);
+    if (types && (types->type != TD_GGUF_ARRAY || types->n != toks->n || types->elem_type == TD_GGUF_STRING))
+        return td_fail(TD_ERR_FORMAT, "%s: tokenizer.ggml.token_type must be an integer per token", g->map.path);
+    if (merges && (merges->type != TD_GGUF_ARRAY || merges->elem_type != TD_GGUF_STRING))
+        return td_fail(TD_ERR_FORMAT, "%s: tokenizer.ggml.merges must be an array of strings", g->map.path);
+    if ((int64_t)toks->n != m->cfg.n_vocab)
+        return td_fail(TD_ERR_FORMAT, "%s: %llu tokens but token_embd.weight has %d rows", g->map.path,
+                       (unsigned long long)toks->n, m->cfg.n_vocab);
+    json_t *root = json_object(), *vocab = json_object(), *added = json_array(), *mlist = json_array();
+    char *text = NULL;
+    for (uint64_t i = 0; i < toks->n && st == TD_OK; i++) {
+        const char *s;
+        uint64_t l;
+        td_gguf_array_str(toks, i, &s, &l);
+        int64_t type = types ? td_gguf_array_int(types, i) : 1;
+        json_t *str = json_stringn_nocheck(s, (size_t)l);
+        if (type == 5) json_decref(str); /* UNUSED: the [PAD] rows past the tokenizer's ids */
+        else if (type == 3 || type == 4) {
+            json_t *a = json_object();
+            json_object_set_new(a, "id", json_integer((json_int_t)i));
+            json_object_set_new(a, "content", str);
+            json_object_set_new(a, "special", json_boolean(type == 3));
+            json_array_append_new(added, a);
+        } else {
+            char *key = strndup(s, (size_t)l);
+            if (!key || strlen(key) != l) st = td_fail(TD_ERR_FORMAT, "%s: token %llu contains a NUL byte", g->map.path, (unsigned long long)i);
+            else json_object_set_new(vocab, key, json_integer((json_int_t)i));
+            free(key);
+            json_decref(str);
+        }
+    }
+    for (uint64_t i = 0; merges && i < merges->n; i++) {
+        const char *s;
+        uint64_t l;
+        td_gguf_array_str(merges, i, &s, &l);
+        json_array_append_new(mlist, json_stringn_nocheck(s, (size_t)l));
+    }
+    json_t *model_o = json_object();
+    json_object_set_new(model_o, "type", json_string("BPE"));
+    json_object_set_new(model_o, "vocab", vocab);
+    json_object_set_new(model_o, "merges", mlist);
+    json_object_set_new(root, "model", model_o);
+    json_object_set_new(root, "added_tokens", added);
+    json_t *nfc = json_object();
+    json_object_set_new(nfc, "type", json_string("NFC"));
+    json_object_set_new(root, "normalizer", nfc);
+    json_t *split = json_object(), *pattern = json_object(), *bl = json_object(), *seq = json_object(), *list = json_array();
+    json_object_set_new(pattern, "Regex", json_string(regex));
+    json_object_set_new(split, "type", json_string("Split"));
+    json_object_set_new(split, "pattern", pattern);
+    json_object_set_new(split, "behavior", json_string("Isolated"));
+    json_object_set_new(split, "invert", json_false());
+    json_object_set_new(bl, "type", json_string("ByteLevel"));
+    json_object_set_new(bl, "add_prefix_space", json_false());
+    json_object_set_new(bl, "use_regex", json_false());
+    json_array_append_new(list, split);
+    json_array_append_new(list, bl);
+    json_object_set_new(seq, "type", json_string("Sequence"));
+    json_object_set_new(seq, "pretokenizers", list);
+    json_object_set_new(root, "pre_tokenizer", seq);
+    if (st == TD_OK) text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (st == TD_OK && !text) st = td_fail_nomem("the tokenizer");
+    if (st == TD_OK) st = td_tokenizer_load_bytes(text, strlen(text), g->map.path, out);
+    free(text);
+    return st;
+}
+
+static td_status add_stop(td_model *m, int64_t id, const char *where) {
+    if (id < 0 || id >= m->cfg.n_vocab)
+        return td_fail(TD_ERR_FORMAT, "%s: stop token id %lld is not in the vocabulary", where, (long long)id);
+    for (int i = 0; i < m->n_stop; i++)
+        if (m->stop_ids[i] == id) return TD_OK;
+    int32_t *n = realloc(m->stop_ids, (size_t)(m->n_stop + 1) * sizeof *n);
+    if (!n) return td_fail_nomem("stop ids");
+    m->stop_ids = n;
+    m->stop_ids[m->n_stop++] = (int32_t)id;
+    return TD_OK;
+}
+
+static td_status load_pruned(td_model *m, const td_gguf *g) {
+    const char *s;
+    uint64_t l;
+    td_status st = td_gguf_get_str(g, "typedecide.slot_map", 1, &s, &l);
+    if (st != TD_OK) return st;
+    json_t *o;
+    if ((st = td_json_load_bytes(s, (size_t)l, "typedecide.slot_map", &o)) != TD_OK) return st;
+    json_t *keep = json_object_get(o, "keep");
+    if (!json_is_array(keep) || (int32_t)json_array_size(keep) != m->head.rows) {
+        json_decref(o);
+        return td_fail(TD_ERR_FORMAT, "%s: the slot map's keep list must name one token per head row (%lld)", g->map.path,
+                       (long long)m->head.rows);
+    }
+    m->keep = malloc((size_t)m->head.rows * sizeof *m->keep);
+    m->slot_map = strndup(s, (size_t)l);
+    if (!m->keep || !m->slot_map) st = td_fail_nomem("the slot map");
+    for (size_t i = 0; st == TD_OK && i < json_array_size(keep); i++) {
+        json_int_t id = json_integer_value(json_array_get(keep, i));
+        if (!json_is_integer(json_array_get(keep, i)) || id < 0 || id >= m->cfg.n_vocab)
+            st = td_fail(TD_ERR_FORMAT, "%s: slot map keep[%zu] is not a token id", g->map.path, i);
+        else m->keep[i] = (int32_t)id;
+    }
+    m->n_keep = (int32_t)m->head.rows;
+    m->pruned = 1;
+    json_decref(o);
+    return st;
+}
+
+td_status td_model_load_gguf(td_model *m, const char *path, const td_model_params *params) {
+    td_gguf *g = calloc(1, sizeof *g);
+    if (!g) return td_fail_nomem("a GGUF file");
+    m->gguf = g;
+    td_status st = td_gguf_open(path, g);
+    if (st != TD_OK) return st;
+    const char *arch;
+    uint64_t al;
+    if ((st = td_gguf_get_str(g, "general.architecture", 1, &arch, &al)) != TD_OK) return st;
+    if (!(al == 5 && memcmp(arch, "qwen3", 5) == 0))
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF architecture \"%.*s\" is not supported here (qwen3)", path, (int)al, arch);
+    const td_gguf_tensor *embd = td_gguf_tensor_find(g, "token_embd.weight"), *out = td_gguf_tensor_find(g, "output.weight");
+    if (!embd || embd->n_dims != 2) return td_fail(TD_ERR_FORMAT, "%s: missing 2-D tensor token_embd.weight", path);
+    int64_t pruned = 0;
+    if ((st = td_gguf_get_int(g, "typedecide.pruned_head", 0, &pruned)) != TD_OK) return st;
+    json_t *cfg = json_object();
+    st = qwen3_config(g, embd, out == NULL, cfg);
+    char *cfg_text = st == TD_OK ? json_dumps(cfg, JSON_COMPACT) : NULL;
+    json_decref(cfg);
+    if (st == TD_OK && !cfg_text) st = td_fail_nomem("a config");
+    if (st == TD_OK) st = td_config_parse(cfg_text, strlen(cfg_text), path, &m->cfg);
+    free(cfg_text);
+    if (st != TD_OK) return st;
+    if (pruned) {
+        if (!out || out->n_dims != 2) return td_fail(TD_ERR_FORMAT, "%s: a pruned head needs output.weight", path);
+        m->cfg.head_rows = (int32_t)out->ne[1];
+    }
+    m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
+    binder b = {m, g, calloc((size_t)(g->n_tensors ? g->n_tensors : 1), 1)};
+    if (!m->layers || !b.used) {
+        free(b.used);
+        return td_fail_nomem("the layer table");
+    }
+    st = td_arch_tensors(&m->cfg, m, bind, &b);
+    if (st == TD_OK && m->cfg.tied) m->head = m->embed;
+    int skipped = 0;
+    for (int64_t i = 0; i < g->n_tensors; i++) skipped += !b.used[i];
+    free(b.used);
+    if (st != TD_OK) return st;
+    m->n_skipped = skipped;
+    if (skipped) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "skipped %d tensors of %s not used by the text model", skipped, path);
+        log_msg(params, 0, msg);
+    }
+    if (pruned && (st = load_pruned(m, g)) != TD_OK) return st;
+    if (params->load_tokenizer && td_gguf_find(g, "tokenizer.ggml.model") && (st = load_tokenizer(m, g, &m->tok)) != TD_OK)
+        return st;
+    const td_gguf_kv *stops = td_gguf_find(g, "typedecide.stop_ids");
+    if (stops && stops->type == TD_GGUF_ARRAY && stops->elem_type != TD_GGUF_STRING) {
+        for (uint64_t i = 0; i < stops->n && st == TD_OK; i++) st = add_stop(m, td_gguf_array_int(stops, i), path);
+    } else {
+        int64_t eos = -1, eot = -1;
+        if ((st = td_gguf_get_int(g, "tokenizer.ggml.eos_token_id", 0, &eos)) == TD_OK &&
+            (st = td_gguf_get_int(g, "tokenizer.ggml.eot_token_id", 0, &eot)) == TD_OK) {
+            if (eos >= 0) st = add_stop(m, eos, path);
+            if (st == TD_OK && eot >= 0) st = add_stop(m, eot, path);
+        }
+    }
+    return st;
+}
