@@ -145,6 +145,40 @@ const char *td_model_path(const td_model *model);
  * *n receives the count (may be 0). */
 const int32_t *td_model_stop_ids(const td_model *model, int *n);
 
+/* Rows of the output head: td_model_n_vocab(), or K for a head pruned to the option letters. Full outputs of a
+ * context have this many values. */
+int32_t td_model_head_rows(const td_model *model);
+/* 0 for a model whose head was pruned to the option letters: it can decide, not generate. */
+int td_model_can_generate(const td_model *model);
+/* The slot map of a pruned head (JSON, borrowed) or NULL. */
+const char *td_model_slot_map(const td_model *model);
+/* A description of the model as JSON (architecture, parameters, tied or not, every tensor's type, shape and bytes,
+ * skipped tensors, slot map): a new string (td_free). */
+td_status td_model_describe(const td_model *model, char **json);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Export                                                                                                        */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct td_export_params {
+    const char *quant;         /* weight matrices: "f32", "f16", "bf16", "q8_0" or "q4_0" (default "f16") */
+    const char *embed_quant;   /* the input embedding; NULL: as quant */
+    const char *prune_letters; /* e.g. "ABCD": keep only these letters' rows of the head (untied), slot map in the
+                                  metadata; NULL: the full head */
+    const char *name;          /* general.name; NULL: from the model path */
+    td_log_fn log;
+    void *log_user;
+} td_export_params;
+
+td_export_params td_export_default_params(void);
+
+/* Writes the model as a GGUF v3 file with llama.cpp's qwen3 metadata, tensor names and tokenizer. With
+ * prune_letters, the head keeps only the letters' rows (probed as the readout does), in letter order; a tied
+ * embedding is kept whole and the new head shares no storage with it; everything is verified before the file is
+ * written, and *slot_map (if not NULL) receives the slot map JSON (td_free). */
+td_status td_model_export_gguf(const td_model *model, const td_export_params *params, const char *path,
+                               char **slot_map);
+
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Batches: tokens tagged (sequence, position, wants-output)                                                     */
 /* ------------------------------------------------------------------------------------------------------------ */

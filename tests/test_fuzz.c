@@ -1,6 +1,6 @@
 /* Bounded fuzzing of the parsers of untrusted bytes with a seeded random mutator: the safetensors header parser
  * (through td_model_load of a mutated checkpoint, followed by a forward pass when it loads) and the tokenizer.json
- * loader (followed by encoding when it loads). Nothing may crash; under the sanitizer build ASan/UBSan watch every
+ * loader (followed by encoding when it loads) and the GGUF reader (through td_model_load of a mutated file). Nothing may crash; under the sanitizer build ASan/UBSan watch every
  * run. TD_FUZZ_SECONDS bounds the time per target (default 8 s, 4 s under sanitizers). */
 #include <stdlib.h>
 #include <string.h>
@@ -161,10 +161,61 @@ static void fuzz_tokenizer(double seconds) {
     free(orig);
 }
 
+static void fuzz_gguf(double seconds) {
+    size_t len;
+    unsigned char *orig = td_test_read(td_test_path("fixtures/gguf/qwen3-tiny-tied-q8_0.gguf"), &len);
+    CHECKF(orig != NULL, "fixture GGUF missing");
+    if (!orig) return;
+    char path[] = "/tmp/td_fuzz_gguf_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return;
+    close(fd);
+    size_t cap = len + 4096;
+    unsigned char *buf = malloc(cap);
+    uint64_t rng = 4242;
+    long runs = 0, loaded = 0;
+    double t0 = now();
+    while (now() - t0 < seconds) {
+        size_t n = len;
+        memcpy(buf, orig, len);
+        int k = 1 + (int)(td_test_rand(&rng) % 4);
+        for (int i = 0; i < k; i++) mutate(buf, &n, cap, 4096, &rng); /* the metadata and tensor infos come first */
+        FILE *f = fopen(path, "wb");
+        if (!f) break;
+        if (n) fwrite(buf, 1, n, f);
+        fclose(f);
+        td_model *m = NULL;
+        if (td_model_load(path, NULL, &m) == TD_OK) {
+            loaded++;
+            td_ctx *ctx = NULL;
+            td_batch *b = NULL;
+            td_ctx_params p = td_ctx_default_params();
+            p.n_ctx = 8;
+            p.n_batch = 4;
+            if (td_ctx_new(m, &p, &ctx) == TD_OK && td_batch_new(4, &b) == TD_OK) {
+                td_batch_add(b, 1, 0, 0, 0);
+                td_batch_add(b, 2, 0, 1, 1);
+                CHECK(td_ctx_decode(ctx, b) == TD_OK);
+            }
+            td_batch_free(b);
+            td_ctx_free(ctx);
+        } else {
+            CHECK(td_last_error()[0] != 0);
+        }
+        td_model_free(m);
+        runs++;
+    }
+    remove(path);
+    printf("gguf: %ld mutated files, %ld loaded and ran, none crashed\n", runs, loaded);
+    free(buf);
+    free(orig);
+}
+
 int main(void) {
     const char *s = getenv("TD_FUZZ_SECONDS");
     double seconds = s ? atof(s) : (td_test_sanitized() ? 4.0 : 8.0);
     fuzz_safetensors(seconds);
     fuzz_tokenizer(seconds);
+    fuzz_gguf(seconds);
     return td_test_finish("test_fuzz");
 }

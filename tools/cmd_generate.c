@@ -109,6 +109,12 @@ int cmd_generate(int argc, char **argv) {
         rc = cli_fail("generate", st);
         goto done;
     }
+    if (!td_model_can_generate(m)) {
+        rc = cli_error("generate", "%s: the output head was pruned to the option letters (slot map %s): the model can "
+                                   "decide but not generate",
+                       model_dir, td_model_slot_map(m));
+        goto done;
+    }
     const td_tokenizer *tok = td_model_tokenizer(m);
     if (prompt) {
         if (!tok) {

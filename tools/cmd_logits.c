@@ -49,6 +49,12 @@ int cmd_logits(int argc, char **argv) {
         rc = cli_fail("logits", st);
         goto done;
     }
+    if (!td_model_can_generate(m)) {
+        rc = cli_error("logits", "%s: the output head was pruned to the option letters (slot map %s): there are no "
+                                 "full-vocabulary logits",
+                       model_dir, td_model_slot_map(m));
+        goto done;
+    }
     int32_t V = td_model_n_vocab(m);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V) {

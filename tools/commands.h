@@ -10,5 +10,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_decide(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 int cmd_evaluate(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_savings(int argc, char **argv);
 
 #endif

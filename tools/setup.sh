@@ -33,7 +33,9 @@ if [ -f tests/node/package-lock.json ]; then
         say "npm packages present"
     else
         say "installing npm test references (tests/node)"
-        (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+        # --omit=optional: npm would otherwise fetch every platform's llama.cpp build (CUDA, Vulkan, ...);
+        # package.json names the linux-x64 CPU builds it needs. --ignore-scripts: nothing downloads or compiles.
+        (cd tests/node && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error)
         cp tests/node/package-lock.json "$stamp"
     fi
 fi

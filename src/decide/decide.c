@@ -44,6 +44,9 @@ td_status td_decider_new(const td_model *model, const td_decide_params *params, 
     if (p.n_threads < 1) p.n_threads = 1;
     if (p.memory_mb < 1) return td_fail(TD_ERR_INVALID_ARG, "memory budget must be at least 1 MB");
     if (p.max_batch < 0) return td_fail(TD_ERR_INVALID_ARG, "max_batch must be >= 0");
+    if (p.allowed_mass && !td_model_can_generate(model))
+        return td_fail(TD_ERR_STATE, "%s: the head was pruned to the option letters: there is no full softmax for "
+                                     "allowed_mass", td_model_path(model));
     const char *letters = p.letters ? p.letters : "ABCDEFGHIJKLMNOPQRST";
     size_t nl = strlen(letters);
     if (nl < 1 || nl > TD_DECIDE_MAX_OPTIONS)
@@ -391,6 +394,9 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
                              const td_criterion *criteria, int32_t n, int32_t max_tokens, char **texts) {
     if (n && !texts) return td_fail(TD_ERR_INVALID_ARG, "td_decide_generate: NULL output");
     if (max_tokens < 1) return td_fail(TD_ERR_INVALID_ARG, "td_decide_generate: max_tokens must be >= 1");
+    if (d && !td_model_can_generate(d->model))
+        return td_fail(TD_ERR_STATE, "%s: the head was pruned to the option letters: it cannot generate",
+                       td_model_path(d->model));
     prepared p;
     td_status st = prepare(d, shots, n_shots, evidence, len, criteria, n, &p);
     if (st != TD_OK) return st;

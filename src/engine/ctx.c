@@ -251,23 +251,33 @@ int32_t td_ctx_n_outputs(const td_ctx *ctx) { return ctx ? ctx->n_out : 0; }
 
 const float *td_ctx_output(const td_ctx *ctx, int32_t i) {
     if (!ctx || i < 0 || i >= ctx->n_out) return NULL;
-    int64_t w = ctx->head_rows ? ctx->n_head_rows : ctx->model->cfg.n_vocab;
+    int64_t w = ctx->head_rows ? ctx->n_head_rows : ctx->model->head.rows;
     return ctx->out + (int64_t)i * w;
 }
 
 td_status td_ctx_set_output_rows(td_ctx *ctx, const int32_t *rows, int32_t n) {
     if (!ctx || n < 0 || (n > 0 && !rows)) return td_fail(TD_ERR_INVALID_ARG, "td_ctx_set_output_rows: bad argument");
-    for (int32_t i = 0; i < n; i++)
-        if (rows[i] < 0 || rows[i] >= ctx->model->cfg.n_vocab)
-            return td_fail(TD_ERR_RANGE, "output row %d is outside the vocabulary 0..%d", rows[i],
-                           ctx->model->cfg.n_vocab - 1);
+    const td_model *m = ctx->model;
+    int32_t *mapped = n ? malloc((size_t)n * sizeof *mapped) : NULL;
+    if (n && !mapped) return td_fail_nomem("output rows");
+    for (int32_t i = 0; i < n; i++) {
+        if (rows[i] < 0 || rows[i] >= m->cfg.n_vocab) {
+            free(mapped);
+            return td_fail(TD_ERR_RANGE, "output row %d is outside the vocabulary 0..%d", rows[i], m->cfg.n_vocab - 1);
+        }
+        mapped[i] = rows[i];
+        if (m->pruned) { /* a pruned head holds only the slot map's tokens: token id -> head row */
+            mapped[i] = -1;
+            for (int32_t k = 0; k < m->n_keep; k++)
+                if (m->keep[k] == rows[i]) mapped[i] = k;
+            if (mapped[i] < 0) {
+                free(mapped);
+                return td_fail(TD_ERR_RANGE, "token %d is not one of the %d rows the pruned head kept", rows[i], m->n_keep);
+            }
+        }
+    }
     free(ctx->head_rows);
-    ctx->head_rows = NULL;
-    ctx->n_head_rows = 0;
-    if (n == 0) return TD_OK;
-    ctx->head_rows = malloc((size_t)n * sizeof *rows);
-    if (!ctx->head_rows) return td_fail_nomem("output rows");
-    memcpy(ctx->head_rows, rows, (size_t)n * sizeof *rows);
+    ctx->head_rows = mapped;
     ctx->n_head_rows = n;
     return TD_OK;
 }

@@ -75,7 +75,7 @@ void td_eng_outputs(td_ctx *ctx) {
     for (int32_t i = 0; i < ctx->n_out; i++)
         td_rmsnorm(ctx->out_x + i * d, ctx->x + (int64_t)ctx->out_tok[i] * d, m->final_norm, d, c->rms_eps,
                    c->zero_centred_norms);
-    int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : c->n_vocab;
+    int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : m->head.rows;
     td_eng_matmul(ctx, &m->head, ctx->head_rows, n_rows, ctx->out_x, ctx->n_out, d, ctx->out, n_rows);
     ctx->head_macs += (int64_t)ctx->n_out * n_rows * d;
 }

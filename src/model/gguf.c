@@ -1,5 +1,6 @@
 #include "model/gguf.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -381,6 +382,15 @@ td_status td_gguf_get_int(const td_gguf *g, const char *key, int required, int64
     return TD_OK;
 }
 
+td_status td_gguf_get_bool(const td_gguf *g, const char *key, int required, int *out) {
+    const td_gguf_kv *kv = td_gguf_find(g, key);
+    if (!kv) return required ? td_fail(TD_ERR_FORMAT, "%s: missing metadata %s", g->map.path ? g->map.path : "gguf", key) : TD_OK;
+    if (kv->type != TD_GGUF_BOOL)
+        return td_fail(TD_ERR_FORMAT, "%s: metadata %s must be a bool", g->map.path ? g->map.path : "gguf", key);
+    *out = kv->value[0] != 0;
+    return TD_OK;
+}
+
 td_status td_gguf_get_f32(const td_gguf *g, const char *key, int required, float *out) {
     const td_gguf_kv *kv = td_gguf_find(g, key);
     if (!kv) return required ? td_fail(TD_ERR_FORMAT, "%s: missing metadata %s", g->map.path ? g->map.path : "gguf", key) : TD_OK;
@@ -578,7 +588,11 @@ td_status td_gguf_write(td_gguf_writer *w, const char *path) {
         return td_fail_nomem("the GGUF header");
     }
     FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(hdr.kv, 1, hdr.kv_len, f) == hdr.kv_len;
+    if (!f) {
+        free(hdr.kv);
+        return td_fail(TD_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    int ok = fwrite(hdr.kv, 1, hdr.kv_len, f) == hdr.kv_len;
     free(hdr.kv);
     for (int64_t i = 0; ok && i < w->n_t; i++) {
         const wtensor *t = &w->t[i];

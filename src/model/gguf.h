@@ -63,6 +63,7 @@ const td_gguf_tensor *td_gguf_tensor_find(const td_gguf *g, const char *name);
  * Integer reads accept any integer type whose value fits. */
 td_status td_gguf_get_int(const td_gguf *g, const char *key, int required, int64_t *out);
 td_status td_gguf_get_f32(const td_gguf *g, const char *key, int required, float *out);
+td_status td_gguf_get_bool(const td_gguf *g, const char *key, int required, int *out);
 /* *s points into the file (not NUL-terminated); *len is its length. */
 td_status td_gguf_get_str(const td_gguf *g, const char *key, int required, const char **s, uint64_t *len);
 /* An array's i-th string element (bounds already checked at parse). */

@@ -250,8 +250,8 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
         return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF architecture \"%.*s\" is not supported here (qwen3)", path, (int)al, arch);
     const td_gguf_tensor *embd = td_gguf_tensor_find(g, "token_embd.weight"), *out = td_gguf_tensor_find(g, "output.weight");
     if (!embd || embd->n_dims != 2) return td_fail(TD_ERR_FORMAT, "%s: missing 2-D tensor token_embd.weight", path);
-    int64_t pruned = 0;
-    if ((st = td_gguf_get_int(g, "typedecide.pruned_head", 0, &pruned)) != TD_OK) return st;
+    int pruned = 0;
+    if ((st = td_gguf_get_bool(g, "typedecide.pruned_head", 0, &pruned)) != TD_OK) return st;
     json_t *cfg = json_object();
     st = qwen3_config(g, embd, out == NULL, cfg);
     char *cfg_text = st == TD_OK ? json_dumps(cfg, JSON_COMPACT) : NULL;

@@ -466,6 +466,9 @@ int64_t td_model_n_params(const td_model *m) { return m ? m->n_params : 0; }
 const char *td_model_arch(const td_model *m) { return m ? m->cfg.model_type : ""; }
 int32_t td_model_n_ctx_train(const td_model *m) { return m ? m->cfg.n_ctx_train : 0; }
 const char *td_model_path(const td_model *m) { return m ? m->path : ""; }
+int32_t td_model_head_rows(const td_model *m) { return m ? (int32_t)m->head.rows : 0; }
+int td_model_can_generate(const td_model *m) { return m && !m->pruned; }
+const char *td_model_slot_map(const td_model *m) { return m && m->pruned ? m->slot_map : NULL; }
 const int32_t *td_model_stop_ids(const td_model *m, int *n) {
     if (n) *n = m ? m->n_stop : 0;
     return m ? m->stop_ids : NULL;

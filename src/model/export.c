@@ -1,0 +1,318 @@
+/* GGUF export: llama.cpp's qwen3 metadata and tensor names, the tokenizer as tokenizer.ggml.* arrays, weights
+ * converted to the requested tier, and optionally a head pruned to the option letters. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decide/letters.h"
+#include "kernels/cpu/quant.h"
+#include "model/arch.h"
+#include "model/gguf.h"
+#include "model/gguf_names.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer_internal.h"
+#include "util/error.h"
+#include "util/fileio.h"
+#include "util/half.h"
+
+td_export_params td_export_default_params(void) {
+    td_export_params p;
+    memset(&p, 0, sizeof p);
+    p.quant = "f16";
+    return p;
+}
+
+static int parse_tier(const char *s, td_dtype *t) {
+    static const struct {
+        const char *name;
+        td_dtype t;
+    } tiers[] = {{"f32", TD_DTYPE_F32}, {"f16", TD_DTYPE_F16}, {"bf16", TD_DTYPE_BF16}, {"q8_0", TD_DTYPE_Q8_0}, {"q4_0", TD_DTYPE_Q4_0}};
+    for (size_t i = 0; s && i < sizeof tiers / sizeof tiers[0]; i++)
+        if (strcmp(s, tiers[i].name) == 0) return *t = tiers[i].t, 0;
+    return -1;
+}
+
+static int ggml_of(td_dtype t) {
+    switch (t) {
+    case TD_DTYPE_F32: return TD_GGML_F32;
+    case TD_DTYPE_F16: return TD_GGML_F16;
+    case TD_DTYPE_BF16: return TD_GGML_BF16;
+    case TD_DTYPE_Q8_0: return TD_GGML_Q8_0;
+    default: return TD_GGML_Q4_0;
+    }
+}
+
+/* llama.cpp's general.file_type codes (LLAMA_FTYPE_*). */
+static uint32_t file_type_of(td_dtype t) {
+    switch (t) {
+    case TD_DTYPE_F32: return 0;
+    case TD_DTYPE_F16: return 1;
+    case TD_DTYPE_Q4_0: return 2;
+    case TD_DTYPE_Q8_0: return 7;
+    default: return 32; /* BF16 */
+    }
+}
+
+/* Converts rows of w (listed in `rows`, or all when NULL) to a new buffer of type t. */
+static void *convert_rows(const td_mat *w, const int32_t *rows, int64_t n_rows, td_dtype t, uint64_t *nbytes) {
+    size_t rb = td_dtype_row_bytes(t, w->cols);
+    uint8_t *out = malloc((size_t)n_rows * rb + 1);
+    float *f = malloc((size_t)w->cols * sizeof *f);
+    if (!out || !f) {
+        free(out);
+        free(f);
+        return NULL;
+    }
+    for (int64_t r = 0; r < n_rows; r++) {
+        td_row_to_f32(f, w, rows ? rows[r] : r);
+        uint8_t *dst = out + (size_t)r * rb;
+        switch (t) {
+        case TD_DTYPE_F32: memcpy(dst, f, rb); break;
+        case TD_DTYPE_F16:
+            for (int64_t k = 0; k < w->cols; k++) ((uint16_t *)(void *)dst)[k] = td_f32_to_f16(f[k]);
+            break;
+        case TD_DTYPE_BF16:
+            for (int64_t k = 0; k < w->cols; k++) ((uint16_t *)(void *)dst)[k] = td_f32_to_bf16(f[k]);
+            break;
+        case TD_DTYPE_Q8_0: td_quantize_q8_0(f, (td_block_q8_0 *)(void *)dst, w->cols); break;
+        default: td_quantize_q4_0(f, (td_block_q4_0 *)(void *)dst, w->cols); break;
+        }
+    }
+    free(f);
+    *nbytes = (uint64_t)n_rows * rb;
+    return out;
+}
+
+typedef struct exporter {
+    const td_model *m;
+    td_gguf_writer *w;
+    td_dtype quant, embed_quant;
+    int pruned;
+    const int32_t *keep;
+    int32_t n_keep;
+    void *embed_data, *head_data; /* kept for the checks before writing */
+    uint64_t embed_bytes;
+} exporter;
+
+static td_status add_spec(void *user, const td_tensor_spec *s) {
+    exporter *x = user;
+    char gname[96];
+    if (td_gguf_name_of(s->name, x->m->cfg.arch, gname, sizeof gname) != 0)
+        return td_fail(TD_ERR_UNSUPPORTED, "no GGUF name for tensor %s", s->name);
+    int64_t ne[3];
+    for (int d = 0; d < s->nd; d++) ne[d] = s->dims[s->nd - 1 - d];
+    if (!s->mat) { /* norms and other vectors stay F32, as llama.cpp's converter writes them */
+        int64_t n = 1;
+        for (int d = 0; d < s->nd; d++) n *= s->dims[d];
+        float *v = malloc((size_t)n * sizeof *v);
+        if (!v) return td_fail_nomem("a tensor");
+        memcpy(v, *s->vec, (size_t)n * sizeof *v);
+        return td_gguf_add_tensor(x->w, gname, TD_GGML_F32, s->nd, ne, v, (uint64_t)n * sizeof *v);
+    }
+    const td_mat *w = s->mat;
+    int is_embed = w == &x->m->embed, is_head = strcmp(s->name, "lm_head.weight") == 0;
+    td_dtype t = is_embed ? x->embed_quant : x->quant;
+    if (is_head && x->pruned && x->m->cfg.tied) t = x->embed_quant; /* the unpruned model's head is the embedding */
+    if (td_dtype_is_block(t) && w->cols % 32)
+        return td_fail(TD_ERR_UNSUPPORTED, "tensor %s: rows of %lld values cannot be stored as %s (blocks of 32)", s->name,
+                       (long long)w->cols, td_dtype_name(t));
+    uint64_t nb;
+    const td_mat *src = is_head && x->pruned ? &x->m->head : w;
+    void *data = convert_rows(src, is_head && x->pruned ? x->keep : NULL, is_head && x->pruned ? x->n_keep : w->rows, t, &nb);
+    if (!data) return td_fail_nomem("a converted tensor");
+    if (is_head && x->pruned) ne[1] = x->n_keep;
+    if (is_embed) x->embed_data = data, x->embed_bytes = nb;
+    if (is_head) x->head_data = data;
+    return td_gguf_add_tensor(x->w, gname, ggml_of(t), s->nd, ne, data, nb);
+}
+
+/* tokenizer.ggml.* from the loaded tokenizer: byte-level strings, types, merges, the pre-tokenizer's name. */
+static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char *pre) {
+    const td_tokenizer *t = m->tok;
+    int32_t V = m->cfg.n_vocab;
+    const char **s = calloc((size_t)V, sizeof *s);
+    size_t *l = calloc((size_t)V, sizeof *l);
+    int32_t *types = calloc((size_t)V, sizeof *types);
+    char *pads = malloc((size_t)V * 16);
+    td_status st = s && l && types && pads ? TD_OK : td_fail_nomem("the vocabulary");
+    for (int32_t id = 0; st == TD_OK && id < V; id++) {
+        if (id < t->n_tokens && t->str_off[id] != UINT64_MAX) {
+            s[id] = t->vocab_strings + t->str_off[id];
+            l[id] = t->str_len[id];
+            types[id] = 1; /* NORMAL */
+            if (t->is_token[id] == 2)
+                for (int k = 0; k < t->n_added; k++)
+                    if (t->added[k].id == id) types[id] = t->added[k].special ? 3 : 4; /* CONTROL : USER_DEFINED */
+        } else { /* rows of the embedding past the tokenizer's ids */
+            char *p = pads + (size_t)id * 16;
+            l[id] = (size_t)snprintf(p, 16, "[PAD%d]", id);
+            s[id] = p;
+            types[id] = 5; /* UNUSED */
+        }
+    }
+    int64_t nm = t->n_merges;
+    char **ms = calloc((size_t)(nm ? nm : 1), sizeof *ms);
+    size_t *ml = calloc((size_t)(nm ? nm : 1), sizeof *ml);
+    if (st == TD_OK && (!ms || !ml)) st = td_fail_nomem("the merges");
+    for (int64_t i = 0; st == TD_OK && i < nm; i++) {
+        int32_t a = t->merge_a[i], b = t->merge_b[i];
+        size_t la = t->str_len[a], lb = t->str_len[b];
+        if (!(ms[i] = malloc(la + lb + 2))) {
+            st = td_fail_nomem("a merge");
+            break;
+        }
+        memcpy(ms[i], t->vocab_strings + t->str_off[a], la);
+        ms[i][la] = ' ';
+        memcpy(ms[i] + la + 1, t->vocab_strings + t->str_off[b], lb);
+        ml[i] = la + lb + 1;
+    }
+    if (st == TD_OK) st = td_gguf_add_str(w, "tokenizer.ggml.model", "gpt2", 4);
+    if (st == TD_OK) st = td_gguf_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre));
+    if (st == TD_OK) st = td_gguf_add_str_array(w, "tokenizer.ggml.tokens", s, l, (uint64_t)V);
+    if (st == TD_OK) st = td_gguf_add_i32_array(w, "tokenizer.ggml.token_type", types, (uint64_t)V);
+    if (st == TD_OK) st = td_gguf_add_str_array(w, "tokenizer.ggml.merges", (const char *const *)ms, ml, (uint64_t)nm);
+    /* special ids as llama.cpp's converter writes them for Qwen: bos/pad <|endoftext|>, eos the first stop id */
+    int32_t eot = td_token_lookup(t, "<|endoftext|>");
+    if (st == TD_OK && eot >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)eot);
+    if (st == TD_OK && m->n_stop) st = td_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)m->stop_ids[0]);
+    if (st == TD_OK && eot >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)eot);
+    if (st == TD_OK) st = td_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", 0);
+    if (st == TD_OK && m->n_stop) st = td_gguf_add_i32_array(w, "typedecide.stop_ids", m->stop_ids, (uint64_t)m->n_stop);
+    for (int64_t i = 0; ms && i < nm; i++) free(ms[i]);
+    free(ms), free(ml), free(s), free(l), free(types), free(pads);
+    return st;
+}
+
+/* The chat template of a Hugging Face directory's tokenizer_config.json, if any (new string or NULL). */
+static char *chat_template(const char *model_path) {
+    if (!td_is_dir(model_path)) return NULL;
+    char *p = td_path_join(model_path, "tokenizer_config.json");
+    json_error_t e;
+    json_t *o = p ? json_load_file(p, 0, &e) : NULL;
+    free(p);
+    json_t *ct = json_object_get(o, "chat_template");
+    char *s = json_is_string(ct) ? strndup(json_string_value(ct), json_string_length(ct)) : NULL;
+    json_decref(o);
+    return s;
+}
+
+static char *slot_map_json(const td_model *m, const char *sep, const char *letters, const int32_t *keep, int32_t k) {
+    json_t *o = json_object(), *kj = json_array(), *t2r = json_object();
+    for (int32_t i = 0; i < k; i++) {
+        char key[16];
+        json_array_append_new(kj, json_integer(keep[i]));
+        snprintf(key, sizeof key, "%d", keep[i]);
+        json_object_set_new(t2r, key, json_integer(i));
+    }
+    json_object_set_new(o, "version", json_integer(1));
+    json_object_set_new(o, "model", json_string(m->path));
+    json_object_set_new(o, "separator", json_string(sep));
+    json_object_set_new(o, "letters", json_stringn(letters, (size_t)k));
+    json_object_set_new(o, "keep", kj);
+    json_object_set_new(o, "token_to_row", t2r);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return s;
+}
+
+td_status td_model_export_gguf(const td_model *m, const td_export_params *params, const char *path, char **slot_map) {
+    if (!m || !path) return td_fail(TD_ERR_INVALID_ARG, "td_model_export_gguf: NULL argument");
+    td_export_params p = params ? *params : td_export_default_params();
+    if (slot_map) *slot_map = NULL;
+    exporter x;
+    memset(&x, 0, sizeof x);
+    x.m = m;
+    if (parse_tier(p.quant ? p.quant : "f16", &x.quant))
+        return td_fail(TD_ERR_INVALID_ARG, "unknown quantisation \"%s\" (f32, f16, bf16, q8_0, q4_0)", p.quant);
+    x.embed_quant = x.quant;
+    if (p.embed_quant && parse_tier(p.embed_quant, &x.embed_quant))
+        return td_fail(TD_ERR_INVALID_ARG, "unknown embedding quantisation \"%s\"", p.embed_quant);
+    if (m->cfg.arch != TD_ARCH_QWEN3)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF export supports qwen3 (this model is %s)", m->path, m->cfg.model_type);
+    if (!m->tok) return td_fail(TD_ERR_STATE, "%s: export needs the tokenizer (tokenizer.json)", m->path);
+    if (m->pruned) return td_fail(TD_ERR_STATE, "%s: the head is already pruned", m->path);
+    const char *pre = m->tok->n_split == 1 && !m->tok->split[0].literal ? td_gguf_pre_of_regex(m->tok->split[0].source) : NULL;
+    if (!pre) return td_fail(TD_ERR_UNSUPPORTED, "%s: the tokenizer's pre-tokenizer is not one llama.cpp knows (qwen2)", m->path);
+
+    /* pruning: the letters' tokens, probed exactly as the readout does */
+    int32_t keep[TD_DECIDE_MAX_OPTIONS];
+    const char *sep = NULL;
+    char *smap = NULL;
+    if (p.prune_letters) {
+        int32_t k = (int32_t)strlen(p.prune_letters);
+        if (k < 1 || k > TD_DECIDE_MAX_OPTIONS)
+            return td_fail(TD_ERR_INVALID_ARG, "--prune-head: give 1 to %d letters", TD_DECIDE_MAX_OPTIONS);
+        td_status st = td_probe_letters(m->tok, p.prune_letters, k, keep, &sep);
+        if (st != TD_OK) return st;
+        x.pruned = 1;
+        x.keep = keep;
+        x.n_keep = k;
+        if (!(smap = slot_map_json(m, sep, p.prune_letters, keep, k))) return td_fail_nomem("the slot map");
+    }
+
+    td_status st = td_gguf_writer_new(&x.w);
+    const td_config *c = &m->cfg;
+    char name[256];
+    const char *base = strrchr(m->path, '/');
+    snprintf(name, sizeof name, "%s", p.name ? p.name : base && base[1] ? base + 1 : m->path);
+    if (st == TD_OK) st = td_gguf_add_str(x.w, "general.architecture", "qwen3", 5);
+    if (st == TD_OK) st = td_gguf_add_str(x.w, "general.type", "model", 5);
+    if (st == TD_OK) st = td_gguf_add_str(x.w, "general.name", name, strlen(name));
+    if (st == TD_OK) st = td_gguf_add_u32(x.w, "general.file_type", file_type_of(x.quant));
+    if (st == TD_OK && td_dtype_is_block(x.quant)) st = td_gguf_add_u32(x.w, "general.quantization_version", 2);
+    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.block_count", (uint32_t)c->n_layer);
+    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.context_length", (uint32_t)c->n_ctx_train);
+    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.embedding_length", (uint32_t)c->n_embd);
+    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.feed_forward_length", (uint32_t)c->n_ff);
+    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.attention.head_count", (uint32_t)c->n_head);
+    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.attention.head_count_kv", (uint32_t)c->n_head_kv);
+    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.attention.key_length", (uint32_t)c->head_dim);
+    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.attention.value_length", (uint32_t)c->head_dim);
+    if (st == TD_OK) st = td_gguf_add_f32(x.w, "qwen3.rope.freq_base", (float)c->rope_theta);
+    if (st == TD_OK) st = td_gguf_add_f32(x.w, "qwen3.attention.layer_norm_rms_epsilon", c->rms_eps);
+    if (st == TD_OK) st = add_tokenizer(x.w, m, pre);
+    char *tmpl = chat_template(m->path);
+    if (st == TD_OK && tmpl) st = td_gguf_add_str(x.w, "tokenizer.chat_template", tmpl, strlen(tmpl));
+    free(tmpl);
+    if (st == TD_OK && x.pruned) {
+        st = td_gguf_add_bool(x.w, "typedecide.pruned_head", 1);
+        if (st == TD_OK) st = td_gguf_add_bool(x.w, "typedecide.can_generate", 0);
+        if (st == TD_OK) st = td_gguf_add_str(x.w, "typedecide.slot_map", smap, strlen(smap));
+    }
+    /* tensors, in the architecture's order; a pruned head is untied: output.weight holds the K letter rows */
+    if (st == TD_OK) {
+        td_config cfg = m->cfg;
+        if (x.pruned) cfg.tied = 0, cfg.head_rows = x.n_keep;
+        st = td_arch_tensors(&cfg, (td_model *)m, add_spec, &x);
+    }
+    /* checks before anything is written */
+    if (st == TD_OK && x.pruned) {
+        td_dtype ht = m->cfg.tied ? x.embed_quant : x.quant;
+        size_t rb = td_dtype_row_bytes(ht, c->n_embd);
+        uint64_t nb;
+        void *again = convert_rows(&m->head, keep, x.n_keep, ht, &nb); /* the rows the unpruned model would have */
+        if (!again) st = td_fail_nomem("a check");
+        else if (!x.head_data || x.head_data == x.embed_data || memcmp(again, x.head_data, (size_t)x.n_keep * rb) != 0)
+            st = td_fail(TD_ERR_STATE, "pruned head rows differ from the full head's rows (refusing to write)");
+        else if (m->cfg.tied && x.embed_quant == ht &&
+                 memcmp((const uint8_t *)x.embed_data + (size_t)keep[0] * rb, x.head_data, rb) != 0)
+            st = td_fail(TD_ERR_STATE, "pruned head row 0 differs from its embedding row (refusing to write)");
+        else if (x.embed_bytes != (uint64_t)c->n_vocab * td_dtype_row_bytes(x.embed_quant, c->n_embd))
+            st = td_fail(TD_ERR_STATE, "the input embedding lost rows (refusing to write)");
+        free(again);
+        json_t *o = st == TD_OK ? json_loads(smap, 0, NULL) : NULL; /* both directions of the slot map agree */
+        for (int32_t i = 0; o && i < x.n_keep && st == TD_OK; i++) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", keep[i]);
+            if (json_integer_value(json_array_get(json_object_get(o, "keep"), (size_t)i)) != keep[i] ||
+                json_integer_value(json_object_get(json_object_get(o, "token_to_row"), key)) != i)
+                st = td_fail(TD_ERR_STATE, "slot map directions disagree at row %d (refusing to write)", i);
+        }
+        json_decref(o);
+    }
+    if (st == TD_OK) st = td_gguf_write(x.w, path);
+    td_gguf_writer_free(x.w);
+    if (st == TD_OK && slot_map) *slot_map = smap;
+    else free(smap);
+    return st;
+}
