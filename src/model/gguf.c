@@ -357,18 +357,13 @@ int64_t td_gguf_array_int(const td_gguf_kv *kv, uint64_t i) {
     return int_at(kv->elem_type, kv->value + i * scalar_size(kv->elem_type), &ok);
 }
 
-void td_gguf_array_str(const td_gguf_kv *kv, uint64_t i, const char **s, uint64_t *len) {
-    const uint8_t *p = kv->value;
-    for (uint64_t k = 0;; k++) { /* lengths were checked at parse time */
-        uint64_t n = 0;
-        for (int b = 7; b >= 0; b--) n = n << 8 | p[b];
-        if (k == i) {
-            *s = (const char *)p + 8;
-            *len = n;
-            return;
-        }
-        p += 8 + n;
-    }
+void td_gguf_next_str(const td_gguf_kv *kv, const uint8_t **it, const char **s, uint64_t *len) {
+    const uint8_t *p = *it ? *it : kv->value;
+    uint64_t n = 0;
+    for (int b = 7; b >= 0; b--) n = n << 8 | p[b];
+    *s = (const char *)p + 8;
+    *len = n;
+    *it = p + 8 + n;
 }
 
 td_status td_gguf_get_int(const td_gguf *g, const char *key, int required, int64_t *out) {

@@ -66,8 +66,9 @@ td_status td_gguf_get_f32(const td_gguf *g, const char *key, int required, float
 td_status td_gguf_get_bool(const td_gguf *g, const char *key, int required, int *out);
 /* *s points into the file (not NUL-terminated); *len is its length. */
 td_status td_gguf_get_str(const td_gguf *g, const char *key, int required, const char **s, uint64_t *len);
-/* An array's i-th string element (bounds already checked at parse). */
-void td_gguf_array_str(const td_gguf_kv *kv, uint64_t i, const char **s, uint64_t *len);
+/* Walks a string array in order (bounds were checked at parse): set *it = NULL, then each call yields the next
+ * element. */
+void td_gguf_next_str(const td_gguf_kv *kv, const uint8_t **it, const char **s, uint64_t *len);
 /* An array's i-th integer element. */
 int64_t td_gguf_array_int(const td_gguf_kv *kv, uint64_t i);
 

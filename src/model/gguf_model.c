@@ -139,10 +139,11 @@ static td_status load_tokenizer(td_model *m, const td_gguf *g, td_tokenizer **ou
                        (unsigned long long)toks->n, m->cfg.n_vocab);
     json_t *root = json_object(), *vocab = json_object(), *added = json_array(), *mlist = json_array();
     char *text = NULL;
+    const uint8_t *it = NULL;
     for (uint64_t i = 0; i < toks->n && st == TD_OK; i++) {
         const char *s;
         uint64_t l;
-        td_gguf_array_str(toks, i, &s, &l);
+        td_gguf_next_str(toks, &it, &s, &l);
         int64_t type = types ? td_gguf_array_int(types, i) : 1;
         json_t *str = json_stringn_nocheck(s, (size_t)l);
         if (type == 5) json_decref(str); /* UNUSED: the [PAD] rows past the tokenizer's ids */
@@ -160,10 +161,11 @@ static td_status load_tokenizer(td_model *m, const td_gguf *g, td_tokenizer **ou
             json_decref(str);
         }
     }
+    it = NULL;
     for (uint64_t i = 0; merges && i < merges->n; i++) {
         const char *s;
         uint64_t l;
-        td_gguf_array_str(merges, i, &s, &l);
+        td_gguf_next_str(merges, &it, &s, &l);
         json_array_append_new(mlist, json_stringn_nocheck(s, (size_t)l));
     }
     json_t *model_o = json_object();
