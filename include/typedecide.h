@@ -208,6 +208,7 @@ typedef struct td_ctx_params {
     int32_t n_threads; /* worker threads including the caller. Default 1. Results do not depend on it. */
     int32_t n_outputs_max; /* most tokens per decode that want an output; their logits are kept in the context.
                               0 (default) = 1. Full-vocabulary outputs cost n_outputs_max x n_vocab floats. */
+    int32_t kv_f16;    /* 1: store the KV cache as f16 (half the memory; attention converts on the fly) */
     int32_t deltanet_chunked; /* Qwen3.5: 0 (default) runs the DeltaNet recurrence token by token, which is exact
                                  however the tokens are split into calls; 1 uses the chunked form (chunks of 64 from
                                  the first token of each call), equal within fp32 rounding but not bit-identical

@@ -144,51 +144,99 @@ static void test_quant(void) {
     for (int i = 0; i < 256; i++)
         CHECKF(fabsf(back[i] - x[i]) <= fabsf(td_f16_to_f32(q4[i / 32].d)) * (1.0f + 8.0f / 1024.0f), "q4_0 element %d", i);
 
-    static const int64_t cols_list[] = {32, 96, 4096};
+    static const int64_t cols_list[] = {32, 96, 544, 4096}; /* 544: 17 blocks, so x16 pads a second group */
     static const int64_t rows_list[] = {1, 7, 33};
     static const int64_t T_list[] = {1, 3, 5, 67};
     static const td_dtype types[] = {TD_DTYPE_Q8_0, TD_DTYPE_Q4_0};
-    double worst = 0;
+    int vnni = td_cpu_has_avx512vnni();
+    double worst = 0, worst_x16 = 0;
     for (int ti = 0; ti < 2; ti++)
-        for (int ci = 0; ci < 3; ci++)
+        for (int ci = 0; ci < 4; ci++)
             for (int ri = 0; ri < 3; ri++)
                 for (int Ti = 0; Ti < 4; Ti++) {
                     int64_t cols = cols_list[ci], rows = rows_list[ri], T = T_list[Ti], nb = cols / 32;
                     float *wf = malloc((size_t)(rows * cols) * sizeof *wf), *xf = malloc((size_t)(T * cols) * sizeof *xf);
-                    size_t rb = td_dtype_row_bytes(types[ti], cols);
+                    size_t rb = td_dtype_row_bytes(types[ti], cols), qb = td_qrows_bytes(T, nb), q1b = td_qrows_bytes(1, nb);
                     uint8_t *wq = malloc((size_t)rows * rb);
-                    td_block_q8_0 *xq = malloc((size_t)(T * nb) * sizeof *xq);
+                    void *qbuf1 = calloc(1, qb), *qbuf2 = calloc(1, qb), *qbuf3 = calloc(1, qb), *qbuf4 = calloc(1, qb), *qbuf5 = calloc(1, q1b);
                     float *yr = malloc((size_t)(T * rows) * 4), *ya = malloc((size_t)(T * rows) * 4), *y1 = malloc((size_t)rows * 4);
+                    float *yx = malloc((size_t)(T * rows) * 4), *yv = malloc((size_t)(T * rows) * 4);
                     for (int64_t i = 0; i < rows * cols; i++) wf[i] = td_test_uniform(&rng, -1, 1);
                     for (int64_t i = 0; i < T * cols; i++) xf[i] = td_test_uniform(&rng, -2, 2);
                     for (int64_t r = 0; r < rows; r++) {
                         if (types[ti] == TD_DTYPE_Q8_0) td_quantize_q8_0(wf + r * cols, (td_block_q8_0 *)(wq + r * rb), cols);
                         else td_quantize_q4_0(wf + r * cols, (td_block_q4_0 *)(wq + r * rb), cols);
                     }
-                    td_quantize_rows_q8_0(xf, cols, cols, xq, 0, T);
-                    td_mat w = {types[ti], rows, cols, rb, wq};
-                    td_matmul_ref(&w, NULL, xf, xq, T, cols, yr, rows, 0, rows);
-                    td_matmul_avx2(&w, NULL, xf, xq, T, cols, ya, rows, 0, rows);
+                    if (types[ti] == TD_DTYPE_Q8_0) ((td_block_q8_0 *)wq)->qs[5] = -128; /* legal in a GGUF file */
+                    td_qrows xq, xq2, xx, xx2, one;
+                    td_qrows_bind(&xq, qbuf1, T, nb, 0);
+                    td_qrows_bind(&xq2, qbuf2, T, nb, 0);
+                    td_qrows_bind(&xx, qbuf3, T, nb, 1);
+                    td_qrows_bind(&xx2, qbuf4, T, nb, 1);
+                    td_quantize_rows_ref(xf, cols, &xq, 0, T);
+                    td_quantize_rows_avx2(xf, cols, &xq2, 0, T); /* identical bytes: same rounding as roundf */
+                    CHECKF(memcmp(xq.q, xq2.q, (size_t)(T * nb) * sizeof *xq.q) == 0 && memcmp(xq.d, xq2.d, (size_t)(T * nb) * 4) == 0,
+                           "AVX2 activation quantiser differs from the reference (cols %lld)", (long long)cols);
+                    td_quantize_rows_ref(xf, cols, &xx, 0, T);
+                    td_quantize_rows_avx2(xf, cols, &xx2, 0, T);
+                    CHECKF(memcmp(xx.qi, xx2.qi, (size_t)(T * xx.nbg) * 512) == 0 &&
+                               memcmp(xx.d, xx2.d, (size_t)(T * xx.nbg) * 64) == 0 && memcmp(xx.s, xx2.s, (size_t)(T * xx.nbg) * 64) == 0,
+                           "AVX2 x16 activation quantiser differs from the reference (cols %lld)", (long long)cols);
+                    td_mat w = {types[ti], rows, cols, rb, wq, NULL};
+                    td_qpack *pk = td_qpack_new(types[ti], rows, cols, wq, rb);
+                    CHECK(pk != NULL);
+                    td_mat wp = w;
+                    wp.pack = pk;
+                    td_matmul_ref(&w, NULL, xf, &xq, T, cols, yr, rows, 0, rows);
+                    td_matmul_avx2(&w, NULL, xf, &xq, T, cols, ya, rows, 0, rows);
+                    td_matmul_ref(&wp, NULL, xf, &xx, T, cols, yx, rows, 0, rows);
                     for (int64_t t = 0; t < T; t++)
                         for (int64_t r = 0; r < rows; r++) {
                             /* magnitude of the terms, from the dequantised operands */
                             float wr[4096], xr[4096];
                             td_row_to_f32(wr, &w, r);
-                            td_dequantize_q8_0(xq + t * nb, xr, cols);
+                            td_dequantize_q8_0(xq.q + t * nb, xr, cols);
                             double mag = 0;
                             for (int64_t k = 0; k < cols; k++) mag += fabs((double)wr[k] * xr[k]);
                             double e = fabs((double)yr[t * rows + r] - ya[t * rows + r]) / (mag + 1e-30);
+                            double ex = fabs((double)yr[t * rows + r] - yx[t * rows + r]) / (mag + 1e-30);
                             if (e > worst) worst = e;
+                            if (ex > worst_x16) worst_x16 = ex;
                             CHECKF(e <= 1e-5, "%s cols %lld: ref %g avx2 %g", td_dtype_name(types[ti]), (long long)cols,
                                    yr[t * rows + r], ya[t * rows + r]);
+                            CHECKF(ex <= 1e-5, "%s cols %lld: ref %g, packed ref %g", td_dtype_name(types[ti]),
+                                   (long long)cols, yr[t * rows + r], yx[t * rows + r]);
                         }
                     for (int64_t t = 0; t < T; t++) {
-                        td_matmul_avx2(&w, NULL, xf, xq + t * nb, 1, cols, y1, rows, 0, rows);
+                        td_qrows_bind(&one, qbuf5, 1, nb, 0);
+                        memcpy(one.q, xq.q + t * nb, (size_t)nb * sizeof *one.q);
+                        memcpy(one.d, xq.d + t * nb, (size_t)nb * 4);
+                        td_matmul_avx2(&w, NULL, xf, &one, 1, cols, y1, rows, 0, rows);
                         CHECKF(memcmp(y1, ya + t * rows, (size_t)rows * 4) == 0, "%s batch invariance", td_dtype_name(types[ti]));
                     }
-                    free(wf), free(xf), free(wq), free(xq), free(yr), free(ya), free(y1);
+                    if (vnni) { /* the VNNI kernel is the packed reference, to the bit, in any batch and row order */
+                        td_matmul_x16_avx512(&wp, NULL, &xx, T, yv, rows, 0, rows);
+                        CHECKF(memcmp(yv, yx, (size_t)(T * rows) * 4) == 0, "%s cols %lld rows %lld T %lld: VNNI differs from the packed reference",
+                               td_dtype_name(types[ti]), (long long)cols, (long long)rows, (long long)T);
+                        int32_t rev[64];
+                        for (int64_t r = 0; r < rows; r++) rev[r] = (int32_t)(rows - 1 - r);
+                        for (int64_t t = 0; t < T; t++) {
+                            td_qrows_bind(&one, qbuf5, 1, nb, 1);
+                            memcpy(one.qi, xx.qi + t * xx.nbg * 512, (size_t)xx.nbg * 512);
+                            memcpy(one.d, xx.d + t * xx.nbg * 16, (size_t)xx.nbg * 64);
+                            memcpy(one.s, xx.s + t * xx.nbg * 16, (size_t)xx.nbg * 64);
+                            td_matmul_x16_avx512(&wp, rev, &one, 1, y1, rows, 0, rows);
+                            for (int64_t r = 0; r < rows; r++)
+                                CHECKF(memcmp(&y1[r], &yx[t * rows + rows - 1 - r], 4) == 0, "%s VNNI batch / row-order invariance",
+                                       td_dtype_name(types[ti]));
+                        }
+                    }
+                    td_qpack_free(pk);
+                    free(wf), free(xf), free(wq), free(qbuf1), free(qbuf2), free(qbuf3), free(qbuf4), free(qbuf5), free(yr), free(ya), free(y1);
+                    free(yx), free(yv);
                 }
-    printf("quantised matmul: worst relative difference avx2 vs scalar %.3g\n", worst);
+    printf("quantised matmul: worst relative difference to the scalar reference: avx2 %.3g, packed %.3g%s\n", worst,
+           worst_x16, vnni ? "; AVX-512 VNNI kernel identical to the packed reference" : " (no AVX-512 VNNI here)");
 }
 
 static void test_half(void) {

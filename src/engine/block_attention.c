@@ -26,20 +26,20 @@ void td_block_attention(td_ctx *ctx, int il, const td_layer *ly) {
     td_eng_matmul(ctx, &a->wk, NULL, kv_dim, ctx->xb, T, d, ctx->kx, kv_dim);  /* k   [T, Hkv, hd] */
     td_eng_matmul(ctx, &a->wv, NULL, kv_dim, ctx->xb, T, d, ctx->vx, kv_dim);  /* v   [T, Hkv, hd] */
 
-    float *kc = ctx->k_cache[il], *vc = ctx->v_cache[il];
+    void *kc = ctx->k_cache[il], *vc = ctx->v_cache[il];
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < c->n_head; h++) {
             float *qh = ctx->q + t * q_rows + h * q_head;
             td_rmsnorm(qh, qh, a->q_norm, hd, c->rms_eps, zc);
             td_rope(qh, c->rotary_dim, ctx->inv_freq, ctx->tok_pos[t]);
         }
-        /* k and v go straight into this token's cache cell */
-        float *krow = kc + (int64_t)ctx->tok_cell[t] * kv_dim, *vrow = vc + (int64_t)ctx->tok_cell[t] * kv_dim;
         for (int64_t h = 0; h < c->n_head_kv; h++) {
-            td_rmsnorm(krow + h * hd, ctx->kx + t * kv_dim + h * hd, a->k_norm, hd, c->rms_eps, zc);
-            td_rope(krow + h * hd, c->rotary_dim, ctx->inv_freq, ctx->tok_pos[t]);
+            float *kh = ctx->kx + t * kv_dim + h * hd;
+            td_rmsnorm(kh, kh, a->k_norm, hd, c->rms_eps, zc);
+            td_rope(kh, c->rotary_dim, ctx->inv_freq, ctx->tok_pos[t]);
         }
-        for (int64_t i = 0; i < kv_dim; i++) vrow[i] = ctx->vx[t * kv_dim + i];
+        td_eng_store_kv(ctx, kc, ctx->tok_cell[t], ctx->kx + t * kv_dim); /* into this token's cache cell */
+        td_eng_store_kv(ctx, vc, ctx->tok_cell[t], ctx->vx + t * kv_dim);
     }
 
     td_eng_attention(ctx, ctx->q, q_rows, q_head, kc, vc);                     /* att [T, Hq * hd] */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "kernels/cpu/quant.h"
 #include "util/error.h"
 
 td_ctx_params td_ctx_default_params(void) {
@@ -125,11 +126,12 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     int64_t B = p.n_batch, d = c->n_embd, q_rows = (int64_t)c->n_head * c->head_dim * (c->attn_output_gate ? 2 : 1);
     int64_t kvc = (int64_t)p.n_ctx * ctx->kv_dim;
     int ok = (ctx->pool = td_pool_new(p.n_threads)) != NULL;
-    ok = ok && (ctx->k_cache = calloc((size_t)c->n_layer, sizeof(float *))) != NULL;
-    ok = ok && (ctx->v_cache = calloc((size_t)c->n_layer, sizeof(float *))) != NULL;
+    ok = ok && (ctx->k_cache = calloc((size_t)c->n_layer, sizeof(void *))) != NULL;
+    ok = ok && (ctx->v_cache = calloc((size_t)c->n_layer, sizeof(void *))) != NULL;
+    size_t kv_bytes = (size_t)(kvc > 0 ? kvc : 1) * (p.kv_f16 ? 2 : 4);
     for (int i = 0; ok && i < c->n_layer; i++) {
         if (model->layers[i].kind != TD_LAYER_ATTENTION) continue;
-        ok = (ctx->k_cache[i] = alloc_f(kvc)) && (ctx->v_cache[i] = alloc_f(kvc));
+        ok = (ctx->k_cache[i] = malloc(kv_bytes)) && (ctx->v_cache[i] = malloc(kv_bytes));
     }
     ok = ok && (ctx->refcount = calloc((size_t)p.n_ctx, sizeof(int32_t)));
     ok = ok && (ctx->free_list = alloc_i(p.n_ctx));
@@ -141,7 +143,10 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
          (ctx->kx = alloc_f(B * ctx->kv_dim)) && (ctx->vx = alloc_f(B * ctx->kv_dim)) &&
          (ctx->att = alloc_f(B * c->n_head * c->head_dim)) && (ctx->ff_g = alloc_f(B * c->n_ff)) &&
          (ctx->ff_u = alloc_f(B * c->n_ff));
-    ok = ok && (ctx->scores = alloc_f((int64_t)td_pool_n_threads(ctx->pool) * p.n_ctx));
+    int64_t group = c->n_head / c->n_head_kv;
+    ctx->attn_tokens = 256 / group < TD_ATTN_TOKENS ? 256 / group : TD_ATTN_TOKENS;
+    ctx->attn_rows_max = ctx->attn_tokens * group;
+    ok = ok && (ctx->scores = alloc_f((int64_t)td_pool_n_threads(ctx->pool) * ctx->attn_rows_max * p.n_ctx));
     ok = ok && (ctx->inv_freq = alloc_f(c->rotary_dim / 2));
     ok = ok && (ctx->out_x = alloc_f((int64_t)ctx->n_out_max * d));
     ok = ok && (ctx->out = alloc_f((int64_t)ctx->n_out_max * c->n_vocab));
@@ -159,7 +164,8 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
             ok = (ctx->dn_work = alloc_f((int64_t)td_pool_n_threads(ctx->pool) * ctx->dn_work_floats)) != NULL;
     }
     int64_t qcols = model_max_quant_cols(model);
-    if (ok && qcols) ok = (ctx->xq = malloc((size_t)(B * (qcols / 32)) * 34)) != NULL;
+    ctx->xq_max_blocks = qcols / 32;
+    if (ok && qcols) ok = (ctx->xq = malloc(td_qrows_bytes(B, ctx->xq_max_blocks))) != NULL;
     if (!ok) {
         td_ctx_free(ctx);
         return td_fail_nomem("the context buffers (reduce n_ctx, n_batch or n_seq_max)");
@@ -302,9 +308,10 @@ td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int6
         if (model->layers[i].kind == TD_LAYER_ATTENTION) n_attn++;
         else n_dn++;
     }
-    int64_t f = 2 * n_attn * p->n_ctx * kv_dim;                                       /* KV cache */
+    int64_t f = 2 * n_attn * p->n_ctx * kv_dim / (p->kv_f16 ? 2 : 1);                 /* KV cache */
     f += B * (2 * d + q_rows + 2 * kv_dim + (int64_t)c->n_head * c->head_dim + 2 * c->n_ff); /* activations */
-    f += (int64_t)p->n_threads * p->n_ctx + n_out * (d + c->n_vocab);                  /* scores, outputs */
+    f += (int64_t)p->n_threads * TD_ATTN_TOKENS * (c->n_head / c->n_head_kv) * p->n_ctx; /* scores */
+    f += n_out * (d + c->n_vocab);                                                      /* outputs */
     int64_t ints = 2 * (int64_t)p->n_ctx + (int64_t)p->n_seq_max * p->n_ctx + 8 * B;    /* cells, tables */
     if (n_dn) {
         int64_t key_dim = (int64_t)c->lin_n_k_heads * c->lin_k_dim, value_dim = (int64_t)c->lin_n_v_heads * c->lin_v_dim;

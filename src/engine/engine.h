@@ -30,8 +30,8 @@ struct td_ctx {
     const td_kernels *k;
     td_pool *pool;
 
-    /* KV cache: [n_layer][n_ctx][kv_dim] for attention layers (NULL rows for DeltaNet layers) */
-    float **k_cache, **v_cache;
+    /* KV cache: [n_layer][n_ctx][kv_dim] float or f16 (p.kv_f16) for attention layers (NULL for DeltaNet layers) */
+    void **k_cache, **v_cache;
     int32_t kv_dim;
     int32_t *refcount;  /* [n_ctx] */
     int32_t *free_list; /* stack of free cells */
@@ -49,7 +49,9 @@ struct td_ctx {
     float *q, *kx, *vx;    /* [n_batch, q_rows], [n_batch, kv_dim] x2 */
     float *att;            /* [n_batch, Hq * hd] */
     float *ff_g, *ff_u;    /* [n_batch, n_ff] */
-    float *scores;         /* [n_threads, n_ctx] */
+    float *scores;         /* [n_threads, TD_ATTN_ROWS_MAX, n_ctx] attention scores */
+    int64_t attn_tokens;   /* tokens per attention task (TD_ATTN_TOKENS, fewer for wide GQA groups) */
+    int64_t attn_rows_max; /* query rows per attention task: attn_tokens x query heads per KV head (<= 256) */
     float *inv_freq;       /* [rotary_dim / 2] */
     float *out_x;          /* [n_out_max, d] final-normed hidden of output tokens */
     float *out;            /* [n_out_max, n_vocab] or [n_out_max, n_rows] */
@@ -74,7 +76,9 @@ struct td_ctx {
     float *dn_z, *dn_core;   /* [n_batch, Hv * dv] */
     float *dn_b, *dn_a;      /* [n_batch, Hv] */
     float *dn_work;          /* [n_threads, dn_work_floats] chunked-form scratch */
-    void *xq;                /* [n_batch, max_cols / 32] Q8_0 activation blocks (quantised weights only) */
+    void *xq;                /* quantised activations (quantised weights only), td_qrows_bytes(n_batch,
+                                xq_max_blocks) bytes, laid out per product by td_qrows_bind */
+    int64_t xq_max_blocks;   /* blocks of the widest quantised weight's row */
     int64_t dn_work_floats;
 };
 
@@ -85,6 +89,8 @@ static inline float *td_eng_dn_recurrent_state(td_ctx *ctx, int32_t seq, int il)
     return td_eng_dn_conv_state(ctx, seq, il) + (int64_t)(ctx->model->cfg.lin_conv_kernel - 1) * ctx->dn_conv_dim;
 }
 
+#define TD_ATTN_TOKENS 8 /* consecutive tokens of a sequence whose queries share each read of a key row */
+
 /* Helpers the forward passes share (engine/ops.c). */
 
 /* Y[t, :n_out] = X[t, :] W^T (rows = NULL) or the listed rows of W, split over the pool. */
@@ -92,8 +98,10 @@ void td_eng_matmul(td_ctx *ctx, const td_mat *w, const int32_t *rows, int64_t n_
                    int64_t ldx, float *y, int64_t ldy);
 /* att[t, h*hd..] = softmax attention of query head h of token t over its sequence's cells 0..pos, for a layer's
  * cache (q has row stride ldq, the query of head h at q + h * q_head_stride). */
-void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_stride, const float *kc,
-                      const float *vc);
+void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
+                      const void *vc);
+/* Stores one K or V row (kv_dim floats) into a cache cell, converting to f16 when the cache is f16. */
+void td_eng_store_kv(const td_ctx *ctx, void *cache, int32_t cell, const float *row);
 /* Final norm and head for the tokens that want outputs; fills ctx->out. */
 void td_eng_outputs(td_ctx *ctx);
 

@@ -6,6 +6,7 @@
 
 #include "engine/engine.h"
 #include "kernels/cpu/quant.h"
+#include "util/half.h"
 
 typedef struct matmul_job {
     const td_kernels *k;
@@ -26,45 +27,81 @@ static void matmul_part(void *arg, int64_t j0, int64_t j1, int thread) {
 static void quantize_part(void *arg, int64_t r0, int64_t r1, int thread) {
     (void)thread;
     const matmul_job *j = arg;
-    td_quantize_rows_q8_0(j->x, j->ldx, j->w->cols, (td_block_q8_0 *)j->xq, r0, r1);
+    j->k->quantize_rows(j->x, j->ldx, j->xq, r0, r1);
 }
 
 void td_eng_matmul(td_ctx *ctx, const td_mat *w, const int32_t *rows, int64_t n_out, const float *x, int64_t T,
                    int64_t ldx, float *y, int64_t ldy) {
     matmul_job j = {ctx->k, w, rows, x, NULL, T, ldx, ldy, y};
+    td_qrows xq;
     if (td_dtype_is_block(w->type)) { /* quantised weights: the activations become Q8_0 rows first */
-        j.xq = ctx->xq;
+        td_qrows_bind(&xq, ctx->xq, T, w->cols / 32, w->pack != NULL);
+        j.xq = &xq;
         td_pool_run(ctx->pool, T, 1, quantize_part, &j);
     }
     td_pool_run(ctx->pool, n_out, 16, matmul_part, &j);
 }
 
+void td_eng_store_kv(const td_ctx *ctx, void *cache, int32_t cell, const float *row) {
+    int64_t n = ctx->kv_dim;
+    if (ctx->p.kv_f16) {
+        uint16_t *dst = (uint16_t *)cache + (int64_t)cell * n;
+        for (int64_t i = 0; i < n; i++) dst[i] = td_f32_to_f16(row[i]);
+    } else {
+        memcpy((float *)cache + (int64_t)cell * n, row, (size_t)n * sizeof *row);
+    }
+}
+
 typedef struct attn_job {
     td_ctx *ctx;
-    const float *q, *kc, *vc;
+    const float *q;
+    const void *kc, *vc;
     int64_t ldq, q_head_stride;
+    int64_t n_blocks; /* tasks per KV head: blocks of ctx->attn_tokens tokens of one sequence, over all groups */
 } attn_job;
 
+/* Task i: KV head i / n_blocks, token block i % n_blocks (blocks of ctx->attn_tokens tokens, counted over the
+ * sequence groups in order). The query heads of that KV head for the block's tokens read each key and value row
+ * once. */
 static void attn_part(void *arg, int64_t b, int64_t e, int thread) {
     const attn_job *j = arg;
     td_ctx *ctx = j->ctx;
     const td_config *c = &ctx->model->cfg;
     int64_t hd = c->head_dim, group = c->n_head / c->n_head_kv;
     float scale = (float)(1.0 / sqrt((double)hd));
-    float *scratch = ctx->scores + (int64_t)thread * ctx->p.n_ctx;
-    for (int64_t i = b; i < e; i++) {
-        int64_t t = i / c->n_head, h = i % c->n_head, kvh = h / group;
-        const td_seq *s = &ctx->seqs[ctx->tok_seq[t]];
-        int64_t n = (int64_t)ctx->tok_pos[t] + 1; /* causal: positions 0..pos of this token's sequence */
-        ctx->k->attn(j->q + t * j->ldq + h * j->q_head_stride, j->kc + kvh * hd, j->vc + kvh * hd, s->cells, n,
-                     ctx->kv_dim, hd, scale, ctx->att + t * c->n_head * hd + h * hd, scratch);
+    float *scratch = ctx->scores + (int64_t)thread * ctx->attn_rows_max * ctx->p.n_ctx;
+    const float *qr[256];
+    float *out[256];
+    int64_t n[256];
+    for (int64_t task = b; task < e; task++) {
+        int64_t kvh = task / j->n_blocks, blk = task % j->n_blocks, g = 0;
+        while (blk >= (ctx->grp_off[g + 1] - ctx->grp_off[g] + ctx->attn_tokens - 1) / ctx->attn_tokens)
+            blk -= (ctx->grp_off[g + 1] - ctx->grp_off[g] + ctx->attn_tokens - 1) / ctx->attn_tokens, g++;
+        int32_t k0 = ctx->grp_off[g] + (int32_t)blk * ctx->attn_tokens, k1 = k0 + ctx->attn_tokens;
+        if (k1 > ctx->grp_off[g + 1]) k1 = ctx->grp_off[g + 1];
+        int64_t R = 0;
+        for (int32_t k = k0; k < k1; k++) {
+            int64_t t = ctx->grp_tok[k];
+            for (int64_t h = kvh * group; h < (kvh + 1) * group; h++, R++) {
+                qr[R] = j->q + t * j->ldq + h * j->q_head_stride;
+                out[R] = ctx->att + t * c->n_head * hd + h * hd;
+                n[R] = (int64_t)ctx->tok_pos[t] + 1; /* causal: positions 0..pos of this token's sequence */
+            }
+        }
+        const td_seq *s = &ctx->seqs[ctx->grp_seq[g]];
+        int64_t es = ctx->p.kv_f16 ? 2 : 4;
+        ctx->k->attn_rows(qr, out, n, R, (const char *)j->kc + kvh * hd * es, (const char *)j->vc + kvh * hd * es,
+                          ctx->p.kv_f16, s->cells, ctx->kv_dim, hd, scale, scratch);
     }
 }
 
-void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_stride, const float *kc,
-                      const float *vc) {
-    attn_job j = {ctx, q, kc, vc, ldq, q_head_stride};
-    td_pool_run_dynamic(ctx->pool, (int64_t)ctx->n_tokens * ctx->model->cfg.n_head, 1, attn_part, &j);
+void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
+                      const void *vc) {
+    int64_t blocks = 0;
+    for (int32_t g = 0; g < ctx->n_groups; g++)
+        blocks += (ctx->grp_off[g + 1] - ctx->grp_off[g] + ctx->attn_tokens - 1) / ctx->attn_tokens;
+    attn_job j = {ctx, q, kc, vc, ldq, q_head_stride, blocks};
+    td_pool_run_dynamic(ctx->pool, blocks * ctx->model->cfg.n_head_kv, 1, attn_part, &j);
 }
 
 void td_eng_outputs(td_ctx *ctx) {

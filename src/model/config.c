@@ -100,6 +100,8 @@ static td_status read_text_config(const json_t *c, const char *name, td_config *
     }
     POSITIVE(head_dim, "head_dim");
     if (cfg->head_dim % 2) return td_fail(TD_ERR_FORMAT, "%s: head_dim %d must be even", name, cfg->head_dim);
+    if (cfg->n_head / cfg->n_head_kv > 256)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: more than 256 query heads per key/value head", name);
     if (cfg->n_head % cfg->n_head_kv)
         return td_fail(TD_ERR_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", name,
                        cfg->n_head, cfg->n_head_kv);

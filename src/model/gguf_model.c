@@ -106,7 +106,7 @@ static td_status bind(void *user, const td_tensor_spec *s) {
         free(v);
         return td_fail_nomem("a weight vector");
     }
-    td_mat row = {t->dtype, 1, n, td_dtype_row_bytes(t->dtype, n), t->data};
+    td_mat row = {t->dtype, 1, n, td_dtype_row_bytes(t->dtype, n), t->data, NULL};
     td_row_to_f32(v, &row, 0);
     *s->vec = v;
     return TD_OK;

@@ -63,10 +63,16 @@ struct td_model {
     int32_t *keep;
     int32_t n_keep;
     char *slot_map;    /* JSON, when pruned */
+    struct td_qpack **packs; /* packed copies of quantised matrices (td_model_pack), owned */
+    int n_packs, cap_packs;
 };
 
 /* Makes the model own (and free) a heap block. Returns 0, or -1 on allocation failure (p not taken). */
 int td_model_own(td_model *m, void *p);
+
+/* Gives every Q8_0 / Q4_0 matrix (not the input embedding) a packed copy when the best kernels of this CPU want
+ * one (td_kernels.pack). Called once, after loading and merging adapters. */
+td_status td_model_pack(td_model *m);
 
 /* Loads the weights, config and tokenizer of a GGUF file into m (m->path set; m otherwise empty). */
 td_status td_model_load_gguf(td_model *m, const char *path, const td_model_params *params);

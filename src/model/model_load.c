@@ -9,6 +9,7 @@
 
 #include "model/adapter.h"
 #include "model/arch.h"
+#include "kernels/cpu/quant.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "util/error.h"
@@ -369,6 +370,8 @@ void td_model_free(td_model *m) {
     free(m->gguf);
     free(m->keep);
     free(m->slot_map);
+    for (int i = 0; i < m->n_packs; i++) td_qpack_free(m->packs[i]);
+    free(m->packs);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);
@@ -390,6 +393,7 @@ static td_status load_gguf_file(const char *path, const td_model_params *params,
         double scaling = 0;
         st = td_adapter_apply(m, params->adapter, &n, &scaling);
     }
+    if (st == TD_OK) st = td_model_pack(m);
     if (st != TD_OK) {
         td_model_free(m);
         return st;
@@ -442,6 +446,7 @@ td_status td_model_load(const char *path, const td_model_params *params, td_mode
         }
     }
     if ((st = load_stops(m, path)) != TD_OK) goto done;
+    if ((st = td_model_pack(m)) != TD_OK) goto done;
     log_msg(params, 0, "loaded %s: %s, %d layers, %lld parameters, %d file(s)", path, m->cfg.model_type,
             m->cfg.n_layer, (long long)m->n_params, m->n_files);
 done:

@@ -33,3 +33,48 @@ void td_attn_avx2(const float *q, const float *k, const float *v, const int32_t 
         for (int64_t d = d8; d < dim; d++) out[d] += scratch[i] * vi[d];
     }
 }
+
+/* One key or value row as floats: f32 rows are used in place, f16 rows converted into buf. */
+static inline const float *row_f32(const void *base, int kv_f16, int64_t at, int64_t dim, float *buf) {
+    if (!kv_f16) return (const float *)base + at;
+    const uint16_t *h = (const uint16_t *)base + at;
+    int64_t d8 = dim & ~(int64_t)7;
+    for (int64_t d = 0; d < d8; d += 8) _mm256_storeu_ps(buf + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + d))));
+    for (int64_t d = d8; d < dim; d++) buf[d] = _cvtsh_ss(h[d]);
+    return buf;
+}
+
+void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
+                       const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim, float scale,
+                       float *scratch) {
+    int64_t d8 = dim & ~(int64_t)7, max_n = 0;
+    float buf[1024];
+    for (int64_t r = 0; r < R; r++) max_n = n[r] > max_n ? n[r] : max_n;
+    for (int64_t i = 0; i < max_n; i++) { /* scores: each key row is read once for every row that needs it */
+        const float *ki = row_f32(k, kv_f16, (int64_t)idx[i] * stride, dim, buf);
+        for (int64_t r = 0; r < R; r++) {
+            if (i >= n[r]) continue;
+            const float *qr = q[r];
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t d = 0; d < d8; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), _mm256_loadu_ps(ki + d), acc);
+            float s = hsum(acc);
+            for (int64_t d = d8; d < dim; d++) s += qr[d] * ki[d];
+            scratch[r * max_n + i] = s * scale;
+        }
+    }
+    for (int64_t r = 0; r < R; r++) {
+        td_softmax(scratch + r * max_n, n[r]);
+        for (int64_t d = 0; d < dim; d++) out[r][d] = 0.0f;
+    }
+    for (int64_t i = 0; i < max_n; i++) { /* values, in key order for every row */
+        const float *vi = row_f32(v, kv_f16, (int64_t)idx[i] * stride, dim, buf);
+        for (int64_t r = 0; r < R; r++) {
+            if (i >= n[r]) continue;
+            float *o = out[r], p = scratch[r * max_n + i];
+            __m256 pv = _mm256_set1_ps(p);
+            for (int64_t d = 0; d < d8; d += 8)
+                _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(vi + d), _mm256_loadu_ps(o + d)));
+            for (int64_t d = d8; d < dim; d++) o[d] += p * vi[d];
+        }
+    }
+}

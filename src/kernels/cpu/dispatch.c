@@ -3,13 +3,30 @@
 #include <string.h>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
 
-static const td_kernels scalar = {"scalar", td_matmul_ref, td_attn_ref, td_deltanet_step_ref};
-static const td_kernels avx2 = {"avx2", td_matmul_avx2, td_attn_avx2, td_deltanet_step_avx2};
+static void quant_ref(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1) {
+    td_quantize_rows_ref(x, ldx, xq, r0, r1);
+}
+static void quant_avx2(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1) {
+    td_quantize_rows_avx2(x, ldx, xq, r0, r1);
+}
+
+static const td_kernels scalar = {"scalar", 0, td_matmul_ref, td_attn_ref, td_attn_rows_ref, td_deltanet_step_ref,
+                                  quant_ref};
+static const td_kernels avx2 = {"avx2", 0, td_matmul_avx2, td_attn_avx2, td_attn_rows_avx2, td_deltanet_step_avx2,
+                                quant_avx2};
+static const td_kernels avx512vnni = {"avx512vnni", 1, td_matmul_avx512, td_attn_avx2, td_attn_rows_avx2,
+                                      td_deltanet_step_avx2, quant_avx2};
 
 int td_cpu_has_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+int td_cpu_has_avx512vnni(void) {
+    return td_cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
 const td_kernels *td_kernels_scalar(void) { return &scalar; }
@@ -17,5 +34,7 @@ const td_kernels *td_kernels_scalar(void) { return &scalar; }
 const td_kernels *td_kernels_best(void) {
     const char *force = getenv("TD_KERNELS");
     if (force && strcmp(force, "scalar") == 0) return &scalar;
+    int cap_avx2 = force && strcmp(force, "avx2") == 0;
+    if (!cap_avx2 && td_cpu_has_avx512vnni()) return &avx512vnni;
     return td_cpu_has_avx2() ? &avx2 : &scalar;
 }

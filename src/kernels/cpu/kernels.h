@@ -12,12 +12,16 @@
 
 #include "model/dtype.h"
 
-/* A weight matrix [rows, cols], row-major, rows `row_bytes` apart. */
+struct td_qpack;
+
+/* A weight matrix [rows, cols], row-major, rows `row_bytes` apart. Q8_0 / Q4_0 matrices may carry a packed copy
+ * (quant.h) that the matrix products use instead when the kernels support it; `data` stays the original. */
 typedef struct td_mat {
     td_dtype type;
     int64_t rows, cols;
     size_t row_bytes;
     const void *data;
+    const struct td_qpack *pack;
 } td_mat;
 
 static inline const void *td_mat_row(const td_mat *w, int64_t r) {
@@ -26,8 +30,10 @@ static inline const void *td_mat_row(const td_mat *w, int64_t r) {
 
 /* Y[t, j] = dot(X[t, :cols], W[row(j), :]) for t in [0, T), j in [j0, j1), where row(j) = rows ? rows[j] : j.
  * X has leading dimension ldx floats, Y has ldy. For Q8_0 / Q4_0 weights the activations come quantised:
- * xq holds T rows of cols / 32 Q8_0 blocks (td_quantize_rows_q8_0) and x is not read; each block contributes
- * d_w * d_x * (exact integer dot product). */
+ * xq points at a td_qrows (quant.h) holding T rows of cols / 32 Q8_0 blocks, and x is not read; each block
+ * contributes (d_w * d_x) * (exact integer dot product). With w->pack, xq is in the x16 layout and the sum runs
+ * over 16 lanes, lane l adding fma((float)p_b, d_w * d_x, .) for its blocks b = 16g + l in order of g; the lanes
+ * are then added as a tree (l + 8, then + 4, + 2, + 1): td_matmul_x16_ref spells it out. */
 typedef void (*td_matmul_fn)(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
                              int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1);
 
@@ -38,6 +44,29 @@ void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, const 
 /* The quantised half of td_matmul_avx2 (Q8_0 and Q4_0 weights). */
 void td_matmul_quant_avx2(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                           int64_t j0, int64_t j1);
+/* Packed weights (w->pack) and x16 activations: the scalar reference, and the AVX-512 VNNI version, which gives
+ * bit-identical results (integer block sums are exact; the float operations are the same, in the same order). */
+void td_matmul_x16_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                       int64_t j0, int64_t j1);
+void td_matmul_x16_avx512(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                          int64_t j0, int64_t j1);
+/* All of td_matmul_avx2, with packed weights on AVX-512 VNNI. */
+void td_matmul_avx512(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
+                      float *y, int64_t ldy, int64_t j0, int64_t j1);
+
+/* Attention of R query rows that share their keys (the heads of one KV group, for consecutive tokens of one
+ * sequence): row r attends to the first n[r] gathered key/value rows, exactly as td_attn_* does for one row, but
+ * each key and value row is read (and converted from f16 when kv_f16) once for all R rows.
+ * k, v: float or uint16 (f16) rows at idx[i] * stride; scratch holds R * max(n) floats. */
+typedef void (*td_attn_rows_fn)(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
+                                const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim,
+                                float scale, float *scratch);
+void td_attn_rows_ref(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
+                      const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim, float scale,
+                      float *scratch);
+void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
+                       const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim, float scale,
+                       float *scratch);
 
 /* Attention of one query head over n gathered key/value rows:
  * s_i = dot(q, k_i) * scale; p = softmax(s) (max-subtracted, summed in order of i); out = sum_i p_i v_i.
@@ -99,19 +128,23 @@ void td_conv_step(float *out, float *state, const float *x, const float *w, int6
 /* softplus with transformers' threshold: x > 20 -> x, else log1p(exp(x)). */
 float td_softplus(float x);
 
-/* The run-time choice between scalar and AVX2 versions. */
+/* The run-time choice between scalar, AVX2 and AVX-512 VNNI versions. */
 typedef struct td_kernels {
-    const char *name; /* "avx2" or "scalar" */
+    const char *name; /* "avx512vnni", "avx2" or "scalar" */
+    int pack;         /* 1: Q8_0 / Q4_0 matrices are best packed (td_qpack) for these kernels */
     td_matmul_fn matmul;
     td_attn_fn attn;
+    td_attn_rows_fn attn_rows;
     td_deltanet_step_fn deltanet_step;
+    void (*quantize_rows)(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1); /* xq: td_qrows */
 } td_kernels;
 
-/* The best kernels this CPU supports (AVX2+FMA+F16C, else scalar). TD_KERNELS=scalar in the environment forces
- * the scalar reference. */
+/* The best kernels this CPU supports (AVX-512 F/BW/VL/VNNI, else AVX2+FMA+F16C, else scalar). TD_KERNELS=scalar
+ * or TD_KERNELS=avx2 in the environment caps the choice. */
 const td_kernels *td_kernels_best(void);
 const td_kernels *td_kernels_scalar(void);
-/* 1 if this CPU can run the AVX2 kernels. */
+/* 1 if this CPU can run the AVX2 kernels; the AVX-512 VNNI ones. */
 int td_cpu_has_avx2(void);
+int td_cpu_has_avx512vnni(void);
 
 #endif

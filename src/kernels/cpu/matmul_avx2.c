@@ -113,6 +113,10 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
 
 void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                     float *y, int64_t ldy, int64_t j0, int64_t j1) {
+    if (w->pack) { /* packed for other kernels: the reference gives the same bits */
+        td_matmul_x16_ref(w, rows, xq, T, y, ldy, j0, j1);
+        return;
+    }
     switch (w->type) {
     case TD_DTYPE_Q8_0:
     case TD_DTYPE_Q4_0: td_matmul_quant_avx2(w, rows, xq, T, y, ldy, j0, j1); break;

@@ -1,14 +1,17 @@
-/* AVX2 matrix product over Q8_0 / Q4_0 weights and Q8_0-quantised activations. Each block's 32 products are
- * summed exactly in integers (maddubs on |w| and x * sign(w), then madd to 32-bit lanes), converted to floats
- * and accumulated as acc += (d_w * d_x) * lanes; the 8 lanes are summed once at the end in a fixed order.
- * Tiles (R rows x C tokens) only share loads: a dot product's operations never depend on its neighbours. */
+/* AVX2 matrix product over Q8_0 / Q4_0 weights and Q8_0-quantised activations, and the AVX2 activation quantiser.
+ *
+ * Each block's 32 products are summed exactly in integers (maddubs of |w| and x * sign(w), then madd to 32-bit
+ * lanes), converted to floats and accumulated as acc += (d_w * d_x) * lanes; the 8 lanes are summed once at the
+ * end in a fixed order. Tiles (R rows x C tokens) only decide how many dot products share each load, and are sized
+ * so the accumulators stay in the 16 ymm registers: a dot product's operations never depend on its neighbours. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
-#include "util/half.h"
 
-#define TB 64
+#define TB 256 /* tokens per block: their quantised activations (~280 KB for 1024 columns) stay in L2 while the
+                  weight rows stream past */
 
 static inline float hsum(__m256 a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -21,7 +24,7 @@ static inline float hsum(__m256 a) {
 static inline __attribute__((always_inline)) __m256i weights(td_dtype type, const void *row, int64_t b) {
     if (type == TD_DTYPE_Q8_0) return _mm256_loadu_si256((const __m256i *)((const td_block_q8_0 *)row)[b].qs);
     __m128i q = _mm_loadu_si128((const __m128i *)((const td_block_q4_0 *)row)[b].qs);
-    __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q); /* low nibbles: 0-15, high: 16-31 */
+    __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q); /* low nibbles: elements 0-15, high: 16-31 */
     return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
 }
 
@@ -30,30 +33,27 @@ static inline __attribute__((always_inline)) float wscale(td_dtype type, const v
                                  : _cvtsh_ss(((const td_block_q4_0 *)row)[b].d);
 }
 
-/* 8 int32 lanes holding the exact dot product of 32 int8 pairs. */
-static inline __m256 block_dot(__m256i w, __m256i x) {
-    __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
-    __m256i p16 = _mm256_maddubs_epi16(aw, sx);
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-}
-
 static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int C, const void *const *wr,
-                                                       const td_block_q8_0 *xq, int64_t nb, float *y, int64_t ldy) {
-    __m256 acc[4][4];
+                                                       const td_block_q8_0 *xq, const float *xd, int64_t nb, float *y,
+                                                       int64_t ldy) {
+    __m256 acc[8][2];
+    const __m256i ones = _mm256_set1_epi16(1);
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m256i xv[4];
-        float dx[4];
+        __m256i xv[2];
+        __m256 dx[2];
         for (int c = 0; c < C; c++) {
             xv[c] = _mm256_loadu_si256((const __m256i *)xq[c * nb + b].qs);
-            dx[c] = _cvtsh_ss(xq[c * nb + b].d);
+            dx[c] = _mm256_broadcast_ss(&xd[c * nb + b]); /* a load, not a shuffle */
         }
         for (int r = 0; r < R; r++) {
-            __m256i wv = weights(type, wr[r], b);
-            float dw = wscale(type, wr[r], b);
-            for (int c = 0; c < C; c++)
-                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[c]), block_dot(wv, xv[c]), acc[r][c]);
+            __m256i wv = weights(type, wr[r], b), aw = _mm256_sign_epi8(wv, wv);
+            __m256 dw = _mm256_set1_ps(wscale(type, wr[r], b));
+            for (int c = 0; c < C; c++) {
+                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv[c], wv)), ones);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx[c]), _mm256_cvtepi32_ps(p), acc[r][c]);
+            }
         }
     }
     for (int r = 0; r < R; r++)
@@ -61,37 +61,51 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
 }
 
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_mat *w, const int32_t *rows,
-                                                               const void *xqv, int64_t T, float *y, int64_t ldy,
+                                                               const td_qrows *xr, int64_t T, float *y, int64_t ldy,
                                                                int64_t j0, int64_t j1) {
-    const td_block_q8_0 *xq = xqv;
     const int64_t nb = w->cols / 32;
-    const void *wr[4];
+    const void *wr[8];
+    if (T < 2) { /* decode: 8 rows per token keep 8 independent accumulation chains in flight */
+        for (int64_t j = j0; j < j1; j += 8) {
+            int R = j1 - j < 8 ? (int)(j1 - j) : 8;
+            for (int r = 0; r < R; r++) wr[r] = td_mat_row(w, rows ? rows[j + r] : j + r);
+            for (int64_t t = 0; t < T; t++) {
+                const td_block_q8_0 *xt = xr->q + t * xr->nb;
+                const float *dt = xr->d + t * xr->nb;
+                float *yt = y + t * ldy + j;
+                switch (R) {
+                case 8: tile(type, 8, 1, wr, xt, dt, nb, yt, ldy); break;
+                case 7: tile(type, 7, 1, wr, xt, dt, nb, yt, ldy); break;
+                case 6: tile(type, 6, 1, wr, xt, dt, nb, yt, ldy); break;
+                case 5: tile(type, 5, 1, wr, xt, dt, nb, yt, ldy); break;
+                case 4: tile(type, 4, 1, wr, xt, dt, nb, yt, ldy); break;
+                case 3: tile(type, 3, 1, wr, xt, dt, nb, yt, ldy); break;
+                case 2: tile(type, 2, 1, wr, xt, dt, nb, yt, ldy); break;
+                default: tile(type, 1, 1, wr, xt, dt, nb, yt, ldy); break;
+                }
+            }
+        }
+        return;
+    }
     for (int64_t t0 = 0; t0 < T; t0 += TB) {
         int64_t t1 = T - t0 < TB ? T : t0 + TB;
         for (int64_t j = j0; j < j1; j += 4) {
             int R = j1 - j < 4 ? (int)(j1 - j) : 4;
             for (int r = 0; r < R; r++) wr[r] = td_mat_row(w, rows ? rows[j + r] : j + r);
-            for (int64_t t = t0; t < t1; t += 4) {
-                int C = t1 - t < 4 ? (int)(t1 - t) : 4;
-                const td_block_q8_0 *xt = xq + t * nb;
+            for (int64_t t = t0; t < t1; t += 2) {
+                int C = t1 - t < 2 ? 1 : 2;
+                const td_block_q8_0 *xt = xr->q + t * xr->nb;
+                const float *dt = xr->d + t * xr->nb;
                 float *yt = y + t * ldy + j;
-                switch (R * 8 + C) { /* constant R, C: the compiler keeps the accumulators in registers */
-                case 4 * 8 + 4: tile(type, 4, 4, wr, xt, nb, yt, ldy); break;
-                case 4 * 8 + 3: tile(type, 4, 3, wr, xt, nb, yt, ldy); break;
-                case 4 * 8 + 2: tile(type, 4, 2, wr, xt, nb, yt, ldy); break;
-                case 4 * 8 + 1: tile(type, 4, 1, wr, xt, nb, yt, ldy); break;
-                case 3 * 8 + 4: tile(type, 3, 4, wr, xt, nb, yt, ldy); break;
-                case 3 * 8 + 3: tile(type, 3, 3, wr, xt, nb, yt, ldy); break;
-                case 3 * 8 + 2: tile(type, 3, 2, wr, xt, nb, yt, ldy); break;
-                case 3 * 8 + 1: tile(type, 3, 1, wr, xt, nb, yt, ldy); break;
-                case 2 * 8 + 4: tile(type, 2, 4, wr, xt, nb, yt, ldy); break;
-                case 2 * 8 + 3: tile(type, 2, 3, wr, xt, nb, yt, ldy); break;
-                case 2 * 8 + 2: tile(type, 2, 2, wr, xt, nb, yt, ldy); break;
-                case 2 * 8 + 1: tile(type, 2, 1, wr, xt, nb, yt, ldy); break;
-                case 1 * 8 + 4: tile(type, 1, 4, wr, xt, nb, yt, ldy); break;
-                case 1 * 8 + 3: tile(type, 1, 3, wr, xt, nb, yt, ldy); break;
-                case 1 * 8 + 2: tile(type, 1, 2, wr, xt, nb, yt, ldy); break;
-                default: tile(type, 1, 1, wr, xt, nb, yt, ldy); break;
+                switch (R * 4 + C) {
+                case 4 * 4 + 2: tile(type, 4, 2, wr, xt, dt, nb, yt, ldy); break;
+                case 4 * 4 + 1: tile(type, 4, 1, wr, xt, dt, nb, yt, ldy); break;
+                case 3 * 4 + 2: tile(type, 3, 2, wr, xt, dt, nb, yt, ldy); break;
+                case 3 * 4 + 1: tile(type, 3, 1, wr, xt, dt, nb, yt, ldy); break;
+                case 2 * 4 + 2: tile(type, 2, 2, wr, xt, dt, nb, yt, ldy); break;
+                case 2 * 4 + 1: tile(type, 2, 1, wr, xt, dt, nb, yt, ldy); break;
+                case 1 * 4 + 2: tile(type, 1, 2, wr, xt, dt, nb, yt, ldy); break;
+                default: tile(type, 1, 1, wr, xt, dt, nb, yt, ldy); break;
                 }
             }
         }
@@ -102,4 +116,46 @@ void td_matmul_quant_avx2(const td_mat *w, const int32_t *rows, const void *xq, 
                           int64_t j0, int64_t j1) {
     if (w->type == TD_DTYPE_Q8_0) matmul_typed(TD_DTYPE_Q8_0, w, rows, xq, T, y, ldy, j0, j1);
     else if (w->type == TD_DTYPE_Q4_0) matmul_typed(TD_DTYPE_Q4_0, w, rows, xq, T, y, ldy, j0, j1);
+}
+
+/* roundf (half away from zero) of 8 floats, exactly: trunc, then one more step when the dropped part is >= 0.5. */
+static inline __m256 round_away(__m256 x) {
+    __m256 t = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 frac = _mm256_sub_ps(x, t); /* exact */
+    __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 up = _mm256_cmp_ps(_mm256_and_ps(frac, absmask), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_andnot_ps(absmask, x)); /* copysign(1, x) */
+    return _mm256_add_ps(t, _mm256_and_ps(up, step));
+}
+
+void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = x + r * ldx;
+        for (int64_t b = 0; b < xq->nb; b++) {
+            const float *xb = xr + b * 32;
+            __m256 v[4];
+            __m256 m = _mm256_setzero_ps();
+            for (int i = 0; i < 4; i++) {
+                v[i] = _mm256_loadu_ps(xb + 8 * i);
+                m = _mm256_max_ps(m, _mm256_and_ps(v[i], absmask));
+            }
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+            float amax = _mm_cvtss_f32(m4), d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            td_block_q8_0 tmp, *q = xq->x16 ? &tmp : &xq->q[r * xq->nb + b];
+            q->d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+            if (!xq->x16) xq->d[r * xq->nb + b] = _cvtsh_ss(q->d);
+            __m256i i32[4];
+            for (int i = 0; i < 4; i++) i32[i] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[i], _mm256_set1_ps(id))));
+            /* pack 4 x 8 int32 -> 32 int8, fixing the lane order packs leaves behind */
+            __m256i p16a = _mm256_packs_epi32(i32[0], i32[1]), p16b = _mm256_packs_epi32(i32[2], i32[3]);
+            __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+            p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)q->qs, p8);
+            if (xq->x16) td_qrows_put(xq, r, b, q->qs, q->d);
+        }
+        td_qrows_pad(xq, r);
+    }
 }

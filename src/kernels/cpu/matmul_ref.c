@@ -12,8 +12,8 @@ static float weight_at(const td_mat *w, const void *row, int64_t k) {
     }
 }
 
-/* One quantised dot product: sum over blocks of d_w * d_x * (integer dot of the 32 pairs). */
-static float dot_quant(const td_mat *w, const void *row, const td_block_q8_0 *xq, int64_t nb) {
+/* One quantised dot product: sum over blocks of (d_w * d_x) * (integer dot of the 32 pairs). */
+static float dot_quant(const td_mat *w, const void *row, const td_block_q8_0 *xq, const float *xd, int64_t nb) {
     float s = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         int32_t isum = 0;
@@ -28,18 +28,23 @@ static float dot_quant(const td_mat *w, const void *row, const td_block_q8_0 *xq
                 isum += ((wb->qs[j] & 15) - 8) * xq[b].qs[j] + ((wb->qs[j] >> 4) - 8) * xq[b].qs[j + 16];
             dw = td_f16_to_f32(wb->d);
         }
-        s += (dw * td_f16_to_f32(xq[b].d)) * (float)isum;
+        s += (dw * xd[b]) * (float)isum;
     }
     return s;
 }
 
 void td_matmul_ref(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                    float *y, int64_t ldy, int64_t j0, int64_t j1) {
+    if (w->pack) {
+        td_matmul_x16_ref(w, rows, xq, T, y, ldy, j0, j1);
+        return;
+    }
     if (td_dtype_is_block(w->type)) {
+        const td_qrows *xr = xq;
         int64_t nb = w->cols / 32;
         for (int64_t j = j0; j < j1; j++) {
             const void *row = td_mat_row(w, rows ? rows[j] : j);
-            for (int64_t t = 0; t < T; t++) y[t * ldy + j] = dot_quant(w, row, (const td_block_q8_0 *)xq + t * nb, nb);
+            for (int64_t t = 0; t < T; t++) y[t * ldy + j] = dot_quant(w, row, xr->q + t * xr->nb, xr->d + t * xr->nb, nb);
         }
         return;
     }

@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "kernels/cpu/kernels.h"
+#include "util/half.h"
 
 void td_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred) {
     double ss = 0.0; /* double: the mean of squares is then correctly rounded for any realistic n */
@@ -107,3 +108,28 @@ void td_conv_step(float *out, float *state, const float *x, const float *w, int6
 }
 
 float td_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+void td_attn_rows_ref(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
+                      const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim, float scale,
+                      float *scratch) {
+    for (int64_t r = 0; r < R; r++) {
+        float *s = scratch;
+        for (int64_t i = 0; i < n[r]; i++) {
+            float acc = 0.0f;
+            for (int64_t d = 0; d < dim; d++) {
+                int64_t at = (int64_t)idx[i] * stride + d;
+                float kv = kv_f16 ? td_f16_to_f32(((const uint16_t *)k)[at]) : ((const float *)k)[at];
+                acc += q[r][d] * kv;
+            }
+            s[i] = acc * scale;
+        }
+        td_softmax(s, n[r]);
+        for (int64_t d = 0; d < dim; d++) out[r][d] = 0.0f;
+        for (int64_t i = 0; i < n[r]; i++)
+            for (int64_t d = 0; d < dim; d++) {
+                int64_t at = (int64_t)idx[i] * stride + d;
+                float vv = kv_f16 ? td_f16_to_f32(((const uint16_t *)v)[at]) : ((const float *)v)[at];
+                out[r][d] += s[i] * vv;
+            }
+    }
+}

@@ -26,7 +26,58 @@ void td_quantize_q4_0(const float *x, td_block_q4_0 *y, int64_t n);
 void td_dequantize_q8_0(const td_block_q8_0 *x, float *y, int64_t n);
 void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n);
 
-/* Quantises rows [r0, r1) of X [T, cols] (leading dimension ldx) to Q8_0 blocks at xq + r * (cols / 32). */
-void td_quantize_rows_q8_0(const float *x, int64_t ldx, int64_t cols, td_block_q8_0 *xq, int64_t r0, int64_t r1);
+/* Packed ("x16") Q8_0 / Q4_0 weights, for CPUs with 8-bit dot-product instructions (VNNI). A row's blocks are
+ * taken in groups of 16 (the last group padded with zero blocks); in a group, byte lane*4 + i of chunk k
+ * (k = 0..7, 64 bytes each) is element 4k + i of block lane, so one 64-byte chunk feeds 16 blocks at once and
+ * the 16 lanes of a 32-bit accumulator each end up holding one block's complete integer dot product.
+ *   Q8_0: 8 chunks of unsigned bytes w + 128 (512 bytes a group).
+ *   Q4_0: 4 chunks of bytes (chunk k in the low nibbles, chunk k + 4 in the high), unsigned q = w + 8 (256 bytes).
+ * A row is the nbg groups' bytes, then nbg * 16 fp16 scales, padded to 64 bytes. */
+typedef struct td_qpack {
+    td_dtype type;
+    int64_t rows, nbg;
+    size_t group_bytes; /* 512 or 256 */
+    size_t row_bytes;
+    uint8_t *data;      /* 64-byte aligned, rows * row_bytes */
+} td_qpack;
+
+/* Packs a Q8_0 / Q4_0 matrix of `rows` rows (row_bytes apart at data). Returns NULL when out of memory. */
+td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes);
+void td_qpack_free(td_qpack *p);
+static inline const uint8_t *td_qpack_row(const td_qpack *p, int64_t r) { return p->data + (size_t)r * p->row_bytes; }
+static inline const uint16_t *td_qpack_scales(const td_qpack *p, const uint8_t *row) {
+    return (const uint16_t *)(const void *)(row + (size_t)p->nbg * p->group_bytes);
+}
+
+/* Activations quantised for a quantised matrix product: T rows, each quantised to Q8_0 blocks (td_quantize_q8_0's
+ * values), in one of two layouts.
+ *   plain (x16 == 0): q [T * nb] blocks and d [T * nb], each block's scale again as fp32 (the same value as the
+ *     block's fp16 d) so that the inner loops need no conversion;
+ *   x16 (for packed weights): qi [T * nbg * 512] bytes interleaved as td_qpack's Q8_0 chunks (signed), d [T * nbg
+ *     * 16] scales and s [T * nbg * 16] the sums of each block's 32 values; padding blocks are all zero. */
+typedef struct td_qrows {
+    int x16;
+    td_block_q8_0 *q;
+    int8_t *qi;
+    float *d;
+    int32_t *s;
+    int64_t nb, nbg;
+} td_qrows;
+
+/* Bytes of a td_qrows buffer for T rows of nb blocks, either layout; td_qrows_bind lays one out over such a
+ * buffer (64-byte aligned). */
+size_t td_qrows_bytes(int64_t T, int64_t nb);
+void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int x16);
+
+/* Stores row r's block b (32 values, fp16 scale d) in either layout; td_qrows_pad zeroes row r's padding blocks
+ * (x16). Shared by the quantisers so that they differ only in how they compute the values. */
+void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const int8_t *qs, uint16_t d);
+void td_qrows_pad(const td_qrows *xq, int64_t r);
+
+/* Quantises rows [r0, r1) of X [T, nb * 32] (leading dimension ldx) into xq's layout, as td_quantize_q8_0 does.
+ * The AVX2 version gives identical bytes (round half away from zero, like roundf). */
+typedef void (*td_quantize_rows_fn)(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
+void td_quantize_rows_ref(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
+void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
 
 #endif

@@ -49,6 +49,13 @@ void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n) {
     }
 }
 
-void td_quantize_rows_q8_0(const float *x, int64_t ldx, int64_t cols, td_block_q8_0 *xq, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; r++) td_quantize_q8_0(x + r * ldx, xq + r * (cols / 32), cols);
+void td_quantize_rows_ref(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t b = 0; b < xq->nb; b++) {
+            td_block_q8_0 blk;
+            td_quantize_q8_0(x + r * ldx + b * 32, &blk, 32);
+            td_qrows_put(xq, r, b, blk.qs, blk.d);
+        }
+        td_qrows_pad(xq, r);
+    }
 }

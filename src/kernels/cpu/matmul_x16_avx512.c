@@ -1,0 +1,146 @@
+/* AVX-512 VNNI matrix product over packed (x16) Q8_0 / Q4_0 weights and x16 activations; td_matmul_x16_ref is
+ * its scalar reference and the two agree to the bit.
+ *
+ * A 64-byte chunk of a packed group holds 4 consecutive elements of each of 16 blocks, so vpdpbusd (unsigned
+ * weight bytes times signed activation bytes, 4 products a lane) leaves, after the 8 chunks of a group, each
+ * block's complete integer dot product in its own 32-bit lane, offset by o * sum(x) (o = 128 or 8), which the
+ * accumulator starts out subtracting. One conversion, one scale product and one fma then serve 16 blocks
+ * (512 multiply-adds) per weight row and token. Tiles (R rows x C tokens) only decide how many dot products share
+ * each load: a dot product's operations never depend on its neighbours. */
+#include <immintrin.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
+
+#define TB 128 /* tokens per block: their x16 activations stay in L2 while the weight rows stream past */
+
+/* The lanes added as td_matmul_x16_ref does: i + 8, then + 4, + 2, + 1. */
+static inline float reduce16(__m512 a) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int C, const uint8_t *const *wr,
+                                                       size_t group_bytes, const int8_t *xq, const float *xd,
+                                                       const int32_t *xs, int64_t nbg, float *y, int64_t ldy) {
+    __m512 acc[8][2];
+    const int shift = type == TD_DTYPE_Q8_0 ? 7 : 3;
+    const __m512i low4 = _mm512_set1_epi8(15);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < nbg; g++) {
+        __m512i isum[8][2];
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
+            __m512i init = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                            _mm512_slli_epi32(_mm512_loadu_si512(xs + (c * nbg + g) * 16), shift));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) isum[r][c] = init;
+        }
+        if (type == TD_DTYPE_Q8_0) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                __m512i wv[8];
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                    wv[r] = _mm512_loadu_si512(wr[r] + g * 512 + k * 64);
+                _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
+                    __m512i xv = _mm512_loadu_si512(xq + (c * nbg + g) * 512 + k * 64);
+                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                        isum[r][c] = _mm512_dpbusd_epi32(isum[r][c], wv[r], xv);
+                }
+            }
+        } else {
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                __m512i lo[8], hi[8];
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                    __m512i raw = _mm512_loadu_si512(wr[r] + g * group_bytes + k * 64);
+                    lo[r] = _mm512_and_si512(raw, low4);
+                    hi[r] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+                }
+                _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
+                    __m512i xlo = _mm512_loadu_si512(xq + (c * nbg + g) * 512 + k * 64);
+                    __m512i xhi = _mm512_loadu_si512(xq + (c * nbg + g) * 512 + (k + 4) * 64);
+                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                        isum[r][c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(isum[r][c], lo[r], xlo), hi[r], xhi);
+                }
+            }
+        }
+        __m512 dw[8];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) dw[r] = _mm512_cvtph_ps(
+            _mm256_loadu_si256((const __m256i *)(const void *)(wr[r] + nbg * group_bytes + g * 32)));
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
+            __m512 dx = _mm512_loadu_ps(xd + (c * nbg + g) * 16);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][c]), _mm512_mul_ps(dw[r], dx), acc[r][c]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) y[c * ldy + r] = reduce16(acc[r][c]);
+}
+
+static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_mat *w, const int32_t *rows,
+                                                               const td_qrows *xr, int64_t T, float *y, int64_t ldy,
+                                                               int64_t j0, int64_t j1) {
+    const td_qpack *p = w->pack;
+    const int64_t nbg = p->nbg, xstride = nbg * 16;
+    const size_t gb = p->group_bytes;
+    const uint8_t *wr[8];
+    if (T < 2) { /* decode: 8 rows per token keep 8 independent accumulation chains in flight */
+        for (int64_t j = j0; j < j1; j += 8) {
+            int R = j1 - j < 8 ? (int)(j1 - j) : 8;
+            for (int r = 0; r < R; r++) wr[r] = td_qpack_row(p, rows ? rows[j + r] : j + r);
+            for (int64_t t = 0; t < T; t++) {
+                const int8_t *xq = xr->qi + t * nbg * 512;
+                const float *xd = xr->d + t * xstride;
+                const int32_t *xs = xr->s + t * xstride;
+                float *yt = y + t * ldy + j;
+                switch (R) {
+                case 8: tile(type, 8, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 7: tile(type, 7, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 6: tile(type, 6, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 5: tile(type, 5, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 4: tile(type, 4, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 3: tile(type, 3, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 2: tile(type, 2, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                default: tile(type, 1, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                }
+            }
+        }
+        return;
+    }
+    for (int64_t t0 = 0; t0 < T; t0 += TB) {
+        int64_t t1 = T - t0 < TB ? T : t0 + TB;
+        for (int64_t j = j0; j < j1; j += 4) {
+            int R = j1 - j < 4 ? (int)(j1 - j) : 4;
+            for (int r = 0; r < R; r++) wr[r] = td_qpack_row(p, rows ? rows[j + r] : j + r);
+            for (int64_t t = t0; t < t1; t += 2) {
+                int C = t1 - t < 2 ? 1 : 2;
+                const int8_t *xq = xr->qi + t * nbg * 512;
+                const float *xd = xr->d + t * xstride;
+                const int32_t *xs = xr->s + t * xstride;
+                float *yt = y + t * ldy + j;
+                switch (R * 4 + C) {
+                case 4 * 4 + 2: tile(type, 4, 2, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 4 * 4 + 1: tile(type, 4, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 3 * 4 + 2: tile(type, 3, 2, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 3 * 4 + 1: tile(type, 3, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 2 * 4 + 2: tile(type, 2, 2, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 2 * 4 + 1: tile(type, 2, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 1 * 4 + 2: tile(type, 1, 2, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                default: tile(type, 1, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                }
+            }
+        }
+    }
+}
+
+void td_matmul_x16_avx512(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                          int64_t j0, int64_t j1) {
+    if (w->type == TD_DTYPE_Q8_0) matmul_typed(TD_DTYPE_Q8_0, w, rows, xq, T, y, ldy, j0, j1);
+    else matmul_typed(TD_DTYPE_Q4_0, w, rows, xq, T, y, ldy, j0, j1);
+}
+
+void td_matmul_avx512(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
+                      float *y, int64_t ldy, int64_t j0, int64_t j1) {
+    if (w->pack) td_matmul_x16_avx512(w, rows, xq, T, y, ldy, j0, j1);
+    else td_matmul_avx2(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
+}

@@ -1,0 +1,55 @@
+/* Scalar reference of the packed (x16) quantised matrix product: the arithmetic that td_matmul_x16_avx512 does,
+ * one lane at a time, so that the two agree to the bit.
+ *
+ * For weight row j and token t, lane l (0..15) accumulates, over the groups g in order,
+ *     acc_l = fma((float)p, d_w * d_x, acc_l),   p = sum of the 32 products of block 16g + l (exact integers),
+ * and the result is the lanes added as a tree: a_i = acc_i + acc_{i+8}, then + 4, + 2, + 1. The integer sum is
+ * computed as the kernel does, from unsigned weights: p = sum (w + o) * x - o * sum(x), o = 128 (Q8_0) or 8 (Q4_0). */
+#include <math.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
+#include "util/half.h"
+
+/* The unsigned weight byte for element e of lane `lane` in a packed group. */
+static int packed_weight(const td_qpack *p, const uint8_t *group, int lane, int e) {
+    int k = e / 4, i = e % 4;
+    if (p->type == TD_DTYPE_Q8_0) return group[k * 64 + lane * 4 + i];
+    uint8_t byte = group[(k % 4) * 64 + lane * 4 + i];
+    return k < 4 ? byte & 15 : byte >> 4;
+}
+
+static float x16_reduce(const float *acc) {
+    float a8[8], a4[4], a2[2];
+    for (int i = 0; i < 8; i++) a8[i] = acc[i] + acc[i + 8];
+    for (int i = 0; i < 4; i++) a4[i] = a8[i] + a8[i + 4];
+    for (int i = 0; i < 2; i++) a2[i] = a4[i] + a4[i + 2];
+    return a2[0] + a2[1];
+}
+
+static float dot_x16(const td_qpack *p, const uint8_t *row, const td_qrows *xq, int64_t t) {
+    const uint16_t *dw = td_qpack_scales(p, row);
+    int shift = p->type == TD_DTYPE_Q8_0 ? 7 : 3;
+    float acc[16] = {0};
+    for (int64_t g = 0; g < p->nbg; g++) {
+        const uint8_t *group = row + g * p->group_bytes;
+        const int8_t *xg = xq->qi + (t * xq->nbg + g) * 512;
+        for (int lane = 0; lane < 16; lane++) {
+            int64_t at = (t * xq->nbg + g) * 16 + lane;
+            int32_t isum = -(xq->s[at] * (1 << shift));
+            for (int e = 0; e < 32; e++) isum += packed_weight(p, group, lane, e) * xg[(e / 4) * 64 + lane * 4 + e % 4];
+            float scale = td_f16_to_f32(dw[g * 16 + lane]) * xq->d[at];
+            acc[lane] = fmaf((float)isum, scale, acc[lane]);
+        }
+    }
+    return x16_reduce(acc);
+}
+
+void td_matmul_x16_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                       int64_t j0, int64_t j1) {
+    const td_qpack *p = w->pack;
+    for (int64_t j = j0; j < j1; j++) {
+        const uint8_t *row = td_qpack_row(p, rows ? rows[j] : j);
+        for (int64_t t = 0; t < T; t++) y[t * ldy + j] = dot_x16(p, row, xq, t);
+    }
+}

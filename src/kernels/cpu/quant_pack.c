@@ -1,0 +1,102 @@
+/* Packing Q8_0 / Q4_0 weight rows into the x16 layout (quant.h), and laying out quantised activation buffers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/quant.h"
+#include "util/half.h"
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes) {
+    if (type != TD_DTYPE_Q8_0 && type != TD_DTYPE_Q4_0) return NULL;
+    td_qpack *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    int64_t nb = cols / 32;
+    p->type = type;
+    p->rows = rows;
+    p->nbg = (nb + 15) / 16;
+    p->group_bytes = type == TD_DTYPE_Q8_0 ? 512 : 256;
+    p->row_bytes = align64((size_t)p->nbg * (p->group_bytes + 32));
+    size_t total = (size_t)rows * p->row_bytes;
+    if (!(p->data = aligned_alloc(64, total ? total : 64))) {
+        free(p);
+        return NULL;
+    }
+    memset(p->data, 0, total);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = (const uint8_t *)data + (size_t)r * row_bytes;
+        uint8_t *qs = p->data + (size_t)r * p->row_bytes;
+        uint16_t *d = (uint16_t *)(void *)(qs + (size_t)p->nbg * p->group_bytes);
+        for (int64_t b = 0; b < p->nbg * 16; b++) {
+            uint8_t *g = qs + (size_t)(b / 16) * p->group_bytes;
+            int lane = (int)(b % 16);
+            if (type == TD_DTYPE_Q8_0) {
+                const td_block_q8_0 *blk = b < nb ? (const td_block_q8_0 *)(const void *)src + b : NULL;
+                d[b] = blk ? blk->d : 0;
+                for (int e = 0; e < 32; e++) /* w + 128 as an unsigned byte; padding is w = 0 */
+                    g[(e / 4) * 64 + lane * 4 + e % 4] = (uint8_t)((blk ? (uint8_t)blk->qs[e] : 0) ^ 0x80);
+            } else {
+                const td_block_q4_0 *blk = b < nb ? (const td_block_q4_0 *)(const void *)src + b : NULL;
+                d[b] = blk ? blk->d : 0;
+                for (int e = 0; e < 32; e++) { /* q in 0..15; padding is q = 8 (w = 0) */
+                    int q = blk ? (e < 16 ? blk->qs[e] & 15 : blk->qs[e - 16] >> 4) : 8;
+                    int k = e / 4;
+                    g[(k % 4) * 64 + lane * 4 + e % 4] |= (uint8_t)(k < 4 ? q : q << 4);
+                }
+            }
+        }
+    }
+    return p;
+}
+
+void td_qpack_free(td_qpack *p) {
+    if (!p) return;
+    free(p->data);
+    free(p);
+}
+
+size_t td_qrows_bytes(int64_t T, int64_t nb) {
+    size_t plain = align64((size_t)(T * nb) * sizeof(td_block_q8_0)) + align64((size_t)(T * nb) * sizeof(float));
+    int64_t nbg = (nb + 15) / 16;
+    size_t x16 = (size_t)(T * nbg) * (512 + 16 * sizeof(float) + 16 * sizeof(int32_t));
+    return (plain > x16 ? plain : x16) + 64;
+}
+
+void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int x16) {
+    uint8_t *p = (uint8_t *)align64((size_t)buf);
+    memset(xq, 0, sizeof *xq);
+    xq->x16 = x16;
+    xq->nb = nb;
+    xq->nbg = (nb + 15) / 16;
+    if (!x16) {
+        xq->q = (td_block_q8_0 *)(void *)p;
+        xq->d = (float *)(void *)(p + align64((size_t)(T * nb) * sizeof(td_block_q8_0)));
+        return;
+    }
+    xq->qi = (int8_t *)p;
+    xq->d = (float *)(void *)(p + (size_t)(T * xq->nbg) * 512);
+    xq->s = (int32_t *)(void *)(p + (size_t)(T * xq->nbg) * (512 + 16 * sizeof(float)));
+}
+
+void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const int8_t *qs, uint16_t d) {
+    if (!xq->x16) {
+        td_block_q8_0 *blk = &xq->q[r * xq->nb + b];
+        blk->d = d;
+        memcpy(blk->qs, qs, 32);
+        xq->d[r * xq->nb + b] = td_f16_to_f32(d);
+        return;
+    }
+    int64_t g = r * xq->nbg + b / 16, lane = b % 16;
+    int8_t *dst = xq->qi + g * 512 + lane * 4;
+    int32_t sum = 0;
+    for (int k = 0; k < 8; k++) memcpy(dst + k * 64, qs + 4 * k, 4);
+    for (int e = 0; e < 32; e++) sum += qs[e];
+    xq->d[g * 16 + lane] = td_f16_to_f32(d);
+    xq->s[g * 16 + lane] = sum;
+}
+
+void td_qrows_pad(const td_qrows *xq, int64_t r) {
+    if (!xq->x16) return;
+    static const int8_t zero[32];
+    for (int64_t b = xq->nb; b < xq->nbg * 16; b++) td_qrows_put(xq, r, b, zero, 0);
+}

@@ -1,0 +1,39 @@
+/* Packing a model's quantised matrices for the kernels that prefer another layout (td_qpack), once, at load. */
+#include <stdlib.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
+#include "model/model.h"
+#include "util/error.h"
+
+static td_status pack_one(td_model *m, td_mat *w) {
+    if ((w->type != TD_DTYPE_Q8_0 && w->type != TD_DTYPE_Q4_0) || w->pack) return TD_OK;
+    if (m->n_packs == m->cap_packs) {
+        int cap = m->cap_packs ? 2 * m->cap_packs : 64;
+        td_qpack **p = realloc(m->packs, (size_t)cap * sizeof *p);
+        if (!p) return td_fail_nomem("packed weights");
+        m->packs = p;
+        m->cap_packs = cap;
+    }
+    td_qpack *p = td_qpack_new(w->type, w->rows, w->cols, w->data, w->row_bytes);
+    if (!p) return td_fail_nomem("packed weights");
+    m->packs[m->n_packs++] = p;
+    w->pack = p;
+    return TD_OK;
+}
+
+td_status td_model_pack(td_model *m) {
+    if (!td_kernels_best()->pack) return TD_OK;
+    td_status st = TD_OK;
+    for (int i = 0; i < m->cfg.n_layer && st == TD_OK; i++) {
+        td_layer *l = &m->layers[i];
+        td_mat *all[8];
+        int n = 0;
+        all[n++] = &l->w_gate, all[n++] = &l->w_up, all[n++] = &l->w_down;
+        if (l->kind == TD_LAYER_ATTENTION) all[n++] = &l->attn.wq, all[n++] = &l->attn.wk, all[n++] = &l->attn.wv, all[n++] = &l->attn.wo;
+        else all[n++] = &l->dn.in_qkv, all[n++] = &l->dn.in_z, all[n++] = &l->dn.in_b, all[n++] = &l->dn.in_a, all[n++] = &l->dn.out;
+        for (int k = 0; k < n && st == TD_OK; k++) st = pack_one(m, all[k]);
+    }
+    if (st == TD_OK) st = pack_one(m, &m->head); /* the embedding keeps its rows for look-ups */
+    return st;
+}
