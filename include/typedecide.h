@@ -56,6 +56,10 @@ const char *td_last_error(void);
 /* Releases a buffer that the library allocated for the caller. td_free(NULL) is a no-op. */
 void td_free(void *ptr);
 
+/* The CPU kernels this process uses: "avx512vnni", "avx2" or "scalar" (the best this CPU runs; the environment
+ * variable TD_KERNELS=avx2 or TD_KERNELS=scalar caps the choice). Static string. */
+const char *td_cpu_kernels(void);
+
 /* Logging for diagnostics that are not errors. level: 0 = info, 1 = warning. */
 typedef void (*td_log_fn)(void *user, int level, const char *message);
 
@@ -279,6 +283,7 @@ typedef struct td_decide_params {
     int32_t n_threads;         /* default 1; results do not depend on it */
     int64_t memory_mb;         /* budget for the KV cache, activations and sequence states; default 1024 */
     int32_t max_batch;         /* most criteria in one forward pass (0: as many as the budget allows) */
+    int32_t kv_f16;            /* 1: the KV cache in f16 (td_ctx_params.kv_f16) */
 } td_decide_params;
 
 td_decide_params td_decide_default_params(void);
@@ -345,10 +350,12 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
 td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
                         const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out);
 
-/* Readout statistics of the decider since creation: forward passes, tokens run, and multiply-adds spent in the
- * output head (K per criterion and per hidden unit with the restricted head). */
+/* Readout statistics of the decider since creation: forward passes, tokens run, multiply-adds spent in the
+ * output head (K per criterion and per hidden unit with the restricted head), and wall time spent on the shared
+ * evidence (head_ms) and on the criteria's suffixes and readout (suffix_ms) by td_decide / td_decide_ids. */
 typedef struct td_decide_stats {
     int64_t forwards, head_tokens, suffix_tokens, head_macs, criteria;
+    double head_ms, suffix_ms;
 } td_decide_stats;
 td_decide_stats td_decider_stats(const td_decider *d);
 

@@ -153,3 +153,12 @@ double cli_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+int cli_kv(const char *cmd, const char *s, int32_t *kv_f16) {
+    if (!s) return 0;
+    if (strcmp(s, "f32") == 0 || strcmp(s, "f16") == 0) {
+        *kv_f16 = strcmp(s, "f16") == 0;
+        return 0;
+    }
+    return cli_usage_error(cmd, "--kv must be f32 or f16, not '%s'", s);
+}

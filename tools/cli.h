@@ -41,6 +41,8 @@ td_status cli_load_model(const char *path, int want_tokenizer, int quiet, const 
 
 /* Worker threads to use by default: the number of online CPUs. */
 int cli_default_threads(void);
+/* --kv: "f32" (0) or "f16" (1); NULL leaves *kv_f16 alone. Returns 0, or prints a usage error and returns 2. */
+int cli_kv(const char *cmd, const char *s, int32_t *kv_f16);
 
 /* Seconds on a monotonic clock. */
 double cli_now(void);

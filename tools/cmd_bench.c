@@ -8,21 +8,25 @@
 #include "commands.h"
 
 static const char usage_text[] =
-    "usage: typedecide bench (prefill|decode) --model DIR [--tokens N] [--threads T] [--repeat R]\n"
-    "       typedecide bench decide --model DIR [--prefix 256] [--criteria 144] [--suffix 45] [--options 4]\n"
-    "                               [--serial|--batch] [--threads T] [--repeat R]\n"
+    "usage: typedecide bench (prefill|decode) --model M [--tokens N] [--threads T] [--repeat R] [--kv f32|f16]\n"
+    "       typedecide bench decide --model M [--prefix 256] [--criteria 144] [--suffix 45] [--options 4]\n"
+    "                               [--serial|--batch] [--threads T] [--repeat R] [--kv f32|f16]\n"
     "\n"
     "Prints one JSON object: load time (config, mapped weights, tokenizer), and the median / min / max\n"
     "tokens per second over R repeats.\n"
     "  prefill   run N prompt tokens in one pass (default N = 512)\n"
     "  decode    generate N tokens one at a time after a 16-token prompt (default N = 128)\n"
     "  decide    C criteria of S suffix tokens and K options over one P-token evidence prefix (random ids):\n"
-    "            criteria per second and ms per criterion, prefill included\n"
+    "            criteria per second and ms per criterion with the evidence's prefill shared among them;\n"
+    "            prefix_ms (the evidence alone) and suffix_ms_per_criterion (a criterion's own cost over the\n"
+    "            prefilled evidence, as llama-bench -p S -d P measures)\n"
     "\n"
-    "  --model DIR    Hugging Face model directory (e.g. from typedecide synth)\n"
+    "  --model M      Hugging Face model directory (e.g. from typedecide synth) or GGUF file\n"
     "  --tokens N     tokens per measurement\n"
     "  --threads T    worker threads (default: all cores)\n"
-    "  --repeat R     measurements (default 3; one warm-up run is not counted)\n";
+    "  --repeat R     measurements (default 3; one warm-up run is not counted)\n"
+    "  --kv f32|f16   KV cache precision (default f32)\n"
+    "The kernels in use (TD_KERNELS=scalar|avx2 caps the choice) are named in the output.\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -30,13 +34,14 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* One measurement; returns tokens per second or a negative value on error (message printed). */
-static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads) {
+static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads, int32_t kv_f16) {
     int prefill = strcmp(mode, "prefill") == 0;
     int32_t prompt = prefill ? n : 16, V = td_model_n_vocab(m);
     td_ctx_params cp = td_ctx_default_params();
     cp.n_ctx = prompt + (prefill ? 0 : n) + 1;
     cp.n_batch = prompt;
     cp.n_threads = threads;
+    cp.kv_f16 = kv_f16;
     td_ctx *ctx = NULL;
     td_batch *b = NULL;
     td_status st;
@@ -92,7 +97,7 @@ static double decide_once(td_decider *d, const int32_t *head, int32_t P, const i
 }
 
 static int bench_decide(const char *model_dir, long long threads, long long repeat, const char *prefix_s,
-                        const char *crit_s, const char *suffix_s, const char *opts_s, int serial) {
+                        const char *crit_s, const char *suffix_s, const char *opts_s, int serial, int32_t kv_f16) {
     long long P = 256, C = 144, S = 45, K = 4;
     if ((prefix_s && cli_int(prefix_s, 0, 1 << 20, &P)) || (crit_s && cli_int(crit_s, 1, 1 << 20, &C)) ||
         (suffix_s && cli_int(suffix_s, 1, 1 << 16, &S)) || (opts_s && cli_int(opts_s, 1, TD_DECIDE_MAX_OPTIONS, &K)))
@@ -105,6 +110,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
     td_decide_params p = td_decide_default_params();
     p.mode = serial ? TD_DECIDE_SERIAL : TD_DECIDE_BATCH;
     p.n_threads = (int32_t)threads;
+    p.kv_f16 = kv_f16;
     td_decider *d = NULL;
     if ((st = td_decider_new(m, &p, &d)) != TD_OK) {
         td_model_free(m);
@@ -123,24 +129,36 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
         no[c] = (int32_t)K;
         for (long long j = 0; j < S; j++) suf[c][j] = (int32_t)((s = s * 6364136223846793005ull + 1) >> 33) % n_rand;
     }
+    double *head_ms = malloc((size_t)repeat * sizeof *head_ms), *crit_ms = malloc((size_t)repeat * sizeof *crit_ms);
     int rc = decide_once(d, head, (int32_t)P, (const int32_t *const *)suf, ns, no, (int32_t)C, out) < 0; /* warm-up */
     for (long long r = 0; r < repeat && !rc; r++) {
+        td_decide_stats before = td_decider_stats(d);
         secs[r] = decide_once(d, head, (int32_t)P, (const int32_t *const *)suf, ns, no, (int32_t)C, out);
+        td_decide_stats after = td_decider_stats(d);
+        head_ms[r] = after.head_ms - before.head_ms;
+        crit_ms[r] = (after.suffix_ms - before.suffix_ms) / (double)C;
         rc = secs[r] < 0;
     }
     if (!rc) {
         qsort(secs, (size_t)repeat, sizeof *secs, cmp_double);
+        qsort(head_ms, (size_t)repeat, sizeof *head_ms, cmp_double);
+        qsort(crit_ms, (size_t)repeat, sizeof *crit_ms, cmp_double);
         double med = secs[repeat / 2];
         td_decide_stats ds = td_decider_stats(d);
-        printf("{\"bench\": \"decide\", \"mode\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"prefix\": %lld, "
+        printf("{\"bench\": \"decide\", \"mode\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", "
+               "\"kv\": \"%s\", \"prefix\": %lld, "
                "\"criteria\": %lld, \"suffix\": %lld, \"options\": %lld, \"threads\": %lld, \"repeat\": %lld, "
                "\"load_s\": %.4f, \"criteria_per_s\": %.3f, \"ms_per_criterion\": %.3f, \"ms_per_criterion_min\": %.3f, "
-               "\"ms_per_criterion_max\": %.3f, \"forwards_per_run\": %lld, \"head_macs_per_criterion\": %lld}\n",
-               serial ? "serial" : "batch", model_dir, td_model_arch(m), P, C, S, K, threads, repeat, load_s,
+               "\"ms_per_criterion_max\": %.3f, \"prefix_ms\": %.3f, \"suffix_ms_per_criterion\": %.3f, "
+               "\"suffix_ms_per_criterion_min\": %.3f, \"suffix_ms_per_criterion_max\": %.3f, "
+               "\"forwards_per_run\": %lld, \"head_macs_per_criterion\": %lld}\n",
+               serial ? "serial" : "batch", model_dir, td_model_arch(m), td_cpu_kernels(), kv_f16 ? "f16" : "f32", P, C,
+               S, K, threads, repeat, load_s,
                (double)C / med, 1e3 * med / (double)C, 1e3 * secs[0] / (double)C, 1e3 * secs[repeat - 1] / (double)C,
+               head_ms[repeat / 2], crit_ms[repeat / 2], crit_ms[0], crit_ms[repeat - 1],
                (long long)(ds.forwards / (repeat + 1)), (long long)(ds.head_macs / (ds.criteria ? ds.criteria : 1)));
     }
-    free(head), free(ids), free(suf), free(ns), free(no), free(out), free(secs);
+    free(head), free(ids), free(suf), free(ns), free(no), free(out), free(secs), free(head_ms), free(crit_ms);
     td_decider_free(d);
     td_model_free(m);
     return rc;
@@ -148,14 +166,15 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
 
 int cmd_bench(int argc, char **argv) {
     const char *model_dir = NULL, *tokens_s = NULL, *threads_s = NULL, *repeat_s = "3", *prefix_s = NULL,
-               *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL;
+               *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL, *kv_s = NULL;
     int serial = 0, batch = 0;
+    int32_t kv_f16 = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"tokens", 1, &tokens_s, NULL},
                             {"threads", 1, &threads_s, NULL}, {"repeat", 1, &repeat_s, NULL},
                             {"prefix", 1, &prefix_s, NULL},   {"criteria", 1, &crit_s, NULL},
                             {"suffix", 1, &suffix_s, NULL},   {"options", 1, &opts_s, NULL},
                             {"serial", 0, NULL, &serial},     {"batch", 0, NULL, &batch},
-                            {NULL, 0, NULL, NULL}};
+                            {"kv", 1, &kv_s, NULL},           {NULL, 0, NULL, NULL}};
     const char *pos[1];
     int np = 0;
     int r = cli_parse(argc, argv, opts, "bench", pos, 1, &np);
@@ -173,8 +192,9 @@ int cmd_bench(int argc, char **argv) {
     if (threads_s && cli_int(threads_s, 1, 1024, &threads)) return cli_usage_error("bench", "--threads must be in 1..1024");
     if (cli_int(repeat_s, 1, 1000, &repeat)) return cli_usage_error("bench", "--repeat must be in 1..1000");
     if (serial && batch) return cli_usage_error("bench", "choose one of --serial and --batch");
+    if (cli_kv("bench", kv_s, &kv_f16)) return 2;
     if (strcmp(mode, "decide") == 0)
-        return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, serial);
+        return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, serial, kv_f16);
 
     double t0 = cli_now();
     td_model *m;
@@ -187,19 +207,21 @@ int cmd_bench(int argc, char **argv) {
         return cli_error("bench", "out of memory");
     }
     int rc = 0;
-    if (run_once(m, mode, (int32_t)n, (int32_t)threads) < 0) rc = 1; /* warm-up: page in the weights */
+    if (run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16) < 0) rc = 1; /* warm-up: page in the weights */
     for (long long i = 0; i < repeat && rc == 0; i++) {
-        rates[i] = run_once(m, mode, (int32_t)n, (int32_t)threads);
+        rates[i] = run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16);
         if (rates[i] < 0) rc = 1;
     }
     if (rc == 0) {
         qsort(rates, (size_t)repeat, sizeof *rates, cmp_double);
         struct utsname u;
         uname(&u);
-        printf("{\"bench\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"params\": %lld, \"tokens\": %lld, "
+        printf("{\"bench\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", \"kv\": \"%s\", "
+               "\"params\": %lld, \"tokens\": %lld, "
                "\"threads\": %lld, \"repeat\": %lld, \"load_s\": %.4f, \"tokens_per_s\": %.3f, "
                "\"tokens_per_s_min\": %.3f, \"tokens_per_s_max\": %.3f, \"machine\": \"%s %s\"}\n",
-               mode, model_dir, td_model_arch(m), (long long)td_model_n_params(m), n, threads, repeat, load_s,
+               mode, model_dir, td_model_arch(m), td_cpu_kernels(), kv_f16 ? "f16" : "f32", (long long)td_model_n_params(m), n,
+               threads, repeat, load_s,
                rates[repeat / 2], rates[0], rates[repeat - 1], u.machine, u.release);
     }
     free(rates);

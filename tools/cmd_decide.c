@@ -35,6 +35,7 @@ static const char usage_text[] =
     "  --fresh              every criterion from scratch (the reference; same ids, nothing reused)\n"
     "  --batch-size N       at most N criteria per forward pass (default: as many as --memory allows)\n"
     "  --memory MB          memory budget for the context (default 1024)\n"
+    "  --kv f32|f16         KV cache precision (default f32; f16 halves its memory, results differ slightly)\n"
     "  --allowed-mass       also report the share of the full-vocabulary softmax on the option letters\n"
     "  --slot-map FILE      write the letter slot map {version, model, separator, letters, keep, token_to_row}\n"
     "  --show-logits        also print the option letters' raw logits (\"logits\", same order as probs)\n"
@@ -100,7 +101,7 @@ static void print_decision(const row *r, const td_decision *dc, const char *lett
 
 int cmd_decide(int argc, char **argv) {
     const char *model_dir = NULL, *crit_path = NULL, *ev_path = NULL, *instr = NULL, *letters = NULL,
-               *slot_path = NULL, *threads_s = NULL, *bs_s = NULL, *mem_s = NULL, *adapter = NULL;
+               *slot_path = NULL, *threads_s = NULL, *bs_s = NULL, *mem_s = NULL, *adapter = NULL, *kv_s = NULL;
     int serial = 0, batch = 0, fresh = 0, allowed = 0, quiet = 0, show_logits = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},     {"criteria", 1, &crit_path, NULL},
                             {"evidence", 1, &ev_path, NULL},     {"instruction", 1, &instr, NULL},
@@ -110,7 +111,7 @@ int cmd_decide(int argc, char **argv) {
                             {"batch", 0, NULL, &batch},          {"fresh", 0, NULL, &fresh},
                             {"allowed-mass", 0, NULL, &allowed}, {"quiet", 0, NULL, &quiet},
                             {"show-logits", 0, NULL, &show_logits}, {"adapter", 1, &adapter, NULL},
-                            {NULL, 0, NULL, NULL}};
+                            {"kv", 1, &kv_s, NULL},              {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "decide", NULL, 0, NULL);
     if (r == 1) {
         printf(usage_text, td_decide_default_instruction());
@@ -125,6 +126,7 @@ int cmd_decide(int argc, char **argv) {
     p.mode = serial ? TD_DECIDE_SERIAL : fresh ? TD_DECIDE_FRESH : TD_DECIDE_BATCH;
     p.allowed_mass = allowed;
     p.letters = letters;
+    if (cli_kv("decide", kv_s, &p.kv_f16)) return 2;
     long long v;
     p.n_threads = cli_default_threads();
     if (threads_s) {

@@ -37,7 +37,7 @@ static const char usage_text[] =
     "  --plot FILE.svg       reliability diagram and per-family accuracy bars\n"
     "  --bins B              ECE bins (default 15)\n"
     "  --skip-bad            report bad fixture rows and evaluate the rest (default: stop at the first)\n"
-    "  --letters, --instruction, --threads, --memory, --batch-size   as for decide\n"
+    "  --letters, --instruction, --threads, --memory, --batch-size, --kv   as for decide\n"
     "  --max-tokens N        generation length in --mode generate (default 8)\n"
     "  --quiet               no progress on stderr\n";
 
@@ -310,7 +310,7 @@ int cmd_evaluate(int argc, char **argv) {
     const char *model_dir = NULL, *adapter = NULL, *mode_s = "readout", *shots_s = "0", *shots_file = NULL,
                *debias_s = "none", *seed_s = "1", *out_path = NULL, *pred_path = NULL, *plot_path = NULL,
                *bins_s = "15", *letters = NULL, *instr = NULL, *threads_s = NULL, *mem_s = NULL, *bs_s = NULL,
-               *frac_s = "0.05", *maxtok_s = "8";
+               *frac_s = "0.05", *maxtok_s = "8", *kv_s = NULL;
     int skip_bad = 0, quiet = 0;
     const cli_opt opts[] = {
         {"model", 1, &model_dir, NULL},      {"adapter", 1, &adapter, NULL},    {"mode", 1, &mode_s, NULL},
@@ -319,7 +319,8 @@ int cmd_evaluate(int argc, char **argv) {
         {"plot", 1, &plot_path, NULL},       {"bins", 1, &bins_s, NULL},        {"letters", 1, &letters, NULL},
         {"instruction", 1, &instr, NULL},    {"threads", 1, &threads_s, NULL},  {"memory", 1, &mem_s, NULL},
         {"batch-size", 1, &bs_s, NULL},      {"prior-fraction", 1, &frac_s, NULL}, {"max-tokens", 1, &maxtok_s, NULL},
-        {"skip-bad", 0, NULL, &skip_bad},    {"quiet", 0, NULL, &quiet},        {NULL, 0, NULL, NULL}};
+        {"skip-bad", 0, NULL, &skip_bad},    {"quiet", 0, NULL, &quiet},        {"kv", 1, &kv_s, NULL},
+        {NULL, 0, NULL, NULL}};
     const char *pos[1];
     int np = 0;
     int r = cli_parse(argc, argv, opts, "evaluate", pos, 1, &np);
@@ -354,6 +355,7 @@ int cmd_evaluate(int argc, char **argv) {
     ev.max_tokens = (int)v;
     td_decide_params p = td_decide_default_params();
     p.letters = letters;
+    if (cli_kv("evaluate", kv_s, &p.kv_f16)) return 2;
     p.n_threads = cli_default_threads();
     if (threads_s) {
         if (cli_int(threads_s, 1, 1024, &v)) return cli_usage_error("evaluate", "--threads must be in 1..1024");

@@ -95,6 +95,7 @@ static td_ctx_params plan_params(const td_decider *d, int32_t n_head, int32_t to
     cp.n_seq_max = 1 + count;
     cp.n_outputs_max = count;
     cp.n_threads = d->p.n_threads;
+    cp.kv_f16 = d->p.kv_f16;
     return cp;
 }
 
@@ -236,6 +237,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
         if (st == TD_OK) st = run_tokens(d, 0, head, n_head, 0, 0);
         head_ms = now_ms() - t0;
         d->stats.head_tokens += n_head;
+        d->stats.head_ms += head_ms;
     }
     int64_t macs0 = td_ctx_head_macs(d->ctx);
     for (int32_t p = 0, i0 = 0; st == TD_OK && p < n_pass; i0 = pass_end[p++]) {
@@ -259,6 +261,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
             }
         }
         double pass_ms = now_ms() - tp;
+        d->stats.suffix_ms += pass_ms;
         for (int32_t i = i0; i < i1 && st == TD_OK; i++) {
             read_decision(d, i - i0, n_options[i], &out[i]);
             out[i].suffix_tokens = n_suffix[i];

@@ -10,15 +10,6 @@
 #include <math.h>
 
 #include "engine/engine.h"
-#include <string.h>
-#include <stdlib.h>
-static void perturb(const char *what, float *x, long n) {
-    const char *e = getenv("PERTURB");
-    if (!e || strcmp(e, what) != 0) return;
-    static unsigned long s = 12345;
-    for (long i = 0; i < n; i++) { s = s * 6364136223846793005ul + 1; x[i] *= 1.0f + ((s >> 40) & 1 ? 1e-6f : -1e-6f); }
-}
-
 
 typedef struct dn_job {
     td_ctx *ctx;
@@ -99,7 +90,6 @@ static void recurrence_part(void *arg, int64_t b, int64_t e, int thread) {
             float beta, g;
             head_inputs(ctx, w, t, h, kh, q, k, &v, &beta, &g);
             ctx->k->deltanet_step(S, q, k, v, g, beta, dk, dv, o);
-            perturb("o", o, dv);
             td_gated_rmsnorm(ctx->dn_core + t * value_dim + h * dv, o, ctx->dn_z + t * value_dim + h * dv, w->norm_w, dv,
                              c->rms_eps);
         }
@@ -112,22 +102,16 @@ void td_block_deltanet(td_ctx *ctx, int il, const td_layer *ly) {
     int64_t T = ctx->n_tokens, d = c->n_embd, Hv = c->lin_n_v_heads, conv_dim = ctx->dn_conv_dim;
     int64_t value_dim = Hv * c->lin_v_dim;
 
-    for (int64_t t = 0; t < T; t++)
-        td_rmsnorm(ctx->xb + t * d, ctx->x + t * d, ly->attn_norm, d, c->rms_eps, c->zero_centred_norms);
+    td_eng_norm_in(ctx, ly->attn_norm);
     td_eng_matmul(ctx, &w->in_qkv, NULL, conv_dim, ctx->xb, T, d, ctx->dn_qkv, conv_dim);
-    perturb("qkv", ctx->dn_qkv, T*conv_dim);
     td_eng_matmul(ctx, &w->in_z, NULL, value_dim, ctx->xb, T, d, ctx->dn_z, value_dim);  /* z   [T, Hv, dv]   */
     td_eng_matmul(ctx, &w->in_b, NULL, Hv, ctx->xb, T, d, ctx->dn_b, Hv);                 /* b   [T, Hv]       */
     td_eng_matmul(ctx, &w->in_a, NULL, Hv, ctx->xb, T, d, ctx->dn_a, Hv);
-    perturb("a", ctx->dn_a, T*Hv); perturb("b", ctx->dn_b, T*Hv); perturb("z", ctx->dn_z, T*value_dim);
 
     dn_job job = {ctx, ly, il};
     td_pool_run(ctx->pool, conv_dim, 64, conv_part, &job);
-    perturb("u", ctx->dn_conv, T * conv_dim);
     td_pool_run_dynamic(ctx->pool, (int64_t)ctx->n_groups * Hv, 1, recurrence_part, &job); /* core [T, Hv, dv] */
 
-    perturb("core", ctx->dn_core, T * value_dim);
     td_eng_matmul(ctx, &w->out, NULL, d, ctx->dn_core, T, value_dim, ctx->xb, d);
-    perturb("dnout", ctx->xb, T * d);
-    for (int64_t t = 0; t < T; t++) td_add(ctx->x + t * d, ctx->xb + t * d, d);
+    td_eng_residual(ctx);
 }

@@ -48,6 +48,7 @@ void td_ctx_free(td_ctx *ctx) {
     free(ctx->ff_u);
     free(ctx->scores);
     free(ctx->inv_freq);
+    free(ctx->rope_cs);
     free(ctx->out_x);
     free(ctx->out);
     free(ctx->head_rows);
@@ -146,8 +147,9 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     int64_t group = c->n_head / c->n_head_kv;
     ctx->attn_tokens = 256 / group < TD_ATTN_TOKENS ? 256 / group : TD_ATTN_TOKENS;
     ctx->attn_rows_max = ctx->attn_tokens * group;
-    ok = ok && (ctx->scores = alloc_f((int64_t)td_pool_n_threads(ctx->pool) * ctx->attn_rows_max * p.n_ctx));
-    ok = ok && (ctx->inv_freq = alloc_f(c->rotary_dim / 2));
+    ctx->attn_scratch = td_attn_rows_scratch(ctx->attn_rows_max, p.n_ctx, c->head_dim, p.kv_f16);
+    ok = ok && (ctx->scores = alloc_f((int64_t)td_pool_n_threads(ctx->pool) * ctx->attn_scratch));
+    ok = ok && (ctx->inv_freq = alloc_f(c->rotary_dim / 2)) && (ctx->rope_cs = alloc_f(B * c->rotary_dim));
     ok = ok && (ctx->out_x = alloc_f((int64_t)ctx->n_out_max * d));
     ok = ok && (ctx->out = alloc_f((int64_t)ctx->n_out_max * c->n_vocab));
     ok = ok && (ctx->grp_seq = alloc_i(B)) && (ctx->grp_off = alloc_i(B + 1)) && (ctx->grp_tok = alloc_i(B));
@@ -248,6 +250,9 @@ td_status td_ctx_decode(td_ctx *ctx, const td_batch *b) {
     }
     if (b->n == 0) return TD_OK;
     group_by_sequence(ctx);
+    for (int32_t i = 0; i < b->n; i++) /* for every layer's queries and keys */
+        td_rope_table(ctx->rope_cs + (int64_t)i * ctx->model->cfg.rotary_dim, ctx->model->cfg.rotary_dim, ctx->inv_freq,
+                      ctx->tok_pos[i]);
     td_forward(ctx);
     td_eng_outputs(ctx);
     return TD_OK;
@@ -310,7 +315,8 @@ td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int6
     }
     int64_t f = 2 * n_attn * p->n_ctx * kv_dim / (p->kv_f16 ? 2 : 1);                 /* KV cache */
     f += B * (2 * d + q_rows + 2 * kv_dim + (int64_t)c->n_head * c->head_dim + 2 * c->n_ff); /* activations */
-    f += (int64_t)p->n_threads * TD_ATTN_TOKENS * (c->n_head / c->n_head_kv) * p->n_ctx; /* scores */
+    f += (int64_t)p->n_threads *
+         td_attn_rows_scratch(TD_ATTN_TOKENS * (c->n_head / c->n_head_kv), p->n_ctx, c->head_dim, p->kv_f16); /* scores */
     f += n_out * (d + c->n_vocab);                                                      /* outputs */
     int64_t ints = 2 * (int64_t)p->n_ctx + (int64_t)p->n_seq_max * p->n_ctx + 8 * B;    /* cells, tables */
     if (n_dn) {

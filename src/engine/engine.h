@@ -49,10 +49,12 @@ struct td_ctx {
     float *q, *kx, *vx;    /* [n_batch, q_rows], [n_batch, kv_dim] x2 */
     float *att;            /* [n_batch, Hq * hd] */
     float *ff_g, *ff_u;    /* [n_batch, n_ff] */
-    float *scores;         /* [n_threads, TD_ATTN_ROWS_MAX, n_ctx] attention scores */
+    float *scores;         /* [n_threads, attn_scratch] attention scores and scratch */
     int64_t attn_tokens;   /* tokens per attention task (TD_ATTN_TOKENS, fewer for wide GQA groups) */
     int64_t attn_rows_max; /* query rows per attention task: attn_tokens x query heads per KV head (<= 256) */
+    int64_t attn_scratch;  /* floats of attention scratch per thread (td_attn_rows_scratch) */
     float *inv_freq;       /* [rotary_dim / 2] */
+    float *rope_cs;        /* [n_batch, rotary_dim]: each token's td_rope_table, made once per forward pass */
     float *out_x;          /* [n_out_max, d] final-normed hidden of output tokens */
     float *out;            /* [n_out_max, n_vocab] or [n_out_max, n_rows] */
     int32_t n_out_max;
@@ -89,7 +91,7 @@ static inline float *td_eng_dn_recurrent_state(td_ctx *ctx, int32_t seq, int il)
     return td_eng_dn_conv_state(ctx, seq, il) + (int64_t)(ctx->model->cfg.lin_conv_kernel - 1) * ctx->dn_conv_dim;
 }
 
-#define TD_ATTN_TOKENS 8 /* consecutive tokens of a sequence whose queries share each read of a key row */
+#define TD_ATTN_TOKENS 32 /* consecutive tokens of a sequence whose queries share each read of a key row */
 
 /* Helpers the forward passes share (engine/ops.c). */
 
@@ -102,6 +104,12 @@ void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_s
                       const void *vc);
 /* Stores one K or V row (kv_dim floats) into a cache cell, converting to f16 when the cache is f16. */
 void td_eng_store_kv(const td_ctx *ctx, void *cache, int32_t cell, const float *row);
+/* Runs fn(ctx, t, arg) for every token t of the pass, the tokens split over the threads. */
+typedef void (*td_token_fn)(td_ctx *ctx, int64_t t, const void *arg);
+void td_eng_per_token(td_ctx *ctx, td_token_fn fn, const void *arg);
+/* A block's input, xb[t] = RMSNorm(x[t]) * w, and its residual connection, x[t] += xb[t], for every token. */
+void td_eng_norm_in(td_ctx *ctx, const float *w);
+void td_eng_residual(td_ctx *ctx);
 /* Final norm and head for the tokens that want outputs; fills ctx->out. */
 void td_eng_outputs(td_ctx *ctx);
 

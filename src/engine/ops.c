@@ -52,6 +52,38 @@ void td_eng_store_kv(const td_ctx *ctx, void *cache, int32_t cell, const float *
     }
 }
 
+typedef struct token_job {
+    td_ctx *ctx;
+    td_token_fn fn;
+    const void *arg;
+} token_job;
+
+static void token_part(void *arg, int64_t t0, int64_t t1, int thread) {
+    (void)thread;
+    const token_job *j = arg;
+    for (int64_t t = t0; t < t1; t++) j->fn(j->ctx, t, j->arg);
+}
+
+void td_eng_per_token(td_ctx *ctx, td_token_fn fn, const void *arg) {
+    token_job j = {ctx, fn, arg};
+    td_pool_run(ctx->pool, ctx->n_tokens, 1, token_part, &j);
+}
+
+static void residual(td_ctx *ctx, int64_t t, const void *arg) {
+    (void)arg;
+    int64_t d = ctx->model->cfg.n_embd;
+    td_add(ctx->x + t * d, ctx->xb + t * d, d);
+}
+
+void td_eng_residual(td_ctx *ctx) { td_eng_per_token(ctx, residual, NULL); }
+
+static void norm_in(td_ctx *ctx, int64_t t, const void *w) {
+    const td_config *c = &ctx->model->cfg;
+    td_rmsnorm(ctx->xb + t * c->n_embd, ctx->x + t * c->n_embd, w, c->n_embd, c->rms_eps, c->zero_centred_norms);
+}
+
+void td_eng_norm_in(td_ctx *ctx, const float *w) { td_eng_per_token(ctx, norm_in, w); }
+
 typedef struct attn_job {
     td_ctx *ctx;
     const float *q;
@@ -69,7 +101,7 @@ static void attn_part(void *arg, int64_t b, int64_t e, int thread) {
     const td_config *c = &ctx->model->cfg;
     int64_t hd = c->head_dim, group = c->n_head / c->n_head_kv;
     float scale = (float)(1.0 / sqrt((double)hd));
-    float *scratch = ctx->scores + (int64_t)thread * ctx->attn_rows_max * ctx->p.n_ctx;
+    float *scratch = ctx->scores + (int64_t)thread * ctx->attn_scratch;
     const float *qr[256];
     float *out[256];
     int64_t n[256];

@@ -1,7 +1,9 @@
-/* AVX2 attention of one query head over gathered key/value rows. Each score is one 8-lane dot product with a
- * fixed horizontal sum; each output element accumulates rows in index order: nothing depends on the batch. */
+/* AVX2 attention over gathered key/value rows: one query head (td_attn_avx2), or the query rows of a KV group
+ * together (td_attn_rows_avx2). Each score is one 8-lane dot product with a fixed horizontal sum; each output
+ * element accumulates rows in key order: nothing depends on the batch or on which rows share a call. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/kernels.h"
 
@@ -34,47 +36,180 @@ void td_attn_avx2(const float *q, const float *k, const float *v, const int32_t 
     }
 }
 
-/* One key or value row as floats: f32 rows are used in place, f16 rows converted into buf. */
-static inline const float *row_f32(const void *base, int kv_f16, int64_t at, int64_t dim, float *buf) {
-    if (!kv_f16) return (const float *)base + at;
-    const uint16_t *h = (const uint16_t *)base + at;
+/* exp(x) for x <= 0 (max-subtracted scores), 8 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by a degree-6
+ * polynomial (Cephes' expf coefficients), scaled by 2^n through the exponent bits; about 1 ulp. Below -87 the
+ * result is clamped to e^-87 (1.6e-38), which no softmax can tell from zero. */
+static inline __m256 exp_neg(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* Softmax of x[0..n) in place: 8-lane max and sum (fixed lane trees), the tail element by element. */
+static void softmax8(float *x, int64_t n) {
+    int64_t n8 = n & ~(int64_t)7;
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n8; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float mx = _mm_cvtss_f32(m4);
+    for (int64_t i = n8; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    __m256 vmx = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n8; i += 8) {
+        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float s = hsum(sum);
+    if (n8 < n) { /* the tail through the same polynomial, one lane used */
+        float t[8] = {0};
+        for (int64_t i = n8; i < n; i++) t[i - n8] = x[i] - mx;
+        __m256 e = exp_neg(_mm256_loadu_ps(t));
+        _mm256_storeu_ps(t, e);
+        for (int64_t i = n8; i < n; i++) s += x[i] = t[i - n8];
+    }
+    __m256 inv = _mm256_set1_ps(1.0f / s);
+    for (int64_t i = 0; i < n8; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (int64_t i = n8; i < n; i++) x[i] *= 1.0f / s;
+}
+
+/* The horizontal sums of 8 vectors as one vector, lane j = sum of a[j]; every lane by the same tree
+ * ((0+1)+(2+3)) + ((4+5)+(6+7)). */
+static inline __m256 hsum8(const __m256 *a) {
+    __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* Scores of rows (r0, r1) against keys i0..i0+3 (pointers kp[i], all valid): 8 dot products in 8-lane steps,
+ * summed by hsum8, the tail of dim added after. out[c * 4 + j] = row c, key j. */
+static inline void scores_2x4(const float *q0, const float *q1, const float *const *kp, int64_t dim, float scale,
+                              float *out) {
     int64_t d8 = dim & ~(int64_t)7;
-    for (int64_t d = 0; d < d8; d += 8) _mm256_storeu_ps(buf + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + d))));
-    for (int64_t d = d8; d < dim; d++) buf[d] = _cvtsh_ss(h[d]);
-    return buf;
+    __m256 acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < d8; d += 8) {
+        __m256 a = _mm256_loadu_ps(q0 + d), b = _mm256_loadu_ps(q1 + d);
+        for (int j = 0; j < 4; j++) {
+            __m256 kv = _mm256_loadu_ps(kp[j] + d);
+            acc[j] = _mm256_fmadd_ps(a, kv, acc[j]);
+            acc[4 + j] = _mm256_fmadd_ps(b, kv, acc[4 + j]);
+        }
+    }
+    __m256 s = hsum8(acc);
+    _mm256_storeu_ps(out, s);
+    for (int j = 0; j < 8; j++) {
+        const float *qr = j < 4 ? q0 : q1, *kr = kp[j % 4];
+        for (int64_t d = d8; d < dim; d++) out[j] += qr[d] * kr[d];
+        out[j] *= scale;
+    }
+}
+
+/* out_r[d0 .. d0 + 8W) = sum_i p_r[i] v_i for rows r0 (n0 keys) and r1 (n1 keys; r1 == NULL for none), in key order;
+ * the keys both rows use are read once. */
+static inline __attribute__((always_inline)) void values_rows(int W, const float *p0, const float *p1, int64_t n0,
+                                                              int64_t n1, const float *const *vp, int64_t d0,
+                                                              float *o0, float *o1) {
+    __m256 a[4], b[4];
+    for (int w = 0; w < W; w++) a[w] = b[w] = _mm256_setzero_ps();
+    int64_t both = p1 ? (n0 < n1 ? n0 : n1) : 0, i = 0;
+    for (; i < both; i++) {
+        __m256 x = _mm256_set1_ps(p0[i]), y = _mm256_set1_ps(p1[i]);
+        for (int w = 0; w < W; w++) {
+            __m256 v = _mm256_loadu_ps(vp[i] + d0 + 8 * w);
+            a[w] = _mm256_fmadd_ps(x, v, a[w]);
+            b[w] = _mm256_fmadd_ps(y, v, b[w]);
+        }
+    }
+    for (int64_t j = i; j < n0; j++) {
+        __m256 x = _mm256_set1_ps(p0[j]);
+        for (int w = 0; w < W; w++) a[w] = _mm256_fmadd_ps(x, _mm256_loadu_ps(vp[j] + d0 + 8 * w), a[w]);
+    }
+    for (int64_t j = i; p1 && j < n1; j++) {
+        __m256 y = _mm256_set1_ps(p1[j]);
+        for (int w = 0; w < W; w++) b[w] = _mm256_fmadd_ps(y, _mm256_loadu_ps(vp[j] + d0 + 8 * w), b[w]);
+    }
+    for (int w = 0; w < W; w++) {
+        _mm256_storeu_ps(o0 + d0 + 8 * w, a[w]);
+        if (p1) _mm256_storeu_ps(o1 + d0 + 8 * w, b[w]);
+    }
 }
 
 void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
                        const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim, float scale,
                        float *scratch) {
-    int64_t d8 = dim & ~(int64_t)7, max_n = 0;
-    float buf[1024];
+    int64_t max_n = 0;
     for (int64_t r = 0; r < R; r++) max_n = n[r] > max_n ? n[r] : max_n;
-    for (int64_t i = 0; i < max_n; i++) { /* scores: each key row is read once for every row that needs it */
-        const float *ki = row_f32(k, kv_f16, (int64_t)idx[i] * stride, dim, buf);
-        for (int64_t r = 0; r < R; r++) {
-            if (i >= n[r]) continue;
-            const float *qr = q[r];
-            __m256 acc = _mm256_setzero_ps();
-            for (int64_t d = 0; d < d8; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), _mm256_loadu_ps(ki + d), acc);
-            float s = hsum(acc);
-            for (int64_t d = d8; d < dim; d++) s += qr[d] * ki[d];
-            scratch[r * max_n + i] = s * scale;
+    float *S = scratch;
+    const float **kp = (const float **)(void *)(scratch + ((R * max_n + 1) & ~(int64_t)1));
+    const float **vp = kp + max_n;
+    float *conv = (float *)(void *)(vp + max_n);
+    /* The rows as floats, read once: in place for a row or two, else copied (or converted from f16) into
+     * contiguous blocks, since a cache's rows of one head lie a whole KV row apart (4 KB strides alias in L1). */
+    int copy = kv_f16 || R > 2;
+    for (int64_t i = 0; i < max_n; i++) {
+        int64_t at = (int64_t)idx[i] * stride;
+        if (!copy) {
+            kp[i] = (const float *)k + at;
+            vp[i] = (const float *)v + at;
+            continue;
+        }
+        float *kc = conv + i * dim, *vc = conv + (max_n + i) * dim;
+        int64_t d = 0;
+        if (kv_f16) {
+            const uint16_t *kh = (const uint16_t *)k + at, *vh = (const uint16_t *)v + at;
+            for (; d + 8 <= dim; d += 8) {
+                _mm256_storeu_ps(kc + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(kh + d))));
+                _mm256_storeu_ps(vc + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(vh + d))));
+            }
+            for (; d < dim; d++) kc[d] = _cvtsh_ss(kh[d]), vc[d] = _cvtsh_ss(vh[d]);
+        } else {
+            memcpy(kc, (const float *)k + at, (size_t)dim * sizeof *kc);
+            memcpy(vc, (const float *)v + at, (size_t)dim * sizeof *vc);
+        }
+        kp[i] = kc;
+        vp[i] = vc;
+    }
+    for (int64_t r0 = 0; r0 < R; r0 += 2) { /* scores in tiles of 2 rows x 4 keys (padded by repeating the last) */
+        int64_t r1 = r0 + 1 < R ? r0 + 1 : r0, nn = n[r0] > n[r1] ? n[r0] : n[r1];
+        for (int64_t i0 = 0; i0 < nn; i0 += 4) {
+            const float *kt[4];
+            float s8[8];
+            for (int j = 0; j < 4; j++) kt[j] = kp[i0 + j < nn ? i0 + j : nn - 1];
+            scores_2x4(q[r0], q[r1], kt, dim, scale, s8);
+            for (int j = 0; j < 4 && i0 + j < nn; j++) {
+                if (i0 + j < n[r0]) S[r0 * max_n + i0 + j] = s8[j];
+                if (r1 != r0 && i0 + j < n[r1]) S[r1 * max_n + i0 + j] = s8[4 + j];
+            }
         }
     }
-    for (int64_t r = 0; r < R; r++) {
-        td_softmax(scratch + r * max_n, n[r]);
-        for (int64_t d = 0; d < dim; d++) out[r][d] = 0.0f;
-    }
-    for (int64_t i = 0; i < max_n; i++) { /* values, in key order for every row */
-        const float *vi = row_f32(v, kv_f16, (int64_t)idx[i] * stride, dim, buf);
-        for (int64_t r = 0; r < R; r++) {
-            if (i >= n[r]) continue;
-            float *o = out[r], p = scratch[r * max_n + i];
-            __m256 pv = _mm256_set1_ps(p);
-            for (int64_t d = 0; d < d8; d += 8)
-                _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pv, _mm256_loadu_ps(vi + d), _mm256_loadu_ps(o + d)));
-            for (int64_t d = d8; d < dim; d++) o[d] += p * vi[d];
+    for (int64_t r = 0; r < R; r++) softmax8(S + r * max_n, n[r]);
+    for (int64_t r0 = 0; r0 < R; r0 += 2) { /* values: pairs of rows, 32 columns at a time */
+        const float *p0 = S + r0 * max_n, *p1 = r0 + 1 < R ? S + (r0 + 1) * max_n : NULL;
+        int64_t n1 = p1 ? n[r0 + 1] : 0;
+        float *o1 = p1 ? out[r0 + 1] : NULL;
+        int64_t d = 0;
+        for (; d + 32 <= dim; d += 32) values_rows(4, p0, p1, n[r0], n1, vp, d, out[r0], o1);
+        for (; d + 8 <= dim; d += 8) values_rows(1, p0, p1, n[r0], n1, vp, d, out[r0], o1);
+        for (; d < dim; d++) { /* the last dim % 8 columns, in key order */
+            float a = 0.0f, b = 0.0f;
+            for (int64_t i = 0; i < n[r0]; i++) a += p0[i] * vp[i][d];
+            for (int64_t i = 0; p1 && i < n1; i++) b += p1[i] * vp[i][d];
+            out[r0][d] = a;
+            if (p1) o1[d] = b;
         }
     }
 }

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
+#include "typedecide.h"
 
 static void quant_ref(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1) {
     td_quantize_rows_ref(x, ldx, xq, r0, r1);
@@ -38,3 +39,5 @@ const td_kernels *td_kernels_best(void) {
     if (!cap_avx2 && td_cpu_has_avx512vnni()) return &avx512vnni;
     return td_cpu_has_avx2() ? &avx2 : &scalar;
 }
+
+const char *td_cpu_kernels(void) { return td_kernels_best()->name; }

@@ -55,9 +55,12 @@ void td_matmul_avx512(const td_mat *w, const int32_t *rows, const float *x, cons
                       float *y, int64_t ldy, int64_t j0, int64_t j1);
 
 /* Attention of R query rows that share their keys (the heads of one KV group, for consecutive tokens of one
- * sequence): row r attends to the first n[r] gathered key/value rows, exactly as td_attn_* does for one row, but
- * each key and value row is read (and converted from f16 when kv_f16) once for all R rows.
- * k, v: float or uint16 (f16) rows at idx[i] * stride; scratch holds R * max(n) floats. */
+ * sequence): row r attends to the first n[r] gathered key/value rows,
+ *     s_i = dot(q_r, k_i) * scale, p = softmax(s), out_r = sum_i p_i v_i   (i in key order),
+ * with each key and value row read (and converted from f16 when kv_f16) once for all R rows. Each row's result is
+ * the same whichever rows share the call. k, v: float or uint16 (f16) rows at idx[i] * stride; scratch holds
+ * td_attn_rows_scratch(R, max(n), dim, kv_f16) floats. */
+int64_t td_attn_rows_scratch(int64_t R, int64_t max_n, int64_t dim, int kv_f16);
 typedef void (*td_attn_rows_fn)(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
                                 const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim,
                                 float scale, float *scratch);
@@ -101,9 +104,12 @@ void td_deltanet_chunk_ref(float *S, const float *q, const float *k, const float
 
 /* y = x * rsqrt(mean(x^2) + eps) * (w or 1 + w when zero_centred), over n elements. */
 void td_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred);
-/* NeoX half-split rotary embedding of the first `rot` dims of x (length >= rot) at position pos;
- * inv_freq has rot/2 entries. Dims rot.. are untouched. */
-void td_rope(float *x, int64_t rot, const float *inv_freq, int32_t pos);
+/* NeoX half-split rotary embedding of the first `rot` dims of x (length >= rot) with the cosines and sines of one
+ * position, cs = [cos(pos f_i) for i < rot/2 | sin(pos f_i)] (td_rope_table). Dims rot.. are untouched. */
+void td_rope(float *x, int64_t rot, const float *cs);
+/* The cosines and sines of position pos: angle = (float)pos * inv_freq[i] in fp32, then cos and sin in double
+ * rounded to float. */
+void td_rope_table(float *cs, int64_t rot, const float *inv_freq, int32_t pos);
 /* inv_freq[i] = 1 / theta^(2i/rot), computed in fp32 the way transformers does. */
 void td_rope_inv_freq(float *inv_freq, int64_t rot, double theta);
 /* g[i] = silu(g[i]) * u[i] */

@@ -22,11 +22,19 @@ void td_rope_inv_freq(float *inv_freq, int64_t rot, double theta) {
     }
 }
 
-void td_rope(float *x, int64_t rot, const float *inv_freq, int32_t pos) {
+void td_rope_table(float *cs, int64_t rot, const float *inv_freq, int32_t pos) {
     int64_t h = rot / 2;
     for (int64_t i = 0; i < h; i++) {
         float angle = (float)pos * inv_freq[i]; /* fp32 product, as transformers' position @ inv_freq */
-        float c = (float)cos((double)angle), s = (float)sin((double)angle);
+        cs[i] = (float)cos((double)angle);
+        cs[h + i] = (float)sin((double)angle);
+    }
+}
+
+void td_rope(float *x, int64_t rot, const float *cs) {
+    int64_t h = rot / 2;
+    for (int64_t i = 0; i < h; i++) {
+        float c = cs[i], s = cs[h + i];
         float a = x[i], b = x[i + h];
         x[i] = a * c - b * s;
         x[i + h] = b * c + a * s;
@@ -108,6 +116,12 @@ void td_conv_step(float *out, float *state, const float *x, const float *w, int6
 }
 
 float td_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+int64_t td_attn_rows_scratch(int64_t R, int64_t max_n, int64_t dim, int kv_f16) {
+    /* scores, then (AVX2) two arrays of row pointers and the rows copied (converted from f16) to f32 */
+    (void)kv_f16;
+    return R * max_n + 2 + 4 * max_n + 2 * max_n * dim + 16;
+}
 
 void td_attn_rows_ref(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
                       const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim, float scale,
