@@ -2,7 +2,8 @@
 # The typed readout, end to end through the command line:
 #  - exactness: --fresh, --serial and --batch print bit-identical probs for every criterion, and so do 1 and 2
 #    threads, batch sizes 1, 3 and all, shuffled criteria and --allowed-mass (full head) vs the restricted head;
-#    on a synthetic Qwen3 with the real Qwen3 tokenizer and on the tiny Qwen3.5 fixture;
+#    on a synthetic Qwen3 with the real Qwen3 tokenizer (bf16, Q8_0 and Q4_0 weights, f32 and f16 KV caches) and
+#    on the tiny Qwen3.5 fixture; the f16 cache's probabilities within 5e-3 of the f32 cache's;
 #  - the K restricted logits equal, bit for bit, the same rows of `typedecide logits` on the same ids, where the
 #    ids are rebuilt here from the documented prompt format (head and suffix tokenised separately);
 #  - the letter probe finds " A" = 362, " B" = 425, " C" = 356, " D" = 422 in the real Qwen3 tokenizer;
@@ -79,6 +80,20 @@ check_model() { # name dir letters-arg
 }
 check_model synth "$tmp/syn"
 check_model qwen35 "$FX/qwen35-tiny-text"
+# quantised weights (packed for the VNNI kernels where the CPU has them) keep the same exactness
+for q in q8_0 q4_0; do
+    "$BIN" export --model "$tmp/syn" --quant $q -o "$tmp/syn-$q.gguf" >/dev/null 2>&1 || fail "export $q failed"
+    check_model "syn-$q" "$tmp/syn-$q.gguf"
+done
+# an f16 KV cache: exact across modes too, and within f16 rounding of the f32 cache
+check_model synkv "$tmp/syn" --kv f16
+node -e '
+const fs = require("fs"), rd = f => fs.readFileSync(f, "utf8").trim().split("\n").map(l => JSON.parse(l.slice(l.indexOf(" ") + 1)));
+const a = rd(process.argv[1]), b = rd(process.argv[2]);
+let worst = 0, same = true;
+a.forEach((p, i) => p.forEach((x, j) => { worst = Math.max(worst, Math.abs(x - b[i][j])); same = same && x === b[i][j]; }));
+if (same || worst > 5e-3) { console.error("f16 vs f32 KV cache: worst |dp| " + worst + (same ? " (identical: f16 not in use?)" : "")); process.exit(1); }
+' "$tmp/synth.ref.p" "$tmp/synkv.ref.p" || fail "--kv f16 probabilities are not within 5e-3 of the f32 cache"
 
 # slot map: the real Qwen3 tokenizer needs the space-prefixed letters
 "$BIN" decide --model "$tmp/syn" --evidence "$tmp/ev.txt" --criteria "$tmp/crit.jsonl" --quiet --slot-map "$tmp/slot.json" >/dev/null ||

@@ -35,7 +35,7 @@ void td_eng_matmul(td_ctx *ctx, const td_mat *w, const int32_t *rows, int64_t n_
     matmul_job j = {ctx->k, w, rows, x, NULL, T, ldx, ldy, y};
     td_qrows xq;
     if (td_dtype_is_block(w->type)) { /* quantised weights: the activations become Q8_0 rows first */
-        td_qrows_bind(&xq, ctx->xq, T, w->cols / 32, w->pack != NULL);
+        td_qrows_bind(&xq, ctx->xq, T, w->cols / 32, td_qrows_layout(w->type, w->pack != NULL));
         j.xq = &xq;
         td_pool_run(ctx->pool, T, 1, quantize_part, &j);
     }

@@ -31,9 +31,10 @@ static inline const void *td_mat_row(const td_mat *w, int64_t r) {
 /* Y[t, j] = dot(X[t, :cols], W[row(j), :]) for t in [0, T), j in [j0, j1), where row(j) = rows ? rows[j] : j.
  * X has leading dimension ldx floats, Y has ldy. For Q8_0 / Q4_0 weights the activations come quantised:
  * xq points at a td_qrows (quant.h) holding T rows of cols / 32 Q8_0 blocks, and x is not read; each block
- * contributes (d_w * d_x) * (exact integer dot product). With w->pack, xq is in the x16 layout and the sum runs
- * over 16 lanes, lane l adding fma((float)p_b, d_w * d_x, .) for its blocks b = 16g + l in order of g; the lanes
- * are then added as a tree (l + 8, then + 4, + 2, + 1): td_matmul_x16_ref spells it out. */
+ * contributes (d_w * d_x) * (exact integer dot product). With w->pack, xq is in the x16 layout (two activation
+ * levels) and the sum runs over 16 lanes, lane l adding fma((float)p_b, d_w * d_x, .) for its blocks b = 16g + l
+ * in order of g, level 1 then level 2; the lanes are then added as a tree (l + 8, then + 4, + 2, + 1):
+ * td_matmul_x16_ref spells it out. */
 typedef void (*td_matmul_fn)(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
                              int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1);
 

@@ -6,6 +6,7 @@
  * so the accumulators stay in the 16 ymm registers: a dot product's operations never depend on its neighbours. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
@@ -128,6 +129,55 @@ static inline __m256 round_away(__m256 x) {
     return _mm256_add_ps(t, _mm256_and_ps(up, step));
 }
 
+/* 32 int32 lanes (values in -127..127) as 32 int8 in element order, and their sum. */
+static inline __m256i pack_bytes(const __m256i *i32) {
+    /* packs interleave 128-bit halves; the permutation restores element order */
+    __m256i p16a = _mm256_packs_epi32(i32[0], i32[1]), p16b = _mm256_packs_epi32(i32[2], i32[3]);
+    return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static inline int32_t sum_lanes(const __m256i *i32) {
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3]));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    return _mm_cvtsi128_si32(h);
+}
+
+/* One level of block b of row r into the interleaved layout: chunk k (elements 4k..4k+3) at k * 64 + lane * 4. */
+static inline void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane, const __m256i *i32, float scale) {
+    int32_t chunks[8];
+    _mm256_storeu_si256((__m256i *)(void *)chunks, pack_bytes(i32));
+    for (int k = 0; k < 8; k++) memcpy(qi + g * 512 + k * 64 + lane * 4, &chunks[k], 4);
+    d[g * 16 + lane] = scale;
+    s[g * 16 + lane] = sum_lanes(i32);
+}
+
+/* The x16 layout's two levels, as td_qrows_put computes them: r = x - d1 q1 (a product, then a difference),
+ * d2 = max|r| / 127, q2 = roundf(r / d2) clamped to +-127. */
+static void put_x16(const td_qrows *xq, int64_t r, int64_t b, const __m256 *v, const __m256i *q1, float d1) {
+    int64_t g = r * xq->nbg + b / 16, lane = b % 16;
+    put_level(xq->qi, xq->d, xq->s, g, lane, q1, d1);
+    if (xq->x16 < 2) return;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 rest[4], m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        rest[i] = _mm256_sub_ps(v[i], _mm256_mul_ps(_mm256_set1_ps(d1), _mm256_cvtepi32_ps(q1[i])));
+        m = _mm256_max_ps(m, _mm256_and_ps(rest[i], absmask));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float d2 = _mm_cvtss_f32(m4) / 127.0f, id2 = d2 != 0.0f ? 1.0f / d2 : 0.0f;
+    __m256i q2[4];
+    for (int i = 0; i < 4; i++) {
+        __m256 q = round_away(_mm256_mul_ps(rest[i], _mm256_set1_ps(id2)));
+        q = _mm256_min_ps(_mm256_max_ps(q, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+        q2[i] = _mm256_cvtps_epi32(q);
+    }
+    put_level(xq->qi2, xq->d2, xq->s2, g, lane, q2, d2);
+}
+
 void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t r = r0; r < r1; r++) {
@@ -144,17 +194,17 @@ void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int6
             m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
             m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
             float amax = _mm_cvtss_f32(m4), d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            td_block_q8_0 tmp, *q = xq->x16 ? &tmp : &xq->q[r * xq->nb + b];
-            q->d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-            if (!xq->x16) xq->d[r * xq->nb + b] = _cvtsh_ss(q->d);
+            uint16_t dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
             __m256i i32[4];
             for (int i = 0; i < 4; i++) i32[i] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[i], _mm256_set1_ps(id))));
-            /* pack 4 x 8 int32 -> 32 int8, fixing the lane order packs leaves behind */
-            __m256i p16a = _mm256_packs_epi32(i32[0], i32[1]), p16b = _mm256_packs_epi32(i32[2], i32[3]);
-            __m256i p8 = _mm256_packs_epi16(p16a, p16b);
-            p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            _mm256_storeu_si256((__m256i *)q->qs, p8);
-            if (xq->x16) td_qrows_put(xq, r, b, q->qs, q->d);
+            if (xq->x16) {
+                put_x16(xq, r, b, v, i32, _cvtsh_ss(dh));
+                continue;
+            }
+            td_block_q8_0 *q = &xq->q[r * xq->nb + b];
+            q->d = dh;
+            xq->d[r * xq->nb + b] = _cvtsh_ss(dh);
+            _mm256_storeu_si256((__m256i *)q->qs, pack_bytes(i32));
         }
         td_qrows_pad(xq, r);
     }

@@ -5,7 +5,8 @@
  * weight bytes times signed activation bytes, 4 products a lane) leaves, after the 8 chunks of a group, each
  * block's complete integer dot product in its own 32-bit lane, offset by o * sum(x) (o = 128 or 8), which the
  * accumulator starts out subtracting. One conversion, one scale product and one fma then serve 16 blocks
- * (512 multiply-adds) per weight row and token. Tiles (R rows x C tokens) only decide how many dot products share
+ * (512 multiply-adds) per weight row and token and activation level (two for Q8_0 weights, one for Q4_0:
+ * td_qrows_layout). Tiles (R rows x C tokens) only decide how many dot products share
  * each load: a dot product's operations never depend on its neighbours. */
 #include <immintrin.h>
 
@@ -22,20 +23,28 @@ static inline float reduce16(__m512 a) {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+/* Pointers to one token's x16 activations (both levels). */
+typedef struct xrow {
+    const int8_t *q1, *q2;
+    const float *d1, *d2;
+    const int32_t *s1, *s2;
+} xrow;
+
 static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int C, const uint8_t *const *wr,
-                                                       size_t group_bytes, const int8_t *xq, const float *xd,
-                                                       const int32_t *xs, int64_t nbg, float *y, int64_t ldy) {
+                                                       size_t group_bytes, xrow x, int64_t nbg, float *y, int64_t ldy) {
+    const int two = type == TD_DTYPE_Q8_0; /* activation levels: td_qrows_layout */
     __m512 acc[8][2];
     const int shift = type == TD_DTYPE_Q8_0 ? 7 : 3;
     const __m512i low4 = _mm512_set1_epi8(15);
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     for (int64_t g = 0; g < nbg; g++) {
-        __m512i isum[8][2];
+        __m512i i1[8][2], i2[8][2];
         _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
-            __m512i init = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                            _mm512_slli_epi32(_mm512_loadu_si512(xs + (c * nbg + g) * 16), shift));
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) isum[r][c] = init;
+            const int64_t at = (c * nbg + g) * 16;
+            __m512i a = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_loadu_si512(x.s1 + at), shift));
+            __m512i b = two ? _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_loadu_si512(x.s2 + at), shift)) : a;
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) i1[r][c] = a, i2[r][c] = b;
         }
         if (type == TD_DTYPE_Q8_0) {
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
@@ -43,9 +52,12 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                     wv[r] = _mm512_loadu_si512(wr[r] + g * 512 + k * 64);
                 _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
-                    __m512i xv = _mm512_loadu_si512(xq + (c * nbg + g) * 512 + k * 64);
-                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-                        isum[r][c] = _mm512_dpbusd_epi32(isum[r][c], wv[r], xv);
+                    const int64_t at = (c * nbg + g) * 512 + k * 64;
+                    __m512i xa = _mm512_loadu_si512(x.q1 + at), xb = two ? _mm512_loadu_si512(x.q2 + at) : xa;
+                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                        i1[r][c] = _mm512_dpbusd_epi32(i1[r][c], wv[r], xa);
+                        if (two) i2[r][c] = _mm512_dpbusd_epi32(i2[r][c], wv[r], xb);
+                    }
                 }
             }
         } else {
@@ -57,10 +69,10 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
                     hi[r] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
                 }
                 _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
-                    __m512i xlo = _mm512_loadu_si512(xq + (c * nbg + g) * 512 + k * 64);
-                    __m512i xhi = _mm512_loadu_si512(xq + (c * nbg + g) * 512 + (k + 4) * 64);
+                    const int64_t at = (c * nbg + g) * 512;
+                    __m512i xlo = _mm512_loadu_si512(x.q1 + at + k * 64), xhi = _mm512_loadu_si512(x.q1 + at + (k + 4) * 64);
                     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-                        isum[r][c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(isum[r][c], lo[r], xlo), hi[r], xhi);
+                        i1[r][c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i1[r][c], lo[r], xlo), hi[r], xhi);
                 }
             }
         }
@@ -68,40 +80,44 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) dw[r] = _mm512_cvtph_ps(
             _mm256_loadu_si256((const __m256i *)(const void *)(wr[r] + nbg * group_bytes + g * 32)));
         _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
-            __m512 dx = _mm512_loadu_ps(xd + (c * nbg + g) * 16);
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][c]), _mm512_mul_ps(dw[r], dx), acc[r][c]);
+            __m512 d1 = _mm512_loadu_ps(x.d1 + (c * nbg + g) * 16), d2 = two ? _mm512_loadu_ps(x.d2 + (c * nbg + g) * 16) : d1;
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[r][c]), _mm512_mul_ps(dw[r], d1), acc[r][c]);
+                if (two) acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i2[r][c]), _mm512_mul_ps(dw[r], d2), acc[r][c]);
+            }
         }
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) y[c * ldy + r] = reduce16(acc[r][c]);
 }
 
+static inline xrow xrow_at(const td_qrows *xr, int64_t t) {
+    int64_t q = t * xr->nbg * 512, s = t * xr->nbg * 16;
+    xrow x = {xr->qi + q, xr->qi2 + q, xr->d + s, xr->d2 + s, xr->s + s, xr->s2 + s};
+    return x;
+}
+
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_mat *w, const int32_t *rows,
                                                                const td_qrows *xr, int64_t T, float *y, int64_t ldy,
                                                                int64_t j0, int64_t j1) {
     const td_qpack *p = w->pack;
-    const int64_t nbg = p->nbg, xstride = nbg * 16;
+    const int64_t nbg = p->nbg;
     const size_t gb = p->group_bytes;
     const uint8_t *wr[8];
-    if (T < 2) { /* decode: 8 rows per token keep 8 independent accumulation chains in flight */
-        for (int64_t j = j0; j < j1; j += 8) {
-            int R = j1 - j < 8 ? (int)(j1 - j) : 8;
+    if (T < 2) { /* decode: 6 rows per token keep 12 independent accumulation chains in flight */
+        for (int64_t j = j0; j < j1; j += 6) {
+            int R = j1 - j < 6 ? (int)(j1 - j) : 6;
             for (int r = 0; r < R; r++) wr[r] = td_qpack_row(p, rows ? rows[j + r] : j + r);
             for (int64_t t = 0; t < T; t++) {
-                const int8_t *xq = xr->qi + t * nbg * 512;
-                const float *xd = xr->d + t * xstride;
-                const int32_t *xs = xr->s + t * xstride;
+                xrow x = xrow_at(xr, t);
                 float *yt = y + t * ldy + j;
                 switch (R) {
-                case 8: tile(type, 8, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 7: tile(type, 7, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 6: tile(type, 6, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 5: tile(type, 5, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 4: tile(type, 4, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 3: tile(type, 3, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 2: tile(type, 2, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                default: tile(type, 1, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 6: tile(type, 6, 1, wr, gb, x, nbg, yt, ldy); break;
+                case 5: tile(type, 5, 1, wr, gb, x, nbg, yt, ldy); break;
+                case 4: tile(type, 4, 1, wr, gb, x, nbg, yt, ldy); break;
+                case 3: tile(type, 3, 1, wr, gb, x, nbg, yt, ldy); break;
+                case 2: tile(type, 2, 1, wr, gb, x, nbg, yt, ldy); break;
+                default: tile(type, 1, 1, wr, gb, x, nbg, yt, ldy); break;
                 }
             }
         }
@@ -114,19 +130,17 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
             for (int r = 0; r < R; r++) wr[r] = td_qpack_row(p, rows ? rows[j + r] : j + r);
             for (int64_t t = t0; t < t1; t += 2) {
                 int C = t1 - t < 2 ? 1 : 2;
-                const int8_t *xq = xr->qi + t * nbg * 512;
-                const float *xd = xr->d + t * xstride;
-                const int32_t *xs = xr->s + t * xstride;
+                xrow x = xrow_at(xr, t);
                 float *yt = y + t * ldy + j;
                 switch (R * 4 + C) {
-                case 4 * 4 + 2: tile(type, 4, 2, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 4 * 4 + 1: tile(type, 4, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 3 * 4 + 2: tile(type, 3, 2, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 3 * 4 + 1: tile(type, 3, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 2 * 4 + 2: tile(type, 2, 2, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 2 * 4 + 1: tile(type, 2, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                case 1 * 4 + 2: tile(type, 1, 2, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
-                default: tile(type, 1, 1, wr, gb, xq, xd, xs, nbg, yt, ldy); break;
+                case 4 * 4 + 2: tile(type, 4, 2, wr, gb, x, nbg, yt, ldy); break;
+                case 4 * 4 + 1: tile(type, 4, 1, wr, gb, x, nbg, yt, ldy); break;
+                case 3 * 4 + 2: tile(type, 3, 2, wr, gb, x, nbg, yt, ldy); break;
+                case 3 * 4 + 1: tile(type, 3, 1, wr, gb, x, nbg, yt, ldy); break;
+                case 2 * 4 + 2: tile(type, 2, 2, wr, gb, x, nbg, yt, ldy); break;
+                case 2 * 4 + 1: tile(type, 2, 1, wr, gb, x, nbg, yt, ldy); break;
+                case 1 * 4 + 2: tile(type, 1, 2, wr, gb, x, nbg, yt, ldy); break;
+                default: tile(type, 1, 1, wr, gb, x, nbg, yt, ldy); break;
                 }
             }
         }

@@ -1,7 +1,8 @@
 /* Scalar reference of the packed (x16) quantised matrix product: the arithmetic that td_matmul_x16_avx512 does,
  * one lane at a time, so that the two agree to the bit.
  *
- * For weight row j and token t, lane l (0..15) accumulates, over the groups g in order,
+ * For weight row j and token t, lane l (0..15) accumulates, over the groups g in order and for the two levels of
+ * activations in turn,
  *     acc_l = fma((float)p, d_w * d_x, acc_l),   p = sum of the 32 products of block 16g + l (exact integers),
  * and the result is the lanes added as a tree: a_i = acc_i + acc_{i+8}, then + 4, + 2, + 1. The integer sum is
  * computed as the kernel does, from unsigned weights: p = sum (w + o) * x - o * sum(x), o = 128 (Q8_0) or 8 (Q4_0). */
@@ -27,19 +28,28 @@ static float x16_reduce(const float *acc) {
     return a2[0] + a2[1];
 }
 
+/* The exact integer dot product of lane `lane` of a packed group with one level of activations. */
+static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int8_t *xg, int32_t xsum) {
+    int shift = p->type == TD_DTYPE_Q8_0 ? 7 : 3;
+    int32_t isum = -(xsum * (1 << shift));
+    for (int e = 0; e < 32; e++) isum += packed_weight(p, group, lane, e) * xg[(e / 4) * 64 + lane * 4 + e % 4];
+    return isum;
+}
+
 static float dot_x16(const td_qpack *p, const uint8_t *row, const td_qrows *xq, int64_t t) {
     const uint16_t *dw = td_qpack_scales(p, row);
-    int shift = p->type == TD_DTYPE_Q8_0 ? 7 : 3;
     float acc[16] = {0};
     for (int64_t g = 0; g < p->nbg; g++) {
         const uint8_t *group = row + g * p->group_bytes;
-        const int8_t *xg = xq->qi + (t * xq->nbg + g) * 512;
+        int64_t xg = (t * xq->nbg + g) * 512;
         for (int lane = 0; lane < 16; lane++) {
             int64_t at = (t * xq->nbg + g) * 16 + lane;
-            int32_t isum = -(xq->s[at] * (1 << shift));
-            for (int e = 0; e < 32; e++) isum += packed_weight(p, group, lane, e) * xg[(e / 4) * 64 + lane * 4 + e % 4];
-            float scale = td_f16_to_f32(dw[g * 16 + lane]) * xq->d[at];
-            acc[lane] = fmaf((float)isum, scale, acc[lane]);
+            float w = td_f16_to_f32(dw[g * 16 + lane]);
+            int32_t i1 = block_sum(p, group, lane, xq->qi + xg, xq->s[at]);
+            acc[lane] = fmaf((float)i1, w * xq->d[at], acc[lane]);
+            if (xq->x16 < 2) continue;
+            int32_t i2 = block_sum(p, group, lane, xq->qi2 + xg, xq->s2[at]);
+            acc[lane] = fmaf((float)i2, w * xq->d2[at], acc[lane]);
         }
     }
     return x16_reduce(acc);

@@ -53,25 +53,32 @@ static inline const uint16_t *td_qpack_scales(const td_qpack *p, const uint8_t *
  * values), in one of two layouts.
  *   plain (x16 == 0): q [T * nb] blocks and d [T * nb], each block's scale again as fp32 (the same value as the
  *     block's fp16 d) so that the inner loops need no conversion;
- *   x16 (for packed weights): qi [T * nbg * 512] bytes interleaved as td_qpack's Q8_0 chunks (signed), d [T * nbg
- *     * 16] scales and s [T * nbg * 16] the sums of each block's 32 values; padding blocks are all zero. */
+ *   x16 (for packed weights; x16 = the number of levels, 1 or 2): level 1 the Q8_0 values q1 with scale d1; level
+ *     2 the rest, r = x - d1 q1, quantised again to q2 with an fp32 scale d2 = max|r| / 127, so that x = d1 q1 +
+ *     d2 q2 to about 15 bits (Q8_0 weights get two: one level alone moved decisions by up to 0.024 in probability
+ *     on a full-size model, see NOTES.md; Q4_0 weights, whose own rounding dominates, get one). For each level:
+ *     qi [T * nbg * 512] bytes interleaved as td_qpack's Q8_0 chunks (signed), d [T * nbg * 16] scales, s [T * nbg
+ *     * 16] the sums of each block's 32 values; level 2 in qi2, d2, s2. Padding blocks are all zero. */
 typedef struct td_qrows {
     int x16;
     td_block_q8_0 *q;
-    int8_t *qi;
-    float *d;
-    int32_t *s;
+    int8_t *qi, *qi2;
+    float *d, *d2;
+    int32_t *s, *s2;
     int64_t nb, nbg;
 } td_qrows;
 
-/* Bytes of a td_qrows buffer for T rows of nb blocks, either layout; td_qrows_bind lays one out over such a
- * buffer (64-byte aligned). */
+/* Bytes of a td_qrows buffer for T rows of nb blocks, any layout; td_qrows_bind lays one out over such a buffer
+ * (64-byte aligned): x16 = 0 plain, 1 or 2 the levels of the x16 layout. */
 size_t td_qrows_bytes(int64_t T, int64_t nb);
 void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int x16);
+/* The layout a matrix product with w's type and packing takes (0 plain, else x16 levels). */
+int td_qrows_layout(td_dtype type, int packed);
 
-/* Stores row r's block b (32 values, fp16 scale d) in either layout; td_qrows_pad zeroes row r's padding blocks
- * (x16). Shared by the quantisers so that they differ only in how they compute the values. */
-void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const int8_t *qs, uint16_t d);
+/* Stores row r's block b (its 32 inputs x, their Q8_0 values qs and fp16 scale d) in either layout, computing the
+ * second level for x16; td_qrows_pad zeroes row r's padding blocks (x16). Shared by the quantisers so that they
+ * differ only in how they compute the first level. */
+void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, const int8_t *qs, uint16_t d);
 void td_qrows_pad(const td_qrows *xq, int64_t r);
 
 /* Quantises rows [r0, r1) of X [T, nb * 32] (leading dimension ldx) into xq's layout, as td_quantize_q8_0 does.

@@ -1,4 +1,5 @@
 /* Packing Q8_0 / Q4_0 weight rows into the x16 layout (quant.h), and laying out quantised activation buffers. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,7 @@ void td_qpack_free(td_qpack *p) {
 size_t td_qrows_bytes(int64_t T, int64_t nb) {
     size_t plain = align64((size_t)(T * nb) * sizeof(td_block_q8_0)) + align64((size_t)(T * nb) * sizeof(float));
     int64_t nbg = (nb + 15) / 16;
-    size_t x16 = (size_t)(T * nbg) * (512 + 16 * sizeof(float) + 16 * sizeof(int32_t));
+    size_t x16 = 2 * (size_t)(T * nbg) * (512 + 16 * sizeof(float) + 16 * sizeof(int32_t));
     return (plain > x16 ? plain : x16) + 64;
 }
 
@@ -73,30 +74,54 @@ void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int x16) {
         xq->d = (float *)(void *)(p + align64((size_t)(T * nb) * sizeof(td_block_q8_0)));
         return;
     }
+    size_t n = (size_t)(T * xq->nbg);
     xq->qi = (int8_t *)p;
-    xq->d = (float *)(void *)(p + (size_t)(T * xq->nbg) * 512);
-    xq->s = (int32_t *)(void *)(p + (size_t)(T * xq->nbg) * (512 + 16 * sizeof(float)));
+    xq->qi2 = (int8_t *)(p + n * 512);
+    xq->d = (float *)(void *)(p + n * 1024);
+    xq->d2 = xq->d + n * 16;
+    xq->s = (int32_t *)(void *)(xq->d2 + n * 16);
+    xq->s2 = xq->s + n * 16;
 }
 
-void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const int8_t *qs, uint16_t d) {
+/* One level of a block into the interleaved layout. */
+static void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane, const int8_t *qs, float scale) {
+    int32_t sum = 0;
+    for (int k = 0; k < 8; k++) memcpy(qi + g * 512 + k * 64 + lane * 4, qs + 4 * k, 4);
+    for (int e = 0; e < 32; e++) sum += qs[e];
+    d[g * 16 + lane] = scale;
+    s[g * 16 + lane] = sum;
+}
+
+int td_qrows_layout(td_dtype type, int packed) { return !packed ? 0 : type == TD_DTYPE_Q8_0 ? 2 : 1; }
+
+void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, const int8_t *qs, uint16_t d) {
+    float d1 = td_f16_to_f32(d);
     if (!xq->x16) {
         td_block_q8_0 *blk = &xq->q[r * xq->nb + b];
         blk->d = d;
         memcpy(blk->qs, qs, 32);
-        xq->d[r * xq->nb + b] = td_f16_to_f32(d);
+        xq->d[r * xq->nb + b] = d1;
         return;
     }
     int64_t g = r * xq->nbg + b / 16, lane = b % 16;
-    int8_t *dst = xq->qi + g * 512 + lane * 4;
-    int32_t sum = 0;
-    for (int k = 0; k < 8; k++) memcpy(dst + k * 64, qs + 4 * k, 4);
-    for (int e = 0; e < 32; e++) sum += qs[e];
-    xq->d[g * 16 + lane] = td_f16_to_f32(d);
-    xq->s[g * 16 + lane] = sum;
+    put_level(xq->qi, xq->d, xq->s, g, lane, qs, d1);
+    if (xq->x16 < 2) return;
+    float rest[32], amax = 0.0f;
+    int8_t q2[32];
+    for (int e = 0; e < 32; e++) {
+        rest[e] = x ? x[e] - d1 * (float)qs[e] : 0.0f; /* exact product, one rounding in the difference */
+        amax = fabsf(rest[e]) > amax ? fabsf(rest[e]) : amax;
+    }
+    float d2 = amax / 127.0f, id2 = d2 != 0.0f ? 1.0f / d2 : 0.0f;
+    for (int e = 0; e < 32; e++) {
+        float q = roundf(rest[e] * id2);
+        q2[e] = (int8_t)(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
+    }
+    put_level(xq->qi2, xq->d2, xq->s2, g, lane, q2, d2);
 }
 
 void td_qrows_pad(const td_qrows *xq, int64_t r) {
     if (!xq->x16) return;
     static const int8_t zero[32];
-    for (int64_t b = xq->nb; b < xq->nbg * 16; b++) td_qrows_put(xq, r, b, zero, 0);
+    for (int64_t b = xq->nb; b < xq->nbg * 16; b++) td_qrows_put(xq, r, b, NULL, zero, 0);
 }

@@ -54,7 +54,7 @@ void td_quantize_rows_ref(const float *x, int64_t ldx, const td_qrows *xq, int64
         for (int64_t b = 0; b < xq->nb; b++) {
             td_block_q8_0 blk;
             td_quantize_q8_0(x + r * ldx + b * 32, &blk, 32);
-            td_qrows_put(xq, r, b, blk.qs, blk.d);
+            td_qrows_put(xq, r, b, x + r * ldx + b * 32, blk.qs, blk.d);
         }
         td_qrows_pad(xq, r);
     }
