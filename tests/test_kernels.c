@@ -12,6 +12,7 @@
 static void *make_weights(td_dtype t, int64_t rows, int64_t cols, uint64_t *rng, td_mat *w) {
     size_t es = td_dtype_size(t);
     uint8_t *data = malloc((size_t)(rows * cols) * es + 1); /* +1: odd row starts are fine for scalar loads */
+    memset(w, 0, sizeof *w); /* no packed copy */
     for (int64_t i = 0; i < rows * cols; i++) {
         float v = td_test_uniform(rng, -1.0f, 1.0f);
         if (t == TD_DTYPE_F32) memcpy(data + 4 * i, &v, 4);
