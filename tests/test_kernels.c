@@ -223,7 +223,7 @@ static void test_quant(void) {
                     td_qrows xq, xq2, xx, xx2, one;
                     td_qrows_bind(&xq, qbuf1, T, nb, 0);
                     td_qrows_bind(&xq2, qbuf2, T, nb, 0);
-                    int lv = td_qrows_layout(types[ti], 1); /* x16 levels: 2 for Q8_0, 1 for Q4_0 */
+                    int lv = types[ti] == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1; /* x16 levels: 2 for Q8_0, 1 for Q4_0 */
                     td_qrows_bind(&xx, qbuf3, T, nb, lv);
                     td_qrows_bind(&xx2, qbuf4, T, nb, lv);
                     td_quantize_rows_ref(xf, cols, &xq, 0, T);
@@ -237,7 +237,7 @@ static void test_quant(void) {
                                (lv < 2 || (memcmp(xx.d2, xx2.d2, (size_t)(T * xx.nbg) * 64) == 0 && memcmp(xx.s2, xx2.s2, (size_t)(T * xx.nbg) * 64) == 0)),
                            "AVX2 x16 activation quantiser differs from the reference (cols %lld)", (long long)cols);
                     td_mat w = {types[ti], rows, cols, rb, wq, NULL};
-                    td_qpack *pk = td_qpack_new(types[ti], rows, cols, wq, rb);
+                    td_qpack *pk = td_qpack_new(types[ti], rows, cols, wq, rb, 16);
                     CHECK(pk != NULL);
                     td_mat wp = w;
                     wp.pack = pk;
@@ -299,6 +299,83 @@ static void test_quant(void) {
            worst_x16, vnni ? "; AVX-512 VNNI kernel identical to the packed reference" : " (no AVX-512 VNNI here)");
 }
 
+/* The packed x8 (AVX2) product: the AVX2 quantiser writes the reference's bytes, the AVX2 kernel gives the scalar
+ * reference's bits in every tile shape (decode and prefill paths, row and token remainders, padded groups), the
+ * result does not depend on the batch or the row order, and int16 activations keep it within 1e-4 (relative to
+ * the magnitude of the terms) of the exact product of the dequantised weights and the unquantised inputs. */
+static void test_quant_x8(void) {
+    static const int64_t cols_list[] = {32, 96, 544, 4096}; /* 1, 3 and 17 blocks leave padding in a group */
+    static const int64_t rows_list[] = {1, 7, 33};
+    static const int64_t T_list[] = {1, 3, 4, 5, 9, 67};
+    static const td_dtype types[] = {TD_DTYPE_Q8_0, TD_DTYPE_Q4_0};
+    uint64_t rng = 91;
+    double worst = 0;
+    for (int ti = 0; ti < 2; ti++)
+        for (int ci = 0; ci < 4; ci++)
+            for (int ri = 0; ri < 3; ri++)
+                for (int Ti = 0; Ti < 6; Ti++) {
+                    int64_t cols = cols_list[ci], rows = rows_list[ri], T = T_list[Ti], nb = cols / 32;
+                    if (cols == 4096 && T == 67 && td_test_sanitized()) continue;
+                    float *wf = malloc((size_t)(rows * cols) * sizeof *wf), *xf = malloc((size_t)(T * cols) * sizeof *xf);
+                    size_t rb = td_dtype_row_bytes(types[ti], cols), qb = td_qrows_bytes(T, nb);
+                    uint8_t *wq = malloc((size_t)rows * rb);
+                    void *qr = calloc(1, qb), *qa = calloc(1, qb), *q1 = calloc(1, td_qrows_bytes(1, nb));
+                    float *yr = malloc((size_t)(T * rows) * 4), *ya = malloc((size_t)(T * rows) * 4), *y1 = malloc((size_t)rows * 4);
+                    for (int64_t i = 0; i < rows * cols; i++) wf[i] = td_test_uniform(&rng, -1, 1);
+                    for (int64_t i = 0; i < T * cols; i++) xf[i] = td_test_uniform(&rng, -2, 2);
+                    if (T > 2) xf[cols + 3] = 0.0f, memset(xf + 2 * cols, 0, 32 * sizeof *xf); /* a zero block */
+                    for (int64_t r = 0; r < rows; r++) {
+                        if (types[ti] == TD_DTYPE_Q8_0) td_quantize_q8_0(wf + r * cols, (td_block_q8_0 *)(wq + r * rb), cols);
+                        else td_quantize_q4_0(wf + r * cols, (td_block_q4_0 *)(wq + r * rb), cols);
+                    }
+                    if (types[ti] == TD_DTYPE_Q8_0) ((td_block_q8_0 *)wq)->qs[5] = -128; /* legal in a GGUF file */
+                    td_qpack *pk = td_qpack_new(types[ti], rows, cols, wq, rb, 8);
+                    CHECK(pk != NULL);
+                    td_mat w = {types[ti], rows, cols, rb, wq, pk};
+                    CHECK(td_qrows_layout(types[ti], pk) == TD_QROWS_X8);
+                    td_qrows xr, xa, one;
+                    td_qrows_bind(&xr, qr, T, nb, TD_QROWS_X8);
+                    td_qrows_bind(&xa, qa, T, nb, TD_QROWS_X8);
+                    td_quantize_rows_ref(xf, cols, &xr, 0, T);
+                    td_quantize_rows_avx2(xf, cols, &xa, 0, T);
+                    size_t n = (size_t)(T * xr.nbg);
+                    CHECKF(memcmp(xr.qw, xa.qw, n * 512) == 0 && memcmp(xr.d, xa.d, n * 32) == 0 && memcmp(xr.s, xa.s, n * 32) == 0,
+                           "AVX2 x8 activation quantiser differs from the reference (cols %lld)", (long long)cols);
+                    td_matmul_ref(&w, NULL, xf, &xr, T, cols, yr, rows, 0, rows); /* -> td_matmul_x8_ref */
+                    td_matmul_avx2(&w, NULL, xf, &xa, T, cols, ya, rows, 0, rows);
+                    CHECKF(memcmp(yr, ya, (size_t)(T * rows) * 4) == 0, "%s cols %lld rows %lld T %lld: AVX2 x8 differs from its reference",
+                           td_dtype_name(types[ti]), (long long)cols, (long long)rows, (long long)T);
+                    for (int64_t t = 0; t < T; t++)
+                        for (int64_t r = 0; r < rows; r++) {
+                            float wr[4096];
+                            td_row_to_f32(wr, &w, r);
+                            double mag = 0, exact = 0;
+                            for (int64_t k = 0; k < cols; k++) {
+                                double xv = xf[t * cols + k];
+                                mag += fabs((double)wr[k] * xv), exact += (double)wr[k] * xv;
+                            }
+                            double e = fabs(exact - yr[t * rows + r]) / (mag + 1e-30);
+                            if (e > worst) worst = e;
+                            CHECKF(e <= 1e-4, "%s cols %lld: exact %g, x8 %g", td_dtype_name(types[ti]), (long long)cols, exact, yr[t * rows + r]);
+                        }
+                    int32_t rev[64];
+                    for (int64_t r = 0; r < rows; r++) rev[r] = (int32_t)(rows - 1 - r);
+                    for (int64_t t = 0; t < T; t++) { /* one token at a time, rows in reverse through a row list */
+                        td_qrows_bind(&one, q1, 1, nb, TD_QROWS_X8);
+                        memcpy(one.qw, xa.qw + t * xa.nbg * 256, (size_t)xa.nbg * 512);
+                        memcpy(one.d, xa.d + t * xa.nbg * 8, (size_t)xa.nbg * 32);
+                        memcpy(one.s, xa.s + t * xa.nbg * 8, (size_t)xa.nbg * 32);
+                        td_matmul_avx2(&w, rev, xf, &one, 1, cols, y1, rows, 0, rows);
+                        for (int64_t r = 0; r < rows; r++)
+                            CHECKF(memcmp(&y1[r], &ya[t * rows + rows - 1 - r], 4) == 0, "%s x8 batch / row-order invariance",
+                                   td_dtype_name(types[ti]));
+                    }
+                    td_qpack_free(pk);
+                    free(wf), free(xf), free(wq), free(qr), free(qa), free(q1), free(yr), free(ya), free(y1);
+                }
+    printf("packed x8 matmul: AVX2 identical to the reference; worst relative difference from the exact product %.3g\n", worst);
+}
+
 static void test_half(void) {
     /* every f16 value converts exactly and back */
     for (uint32_t h = 0; h < 65536; h++) {
@@ -325,5 +402,6 @@ int main(void) {
     test_attention();
     test_attention_rows();
     test_quant();
+    test_quant_x8();
     return td_test_finish("test_kernels");
 }

@@ -35,11 +35,15 @@ void td_eng_matmul(td_ctx *ctx, const td_mat *w, const int32_t *rows, int64_t n_
     matmul_job j = {ctx->k, w, rows, x, NULL, T, ldx, ldy, y};
     td_qrows xq;
     if (td_dtype_is_block(w->type)) { /* quantised weights: the activations become Q8_0 rows first */
-        td_qrows_bind(&xq, ctx->xq, T, w->cols / 32, td_qrows_layout(w->type, w->pack != NULL));
+        td_qrows_bind(&xq, ctx->xq, T, w->cols / 32, td_qrows_layout(w->type, w->pack));
         j.xq = &xq;
         td_pool_run(ctx->pool, T, 1, quantize_part, &j);
     }
-    td_pool_run(ctx->pool, n_out, 16, matmul_part, &j);
+    /* Threads take chunks of rows as they finish (a core slowed by its neighbours gets fewer); a row's result is
+     * the same whichever thread computes it. Decode chunks are small, prefill chunks keep a block of weight rows
+     * in cache for all the tokens. */
+    int64_t grain = T < 4 ? 64 : 256;
+    td_pool_run_dynamic(ctx->pool, n_out, grain, matmul_part, &j);
 }
 
 void td_eng_store_kv(const td_ctx *ctx, void *cache, int32_t cell, const float *row) {

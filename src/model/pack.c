@@ -6,7 +6,7 @@
 #include "model/model.h"
 #include "util/error.h"
 
-static td_status pack_one(td_model *m, td_mat *w) {
+static td_status pack_one(td_model *m, td_mat *w, int lanes) {
     if ((w->type != TD_DTYPE_Q8_0 && w->type != TD_DTYPE_Q4_0) || w->pack) return TD_OK;
     if (m->n_packs == m->cap_packs) {
         int cap = m->cap_packs ? 2 * m->cap_packs : 64;
@@ -15,7 +15,7 @@ static td_status pack_one(td_model *m, td_mat *w) {
         m->packs = p;
         m->cap_packs = cap;
     }
-    td_qpack *p = td_qpack_new(w->type, w->rows, w->cols, w->data, w->row_bytes);
+    td_qpack *p = td_qpack_new(w->type, w->rows, w->cols, w->data, w->row_bytes, lanes);
     if (!p) return td_fail_nomem("packed weights");
     m->packs[m->n_packs++] = p;
     w->pack = p;
@@ -23,7 +23,8 @@ static td_status pack_one(td_model *m, td_mat *w) {
 }
 
 td_status td_model_pack(td_model *m) {
-    if (!td_kernels_best()->pack) return TD_OK;
+    int lanes = td_kernels_best()->pack;
+    if (!lanes) return TD_OK;
     td_status st = TD_OK;
     for (int i = 0; i < m->cfg.n_layer && st == TD_OK; i++) {
         td_layer *l = &m->layers[i];
@@ -32,8 +33,8 @@ td_status td_model_pack(td_model *m) {
         all[n++] = &l->w_gate, all[n++] = &l->w_up, all[n++] = &l->w_down;
         if (l->kind == TD_LAYER_ATTENTION) all[n++] = &l->attn.wq, all[n++] = &l->attn.wk, all[n++] = &l->attn.wv, all[n++] = &l->attn.wo;
         else all[n++] = &l->dn.in_qkv, all[n++] = &l->dn.in_z, all[n++] = &l->dn.in_b, all[n++] = &l->dn.in_a, all[n++] = &l->dn.out;
-        for (int k = 0; k < n && st == TD_OK; k++) st = pack_one(m, all[k]);
+        for (int k = 0; k < n && st == TD_OK; k++) st = pack_one(m, all[k], lanes);
     }
-    if (st == TD_OK) st = pack_one(m, &m->head); /* the embedding keeps its rows for look-ups */
+    if (st == TD_OK) st = pack_one(m, &m->head, lanes); /* the embedding keeps its rows for look-ups */
     return st;
 }

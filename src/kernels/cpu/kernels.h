@@ -31,10 +31,10 @@ static inline const void *td_mat_row(const td_mat *w, int64_t r) {
 /* Y[t, j] = dot(X[t, :cols], W[row(j), :]) for t in [0, T), j in [j0, j1), where row(j) = rows ? rows[j] : j.
  * X has leading dimension ldx floats, Y has ldy. For Q8_0 / Q4_0 weights the activations come quantised:
  * xq points at a td_qrows (quant.h) holding T rows of cols / 32 Q8_0 blocks, and x is not read; each block
- * contributes (d_w * d_x) * (exact integer dot product). With w->pack, xq is in the x16 layout (two activation
- * levels) and the sum runs over 16 lanes, lane l adding fma((float)p_b, d_w * d_x, .) for its blocks b = 16g + l
- * in order of g, level 1 then level 2; the lanes are then added as a tree (l + 8, then + 4, + 2, + 1):
- * td_matmul_x16_ref spells it out. */
+ * contributes (d_w * d_x) * (exact integer dot product). With w->pack, xq is in the layout of the pack's lanes
+ * (td_qrows_layout) and the sum runs over 16 or 8 lanes, lane l adding fma((float)p_b, d_w * d_x, .) for its
+ * blocks b = lanes * g + l in order of g (x16: level 1 then level 2); the lanes are then added as a tree (x16:
+ * l + 8, then + 4, + 2, + 1; x8: l + 4, + 2, + 1): td_matmul_x16_ref and td_matmul_x8_ref spell it out. */
 typedef void (*td_matmul_fn)(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
                              int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1);
 
@@ -51,6 +51,12 @@ void td_matmul_x16_ref(const td_mat *w, const int32_t *rows, const void *xq, int
                        int64_t j0, int64_t j1);
 void td_matmul_x16_avx512(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                           int64_t j0, int64_t j1);
+/* Packed x8 weights and x8 (int16) activations: the scalar reference, and the AVX2 version, which gives
+ * bit-identical results (td_matmul_x8_ref spells out the arithmetic). */
+void td_matmul_x8_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                      int64_t j0, int64_t j1);
+void td_matmul_x8_avx2(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                       int64_t j0, int64_t j1);
 /* All of td_matmul_avx2, with packed weights on AVX-512 VNNI. */
 void td_matmul_avx512(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                       float *y, int64_t ldy, int64_t j0, int64_t j1);
@@ -138,7 +144,7 @@ float td_softplus(float x);
 /* The run-time choice between scalar, AVX2 and AVX-512 VNNI versions. */
 typedef struct td_kernels {
     const char *name; /* "avx512vnni", "avx2" or "scalar" */
-    int pack;         /* 1: Q8_0 / Q4_0 matrices are best packed (td_qpack) for these kernels */
+    int pack;         /* Q8_0 / Q4_0 matrices are best packed (td_qpack) with this many lanes (8, 16), 0: not */
     td_matmul_fn matmul;
     td_attn_fn attn;
     td_attn_rows_fn attn_rows;

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
 #include "util/half.h"
 
 #define TB 64 /* tokens per block: a block of activations stays in L2 while the rows stream past */
@@ -113,6 +114,10 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
 
 void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                     float *y, int64_t ldy, int64_t j0, int64_t j1) {
+    if (w->pack && w->pack->lanes == 8) {
+        td_matmul_x8_avx2(w, rows, xq, T, y, ldy, j0, j1);
+        return;
+    }
     if (w->pack) { /* packed for other kernels: the reference gives the same bits */
         td_matmul_x16_ref(w, rows, xq, T, y, ldy, j0, j1);
         return;

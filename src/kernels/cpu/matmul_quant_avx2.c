@@ -178,10 +178,45 @@ static void put_x16(const td_qrows *xq, int64_t r, int64_t b, const __m256 *v, c
     put_level(xq->qi2, xq->d2, xq->s2, g, lane, q2, d2);
 }
 
+/* Block b of row r in the x8 layout: d = amax / 32767, q = roundf(x / d) within +-32767, element pairs scattered
+ * to their chunks (chunk k, lane b % 8). */
+static void put_x8(const td_qrows *xq, int64_t r, int64_t b, const __m256 *v, float amax) {
+    float d = amax / 32767.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    __m256i i32[4];
+    for (int i = 0; i < 4; i++) {
+        __m256 q = round_away(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
+        q = _mm256_min_ps(_mm256_max_ps(q, _mm256_set1_ps(-32767.0f)), _mm256_set1_ps(32767.0f));
+        i32[i] = _mm256_cvtps_epi32(q);
+    }
+    int32_t pairs[16]; /* elements 2k, 2k + 1 as one 32-bit word */
+    _mm256_storeu_si256((__m256i *)(void *)pairs, _mm256_permute4x64_epi64(_mm256_packs_epi32(i32[0], i32[1]), 0xd8));
+    _mm256_storeu_si256((__m256i *)(void *)(pairs + 8), _mm256_permute4x64_epi64(_mm256_packs_epi32(i32[2], i32[3]), 0xd8));
+    int64_t g = r * xq->nbg + b / 8, lane = b % 8;
+    int16_t *qg = xq->qw + g * 256;
+    for (int k = 0; k < 16; k++) memcpy(qg + k * 16 + lane * 2, &pairs[k], 4);
+    xq->d[g * 8 + lane] = d;
+    xq->s[g * 8 + lane] = sum_lanes(i32);
+}
+
 void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * ldx;
+        if (xq->x8) {
+            for (int64_t b = 0; b < xq->nb; b++) {
+                __m256 v[4], m = _mm256_setzero_ps();
+                for (int i = 0; i < 4; i++) {
+                    v[i] = _mm256_loadu_ps(xr + b * 32 + 8 * i);
+                    m = _mm256_max_ps(m, _mm256_and_ps(v[i], absmask));
+                }
+                __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+                m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+                m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+                put_x8(xq, r, b, v, _mm_cvtss_f32(m4));
+            }
+            td_qrows_pad(xq, r);
+            continue;
+        }
         for (int64_t b = 0; b < xq->nb; b++) {
             const float *xb = xr + b * 32;
             __m256 v[4];

@@ -36,7 +36,8 @@ static float dot_quant(const td_mat *w, const void *row, const td_block_q8_0 *xq
 void td_matmul_ref(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                    float *y, int64_t ldy, int64_t j0, int64_t j1) {
     if (w->pack) {
-        td_matmul_x16_ref(w, rows, xq, T, y, ldy, j0, j1);
+        if (w->pack->lanes == 8) td_matmul_x8_ref(w, rows, xq, T, y, ldy, j0, j1);
+        else td_matmul_x16_ref(w, rows, xq, T, y, ldy, j0, j1);
         return;
     }
     if (td_dtype_is_block(w->type)) {

@@ -155,6 +155,6 @@ void td_matmul_x16_avx512(const td_mat *w, const int32_t *rows, const void *xq, 
 
 void td_matmul_avx512(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                       float *y, int64_t ldy, int64_t j0, int64_t j1) {
-    if (w->pack) td_matmul_x16_avx512(w, rows, xq, T, y, ldy, j0, j1);
+    if (w->pack && w->pack->lanes == 16) td_matmul_x16_avx512(w, rows, xq, T, y, ldy, j0, j1);
     else td_matmul_avx2(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
 }

@@ -26,63 +26,85 @@ void td_quantize_q4_0(const float *x, td_block_q4_0 *y, int64_t n);
 void td_dequantize_q8_0(const td_block_q8_0 *x, float *y, int64_t n);
 void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n);
 
-/* Packed ("x16") Q8_0 / Q4_0 weights, for CPUs with 8-bit dot-product instructions (VNNI). A row's blocks are
- * taken in groups of 16 (the last group padded with zero blocks); in a group, byte lane*4 + i of chunk k
- * (k = 0..7, 64 bytes each) is element 4k + i of block lane, so one 64-byte chunk feeds 16 blocks at once and
- * the 16 lanes of a 32-bit accumulator each end up holding one block's complete integer dot product.
+/* Packed Q8_0 / Q4_0 weights, made once at load for the kernels that want them (td_kernels.pack). Two layouts,
+ * named by how many blocks share a vector ("lanes"); in both, every 32-bit lane of an accumulator ends up holding
+ * one block's complete integer dot product, so the float work (a conversion, a scale product, an fma) is done
+ * once per 8 or 16 blocks instead of once per block.
+ *
+ * x16 (AVX-512 VNNI: vpdpbusd, unsigned weight bytes x signed activation bytes). A row's blocks are taken in
+ * groups of 16 (the last group padded with zero blocks); in a group, byte lane*4 + i of chunk k (k = 0..7, 64
+ * bytes each) is element 4k + i of block lane.
  *   Q8_0: 8 chunks of unsigned bytes w + 128 (512 bytes a group).
  *   Q4_0: 4 chunks of bytes (chunk k in the low nibbles, chunk k + 4 in the high), unsigned q = w + 8 (256 bytes).
- * A row is the nbg groups' bytes, then nbg * 16 fp16 scales, padded to 64 bytes. */
+ * x8 (AVX2: vpmaddwd, int16 weights x int16 activations, 2 products a lane). Groups of 8 blocks; in a group,
+ * byte lane*2 + i of chunk k (16 bytes) is element 2k + i of block lane.
+ *   Q8_0: 16 chunks of signed bytes w (256 bytes a group), widened to int16 as they are loaded.
+ *   Q4_0: 8 chunk pairs of 16 bytes: pair p holds chunk p in the low nibbles and chunk p + 8 in the high, as
+ *     unsigned q = w + 8 (128 bytes a group; byte lane*2 + i of pair p is byte 2p + i of block lane's qs).
+ *     Padding blocks have q = 8 (w = 0).
+ * A row is the nbg groups' bytes, then nbg * lanes fp16 scales, padded to 64 bytes. */
 typedef struct td_qpack {
     td_dtype type;
+    int lanes;          /* 8 or 16 */
     int64_t rows, nbg;
-    size_t group_bytes; /* 512 or 256 */
+    size_t group_bytes; /* x16: 512 or 256; x8: 256 or 128 */
     size_t row_bytes;
     uint8_t *data;      /* 64-byte aligned, rows * row_bytes */
 } td_qpack;
 
-/* Packs a Q8_0 / Q4_0 matrix of `rows` rows (row_bytes apart at data). Returns NULL when out of memory. */
-td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes);
+/* Packs a Q8_0 / Q4_0 matrix of `rows` rows (row_bytes apart at data) into the layout of `lanes` (8 or 16).
+ * Returns NULL when out of memory. */
+td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes, int lanes);
 void td_qpack_free(td_qpack *p);
 static inline const uint8_t *td_qpack_row(const td_qpack *p, int64_t r) { return p->data + (size_t)r * p->row_bytes; }
 static inline const uint16_t *td_qpack_scales(const td_qpack *p, const uint8_t *row) {
     return (const uint16_t *)(const void *)(row + (size_t)p->nbg * p->group_bytes);
 }
 
-/* Activations quantised for a quantised matrix product: T rows, each quantised to Q8_0 blocks (td_quantize_q8_0's
- * values), in one of two layouts.
- *   plain (x16 == 0): q [T * nb] blocks and d [T * nb], each block's scale again as fp32 (the same value as the
- *     block's fp16 d) so that the inner loops need no conversion;
- *   x16 (for packed weights; x16 = the number of levels, 1 or 2): level 1 the Q8_0 values q1 with scale d1; level
+/* Activations quantised for a quantised matrix product: T rows, in one of three layouts (td_qrows_layout).
+ *   plain (TD_QROWS_PLAIN): each row quantised to Q8_0 blocks (td_quantize_q8_0's values): q [T * nb] blocks and
+ *     d [T * nb], each block's scale again as fp32 (the same value as the block's fp16 d) so that the inner loops
+ *     need no conversion. The scalar kernels' layout, and llama.cpp's scheme.
+ *   x16 (TD_QROWS_X16_1 or _2 levels, for x16 weights): level 1 the Q8_0 values q1 with scale d1; level
  *     2 the rest, r = x - d1 q1, quantised again to q2 with an fp32 scale d2 = max|r| / 127, so that x = d1 q1 +
  *     d2 q2 to about 15 bits (Q8_0 weights get two: one level alone moved decisions by up to 0.024 in probability
  *     on a full-size model, see NOTES.md; Q4_0 weights, whose own rounding dominates, get one). For each level:
  *     qi [T * nbg * 512] bytes interleaved as td_qpack's Q8_0 chunks (signed), d [T * nbg * 16] scales, s [T * nbg
- *     * 16] the sums of each block's 32 values; level 2 in qi2, d2, s2. Padding blocks are all zero. */
+ *     * 16] the sums of each block's 32 values; level 2 in qi2, d2, s2. Padding blocks are all zero.
+ *   x8 (TD_QROWS_X8, for x8 weights): each block of 32 as int16, d = amax / 32767 in fp32 and q = roundf(x / d)
+ *     (|q| <= 32767): about 15 bits, the precision of x16's two levels at the cost of one. qw [T * nbg * 256]
+ *     int16 interleaved as td_qpack's x8 chunks, d [T * nbg * 8], s [T * nbg * 8] the blocks' sums of q (for
+ *     Q4_0's offset). Padding blocks are all zero. */
+enum { TD_QROWS_PLAIN = 0, TD_QROWS_X16_1 = 1, TD_QROWS_X16_2 = 2, TD_QROWS_X8 = 8 };
 typedef struct td_qrows {
-    int x16;
+    int x16;            /* x16 levels (1 or 2), else 0 */
+    int x8;             /* 1: the x8 layout */
     td_block_q8_0 *q;
     int8_t *qi, *qi2;
+    int16_t *qw;
     float *d, *d2;
     int32_t *s, *s2;
     int64_t nb, nbg;
 } td_qrows;
 
 /* Bytes of a td_qrows buffer for T rows of nb blocks, any layout; td_qrows_bind lays one out over such a buffer
- * (64-byte aligned): x16 = 0 plain, 1 or 2 the levels of the x16 layout. */
+ * (64-byte aligned) in the given layout (TD_QROWS_*). */
 size_t td_qrows_bytes(int64_t T, int64_t nb);
-void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int x16);
-/* The layout a matrix product with w's type and packing takes (0 plain, else x16 levels). */
-int td_qrows_layout(td_dtype type, int packed);
+void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int layout);
+/* The layout a matrix product with w's type and packing (NULL: none) takes. */
+int td_qrows_layout(td_dtype type, const td_qpack *pack);
 
-/* Stores row r's block b (its 32 inputs x, their Q8_0 values qs and fp16 scale d) in either layout, computing the
- * second level for x16; td_qrows_pad zeroes row r's padding blocks (x16). Shared by the quantisers so that they
- * differ only in how they compute the first level. */
+/* Stores row r's block b (its 32 inputs x, their Q8_0 values qs and fp16 scale d) in the plain or x16 layout,
+ * computing the second level for x16; td_qrows_pad zeroes row r's padding blocks (x16, x8). Shared by the
+ * quantisers so that they differ only in how they compute the first level. td_qrows_put_x8 stores an x8 block
+ * (its int16 values and fp32 scale). */
 void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, const int8_t *qs, uint16_t d);
+void td_qrows_put_x8(const td_qrows *xq, int64_t r, int64_t b, const int16_t *qs, float d);
 void td_qrows_pad(const td_qrows *xq, int64_t r);
 
-/* Quantises rows [r0, r1) of X [T, nb * 32] (leading dimension ldx) into xq's layout, as td_quantize_q8_0 does.
- * The AVX2 version gives identical bytes (round half away from zero, like roundf). */
+/* Quantises rows [r0, r1) of X [T, nb * 32] (leading dimension ldx) into xq's layout: plain and x16 as
+ * td_quantize_q8_0 does, x8 as described above. The AVX2 version gives identical bytes (round half away from
+ * zero, like roundf). */
 typedef void (*td_quantize_rows_fn)(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
 void td_quantize_rows_ref(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
 void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);

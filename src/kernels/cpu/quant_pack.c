@@ -1,50 +1,79 @@
-/* Packing Q8_0 / Q4_0 weight rows into the x16 layout (quant.h), and laying out quantised activation buffers. */
+/* Packing Q8_0 / Q4_0 weight rows into the x16 and x8 layouts (quant.h), and laying out quantised activation buffers. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/cpu/quant.h"
 #include "util/half.h"
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes) {
-    if (type != TD_DTYPE_Q8_0 && type != TD_DTYPE_Q4_0) return NULL;
+/* Packed rows are streamed once per token in decode: large ones go on transparent huge pages where the system
+ * offers them (madvise mode), which spares a TLB miss every 4 KB. */
+static void *alloc_rows(size_t total) {
+    const size_t huge = (size_t)2 << 20;
+    if (total < huge) return aligned_alloc(64, total ? total : 64);
+    size_t rounded = (total + huge - 1) & ~(huge - 1);
+    void *p = aligned_alloc(huge, rounded);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, rounded, MADV_HUGEPAGE); /* advice only: failure changes nothing */
+#endif
+    return p;
+}
+
+/* x16: byte lane*4 + i of chunk k is element 4k + i. */
+static void pack_group_x16(td_dtype type, uint8_t *g, int lane, const void *blk) {
+    for (int e = 0; e < 32; e++) {
+        if (type == TD_DTYPE_Q8_0) { /* w + 128 as an unsigned byte; padding is w = 0 */
+            g[(e / 4) * 64 + lane * 4 + e % 4] = (uint8_t)((blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0) ^ 0x80);
+        } else { /* q in 0..15; padding is q = 8 (w = 0) */
+            const td_block_q4_0 *b4 = blk;
+            int q = b4 ? (e < 16 ? b4->qs[e] & 15 : b4->qs[e - 16] >> 4) : 8;
+            int k = e / 4;
+            g[(k % 4) * 64 + lane * 4 + e % 4] |= (uint8_t)(k < 4 ? q : q << 4);
+        }
+    }
+}
+
+/* x8: byte lane*2 + i of chunk k is element 2k + i; Q4_0's pair p is bytes 2p, 2p + 1 of each block's qs. */
+static void pack_group_x8(td_dtype type, uint8_t *g, int lane, const void *blk) {
+    if (type == TD_DTYPE_Q8_0) {
+        for (int e = 0; e < 32; e++) g[(e / 2) * 16 + lane * 2 + e % 2] = blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0;
+    } else {
+        for (int j = 0; j < 16; j++) g[(j / 2) * 16 + lane * 2 + j % 2] = blk ? ((const td_block_q4_0 *)blk)->qs[j] : 0x88;
+    }
+}
+
+td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes, int lanes) {
+    if ((type != TD_DTYPE_Q8_0 && type != TD_DTYPE_Q4_0) || (lanes != 8 && lanes != 16)) return NULL;
     td_qpack *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     int64_t nb = cols / 32;
     p->type = type;
+    p->lanes = lanes;
     p->rows = rows;
-    p->nbg = (nb + 15) / 16;
-    p->group_bytes = type == TD_DTYPE_Q8_0 ? 512 : 256;
-    p->row_bytes = align64((size_t)p->nbg * (p->group_bytes + 32));
+    p->nbg = (nb + lanes - 1) / lanes;
+    p->group_bytes = (size_t)lanes * (type == TD_DTYPE_Q8_0 ? 32 : 16);
+    p->row_bytes = align64((size_t)p->nbg * (p->group_bytes + 2 * (size_t)lanes));
     size_t total = (size_t)rows * p->row_bytes;
-    if (!(p->data = aligned_alloc(64, total ? total : 64))) {
+    if (!(p->data = alloc_rows(total))) {
         free(p);
         return NULL;
     }
     memset(p->data, 0, total);
+    size_t bsz = type == TD_DTYPE_Q8_0 ? sizeof(td_block_q8_0) : sizeof(td_block_q4_0);
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *src = (const uint8_t *)data + (size_t)r * row_bytes;
         uint8_t *qs = p->data + (size_t)r * p->row_bytes;
         uint16_t *d = (uint16_t *)(void *)(qs + (size_t)p->nbg * p->group_bytes);
-        for (int64_t b = 0; b < p->nbg * 16; b++) {
-            uint8_t *g = qs + (size_t)(b / 16) * p->group_bytes;
-            int lane = (int)(b % 16);
-            if (type == TD_DTYPE_Q8_0) {
-                const td_block_q8_0 *blk = b < nb ? (const td_block_q8_0 *)(const void *)src + b : NULL;
-                d[b] = blk ? blk->d : 0;
-                for (int e = 0; e < 32; e++) /* w + 128 as an unsigned byte; padding is w = 0 */
-                    g[(e / 4) * 64 + lane * 4 + e % 4] = (uint8_t)((blk ? (uint8_t)blk->qs[e] : 0) ^ 0x80);
-            } else {
-                const td_block_q4_0 *blk = b < nb ? (const td_block_q4_0 *)(const void *)src + b : NULL;
-                d[b] = blk ? blk->d : 0;
-                for (int e = 0; e < 32; e++) { /* q in 0..15; padding is q = 8 (w = 0) */
-                    int q = blk ? (e < 16 ? blk->qs[e] & 15 : blk->qs[e - 16] >> 4) : 8;
-                    int k = e / 4;
-                    g[(k % 4) * 64 + lane * 4 + e % 4] |= (uint8_t)(k < 4 ? q : q << 4);
-                }
-            }
+        for (int64_t b = 0; b < p->nbg * lanes; b++) {
+            const void *blk = b < nb ? src + (size_t)b * bsz : NULL;
+            uint8_t *g = qs + (size_t)(b / lanes) * p->group_bytes;
+            d[b] = 0;
+            if (blk) memcpy(&d[b], blk, 2); /* both block types start with their fp16 scale */
+            if (lanes == 16) pack_group_x16(type, g, (int)(b % 16), blk);
+            else pack_group_x8(type, g, (int)(b % 8), blk);
         }
     }
     return p;
@@ -60,14 +89,26 @@ size_t td_qrows_bytes(int64_t T, int64_t nb) {
     size_t plain = align64((size_t)(T * nb) * sizeof(td_block_q8_0)) + align64((size_t)(T * nb) * sizeof(float));
     int64_t nbg = (nb + 15) / 16;
     size_t x16 = 2 * (size_t)(T * nbg) * (512 + 16 * sizeof(float) + 16 * sizeof(int32_t));
-    return (plain > x16 ? plain : x16) + 64;
+    size_t x8 = (size_t)(T * ((nb + 7) / 8)) * (512 + 8 * sizeof(float) + 8 * sizeof(int32_t));
+    size_t most = plain > x16 ? plain : x16;
+    return (most > x8 ? most : x8) + 64;
 }
 
-void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int x16) {
+void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int layout) {
     uint8_t *p = (uint8_t *)align64((size_t)buf);
     memset(xq, 0, sizeof *xq);
-    xq->x16 = x16;
     xq->nb = nb;
+    if (layout == TD_QROWS_X8) {
+        size_t n = (size_t)(T * ((nb + 7) / 8));
+        xq->x8 = 1;
+        xq->nbg = (nb + 7) / 8;
+        xq->qw = (int16_t *)(void *)p;
+        xq->d = (float *)(void *)(p + n * 512);
+        xq->s = (int32_t *)(void *)(xq->d + n * 8);
+        return;
+    }
+    int x16 = layout;
+    xq->x16 = x16;
     xq->nbg = (nb + 15) / 16;
     if (!x16) {
         xq->q = (td_block_q8_0 *)(void *)p;
@@ -92,7 +133,22 @@ static void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane,
     s[g * 16 + lane] = sum;
 }
 
-int td_qrows_layout(td_dtype type, int packed) { return !packed ? 0 : type == TD_DTYPE_Q8_0 ? 2 : 1; }
+int td_qrows_layout(td_dtype type, const td_qpack *pack) {
+    if (!pack) return TD_QROWS_PLAIN;
+    if (pack->lanes == 8) return TD_QROWS_X8;
+    return type == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1;
+}
+
+void td_qrows_put_x8(const td_qrows *xq, int64_t r, int64_t b, const int16_t *qs, float d) {
+    int64_t g = r * xq->nbg + b / 8, lane = b % 8;
+    int32_t sum = 0;
+    for (int e = 0; e < 32; e++) {
+        xq->qw[g * 256 + (e / 2) * 16 + lane * 2 + e % 2] = qs[e];
+        sum += qs[e];
+    }
+    xq->d[g * 8 + lane] = d;
+    xq->s[g * 8 + lane] = sum;
+}
 
 void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, const int8_t *qs, uint16_t d) {
     float d1 = td_f16_to_f32(d);
@@ -121,6 +177,11 @@ void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, cons
 }
 
 void td_qrows_pad(const td_qrows *xq, int64_t r) {
+    if (xq->x8) {
+        static const int16_t zero16[32];
+        for (int64_t b = xq->nb; b < xq->nbg * 8; b++) td_qrows_put_x8(xq, r, b, zero16, 0.0f);
+        return;
+    }
     if (!xq->x16) return;
     static const int8_t zero[32];
     for (int64_t b = xq->nb; b < xq->nbg * 16; b++) td_qrows_put(xq, r, b, NULL, zero, 0);

@@ -49,9 +49,26 @@ void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n) {
     }
 }
 
+/* One x8 block: d = amax / 32767, q = roundf(x / d) within +-32767. */
+static float quantize_i16(const float *x, int16_t *q) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    float d = amax / 32767.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) {
+        float v = roundf(x[j] * id);
+        q[j] = (int16_t)(v > 32767.0f ? 32767.0f : v < -32767.0f ? -32767.0f : v);
+    }
+    return d;
+}
+
 void td_quantize_rows_ref(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
-        for (int64_t b = 0; b < xq->nb; b++) {
+        for (int64_t b = 0; xq->x8 && b < xq->nb; b++) {
+            int16_t q[32];
+            float d = quantize_i16(x + r * ldx + b * 32, q);
+            td_qrows_put_x8(xq, r, b, q, d);
+        }
+        for (int64_t b = 0; !xq->x8 && b < xq->nb; b++) {
             td_block_q8_0 blk;
             td_quantize_q8_0(x + r * ldx + b * 32, &blk, 32);
             td_qrows_put(xq, r, b, x + r * ldx + b * 32, blk.qs, blk.d);

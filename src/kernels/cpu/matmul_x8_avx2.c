@@ -1,0 +1,141 @@
+/* AVX2 matrix product over packed (x8) Q8_0 / Q4_0 weights and x8 (int16) activations; td_matmul_x8_ref is its
+ * scalar reference and the two agree to the bit.
+ *
+ * A 16-byte chunk of a packed group holds 2 consecutive elements of each of 8 blocks; widened to int16, one
+ * vpmaddwd against the same chunk of the activations adds 2 products into each block's own 32-bit lane, so after
+ * the 16 chunks of a group every lane holds its block's complete integer dot product (exact: |sum| < 2^27). One
+ * conversion, one scale product and one fma then serve 8 blocks (256 multiply-adds) per weight row and token.
+ * Q4_0 weights are unsigned nibbles q = w + 8; the lanes subtract 8 * (the block's sum of activations).
+ *
+ * A tile is one weight row and C <= 8 consecutive tokens: the row's chunk is widened once and multiplied with the
+ * C tokens' chunks straight from memory, so the C accumulators, the widened chunk and a temporary fit the 16 ymm
+ * registers. Tiles only decide how many dot products share a load: a dot product's operations never depend on
+ * its neighbours, so results do not depend on the batch, the row range or the thread count.
+ * Decode (T < 4) streams each row from memory once, asking for the rows PREFETCH_ROWS ahead: one row at a time
+ * with prefetch pulls twice the bandwidth of four interleaved rows here. Prefill walks a block of rows that stays
+ * in L2 once for every 8 tokens, whose activations stay in L1. */
+#include <immintrin.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
+
+#ifndef PREFETCH_ROWS
+#define PREFETCH_ROWS 8
+#endif
+#ifndef L2_ROWS_BYTES
+#define L2_ROWS_BYTES (192 * 1024)
+#endif
+#define MAX_C 8
+
+static inline float hsum(__m256 a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* An empty asm that claims to change every accumulator: GCC then neither reassociates the integer sums across
+ * chunks (it would hoist all products of a group first and spill them) nor moves accumulators to the stack. */
+static inline __attribute__((always_inline)) void keep_in_registers(__m256i *ia, int C) {
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) __asm__("" : "+x"(ia[c]));
+}
+
+/* One packed row times C consecutive tokens whose activations start at xqw / xd / xs; y[c * ldy] = result. */
+static inline __attribute__((always_inline)) void tile(td_dtype type, int C, const uint8_t *row, const uint16_t *ws,
+                                                       const int16_t *xqw, const float *xd, const int32_t *xs,
+                                                       int64_t nbg, float *y, int64_t ldy) {
+    const size_t gb = type == TD_DTYPE_Q8_0 ? 256 : 128;
+    const __m256i low4 = _mm256_set1_epi16(15);
+    __m256 acc[MAX_C];
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < nbg; g++) {
+        const uint8_t *wg = row + g * gb;
+        __m256i ia[MAX_C];
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) ia[c] = _mm256_setzero_si256();
+        if (type == TD_DTYPE_Q8_0) {
+            _Pragma("GCC unroll 2") for (int k = 0; k < 16; k++) {
+                __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wg + k * 16)));
+                _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
+                    const __m256i *xv = (const __m256i *)(const void *)(xqw + (c * nbg + g) * 256 + k * 16);
+                    ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(wv, _mm256_load_si256(xv)));
+                }
+                keep_in_registers(ia, C);
+            }
+        } else {
+            _Pragma("GCC unroll 2") for (int p = 0; p < 8; p++) {
+                __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wg + p * 16)));
+                __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_srli_epi16(raw, 4);
+                _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
+                    const int16_t *xg = xqw + (c * nbg + g) * 256;
+                    __m256i xlo = _mm256_load_si256((const __m256i *)(const void *)(xg + p * 16));
+                    __m256i xhi = _mm256_load_si256((const __m256i *)(const void *)(xg + (p + 8) * 16));
+                    ia[c] = _mm256_add_epi32(ia[c], _mm256_add_epi32(_mm256_madd_epi16(lo, xlo), _mm256_madd_epi16(hi, xhi)));
+                }
+                keep_in_registers(ia, C);
+            }
+            _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
+                __m256i s = _mm256_loadu_si256((const __m256i *)(const void *)(xs + (c * nbg + g) * 8));
+                ia[c] = _mm256_sub_epi32(ia[c], _mm256_slli_epi32(s, 3));
+            }
+        }
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(ws + g * 8)));
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
+            __m256 dx = _mm256_loadu_ps(xd + (c * nbg + g) * 8);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), _mm256_mul_ps(dw, dx), acc[c]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) y[c * ldy] = hsum(acc[c]);
+}
+
+/* Row j's packed bytes times tokens [t, t + C) (1 <= C <= 8), each C its own unrolled instance. */
+static inline __attribute__((always_inline)) void tile_any(td_dtype type, int C, const td_qpack *p,
+                                                           const uint8_t *row, const td_qrows *xq, int64_t t,
+                                                           float *y, int64_t ldy) {
+    const int64_t nbg = xq->nbg;
+    const uint16_t *ws = td_qpack_scales(p, row);
+    const int16_t *q = xq->qw + t * nbg * 256;
+    const float *d = xq->d + t * nbg * 8;
+    const int32_t *s = xq->s + t * nbg * 8;
+    switch (C) {
+    case 8: tile(type, 8, row, ws, q, d, s, nbg, y, ldy); break;
+    case 7: tile(type, 7, row, ws, q, d, s, nbg, y, ldy); break;
+    case 6: tile(type, 6, row, ws, q, d, s, nbg, y, ldy); break;
+    case 5: tile(type, 5, row, ws, q, d, s, nbg, y, ldy); break;
+    case 4: tile(type, 4, row, ws, q, d, s, nbg, y, ldy); break;
+    case 3: tile(type, 3, row, ws, q, d, s, nbg, y, ldy); break;
+    case 2: tile(type, 2, row, ws, q, d, s, nbg, y, ldy); break;
+    default: tile(type, 1, row, ws, q, d, s, nbg, y, ldy); break;
+    }
+}
+
+static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_mat *w, const int32_t *rows,
+                                                               const td_qrows *xq, int64_t T, float *y, int64_t ldy,
+                                                               int64_t j0, int64_t j1) {
+    const td_qpack *p = w->pack;
+    if (T < 4) {
+        for (int64_t j = j0; j < j1; j++) {
+            if (!rows && j + PREFETCH_ROWS < j1) /* rows stream from memory once: ask for them early */
+                for (size_t off = 0; off < p->row_bytes; off += 64)
+                    _mm_prefetch((const char *)td_qpack_row(p, j + PREFETCH_ROWS) + off, _MM_HINT_T0);
+            const uint8_t *row = td_qpack_row(p, rows ? rows[j] : j);
+            for (int64_t t = 0; t < T; t++) tile_any(type, 1, p, row, xq, t, y + t * ldy + j, ldy);
+        }
+        return;
+    }
+    int64_t rb = (int64_t)(L2_ROWS_BYTES / p->row_bytes);
+    if (rb < 1) rb = 1;
+    for (int64_t jb = j0; jb < j1; jb += rb) {
+        int64_t je = j1 - jb < rb ? j1 : jb + rb;
+        for (int64_t t = 0; t < T; t += MAX_C) {
+            int C = T - t < MAX_C ? (int)(T - t) : MAX_C;
+            for (int64_t j = jb; j < je; j++)
+                tile_any(type, C, p, td_qpack_row(p, rows ? rows[j] : j), xq, t, y + t * ldy + j, ldy);
+        }
+    }
+}
+
+void td_matmul_x8_avx2(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                       int64_t j0, int64_t j1) {
+    if (w->type == TD_DTYPE_Q8_0) matmul_typed(TD_DTYPE_Q8_0, w, rows, xq, T, y, ldy, j0, j1);
+    else if (w->type == TD_DTYPE_Q4_0) matmul_typed(TD_DTYPE_Q4_0, w, rows, xq, T, y, ldy, j0, j1);
+}

@@ -1,0 +1,54 @@
+/* Scalar reference of the packed (x8) quantised matrix product: the arithmetic that td_matmul_x8_avx2 does, one
+ * lane at a time, so that the two agree to the bit.
+ *
+ * For weight row j and token t, lane l (0..7) accumulates over the groups g in order
+ *     acc_l = fma((float)p, d_w * d_x, acc_l),   p = sum of the 32 products w * q of block 8g + l (exact integers;
+ *                                                for Q4_0, sum q_w * q - 8 * sum q with q_w = w + 8),
+ * where q are the block's int16 activations, and the result is the lanes added as a tree: a_i = acc_i + acc_{i+4},
+ * then + 2, + 1 (the order of an AVX2 horizontal sum). */
+#include <math.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
+#include "util/half.h"
+
+/* The weight of element e of block `lane` in a packed group: signed for Q8_0, q_w = w + 8 for Q4_0. */
+static int packed_weight(const td_qpack *p, const uint8_t *group, int lane, int e) {
+    if (p->type == TD_DTYPE_Q8_0) return (int8_t)group[(e / 2) * 16 + lane * 2 + e % 2];
+    int j = e % 16; /* element j (low nibble) and j + 16 (high nibble) of a Q4_0 block share byte j */
+    uint8_t byte = group[(j / 2) * 16 + lane * 2 + j % 2];
+    return e < 16 ? byte & 15 : byte >> 4;
+}
+
+static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int16_t *xg, int32_t xsum) {
+    int32_t isum = p->type == TD_DTYPE_Q4_0 ? -8 * xsum : 0;
+    for (int e = 0; e < 32; e++) isum += packed_weight(p, group, lane, e) * xg[(e / 2) * 16 + lane * 2 + e % 2];
+    return isum;
+}
+
+static float dot_x8(const td_qpack *p, const uint8_t *row, const td_qrows *xq, int64_t t) {
+    const uint16_t *dw = td_qpack_scales(p, row);
+    float acc[8] = {0};
+    for (int64_t g = 0; g < p->nbg; g++) {
+        const uint8_t *group = row + g * p->group_bytes;
+        const int16_t *xg = xq->qw + (t * xq->nbg + g) * 256;
+        for (int lane = 0; lane < 8; lane++) {
+            int64_t at = (t * xq->nbg + g) * 8 + lane;
+            int32_t isum = block_sum(p, group, lane, xg, xq->s[at]);
+            acc[lane] = fmaf((float)isum, td_f16_to_f32(dw[g * 8 + lane]) * xq->d[at], acc[lane]);
+        }
+    }
+    float a4[4], a2[2];
+    for (int i = 0; i < 4; i++) a4[i] = acc[i] + acc[i + 4];
+    for (int i = 0; i < 2; i++) a2[i] = a4[i] + a4[i + 2];
+    return a2[0] + a2[1];
+}
+
+void td_matmul_x8_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                      int64_t j0, int64_t j1) {
+    const td_qpack *p = w->pack;
+    for (int64_t j = j0; j < j1; j++) {
+        const uint8_t *row = td_qpack_row(p, rows ? rows[j] : j);
+        for (int64_t t = 0; t < T; t++) y[t * ldy + j] = dot_x8(p, row, xq, t);
+    }
+}
