@@ -26,6 +26,9 @@
 #define L2_ROWS_BYTES (192 * 1024)
 #endif
 #define MAX_C 8
+#ifndef L1_X_BYTES
+#define L1_X_BYTES (24 * 1024) /* the activations of one tile's tokens */
+#endif
 
 static inline float hsum(__m256 a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -124,10 +127,12 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
     }
     int64_t rb = (int64_t)(L2_ROWS_BYTES / p->row_bytes);
     if (rb < 1) rb = 1;
+    int64_t cmax = L1_X_BYTES / (xq->nbg * 512);
+    cmax = cmax < 2 ? 2 : cmax > MAX_C ? MAX_C : cmax;
     for (int64_t jb = j0; jb < j1; jb += rb) {
         int64_t je = j1 - jb < rb ? j1 : jb + rb;
-        for (int64_t t = 0; t < T; t += MAX_C) {
-            int C = T - t < MAX_C ? (int)(T - t) : MAX_C;
+        for (int64_t t = 0; t < T; t += cmax) {
+            int C = T - t < cmax ? (int)(T - t) : (int)cmax;
             for (int64_t j = jb; j < je; j++)
                 tile_any(type, C, p, td_qpack_row(p, rows ? rows[j] : j), xq, t, y + t * ldy + j, ldy);
         }
