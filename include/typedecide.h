@@ -350,11 +350,12 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
 td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
                         const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out);
 
-/* Readout statistics of the decider since creation: forward passes, tokens run, multiply-adds spent in the
- * output head (K per criterion and per hidden unit with the restricted head), and wall time spent on the shared
+/* Readout statistics of the decider since creation: forward passes, heads prefilled (once per call of
+ * td_decide*, or once per criterion with TD_DECIDE_FRESH) and their tokens, suffix tokens, multiply-adds spent in
+ * the output head (K per criterion and per hidden unit with the restricted head), and wall time spent on the shared
  * evidence (head_ms) and on the criteria's suffixes and readout (suffix_ms) by td_decide / td_decide_ids. */
 typedef struct td_decide_stats {
-    int64_t forwards, head_tokens, suffix_tokens, head_macs, criteria;
+    int64_t forwards, head_prefills, head_tokens, suffix_tokens, head_macs, criteria;
     double head_ms, suffix_ms;
 } td_decide_stats;
 td_decide_stats td_decider_stats(const td_decider *d);

@@ -113,6 +113,14 @@ if (JSON.stringify(s1) !== JSON.stringify(s2.map((p, i) => ({...p, ms: s1[i].ms}
 if (JSON.stringify(s1.map(p => p.shots)) === JSON.stringify(s3.map(p => p.shots))) { console.log("another seed drew the same shots"); bad++; }
 process.exit(bad ? 1 : 0);' "$tmp" "$FX/eval/decisions.jsonl" || fail "shots"
 node -e 'const a = JSON.parse(require("fs").readFileSync(process.argv[1])), b = JSON.parse(require("fs").readFileSync(process.argv[2])); process.exit(a.head_tokens > b.head_tokens ? 0 : 1)' "$tmp/s1.json" "$tmp/none.json" || fail "shots did not enlarge the shared head"
+# cyclic with shots: still one prefill per evidence and shots block, the same head tokens as without rotations
+$E --shots 2 --seed 3 --debias cyclic --out "$tmp/s1c.json" >/dev/null || fail "--shots with --debias cyclic failed"
+node -e '
+const fs = require("fs"), [c, s, g] = [JSON.parse(fs.readFileSync(process.argv[1])), JSON.parse(fs.readFileSync(process.argv[2])), +process.argv[3]];
+let bad = 0;
+if (c.head_prefills !== g || s.head_prefills !== g) { console.log("head prefills with shots", c.head_prefills, s.head_prefills, "want", g); bad++; }
+if (c.head_tokens !== s.head_tokens) { console.log("head tokens with shots: cyclic", c.head_tokens, "none", s.head_tokens); bad++; }
+process.exit(bad ? 1 : 0);' "$tmp/s1c.json" "$tmp/s1.json" "$groups" || fail "prefill accounting with shots"
 
 # generate mode and the tiny Qwen3.5 fixture
 "$BIN" evaluate "$tmp/fx.jsonl" --model "$FX/models/qwen35-tiny-text" --quiet --mode generate --max-tokens 4 --out "$tmp/g.json" --predictions "$tmp/g.jsonl" >/dev/null || fail "--mode generate failed"

@@ -376,6 +376,45 @@ static void test_quant_x8(void) {
     printf("packed x8 matmul: AVX2 identical to the reference; worst relative difference from the exact product %.3g\n", worst);
 }
 
+/* The AVX2 row operations against the scalar ones: RMSNorm (both norm styles, in place too) and the SwiGLU gate,
+ * including large inputs where exp overflows or vanishes. */
+static void test_row_ops(void) {
+    static const int64_t sizes[] = {1, 7, 33, 128, 1024, 4097};
+    uint64_t rng = 5;
+    double worst_norm = 0, worst_silu = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int64_t n = sizes[si];
+        float *x = malloc((size_t)n * 4), *w = malloc((size_t)n * 4), *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+        float *g1 = malloc((size_t)n * 4), *g2 = malloc((size_t)n * 4), *u = malloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = td_test_uniform(&rng, -3, 3), w[i] = td_test_uniform(&rng, -1, 1), u[i] = td_test_uniform(&rng, -2, 2);
+            g1[i] = g2[i] = i % 17 == 5 ? td_test_uniform(&rng, -120, 120) : td_test_uniform(&rng, -8, 8);
+        }
+        for (int zc = 0; zc < 2; zc++) {
+            td_rmsnorm(a, x, w, n, 1e-6f, zc);
+            td_rmsnorm_avx2(b, x, w, n, 1e-6f, zc);
+            for (int64_t i = 0; i < n; i++) {
+                double e = fabs((double)a[i] - b[i]) / (fabs((double)a[i]) + 1e-30);
+                if (e > worst_norm) worst_norm = e;
+                CHECKF(e <= 1e-6, "rmsnorm n %lld element %lld: %g vs %g", (long long)n, (long long)i, a[i], b[i]);
+            }
+            memcpy(b, x, (size_t)n * 4);
+            td_rmsnorm_avx2(b, b, w, n, 1e-6f, zc); /* in place, as the q/k norms run */
+            for (int64_t i = 0; i < n; i++) CHECKF(fabsf(a[i] - b[i]) <= 1e-6f * fabsf(a[i]), "rmsnorm in place");
+        }
+        td_silu_mul(g1, u, n);
+        td_silu_mul_avx2(g2, u, n);
+        for (int64_t i = 0; i < n; i++) {
+            double e = fabs((double)g1[i] - g2[i]) / (fabs((double)g1[i]) + 1e-30);
+            if (g1[i] == 0.0f) e = fabs((double)g2[i]) > 1e-30 ? 1 : 0;
+            if (e > worst_silu) worst_silu = e;
+            CHECKF(e <= 2e-6, "silu_mul n %lld element %lld: %g vs %g", (long long)n, (long long)i, g1[i], g2[i]);
+        }
+        free(x), free(w), free(a), free(b), free(g1), free(g2), free(u);
+    }
+    printf("row ops: worst relative difference avx2 vs scalar: rmsnorm %.3g, silu_mul %.3g\n", worst_norm, worst_silu);
+}
+
 static void test_half(void) {
     /* every f16 value converts exactly and back */
     for (uint32_t h = 0; h < 65536; h++) {
@@ -403,5 +442,6 @@ int main(void) {
     test_attention_rows();
     test_quant();
     test_quant_x8();
+    test_row_ops();
     return td_test_finish("test_kernels");
 }

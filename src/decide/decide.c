@@ -236,6 +236,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
         st = td_ctx_seq_truncate(d->ctx, 0, 0);
         if (st == TD_OK) st = run_tokens(d, 0, head, n_head, 0, 0);
         head_ms = now_ms() - t0;
+        d->stats.head_prefills++;
         d->stats.head_tokens += n_head;
         d->stats.head_ms += head_ms;
     }
@@ -248,6 +249,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
             memcpy(joined + n_head, suffixes[i0], (size_t)n_suffix[i0] * sizeof *joined);
             st = td_ctx_seq_truncate(d->ctx, 0, 0);
             if (st == TD_OK) st = run_tokens(d, 0, joined, n_head + n_suffix[i0], 0, 1);
+            d->stats.head_prefills++;
             d->stats.head_tokens += n_head;
         } else {
             for (int32_t i = i0; i < i1 && st == TD_OK; i++) st = td_ctx_seq_fork(d->ctx, 0, 1 + i - i0, n_head);
@@ -413,6 +415,7 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
     if (st == TD_OK) st = td_ctx_set_output_rows(d->ctx, NULL, 0); /* free text needs the whole vocabulary */
     if (st == TD_OK) st = td_ctx_seq_truncate(d->ctx, 0, 0);
     if (st == TD_OK) st = run_tokens(d, 0, p.head, p.n_head, 0, 0);
+    d->stats.head_prefills++;
     d->stats.head_tokens += p.n_head;
     int n_stop = 0;
     const int32_t *stops = td_model_stop_ids(d->model, &n_stop);

@@ -20,12 +20,12 @@ static void norm_rope_store(td_ctx *ctx, int64_t t, const void *arg) {
     const float *cs = ctx->rope_cs + t * c->rotary_dim;
     for (int64_t h = 0; h < c->n_head; h++) {
         float *qh = ctx->q + t * q_rows + h * q_head;
-        td_rmsnorm(qh, qh, a->q_norm, hd, c->rms_eps, zc);
+        ctx->k->rmsnorm(qh, qh, a->q_norm, hd, c->rms_eps, zc);
         td_rope(qh, c->rotary_dim, cs);
     }
     for (int64_t h = 0; h < c->n_head_kv; h++) {
         float *kh = ctx->kx + t * kv_dim + h * hd;
-        td_rmsnorm(kh, kh, a->k_norm, hd, c->rms_eps, zc);
+        ctx->k->rmsnorm(kh, kh, a->k_norm, hd, c->rms_eps, zc);
         td_rope(kh, c->rotary_dim, cs);
     }
     td_eng_store_kv(ctx, ctx->k_cache[aa->il], ctx->tok_cell[t], ctx->kx + t * kv_dim);
@@ -51,9 +51,10 @@ void td_block_attention(td_ctx *ctx, int il, const td_layer *ly) {
     attn_args args = {ly, il};
 
     td_eng_norm_in(ctx, ly->attn_norm);                              /* xb  [T, d] */
-    td_eng_matmul(ctx, &a->wq, NULL, q_rows, ctx->xb, T, d, ctx->q, q_rows);   /* q   [T, Hq, hd (+ gate hd)] */
-    td_eng_matmul(ctx, &a->wk, NULL, kv_dim, ctx->xb, T, d, ctx->kx, kv_dim);  /* k   [T, Hkv, hd] */
-    td_eng_matmul(ctx, &a->wv, NULL, kv_dim, ctx->xb, T, d, ctx->vx, kv_dim);  /* v   [T, Hkv, hd] */
+    td_eng_matmuls(ctx, ctx->xb, T, d, (const td_eng_product[]){
+        {&a->wq, q_rows, ctx->q, q_rows},    /* q   [T, Hq, hd (+ gate hd)] */
+        {&a->wk, kv_dim, ctx->kx, kv_dim},   /* k   [T, Hkv, hd] */
+        {&a->wv, kv_dim, ctx->vx, kv_dim}}, 3); /* v   [T, Hkv, hd] */
     td_eng_per_token(ctx, norm_rope_store, &args);                            /* q, k normed and rotated; cached */
     td_eng_attention(ctx, ctx->q, q_rows, q_head, ctx->k_cache[il], ctx->v_cache[il]); /* att [T, Hq * hd] */
     if (gated) td_eng_per_token(ctx, output_gate, &args);

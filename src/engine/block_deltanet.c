@@ -103,10 +103,11 @@ void td_block_deltanet(td_ctx *ctx, int il, const td_layer *ly) {
     int64_t value_dim = Hv * c->lin_v_dim;
 
     td_eng_norm_in(ctx, ly->attn_norm);
-    td_eng_matmul(ctx, &w->in_qkv, NULL, conv_dim, ctx->xb, T, d, ctx->dn_qkv, conv_dim);
-    td_eng_matmul(ctx, &w->in_z, NULL, value_dim, ctx->xb, T, d, ctx->dn_z, value_dim);  /* z   [T, Hv, dv]   */
-    td_eng_matmul(ctx, &w->in_b, NULL, Hv, ctx->xb, T, d, ctx->dn_b, Hv);                 /* b   [T, Hv]       */
-    td_eng_matmul(ctx, &w->in_a, NULL, Hv, ctx->xb, T, d, ctx->dn_a, Hv);
+    td_eng_matmuls(ctx, ctx->xb, T, d, (const td_eng_product[]){
+        {&w->in_qkv, conv_dim, ctx->dn_qkv, conv_dim}, /* qkv [T, conv_dim] */
+        {&w->in_z, value_dim, ctx->dn_z, value_dim},   /* z   [T, Hv, dv]   */
+        {&w->in_b, Hv, ctx->dn_b, Hv},                 /* b   [T, Hv]       */
+        {&w->in_a, Hv, ctx->dn_a, Hv}}, 4);            /* a   [T, Hv]       */
 
     dn_job job = {ctx, ly, il};
     td_pool_run(ctx->pool, conv_dim, 64, conv_part, &job);

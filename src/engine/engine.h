@@ -98,6 +98,16 @@ static inline float *td_eng_dn_recurrent_state(td_ctx *ctx, int32_t seq, int il)
 /* Y[t, :n_out] = X[t, :] W^T (rows = NULL) or the listed rows of W, split over the pool. */
 void td_eng_matmul(td_ctx *ctx, const td_mat *w, const int32_t *rows, int64_t n_out, const float *x, int64_t T,
                    int64_t ldx, float *y, int64_t ldy);
+/* Several products of the same input X [T, ldx] (all rows of each W), in one pass of the pool, the input
+ * quantised once for those whose weights share a layout: the same results as one td_eng_matmul each. */
+#define TD_ENG_MAX_PRODUCTS 4
+typedef struct td_eng_product {
+    const td_mat *w;
+    int64_t n_out; /* rows of w */
+    float *y;      /* [T, ldy] */
+    int64_t ldy;
+} td_eng_product;
+void td_eng_matmuls(td_ctx *ctx, const float *x, int64_t T, int64_t ldx, const td_eng_product *p, int n);
 /* att[t, h*hd..] = softmax attention of query head h of token t over its sequence's cells 0..pos, for a layer's
  * cache (q has row stride ldq, the query of head h at q + h * q_head_stride). */
 void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,

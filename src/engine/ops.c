@@ -8,20 +8,30 @@
 #include "kernels/cpu/quant.h"
 #include "util/half.h"
 
+/* Up to TD_ENG_MAX_PRODUCTS products of one input, run as one job: threads take chunks of rows (never crossing
+ * from one product into the next) as they finish, so a core slowed by its neighbours gets fewer, and one pass of
+ * the pool serves them all. A row's result is the same whichever thread computes it. */
 typedef struct matmul_job {
     const td_kernels *k;
-    const td_mat *w;
-    const int32_t *rows;
     const float *x;
     const void *xq;
-    int64_t T, ldx, ldy;
-    float *y;
+    int64_t T, ldx, grain;
+    int n;
+    td_eng_product p[TD_ENG_MAX_PRODUCTS];
+    const int32_t *rows;        /* row list of product 0 (only ever used alone) */
+    int64_t first[TD_ENG_MAX_PRODUCTS + 1]; /* chunk index where product i starts */
 } matmul_job;
 
-static void matmul_part(void *arg, int64_t j0, int64_t j1, int thread) {
+static void matmul_part(void *arg, int64_t c0, int64_t c1, int thread) {
     (void)thread;
     const matmul_job *j = arg;
-    j->k->matmul(j->w, j->rows, j->x, j->xq, j->T, j->ldx, j->y, j->ldy, j0, j1);
+    for (int64_t c = c0; c < c1; c++) {
+        int i = 0;
+        while (c >= j->first[i + 1]) i++;
+        const td_eng_product *p = &j->p[i];
+        int64_t r0 = (c - j->first[i]) * j->grain, r1 = r0 + j->grain < p->n_out ? r0 + j->grain : p->n_out;
+        j->k->matmul(p->w, i == 0 ? j->rows : NULL, j->x, j->xq, j->T, j->ldx, p->y, p->ldy, r0, r1);
+    }
 }
 
 static void quantize_part(void *arg, int64_t r0, int64_t r1, int thread) {
@@ -30,20 +40,44 @@ static void quantize_part(void *arg, int64_t r0, int64_t r1, int thread) {
     j->k->quantize_rows(j->x, j->ldx, j->xq, r0, r1);
 }
 
-void td_eng_matmul(td_ctx *ctx, const td_mat *w, const int32_t *rows, int64_t n_out, const float *x, int64_t T,
-                   int64_t ldx, float *y, int64_t ldy) {
-    matmul_job j = {ctx->k, w, rows, x, NULL, T, ldx, ldy, y};
+/* One quantisation of the input serves products whose weights share a type, a packing and a width. */
+static int same_input_layout(const td_mat *a, const td_mat *b) {
+    int la = a->pack ? a->pack->lanes : 0, lb = b->pack ? b->pack->lanes : 0;
+    return a->type == b->type && la == lb && a->cols == b->cols;
+}
+
+static void run_products(td_ctx *ctx, const int32_t *rows, const float *x, int64_t T, int64_t ldx,
+                         const td_eng_product *p, int n) {
+    /* decode chunks are small; prefill chunks keep a block of weight rows in cache for all the tokens */
+    matmul_job j = {ctx->k, x, NULL, T, ldx, T < 4 ? 64 : 256, n, {{0}}, rows, {0}};
+    for (int i = 0; i < n; i++) {
+        j.p[i] = p[i];
+        j.first[i + 1] = j.first[i] + (p[i].n_out + j.grain - 1) / j.grain;
+    }
     td_qrows xq;
-    if (td_dtype_is_block(w->type)) { /* quantised weights: the activations become Q8_0 rows first */
+    const td_mat *w = p[0].w;
+    if (td_dtype_is_block(w->type)) { /* quantised weights: the activations are quantised first, once */
         td_qrows_bind(&xq, ctx->xq, T, w->cols / 32, td_qrows_layout(w->type, w->pack));
         j.xq = &xq;
         td_pool_run(ctx->pool, T, 1, quantize_part, &j);
     }
-    /* Threads take chunks of rows as they finish (a core slowed by its neighbours gets fewer); a row's result is
-     * the same whichever thread computes it. Decode chunks are small, prefill chunks keep a block of weight rows
-     * in cache for all the tokens. */
-    int64_t grain = T < 4 ? 64 : 256;
-    td_pool_run_dynamic(ctx->pool, n_out, grain, matmul_part, &j);
+    td_pool_run_dynamic(ctx->pool, j.first[n], 1, matmul_part, &j);
+}
+
+void td_eng_matmul(td_ctx *ctx, const td_mat *w, const int32_t *rows, int64_t n_out, const float *x, int64_t T,
+                   int64_t ldx, float *y, int64_t ldy) {
+    td_eng_product p = {w, n_out, y, ldy};
+    run_products(ctx, rows, x, T, ldx, &p, 1);
+}
+
+void td_eng_matmuls(td_ctx *ctx, const float *x, int64_t T, int64_t ldx, const td_eng_product *p, int n) {
+    int i = 0;
+    while (i < n) { /* runs of products that can share the quantised input */
+        int e = i + 1;
+        while (e < n && e - i < TD_ENG_MAX_PRODUCTS && same_input_layout(p[i].w, p[e].w)) e++;
+        run_products(ctx, NULL, x, T, ldx, p + i, e - i);
+        i = e;
+    }
 }
 
 void td_eng_store_kv(const td_ctx *ctx, void *cache, int32_t cell, const float *row) {
@@ -83,7 +117,7 @@ void td_eng_residual(td_ctx *ctx) { td_eng_per_token(ctx, residual, NULL); }
 
 static void norm_in(td_ctx *ctx, int64_t t, const void *w) {
     const td_config *c = &ctx->model->cfg;
-    td_rmsnorm(ctx->xb + t * c->n_embd, ctx->x + t * c->n_embd, w, c->n_embd, c->rms_eps, c->zero_centred_norms);
+    ctx->k->rmsnorm(ctx->xb + t * c->n_embd, ctx->x + t * c->n_embd, w, c->n_embd, c->rms_eps, c->zero_centred_norms);
 }
 
 void td_eng_norm_in(td_ctx *ctx, const float *w) { td_eng_per_token(ctx, norm_in, w); }
@@ -146,7 +180,7 @@ void td_eng_outputs(td_ctx *ctx) {
     int64_t d = c->n_embd;
     if (ctx->n_out == 0) return;
     for (int32_t i = 0; i < ctx->n_out; i++)
-        td_rmsnorm(ctx->out_x + i * d, ctx->x + (int64_t)ctx->out_tok[i] * d, m->final_norm, d, c->rms_eps,
+        ctx->k->rmsnorm(ctx->out_x + i * d, ctx->x + (int64_t)ctx->out_tok[i] * d, m->final_norm, d, c->rms_eps,
                    c->zero_centred_norms);
     int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : m->head.rows;
     td_eng_matmul(ctx, &m->head, ctx->head_rows, n_rows, ctx->out_x, ctx->n_out, d, ctx->out, n_rows);

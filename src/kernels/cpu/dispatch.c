@@ -14,11 +14,11 @@ static void quant_avx2(const float *x, int64_t ldx, const void *xq, int64_t r0, 
 }
 
 static const td_kernels scalar = {"scalar", 0, td_matmul_ref, td_attn_ref, td_attn_rows_ref, td_deltanet_step_ref,
-                                  quant_ref};
+                                  quant_ref, td_rmsnorm, td_silu_mul};
 static const td_kernels avx2 = {"avx2", 8, td_matmul_avx2, td_attn_avx2, td_attn_rows_avx2, td_deltanet_step_avx2,
-                                quant_avx2};
+                                quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
 static const td_kernels avx512vnni = {"avx512vnni", 16, td_matmul_avx512, td_attn_avx2, td_attn_rows_avx2,
-                                      td_deltanet_step_avx2, quant_avx2};
+                                      td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
 
 int td_cpu_has_avx2(void) {
     __builtin_cpu_init();

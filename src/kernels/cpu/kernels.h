@@ -121,6 +121,9 @@ void td_rope_table(float *cs, int64_t rot, const float *inv_freq, int32_t pos);
 void td_rope_inv_freq(float *inv_freq, int64_t rot, double theta);
 /* g[i] = silu(g[i]) * u[i] */
 void td_silu_mul(float *g, const float *u, int64_t n);
+/* AVX2 versions of td_rmsnorm and td_silu_mul (a few ulp from them). */
+void td_rmsnorm_avx2(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred);
+void td_silu_mul_avx2(float *g, const float *u, int64_t n);
 /* y[i] += x[i] */
 void td_add(float *y, const float *x, int64_t n);
 /* Converts one row of a weight to fp32. */
@@ -150,6 +153,8 @@ typedef struct td_kernels {
     td_attn_rows_fn attn_rows;
     td_deltanet_step_fn deltanet_step;
     void (*quantize_rows)(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1); /* xq: td_qrows */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred);
+    void (*silu_mul)(float *g, const float *u, int64_t n);
 } td_kernels;
 
 /* The best kernels this CPU supports (AVX-512 F/BW/VL/VNNI, else AVX2+FMA+F16C, else scalar). TD_KERNELS=scalar

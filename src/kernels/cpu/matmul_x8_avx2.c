@@ -116,6 +116,9 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
                                                                int64_t j0, int64_t j1) {
     const td_qpack *p = w->pack;
     if (T < 4) {
+        for (int64_t j = j0; !rows && j < j1 && j < j0 + PREFETCH_ROWS; j++) /* the first rows, all at once */
+            for (size_t off = 0; off < p->row_bytes; off += 64)
+                _mm_prefetch((const char *)td_qpack_row(p, j) + off, _MM_HINT_T0);
         for (int64_t j = j0; j < j1; j++) {
             if (!rows && j + PREFETCH_ROWS < j1) /* rows stream from memory once: ask for them early */
                 for (size_t off = 0; off < p->row_bytes; off += 64)
