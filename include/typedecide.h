@@ -176,7 +176,9 @@ typedef struct td_export_params {
 
 td_export_params td_export_default_params(void);
 
-/* Writes the model as a GGUF v3 file with llama.cpp's qwen3 metadata, tensor names and tokenizer. With
+/* Writes the model as a GGUF v3 file with llama.cpp's qwen3 or qwen35 (Qwen3.5) metadata, tensor names and
+ * tokenizer, in the layout llama.cpp's own converter writes (Qwen3.5: norms stored as 1 + w, A_log as -exp(A_log),
+ * value heads regrouped when Hv > Hk, no MTP block). With
  * prune_letters, the head keeps only the letters' rows (probed as the readout does), in letter order; a tied
  * embedding is kept whole and the new head shares no storage with it; everything is verified before the file is
  * written, and *slot_map (if not NULL) receives the slot map JSON (td_free). */

@@ -1,6 +1,7 @@
 /* The GGUF reader on malformed files: bad magic, unsupported versions, truncated tensor data, offsets past the end,
  * misaligned or overlapping data, unknown tensor types, absurd dimension counts and sizes, absurd counts, bad
- * metadata; each a clear message. Plus a model-level check: a GGUF whose tensor disagrees with its metadata. */
+ * metadata; each a clear message. Plus model-level checks: GGUFs (qwen3, and llama.cpp's qwen35 conversion) whose
+ * metadata disagrees with the tensors or lacks a key, each refused with a message naming the key or tensor. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,37 @@ static void expect(const img *m, size_t n, const char *what, const char *needle)
     CHECKF(strstr(td_last_error(), needle) != NULL, "%s: \"%s\" lacks \"%s\"", what, td_last_error(), needle);
 }
 
+/* Loads a copy of a fixture GGUF with one metadata entry changed: the byte `at` bytes past the end of `key` set to
+ * v (at = 4: the low byte of a u32 value, after its type), or with at < 0 the key's last character replaced by v
+ * (the key is then missing). Expects TD_ERR_FORMAT with a message containing needle. */
+static void expect_patched(const char *fixture, const char *key, int at, uint8_t v, const char *needle) {
+    size_t len, kl = strlen(key);
+    uint8_t *buf = td_test_read(td_test_path(fixture), &len);
+    CHECKF(buf != NULL, "%s missing", fixture);
+    if (!buf) return;
+    uint8_t *hit = NULL;
+    for (size_t i = 0; i + kl + 8 < len && !hit; i++)
+        if (memcmp(buf + i, key, kl) == 0) hit = buf + i + kl;
+    CHECKF(hit != NULL, "%s: no key %s", fixture, key);
+    char path[] = "/tmp/td_test_gguf_XXXXXX";
+    int fd = hit ? mkstemp(path) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (f) {
+        if (at < 0) hit[-1] = v;
+        else hit[at] = v;
+        fwrite(buf, 1, len, f);
+        fclose(f);
+        td_model *model = NULL;
+        td_status st = td_model_load(path, NULL, &model);
+        CHECKF(st == TD_ERR_FORMAT, "%s with %s changed: status %d", fixture, key, (int)st);
+        CHECKF(strstr(td_last_error(), needle), "%s with %s changed: \"%s\" lacks \"%s\"", fixture, key, td_last_error(),
+               needle);
+        td_model_free(model);
+        remove(path);
+    }
+    free(buf);
+}
+
 int main(void) {
     img good = build(), m;
     td_gguf g;
@@ -123,33 +155,26 @@ int main(void) {
     put64(&m, 24, 1ull << 60); /* the key's length */
     expect(&m, m.n, "absurd string length", "absurd");
 
-    /* a model whose tensor disagrees with its metadata: the fixture GGUF with a broken embedding length */
-    size_t len;
-    uint8_t *buf = td_test_read(td_test_path("fixtures/gguf/qwen3-tiny-tied-f32.gguf"), &len);
-    CHECK(buf != NULL);
-    if (buf) {
-        uint8_t *hit = NULL;
-        const char *key = "qwen3.feed_forward_length";
-        for (size_t i = 0; i + strlen(key) < len && !hit; i++)
-            if (memcmp(buf + i, key, strlen(key)) == 0) hit = buf + i + strlen(key);
-        CHECK(hit != NULL);
-        if (hit) {
-            hit[4] = 99; /* u32 value after the type: 128 -> 99 */
-            char path[] = "/tmp/td_test_gguf_XXXXXX";
-            int fd = mkstemp(path);
-            FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-            if (f) {
-                fwrite(buf, 1, len, f);
-                fclose(f);
-            }
-            td_model *model = NULL;
-            CHECK(td_model_load(path, NULL, &model) == TD_ERR_FORMAT);
-            CHECKF(strstr(td_last_error(), "blk.0.ffn_gate.weight has shape [128, 64] but the metadata implies [99, 64]"),
-                   "%s", td_last_error());
-            td_model_free(model);
-            remove(path);
-        }
-        free(buf);
-    }
+    /* models whose metadata is broken: one entry of a fixture changed */
+    expect_patched("fixtures/gguf/qwen3-tiny-tied-f32.gguf", "qwen3.feed_forward_length", 4, 99,
+                   "blk.0.ffn_gate.weight has shape [128, 64] but the metadata implies [99, 64]");
+    const char *q35 = "fixtures/gguf/qwen35-tiny-vl-bf16.gguf"; /* 8 layers + 1 MTP block, interval 4, Hk = Hv = 2 */
+    expect_patched(q35, "qwen35.ssm.group_count", -1, 'x', "missing metadata qwen35.ssm.group_count");
+    expect_patched(q35, "qwen35.attention.layer_norm_rms_epsilon", -1, 'x',
+                   "missing metadata qwen35.attention.layer_norm_rms_epsilon");
+    expect_patched(q35, "qwen35.block_count", 4, 10,
+                   "metadata qwen35.block_count is 10 but the tensors are those of 9 blocks (blk.0 to blk.8)");
+    expect_patched(q35, "qwen35.block_count", 4, 7, "metadata qwen35.block_count is 7 but the tensors are those of 9 blocks");
+    expect_patched(q35, "qwen35.nextn_predict_layers", 4, 9, "qwen35.nextn_predict_layers 9 leaves no text layers");
+    expect_patched(q35, "qwen35.nextn_predict_layers", 4, 0,
+                   "missing tensor blk.8.attn_norm.weight (text layer 8 of 9 = qwen35.block_count - nextn_predict_layers");
+    expect_patched(q35, "qwen35.full_attention_interval", 4, 2,
+                   "missing tensor blk.1.attn_q.weight (text layer 1 of 8 = qwen35.block_count - nextn_predict_layers; full "
+                   "attention by qwen35.full_attention_interval");
+    expect_patched(q35, "qwen35.ssm.time_step_rank", 4, 3,
+                   "qwen35.ssm.inner_size 32 is not a multiple of qwen35.ssm.time_step_rank 3");
+    expect_patched(q35, "qwen35.ssm.state_size", 4, 8, "tensor blk.0.attn_qkv.weight has shape [96, 64] but the metadata implies [64, 64]");
+    expect_patched(q35, "qwen35.ssm.conv_kernel", 4, 0, "metadata qwen35.ssm.conv_kernel must be a positive count (is 0)");
+    expect_patched(q35, "qwen35.rope.dimension_count", 4, 7, "qwen35.rope.dimension_count 7 must be even");
     return td_test_finish("test_gguf");
 }

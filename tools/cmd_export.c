@@ -1,4 +1,4 @@
-/* typedecide export: a GGUF file (llama.cpp's qwen3 layout) at a quantisation tier, optionally with the head
+/* typedecide export: a GGUF file (llama.cpp's qwen3 or qwen35 layout) at a quantisation tier, optionally with the head
  * pruned to the option letters. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +11,8 @@ static const char usage_text[] =
     "usage: typedecide export --model M --quant f32|f16|bf16|q8_0|q4_0 [--embed-quant TYPE] [--prune-head ABCD]\n"
     "                         [--name NAME] -o FILE.gguf\n"
     "\n"
-    "Writes a GGUF v3 file with llama.cpp's qwen3 metadata, tensor names and tokenizer, so that llama.cpp loads an\n"
-    "unpruned export. Weight matrices are converted to --quant (Q8_0: fp16 scale + 32 int8; Q4_0: fp16 scale +\n"
+    "Writes a GGUF v3 file with llama.cpp's qwen3 (Qwen3) or qwen35 (Qwen3.5) metadata, tensor names and tokenizer,\n"
+    "as llama.cpp's own converter writes them, so that llama.cpp loads an unpruned export. Weight matrices are converted to --quant (Q8_0: fp16 scale + 32 int8; Q4_0: fp16 scale +\n"
     "16 bytes of nibbles), norms stay F32.\n"
     "\n"
     "  --model M           Hugging Face model directory or GGUF file\n"

@@ -1,6 +1,8 @@
-/* GGUF export: llama.cpp's qwen3 metadata and tensor names, the tokenizer as tokenizer.ggml.* arrays, weights
- * converted to the requested tier, and optionally a head pruned to the option letters. */
+/* GGUF export: llama.cpp's qwen3 / qwen35 metadata and tensor names (and, for qwen35, the converter's tensor
+ * transforms), the tokenizer as tokenizer.ggml.* arrays, weights converted to the requested tier, and optionally a
+ * head pruned to the option letters. */
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,18 +55,26 @@ static uint32_t file_type_of(td_dtype t) {
     }
 }
 
-/* Converts rows of w (listed in `rows`, or all when NULL) to a new buffer of type t. */
-static void *convert_rows(const td_mat *w, const int32_t *rows, int64_t n_rows, td_dtype t, uint64_t *nbytes) {
+/* Converts rows of w (listed in `rows`, or all when NULL) to a new buffer of type t. With cl (a layout whose
+ * value heads run along the columns), each row's value heads are first put in the GGUF order, in fp32, so that
+ * the quantiser sees the row as llama.cpp's converter does. */
+static void *convert_rows(const td_mat *w, const int32_t *rows, int64_t n_rows, td_dtype t, const td_gguf_layout *cl,
+                          const td_config *c, uint64_t *nbytes) {
     size_t rb = td_dtype_row_bytes(t, w->cols);
     uint8_t *out = malloc((size_t)n_rows * rb + 1);
-    float *f = malloc((size_t)w->cols * sizeof *f);
-    if (!out || !f) {
+    float *f = malloc((size_t)w->cols * sizeof *f), *g = cl ? malloc((size_t)w->cols * sizeof *g) : NULL;
+    if (!out || !f || (cl && !g)) {
         free(out);
         free(f);
+        free(g);
         return NULL;
     }
     for (int64_t r = 0; r < n_rows; r++) {
         td_row_to_f32(f, w, rows ? rows[r] : r);
+        if (cl) {
+            for (int64_t k = 0; k < w->cols; k++) g[k] = f[td_gguf_vhead_src(cl, c, k, 1)];
+            memcpy(f, g, (size_t)w->cols * sizeof *f);
+        }
         uint8_t *dst = out + (size_t)r * rb;
         switch (t) {
         case TD_DTYPE_F32: memcpy(dst, f, rb); break;
@@ -79,6 +89,7 @@ static void *convert_rows(const td_mat *w, const int32_t *rows, int64_t n_rows, 
         }
     }
     free(f);
+    free(g);
     *nbytes = (uint64_t)n_rows * rb;
     return out;
 }
@@ -96,38 +107,57 @@ typedef struct exporter {
 
 static td_status add_spec(void *user, const td_tensor_spec *s) {
     exporter *x = user;
+    const td_config *c = &x->m->cfg;
     char gname[96];
-    if (td_gguf_name_of(s->name, x->m->cfg.arch, gname, sizeof gname) != 0)
+    if (td_gguf_name_of(s->name, c->arch, gname, sizeof gname) != 0)
         return td_fail(TD_ERR_UNSUPPORTED, "no GGUF name for tensor %s", s->name);
+    td_gguf_layout lay; /* qwen35: what the converter does to this tensor (gguf_names.h) */
+    td_gguf_layout_of(s->name, c, &lay);
     int64_t ne[3];
-    for (int d = 0; d < s->nd; d++) ne[d] = s->dims[s->nd - 1 - d];
+    int nd = 0;
+    for (int d = s->nd - 1; d >= 0; d--)
+        if (!(lay.squeeze && s->dims[d] == 1)) ne[nd++] = s->dims[d];
     if (!s->mat) { /* norms and other vectors stay F32, as llama.cpp's converter writes them */
         int64_t n = 1;
         for (int d = 0; d < s->nd; d++) n *= s->dims[d];
         float *v = malloc((size_t)n * sizeof *v);
         if (!v) return td_fail_nomem("a tensor");
-        memcpy(v, *s->vec, (size_t)n * sizeof *v);
-        return td_gguf_add_tensor(x->w, gname, TD_GGML_F32, s->nd, ne, v, (uint64_t)n * sizeof *v);
+        int64_t per = n / s->dims[0]; /* [Hv], or conv1d [C, K]: rows of the outer dim */
+        for (int64_t r = 0; r < s->dims[0]; r++)
+            memcpy(v + r * per, *s->vec + td_gguf_vhead_src(&lay, c, r, 1) * per, (size_t)per * sizeof *v);
+        /* in fp32, as the converter computes them (from bf16 too: it widens first); the loader undoes both exactly */
+        for (int64_t i = 0; lay.plus_one && i < n; i++) v[i] = 1.0f + v[i];
+        for (int64_t i = 0; lay.neg_exp && i < n; i++) v[i] = -expf(v[i]);
+        return td_gguf_add_tensor(x->w, gname, TD_GGML_F32, nd, ne, v, (uint64_t)n * sizeof *v);
     }
     const td_mat *w = s->mat;
     int is_embed = w == &x->m->embed, is_head = strcmp(s->name, "lm_head.weight") == 0;
     td_dtype t = is_embed ? x->embed_quant : x->quant;
-    if (is_head && x->pruned && x->m->cfg.tied) t = x->embed_quant; /* the unpruned model's head is the embedding */
+    if (is_head && x->pruned && c->tied) t = x->embed_quant; /* the unpruned model's head is the embedding */
     if (td_dtype_is_block(t) && w->cols % 32)
         return td_fail(TD_ERR_UNSUPPORTED, "tensor %s: rows of %lld values cannot be stored as %s (blocks of 32)", s->name,
                        (long long)w->cols, td_dtype_name(t));
     uint64_t nb;
     const td_mat *src = is_head && x->pruned ? &x->m->head : w;
-    void *data = convert_rows(src, is_head && x->pruned ? x->keep : NULL, is_head && x->pruned ? x->n_keep : w->rows, t, &nb);
+    int64_t n_rows = is_head && x->pruned ? x->n_keep : w->rows;
+    const int32_t *rows = is_head && x->pruned ? x->keep : NULL;
+    int32_t *perm = NULL;
+    if (lay.vhead_axis == 0) { /* value-head rows in the GGUF's tiled order */
+        if (!(perm = malloc((size_t)w->rows * sizeof *perm))) return td_fail_nomem("a row order");
+        for (int64_t r = 0; r < w->rows; r++) perm[r] = (int32_t)td_gguf_vhead_src(&lay, c, r, 1);
+        rows = perm;
+    }
+    void *data = convert_rows(src, rows, n_rows, t, lay.vhead_axis == 1 ? &lay : NULL, c, &nb);
+    free(perm);
     if (!data) return td_fail_nomem("a converted tensor");
     if (is_head && x->pruned) ne[1] = x->n_keep;
     if (is_embed) x->embed_data = data, x->embed_bytes = nb;
     if (is_head) x->head_data = data;
-    return td_gguf_add_tensor(x->w, gname, ggml_of(t), s->nd, ne, data, nb);
+    return td_gguf_add_tensor(x->w, gname, ggml_of(t), nd, ne, data, nb);
 }
 
 /* tokenizer.ggml.* from the loaded tokenizer: byte-level strings, types, merges, the pre-tokenizer's name. */
-static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char *pre) {
+static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char *pre, int32_t bos) {
     const td_tokenizer *t = m->tok;
     int32_t V = m->cfg.n_vocab;
     const char **s = calloc((size_t)V, sizeof *s);
@@ -171,9 +201,10 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
     if (st == TD_OK) st = td_gguf_add_str_array(w, "tokenizer.ggml.tokens", s, l, (uint64_t)V);
     if (st == TD_OK) st = td_gguf_add_i32_array(w, "tokenizer.ggml.token_type", types, (uint64_t)V);
     if (st == TD_OK) st = td_gguf_add_str_array(w, "tokenizer.ggml.merges", (const char *const *)ms, ml, (uint64_t)nm);
-    /* special ids as llama.cpp's converter writes them for Qwen: bos/pad <|endoftext|>, eos the first stop id */
+    /* special ids as llama.cpp's converter writes them for Qwen: bos (see bos_id), pad <|endoftext|>, eos the
+     * first stop id */
     int32_t eot = td_token_lookup(t, "<|endoftext|>");
-    if (st == TD_OK && eot >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)eot);
+    if (st == TD_OK && bos >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
     if (st == TD_OK && m->n_stop) st = td_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)m->stop_ids[0]);
     if (st == TD_OK && eot >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)eot);
     if (st == TD_OK) st = td_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", 0);
@@ -183,13 +214,148 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
     return st;
 }
 
-/* The chat template of a Hugging Face directory's tokenizer_config.json, if any (new string or NULL). */
-static char *chat_template(const char *model_path) {
+/* A Hugging Face directory's JSON file (NULL if absent or unreadable, or for a GGUF source). */
+static json_t *dir_json(const char *model_path, const char *file) {
     if (!td_is_dir(model_path)) return NULL;
-    char *p = td_path_join(model_path, "tokenizer_config.json");
+    char *p = td_path_join(model_path, file);
     json_error_t e;
     json_t *o = p ? json_load_file(p, 0, &e) : NULL;
     free(p);
+    return o;
+}
+
+/* The text part of a config.json (text_config of a vision-language config). */
+static const json_t *text_config(const json_t *cfg) {
+    const json_t *tc = json_object_get(cfg, "text_config");
+    return json_is_object(tc) ? tc : cfg;
+}
+
+/* tokenizer.ggml.bos_token_id. Qwen3: <|endoftext|>, which is what the converter finds for Qwen3 checkpoints.
+ * Qwen3.5 checkpoints name no bos (bos_token null, bos_token_id null), and the converter then writes none: its
+ * rule is tokenizer_config.json's bos_token (matched against the added tokens), else config.json's bos_token_id
+ * (top level, then text_config). -1: none. */
+static int32_t bos_id(const td_model *m) {
+    if (m->cfg.arch == TD_ARCH_QWEN3) return td_token_lookup(m->tok, "<|endoftext|>");
+    if (m->gguf) {
+        int64_t id = -1;
+        return td_gguf_get_int(m->gguf, "tokenizer.ggml.bos_token_id", 0, &id) == TD_OK && id >= 0 && id < m->cfg.n_vocab
+                   ? (int32_t)id : -1;
+    }
+    int32_t id = -1;
+    json_t *tc = dir_json(m->path, "tokenizer_config.json"), *cfg = dir_json(m->path, "config.json");
+    json_t *b = json_object_get(tc, "bos_token");
+    const char *s = json_is_string(b) ? json_string_value(b) : json_string_value(json_object_get(b, "content"));
+    if (s) id = td_token_lookup(m->tok, s);
+    json_t *ci = json_object_get(cfg, "bos_token_id");
+    if (!json_is_integer(ci)) ci = json_object_get(text_config(cfg), "bos_token_id");
+    if (id < 0 && json_is_integer(ci) && json_integer_value(ci) >= 0 && json_integer_value(ci) < m->cfg.n_vocab)
+        id = (int32_t)json_integer_value(ci);
+    json_decref(tc);
+    json_decref(cfg);
+    return id;
+}
+
+/* qwen35.rope.dimension_sections: mrope_section padded with 0 to 4 entries, [11, 11, 10, 0] when the config has
+ * none (the converter's default, and Qwen3.5's). Text never uses it (all position axes are equal), but llama.cpp
+ * requires the key. From a GGUF source, its own key. */
+static void rope_sections(const td_model *m, int32_t sec[4]) {
+    static const int32_t dflt[4] = {11, 11, 10, 0};
+    memcpy(sec, dflt, sizeof dflt);
+    const td_gguf_kv *kv = m->gguf ? td_gguf_find(m->gguf, "qwen35.rope.dimension_sections") : NULL;
+    if (kv && kv->type == TD_GGUF_ARRAY && kv->n == 4 && kv->elem_type != TD_GGUF_STRING)
+        for (int i = 0; i < 4; i++) sec[i] = (int32_t)td_gguf_array_int(kv, (uint64_t)i);
+    json_t *cfg = dir_json(m->path, "config.json");
+    const json_t *tc = text_config(cfg);
+    json_t *ms = json_object_get(json_object_get(tc, "rope_parameters"), "mrope_section");
+    if (!json_is_array(ms)) ms = json_object_get(json_object_get(tc, "rope_scaling"), "mrope_section");
+    if (json_is_array(ms) && json_array_size(ms) <= 4) {
+        memset(sec, 0, 4 * sizeof *sec);
+        for (size_t i = 0; i < json_array_size(ms); i++) sec[i] = (int32_t)json_integer_value(json_array_get(ms, i));
+    }
+    json_decref(cfg);
+}
+
+/* qwen35.full_attention_interval, as the layer kinds show it: layer i is attention iff (i + 1) % k == 0. 0 when
+ * no interval gives the pattern (then attention.recurrent_layers lists it). */
+static int32_t attention_interval(const td_config *c) {
+    for (int32_t k = 1; k <= c->n_layer + 1; k++) {
+        int ok = 1;
+        for (int32_t i = 0; i < c->n_layer && ok; i++)
+            ok = (c->layer_kind[i] == TD_LAYER_ATTENTION) == ((i + 1) % k == 0);
+        if (ok) return k;
+    }
+    return 0;
+}
+
+/* The architecture's keys, in the order llama.cpp's converter writes them (general.file_type falls among them). */
+static td_status add_arch_keys(td_gguf_writer *w, const td_model *m, uint32_t file_type) {
+    const td_config *c = &m->cfg;
+    int is35 = c->arch == TD_ARCH_QWEN35;
+    const char *a = is35 ? "qwen35" : "qwen3";
+    char k[96];
+    td_status st = TD_OK;
+#define U32(name, v)                                                                                             \
+    do {                                                                                                         \
+        snprintf(k, sizeof k, "%s." name, a);                                                                    \
+        if (st == TD_OK) st = td_gguf_add_u32(w, k, (uint32_t)(v));                                              \
+    } while (0)
+#define F32(name, v)                                                                                             \
+    do {                                                                                                         \
+        snprintf(k, sizeof k, "%s." name, a);                                                                    \
+        if (st == TD_OK) st = td_gguf_add_f32(w, k, (float)(v));                                                 \
+    } while (0)
+    U32("block_count", c->n_layer); /* no multi-token-prediction blocks: no nextn_predict_layers */
+    U32("context_length", c->n_ctx_train);
+    U32("embedding_length", c->n_embd);
+    U32("feed_forward_length", c->n_ff);
+    U32("attention.head_count", c->n_head);
+    U32("attention.head_count_kv", c->n_head_kv);
+    if (!is35) {
+        U32("attention.key_length", c->head_dim);
+        U32("attention.value_length", c->head_dim);
+        F32("rope.freq_base", c->rope_theta);
+        F32("attention.layer_norm_rms_epsilon", c->rms_eps);
+        if (st == TD_OK) st = td_gguf_add_u32(w, "general.file_type", file_type);
+        return st;
+    }
+    int32_t sec[4];
+    rope_sections(m, sec);
+    if (st == TD_OK) st = td_gguf_add_i32_array(w, "qwen35.rope.dimension_sections", sec, 4);
+    F32("rope.freq_base", c->rope_theta);
+    F32("attention.layer_norm_rms_epsilon", c->rms_eps);
+    U32("attention.key_length", c->head_dim);
+    U32("attention.value_length", c->head_dim);
+    if (st == TD_OK) st = td_gguf_add_u32(w, "general.file_type", file_type);
+    U32("ssm.conv_kernel", c->lin_conv_kernel);
+    U32("ssm.state_size", c->lin_k_dim);
+    U32("ssm.group_count", c->lin_n_k_heads);
+    U32("ssm.time_step_rank", c->lin_n_v_heads);
+    U32("ssm.inner_size", c->lin_v_dim * c->lin_n_v_heads);
+    int32_t interval = attention_interval(c);
+    U32("full_attention_interval", interval ? interval : 4);
+    if (!interval) { /* layer_types with no period: one flag per layer, which llama.cpp reads first */
+        int32_t rec[TD_MAX_LAYERS];
+        for (int32_t i = 0; i < c->n_layer; i++) rec[i] = c->layer_kind[i] == TD_LAYER_DELTANET;
+        if (st == TD_OK) st = td_gguf_add_i32_array(w, "qwen35.attention.recurrent_layers", rec, (uint64_t)c->n_layer);
+    }
+    U32("rope.dimension_count", c->rotary_dim);
+#undef U32
+#undef F32
+    /* the converter always writes it; llama.cpp does not read it */
+    if (st == TD_OK) st = td_gguf_add_u32(w, "general.quantization_version", 2);
+    return st;
+}
+
+/* The chat template: a Hugging Face directory's tokenizer_config.json, or a GGUF source's own (new string or NULL). */
+static char *chat_template(const td_model *m) {
+    const char *t;
+    uint64_t l;
+    if (m->gguf)
+        return td_gguf_find(m->gguf, "tokenizer.chat_template") &&
+                       td_gguf_get_str(m->gguf, "tokenizer.chat_template", 1, &t, &l) == TD_OK
+                   ? strndup(t, (size_t)l)
+                   : NULL;
+    json_t *o = dir_json(m->path, "tokenizer_config.json");
     json_t *ct = json_object_get(o, "chat_template");
     char *s = json_is_string(ct) ? strndup(json_string_value(ct), json_string_length(ct)) : NULL;
     json_decref(o);
@@ -227,12 +393,13 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
     x.embed_quant = x.quant;
     if (p.embed_quant && parse_tier(p.embed_quant, &x.embed_quant))
         return td_fail(TD_ERR_INVALID_ARG, "unknown embedding quantisation \"%s\"", p.embed_quant);
-    if (m->cfg.arch != TD_ARCH_QWEN3)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF export supports qwen3 (this model is %s)", m->path, m->cfg.model_type);
+    if (m->cfg.arch != TD_ARCH_QWEN3 && m->cfg.arch != TD_ARCH_QWEN35)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF export supports qwen3 and qwen3_5 (this model is %s)", m->path,
+                       m->cfg.model_type);
     if (!m->tok) return td_fail(TD_ERR_STATE, "%s: export needs the tokenizer (tokenizer.json)", m->path);
     if (m->pruned) return td_fail(TD_ERR_STATE, "%s: the head is already pruned", m->path);
     const char *pre = m->tok->n_split == 1 && !m->tok->split[0].literal ? td_gguf_pre_of_regex(m->tok->split[0].source) : NULL;
-    if (!pre) return td_fail(TD_ERR_UNSUPPORTED, "%s: the tokenizer's pre-tokenizer is not one llama.cpp knows (qwen2)", m->path);
+    if (!pre) return td_fail(TD_ERR_UNSUPPORTED, "%s: the tokenizer's pre-tokenizer is not one llama.cpp knows (qwen2, qwen35)", m->path);
 
     /* pruning: the letters' tokens, probed exactly as the readout does */
     int32_t keep[TD_DECIDE_MAX_OPTIONS];
@@ -255,23 +422,15 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
     char name[256];
     const char *base = strrchr(m->path, '/');
     snprintf(name, sizeof name, "%s", p.name ? p.name : base && base[1] ? base + 1 : m->path);
-    if (st == TD_OK) st = td_gguf_add_str(x.w, "general.architecture", "qwen3", 5);
+    const char *arch = c->arch == TD_ARCH_QWEN35 ? "qwen35" : "qwen3";
+    if (st == TD_OK) st = td_gguf_add_str(x.w, "general.architecture", arch, strlen(arch));
     if (st == TD_OK) st = td_gguf_add_str(x.w, "general.type", "model", 5);
     if (st == TD_OK) st = td_gguf_add_str(x.w, "general.name", name, strlen(name));
-    if (st == TD_OK) st = td_gguf_add_u32(x.w, "general.file_type", file_type_of(x.quant));
-    if (st == TD_OK && td_dtype_is_block(x.quant)) st = td_gguf_add_u32(x.w, "general.quantization_version", 2);
-    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.block_count", (uint32_t)c->n_layer);
-    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.context_length", (uint32_t)c->n_ctx_train);
-    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.embedding_length", (uint32_t)c->n_embd);
-    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.feed_forward_length", (uint32_t)c->n_ff);
-    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.attention.head_count", (uint32_t)c->n_head);
-    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.attention.head_count_kv", (uint32_t)c->n_head_kv);
-    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.attention.key_length", (uint32_t)c->head_dim);
-    if (st == TD_OK) st = td_gguf_add_u32(x.w, "qwen3.attention.value_length", (uint32_t)c->head_dim);
-    if (st == TD_OK) st = td_gguf_add_f32(x.w, "qwen3.rope.freq_base", (float)c->rope_theta);
-    if (st == TD_OK) st = td_gguf_add_f32(x.w, "qwen3.attention.layer_norm_rms_epsilon", c->rms_eps);
-    if (st == TD_OK) st = add_tokenizer(x.w, m, pre);
-    char *tmpl = chat_template(m->path);
+    if (st == TD_OK) st = add_arch_keys(x.w, m, file_type_of(x.quant));
+    if (st == TD_OK && c->arch == TD_ARCH_QWEN3 && td_dtype_is_block(x.quant))
+        st = td_gguf_add_u32(x.w, "general.quantization_version", 2);
+    if (st == TD_OK) st = add_tokenizer(x.w, m, pre, bos_id(m));
+    char *tmpl = chat_template(m);
     if (st == TD_OK && tmpl) st = td_gguf_add_str(x.w, "tokenizer.chat_template", tmpl, strlen(tmpl));
     free(tmpl);
     if (st == TD_OK && x.pruned) {
@@ -290,7 +449,7 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
         td_dtype ht = m->cfg.tied ? x.embed_quant : x.quant;
         size_t rb = td_dtype_row_bytes(ht, c->n_embd);
         uint64_t nb;
-        void *again = convert_rows(&m->head, keep, x.n_keep, ht, &nb); /* the rows the unpruned model would have */
+        void *again = convert_rows(&m->head, keep, x.n_keep, ht, NULL, c, &nb); /* the rows the unpruned model would have */
         if (!again) st = td_fail_nomem("a check");
         else if (!x.head_data || x.head_data == x.embed_data || memcmp(again, x.head_data, (size_t)x.n_keep * rb) != 0)
             st = td_fail(TD_ERR_STATE, "pruned head rows differ from the full head's rows (refusing to write)");

@@ -2,6 +2,7 @@
  * checks serves both formats), llama.cpp's tensor names map onto the architecture's tensor table, and the
  * tokenizer.ggml.* arrays become a tokenizer.json for the tokenizer loader. */
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,32 +59,239 @@ static td_status qwen3_config(const td_gguf *g, const td_gguf_tensor *embd, int 
     return TD_OK;
 }
 
+/* A required (or, with required = 0 and *out preset, optional) positive integer that fits an int32. */
+static td_status get_count(const td_gguf *g, const char *key, int required, int64_t *out) {
+    if (!required && !td_gguf_find(g, key)) return TD_OK; /* absent and optional: keep the default */
+    int64_t v = -1;
+    td_status st = td_gguf_get_int(g, key, 1, &v);
+    if (st != TD_OK) return st;
+    if (v < 1 || v > INT32_MAX)
+        return td_fail(TD_ERR_FORMAT, "%s: metadata %s must be a positive count (is %lld)", g->map.path, key, (long long)v);
+    *out = v;
+    return TD_OK;
+}
+
+/* The config.json a Qwen3.5 ("qwen35") GGUF stands for, in the text-only form (model_type qwen3_5_text, tensors
+ * under "model."). Keys as llama.cpp reads them (src/models/qwen35.cpp, llama-model.cpp); *n_rot is
+ * rope.dimension_count, which config.json can only express as a factor of head_dim. */
+static td_status qwen35_config(const td_gguf *g, const td_gguf_tensor *embd, int tied, json_t *cfg, int32_t *n_rot) {
+    static const struct {
+        const char *key, *field;
+        int required;
+    } ints[] = {{"qwen35.embedding_length", "hidden_size", 1},
+                {"qwen35.context_length", "max_position_embeddings", 1},
+                {"qwen35.feed_forward_length", "intermediate_size", 1},
+                {"qwen35.attention.head_count", "num_attention_heads", 1},
+                {"qwen35.attention.head_count_kv", "num_key_value_heads", 0},
+                {"qwen35.attention.key_length", "head_dim", 0},
+                {"qwen35.ssm.conv_kernel", "linear_conv_kernel_dim", 1},
+                {"qwen35.ssm.state_size", "linear_key_head_dim", 1},
+                {"qwen35.ssm.group_count", "linear_num_key_heads", 1},
+                {"qwen35.ssm.time_step_rank", "linear_num_value_heads", 1}};
+    const char *path = g->map.path;
+    td_status st;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        int64_t v = -1;
+        if ((st = get_count(g, ints[i].key, ints[i].required, &v)) != TD_OK) return st;
+        if (v >= 0) json_object_set_new(cfg, ints[i].field, json_integer(v));
+    }
+    int64_t n_embd = json_integer_value(json_object_get(cfg, "hidden_size"));
+    int64_t n_head = json_integer_value(json_object_get(cfg, "num_attention_heads"));
+    int64_t hv = json_integer_value(json_object_get(cfg, "linear_num_value_heads"));
+    /* llama.cpp's defaults: key_length n_embd / n_head, rope.dimension_count key_length, interval 4 */
+    int64_t hd = json_object_get(cfg, "head_dim") ? json_integer_value(json_object_get(cfg, "head_dim")) : n_embd / n_head;
+    if (hd < 1)
+        return td_fail(TD_ERR_FORMAT, "%s: no qwen35.attention.key_length and embedding_length < head_count", path);
+    int64_t blocks = 0, nextn = 0, inner = 0, vlen = hd, rot = hd, interval = 4;
+    if ((st = get_count(g, "qwen35.block_count", 1, &blocks)) != TD_OK ||
+        (st = td_gguf_get_int(g, "qwen35.nextn_predict_layers", 0, &nextn)) != TD_OK ||
+        (st = get_count(g, "qwen35.ssm.inner_size", 1, &inner)) != TD_OK ||
+        (st = get_count(g, "qwen35.attention.value_length", 0, &vlen)) != TD_OK ||
+        (st = get_count(g, "qwen35.rope.dimension_count", 0, &rot)) != TD_OK ||
+        (st = get_count(g, "qwen35.full_attention_interval", 0, &interval)) != TD_OK)
+        return st;
+    /* block_count counts the multi-token-prediction blocks the converter keeps after the text layers */
+    if (nextn < 0 || nextn >= blocks)
+        return td_fail(TD_ERR_FORMAT, "%s: qwen35.nextn_predict_layers %lld leaves no text layers of qwen35.block_count %lld",
+                       path, (long long)nextn, (long long)blocks);
+    int64_t n_layer = blocks - nextn;
+    if (n_layer > TD_MAX_LAYERS)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: qwen35.block_count %lld exceeds the limit of %d layers", path,
+                       (long long)blocks, TD_MAX_LAYERS);
+    if (vlen != hd)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: qwen35.attention.value_length %lld differs from key_length %lld", path,
+                       (long long)vlen, (long long)hd);
+    if (rot % 2 || rot > hd)
+        return td_fail(TD_ERR_FORMAT, "%s: qwen35.rope.dimension_count %lld must be even and at most key_length %lld",
+                       path, (long long)rot, (long long)hd);
+    if (inner % hv)
+        return td_fail(TD_ERR_FORMAT, "%s: qwen35.ssm.inner_size %lld is not a multiple of qwen35.ssm.time_step_rank %lld",
+                       path, (long long)inner, (long long)hv);
+    float eps = 1e-6f, theta = 10000.0f;
+    if ((st = td_gguf_get_f32(g, "qwen35.attention.layer_norm_rms_epsilon", 1, &eps)) != TD_OK ||
+        (st = td_gguf_get_f32(g, "qwen35.rope.freq_base", 0, &theta)) != TD_OK)
+        return st;
+    /* which layers are Gated DeltaNet: attention.recurrent_layers (one flag per block) wins over the interval */
+    json_t *types = json_array();
+    const td_gguf_kv *rec = td_gguf_find(g, "qwen35.attention.recurrent_layers");
+    if (rec && (rec->type != TD_GGUF_ARRAY || rec->elem_type == TD_GGUF_STRING || rec->elem_type == TD_GGUF_F32 ||
+                rec->elem_type == TD_GGUF_F64 || rec->n != (uint64_t)blocks)) {
+        json_decref(types);
+        return td_fail(TD_ERR_FORMAT, "%s: metadata qwen35.attention.recurrent_layers must be one integer flag per block "
+                       "(qwen35.block_count %lld)", path, (long long)blocks);
+    }
+    for (int64_t i = 0; i < n_layer; i++) {
+        int recurrent = rec ? td_gguf_array_int(rec, (uint64_t)i) != 0 : (i + 1) % interval != 0;
+        json_array_append_new(types, json_string(recurrent ? "linear_attention" : "full_attention"));
+    }
+    json_t *rope = json_object();
+    json_object_set_new(rope, "rope_type", json_string("default"));
+    json_object_set_new(rope, "rope_theta", json_real(theta));
+    json_object_set_new(rope, "partial_rotary_factor", json_real((double)rot / (double)hd));
+    json_object_set_new(cfg, "rope_parameters", rope);
+    json_object_set_new(cfg, "layer_types", types);
+    json_object_set_new(cfg, "model_type", json_string("qwen3_5_text"));
+    json_object_set_new(cfg, "num_hidden_layers", json_integer(n_layer));
+    json_object_set_new(cfg, "linear_value_head_dim", json_integer(inner / hv));
+    json_object_set_new(cfg, "vocab_size", json_integer(embd->ne[1]));
+    json_object_set_new(cfg, "rms_norm_eps", json_real(eps));
+    json_object_set_new(cfg, "tie_word_embeddings", json_boolean(tied));
+    if (n_embd != embd->ne[0])
+        return td_fail(TD_ERR_FORMAT, "%s: token_embd.weight rows have %lld values but qwen35.embedding_length is %lld",
+                       path, (long long)embd->ne[0], (long long)n_embd);
+    *n_rot = (int32_t)rot;
+    return TD_OK;
+}
+
+/* block_count against the tensors: the highest blk.N in the file must be block_count - 1. A wrong count would
+ * otherwise surface as a missing tensor, or as blocks silently skipped. */
+static td_status check_blocks(const td_gguf *g, const char *key) {
+    int64_t blocks = 0, top = -1;
+    td_status st = td_gguf_get_int(g, key, 1, &blocks);
+    if (st != TD_OK) return st;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const char *nm = g->tensors[i].name;
+        char *end;
+        if (strncmp(nm, "blk.", 4) != 0) continue;
+        long b = strtol(nm + 4, &end, 10);
+        if (end != nm + 4 && *end == '.' && b > top) top = b;
+    }
+    if (top + 1 != blocks)
+        return td_fail(TD_ERR_FORMAT, "%s: metadata %s is %lld but the tensors are those of %lld blocks (blk.0 to blk.%lld)",
+                       g->map.path, key, (long long)blocks, (long long)(top + 1), (long long)top);
+    return TD_OK;
+}
+
 typedef struct binder {
     td_model *m;
     const td_gguf *g;
     uint8_t *used;
 } binder;
 
+/* The w with 1 + w == s in fp32 (the engine's (1 + w) then reproduces the stored norm bit for bit). fl(s - 1) is
+ * it whenever s >= 0.5 (Sterbenz); otherwise the neighbours are tried. The converter computed s = fl(1 + w) in
+ * fp32, so an exact w exists for its files (the original one); for any other s the nearest is fl(s - 1). */
+static float undo_plus_one(float s) {
+    float w = s - 1.0f;
+    for (int k = 0; k <= 16; k++) {
+        float lo = w, hi = w;
+        for (int i = 0; i < k; i++) lo = nextafterf(lo, -INFINITY), hi = nextafterf(hi, INFINITY);
+        if (1.0f + lo == s) return lo;
+        if (1.0f + hi == s) return hi;
+    }
+    return w;
+}
+
+/* The A_log with -expf(A_log) == s, as the engine computes the decay rate (blk.N.ssm_a stores -exp(A_log)).
+ * logf(-s) is within an ulp or two of it; when exp is many-to-one (|A_log| < 1) any preimage does. s must be
+ * <= 0: llama.cpp multiplies by it directly, so a positive value would be a growth rate -exp cannot give. */
+static int undo_neg_exp(float s, float *a) {
+    if (!(s <= 0.0f)) return -1;
+    float a0 = logf(-s);
+    for (int k = 0; k <= 16; k++) {
+        float lo = a0, hi = a0;
+        for (int i = 0; i < k; i++) lo = nextafterf(lo, -INFINITY), hi = nextafterf(hi, INFINITY);
+        if (-expf(lo) == s) return *a = lo, 0;
+        if (-expf(hi) == s) return *a = hi, 0;
+    }
+    *a = a0;
+    return 0;
+}
+
+/* A matrix whose rows or columns run over value heads in the GGUF's tiled order: a copy in the Hugging Face
+ * order. Rows move whole. Columns move in blocks of one head; when a head is not a whole number of Q8_0/Q4_0
+ * blocks (value heads narrower than 32, as in tiny test models), the converter permuted the fp32 row before
+ * quantising it, so no byte shuffle can undo it: the rows are dequantised to F32 (exactly: q * d is an fp32
+ * value) and permuted there. */
+static td_status reorder_mat(binder *b, const td_gguf_layout *l, td_mat *w) {
+    const td_config *c = &b->m->cfg;
+    size_t hb = l->vhead_axis == 1 ? td_dtype_row_bytes(w->type, l->vhead_size) : 0;
+    int widen = l->vhead_axis == 1 && (!hb || (size_t)(w->cols / l->vhead_size) * hb != w->row_bytes);
+    size_t rb = widen ? (size_t)w->cols * sizeof(float) : w->row_bytes, nb = (size_t)w->rows * rb;
+    uint8_t *d = aligned_alloc(64, (nb + 63) & ~(size_t)63);
+    float *f = widen ? malloc((size_t)w->cols * sizeof *f) : NULL;
+    if (!d || (widen && !f) || td_model_own(b->m, d)) {
+        free(d);
+        free(f);
+        return td_fail_nomem("a reordered tensor");
+    }
+    const uint8_t *src = w->data;
+    for (int64_t r = 0; r < w->rows; r++) {
+        uint8_t *dst = d + (size_t)r * rb;
+        if (l->vhead_axis == 0) {
+            memcpy(dst, src + (size_t)td_gguf_vhead_src(l, c, r, 0) * rb, rb);
+        } else if (widen) {
+            td_row_to_f32(f, w, r);
+            for (int64_t k = 0; k < w->cols; k++) ((float *)(void *)dst)[k] = f[td_gguf_vhead_src(l, c, k, 0)];
+        } else {
+            for (int64_t h = 0; h < w->cols / l->vhead_size; h++) {
+                int64_t from = td_gguf_vhead_src(l, c, h * l->vhead_size, 0) / l->vhead_size;
+                memcpy(dst + (size_t)h * hb, src + (size_t)r * w->row_bytes + (size_t)from * hb, hb);
+            }
+        }
+    }
+    free(f);
+    if (widen) w->type = TD_DTYPE_F32, w->row_bytes = rb;
+    w->data = d;
+    return TD_OK;
+}
+
 static td_status bind(void *user, const td_tensor_spec *s) {
     binder *b = user;
     char gname[96];
     if (td_gguf_name_of(s->name, b->m->cfg.arch, gname, sizeof gname) != 0)
         return td_fail(TD_ERR_UNSUPPORTED, "%s: no GGUF name for tensor %s", b->g->map.path, s->name);
+    td_gguf_layout lay;
+    td_gguf_layout_of(s->name, &b->m->cfg, &lay);
+    int64_t want[3];
+    int nd = 0;
+    for (int d = 0; d < s->nd; d++)
+        if (!(lay.squeeze && s->dims[d] == 1)) want[nd++] = s->dims[d];
     const td_gguf_tensor *t = td_gguf_tensor_find(b->g, gname);
-    if (!t) return td_fail(TD_ERR_FORMAT, "%s: missing tensor %s", b->g->map.path, gname);
+    if (!t) {
+        char hint[256] = "";
+        long il = strncmp(gname, "blk.", 4) == 0 ? strtol(gname + 4, NULL, 10) : -1;
+        if (b->m->cfg.arch == TD_ARCH_QWEN35 && il >= 0 && il < b->m->cfg.n_layer) /* which keys made it expected */
+            snprintf(hint, sizeof hint,
+                     " (text layer %ld of %d = qwen35.block_count - nextn_predict_layers; %s by "
+                     "qwen35.full_attention_interval / attention.recurrent_layers)",
+                     il, b->m->cfg.n_layer,
+                     b->m->cfg.layer_kind[il] == TD_LAYER_DELTANET ? "Gated DeltaNet" : "full attention");
+        return td_fail(TD_ERR_FORMAT, "%s: missing tensor %s%s", b->g->map.path, gname, hint);
+    }
     b->used[t - b->g->tensors] = 1;
     /* GGUF lists dims innermost first: HF [rows, cols] is ne {cols, rows} */
     int ok = 1;
-    for (int d = 0; d < s->nd; d++) ok = ok && t->ne[d] == s->dims[s->nd - 1 - d];
-    for (int d = s->nd; d < 4; d++) ok = ok && t->ne[d] == 1;
+    for (int d = 0; d < nd; d++) ok = ok && t->ne[d] == want[nd - 1 - d];
+    for (int d = nd; d < 4; d++) ok = ok && t->ne[d] == 1;
     if (!ok) {
-        char have[96], want[96];
+        char have[96], wants[96];
         int o = snprintf(have, sizeof have, "[");
         for (int d = t->n_dims - 1; d >= 0; d--) o += snprintf(have + o, sizeof have - (size_t)o, "%lld%s", (long long)t->ne[d], d ? ", " : "]");
-        o = snprintf(want, sizeof want, "[");
-        for (int d = 0; d < s->nd; d++) o += snprintf(want + o, sizeof want - (size_t)o, "%lld%s", (long long)s->dims[d], d + 1 < s->nd ? ", " : "]");
+        o = snprintf(wants, sizeof wants, "[");
+        for (int d = 0; d < nd; d++) o += snprintf(wants + o, sizeof wants - (size_t)o, "%lld%s", (long long)want[d], d + 1 < nd ? ", " : "]");
         return td_fail(TD_ERR_FORMAT, "%s: tensor %s has shape %s but the metadata implies %s (%s)", b->g->map.path, gname,
-                       have, want, s->why);
+                       have, wants, s->why);
     }
     if (t->dtype == TD_DTYPE_OTHER)
         return td_fail(TD_ERR_UNSUPPORTED, "%s: tensor %s has ggml type %d; supported: F32, F16, BF16, Q8_0, Q4_0",
@@ -97,17 +305,29 @@ static td_status bind(void *user, const td_tensor_spec *s) {
         s->mat->cols = s->dims[1];
         s->mat->row_bytes = td_dtype_row_bytes(t->dtype, s->dims[1]);
         s->mat->data = t->data;
-        return TD_OK;
+        return lay.vhead_axis >= 0 ? reorder_mat(b, &lay, s->mat) : TD_OK;
     }
     if (td_dtype_is_block(t->dtype))
         return td_fail(TD_ERR_UNSUPPORTED, "%s: tensor %s: a quantised vector is not supported", b->g->map.path, gname);
-    float *v = malloc((size_t)n * sizeof *v);
-    if (!v || td_model_own(b->m, v)) {
+    float *v = malloc((size_t)n * sizeof *v), *tmp = lay.vhead_axis >= 0 ? malloc((size_t)n * sizeof *tmp) : NULL;
+    if (!v || (lay.vhead_axis >= 0 && !tmp) || td_model_own(b->m, v)) {
         free(v);
+        free(tmp);
         return td_fail_nomem("a weight vector");
     }
     td_mat row = {t->dtype, 1, n, td_dtype_row_bytes(t->dtype, n), t->data, NULL};
-    td_row_to_f32(v, &row, 0);
+    td_row_to_f32(lay.vhead_axis >= 0 ? tmp : v, &row, 0);
+    if (lay.vhead_axis >= 0) { /* [Hv] or conv1d [C, K]: the outer dim's value-head part is tiled */
+        int64_t per = n / s->dims[0];
+        for (int64_t r = 0; r < s->dims[0]; r++)
+            memcpy(v + r * per, tmp + td_gguf_vhead_src(&lay, &b->m->cfg, r, 0) * per, (size_t)per * sizeof *v);
+        free(tmp);
+    }
+    for (int64_t i = 0; lay.plus_one && i < n; i++) v[i] = undo_plus_one(v[i]);
+    for (int64_t i = 0; lay.neg_exp && i < n; i++)
+        if (undo_neg_exp(v[i], &v[i]) != 0)
+            return td_fail(TD_ERR_FORMAT, "%s: tensor %s[%lld] = %g: a decay rate -exp(A_log) must be <= 0",
+                           b->g->map.path, gname, (long long)i, (double)v[i]);
     *s->vec = v;
     return TD_OK;
 }
@@ -248,20 +468,25 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
     const char *arch;
     uint64_t al;
     if ((st = td_gguf_get_str(g, "general.architecture", 1, &arch, &al)) != TD_OK) return st;
-    if (!(al == 5 && memcmp(arch, "qwen3", 5) == 0))
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF architecture \"%.*s\" is not supported here (qwen3)", path, (int)al, arch);
+    int is35 = al == 6 && memcmp(arch, "qwen35", 6) == 0;
+    if (!is35 && !(al == 5 && memcmp(arch, "qwen3", 5) == 0))
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF architecture \"%.*s\" is not supported here (qwen3, qwen35)", path,
+                       (int)al, arch);
     const td_gguf_tensor *embd = td_gguf_tensor_find(g, "token_embd.weight"), *out = td_gguf_tensor_find(g, "output.weight");
     if (!embd || embd->n_dims != 2) return td_fail(TD_ERR_FORMAT, "%s: missing 2-D tensor token_embd.weight", path);
     int pruned = 0;
     if ((st = td_gguf_get_bool(g, "typedecide.pruned_head", 0, &pruned)) != TD_OK) return st;
     json_t *cfg = json_object();
-    st = qwen3_config(g, embd, out == NULL, cfg);
+    int32_t n_rot = 0;
+    st = check_blocks(g, is35 ? "qwen35.block_count" : "qwen3.block_count");
+    if (st == TD_OK) st = is35 ? qwen35_config(g, embd, out == NULL, cfg, &n_rot) : qwen3_config(g, embd, out == NULL, cfg);
     char *cfg_text = st == TD_OK ? json_dumps(cfg, JSON_COMPACT) : NULL;
     json_decref(cfg);
     if (st == TD_OK && !cfg_text) st = td_fail_nomem("a config");
     if (st == TD_OK) st = td_config_parse(cfg_text, strlen(cfg_text), path, &m->cfg);
     free(cfg_text);
     if (st != TD_OK) return st;
+    if (n_rot) m->cfg.rotary_dim = n_rot; /* exact: the factor in the config JSON only stood in for it */
     if (pruned) {
         if (!out || out->n_dims != 2) return td_fail(TD_ERR_FORMAT, "%s: a pruned head needs output.weight", path);
         m->cfg.head_rows = (int32_t)out->ne[1];

@@ -1,14 +1,39 @@
-/* Tensor names: Hugging Face (model.layers.N.self_attn.q_proj.weight) <-> llama.cpp GGUF (blk.N.attn_q.weight). */
+/* Tensor names and layouts: Hugging Face (model.layers.N.self_attn.q_proj.weight) <-> llama.cpp GGUF
+ * (blk.N.attn_q.weight), for llama.cpp's "qwen3" and "qwen35" architectures. */
 #ifndef TD_MODEL_GGUF_NAMES_H
 #define TD_MODEL_GGUF_NAMES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/config.h"
 
-/* Writes the GGUF name of a Hugging Face tensor name (with the "model." prefix) into out. Returns 0, or -1 for a
+/* Writes the GGUF name of a Hugging Face tensor name (with the "model." or "model.language_model." prefix) into out. Returns 0, or -1 for a
  * name with no GGUF counterpart. */
 int td_gguf_name_of(const char *hf, td_arch arch, char *out, size_t n);
+
+/* How llama.cpp's converter stores a Hugging Face tensor besides renaming it and listing its dims innermost first.
+ * Only "qwen35" transforms anything (conversion/qwen.py, Qwen3NextModel and _LinearAttentionVReorderBase):
+ *  - plus_one: the zero-centred norms (every "*norm.weight" but the DeltaNet output norm) are stored as 1 + w,
+ *    computed in fp32, so that llama.cpp can apply a plain RMSNorm;
+ *  - neg_exp: linear_attn.A_log is stored as -exp(A_log) (the decay rate itself, named blk.N.ssm_a);
+ *  - squeeze: conv1d [C, 1, K] is stored as ne {K, C} (the 1 dropped; same bytes);
+ *  - value heads: when Hv > Hk, HF groups the value heads by key head (head g*R + r, R = Hv/Hk, is the r-th
+ *    value head of key head g) and the GGUF tiles them (that head is at r*Hk + g), so that ggml can broadcast
+ *    the key heads. vhead_axis says which axis of the tensor runs over value heads (0: rows, i.e. the outer HF
+ *    dim; 1: columns, the inner dim; -1: none), from element vhead_start of that axis, vhead_size per head.
+ *    For vectors (A_log, dt_bias) and conv1d, "rows" are the outer dim ([Hv] or [C] rows of K). */
+typedef struct td_gguf_layout {
+    int plus_one, neg_exp, squeeze;
+    int vhead_axis;
+    int64_t vhead_start, vhead_size;
+} td_gguf_layout;
+
+void td_gguf_layout_of(const char *hf, const td_config *c, td_gguf_layout *out);
+
+/* Value-head reordering along l's axis: for index i of the destination, the index of the source it comes from.
+ * to_gguf = 1 when the destination is the GGUF order (export), 0 when it is the Hugging Face order (load). */
+int64_t td_gguf_vhead_src(const td_gguf_layout *l, const td_config *c, int64_t i, int to_gguf);
 
 /* The Split regex llama.cpp's pre-tokenizer name stands for ("qwen2", "qwen35"), or NULL; and back. */
 const char *td_gguf_pre_regex(const char *pre, size_t len);
