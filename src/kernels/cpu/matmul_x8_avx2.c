@@ -19,6 +19,9 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
 #ifndef PREFETCH_ROWS
 #define PREFETCH_ROWS 8
 #endif
@@ -118,11 +121,12 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
     if (T < 4) {
         for (int64_t j = j0; !rows && j < j1 && j < j0 + PREFETCH_ROWS; j++) /* the first rows, all at once */
             for (size_t off = 0; off < p->row_bytes; off += 64)
-                _mm_prefetch((const char *)td_qpack_row(p, j) + off, _MM_HINT_T0);
+                _mm_prefetch((const char *)td_qpack_row(p, j) + off, PF_HINT);
         for (int64_t j = j0; j < j1; j++) {
-            if (!rows && j + PREFETCH_ROWS < j1) /* rows stream from memory once: ask for them early */
+            if (!rows && j + PREFETCH_ROWS < p->rows) /* rows stream from memory once: ask for them early (past
+                                                          the range too: a thread's next range follows it) */
                 for (size_t off = 0; off < p->row_bytes; off += 64)
-                    _mm_prefetch((const char *)td_qpack_row(p, j + PREFETCH_ROWS) + off, _MM_HINT_T0);
+                    _mm_prefetch((const char *)td_qpack_row(p, j + PREFETCH_ROWS) + off, PF_HINT);
             const uint8_t *row = td_qpack_row(p, rows ? rows[j] : j);
             for (int64_t t = 0; t < T; t++) tile_any(type, 1, p, row, xq, t, y + t * ldy + j, ldy);
         }

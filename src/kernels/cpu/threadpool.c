@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -26,8 +27,12 @@ struct td_pool {
     td_pool_fn fn;
     void *arg;
     int64_t n, grain;
-    int dynamic;                     /* 1: threads take chunks from `next` */
-    atomic_int_fast64_t next;
+    int dynamic;                     /* 1: threads take chunks from their own share, then from the others' */
+    _Alignas(64) struct share {      /* a thread's share of the chunks: [next, end), taken from the front */
+        atomic_int_fast64_t next;
+        int64_t end;
+        char pad[64 - sizeof(atomic_int_fast64_t) - sizeof(int64_t)];
+    } share[TD_POOL_MAX_THREADS];
     atomic_uint_fast64_t generation; /* bumped for each job; workers wait for a change */
     atomic_int pending;              /* workers still running the current job */
     atomic_int sleepers;
@@ -45,13 +50,24 @@ static void range_of(const struct td_pool *p, int t, int64_t *b, int64_t *e) {
     *e = g1 * p->grain < p->n ? g1 * p->grain : p->n;
 }
 
+/* Takes the next chunk of thread u's share; -1 when it is empty. */
+static int64_t take(struct td_pool *p, int u) {
+    struct share *sh = &p->share[u];
+    if (atomic_load_explicit(&sh->next, memory_order_relaxed) >= sh->end) return -1;
+    int64_t c = atomic_fetch_add_explicit(&sh->next, 1, memory_order_relaxed);
+    return c < sh->end ? c : -1;
+}
+
 static void run_part(struct td_pool *p, int t) {
-    if (p->dynamic) {
-        for (;;) {
-            int64_t b = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
-            if (b >= p->n) return;
-            p->fn(p->arg, b, b + p->grain < p->n ? b + p->grain : p->n, t);
+    if (p->dynamic) { /* own share in order (so a thread walks contiguous memory), then help the others */
+        for (int k = 0; k < p->n_threads; k++) {
+            int u = (t + k) % p->n_threads;
+            for (int64_t c; (c = take(p, u)) >= 0;) {
+                int64_t b = c * p->grain;
+                p->fn(p->arg, b, b + p->grain < p->n ? b + p->grain : p->n, t);
+            }
         }
+        return;
     }
     int64_t b, e;
     range_of(p, t, &b, &e);
@@ -87,14 +103,16 @@ static void *worker_main(void *arg) {
 
 td_pool *td_pool_new(int n_threads) {
     if (n_threads < 1) n_threads = 1;
-    td_pool *p = calloc(1, sizeof *p);
+    if (n_threads > TD_POOL_MAX_THREADS) n_threads = TD_POOL_MAX_THREADS;
+    td_pool *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63); /* the shares are cache-line aligned */
     if (!p) return NULL;
+    memset(p, 0, sizeof *p);
     p->n_threads = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     atomic_init(&p->generation, 0);
     atomic_init(&p->pending, 0);
-    atomic_init(&p->next, 0);
+    for (int t = 0; t < TD_POOL_MAX_THREADS; t++) atomic_init(&p->share[t].next, 0);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->quit, 0);
     if (n_threads > 1) {
@@ -138,7 +156,13 @@ static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *
         return;
     }
     p->dynamic = dynamic;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    if (dynamic) {
+        int64_t chunks = (n + grain - 1) / grain;
+        for (int t = 0; t < p->n_threads; t++) {
+            atomic_store_explicit(&p->share[t].next, chunks * t / p->n_threads, memory_order_relaxed);
+            p->share[t].end = chunks * (t + 1) / p->n_threads;
+        }
+    }
     p->fn = fn;
     p->arg = arg;
     p->n = n;

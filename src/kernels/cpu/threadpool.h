@@ -8,10 +8,12 @@
 
 typedef struct td_pool td_pool;
 
+#define TD_POOL_MAX_THREADS 256
+
 /* fn(arg, begin, end, thread) runs on [begin, end); ranges are multiples of `grain` except the last. */
 typedef void (*td_pool_fn)(void *arg, int64_t begin, int64_t end, int thread);
 
-/* n_threads includes the calling thread. Returns NULL on failure. */
+/* n_threads includes the calling thread (at most TD_POOL_MAX_THREADS). Returns NULL on failure. */
 td_pool *td_pool_new(int n_threads);
 void td_pool_free(td_pool *pool);
 int td_pool_n_threads(const td_pool *pool);
@@ -19,9 +21,10 @@ int td_pool_n_threads(const td_pool *pool);
 /* Splits [0, n) into at most n_threads ranges of whole grains and runs them; returns when all are done. */
 void td_pool_run(td_pool *pool, int64_t n, int64_t grain, td_pool_fn fn, void *arg);
 
-/* Like td_pool_run, but threads take chunks of `grain` items from a shared counter until none are left: for work
- * whose cost varies from item to item (attention rows of different lengths). Which thread runs an item varies;
- * what the item computes must not depend on it. */
+/* Like td_pool_run, but in chunks of `grain` items that threads take one at a time: each thread first takes the
+ * chunks of its own contiguous share, in order, then helps with what is left of the others' shares. For work
+ * whose cost varies from item to item (attention rows of different lengths) or a machine whose cores are not
+ * equally fast (a shared VM). Which thread runs an item varies; what the item computes must not depend on it. */
 void td_pool_run_dynamic(td_pool *pool, int64_t n, int64_t grain, td_pool_fn fn, void *arg);
 
 #endif
