@@ -138,8 +138,10 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
     cmax = cmax < 2 ? 2 : cmax > MAX_C ? MAX_C : cmax;
     for (int64_t jb = j0; jb < j1; jb += rb) {
         int64_t je = j1 - jb < rb ? j1 : jb + rb;
-        for (int64_t t = 0; t < T; t += cmax) {
-            int C = T - t < cmax ? (int)(T - t) : (int)cmax;
+        /* tiles of equal size (45 tokens by 8: 8,8,8,7,7,7 rather than 8,8,8,8,8,5; by 4 no tile of 1) */
+        int64_t n_tiles = (T + cmax - 1) / cmax, base = T / n_tiles, extra = T % n_tiles;
+        for (int64_t i = 0, t = 0; i < n_tiles; t += base + (i < extra), i++) {
+            int C = (int)(base + (i < extra));
             for (int64_t j = jb; j < je; j++)
                 tile_any(type, C, p, td_qpack_row(p, rows ? rows[j] : j), xq, t, y + t * ldy + j, ldy);
         }
