@@ -27,7 +27,7 @@ head -n 24 "$FX/eval/decisions.jsonl" >"$tmp/fx.jsonl"
 groups=$(node -e 'const s = new Set(require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map(l => JSON.parse(l).evidence)); console.log(s.size)' "$tmp/fx.jsonl")
 
 E="$BIN evaluate $tmp/fx.jsonl --model $tmp/syn --quiet"
-$E --debias cyclic --out "$tmp/cyc.json" --predictions "$tmp/cyc.jsonl" >"$tmp/table" || fail "evaluate --debias cyclic failed"
+$E --debias cyclic --out "$tmp/cyc.json" --predictions "$tmp/cyc.jsonl" --plot "$tmp/cyc.svg" >"$tmp/table" || fail "evaluate --debias cyclic failed"
 grep -q "order consistency" "$tmp/table" || fail "no table on stdout"
 $E --out "$tmp/none.json" --predictions "$tmp/none.jsonl" >/dev/null || fail "evaluate failed"
 
@@ -81,6 +81,23 @@ for (const k of ["forwards_per_row", "suffix_tokens_per_row", "wall_seconds", "r
 if (c.order_unstable === null || n.order_unstable !== null) { console.log("order_unstable", c.order_unstable, n.order_unstable); bad++; }
 process.exit(bad ? 1 : 0);' "$tmp/cyc.json" "$tmp/none.json" "$groups" || fail "prefill accounting"
 
+# the plot: well-formed SVG (every tag closed in order), the headline figures of the results, a label per family
+node -e '
+const fs = require("fs"), svg = fs.readFileSync(process.argv[1], "utf8"), res = JSON.parse(fs.readFileSync(process.argv[2]));
+let bad = 0;
+const stack = [];
+for (const m of svg.matchAll(/<(\/?)([a-zA-Z]+)[^>]*?(\/?)>/g)) {
+  if (m[3]) continue;
+  if (!m[1]) stack.push(m[2]);
+  else if (stack.pop() !== m[2]) { console.log("unbalanced </" + m[2] + ">"); bad++; break; }
+}
+if (stack.length) { console.log("unclosed", stack); bad++; }
+if (!svg.trimStart().startsWith("<svg") || !svg.trimEnd().endsWith("</svg>")) { console.log("not an svg document"); bad++; }
+if (!svg.includes("accuracy " + res.accuracy.toFixed(3))) { console.log("accuracy", res.accuracy, "not in the plot"); bad++; }
+for (const fam of Object.keys(res.family_balanced_accuracy)) if (!svg.includes(">" + fam)) { console.log("no bar label for family", fam); bad++; }
+if ((svg.match(/<rect/g) || []).length < 3) { console.log("no bars"); bad++; }
+process.exit(bad ? 1 : 0);' "$tmp/cyc.svg" "$tmp/cyc.json" || fail "--plot"
+
 # metrics from the saved predictions agree with evaluate's own report
 "$BIN" metrics --predictions "$tmp/cyc.jsonl" >"$tmp/m.json" || fail "metrics on evaluate's predictions failed"
 node -e '
@@ -128,6 +145,16 @@ node -e 'const g = JSON.parse(require("fs").readFileSync(process.argv[1])); proc
 grep -q '"text":' "$tmp/g.jsonl" || fail "generate predictions carry no text"
 "$BIN" evaluate "$tmp/fx.jsonl" --model "$FX/models/qwen35-tiny-text" --quiet --debias prior --prior-fraction 0.2 --out "$tmp/pr.json" >/dev/null || fail "--debias prior failed"
 grep -q '"calibration_rows": 5' "$tmp/pr.json" || fail "prior: want 5 calibration rows of 24"
+"$BIN" evaluate "$tmp/fx.jsonl" --model "$FX/models/qwen35-tiny-text" --quiet --out "$tmp/pn.json" >/dev/null || fail "evaluate (no debias) failed"
+node -e '
+const fs = require("fs"), p = JSON.parse(fs.readFileSync(process.argv[1])), n = JSON.parse(fs.readFileSync(process.argv[2]));
+const N = p.n, extra = p.cost.suffix_tokens_per_row * N - n.cost.suffix_tokens_per_row * N, cal = p.prior.calibration_suffix_tokens;
+let bad = 0;
+/* the prior costs the calibration rows their other rotations: more suffix tokens than scoring each row once, and
+   no more than the calibration rows took in all */
+if (!(extra > 0 && extra < cal + 1e-6)) { console.log("prior extra suffix tokens", extra, "calibration", cal); bad++; }
+if (typeof p.cost.forwards_per_row !== "number" || !p.prior.priors) { console.log("prior cost or priors missing"); bad++; }
+process.exit(bad ? 1 : 0);' "$tmp/pr.json" "$tmp/pn.json" || fail "prior cost"
 
 # bad rows
 {

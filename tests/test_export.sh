@@ -98,6 +98,30 @@ if (JSON.stringify(s.keep) !== "[422,362,356,425]" || s.letters !== "DACB") no("
 s.keep.forEach((id, row) => { if (s.token_to_row[String(id)] !== row) no("slot map directions disagree at " + row); });
 if (JSON.stringify(b.slot_map) !== JSON.stringify(s)) no("slot_map.json and the GGUF metadata differ");
 process.exit(bad ? 1 : 0);' "$tmp/full.json" "$tmp/pruned.json" "$tmp/pr/slot_map.json" || fail "pruned export properties"
+# the stored bytes, read through node-llama-cpp's GGUF reader (not ours): the pruned file's embedding is the
+# unpruned file's byte for byte, its head is a separate table, and head row r is embedding row keep[r] (both are
+# quantised from the same rows of the tied table)
+node "$ROOT/tests/node/gguf_tensors.mjs" "$tmp/q8_0.gguf" >"$tmp/full.t" 2>/dev/null || fail "node-llama-cpp cannot read our q8_0 export"
+node "$ROOT/tests/node/gguf_tensors.mjs" "$tmp/pr/p.gguf" >"$tmp/pruned.t" 2>/dev/null || fail "node-llama-cpp cannot read our pruned export"
+node -e '
+const fs = require("fs"), [a, b] = [process.argv[1], process.argv[2]].map(f => JSON.parse(fs.readFileSync(f)).tensors);
+const s = JSON.parse(fs.readFileSync(process.argv[3])), fa = fs.readFileSync(process.argv[4]), fb = fs.readFileSync(process.argv[5]);
+let bad = 0; const no = m => { console.log(m); bad++; };
+const Q8 = 8, rowBytes = cols => cols / 32 * 34;
+const t = (list, n) => list.find(x => x.name === n);
+const ea = t(a, "token_embd.weight"), eb = t(b, "token_embd.weight"), hb = t(b, "output.weight");
+if (!ea || !eb || !hb) { console.log("tensors missing"); process.exit(1); }
+if (ea.type !== Q8 || eb.type !== Q8 || hb.type !== Q8) no("not Q8_0: " + [ea.type, eb.type, hb.type]);
+const [cols, rows] = eb.shape, rb = rowBytes(cols), n = rb * rows;
+if (!fa.subarray(ea.offset, ea.offset + n).equals(fb.subarray(eb.offset, eb.offset + n))) no("the embedding bytes changed");
+const h0 = hb.offset, h1 = hb.offset + rb * hb.shape[1];
+if (h0 < eb.offset + n && eb.offset < h1) no("the pruned head overlaps the embedding");
+if (hb.shape[1] !== 4) no("head rows " + hb.shape[1]);
+s.keep.forEach((id, r) => {
+  const row = fb.subarray(h0 + r * rb, h0 + (r + 1) * rb), emb = fb.subarray(eb.offset + id * rb, eb.offset + (id + 1) * rb);
+  if (!row.equals(emb)) no("head row " + r + " is not embedding row " + id);
+});
+process.exit(bad ? 1 : 0);' "$tmp/full.t" "$tmp/pruned.t" "$tmp/pr/slot_map.json" "$tmp/q8_0.gguf" "$tmp/pr/p.gguf" || fail "pruned export bytes"
 cat >"$tmp/c.jsonl" <<'EOF2'
 {"id": "a", "question": "Which?", "options": [{"id": "w", "description": "first"}, {"id": "x", "description": "second"}, {"id": "y", "description": "third"}, {"id": "z", "description": "fourth"}]}
 {"id": "b", "question": "Pick one", "options": [{"id": "p", "description": "yes"}, {"id": "q", "description": "no"}]}

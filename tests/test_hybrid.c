@@ -1,7 +1,8 @@
 /* Hybrid (Qwen3.5) engine behaviour on the tiny fixture: a suffix run from a snapshot gives bit-identical logits
  * to prefix + suffix in one pass; forks copy the constant-size DeltaNet state instead of re-running the prefix;
  * results do not depend on the batch or the thread count; DeltaNet state cannot be rolled back; and broken
- * checkpoints (a missing DeltaNet tensor, a wrong conv kernel, layer_types of the wrong length) are named. */
+ * checkpoints (a missing DeltaNet tensor, a wrong conv kernel, layer_types of the wrong length) are named; without
+ * layer_types, full_attention_interval places the attention layers. */
 #define _GNU_SOURCE /* memmem */
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,30 @@ static void test_bad_checkpoints(void) {
     copy_fixture();
     replace_in_file("config.json", "\"full_attention\"\n", "\"sliding_attention\"\n");
     expect_fail("layer_types value", "layer_types[3] must be \"full_attention\" or \"linear_attention\"");
+    /* no layer_types: full_attention_interval decides (layer i is full attention when (i + 1) % interval == 0) */
+    static const char layer_types[] = "\"layer_types\": [\n    \"linear_attention\",\n    \"linear_attention\",\n"
+                                      "    \"linear_attention\",\n    \"full_attention\"\n  ],";
+    copy_fixture();
+    replace_in_file("config.json", layer_types, "\"full_attention_interval\": 4,");
+    td_model *m = NULL;
+    CHECKF(td_model_load(dir, NULL, &m) == TD_OK, "full_attention_interval 4: %s", td_last_error());
+    if (m) { /* the same layers as the fixture's layer_types, so the same logits */
+        td_model *ref = NULL;
+        CHECK(td_model_load(td_test_path("fixtures/models/qwen35-tiny-text"), NULL, &ref) == TD_OK);
+        int V = td_model_n_vocab(m);
+        float *a = calloc((size_t)16 * V, 4), *b2 = calloc((size_t)16 * V, 4);
+        td_batch *bt;
+        CHECK(td_batch_new(16, &bt) == TD_OK);
+        td_ctx *ca = new_ctx(m, 1), *cb = new_ctx(ref, 1);
+        run(ca, bt, 0, 0, 16, a, V);
+        run(cb, bt, 0, 0, 16, b2, V);
+        CHECK(memcmp(a, b2, (size_t)16 * V * 4) == 0);
+        td_ctx_free(ca), td_ctx_free(cb), td_batch_free(bt), free(a), free(b2), td_model_free(ref);
+    }
+    td_model_free(m);
+    copy_fixture();
+    replace_in_file("config.json", layer_types, "\"full_attention_interval\": 2,"); /* layer 1 would be attention */
+    expect_fail("full_attention_interval 2", "missing tensor model.layers.1.self_attn");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);

@@ -3,7 +3,8 @@
  *  - ByteLevel with its own GPT-2 regex and add_prefix_space (the space goes in front of the text, then the split);
  *  - the truncated Qwen3 and Qwen3.5 tokenizers (different Split regexes; Qwen3.5 adds \p{M}) against the ids the
  *    Hugging Face `tokenizers` library gave on the GPU machine (fixtures/tokenizers/<name>/ref_ids.jsonl);
- *  - decoding a cut UTF-8 sequence gives one U+FFFD per maximal invalid subpart, as Rust's from_utf8_lossy. */
+ *  - decoding a cut UTF-8 sequence gives one U+FFFD per maximal invalid subpart, as Rust's from_utf8_lossy;
+ *  - merges written as "a b" strings (older tokenizer.json files) give the same ids as ["a", "b"] pairs. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,55 @@ static void test_reference_ids(const char *name) {
     td_tokenizer_free(t);
 }
 
+/* The truncated Qwen3 tokenizer with its merges rewritten from ["a", "b"] pairs to "a b" strings: every
+ * reference line must tokenize to the Hugging Face ids, as with the pairs. */
+static void test_merge_strings(void) {
+    json_error_t e;
+    json_t *root = json_load_file(td_test_path("fixtures/tokenizers/qwen3-trunc2048/tokenizer.json"), 0, &e);
+    CHECKF(root != NULL, "%s", e.text);
+    if (!root) return;
+    json_t *merges = json_object_get(json_object_get(root, "model"), "merges"), *as_strings = json_array();
+    size_t n_pairs = 0;
+    for (size_t i = 0; i < json_array_size(merges); i++) {
+        json_t *m = json_array_get(merges, i);
+        if (json_is_array(m)) {
+            char buf[512];
+            snprintf(buf, sizeof buf, "%s %s", json_string_value(json_array_get(m, 0)), json_string_value(json_array_get(m, 1)));
+            json_array_append_new(as_strings, json_string(buf));
+            n_pairs++;
+        } else {
+            json_array_append(as_strings, m);
+        }
+    }
+    CHECKF(n_pairs > 1000, "the fixture should store its merges as pairs (%zu)", n_pairs);
+    json_object_set_new(json_object_get(root, "model"), "merges", as_strings);
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    td_tokenizer *t = NULL;
+    CHECKF(td_tokenizer_load_bytes(text, strlen(text), "merges as strings", &t) == TD_OK, "%s", td_last_error());
+    free(text);
+    FILE *f = fopen(td_test_path("fixtures/tokenizers/qwen3-trunc2048/ref_ids.jsonl"), "r");
+    char line[8192];
+    int n = 0, same = 0;
+    while (t && f && fgets(line, sizeof line, f)) {
+        json_t *o = json_loads(line, 0, &e), *txt = json_object_get(o, "text"), *ids = json_object_get(o, "ids");
+        int32_t *got;
+        size_t ng;
+        n++;
+        if (td_tokenize(t, json_string_value(txt), json_string_length(txt), TD_TOKENIZE_PARSE_SPECIAL, &got, &ng) == TD_OK) {
+            int ok = ng == json_array_size(ids);
+            for (size_t i = 0; ok && i < ng; i++) ok = got[i] == json_integer_value(json_array_get(ids, i));
+            same += ok;
+            td_free(got);
+        }
+        json_decref(o);
+    }
+    if (f) fclose(f);
+    CHECKF(n >= 40 && same == n, "merges as strings: %d/%d lines identical", same, n);
+    printf("merges as \"a b\" strings: %d/%d lines identical to Hugging Face tokenizers\n", same, n);
+    td_tokenizer_free(t);
+}
+
 static void test_lossy_decode(void) {
     td_tokenizer *t = NULL;
     CHECK(td_tokenizer_load(td_test_path("fixtures/tokenizers/qwen3-trunc2048/tokenizer.json"), &t) == TD_OK);
@@ -140,5 +190,6 @@ int main(void) {
     test_reference_ids("qwen3-trunc2048");
     test_reference_ids("qwen35-trunc2048");
     test_lossy_decode();
+    test_merge_strings();
     return td_test_finish("test_tokenizer");
 }
