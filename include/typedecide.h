@@ -272,7 +272,9 @@ td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int6
 #define TD_DECIDE_MAX_OPTIONS 20
 
 typedef enum td_decide_mode {
-    TD_DECIDE_BATCH = 0,  /* head once, then all suffixes in one forward pass over the shared prefix (default) */
+    TD_DECIDE_BATCH = 0,  /* head once, then all suffixes in one forward pass over the shared prefix (default);
+                             suffixes that begin with the same tokens (rotations of one criterion, one question with
+                             other options) run those tokens once and fork from them: the same bits, less work */
     TD_DECIDE_SERIAL = 1, /* head once, then each suffix from the snapshot, one at a time */
     TD_DECIDE_FRESH = 2   /* every criterion from scratch: head + suffix, nothing reused (the reference) */
 } td_decide_mode;
@@ -353,11 +355,13 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
                         const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out);
 
 /* Readout statistics of the decider since creation: forward passes, heads prefilled (once per call of
- * td_decide*, or once per criterion with TD_DECIDE_FRESH) and their tokens, suffix tokens, multiply-adds spent in
+ * td_decide*, or once per criterion with TD_DECIDE_FRESH) and their tokens, suffix tokens (each criterion's whole
+ * suffix, whether or not part of it was shared), multiply-adds spent in
  * the output head (K per criterion and per hidden unit with the restricted head), and wall time spent on the shared
  * evidence (head_ms) and on the criteria's suffixes and readout (suffix_ms) by td_decide / td_decide_ids. */
 typedef struct td_decide_stats {
     int64_t forwards, head_prefills, head_tokens, suffix_tokens, head_macs, criteria;
+    int64_t shared_tokens; /* suffix tokens not run because criteria of a batch share them (a common stem) */
     double head_ms, suffix_ms;
 } td_decide_stats;
 td_decide_stats td_decider_stats(const td_decider *d);

@@ -26,7 +26,8 @@ cat >"$tmp/synth.json" <<'JSON'
 JSON
 "$BIN" synth --config "$tmp/synth.json" --tokenizer "$TOK" --out "$tmp/syn" --seed 5 2>/dev/null || fail "synth failed"
 
-# 13 criteria, 2 to 5 options, two evidence texts (one inline), answers spread across letters
+# 15 criteria, 2 to 5 options, two evidence texts (one inline), answers spread across letters; three share their
+# question (a stem that --batch runs once: the same bits as --serial and --fresh)
 cat >"$tmp/ev.txt" <<'EOF2'
 Ticket #4821 — From: Dana Ruiz. Subject: charged twice!!
 I was billed $49.99 two times on 3 May for the Pro plan. The app also logs me out every few minutes since the
@@ -46,6 +47,8 @@ cat >"$tmp/crit.jsonl" <<'EOF2'
 {"id": "logout", "question": "Is there a second problem besides billing?", "options": [{"id": "y", "description": "Yes: being logged out"}, {"id": "n", "description": "No"}]}
 {"id": "plan", "question": "Which plan?", "options": [{"id": "free", "description": "Free"}, {"id": "pro", "description": "Pro"}, {"id": "team", "description": "Team"}, {"id": "ent", "description": "Enterprise"}, {"id": "edu", "description": "Education"}]}
 {"id": "name", "question": "Who wrote the ticket?", "options": [{"id": "dana", "description": "Dana Ruiz"}, {"id": "other", "description": "Someone else"}]}
+{"id": "urgency-rev", "question": "How urgent is it?", "options": [{"id": "3", "description": "High"}, {"id": "2", "description": "Medium"}, {"id": "1", "description": "Low"}]}
+{"id": "urgency-4", "question": "How urgent is it?", "options": [{"id": "0", "description": "Not at all"}, {"id": "1", "description": "Low"}, {"id": "2", "description": "Medium"}, {"id": "3", "description": "High"}]}
 EOF2
 # the same criteria, shuffled (reversed and interleaved)
 awk '{l[NR]=$0} END {for (i = NR; i >= 1; i -= 2) print l[i]; for (i = NR - 1; i >= 1; i -= 2) print l[i]}' "$tmp/crit.jsonl" >"$tmp/shuf.jsonl"
@@ -61,7 +64,7 @@ check_model() { # name dir letters-arg
     shift 2
     local base="$BIN decide --model $dir --evidence $tmp/ev.txt --quiet $*"
     $base --criteria "$tmp/crit.jsonl" --threads 1 >"$tmp/$name.ref" 2>"$tmp/err" || { fail "$name: decide failed: $(cat "$tmp/err")"; return; }
-    [ "$(wc -l <"$tmp/$name.ref")" -eq 13 ] || fail "$name: want 13 output lines"
+    [ "$(wc -l <"$tmp/$name.ref")" -eq 15 ] || fail "$name: want 15 output lines"
     probs_of "$tmp/$name.ref" >"$tmp/$name.ref.p"
     local k=0
     for variant in "--fresh" "--serial" "--batch" "--threads 2" "--batch-size 1" "--batch-size 3" "--fresh --threads 2" \
@@ -74,9 +77,12 @@ check_model() { # name dir letters-arg
         probs_of "$tmp/$name.$k" >"$tmp/$name.$k.p"
         cmp -s "$tmp/$name.ref.p" "$tmp/$name.$k.p" || fail "$name: probs differ with $variant: $(diff "$tmp/$name.ref.p" "$tmp/$name.$k.p" | head -4)"
     done
+    # the three criteria with one question shared it (the ref run above) rather than running it three times
+    "$BIN" decide --model "$dir" --evidence "$tmp/ev.txt" --criteria "$tmp/crit.jsonl" "$@" 2>"$tmp/err" >/dev/null
+    grep -Eq '\(([1-9][0-9]*) of them shared' "$tmp/err" || fail "$name: no suffix tokens shared: $(cat "$tmp/err")"
     # output order is input order
     [ "$(node -e 'for (const l of require("fs").readFileSync(process.argv[1],"utf8").trim().split("\n")) console.log(JSON.parse(l).id)' "$tmp/$name.ref" | tr '\n' ' ')" = \
-      "refund topic urgency sentiment platform loyal amount spam spam-link version logout plan name " ] || fail "$name: output order differs from input order"
+      "refund topic urgency sentiment platform loyal amount spam spam-link version logout plan name urgency-rev urgency-4 " ] || fail "$name: output order differs from input order"
 }
 check_model synth "$tmp/syn"
 check_model qwen35 "$FX/qwen35-tiny-text"

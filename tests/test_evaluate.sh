@@ -76,6 +76,8 @@ const [c, n, g] = [process.argv[1], process.argv[2], +process.argv[3]].map((x, i
 let bad = 0;
 if (c.head_prefills !== g || n.head_prefills !== g) { console.log("head prefills", c.head_prefills, n.head_prefills, "want", g); bad++; }
 if (c.head_tokens !== n.head_tokens) { console.log("head tokens differ: cyclic", c.head_tokens, "none", n.head_tokens); bad++; }
+/* the rotations of a row share everything before their options: run once (and bit-exact: the check above) */
+if (!(c.shared_suffix_tokens > 0.15 * c.cost.suffix_tokens_per_row * c.n)) { console.log("rotations shared", c.shared_suffix_tokens, "of", c.cost.suffix_tokens_per_row * c.n); bad++; }
 if (!(c.cost.suffix_tokens_per_row > 2 * n.cost.suffix_tokens_per_row)) { console.log("cyclic should run every rotation"); bad++; }
 for (const k of ["forwards_per_row", "suffix_tokens_per_row", "wall_seconds", "rows_per_second"]) if (typeof n.cost[k] !== "number") { console.log("cost." + k, n.cost[k]); bad++; }
 if (c.order_unstable === null || n.order_unstable !== null) { console.log("order_unstable", c.order_unstable, n.order_unstable); bad++; }

@@ -225,9 +225,10 @@ int cmd_decide(int argc, char **argv) {
         for (int i = 0; i < rs.n; i++) print_decision(&rs.v[i], &dec[i], shown, allowed, show_logits);
         if (!quiet) {
             td_decide_stats s = td_decider_stats(d);
-            fprintf(stderr, "typedecide decide: %lld criteria over %d evidence texts: %lld forward passes, %lld head + %lld suffix tokens\n",
+            fprintf(stderr, "typedecide decide: %lld criteria over %d evidence texts: %lld forward passes, %lld head + %lld suffix tokens"
+                            " (%lld of them shared between criteria and run once)\n",
                     (long long)s.criteria, n_groups, (long long)s.forwards, (long long)s.head_tokens,
-                    (long long)s.suffix_tokens);
+                    (long long)s.suffix_tokens, (long long)s.shared_tokens);
         }
     }
 done:

@@ -522,6 +522,7 @@ int cmd_evaluate(int argc, char **argv) {
     json_object_set_new(res, "evidence_groups", json_integer(n_groups));
     json_object_set_new(res, "head_prefills", json_integer(s1.head_prefills - s0.head_prefills));
     json_object_set_new(res, "head_tokens", json_integer(s1.head_tokens - s0.head_tokens));
+    json_object_set_new(res, "shared_suffix_tokens", json_integer(s1.shared_tokens - s0.shared_tokens));
     json_object_set_new(res, "slot_map", json_loads(td_decider_slot_map(ev.d), 0, NULL));
     if (ev.debias == 2) json_object_set_new(res, "prior", json_incref(prior_report));
     print_table(res, fixture);

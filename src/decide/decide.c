@@ -92,7 +92,7 @@ static td_ctx_params plan_params(const td_decider *d, int32_t n_head, int32_t to
     cp.n_ctx = n_head + tokens;
     cp.n_batch = tokens > head_chunk ? tokens : head_chunk;
     if (cp.n_batch < 1) cp.n_batch = 1;
-    cp.n_seq_max = 1 + count;
+    cp.n_seq_max = 1 + count + count / 2; /* the head, the criteria, their stems (at most one per two) */
     cp.n_outputs_max = count;
     cp.n_threads = d->p.n_threads;
     cp.kv_f16 = d->p.kv_f16;
@@ -148,6 +148,44 @@ static td_status run_tokens(td_decider *d, int32_t seq, const int32_t *ids, int3
         d->stats.forwards++;
     }
     return TD_OK;
+}
+
+/* The suffixes of one pass over the head in sequence 0: criterion k in sequence 1 + k, stem s in 1 + count + s.
+ * The stems run first, in one forward pass; then every criterion forks from its stem's end (or the head's) and
+ * the rest of all suffixes runs in one forward pass, criterion k's last token giving output k. */
+static td_status run_pass(td_decider *d, int32_t n_head, const int32_t *const *suffixes, const int32_t *n_suffix,
+                          int32_t count) {
+    td_stems stems;
+    td_status st = td_stems_find(suffixes, n_suffix, count, &stems);
+    if (st != TD_OK) return st;
+    if (stems.n > 0) {
+        td_batch_clear(d->batch);
+        for (int32_t s = 0; s < stems.n && st == TD_OK; s++) {
+            st = td_ctx_seq_fork(d->ctx, 0, 1 + count + s, n_head);
+            for (int32_t j = 0; j < stems.len[s]; j++)
+                td_batch_add(d->batch, suffixes[stems.rep[s]][j], 1 + count + s, n_head + j, 0);
+        }
+        if (st == TD_OK) st = td_ctx_decode(d->ctx, d->batch);
+        d->stats.forwards++;
+    }
+    for (int32_t k = 0; k < count && st == TD_OK; k++) {
+        int32_t s = stems.of[k];
+        st = s < 0 ? td_ctx_seq_fork(d->ctx, 0, 1 + k, n_head) : td_ctx_seq_fork(d->ctx, 1 + count + s, 1 + k, n_head + stems.len[s]);
+    }
+    if (st == TD_OK) {
+        td_batch_clear(d->batch);
+        for (int32_t k = 0; k < count; k++) {
+            int32_t from = stems.of[k] < 0 ? 0 : stems.len[stems.of[k]];
+            d->stats.shared_tokens += from;
+            for (int32_t j = from; j < n_suffix[k]; j++)
+                td_batch_add(d->batch, suffixes[k][j], 1 + k, n_head + j, j == n_suffix[k] - 1);
+        }
+        for (int32_t s = 0; s < stems.n; s++) d->stats.shared_tokens -= stems.len[s]; /* each ran once */
+        st = td_ctx_decode(d->ctx, d->batch);
+        d->stats.forwards++;
+    }
+    td_stems_free(&stems);
+    return st;
 }
 
 /* Reads the decision of output `o` of the last pass. */
@@ -252,15 +290,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
             d->stats.head_prefills++;
             d->stats.head_tokens += n_head;
         } else {
-            for (int32_t i = i0; i < i1 && st == TD_OK; i++) st = td_ctx_seq_fork(d->ctx, 0, 1 + i - i0, n_head);
-            if (st == TD_OK) { /* every suffix of the pass in one forward pass over the shared prefix */
-                td_batch_clear(d->batch);
-                for (int32_t i = i0; i < i1; i++)
-                    for (int32_t j = 0; j < n_suffix[i]; j++)
-                        td_batch_add(d->batch, suffixes[i][j], 1 + i - i0, n_head + j, j == n_suffix[i] - 1);
-                st = td_ctx_decode(d->ctx, d->batch);
-                d->stats.forwards++;
-            }
+            st = run_pass(d, n_head, suffixes + i0, n_suffix + i0, i1 - i0);
         }
         double pass_ms = now_ms() - tp;
         d->stats.suffix_ms += pass_ms;
@@ -271,7 +301,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
             d->stats.suffix_tokens += n_suffix[i];
             d->stats.criteria++;
         }
-        for (int32_t s = 1; !fresh && s <= i1 - i0; s++) {
+        for (int32_t s = 1; !fresh && s <= i1 - i0 + (i1 - i0) / 2; s++) { /* criteria, then stems */
             td_status st2 = td_ctx_seq_truncate(d->ctx, s, 0);
             if (st == TD_OK) st = st2;
         }

@@ -21,6 +21,19 @@ struct td_decider {
     td_decide_stats stats;
 };
 
+/* Shared token prefixes among the suffixes of one batched pass (stems.c): criteria whose suffixes begin with the
+ * same TD_STEM_MIN or more tokens form a group (neighbours in lexicographic order), and the group's common prefix,
+ * short of each member's last token, is its stem: run once, forked by every member. */
+#define TD_STEM_MIN 4
+typedef struct td_stems {
+    int32_t n;    /* stems found */
+    int32_t *of;  /* [count] each criterion's stem, -1: none */
+    int32_t *len; /* [n] tokens of each stem */
+    int32_t *rep; /* [n] a member whose suffix starts with the stem's tokens */
+} td_stems;
+td_status td_stems_find(const int32_t *const *suffixes, const int32_t *n_suffix, int32_t count, td_stems *out);
+void td_stems_free(td_stems *s);
+
 /* Finds the token each letter becomes right after "Answer:" (trying " " then "" as separator) and writes the
  * slot map. */
 td_status td_decide_probe_letters(td_decider *d);
