@@ -68,17 +68,23 @@ cat >"$tmp/s.json" <<'JSON'
 JSON
 "$BIN" synth --config "$tmp/s.json" --tokenizer "$TOK" --out "$tmp/syn" --seed 11 2>/dev/null || fail "synth failed"
 "$BIN" export --model "$tmp/syn" --quant f32 -o "$tmp/syn.gguf" 2>/dev/null || fail "export of the synthetic model failed"
-text="The quick brown fox jumps over the lazy dog. Typed decisions, 42 times: café <think>ok</think>"
-pids=$("$BIN" tokenize --model "$tmp/syn" --text "$text" | tr -d '[] ')
-ours=$("$BIN" generate --model "$tmp/syn.gguf" --ids "$pids" -n 16 --ignore-eos 2>/dev/null | tr -d ' ')
-theirs=$(node "$ROOT/tests/node/llama_greedy.mjs" "$tmp/syn.gguf" "$pids" 16 "$text" 2>"$tmp/nerr") || fail "llama.cpp could not run our export: $(tail -3 "$tmp/nerr")"
-node -e '
-const t = JSON.parse(process.argv[1]), ours = JSON.parse(process.argv[2]), pids = process.argv[3].split(",").map(Number);
+# llama_agrees NAME HF_DIR GGUF TEXT: llama.cpp's 16 greedy tokens after TEXT (tokenized by us from HF_DIR) equal
+# ours on the GGUF, and llama.cpp tokenizes TEXT as we do
+llama_agrees() {
+    local name=$1 dir=$2 gguf=$3 text=$4 pids ours theirs
+    pids=$("$BIN" tokenize --model "$dir" --text "$text" | tr -d '[] ')
+    ours=$("$BIN" generate --model "$gguf" --ids "$pids" -n 16 --ignore-eos 2>/dev/null | tr -d ' ')
+    theirs=$(node "$ROOT/tests/node/llama_greedy.mjs" "$gguf" "$pids" 16 "$text" 2>"$tmp/nerr") ||
+        { fail "llama.cpp could not run our $name export: $(tail -3 "$tmp/nerr")"; return; }
+    node -e '
+const [name, t, ours, pids] = [process.argv[1], JSON.parse(process.argv[2]), JSON.parse(process.argv[3]), process.argv[4].split(",").map(Number)];
 let bad = 0;
-if (JSON.stringify(t.greedy) !== JSON.stringify(ours)) { console.log("greedy: llama.cpp", JSON.stringify(t.greedy), "ours", JSON.stringify(ours)); bad++; }
-if (JSON.stringify(t.tokens) !== JSON.stringify(pids)) { console.log("tokens: llama.cpp", JSON.stringify(t.tokens), "ours", JSON.stringify(pids)); bad++; }
-if (!bad) console.log("llama.cpp agrees: 16 greedy tokens and the tokenization of the prompt");
-process.exit(bad ? 1 : 0);' "$theirs" "$ours" "$pids" || fail "llama.cpp disagrees with us on our export"
+if (JSON.stringify(t.greedy) !== JSON.stringify(ours)) { console.log(name, "greedy: llama.cpp", JSON.stringify(t.greedy), "ours", JSON.stringify(ours)); bad++; }
+if (JSON.stringify(t.tokens) !== JSON.stringify(pids)) { console.log(name, "tokens: llama.cpp", JSON.stringify(t.tokens), "ours", JSON.stringify(pids)); bad++; }
+if (!bad) console.log("llama.cpp agrees on " + name + ": 16 greedy tokens and the tokenization of the prompt");
+process.exit(bad ? 1 : 0);' "$name" "${theirs:-{\}}" "${ours:-[]}" "$pids" || fail "llama.cpp disagrees with us on our $name export"
+}
+llama_agrees qwen3 "$tmp/syn" "$tmp/syn.gguf" "The quick brown fox jumps over the lazy dog. Typed decisions, 42 times: café <think>ok</think>"
 
 # pruning: letters whose token ids are not sorted ("DACB" -> 422, 362, 356, 425)
 mkdir -p "$tmp/pr"
@@ -236,17 +242,8 @@ JSON
 "$BIN" synth --config "$tmp/s35.json" --tokenizer "$tmp/tokenizer.json" --out "$tmp/syn35" --seed 11 2>/dev/null || fail "synth of qwen35 failed"
 "$BIN" export --model "$tmp/syn35" --quant f32 -o "$tmp/syn35.gguf" 2>/dev/null || fail "export of the synthetic qwen35 failed"
 grep -q "qwen35" "$tmp/syn35.gguf" || fail "the synthetic qwen35 export lacks its architecture"
-text35=$'The quick brown fox, 42 times: caf\u00e9 <think>ok</think> \u0e17\u0e35\u0e48\u0e19\u0e35\u0e48 \u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22'
-p35=$("$BIN" tokenize --model "$tmp/syn35" --text "$text35" | tr -d '[] ')
-o35=$("$BIN" generate --model "$tmp/syn35.gguf" --ids "$p35" -n 16 --ignore-eos 2>/dev/null | tr -d ' ')
-t35=$(node "$ROOT/tests/node/llama_greedy.mjs" "$tmp/syn35.gguf" "$p35" 16 "$text35" 2>"$tmp/nerr35") || fail "llama.cpp could not run our qwen35 export: $(tail -3 "$tmp/nerr35")"
-node -e '
-const t = JSON.parse(process.argv[1]), ours = JSON.parse(process.argv[2]), pids = process.argv[3].split(",").map(Number);
-let bad = 0;
-if (JSON.stringify(t.greedy) !== JSON.stringify(ours)) { console.log("qwen35 greedy: llama.cpp", JSON.stringify(t.greedy), "ours", JSON.stringify(ours)); bad++; }
-if (JSON.stringify(t.tokens) !== JSON.stringify(pids)) { console.log("qwen35 tokens: llama.cpp", JSON.stringify(t.tokens), "ours", JSON.stringify(pids)); bad++; }
-if (!bad) console.log("llama.cpp agrees on qwen35: 16 greedy tokens and the tokenization of the prompt (qwen35 pre-tokenizer)");
-process.exit(bad ? 1 : 0);' "${t35:-{\}}" "${o35:-[]}" "$p35" || fail "llama.cpp disagrees with us on our qwen35 export"
+# Thai text splits differently under the qwen35 pre-tokenizer than under qwen2's
+llama_agrees qwen35 "$tmp/syn35" "$tmp/syn35.gguf" $'The quick brown fox, 42 times: caf\u00e9 <think>ok</think> \u0e17\u0e35\u0e48\u0e19\u0e35\u0e48 \u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22'
 
 # savings: the published arithmetic
 "$BIN" savings --preset qwen3-0.6b >"$tmp/s06" || fail "savings failed"

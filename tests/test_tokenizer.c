@@ -80,33 +80,42 @@ static void test_split_behaviours(void) {
     }
 }
 
+/* Tokenizes every line of fixtures/tokenizers/<name>/ref_ids.jsonl with t and counts the lines whose ids equal
+ * Hugging Face's; *n gets the number of lines. */
+static int lines_identical(const td_tokenizer *t, const char *name, int *n) {
+    char path[512];
+    snprintf(path, sizeof path, "fixtures/tokenizers/%s/ref_ids.jsonl", name);
+    FILE *f = fopen(td_test_path(path), "r");
+    CHECKF(f != NULL, "%s missing", path);
+    char line[8192];
+    int same = 0;
+    *n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        json_error_t e;
+        json_t *o = json_loads(line, 0, &e), *txt = json_object_get(o, "text"), *ids = json_object_get(o, "ids");
+        int32_t *got;
+        size_t ng;
+        (*n)++;
+        if (td_tokenize(t, json_string_value(txt), json_string_length(txt), TD_TOKENIZE_PARSE_SPECIAL, &got, &ng) == TD_OK) {
+            int ok = ng == json_array_size(ids);
+            for (size_t i = 0; ok && i < ng; i++) ok = got[i] == json_integer_value(json_array_get(ids, i));
+            same += ok;
+            CHECKF(ok, "%s line %d: ids differ from Hugging Face tokenizers: %s", name, *n, json_string_value(txt));
+            td_free(got);
+        }
+        json_decref(o);
+    }
+    if (f) fclose(f);
+    return same;
+}
+
 static void test_reference_ids(const char *name) {
     char path[512];
     snprintf(path, sizeof path, "fixtures/tokenizers/%s/tokenizer.json", name);
     td_tokenizer *t = NULL;
     CHECKF(td_tokenizer_load(td_test_path(path), &t) == TD_OK, "%s", td_last_error());
     if (!t) return;
-    snprintf(path, sizeof path, "fixtures/tokenizers/%s/ref_ids.jsonl", name);
-    FILE *f = fopen(td_test_path(path), "r");
-    CHECKF(f != NULL, "%s missing", path);
-    char line[8192];
-    int n = 0, same = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        json_error_t e;
-        json_t *o = json_loads(line, 0, &e), *txt = json_object_get(o, "text"), *ids = json_object_get(o, "ids");
-        int32_t *got;
-        size_t ng;
-        n++;
-        if (td_tokenize(t, json_string_value(txt), json_string_length(txt), TD_TOKENIZE_PARSE_SPECIAL, &got, &ng) == TD_OK) {
-            int ok = ng == json_array_size(ids);
-            for (size_t i = 0; ok && i < ng; i++) ok = got[i] == json_integer_value(json_array_get(ids, i));
-            same += ok;
-            CHECKF(ok, "%s line %d: ids differ from Hugging Face tokenizers: %s", name, n, json_string_value(txt));
-            td_free(got);
-        }
-        json_decref(o);
-    }
-    if (f) fclose(f);
+    int n, same = lines_identical(t, name, &n);
     printf("%s: %d/%d lines identical to Hugging Face tokenizers\n", name, same, n);
     CHECK(n >= 40);
     td_tokenizer_free(t);
@@ -139,23 +148,8 @@ static void test_merge_strings(void) {
     td_tokenizer *t = NULL;
     CHECKF(td_tokenizer_load_bytes(text, strlen(text), "merges as strings", &t) == TD_OK, "%s", td_last_error());
     free(text);
-    FILE *f = fopen(td_test_path("fixtures/tokenizers/qwen3-trunc2048/ref_ids.jsonl"), "r");
-    char line[8192];
-    int n = 0, same = 0;
-    while (t && f && fgets(line, sizeof line, f)) {
-        json_t *o = json_loads(line, 0, &e), *txt = json_object_get(o, "text"), *ids = json_object_get(o, "ids");
-        int32_t *got;
-        size_t ng;
-        n++;
-        if (td_tokenize(t, json_string_value(txt), json_string_length(txt), TD_TOKENIZE_PARSE_SPECIAL, &got, &ng) == TD_OK) {
-            int ok = ng == json_array_size(ids);
-            for (size_t i = 0; ok && i < ng; i++) ok = got[i] == json_integer_value(json_array_get(ids, i));
-            same += ok;
-            td_free(got);
-        }
-        json_decref(o);
-    }
-    if (f) fclose(f);
+    if (!t) return;
+    int n, same = lines_identical(t, "qwen3-trunc2048", &n);
     CHECKF(n >= 40 && same == n, "merges as strings: %d/%d lines identical", same, n);
     printf("merges as \"a b\" strings: %d/%d lines identical to Hugging Face tokenizers\n", same, n);
     td_tokenizer_free(t);

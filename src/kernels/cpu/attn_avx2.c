@@ -5,14 +5,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/kernels.h"
 
-static inline float hsum(__m256 a) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 void td_attn_avx2(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n, int64_t stride,
                   int64_t dim, float scale, float *out, float *scratch) {
@@ -21,7 +16,7 @@ void td_attn_avx2(const float *q, const float *k, const float *v, const int32_t 
         const float *ki = k + (int64_t)idx[i] * stride;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t d = 0; d < d8; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(ki + d), acc);
-        float s = hsum(acc);
+        float s = td_hsum8(acc);
         for (int64_t d = d8; d < dim; d++) s += q[d] * ki[d];
         scratch[i] = s * scale;
     }
@@ -36,25 +31,6 @@ void td_attn_avx2(const float *q, const float *k, const float *v, const int32_t 
     }
 }
 
-/* exp(x) for x <= 0 (max-subtracted scores), 8 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by a degree-6
- * polynomial (Cephes' expf coefficients), scaled by 2^n through the exponent bits; about 1 ulp. Below -87 the
- * result is clamped to e^-87 (1.6e-38), which no softmax can tell from zero. */
-static inline __m256 exp_neg(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
 
 /* Softmax of x[0..n) in place: 8-lane max and sum (fixed lane trees), the tail element by element. */
 static void softmax8(float *x, int64_t n) {
@@ -68,15 +44,15 @@ static void softmax8(float *x, int64_t n) {
     for (int64_t i = n8; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     __m256 vmx = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
     for (int64_t i = 0; i < n8; i += 8) {
-        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+        __m256 e = td_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
         _mm256_storeu_ps(x + i, e);
         sum = _mm256_add_ps(sum, e);
     }
-    float s = hsum(sum);
+    float s = td_hsum8(sum);
     if (n8 < n) { /* the tail through the same polynomial, one lane used */
         float t[8] = {0};
         for (int64_t i = n8; i < n; i++) t[i - n8] = x[i] - mx;
-        __m256 e = exp_neg(_mm256_loadu_ps(t));
+        __m256 e = td_exp8(_mm256_loadu_ps(t));
         _mm256_storeu_ps(t, e);
         for (int64_t i = n8; i < n; i++) s += x[i] = t[i - n8];
     }

@@ -6,6 +6,7 @@
  * results never depend on the batch size, the row range or the thread count. */
 #include <immintrin.h>
 
+#include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 #include "util/half.h"
@@ -25,13 +26,6 @@ static inline __attribute__((always_inline)) float load1(td_dtype type, const vo
     return td_bf16_to_f32(((const uint16_t *)row)[k]);
 }
 
-/* (a0+a4, a1+a5, a2+a6, a3+a7) -> ((.0+.2), (.1+.3)) -> .0+.1 : one fixed order. */
-static inline float hsum(__m256 a) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* R rows x C tokens of dot products of length n. */
 static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int C, const void *const *wr,
@@ -51,7 +45,7 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
     }
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) {
-            float s = hsum(acc[r][c]);
+            float s = td_hsum8(acc[r][c]);
             for (int64_t k = n8; k < n; k++) s += load1(type, wr[r], k) * x[c * ldx + k];
             y[c * ldy + r] = s;
         }

@@ -8,18 +8,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 
 #define TB 256 /* tokens per block: their quantised activations (~280 KB for 1024 columns) stay in L2 while the
                   weight rows stream past */
 
-static inline float hsum(__m256 a) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* 32 signed weights of a block as int8 lanes. */
 static inline __attribute__((always_inline)) __m256i weights(td_dtype type, const void *row, int64_t b) {
@@ -58,7 +53,7 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
         }
     }
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) y[c * ldy + r] = hsum(acc[r][c]);
+        for (int c = 0; c < C; c++) y[c * ldy + r] = td_hsum8(acc[r][c]);
 }
 
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_mat *w, const int32_t *rows,

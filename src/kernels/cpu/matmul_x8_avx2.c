@@ -16,6 +16,7 @@
  * in L2 once for every 8 tokens, whose activations stay in L1. */
 #include <immintrin.h>
 
+#include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 
@@ -33,12 +34,6 @@
 #define L1_X_BYTES (24 * 1024) /* the activations of one tile's tokens */
 #endif
 
-static inline float hsum(__m256 a) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* An empty asm that claims to change every accumulator: GCC then neither reassociates the integer sums across
  * chunks (it would hoist all products of a group first and spill them) nor moves accumulators to the stack. */
@@ -90,7 +85,7 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int C, con
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), _mm256_mul_ps(dw, dx), acc[c]);
         }
     }
-    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) y[c * ldy] = hsum(acc[c]);
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) y[c * ldy] = td_hsum8(acc[c]);
 }
 
 /* Row j's packed bytes times tokens [t, t + C) (1 <= C <= 8), each C its own unrolled instance. */
