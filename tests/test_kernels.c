@@ -146,8 +146,9 @@ static void test_attention_rows(void) {
                 }
                 const void *k = f16 ? (const void *)kh : (const void *)kf, *v = f16 ? (const void *)vh : (const void *)vf;
                 float *scratch = malloc((size_t)td_attn_rows_scratch(R, max_n, dim, f16) * 4);
-                td_attn_rows_ref(qp, pr, n, R, kf, vf, 0, idx, stride, dim, 0.125f, scratch); /* f32 of the same values */
-                td_attn_rows_avx2(qp, pa, n, R, k, v, f16, idx, stride, dim, 0.125f, scratch);
+                td_attn_keys kr = {kf, vf, 0, idx, stride, NULL, NULL, 0}, ka = {k, v, f16, idx, stride, NULL, NULL, 0};
+                td_attn_rows_ref(qp, pr, n, R, &kr, dim, 0.125f, scratch); /* f32 of the same values */
+                td_attn_rows_avx2(qp, pa, n, R, &ka, dim, 0.125f, scratch);
                 for (int64_t r = 0; r < R; r++) {
                     for (int64_t d = 0; d < dim; d++) {
                         double e = fabs((double)o_ref[r][d] - o_avx[r][d]);
@@ -157,10 +158,31 @@ static void test_attention_rows(void) {
                                (long long)R, f16, (long long)r, o_ref[r][d], o_avx[r][d]);
                     }
                     float *po = o_one;
-                    td_attn_rows_avx2(&qp[r], &po, &n[r], 1, k, v, f16, idx, stride, dim, 0.125f, scratch);
+                    td_attn_rows_avx2(&qp[r], &po, &n[r], 1, &ka, dim, 0.125f, scratch);
                     CHECKF(memcmp(o_one, o_avx[r], (size_t)dim * 4) == 0, "attention row %lld of %lld differs alone (dim %lld)",
                            (long long)r, (long long)R, (long long)dim);
                 }
+                /* the first keys gathered beforehand as fp32 rows (as the engine does once per layer for a batch's
+                 * shared prefix): the same bits, from the AVX2 kernel and from the reference */
+                int64_t min_n = max_n;
+                for (int64_t r = 0; r < R; r++) min_n = n[r] < min_n ? n[r] : min_n;
+                float *pk = malloc((size_t)(min_n * dim) * 4), *pv = malloc((size_t)(min_n * dim) * 4);
+                for (int64_t i = 0; i < min_n; i++)
+                    for (int64_t d = 0; d < dim; d++)
+                        pk[i * dim + d] = kf[(int64_t)idx[i] * stride + d], pv[i * dim + d] = vf[(int64_t)idx[i] * stride + d];
+                td_attn_keys kp = ka, kpr = kr;
+                kp.pre_k = kpr.pre_k = pk, kp.pre_v = kpr.pre_v = pv, kp.n_pre = kpr.n_pre = min_n;
+                float o_pre[8][128], o_pref[8][128];
+                float *pp[8], *ppr[8];
+                for (int64_t r = 0; r < R; r++) pp[r] = o_pre[r], ppr[r] = o_pref[r];
+                td_attn_rows_avx2(qp, pp, n, R, &kp, dim, 0.125f, scratch);
+                for (int64_t r = 0; r < R; r++)
+                    CHECKF(memcmp(o_pre[r], o_avx[r], (size_t)dim * 4) == 0, "attention row %lld with %lld gathered keys differs (dim %lld f16 %d)",
+                           (long long)r, (long long)min_n, (long long)dim, f16);
+                td_attn_rows_ref(qp, ppr, n, R, &kpr, dim, 0.125f, scratch);
+                for (int64_t r = 0; r < R; r++)
+                    CHECKF(memcmp(o_pref[r], o_ref[r], (size_t)dim * 4) == 0, "reference attention row %lld with gathered keys differs", (long long)r);
+                free(pk), free(pv);
                 free(kf), free(vf), free(kh), free(vh), free(scratch);
             }
     printf("attention rows: worst absolute difference avx2 vs scalar %.3g (f32 cache), %.3g (f16 cache)\n", worst, worst16);

@@ -47,6 +47,7 @@ void td_ctx_free(td_ctx *ctx) {
     free(ctx->ff_g);
     free(ctx->ff_u);
     free(ctx->scores);
+    free(ctx->pre_kv);
     free(ctx->inv_freq);
     free(ctx->rope_cs);
     free(ctx->out_x);
@@ -153,6 +154,7 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     ok = ok && (ctx->out_x = alloc_f((int64_t)ctx->n_out_max * d));
     ok = ok && (ctx->out = alloc_f((int64_t)ctx->n_out_max * c->n_vocab));
     ok = ok && (ctx->grp_seq = alloc_i(B)) && (ctx->grp_off = alloc_i(B + 1)) && (ctx->grp_tok = alloc_i(B));
+    if (ok && p.n_seq_max > 1) ok = (ctx->pre_kv = alloc_f(2 * (int64_t)p.n_ctx * ctx->kv_dim)) != NULL;
     ok = ok && plan_deltanet(ctx);
     if (ok && ctx->hybrid) {
         int64_t value_dim = (int64_t)c->lin_n_v_heads * c->lin_v_dim;
@@ -229,6 +231,19 @@ static void group_by_sequence(td_ctx *ctx) {
             if (ctx->tok_seq[i] == ctx->grp_seq[g]) ctx->grp_tok[k++] = i;
     }
     ctx->grp_off[ctx->n_groups] = k;
+    /* the prefix all groups share: the same cells at the same positions, all written before this batch */
+    ctx->n_pre = 0;
+    if (ctx->n_groups < 2 || !ctx->pre_kv) return;
+    const td_seq *s0 = &ctx->seqs[ctx->grp_seq[0]];
+    int32_t pre = ctx->tok_pos[ctx->grp_tok[0]];
+    for (int32_t g = 1; g < ctx->n_groups && pre > 0; g++) {
+        const td_seq *s = &ctx->seqs[ctx->grp_seq[g]];
+        int32_t first = ctx->tok_pos[ctx->grp_tok[ctx->grp_off[g]]], i = 0;
+        int32_t lim = first < pre ? first : pre;
+        while (i < lim && s->cells[i] == s0->cells[i]) i++;
+        pre = i;
+    }
+    ctx->n_pre = pre >= TD_PRE_MIN ? pre : 0;
 }
 
 td_status td_ctx_decode(td_ctx *ctx, const td_batch *b) {
@@ -318,6 +333,7 @@ td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int6
     f += (int64_t)p->n_threads *
          td_attn_rows_scratch(TD_ATTN_TOKENS * (c->n_head / c->n_head_kv), p->n_ctx, c->head_dim, p->kv_f16); /* scores */
     f += n_out * (d + c->n_vocab);                                                      /* outputs */
+    if (p->n_seq_max > 1) f += 2 * p->n_ctx * kv_dim;                                  /* shared prefix rows */
     int64_t ints = 2 * (int64_t)p->n_ctx + (int64_t)p->n_seq_max * p->n_ctx + 8 * B;    /* cells, tables */
     if (n_dn) {
         int64_t key_dim = (int64_t)c->lin_n_k_heads * c->lin_k_dim, value_dim = (int64_t)c->lin_n_v_heads * c->lin_v_dim;

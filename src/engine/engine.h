@@ -64,6 +64,10 @@ struct td_ctx {
 
     /* the batch's tokens grouped by sequence, in position order (for the DeltaNet recurrence) */
     int32_t n_groups;
+    int32_t n_pre;         /* positions before every group's first token whose cells all the groups share (a
+                              prefix forked to all of them); 0 when fewer than 2 groups or too short to matter */
+    float *pre_kv;         /* [2][n_ctx * kv_dim] that prefix's keys then values per KV head, [Hkv][n_pre][hd]
+                              fp32, gathered once per layer (n_seq_max > 1 only) */
     int32_t *grp_seq;      /* [n_batch] sequence of each group */
     int32_t *grp_off;      /* [n_batch + 1] group g holds grp_tok[grp_off[g] .. grp_off[g+1]) */
     int32_t *grp_tok;      /* [n_batch] batch indices */
@@ -92,6 +96,7 @@ static inline float *td_eng_dn_recurrent_state(td_ctx *ctx, int32_t seq, int il)
 }
 
 #define TD_ATTN_TOKENS 32 /* consecutive tokens of a sequence whose queries share each read of a key row */
+#define TD_PRE_MIN 16     /* shortest shared prefix worth gathering once per layer for all the batch's sequences */
 
 /* Helpers the forward passes share (engine/ops.c). */
 

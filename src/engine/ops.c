@@ -159,10 +159,33 @@ static void attn_part(void *arg, int64_t b, int64_t e, int thread) {
             }
         }
         const td_seq *s = &ctx->seqs[ctx->grp_seq[g]];
-        int64_t es = ctx->p.kv_f16 ? 2 : 4;
-        ctx->k->attn_rows(qr, out, n, R, (const char *)j->kc + kvh * hd * es, (const char *)j->vc + kvh * hd * es,
-                          ctx->p.kv_f16, s->cells, ctx->kv_dim, hd, scale, scratch);
+        int64_t es = ctx->p.kv_f16 ? 2 : 4, pre = ctx->n_pre;
+        td_attn_keys keys = {(const char *)j->kc + kvh * hd * es, (const char *)j->vc + kvh * hd * es,
+                             ctx->p.kv_f16, s->cells, ctx->kv_dim,
+                             ctx->pre_kv + kvh * pre * hd, ctx->pre_kv + ctx->p.n_ctx * ctx->kv_dim + kvh * pre * hd, pre};
+        ctx->k->attn_rows(qr, out, n, R, &keys, hd, scale, scratch);
     }
+}
+
+/* KV head h's rows of the shared prefix, keys then values, as fp32 rows of head_dim (converted from f16). */
+static void gather_prefix(void *arg, int64_t h0, int64_t h1, int thread) {
+    (void)thread;
+    const attn_job *j = arg;
+    const td_ctx *ctx = j->ctx;
+    int64_t hd = ctx->model->cfg.head_dim, pre = ctx->n_pre;
+    const int32_t *cells = ctx->seqs[ctx->grp_seq[0]].cells;
+    for (int64_t h = h0; h < h1; h++)
+        for (int which = 0; which < 2; which++) {
+            const void *cache = which ? j->vc : j->kc;
+            float *dst = ctx->pre_kv + which * ctx->p.n_ctx * ctx->kv_dim + h * pre * hd;
+            for (int64_t i = 0; i < pre; i++) {
+                int64_t at = (int64_t)cells[i] * ctx->kv_dim + h * hd;
+                if (ctx->p.kv_f16)
+                    for (int64_t d = 0; d < hd; d++) dst[i * hd + d] = td_f16_to_f32(((const uint16_t *)cache)[at + d]);
+                else
+                    memcpy(dst + i * hd, (const float *)cache + at, (size_t)hd * sizeof *dst);
+            }
+        }
 }
 
 void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
@@ -171,6 +194,8 @@ void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_s
     for (int32_t g = 0; g < ctx->n_groups; g++)
         blocks += (ctx->grp_off[g + 1] - ctx->grp_off[g] + ctx->attn_tokens - 1) / ctx->attn_tokens;
     attn_job j = {ctx, q, kc, vc, ldq, q_head_stride, blocks};
+    if (ctx->n_pre) /* the prefix every sequence of the batch shares: read from the cache once, for all of them */
+        td_pool_run(ctx->pool, ctx->model->cfg.n_head_kv, 1, gather_prefix, &j);
     td_pool_run_dynamic(ctx->pool, blocks * ctx->model->cfg.n_head_kv, 1, attn_part, &j);
 }
 

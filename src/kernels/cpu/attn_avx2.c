@@ -124,9 +124,12 @@ static inline __attribute__((always_inline)) void values_rows(int W, const float
     }
 }
 
-void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
-                       const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim, float scale,
-                       float *scratch) {
+void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R,
+                       const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
+    const void *k = keys->k, *v = keys->v;
+    const int kv_f16 = keys->kv_f16;
+    const int32_t *idx = keys->idx;
+    const int64_t stride = keys->stride;
     int64_t max_n = 0;
     for (int64_t r = 0; r < R; r++) max_n = n[r] > max_n ? n[r] : max_n;
     float *S = scratch;
@@ -136,7 +139,11 @@ void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *
     /* The rows as floats, read once: in place for a row or two, else copied (or converted from f16) into
      * contiguous blocks, since a cache's rows of one head lie a whole KV row apart (4 KB strides alias in L1). */
     int copy = kv_f16 || R > 2;
-    for (int64_t i = 0; i < max_n; i++) {
+    for (int64_t i = 0; i < max_n && i < keys->n_pre; i++) { /* already gathered for the whole pass */
+        kp[i] = keys->pre_k + i * dim;
+        vp[i] = keys->pre_v + i * dim;
+    }
+    for (int64_t i = keys->n_pre; i < max_n; i++) {
         int64_t at = (int64_t)idx[i] * stride;
         if (!copy) {
             kp[i] = (const float *)k + at;

@@ -61,22 +61,32 @@ void td_matmul_x8_avx2(const td_mat *w, const int32_t *rows, const void *xq, int
 void td_matmul_avx512(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                       float *y, int64_t ldy, int64_t j0, int64_t j1);
 
+/* Where an attention task's keys and values come from: key i is cell idx[i] of a cache (float, or f16 when kv_f16;
+ * rows `stride` elements apart, this head's dim values at the start of each row), except that the first n_pre keys
+ * may already be gathered as contiguous fp32 rows (pre_k, pre_v: [n_pre, dim]), the same values once for every
+ * task of a pass whose sequences share them (a batch of criteria over one evidence). */
+typedef struct td_attn_keys {
+    const void *k, *v;
+    int kv_f16;
+    const int32_t *idx;
+    int64_t stride;
+    const float *pre_k, *pre_v;
+    int64_t n_pre;
+} td_attn_keys;
+
 /* Attention of R query rows that share their keys (the heads of one KV group, for consecutive tokens of one
- * sequence): row r attends to the first n[r] gathered key/value rows,
+ * sequence): row r attends to the first n[r] keys (n[r] >= keys->n_pre),
  *     s_i = dot(q_r, k_i) * scale, p = softmax(s), out_r = sum_i p_i v_i   (i in key order),
  * with each key and value row read (and converted from f16 when kv_f16) once for all R rows. Each row's result is
- * the same whichever rows share the call. k, v: float or uint16 (f16) rows at idx[i] * stride; scratch holds
+ * the same whichever rows share the call and whether or not its first keys came gathered. scratch holds
  * td_attn_rows_scratch(R, max(n), dim, kv_f16) floats. */
 int64_t td_attn_rows_scratch(int64_t R, int64_t max_n, int64_t dim, int kv_f16);
-typedef void (*td_attn_rows_fn)(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
-                                const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim,
-                                float scale, float *scratch);
-void td_attn_rows_ref(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
-                      const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim, float scale,
-                      float *scratch);
-void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R, const void *k,
-                       const void *v, int kv_f16, const int32_t *idx, int64_t stride, int64_t dim, float scale,
-                       float *scratch);
+typedef void (*td_attn_rows_fn)(const float *const *q, float *const *out, const int64_t *n, int64_t R,
+                                const td_attn_keys *keys, int64_t dim, float scale, float *scratch);
+void td_attn_rows_ref(const float *const *q, float *const *out, const int64_t *n, int64_t R, const td_attn_keys *keys,
+                      int64_t dim, float scale, float *scratch);
+void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R,
+                       const td_attn_keys *keys, int64_t dim, float scale, float *scratch);
 
 /* Attention of one query head over n gathered key/value rows:
  * s_i = dot(q, k_i) * scale; p = softmax(s) (max-subtracted, summed in order of i); out = sum_i p_i v_i.
