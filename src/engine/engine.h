@@ -125,6 +125,9 @@ void td_eng_per_token(td_ctx *ctx, td_token_fn fn, const void *arg);
 /* A block's input, xb[t] = RMSNorm(x[t]) * w, and its residual connection, x[t] += xb[t], for every token. */
 void td_eng_norm_in(td_ctx *ctx, const float *w);
 void td_eng_residual(td_ctx *ctx);
+/* Drops every token that wants no output from the pass (x and tok_* compacted to the output tokens, in order):
+ * what follows the last layer's mixer is per token, and only the output tokens' hidden states are read. */
+void td_eng_keep_outputs(td_ctx *ctx);
 /* Final norm and head for the tokens that want outputs; fills ctx->out. */
 void td_eng_outputs(td_ctx *ctx);
 

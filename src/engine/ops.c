@@ -199,6 +199,23 @@ void td_eng_attention(td_ctx *ctx, const float *q, int64_t ldq, int64_t q_head_s
     td_pool_run_dynamic(ctx->pool, blocks * ctx->model->cfg.n_head_kv, 1, attn_part, &j);
 }
 
+void td_eng_keep_outputs(td_ctx *ctx) {
+    int64_t d = ctx->model->cfg.n_embd;
+    if (ctx->n_out == ctx->n_tokens) return;
+    for (int32_t i = 0; i < ctx->n_out; i++) { /* out_tok ascends, so row i never overwrites a row still to move */
+        int32_t t = ctx->out_tok[i];
+        if (t != i) {
+            memcpy(ctx->x + i * d, ctx->x + (int64_t)t * d, (size_t)d * sizeof *ctx->x);
+            ctx->tok_id[i] = ctx->tok_id[t], ctx->tok_seq[i] = ctx->tok_seq[t];
+            ctx->tok_pos[i] = ctx->tok_pos[t], ctx->tok_cell[i] = ctx->tok_cell[t];
+        }
+        ctx->out_tok[i] = i;
+    }
+    ctx->n_tokens = ctx->n_out;
+    ctx->n_groups = 0; /* the grouping by sequence (for mixers) no longer describes the rows */
+    ctx->n_pre = 0;
+}
+
 void td_eng_outputs(td_ctx *ctx) {
     const td_model *m = ctx->model;
     const td_config *c = &m->cfg;
