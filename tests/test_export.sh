@@ -133,9 +133,13 @@ cat >"$tmp/c.jsonl" <<'EOF2'
 {"id": "b", "question": "Pick one", "options": [{"id": "p", "description": "yes"}, {"id": "q", "description": "no"}]}
 EOF2
 echo "Some evidence about the case." >"$tmp/e.txt"
-"$BIN" decide --model "$tmp/q8_0.gguf" --criteria "$tmp/c.jsonl" --evidence "$tmp/e.txt" --letters DACB --quiet | sed 's/,"ms":.*//' >"$tmp/d1"
-"$BIN" decide --model "$tmp/pr/p.gguf" --criteria "$tmp/c.jsonl" --evidence "$tmp/e.txt" --letters DACB --quiet | sed 's/,"ms":.*//' >"$tmp/d2"
-[ -s "$tmp/d1" ] && cmp -s "$tmp/d1" "$tmp/d2" || fail "decide on the pruned model differs from the unpruned q8_0 model"
+# same_decisions UNPRUNED PRUNED WHAT: decide (letters DACB) gives the same lines on both models, timings aside
+same_decisions() {
+    "$BIN" decide --model "$1" --criteria "$tmp/c.jsonl" --evidence "$tmp/e.txt" --letters DACB --quiet | sed 's/,"ms":.*//' >"$tmp/d1"
+    "$BIN" decide --model "$2" --criteria "$tmp/c.jsonl" --evidence "$tmp/e.txt" --letters DACB --quiet | sed 's/,"ms":.*//' >"$tmp/d2"
+    [ -s "$tmp/d1" ] && cmp -s "$tmp/d1" "$tmp/d2" || fail "decide on the pruned $3 differs from the unpruned q8_0 model"
+}
+same_decisions "$tmp/q8_0.gguf" "$tmp/pr/p.gguf" model
 "$BIN" generate --model "$tmp/pr/p.gguf" --ids 1,2 -n 2 >/dev/null 2>"$tmp/err" && fail "a pruned model generated"
 grep -q "can decide but not generate" "$tmp/err" || fail "pruned generate message: $(cat "$tmp/err")"
 "$BIN" logits --model "$tmp/pr/p.gguf" --ids 1,2 --out "$tmp/x" >/dev/null 2>&1 && fail "a pruned model gave full logits"
@@ -217,14 +221,7 @@ grep -q "qwen35.attention.recurrent_layers" "$tmp/s35r.gguf" || fail "irregular 
 # a head pruned to the letters, tied qwen35: decide equals the unpruned model's at the same tier
 mkdir -p "$tmp/pr35"
 "$BIN" export --model "$FX/models/qwen35-tiny-text" --quant q8_0 --prune-head DACB -o "$tmp/pr35/p.gguf" 2>/dev/null || fail "export --prune-head of qwen35 failed"
-cat >"$tmp/c35.jsonl" <<'EOF2'
-{"id": "a", "question": "Which?", "options": [{"id": "w", "description": "first"}, {"id": "x", "description": "second"}, {"id": "y", "description": "third"}, {"id": "z", "description": "fourth"}]}
-{"id": "b", "question": "Pick one", "options": [{"id": "p", "description": "yes"}, {"id": "q", "description": "no"}]}
-EOF2
-echo "Some evidence about the case." >"$tmp/e35.txt"
-"$BIN" decide --model "$tmp/qwen35-tiny-text-q8_0.gguf" --criteria "$tmp/c35.jsonl" --evidence "$tmp/e35.txt" --letters DACB --quiet | sed 's/,"ms":.*//' >"$tmp/d35a"
-"$BIN" decide --model "$tmp/pr35/p.gguf" --criteria "$tmp/c35.jsonl" --evidence "$tmp/e35.txt" --letters DACB --quiet | sed 's/,"ms":.*//' >"$tmp/d35b"
-[ -s "$tmp/d35a" ] && cmp -s "$tmp/d35a" "$tmp/d35b" || fail "decide on the pruned qwen35 differs from the unpruned q8_0 model"
+same_decisions "$tmp/qwen35-tiny-text-q8_0.gguf" "$tmp/pr35/p.gguf" qwen35
 # llama.cpp loads our qwen35 export of a synthetic Qwen3.5 (the real Qwen3 vocabulary with the qwen35 Split regex,
 # 6 value heads over 2 key heads so the head reordering is not its own inverse) and agrees token for token
 node -e '
