@@ -20,14 +20,6 @@ static int packed_weight(const td_qpack *p, const uint8_t *group, int lane, int 
     return k < 4 ? byte & 15 : byte >> 4;
 }
 
-static float x16_reduce(const float *acc) {
-    float a8[8], a4[4], a2[2];
-    for (int i = 0; i < 8; i++) a8[i] = acc[i] + acc[i + 8];
-    for (int i = 0; i < 4; i++) a4[i] = a8[i] + a8[i + 4];
-    for (int i = 0; i < 2; i++) a2[i] = a4[i] + a4[i + 2];
-    return a2[0] + a2[1];
-}
-
 /* The exact integer dot product of lane `lane` of a packed group with one level of activations. */
 static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int8_t *xg, int32_t xsum) {
     int shift = p->type == TD_DTYPE_Q8_0 ? 7 : 3;
@@ -52,7 +44,7 @@ static float dot_x16(const td_qpack *p, const uint8_t *row, const td_qrows *xq, 
             acc[lane] = fmaf((float)i2, w * xq->d2[at], acc[lane]);
         }
     }
-    return x16_reduce(acc);
+    return td_qpack_lanes_sum(acc, 16);
 }
 
 void td_matmul_x16_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,

@@ -38,10 +38,7 @@ static float dot_x8(const td_qpack *p, const uint8_t *row, const td_qrows *xq, i
             acc[lane] = fmaf((float)isum, td_f16_to_f32(dw[g * 8 + lane]) * xq->d[at], acc[lane]);
         }
     }
-    float a4[4], a2[2];
-    for (int i = 0; i < 4; i++) a4[i] = acc[i] + acc[i + 4];
-    for (int i = 0; i < 2; i++) a2[i] = a4[i] + a4[i + 2];
-    return a2[0] + a2[1];
+    return td_qpack_lanes_sum(acc, 8);
 }
 
 void td_matmul_x8_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,

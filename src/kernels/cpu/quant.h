@@ -60,6 +60,13 @@ static inline const uint8_t *td_qpack_row(const td_qpack *p, int64_t r) { return
 static inline const uint16_t *td_qpack_scales(const td_qpack *p, const uint8_t *row) {
     return (const uint16_t *)(const void *)(row + (size_t)p->nbg * p->group_bytes);
 }
+/* The lanes of a packed product's accumulator added as the kernels' horizontal sums do: a tree that halves the
+ * lanes each step (a_i = acc_i + acc_{i + lanes/2}, ...). Overwrites acc. */
+static inline float td_qpack_lanes_sum(float *acc, int lanes) {
+    for (int h = lanes / 2; h >= 1; h /= 2)
+        for (int i = 0; i < h; i++) acc[i] += acc[i + h];
+    return acc[0];
+}
 
 /* Activations quantised for a quantised matrix product: T rows, in one of three layouts (td_qrows_layout).
  *   plain (TD_QROWS_PLAIN): each row quantised to Q8_0 blocks (td_quantize_q8_0's values): q [T * nb] blocks and
