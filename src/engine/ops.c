@@ -48,6 +48,7 @@ static int same_input_layout(const td_mat *a, const td_mat *b) {
 
 static void run_products(td_ctx *ctx, const int32_t *rows, const float *x, int64_t T, int64_t ldx,
                          const td_eng_product *p, int n) {
+    if (T == 0) return; /* no rows of activations (the last MLP of a pass without outputs): nothing to stream */
     /* decode chunks are small; prefill chunks keep a block of weight rows in cache for all the tokens */
     matmul_job j = {ctx->k, x, NULL, T, ldx, T < 4 ? 64 : 256, n, {{0}}, rows, {0}};
     for (int i = 0; i < n; i++) {
