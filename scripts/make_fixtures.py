@@ -5,7 +5,7 @@ Two modes.
 
 1. Tokenizer truncation (stdlib only, runs anywhere, python >= 3.8):
 
-       python3 tools/make_fixtures.py --truncate-tokenizer SRC_DIR [DEST_ROOT]
+       python3 scripts/make_fixtures.py --truncate-tokenizer SRC_DIR [DEST_ROOT]
 
    SRC_DIR holds the real Qwen3 tokenizer.json + tokenizer_config.json (151643 BPE ids + 26 added
    tokens).  Ids 0..255 are the byte tokens and merge i creates id 256+i, so keeping ids < 2048 and
@@ -21,10 +21,10 @@ Two modes.
 2. Model fixtures (needs torch, transformers 5.17, peft, safetensors, tokenizers; no network;
    everything runs on CPU in fp32, the GPU is not used):
 
-       PYTHONUNBUFFERED=1 python3 tools/make_fixtures.py OUTDIR [--tokenizers fixtures/tokenizers]
+       PYTHONUNBUFFERED=1 python3 scripts/make_fixtures.py OUTDIR [--tokenizers fixtures/tokenizers]
               [--tok-ref-out DIR] [--only name1,name2] [--tar FILE.tgz] [--src-tar FILE.tgz]
 
-   e.g. on the device:  python3 tools/make_fixtures.py $OUT/gen/models --tar $OUT/fixtures.tgz
+   e.g. on the device:  python3 scripts/make_fixtures.py $OUT/gen/models --tar $OUT/fixtures.tgz
    For every model it writes OUTDIR/<name>/ = a Hugging Face model dir as save_pretrained writes it
    (config.json, model.safetensors or shards + model.safetensors.index.json, generation_config.json),
    the matching truncated tokenizer (tokenizer.json, tokenizer_config.json) and the reference files:

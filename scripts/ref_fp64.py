@@ -3,7 +3,7 @@
 
 Runs on the GPU machine (torch, transformers 5.17, peft), on CPU:
 
-    python3 tools/ref_fp64.py fixtures/models OUTDIR
+    python3 scripts/ref_fp64.py fixtures/models OUTDIR
 
 For every fixture directory with a ref.json it loads the SAME saved checkpoint with dtype=float64 (eager attention),
 computes the logits of every prompt and writes OUTDIR/<name>/ref64_logits_K.f32 (the float64 logits rounded to
