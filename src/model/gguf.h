@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/dtype.h"
+#include "util/dtype.h"
 #include "typedecide.h"
 #include "util/fileio.h"
 

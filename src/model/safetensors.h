@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/dtype.h"
+#include "util/dtype.h"
 #include "typedecide.h"
 #include "util/fileio.h"
 

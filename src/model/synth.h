@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "model/dtype.h"
+#include "util/dtype.h"
 #include "typedecide.h"
 
 /* config.json text of a named preset ("qwen3-0.6b", ...), or NULL if unknown. */

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/dtype.h"
+#include "util/dtype.h"
 
 struct td_qpack;
 

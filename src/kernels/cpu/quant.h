@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/dtype.h"
+#include "util/dtype.h"
 
 typedef struct td_block_q8_0 {
     uint16_t d;     /* fp16 scale */
