@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `typedecide metrics` on a hand-made predictions file whose metrics were computed by hand (below), to 1e-9:
 # a tie (first shown option wins), a family with one answer class, rows of 2, 3 and 5 options, empty ECE bins and
-# confidences exactly on bin edges (0.6 = 9/15 and 0.4 = 6/15 fall in the lower bin), rotations with a tie.
+# confidences exactly on bin edges (0.6 = 9/15 and 0.4 = 6/15 fall in the lower bin), rotations with a tie;
+# then a second file for order stability by its definition (rotations against each other, ties, probs apart).
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${TD_BIN:-$ROOT/build/typedecide}
@@ -44,6 +45,37 @@ if (preds !== "a,a,c,q,p,v") { console.log("FAIL: predictions", preds); bad++; }
 const stable = m.per_criterion.map(r => r.stable).join(",");
 if (stable !== "true,false,false,true,false,true") { console.log("FAIL: stable", stable); bad++; }
 process.exit(bad ? 1 : 0);' "$tmp/m.json" || exit 1
+
+# order_unstable by its definition: a row is unstable iff the argmax option ids of its rotations are not all equal
+# (ties within a rotation: first shown option). The rotations are compared with each other, never with the argmax
+# of probs, which a file made elsewhere need not make the rotation average. s1 and s5 tell the two apart.
+cat >"$tmp/r.jsonl" <<'EOF2'
+{"id": "s1", "family": "w", "answer": "a", "options": ["a", "b"], "probs": [0.4, 0.6], "rotations": [[0.7, 0.3], [0.6, 0.4]]}
+{"id": "s2", "family": "w", "answer": "a", "options": ["a", "b", "c"], "probs": [0.5, 0.3, 0.2], "rotations": [[0.5, 0.3, 0.2], [0.2, 0.6, 0.2], [0.5, 0.3, 0.2]]}
+{"id": "s3", "family": "w", "answer": "c", "options": ["a", "b", "c"], "probs": [0.2, 0.45, 0.35], "rotations": [[0.2, 0.5, 0.3], [0.1, 0.45, 0.45], [0.3, 0.4, 0.3]]}
+{"id": "s4", "family": "w", "answer": "c", "options": ["a", "b", "c"], "probs": [0.2, 0.3, 0.5], "rotations": [[0.2, 0.2, 0.6], [0.1, 0.45, 0.45], [0.3, 0.25, 0.45]]}
+{"id": "s5", "family": "w", "answer": "b", "options": ["a", "b"], "probs": [0.5, 0.5], "rotations": [[0.4, 0.6], [0.45, 0.55]]}
+EOF2
+"$BIN" metrics --predictions "$tmp/r.jsonl" >"$tmp/mr.json" || { echo "FAIL: metrics on rotations failed"; exit 1; }
+# Hand computation (prediction = argmax of probs; rotation argmaxes in order):
+#  s1 probs -> b (wrong), not the rotation average; rotations a, a: stable (comparing with probs' b said unstable)
+#  s2 probs -> a (right), agrees with rotation 1; rotations a, b, a: unstable
+#  s3 probs -> b (wrong; the average); rotations b, tie b/c -> b (first shown), b: stable
+#  s4 probs -> c (right; the average); rotations c, tie b/c -> b (first shown, not c), c: unstable
+#  s5 probs tie -> a (wrong), not the average; rotations b, b: stable (comparing with probs' a said unstable)
+#  accuracy 2/5; order_unstable 2 (s2, s4); order_consistency 1 - 2/5 = .6
+node -e '
+const m = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+let bad = 0;
+const near = (k, got, w) => { if (typeof got !== "number" || Math.abs(got - w) > 1e-9) { console.log("FAIL:", k, got, "want", w); bad++; } };
+near("rotations: accuracy", m.accuracy, 2 / 5);
+near("rotations: order_consistency", m.order_consistency, 0.6);
+if (m.order_unstable !== 2) { console.log("FAIL: rotations: order_unstable", m.order_unstable, "want 2"); bad++; }
+const preds = m.per_criterion.map(r => r.prediction).join(",");
+if (preds !== "b,a,b,c,a") { console.log("FAIL: rotations: predictions", preds); bad++; }
+const stable = m.per_criterion.map(r => r.stable).join(",");
+if (stable !== "true,false,true,false,true") { console.log("FAIL: rotations: stable", stable, "want true,false,true,false,true"); bad++; }
+process.exit(bad ? 1 : 0);' "$tmp/mr.json" || exit 1
 
 # without rotations: order metrics are null; with --bins 2 the bins are (0, .5] and (.5, 1]
 sed 's/, "rotations": .*}$/}/' "$tmp/p.jsonl" >"$tmp/q.jsonl"

@@ -74,9 +74,14 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
         conf_sum[b] += conf;
         acc_sum[b] += ok;
         if (r->n_rotations > 0 && r->rotations) {
+            /* Order-unstable means the rotations' argmax option ids are not all equal. They are compared with each
+             * other, never with the argmax of probs: a file made elsewhere need not hold the rotation average in
+             * probs. Ties within a rotation go to the first option in shown order, as for every argmax here;
+             * rotations are mapped back to the shown order, so equal indices are equal option ids. */
+            int32_t first = argmax(r->rotations, r->n_options);
             stable[i] = 1;
-            for (int32_t q = 0; q < r->n_rotations; q++)
-                if (pred[i] < 0 || argmax(r->rotations + (size_t)q * r->n_options, r->n_options) != pred[i]) stable[i] = 0;
+            for (int32_t q = 1; q < r->n_rotations; q++)
+                if (argmax(r->rotations + (size_t)q * r->n_options, r->n_options) != first) stable[i] = 0;
             unstable += !stable[i];
         } else {
             have_rot = 0;
