@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,4 +162,47 @@ int cli_kv(const char *cmd, const char *s, int32_t *kv_f16) {
         return 0;
     }
     return cli_usage_error(cmd, "--kv must be f32 or f16, not '%s'", s);
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+        if (n == cap) {
+            char *nb = realloc(buf, (cap *= 2) + 1);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    int err = ferror(f);
+    if (f != stdin) fclose(f);
+    if (buf && err) {
+        free(buf);
+        buf = NULL;
+        errno = EIO;
+    }
+    if (!buf) return NULL;
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int cli_is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int cli_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int cli_fail_msg(const char *cmd) {
+    fprintf(stderr, "typedecide %s: %s\n", cmd, td_last_error());
+    return 1;
 }

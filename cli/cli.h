@@ -1,6 +1,6 @@
 /* Shared helpers of the command-line tool: option parsing, number and id-list parsing, error printing. */
-#ifndef TD_TOOLS_CLI_H
-#define TD_TOOLS_CLI_H
+#ifndef TD_CLI_CLI_H
+#define TD_CLI_CLI_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -46,5 +46,15 @@ int cli_kv(const char *cmd, const char *s, int32_t *kv_f16);
 
 /* Seconds on a monotonic clock. */
 double cli_now(void);
+
+/* Reads a whole file ('-' = standard input) into a new NUL-terminated buffer (free()); NULL on failure, with the
+ * reason in errno. */
+char *cli_read_file(const char *path, size_t *len);
+/* 1 if the path names an existing regular file; a directory. */
+int cli_is_file(const char *path);
+int cli_is_dir(const char *path);
+/* Prints "typedecide CMD: message" for the library's last error, without the status name (the message already
+ * says what is wrong and where); returns 1. */
+int cli_fail_msg(const char *cmd);
 
 #endif

@@ -6,8 +6,6 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "rows.h"
-#include "util/fileio.h"
 
 static const char usage_text[] =
     "usage: typedecide decide --model DIR --criteria FILE.jsonl [--evidence FILE|-] [options]\n"
@@ -47,32 +45,11 @@ static const char usage_text[] =
 /* --instruction: the contents of a file if the argument names one, else the text itself. */
 static char *instruction_text(const char *arg) {
     char *data;
-    if (td_file_exists(arg) && td_read_file(arg, &data, NULL) == TD_OK) return data;
+    if (cli_is_file(arg) && (data = cli_read_file(arg, NULL))) return data;
     return strdup(arg);
 }
 
-static char *read_all(const char *path, size_t *len) {
-    if (strcmp(path, "-") != 0) {
-        char *data;
-        return td_read_file(path, &data, len) == TD_OK ? data : NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, stdin);
-        n += r;
-        if (r == 0) break;
-        if (n == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    if (len) *len = n;
-    return buf;
-}
-
-static void print_decision(const row *r, const td_decision *dc, const char *letters, int allowed_mass,
+static void print_decision(const td_criterion *r, const td_decision *dc, const char *letters, int allowed_mass,
                            int show_logits) {
     json_t *o = json_object(), *opts = json_array(), *probs = json_array();
     for (int k = 0; k < r->n_options; k++) {
@@ -142,24 +119,30 @@ int cmd_decide(int argc, char **argv) {
         p.memory_mb = v;
     }
 
-    rows rs;
-    if (rows_load("decide", crit_path, 0, 0, &rs, NULL)) return 1;
-    size_t ev_len = 0;
-    char *evidence = NULL, *instruction = NULL;
+    td_rows *rs = NULL;
+    size_t ev_len = 0, crit_len = 0;
+    char *evidence = NULL, *instruction = NULL, *crit_bytes = cli_read_file(crit_path, &crit_len);
     int rc = 0;
     td_model *m = NULL;
     td_decider *d = NULL;
-    td_decision *dec = NULL;
+    td_decision *dec = NULL, *gdec = NULL;
     td_criterion *cs = NULL;
-    int *group = NULL;
-    if (ev_path && !(evidence = read_all(ev_path, &ev_len))) {
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    int32_t *group = NULL, *members = NULL, n_groups = 0;
+    if (!crit_bytes) return cli_error("decide", "%s: cannot open", crit_path);
+    td_status st = td_rows_parse(crit_bytes, crit_len, crit_path, 0, &rs);
+    free(crit_bytes);
+    if (st != TD_OK) return cli_fail_msg("decide");
+    int32_t n = td_rows_count(rs);
+    if (ev_path && !(evidence = cli_read_file(ev_path, &ev_len))) {
         rc = cli_error("decide", "%s: cannot read the evidence", ev_path);
         goto done;
     }
-    for (int i = 0; i < rs.n; i++)
-        if (!rs.v[i].evidence && !evidence) {
+    for (int32_t i = 0; i < n; i++)
+        if (!td_rows_get(rs, i)->evidence && !evidence) {
             rc = cli_error("decide", "%s:%d: row \"%s\" has no \"evidence\" and no --evidence was given", crit_path,
-                           rs.v[i].line, rs.v[i].id);
+                           td_rows_get(rs, i)->line, td_rows_get(rs, i)->criterion.id);
             goto done;
         }
     if (instr && !(instruction = instruction_text(instr))) {
@@ -167,7 +150,7 @@ int cmd_decide(int argc, char **argv) {
         goto done;
     }
     p.instruction = instruction;
-    td_status st = cli_load_model(model_dir, 1, quiet, adapter, &m);
+    st = cli_load_model(model_dir, 1, quiet, adapter, &m);
     if (st == TD_OK) st = td_decider_new(m, &p, &d);
     if (st != TD_OK) {
         rc = cli_fail("decide", st);
@@ -181,48 +164,40 @@ int cmd_decide(int argc, char **argv) {
             goto done;
         }
     }
-    /* group rows by evidence text: each group is one td_decide call sharing one prefill */
-    dec = calloc((size_t)(rs.n ? rs.n : 1), sizeof *dec);
-    cs = calloc((size_t)(rs.n ? rs.n : 1), sizeof *cs);
-    group = calloc((size_t)(rs.n ? rs.n : 1), sizeof *group);
-    int *members = calloc((size_t)(rs.n ? rs.n : 1), sizeof *members);
-    td_decision *gdec = calloc((size_t)(rs.n ? rs.n : 1), sizeof *gdec);
-    if (!dec || !cs || !group || !members || !gdec) {
-        free(members), free(gdec);
+    /* rows with the same evidence text form a group: one td_decide call, one prefill */
+    size_t cnt = (size_t)(n ? n : 1);
+    dec = calloc(cnt, sizeof *dec), gdec = calloc(cnt, sizeof *gdec), cs = calloc(cnt, sizeof *cs);
+    texts = calloc(cnt, sizeof *texts), lens = calloc(cnt, sizeof *lens);
+    group = calloc(cnt, sizeof *group), members = calloc(cnt, sizeof *members);
+    if (!dec || !gdec || !cs || !texts || !lens || !group || !members) {
         rc = cli_error("decide", "out of memory");
         goto done;
     }
-    for (int i = 0; i < rs.n; i++) group[i] = -1;
-    int n_groups = 0;
-    for (int i = 0; i < rs.n && rc == 0; i++) {
-        if (group[i] >= 0) continue;
-        const char *ev = rs.v[i].evidence ? rs.v[i].evidence : evidence;
-        size_t el = rs.v[i].evidence ? rs.v[i].evidence_len : ev_len;
-        int k = 0;
-        for (int j = i; j < rs.n; j++) {
-            const char *ej = rs.v[j].evidence ? rs.v[j].evidence : evidence;
-            size_t lj = rs.v[j].evidence ? rs.v[j].evidence_len : ev_len;
-            if (group[j] < 0 && lj == el && memcmp(ej, ev, el) == 0) {
-                group[j] = n_groups;
-                members[k] = j;
-                cs[k++] = row_criterion(&rs.v[j]);
-            }
-        }
-        n_groups++;
-        st = td_decide(d, ev, el, cs, k, gdec);
+    for (int32_t i = 0; i < n; i++) {
+        const td_row *row = td_rows_get(rs, i);
+        texts[i] = row->evidence ? row->evidence : evidence;
+        lens[i] = row->evidence ? row->evidence_len : ev_len;
+    }
+    if ((st = td_evidence_groups(texts, lens, n, group, members, &n_groups)) != TD_OK) {
+        rc = cli_fail("decide", st);
+        goto done;
+    }
+    for (int32_t at = 0, g = 0; at < n && rc == 0; g++) { /* members[] lists the rows group by group */
+        const int32_t *rows = members + at;
+        int32_t k = 0;
+        while (at < n && group[members[at]] == g) cs[k++] = td_rows_get(rs, members[at++])->criterion;
+        st = td_decide(d, texts[rows[0]], lens[rows[0]], cs, k, gdec);
         if (st != TD_OK) {
             rc = cli_fail("decide", st);
             break;
         }
-        for (int t = 0; t < k; t++) dec[members[t]] = gdec[t];
-        if (!quiet && rs.n > 50) fprintf(stderr, "\rtypedecide decide: evidence %d, %d criteria done", n_groups, i + 1);
+        for (int32_t t = 0; t < k; t++) dec[rows[t]] = gdec[t];
+        if (!quiet && n > 50) fprintf(stderr, "\rtypedecide decide: evidence %d of %d, %d criteria done", g + 1, n_groups, at);
     }
-    if (!quiet && rs.n > 50) fputc('\n', stderr);
-    free(members);
-    free(gdec);
+    if (!quiet && n > 50) fputc('\n', stderr);
     if (rc == 0) {
-        const char *shown = letters ? letters : "ABCDEFGHIJKLMNOPQRST";
-        for (int i = 0; i < rs.n; i++) print_decision(&rs.v[i], &dec[i], shown, allowed, show_logits);
+        for (int32_t i = 0; i < n; i++)
+            print_decision(&td_rows_get(rs, i)->criterion, &dec[i], td_decider_letters(d), allowed, show_logits);
         if (!quiet) {
             td_decide_stats s = td_decider_stats(d);
             fprintf(stderr, "typedecide decide: %lld criteria over %d evidence texts: %lld forward passes, %lld head + %lld suffix tokens"
@@ -232,13 +207,11 @@ int cmd_decide(int argc, char **argv) {
         }
     }
 done:
-    free(dec);
-    free(cs);
-    free(group);
+    free(dec), free(gdec), free(cs), free(texts), free(lens), free(group), free(members);
     free(evidence);
     free(instruction);
     td_decider_free(d);
     td_model_free(m);
-    rows_free(&rs);
+    td_rows_free(rs);
     return rc;
 }

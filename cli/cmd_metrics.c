@@ -4,7 +4,6 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "preds.h"
 
 static const char usage_text[] =
     "usage: typedecide metrics --predictions FILE.jsonl [--bins 15]\n"
@@ -37,13 +36,17 @@ int cmd_metrics(int argc, char **argv) {
     if (!path) return cli_usage_error("metrics", "--predictions is required");
     long long bins;
     if (cli_int(bins_s, 1, 1000, &bins)) return cli_usage_error("metrics", "--bins must be in 1..1000");
-    preds p;
-    if (preds_load("metrics", path, &p)) return 1;
-    td_cost cost = {p.forwards, p.suffix_tokens, p.ms >= 0 ? p.ms / 1e3 : -1};
+    size_t len;
+    char *data = cli_read_file(path, &len);
+    if (!data) return cli_error("metrics", "%s: cannot open", path);
+    td_predictions *p = NULL;
+    td_status st = td_predictions_parse(data, len, path, &p);
+    free(data);
+    if (st != TD_OK) return cli_fail_msg("metrics");
     char *json = NULL;
-    td_status st = td_metrics_json(p.v, p.n, (int32_t)bins, &cost, &json);
+    st = td_predictions_metrics_json(p, (int32_t)bins, &json);
     int rc = st == TD_OK ? (puts(json), 0) : cli_fail("metrics", st);
     td_free(json);
-    preds_free(&p);
+    td_predictions_free(p);
     return rc;
 }

@@ -6,10 +6,6 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "model/arch.h"
-#include "model/config.h"
-#include "model/synth.h"
-#include "util/fileio.h"
 
 static const char usage_text[] =
     "usage: typedecide savings (--model M | --preset NAME) [--letters K] [--tied | --untied] [--json]\n"
@@ -24,13 +20,6 @@ static const char usage_text[] =
     "  --letters K    option letters kept (default 4)\n"
     "  --tied/--untied  override whether the head is tied to the embedding\n"
     "  --json         print one JSON object\n";
-
-static td_status count_params(void *user, const td_tensor_spec *s) {
-    int64_t n = 1;
-    for (int d = 0; d < s->nd; d++) n *= s->dims[d];
-    *(int64_t *)user += n;
-    return TD_OK;
-}
 
 static void commas(char *out, size_t n, long long v) {
     char tmp[32];
@@ -59,14 +48,17 @@ int cmd_savings(int argc, char **argv) {
     if (tied_f && untied_f) return cli_usage_error("savings", "choose one of --tied and --untied");
     long long K;
     if (cli_int(letters_s, 1, TD_DECIDE_MAX_OPTIONS, &K)) return cli_usage_error("savings", "--letters must be in 1..20");
-    td_config c;
     td_status st;
     int64_t params = 0;
+    struct {
+        int32_t n_vocab, n_embd;
+        int tied;
+    } c;
     if (preset) {
-        const char *text = td_preset_config(preset);
-        if (!text) return cli_usage_error("savings", "unknown preset \"%s\" (known: %s)", preset, td_preset_names());
-        if ((st = td_config_parse(text, strlen(text), preset, &c)) != TD_OK) return cli_fail("savings", st);
-        td_arch_tensors(&c, NULL, count_params, &params);
+        const char *text = td_synth_preset_config(preset);
+        if (!text) return cli_usage_error("savings", "unknown preset \"%s\" (known: %s)", preset, td_synth_preset_names());
+        if ((st = td_config_shape(text, strlen(text), preset, &params, &c.n_vocab, &c.n_embd, &c.tied)) != TD_OK)
+            return cli_fail("savings", st);
     } else {
         td_model *m;
         if ((st = cli_load_model(model, 0, 1, NULL, &m)) != TD_OK) return cli_fail("savings", st);

@@ -5,8 +5,6 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "model/synth.h"
-#include "util/fileio.h"
 
 static const char usage_text[] =
     "usage: typedecide synth (--preset NAME | --config FILE) --out DIR [--tokenizer FILE] [--seed N]\n"
@@ -40,7 +38,7 @@ int cmd_synth(int argc, char **argv) {
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "synth", NULL, 0, NULL);
     if (r == 1) {
-        printf(usage_text, td_preset_names());
+        printf(usage_text, td_synth_preset_names());
         return 0;
     }
     if (r) return r;
@@ -48,22 +46,24 @@ int cmd_synth(int argc, char **argv) {
     if (!out) return cli_usage_error("synth", "--out DIR is required");
     long long seed;
     if (cli_int(seed_s, 0, INT64_MAX, &seed)) return cli_usage_error("synth", "--seed must be a non-negative integer");
-    td_dtype dt;
-    if (strcmp(dtype_s, "bf16") == 0) dt = TD_DTYPE_BF16;
-    else if (strcmp(dtype_s, "f16") == 0) dt = TD_DTYPE_F16;
-    else if (strcmp(dtype_s, "f32") == 0) dt = TD_DTYPE_F32;
-    else return cli_usage_error("synth", "--dtype must be bf16, f16 or f32");
+    if (strcmp(dtype_s, "bf16") != 0 && strcmp(dtype_s, "f16") != 0 && strcmp(dtype_s, "f32") != 0)
+        return cli_usage_error("synth", "--dtype must be bf16, f16 or f32");
     char *text = NULL;
     if (preset) {
-        const char *c = td_preset_config(preset);
-        if (!c) return cli_usage_error("synth", "unknown preset \"%s\" (known: %s)", preset, td_preset_names());
+        const char *c = td_synth_preset_config(preset);
+        if (!c) return cli_usage_error("synth", "unknown preset \"%s\" (known: %s)", preset, td_synth_preset_names());
         text = strdup(c);
     } else {
-        td_status st = td_read_file(config, &text, NULL);
-        if (st != TD_OK) return cli_fail("synth", st);
+        if (!(text = cli_read_file(config, NULL))) return cli_error("synth", "%s: cannot read", config);
     }
     int last = -10;
-    td_status st = td_synth_write(out, text, tok, (uint64_t)seed, dt, progress, &last);
+    td_synth_params sp = td_synth_default_params();
+    sp.tokenizer_json = tok;
+    sp.seed = (uint64_t)seed;
+    sp.dtype = dtype_s;
+    sp.progress = progress;
+    sp.progress_user = &last;
+    td_status st = td_synth_write(out, text, &sp);
     free(text);
     if (st != TD_OK) return cli_fail("synth", st);
     fprintf(stderr, "typedecide synth: wrote %s\n", out);

@@ -6,7 +6,6 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "util/fileio.h"
 
 static const char usage_text[] =
     "usage: typedecide tokenize (--model DIR | --tokenizer FILE)\n"
@@ -146,7 +145,7 @@ int cmd_tokenize(int argc, char **argv) {
     td_model *gm = NULL; /* a GGUF model carries its tokenizer in its metadata */
     const td_tokenizer *use;
     td_status st;
-    if (model && !td_is_dir(model) && td_file_exists(model)) {
+    if (model && !cli_is_dir(model) && cli_is_file(model)) {
         if ((st = cli_load_model(model, 1, 1, NULL, &gm)) != TD_OK) return cli_fail("tokenize", st);
         if (!(use = td_model_tokenizer(gm))) {
             td_model_free(gm);

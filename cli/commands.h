@@ -1,6 +1,6 @@
 /* One function per subcommand; each parses its own options and returns the process exit code. */
-#ifndef TD_TOOLS_COMMANDS_H
-#define TD_TOOLS_COMMANDS_H
+#ifndef TD_CLI_COMMANDS_H
+#define TD_CLI_COMMANDS_H
 
 int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);

@@ -56,6 +56,24 @@ const char *td_last_error(void);
 /* Releases a buffer that the library allocated for the caller. td_free(NULL) is a no-op. */
 void td_free(void *ptr);
 
+/* The library's version, "MAJOR.MINOR.PATCH", at run time (TD_VERSION_STRING is the header's). Static string. */
+const char *td_version(void);
+
+/* The allocation hook. Every allocation the library makes, and those of jansson (its JSON library, which keeps one
+ * allocator per process), goes through these four functions; the default is the C library's. A failing allocation
+ * makes the call that needed it return TD_ERR_NOMEM (or, where a call has no status, its documented failure value)
+ * and leak nothing. aligned_fn receives a power-of-two alignment and a size that is a multiple of it. Memory from
+ * any of them is released with free_fn. Process-wide: set it before any other call of the library, never while
+ * another thread uses it; NULL restores the C library's. TD_ERR_INVALID_ARG when a function is missing. */
+typedef struct td_allocator {
+    void *(*malloc_fn)(void *user, size_t size);
+    void *(*realloc_fn)(void *user, void *ptr, size_t size);
+    void *(*aligned_fn)(void *user, size_t align, size_t size);
+    void (*free_fn)(void *user, void *ptr);
+    void *user;
+} td_allocator;
+td_status td_set_allocator(const td_allocator *allocator);
+
 /* The CPU kernels this process uses: "avx512vnni", "avx2" or "scalar" (the best this CPU runs; the environment
  * variable TD_KERNELS=avx2 or TD_KERNELS=scalar caps the choice). Static string. */
 const char *td_cpu_kernels(void);
@@ -305,6 +323,8 @@ void td_decider_free(td_decider *d);
 /* The slot map as one JSON object {"version", "model", "separator", "letters", "keep", "token_to_row"}:
  * row i of the readout is letter i, token keep[i]. Borrowed; lives as long as the decider. */
 const char *td_decider_slot_map(const td_decider *d);
+/* The option letters in order ("ABCD..."; params.letters or the default). Borrowed; lives as long as the decider. */
+const char *td_decider_letters(const td_decider *d);
 
 typedef struct td_criterion {
     const char *id;                   /* for messages */
@@ -397,6 +417,158 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
 /* An SVG page from a metrics JSON object: the reliability diagram (accuracy against confidence per ECE bin, with
  * counts) and per-family balanced accuracy bars. *svg is a new string (td_free). */
 td_status td_plot_svg(const char *metrics_json, const char *title, char **svg);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Criteria and fixture rows (JSONL)                                                                             */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* One line of a criteria or fixture file: {"id", "family", "evidence", "question", "options": [{"id",
+ * "description"}, ...], "answer"}. Ids may be JSON strings or integers; family, evidence and answer may be absent
+ * (NULL). Borrowed: every pointer lives as long as the td_rows it came from. */
+typedef struct td_row {
+    int32_t line;             /* 1-based line in the source */
+    const char *family;       /* NULL when absent */
+    const char *answer;       /* an option id (checked with TD_ROWS_ANSWER), or NULL when absent */
+    const char *evidence;     /* NULL when absent; may hold NUL bytes (evidence_len counts them) */
+    size_t evidence_len;
+    td_criterion criterion;   /* the row's id, question and options, ready for td_decide */
+} td_row;
+
+typedef struct td_rows td_rows;
+
+/* Flags for td_rows_load / td_rows_parse. */
+#define TD_ROWS_ANSWER 1u     /* every row needs an "answer" naming one of its options */
+#define TD_ROWS_EVIDENCE 2u   /* every row needs its own "evidence" */
+#define TD_ROWS_UNIQUE_IDS 4u /* a repeated row id is a bad row (the first one stays) */
+#define TD_ROWS_SKIP_BAD 8u   /* record bad rows (td_rows_bad) and keep the others; without it the first bad row
+                                 fails the load with TD_ERR_FORMAT and the message "SOURCE:LINE: what is wrong" */
+
+/* Reads a whole JSONL file (blank lines skipped). Errors: TD_ERR_IO (cannot open or read), TD_ERR_FORMAT (a bad
+ * row, see TD_ROWS_SKIP_BAD), TD_ERR_NOMEM. A row is bad when it is not a JSON object, lacks an id, a string
+ * question or a non-empty options array, has more than TD_DECIDE_MAX_OPTIONS options, an option without an id or
+ * a string description, two options with one id, or breaks what the flags require. */
+td_status td_rows_load(const char *path, unsigned flags, td_rows **out);
+/* The same from len bytes in memory; `name` stands for the source in messages. */
+td_status td_rows_parse(const char *data, size_t len, const char *name, unsigned flags, td_rows **out);
+void td_rows_free(td_rows *rows);
+int32_t td_rows_count(const td_rows *rows);
+/* Row i (0-based, in file order), or NULL when out of range. Borrowed. */
+const td_row *td_rows_get(const td_rows *rows, int32_t i);
+/* The bad rows recorded under TD_ROWS_SKIP_BAD, in the order found (parse errors, then repeated ids): message i
+ * is "SOURCE:LINE: what is wrong" (borrowed), NULL when out of range. */
+int32_t td_rows_n_bad(const td_rows *rows);
+const char *td_rows_bad(const td_rows *rows, int32_t i);
+/* FNV-1a 64 of every byte read (identifies the fixture in results). */
+uint64_t td_rows_hash(const td_rows *rows);
+
+/* Evidence groups: criteria whose evidence texts are byte-identical share one head. group[i] receives the group
+ * of text i; groups are numbered 0 .. *n_groups - 1 in order of first appearance (a NULL text is the empty text).
+ * order (n entries, may be NULL) receives the indices group by group: group 0's in increasing order, then group
+ * 1's, and so on. Decide, evaluate and every other client group criteria with this one function. */
+td_status td_evidence_groups(const char *const *texts, const size_t *lens, int32_t n, int32_t *group,
+                             int32_t *order, int32_t *n_groups);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Evaluation                                                                                                    */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef enum td_eval_mode {
+    TD_EVAL_READOUT = 0, /* option-letter probabilities (the typed readout) */
+    TD_EVAL_GENERATE = 1 /* greedy free text after the same prompt, parsed with td_answer_parse (unparsed: wrong,
+                            probabilities uniform) */
+} td_eval_mode;
+
+typedef enum td_debias {
+    TD_DEBIAS_NONE = 0,
+    TD_DEBIAS_CYCLIC = 1, /* score every cyclic rotation of the options, average per option id */
+    TD_DEBIAS_PRIOR = 2   /* estimate a per-letter prior from all rotations of a seeded share of rows, divide the
+                             other rows' probabilities by it */
+} td_debias;
+
+typedef struct td_eval_params {
+    td_eval_mode mode;
+    td_debias debias;          /* readout mode only */
+    int32_t shots;             /* worked examples per evidence (0..64), drawn (seeded) from rows of the same family
+                                  and another evidence, rendered in the shared head */
+    const td_rows *shots_pool; /* where shots come from; NULL: the evaluated rows */
+    double prior_fraction;     /* share of rows that estimate the prior, in (0, 1]; at least one row. 0.05 */
+    uint64_t seed;             /* shots and the prior's rows. 1 */
+    int32_t max_tokens;        /* generate mode: tokens per answer (1..4096). 8 */
+    int32_t bins;              /* ECE bins (1..1000). 15 */
+    const char *model_name, *adapter_name, *fixture_name; /* recorded in the results (NULL: null) */
+    void (*progress)(void *user, int32_t groups_done, int32_t n_groups); /* after each evidence group; may be NULL */
+    void *progress_user;
+} td_eval_params;
+
+td_eval_params td_eval_default_params(void);
+
+typedef struct td_eval td_eval;
+
+/* Scores every row with the decider (whose letters, instruction and mode apply): rows are grouped by evidence
+ * (td_evidence_groups; one head prefill per group), then metrics and results are computed. The rows must have
+ * evidence and an answer among their options (load them with TD_ROWS_EVIDENCE | TD_ROWS_ANSWER), else
+ * TD_ERR_FORMAT naming the line; params out of range: TD_ERR_INVALID_ARG; decide errors pass through. The rows
+ * (and the shots pool) must outlive the result. */
+td_status td_evaluate(td_decider *d, const td_rows *rows, const td_eval_params *params, td_eval **out);
+void td_eval_free(td_eval *e);
+/* td_metrics_json of the scored rows (borrowed; lives as long as the result). */
+const char *td_eval_metrics_json(const td_eval *e);
+/* The results: the metrics (order stability null under the prior, which rotates only its calibration rows) and
+ * model, adapter, fixture, fixture_hash, mode, shots, debias, seed, skipped_rows (td_rows_n_bad), evidence_groups,
+ * head_prefills, head_tokens, shared_suffix_tokens, slot_map and, with the prior, "prior" (calibration rows, the
+ * priors per option count, rows left uncorrected, their extra suffix tokens). Indented JSON, borrowed. */
+const char *td_eval_results_json(const td_eval *e);
+/* Writes the predictions JSONL (the input of td_predictions_load): per row id, family, answer, options (ids in
+ * shown order), probs, rotations (when rotated), shots (ids of the worked examples), text and unparsed (generate
+ * mode), forwards, suffix_tokens and ms. TD_ERR_IO when the file cannot be written completely. */
+td_status td_eval_write_predictions(const td_eval *e, const char *path);
+
+/* The option a generated text names: a leading option letter (after spaces, newlines, '(', '*' or '"'; not followed
+ * by a letter or digit), else the longest option description it starts with (case-insensitive); -1 when neither.
+ * letters: NULL for "ABCD...T". */
+int32_t td_answer_parse(const char *text, const td_criterion *criterion, const char *letters);
+
+/* Predictions read back (files of td_eval_write_predictions, or made elsewhere with at least id, answer, options
+ * and probs per line). Errors name "SOURCE:LINE". */
+typedef struct td_predictions td_predictions;
+td_status td_predictions_load(const char *path, td_predictions **out);
+td_status td_predictions_parse(const char *data, size_t len, const char *name, td_predictions **out);
+void td_predictions_free(td_predictions *p);
+int32_t td_predictions_count(const td_predictions *p);
+const td_pred *td_predictions_get(const td_predictions *p, int32_t i);
+/* td_metrics_json over the lines, with the cost summed from their forwards, suffix_tokens and ms (null when a line
+ * lacks one). *json: td_free. */
+td_status td_predictions_metrics_json(const td_predictions *p, int32_t bins, char **json);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Synthetic checkpoints and shapes                                                                              */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Published shapes of the supported families: config.json text of a preset ("qwen3-0.6b", ...; static), or NULL
+ * when unknown; and the comma-separated list of names (static). */
+const char *td_synth_preset_config(const char *name);
+const char *td_synth_preset_names(void);
+
+typedef struct td_synth_params {
+    const char *tokenizer_json; /* copied beside the weights (with the tokenizer_config.json next to it); NULL: none */
+    uint64_t seed;              /* 1 */
+    const char *dtype;          /* "bf16" (default), "f16" or "f32" */
+    void (*progress)(void *user, double fraction); /* may be NULL */
+    void *progress_user;
+} td_synth_params;
+
+td_synth_params td_synth_default_params(void);
+
+/* Writes out_dir/{config.json, model.safetensors, generation_config.json} (and the tokenizer files): random weights
+ * in the exact tensor layout of the architecture config_json describes, for benchmarks and tests (the weights mean
+ * nothing). Uniform in +-sqrt(3 / fan_in); norms near 1 (near 0 when the architecture scales by 1 + w). Creates
+ * out_dir if missing. Errors: the config's (TD_ERR_FORMAT / TD_ERR_UNSUPPORTED), TD_ERR_IO naming the file. */
+td_status td_synth_write(const char *out_dir, const char *config_json, const td_synth_params *params);
+
+/* What a config.json implies without any weights: the parameter count of the text model (a tied head counted once),
+ * the vocabulary, the hidden size and whether the head is tied. `name` stands for the source in messages. */
+td_status td_config_shape(const char *config_json, size_t len, const char *name, int64_t *n_params, int32_t *n_vocab,
+                          int32_t *n_embd, int *tied);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Sampling                                                                                                      */

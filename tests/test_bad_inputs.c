@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/synth.h"
 #include "test_util.h"
 #include "typedecide.h"
 
@@ -237,7 +236,9 @@ int main(void) {
     if (!mkdtemp(dir)) return 1;
     snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
-    CHECK(td_synth_write(dir, config, NULL, 1, TD_DTYPE_BF16, NULL, NULL) == TD_OK);
+    td_synth_params sp = td_synth_default_params();
+    sp.seed = 1;
+    CHECK(td_synth_write(dir, config, &sp) == TD_OK);
     good = td_test_read(st_path, &good_len);
     CHECK(good != NULL);
     if (good) {

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/synth.h"
 #include "test_util.h"
 #include "typedecide.h"
 
@@ -43,7 +42,9 @@ static void run(td_ctx *ctx, td_batch *b, int seq, int from, int to, float *out,
 int main(void) {
     char dir[] = "/tmp/td_test_engine_XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    CHECK(td_synth_write(dir, config, NULL, 7, TD_DTYPE_BF16, NULL, NULL) == TD_OK);
+    td_synth_params sp = td_synth_default_params();
+    sp.seed = 7;
+    CHECK(td_synth_write(dir, config, &sp) == TD_OK);
     td_model *m = NULL;
     CHECK(td_model_load(dir, NULL, &m) == TD_OK);
     if (!m) {

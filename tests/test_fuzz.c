@@ -7,7 +7,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/synth.h"
 #include "test_util.h"
 #include "typedecide.h"
 
@@ -73,7 +72,9 @@ static void fuzz_safetensors(double seconds) {
     if (!mkdtemp(dir)) return;
     char path[128];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    CHECK(td_synth_write(dir, config, NULL, 3, TD_DTYPE_BF16, NULL, NULL) == TD_OK);
+    td_synth_params sp = td_synth_default_params();
+    sp.seed = 3;
+    CHECK(td_synth_write(dir, config, &sp) == TD_OK);
     size_t len;
     unsigned char *orig = td_test_read(path, &len);
     if (!orig) return;

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/synth.h"
 #include "test_util.h"
 #include "typedecide.h"
 
@@ -23,7 +22,10 @@ int main(void) {
     }
     char dir[] = "/tmp/td_test_readout_XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    CHECK(td_synth_write(dir, config, tok, 3, TD_DTYPE_BF16, NULL, NULL) == TD_OK);
+    td_synth_params syn = td_synth_default_params();
+    syn.seed = 3;
+    syn.tokenizer_json = tok;
+    CHECK(td_synth_write(dir, config, &syn) == TD_OK);
     td_model *m = NULL;
     CHECKF(td_model_load(dir, NULL, &m) == TD_OK, "%s", td_last_error());
     if (!m) return td_test_finish("test_readout");

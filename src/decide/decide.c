@@ -77,6 +77,7 @@ td_status td_decider_new(const td_model *model, const td_decide_params *params, 
 }
 
 const char *td_decider_slot_map(const td_decider *d) { return d ? d->slot_map : ""; }
+const char *td_decider_letters(const td_decider *d) { return d ? d->letters : ""; }
 td_decide_stats td_decider_stats(const td_decider *d) {
     td_decide_stats s;
     memset(&s, 0, sizeof s);

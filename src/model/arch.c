@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/error.h"
+
 typedef struct emitter {
     const td_config *c;
     td_spec_fn fn;
@@ -131,5 +133,27 @@ td_status td_arch_tensors(const td_config *c, td_model *m, td_spec_fn fn, void *
         NAME("lm_head.weight");
         TRY(emit(e, m ? &m->head : NULL, NULL, 0, 2, rows, d, 0, why));
     }
+    return TD_OK;
+}
+
+static td_status count_params(void *user, const td_tensor_spec *s) {
+    int64_t n = 1;
+    for (int d = 0; d < s->nd; d++) n *= s->dims[d];
+    *(int64_t *)user += n;
+    return TD_OK;
+}
+
+td_status td_config_shape(const char *config_json, size_t len, const char *name, int64_t *n_params, int32_t *n_vocab,
+                          int32_t *n_embd, int *tied) {
+    if (!config_json || !n_params || !n_vocab || !n_embd || !tied)
+        return td_fail(TD_ERR_INVALID_ARG, "td_config_shape: NULL argument");
+    td_config c;
+    td_status st = td_config_parse(config_json, len, name ? name : "config.json", &c);
+    if (st != TD_OK) return st;
+    *n_params = 0;
+    if ((st = td_arch_tensors(&c, NULL, count_params, n_params)) != TD_OK) return st;
+    *n_vocab = c.n_vocab;
+    *n_embd = c.n_embd;
+    *tied = c.tied;
     return TD_OK;
 }

@@ -1,7 +1,7 @@
 /* Published shapes of the supported model families (config.json as Hugging Face ships it, text part only). */
 #include <string.h>
 
-#include "model/synth.h"
+#include "typedecide.h"
 
 typedef struct preset {
     const char *name;
@@ -37,10 +37,10 @@ static const preset presets[] = {
     {"qwen3.5-2b", QWEN35(2048, 6144)},
 };
 
-const char *td_preset_config(const char *name) {
+const char *td_synth_preset_config(const char *name) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(presets[i].name, name) == 0) return presets[i].config;
     return NULL;
 }
 
-const char *td_preset_names(void) { return "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3.5-0.8b, qwen3.5-2b"; }
+const char *td_synth_preset_names(void) { return "qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3.5-0.8b, qwen3.5-2b"; }

@@ -1,4 +1,4 @@
-#include "model/synth.h"
+#include "typedecide.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,6 +12,7 @@
 #include "model/safetensors.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/dtype.h"
 #include "util/half.h"
 #include "util/hashmap.h"
 
@@ -141,8 +142,25 @@ static td_status write_tokenizer_files(const char *out_dir, const char *tokenize
     return write_text(out_dir, "generation_config.json", gen);
 }
 
-td_status td_synth_write(const char *out_dir, const char *config_json, const char *tokenizer_json, uint64_t seed,
-                         td_dtype dtype, td_progress_fn progress, void *user) {
+td_synth_params td_synth_default_params(void) {
+    td_synth_params p;
+    memset(&p, 0, sizeof p);
+    p.seed = 1;
+    p.dtype = "bf16";
+    return p;
+}
+
+td_status td_synth_write(const char *out_dir, const char *config_json, const td_synth_params *params) {
+    if (!out_dir || !config_json) return td_fail(TD_ERR_INVALID_ARG, "td_synth_write: NULL argument");
+    td_synth_params p = params ? *params : td_synth_default_params();
+    td_dtype dtype;
+    const char *dt = p.dtype ? p.dtype : "bf16";
+    if (strcmp(dt, "bf16") == 0) dtype = TD_DTYPE_BF16;
+    else if (strcmp(dt, "f16") == 0) dtype = TD_DTYPE_F16;
+    else if (strcmp(dt, "f32") == 0) dtype = TD_DTYPE_F32;
+    else return td_fail(TD_ERR_INVALID_ARG, "synth: dtype must be bf16, f16 or f32, not \"%s\"", dt);
+    const char *tokenizer_json = p.tokenizer_json;
+    uint64_t seed = p.seed;
     td_config cfg;
     td_status st = td_config_parse(config_json, strlen(config_json), "synth config", &cfg);
     if (st != TD_OK) return st;
@@ -185,7 +203,7 @@ td_status td_synth_write(const char *out_dir, const char *config_json, const cha
             size_t bytes = m * td_dtype_size(dtype);
             if (fwrite(buf, 1, bytes, f) != bytes) st = td_fail(TD_ERR_IO, "%s: write failed (disk full?)", path);
             written += bytes;
-            if (progress) progress(user, (double)written / (double)(total ? total : 1));
+            if (p.progress) p.progress(p.progress_user, (double)written / (double)(total ? total : 1));
         }
     }
 done:

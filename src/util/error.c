@@ -51,4 +51,4 @@ const char *td_status_str(td_status status) {
     return "unknown status";
 }
 
-void td_free(void *ptr) { free(ptr); }
+const char *td_version(void) { return TD_VERSION_STRING; }
