@@ -11,24 +11,26 @@
 
 #include "engine/engine.h"
 
-typedef struct dn_job {
-    td_ctx *ctx;
+typedef struct dn_layer {
     const td_layer *ly;
     int il;
-} dn_job;
+} dn_layer;
 
-static void conv_part(void *arg, int64_t c0, int64_t c1, int thread) {
+#define TD_CONV_CHANNELS 64 /* channels of the short convolution per task */
+
+/* Channels [64 i, 64 i + 64) of the short convolution, for every token of every sequence, in position order. */
+static void conv_task(td_ctx *ctx, int64_t i, const void *arg, int thread) {
     (void)thread;
-    const dn_job *j = arg;
-    td_ctx *ctx = j->ctx;
-    const td_config *c = &ctx->model->cfg;
-    int64_t K = c->lin_conv_kernel, conv_dim = ctx->dn_conv_dim;
-    for (int32_t gi = 0; gi < ctx->n_groups; gi++) {
-        float *state = td_eng_dn_conv_state(ctx, ctx->grp_seq[gi], j->il);
-        for (int32_t k = ctx->grp_off[gi]; k < ctx->grp_off[gi + 1]; k++) {
-            int64_t t = ctx->grp_tok[k];
-            td_conv_step(ctx->dn_conv + t * conv_dim, state, ctx->dn_qkv + t * conv_dim, j->ly->dn.conv_w, K, conv_dim,
-                         c0, c1);
+    const dn_layer *l = arg;
+    const td_pass *ps = &ctx->pass;
+    int64_t K = ctx->model->cfg.lin_conv_kernel, conv_dim = ctx->dn.conv_dim;
+    int64_t c0 = i * TD_CONV_CHANNELS, c1 = c0 + TD_CONV_CHANNELS < conv_dim ? c0 + TD_CONV_CHANNELS : conv_dim;
+    for (int32_t gi = 0; gi < ps->n_groups; gi++) {
+        float *state = td_eng_dn_conv_state(ctx, ps->grp_seq[gi], l->il);
+        for (int32_t k = ps->grp_off[gi]; k < ps->grp_off[gi + 1]; k++) {
+            int64_t t = ps->grp_tok[k];
+            td_conv_step(ctx->act.dn_conv + t * conv_dim, state, ctx->act.dn_qkv + t * conv_dim, l->ly->dn.conv_w, K,
+                         conv_dim, c0, c1);
         }
     }
 }
@@ -39,80 +41,79 @@ static void head_inputs(td_ctx *ctx, const td_deltanet_weights *w, int64_t t, in
     const td_config *c = &ctx->model->cfg;
     int64_t Hv = c->lin_n_v_heads, dk = c->lin_k_dim, dv = c->lin_v_dim;
     int64_t key_dim = (int64_t)c->lin_n_k_heads * dk;
-    const float *u = ctx->dn_conv + t * ctx->dn_conv_dim;
+    const float *u = ctx->act.dn_conv + t * ctx->dn.conv_dim;
     float scale = (float)(1.0 / sqrt((double)dk));
     for (int64_t x = 0; x < dk; x++) q[x] = u[kh * dk + x], k[x] = u[key_dim + kh * dk + x];
     td_l2norm(q, dk, 1e-6f);
     td_l2norm(k, dk, 1e-6f);
     for (int64_t x = 0; x < dk; x++) q[x] *= scale;
     *v = u + 2 * key_dim + h * dv;
-    *beta = 1.0f / (1.0f + expf(-ctx->dn_b[t * Hv + h]));
-    *g = -expf(w->a_log[h]) * td_softplus(ctx->dn_a[t * Hv + h] + w->dt_bias[h]);
+    *beta = 1.0f / (1.0f + expf(-ctx->act.dn_b[t * Hv + h]));
+    *g = -expf(w->a_log[h]) * td_softplus(ctx->act.dn_a[t * Hv + h] + w->dt_bias[h]);
 }
 
-static void recurrence_part(void *arg, int64_t b, int64_t e, int thread) {
-    const dn_job *j = arg;
-    td_ctx *ctx = j->ctx;
+/* Task (sequence group gi, value head h): the recurrence over the group's tokens, then the gated output norm. */
+static void recurrence_task(td_ctx *ctx, int64_t task, const void *arg, int thread) {
+    const dn_layer *l = arg;
+    const td_pass *ps = &ctx->pass;
     const td_config *c = &ctx->model->cfg;
-    const td_deltanet_weights *w = &j->ly->dn;
+    const td_deltanet_weights *w = &l->ly->dn;
+    td_acts *x = &ctx->act;
     int64_t Hv = c->lin_n_v_heads, dk = c->lin_k_dim, dv = c->lin_v_dim, ratio = c->lin_n_v_heads / c->lin_n_k_heads;
     int64_t value_dim = Hv * dv;
-    float q[1024], k[1024], o[1024];
-    for (int64_t task = b; task < e; task++) {
-        int32_t gi = (int32_t)(task / Hv);
-        int64_t h = task % Hv, kh = h / ratio;
-        float *S = td_eng_dn_recurrent_state(ctx, ctx->grp_seq[gi], j->il) + h * dk * dv;
-        int32_t i0 = ctx->grp_off[gi], i1 = ctx->grp_off[gi + 1];
-        if (ctx->p.deltanet_chunked) { /* the chunked form, chunks of 64 from the first token of this call */
-            float *ws = ctx->dn_work + (int64_t)thread * ctx->dn_work_floats;
-            float *cq = ws, *ck = cq + TD_DELTANET_CHUNK * dk, *cv = ck + TD_DELTANET_CHUNK * dk;
-            float *co = cv + TD_DELTANET_CHUNK * dv, *cg = co + TD_DELTANET_CHUNK * dv, *cb = cg + TD_DELTANET_CHUNK;
-            float *scratch = cb + TD_DELTANET_CHUNK;
-            for (int32_t s0 = i0; s0 < i1; s0 += TD_DELTANET_CHUNK) {
-                int32_t n = i1 - s0 < TD_DELTANET_CHUNK ? i1 - s0 : TD_DELTANET_CHUNK;
-                for (int32_t r = 0; r < n; r++) {
-                    const float *v;
-                    head_inputs(ctx, w, ctx->grp_tok[s0 + r], h, kh, cq + r * dk, ck + r * dk, &v, &cb[r], &cg[r]);
-                    for (int64_t x = 0; x < dv; x++) cv[r * dv + x] = v[x];
-                }
-                td_deltanet_chunk_ref(S, cq, ck, cv, cg, cb, n, dk, dv, co, scratch);
-                for (int32_t r = 0; r < n; r++) {
-                    int64_t t = ctx->grp_tok[s0 + r];
-                    td_gated_rmsnorm(ctx->dn_core + t * value_dim + h * dv, co + r * dv, ctx->dn_z + t * value_dim + h * dv,
-                                     w->norm_w, dv, c->rms_eps);
-                }
+    int32_t gi = (int32_t)(task / Hv);
+    int64_t h = task % Hv, kh = h / ratio;
+    float *S = td_eng_dn_recurrent_state(ctx, ps->grp_seq[gi], l->il) + h * dk * dv;
+    int32_t i0 = ps->grp_off[gi], i1 = ps->grp_off[gi + 1];
+    if (ctx->p.deltanet_chunked) { /* the chunked form, chunks of 64 from the first token of this call */
+        float *ws = x->dn_work + (int64_t)thread * x->dn_work_floats;
+        float *cq = ws, *ck = cq + TD_DELTANET_CHUNK * dk, *cv = ck + TD_DELTANET_CHUNK * dk;
+        float *co = cv + TD_DELTANET_CHUNK * dv, *cg = co + TD_DELTANET_CHUNK * dv, *cb = cg + TD_DELTANET_CHUNK;
+        float *scratch = cb + TD_DELTANET_CHUNK;
+        for (int32_t s0 = i0; s0 < i1; s0 += TD_DELTANET_CHUNK) {
+            int32_t n = i1 - s0 < TD_DELTANET_CHUNK ? i1 - s0 : TD_DELTANET_CHUNK;
+            for (int32_t r = 0; r < n; r++) {
+                const float *v;
+                head_inputs(ctx, w, ps->grp_tok[s0 + r], h, kh, cq + r * dk, ck + r * dk, &v, &cb[r], &cg[r]);
+                for (int64_t e = 0; e < dv; e++) cv[r * dv + e] = v[e];
             }
-            continue;
+            td_deltanet_chunk_ref(S, cq, ck, cv, cg, cb, n, dk, dv, co, scratch);
+            for (int32_t r = 0; r < n; r++) {
+                int64_t t = ps->grp_tok[s0 + r];
+                td_gated_rmsnorm(x->dn_core + t * value_dim + h * dv, co + r * dv, x->dn_z + t * value_dim + h * dv,
+                                 w->norm_w, dv, c->rms_eps);
+            }
         }
-        for (int32_t i = i0; i < i1; i++) {
-            int64_t t = ctx->grp_tok[i];
-            const float *v;
-            float beta, g;
-            head_inputs(ctx, w, t, h, kh, q, k, &v, &beta, &g);
-            ctx->k->deltanet_step(S, q, k, v, g, beta, dk, dv, o);
-            td_gated_rmsnorm(ctx->dn_core + t * value_dim + h * dv, o, ctx->dn_z + t * value_dim + h * dv, w->norm_w, dv,
-                             c->rms_eps);
-        }
+        return;
+    }
+    float q[TD_MAX_HEAD_DIM], k[TD_MAX_HEAD_DIM], o[TD_MAX_HEAD_DIM];
+    for (int32_t i = i0; i < i1; i++) {
+        int64_t t = ps->grp_tok[i];
+        const float *v;
+        float beta, g;
+        head_inputs(ctx, w, t, h, kh, q, k, &v, &beta, &g);
+        ctx->k->deltanet_step(S, q, k, v, g, beta, dk, dv, o);
+        td_gated_rmsnorm(x->dn_core + t * value_dim + h * dv, o, x->dn_z + t * value_dim + h * dv, w->norm_w, dv,
+                         c->rms_eps);
     }
 }
 
 void td_block_deltanet(td_ctx *ctx, int il, const td_layer *ly) {
     const td_config *c = &ctx->model->cfg;
     const td_deltanet_weights *w = &ly->dn;
-    int64_t T = ctx->n_tokens, d = c->n_embd, Hv = c->lin_n_v_heads, conv_dim = ctx->dn_conv_dim;
+    td_acts *x = &ctx->act;
+    int64_t T = ctx->pass.n_rows, d = c->n_embd, Hv = c->lin_n_v_heads, conv_dim = ctx->dn.conv_dim;
     int64_t value_dim = Hv * c->lin_v_dim;
+    dn_layer l = {ly, il};
 
-    td_eng_norm_in(ctx, ly->attn_norm);
-    td_eng_matmuls(ctx, ctx->xb, T, d, (const td_eng_product[]){
-        {&w->in_qkv, conv_dim, ctx->dn_qkv, conv_dim}, /* qkv [T, conv_dim] */
-        {&w->in_z, value_dim, ctx->dn_z, value_dim},   /* z   [T, Hv, dv]   */
-        {&w->in_b, Hv, ctx->dn_b, Hv},                 /* b   [T, Hv]       */
-        {&w->in_a, Hv, ctx->dn_a, Hv}}, 4);            /* a   [T, Hv]       */
-
-    dn_job job = {ctx, ly, il};
-    td_pool_run(ctx->pool, conv_dim, 64, conv_part, &job);
-    td_pool_run_dynamic(ctx->pool, (int64_t)ctx->n_groups * Hv, 1, recurrence_part, &job); /* core [T, Hv, dv] */
-
-    td_eng_matmul(ctx, &w->out, NULL, d, ctx->dn_core, T, value_dim, ctx->xb, d);
-    td_eng_residual(ctx);
+    td_eng_norm_in(ctx, ly->attn_norm);                                       /* xb  [T, d] */
+    td_eng_matmuls(ctx, x->xb, T, d, (const td_eng_product[]){
+        {&w->in_qkv, conv_dim, x->dn_qkv, conv_dim}, /* qkv [T, conv_dim] */
+        {&w->in_z, value_dim, x->dn_z, value_dim},   /* z   [T, Hv, dv]   */
+        {&w->in_b, Hv, x->dn_b, Hv},                 /* b   [T, Hv]       */
+        {&w->in_a, Hv, x->dn_a, Hv}}, 4);            /* a   [T, Hv]       */
+    td_eng_for(ctx, (conv_dim + TD_CONV_CHANNELS - 1) / TD_CONV_CHANNELS, conv_task, &l); /* conv [T, conv_dim] */
+    td_eng_for_dynamic(ctx, (int64_t)ctx->pass.n_groups * Hv, recurrence_task, &l);      /* core [T, Hv, dv] */
+    td_eng_matmul(ctx, &w->out, NULL, d, x->dn_core, T, value_dim, x->xb, d);           /* xb  [T, d] */
+    td_eng_residual(ctx);                                                                /* x += xb */
 }

@@ -7,6 +7,8 @@
 #include "typedecide.h"
 
 #define TD_MAX_LAYERS 256
+#define TD_MAX_HEAD_DIM 1024 /* head_dim, and the DeltaNet key and value head dims: checked at load */
+#define TD_MAX_GQA_GROUP 256 /* query heads per key/value head: checked at load */
 
 typedef enum td_arch { TD_ARCH_QWEN3 = 0, TD_ARCH_QWEN35 = 1 } td_arch;
 

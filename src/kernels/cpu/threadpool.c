@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define cpu_relax() _mm_pause()
@@ -101,13 +103,22 @@ static void *worker_main(void *arg) {
     }
 }
 
+static int clamp_threads(int n_threads) {
+    return n_threads < 1 ? 1 : n_threads > TD_POOL_MAX_THREADS ? TD_POOL_MAX_THREADS : n_threads;
+}
+
+size_t td_pool_bytes(int n_threads) {
+    n_threads = clamp_threads(n_threads);
+    size_t pool = (sizeof(struct td_pool) + 63) & ~(size_t)63;
+    return pool + (n_threads > 1 ? (size_t)n_threads * sizeof(worker) : 0);
+}
+
 td_pool *td_pool_new(int n_threads) {
-    if (n_threads < 1) n_threads = 1;
-    if (n_threads > TD_POOL_MAX_THREADS) n_threads = TD_POOL_MAX_THREADS;
-    td_pool *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63); /* the shares are cache-line aligned */
+    n_threads = clamp_threads(n_threads);
+    td_pool *p = td_aligned_alloc(64, sizeof *p); /* the shares are cache-line aligned */
     if (!p) return NULL;
     memset(p, 0, sizeof *p);
-    p->n_threads = n_threads;
+    p->n_threads = 1; /* the threads running so far (td_pool_free joins these) */
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     atomic_init(&p->generation, 0);
@@ -116,18 +127,16 @@ td_pool *td_pool_new(int n_threads) {
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->quit, 0);
     if (n_threads > 1) {
-        p->workers = calloc((size_t)n_threads, sizeof *p->workers);
+        p->workers = td_calloc((size_t)n_threads, sizeof *p->workers);
         if (!p->workers) {
             td_pool_free(p);
             return NULL;
         }
-        for (int i = 1; i < n_threads; i++) {
+        for (int i = 1; i < n_threads; i++) { /* with fewer threads when the system refuses more */
             p->workers[i].pool = p;
             p->workers[i].index = i;
-            if (pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]) != 0) {
-                p->n_threads = i; /* run with the threads we got */
-                break;
-            }
+            if (pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]) != 0) break;
+            p->n_threads = i + 1;
         }
     }
     return p;
@@ -142,8 +151,8 @@ void td_pool_free(td_pool *p) {
     for (int i = 1; i < p->n_threads; i++) pthread_join(p->workers[i].thread, NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
-    free(p->workers);
-    free(p);
+    td_free(p->workers);
+    td_free(p);
 }
 
 int td_pool_n_threads(const td_pool *p) { return p ? p->n_threads : 1; }

@@ -4,6 +4,7 @@
 #ifndef TD_KERNELS_CPU_THREADPOOL_H
 #define TD_KERNELS_CPU_THREADPOOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct td_pool td_pool;
@@ -16,6 +17,8 @@ typedef void (*td_pool_fn)(void *arg, int64_t begin, int64_t end, int thread);
 /* n_threads includes the calling thread (at most TD_POOL_MAX_THREADS). Returns NULL on failure. */
 td_pool *td_pool_new(int n_threads);
 void td_pool_free(td_pool *pool);
+/* Bytes td_pool_new(n_threads) allocates (the threads' stacks are the system's, not counted). */
+size_t td_pool_bytes(int n_threads);
 int td_pool_n_threads(const td_pool *pool);
 
 /* Splits [0, n) into at most n_threads ranges of whole grains and runs them; returns when all are done. */
