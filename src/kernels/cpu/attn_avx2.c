@@ -1,36 +1,12 @@
-/* AVX2 attention over gathered key/value rows: one query head (td_attn_avx2), or the query rows of a KV group
- * together (td_attn_rows_avx2). Each score is one 8-lane dot product with a fixed horizontal sum; each output
- * element accumulates rows in key order: nothing depends on the batch or on which rows share a call. */
+/* Attention of the query rows of one KV group, AVX2 (td_attn_rows_avx2; attn_ref.c holds the reference). Each
+ * score is one 8-lane dot product with a fixed horizontal sum; each output element accumulates rows in key order:
+ * nothing depends on the batch or on which rows share a call. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/kernels.h"
-
-
-void td_attn_avx2(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n, int64_t stride,
-                  int64_t dim, float scale, float *out, float *scratch) {
-    int64_t d8 = dim & ~(int64_t)7;
-    for (int64_t i = 0; i < n; i++) {
-        const float *ki = k + (int64_t)idx[i] * stride;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t d = 0; d < d8; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(ki + d), acc);
-        float s = td_hsum8(acc);
-        for (int64_t d = d8; d < dim; d++) s += q[d] * ki[d];
-        scratch[i] = s * scale;
-    }
-    td_softmax(scratch, n);
-    for (int64_t d = 0; d < dim; d++) out[d] = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        const float *vi = v + (int64_t)idx[i] * stride;
-        __m256 p = _mm256_set1_ps(scratch[i]);
-        for (int64_t d = 0; d < d8; d += 8)
-            _mm256_storeu_ps(out + d, _mm256_fmadd_ps(p, _mm256_loadu_ps(vi + d), _mm256_loadu_ps(out + d)));
-        for (int64_t d = d8; d < dim; d++) out[d] += scratch[i] * vi[d];
-    }
-}
-
 
 /* Softmax of x[0..n) in place: 8-lane max and sum (fixed lane trees), the tail element by element. */
 static void softmax8(float *x, int64_t n) {

@@ -1,5 +1,6 @@
-/* AVX2 Gated DeltaNet recurrent step: two passes over the [dk, dv] state, 8 value dims at a time. Every element
- * follows a fixed order of operations (i ascending), independent of anything outside this head. */
+/* Gated DeltaNet recurrent step, AVX2 (td_deltanet_step_avx2; deltanet_ref.c holds the reference): two passes over
+ * the [dk, dv] state, 8 value dims at a time. Every element follows a fixed order of operations (i ascending),
+ * independent of anything outside this head. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -24,7 +25,7 @@ void td_deltanet_step_avx2(float *S, const float *q, const float *k, const float
             o[j] += Si[j] * k[i];
         }
     }
-    float d[1024];
+    float d[TD_DELTANET_MAX_DV];
     for (int64_t j = 0; j < dv; j++) d[j] = beta * (v[j] - o[j]);
     for (int64_t j = 0; j < dv; j++) o[j] = 0.0f;
     for (int64_t i = 0; i < dk; i++) { /* S += k d^T; o = S^T q */

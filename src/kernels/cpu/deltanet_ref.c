@@ -1,5 +1,6 @@
-/* Gated DeltaNet recurrence, scalar reference: the token-by-token form and the chunked form (the same function,
- * reorganised so a chunk's work is small matrix products; transformers' torch_chunk_gated_delta_rule). */
+/* Gated DeltaNet recurrence, scalar reference: the token-by-token form (td_deltanet_step_ref; deltanet_avx2.c holds
+ * its AVX2 twin) and the chunked form (the same function, reorganised so a chunk's work is small matrix products;
+ * transformers' torch_chunk_gated_delta_rule; no SIMD twin). */
 #include <math.h>
 #include <string.h>
 
@@ -16,7 +17,7 @@ void td_deltanet_step_ref(float *S, const float *q, const float *k, const float 
             o[j] += Si[j] * k[i];
         }
     }
-    float d[1024]; /* dv <= 1024 is checked at load */
+    float d[TD_DELTANET_MAX_DV];
     for (int64_t j = 0; j < dv; j++) d[j] = beta * (v[j] - o[j]);
     for (int64_t j = 0; j < dv; j++) o[j] = 0.0f;
     for (int64_t i = 0; i < dk; i++) {

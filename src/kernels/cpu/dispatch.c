@@ -1,4 +1,5 @@
-/* Run-time choice of kernels. */
+/* Run-time choice of kernels: the three kernel sets (scalar, AVX2, AVX-512 VNNI), what this CPU can run, and the
+ * TD_KERNELS override. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 #include "kernels/cpu/quant.h"
 #include "typedecide.h"
 
+/* td_kernels.quantize_rows takes its td_qrows as a pointer to void (kernels.h does not include quant.h). */
 static void quant_ref(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1) {
     td_quantize_rows_ref(x, ldx, xq, r0, r1);
 }
@@ -13,11 +15,11 @@ static void quant_avx2(const float *x, int64_t ldx, const void *xq, int64_t r0, 
     td_quantize_rows_avx2(x, ldx, xq, r0, r1);
 }
 
-static const td_kernels scalar = {"scalar", 0, td_matmul_ref, td_attn_ref, td_attn_rows_ref, td_deltanet_step_ref,
+static const td_kernels scalar = {"scalar", 0, td_matmul_ref, td_attn_rows_ref, td_deltanet_step_ref,
                                   quant_ref, td_rmsnorm, td_silu_mul};
-static const td_kernels avx2 = {"avx2", 8, td_matmul_avx2, td_attn_avx2, td_attn_rows_avx2, td_deltanet_step_avx2,
+static const td_kernels avx2 = {"avx2", TD_X8_LANES, td_matmul_avx2, td_attn_rows_avx2, td_deltanet_step_avx2,
                                 quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
-static const td_kernels avx512vnni = {"avx512vnni", 16, td_matmul_avx512, td_attn_avx2, td_attn_rows_avx2,
+static const td_kernels avx512vnni = {"avx512vnni", TD_X16_LANES, td_matmul_avx512, td_attn_rows_avx2,
                                       td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
 
 int td_cpu_has_avx2(void) {
@@ -30,7 +32,12 @@ int td_cpu_has_avx512vnni(void) {
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
-const td_kernels *td_kernels_scalar(void) { return &scalar; }
+const td_kernels *td_kernels_named(const char *name) {
+    if (strcmp(name, scalar.name) == 0) return &scalar;
+    if (strcmp(name, avx2.name) == 0) return td_cpu_has_avx2() ? &avx2 : NULL;
+    if (strcmp(name, avx512vnni.name) == 0) return td_cpu_has_avx512vnni() ? &avx512vnni : NULL;
+    return NULL;
+}
 
 const td_kernels *td_kernels_best(void) {
     const char *force = getenv("TD_KERNELS");

@@ -1,5 +1,23 @@
 /* CPU kernels. Every kernel has a scalar reference (*_ref, always compiled) and, where it matters for speed, an
- * AVX2/FMA/F16C version (*_avx2) chosen at run time. Kernels know nothing about models.
+ * AVX2/FMA/F16C (*_avx2) or AVX-512 VNNI (*_avx512) version chosen at run time through td_kernels. Kernels know
+ * nothing about models.
+ *
+ * Files come in pairs, foo_ref.c beside foo_avx2.c (or foo_avx512.c), each holding one kernel:
+ *   matmul_ref.c / matmul_avx2.c            products over F32 / F16 / BF16 weights (and the scalar and AVX2
+ *                                           sets' matmul slots, which route the other weight types)
+ *   matmul_quant_ref.c / matmul_quant_avx2.c  unpacked Q8_0 / Q4_0 weights x plain Q8_0 activations
+ *   matmul_x8_ref.c / matmul_x8_avx2.c      packed x8 weights x int16 activations (bit-identical pair)
+ *   matmul_x16_ref.c / matmul_x16_avx512.c  packed x16 weights x int8 activations (bit-identical pair; and the
+ *                                           AVX-512 VNNI set's matmul slot)
+ *   quant_ref.c / quant_avx2.c              the activation quantiser (td_quantize_rows_*; bit-identical pair)
+ *   attn_ref.c / attn_avx2.c                attention of the query rows of one KV group (td_attn_rows_*)
+ *   deltanet_ref.c / deltanet_avx2.c        the Gated DeltaNet step (and, scalar only, the chunked form)
+ *   norm_ref.c / norm_avx2.c                RMSNorm
+ *   silu_mul_ref.c / silu_mul_avx2.c        the SwiGLU gate
+ * and, without a SIMD twin: ops_ref.c (rope, softmax, l2norm, gated RMSNorm, sigmoid gate, conv step, softplus,
+ * add), quant_formats.c (Q8_0 / Q4_0 blocks), quant_pack.c (packed layouts), dispatch.c, threadpool.c.
+ * tests/test_kernels.c runs every slot of td_kernels, in every kernel set the CPU runs, against the scalar set and
+ * states per slot whether the pair is bit-identical or within which tolerance, and why.
  *
  * Determinism contract (the engine's exactness rests on it): for a given kernel choice, each output element is
  * computed by one fixed sequence of floating-point operations that depends only on that element's own inputs —
@@ -42,7 +60,9 @@ void td_matmul_ref(const td_mat *w, const int32_t *rows, const float *x, const v
                    float *y, int64_t ldy, int64_t j0, int64_t j1);
 void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                     float *y, int64_t ldy, int64_t j0, int64_t j1);
-/* The quantised half of td_matmul_avx2 (Q8_0 and Q4_0 weights). */
+/* The quantised half of td_matmul_ref / td_matmul_avx2: unpacked Q8_0 and Q4_0 weights, plain activations. */
+void td_matmul_quant_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                         int64_t j0, int64_t j1);
 void td_matmul_quant_avx2(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                           int64_t j0, int64_t j1);
 /* Packed weights (w->pack) and x16 activations: the scalar reference, and the AVX-512 VNNI version, which gives
@@ -88,20 +108,10 @@ void td_attn_rows_ref(const float *const *q, float *const *out, const int64_t *n
 void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R,
                        const td_attn_keys *keys, int64_t dim, float scale, float *scratch);
 
-/* Attention of one query head over n gathered key/value rows:
- * s_i = dot(q, k_i) * scale; p = softmax(s) (max-subtracted, summed in order of i); out = sum_i p_i v_i.
- * k_i = k + idx[i] * stride, v_i likewise; `scratch` holds n floats. */
-typedef void (*td_attn_fn)(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n,
-                           int64_t stride, int64_t dim, float scale, float *out, float *scratch);
-
-void td_attn_ref(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n, int64_t stride,
-                 int64_t dim, float scale, float *out, float *scratch);
-void td_attn_avx2(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n, int64_t stride,
-                  int64_t dim, float scale, float *out, float *scratch);
-
-/* Gated DeltaNet, one head. S is the [dk, dv] state (row i = key dim i), fp32. q, k are already l2-normalised
- * (q also scaled by 1/sqrt(dk)); g is the log decay (<= 0), beta the write strength.
+/* Gated DeltaNet, one head. S is the [dk, dv] state (row i = key dim i), fp32, dv <= TD_DELTANET_MAX_DV. q, k are
+ * already l2-normalised (q also scaled by 1/sqrt(dk)); g is the log decay (<= 0), beta the write strength.
  * Recurrent form, one token: S = exp(g) S;  m = S^T k;  S += k (beta (v - m))^T;  o = S^T q. */
+#define TD_DELTANET_MAX_DV 1024 /* the step keeps a [dv] vector on the stack; the model loader refuses more */
 typedef void (*td_deltanet_step_fn)(float *S, const float *q, const float *k, const float *v, float g, float beta,
                                     int64_t dk, int64_t dv, float *o);
 void td_deltanet_step_ref(float *S, const float *q, const float *k, const float *v, float g, float beta, int64_t dk,
@@ -109,18 +119,26 @@ void td_deltanet_step_ref(float *S, const float *q, const float *k, const float 
 void td_deltanet_step_avx2(float *S, const float *q, const float *k, const float *v, float g, float beta,
                            int64_t dk, int64_t dv, float *o);
 
-/* Chunked form over n <= 64 consecutive tokens (rows of q, k: [n, dk]; v, o: [n, dv]; g, beta: [n]): the same
- * function as n recurrent steps, computed with a triangular solve inside the chunk and matrix products against S
- * (transformers' torch_chunk_gated_delta_rule). `work` holds td_deltanet_chunk_work(n, dk, dv) floats. */
+/* Chunked form over n <= TD_DELTANET_CHUNK consecutive tokens (rows of q, k: [n, dk]; v, o: [n, dv]; g, beta:
+ * [n]): the same function as n recurrent steps, computed with a triangular solve inside the chunk and matrix
+ * products against S (transformers' torch_chunk_gated_delta_rule). `work` holds td_deltanet_chunk_work(n, dk, dv)
+ * floats. */
 #define TD_DELTANET_CHUNK 64
 int64_t td_deltanet_chunk_work(int64_t n, int64_t dk, int64_t dv);
 void td_deltanet_chunk_ref(float *S, const float *q, const float *k, const float *v, const float *g,
                            const float *beta, int64_t n, int64_t dk, int64_t dv, float *o, float *work);
 
-/* Element-wise and row ops (scalar; they are a vanishing share of the work). */
+/* Row ops that run once per token and layer, with an AVX2 twin (the tolerances between them: test_kernels). */
 
 /* y = x * rsqrt(mean(x^2) + eps) * (w or 1 + w when zero_centred), over n elements. */
 void td_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred);
+void td_rmsnorm_avx2(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred);
+/* g[i] = silu(g[i]) * u[i] */
+void td_silu_mul(float *g, const float *u, int64_t n);
+void td_silu_mul_avx2(float *g, const float *u, int64_t n);
+
+/* Element-wise and row ops without a SIMD twin (a vanishing share of the work). */
+
 /* NeoX half-split rotary embedding of the first `rot` dims of x (length >= rot) with the cosines and sines of one
  * position, cs = [cos(pos f_i) for i < rot/2 | sin(pos f_i)] (td_rope_table). Dims rot.. are untouched. */
 void td_rope(float *x, int64_t rot, const float *cs);
@@ -129,14 +147,9 @@ void td_rope(float *x, int64_t rot, const float *cs);
 void td_rope_table(float *cs, int64_t rot, const float *inv_freq, int32_t pos);
 /* inv_freq[i] = 1 / theta^(2i/rot), computed in fp32 the way transformers does. */
 void td_rope_inv_freq(float *inv_freq, int64_t rot, double theta);
-/* g[i] = silu(g[i]) * u[i] */
-void td_silu_mul(float *g, const float *u, int64_t n);
-/* AVX2 versions of td_rmsnorm and td_silu_mul (a few ulp from them). */
-void td_rmsnorm_avx2(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred);
-void td_silu_mul_avx2(float *g, const float *u, int64_t n);
 /* y[i] += x[i] */
 void td_add(float *y, const float *x, int64_t n);
-/* Converts one row of a weight to fp32. */
+/* Converts one row of a weight to fp32 (matmul_ref.c: the values the reference product multiplies). */
 void td_row_to_f32(float *y, const td_mat *w, int64_t row);
 /* In-place softmax over n values; returns nothing. Max-subtracted, summed in index order. */
 void td_softmax(float *x, int64_t n);
@@ -157,9 +170,9 @@ float td_softplus(float x);
 /* The run-time choice between scalar, AVX2 and AVX-512 VNNI versions. */
 typedef struct td_kernels {
     const char *name; /* "avx512vnni", "avx2" or "scalar" */
-    int pack;         /* Q8_0 / Q4_0 matrices are best packed (td_qpack) with this many lanes (8, 16), 0: not */
+    int pack;         /* Q8_0 / Q4_0 matrices are best packed (td_qpack) with this many lanes (TD_X8_LANES,
+                         TD_X16_LANES), 0: not */
     td_matmul_fn matmul;
-    td_attn_fn attn;
     td_attn_rows_fn attn_rows;
     td_deltanet_step_fn deltanet_step;
     void (*quantize_rows)(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1); /* xq: td_qrows */
@@ -170,7 +183,9 @@ typedef struct td_kernels {
 /* The best kernels this CPU supports (AVX-512 F/BW/VL/VNNI, else AVX2+FMA+F16C, else scalar). TD_KERNELS=scalar
  * or TD_KERNELS=avx2 in the environment caps the choice. */
 const td_kernels *td_kernels_best(void);
-const td_kernels *td_kernels_scalar(void);
+/* The kernel set of that name ("scalar", "avx2", "avx512vnni"), or NULL when the name is unknown or this CPU
+ * cannot run it. "scalar" is the reference every other set is tested against. */
+const td_kernels *td_kernels_named(const char *name);
 /* 1 if this CPU can run the AVX2 kernels; the AVX-512 VNNI ones. */
 int td_cpu_has_avx2(void);
 int td_cpu_has_avx512vnni(void);

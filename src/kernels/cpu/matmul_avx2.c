@@ -1,4 +1,6 @@
-/* AVX2/FMA matrix product with fp32 accumulation over F32, F16 or BF16 weights.
+/* Matrix product over F32 / F16 / BF16 weights, AVX2/FMA with fp32 accumulation (matmul_ref.c holds the
+ * reference). td_matmul_avx2 is also the AVX2 kernel set's matmul slot: quantised weights go to
+ * td_matmul_quant_avx2 (unpacked) or td_matmul_x8_avx2 (packed x8).
  *
  * Every output element is one dot product computed the same way whatever the tile it falls in: one 8-lane
  * accumulator over k in steps of 8 (fused multiply-add), a fixed horizontal sum, then the k % 8 tail added in
@@ -25,7 +27,6 @@ static inline __attribute__((always_inline)) float load1(td_dtype type, const vo
     if (type == TD_DTYPE_F16) return td_f16_to_f32(((const uint16_t *)row)[k]);
     return td_bf16_to_f32(((const uint16_t *)row)[k]);
 }
-
 
 /* R rows x C tokens of dot products of length n. */
 static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int C, const void *const *wr,
@@ -108,7 +109,7 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
 
 void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                     float *y, int64_t ldy, int64_t j0, int64_t j1) {
-    if (w->pack && w->pack->lanes == 8) {
+    if (w->pack && w->pack->lanes == TD_X8_LANES) {
         td_matmul_x8_avx2(w, rows, xq, T, y, ldy, j0, j1);
         return;
     }

@@ -1,5 +1,6 @@
 /* AVX-512 VNNI matrix product over packed (x16) Q8_0 / Q4_0 weights and x16 activations; td_matmul_x16_ref is
- * its scalar reference and the two agree to the bit.
+ * its scalar reference and the two agree to the bit. td_matmul_avx512, the AVX-512 VNNI kernel set's matmul slot,
+ * sends everything else to td_matmul_avx2.
  *
  * A 64-byte chunk of a packed group holds 4 consecutive elements of each of 16 blocks, so vpdpbusd (unsigned
  * weight bytes times signed activation bytes, 4 products a lane) leaves, after the 8 chunks of a group, each
@@ -41,18 +42,18 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
     for (int64_t g = 0; g < nbg; g++) {
         __m512i i1[8][2], i2[8][2];
         _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
-            const int64_t at = (c * nbg + g) * 16;
+            const int64_t at = (c * nbg + g) * TD_X16_LANES;
             __m512i a = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_loadu_si512(x.s1 + at), shift));
             __m512i b = two ? _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_loadu_si512(x.s2 + at), shift)) : a;
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) i1[r][c] = a, i2[r][c] = b;
         }
         if (type == TD_DTYPE_Q8_0) {
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < TD_QBLOCK / 4; k++) {
                 __m512i wv[8];
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-                    wv[r] = _mm512_loadu_si512(wr[r] + g * 512 + k * 64);
+                    wv[r] = _mm512_loadu_si512(wr[r] + g * TD_X16_GROUP + k * TD_X16_CHUNK);
                 _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
-                    const int64_t at = (c * nbg + g) * 512 + k * 64;
+                    const int64_t at = (c * nbg + g) * TD_X16_GROUP + k * TD_X16_CHUNK;
                     __m512i xa = _mm512_loadu_si512(x.q1 + at), xb = two ? _mm512_loadu_si512(x.q2 + at) : xa;
                     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                         i1[r][c] = _mm512_dpbusd_epi32(i1[r][c], wv[r], xa);
@@ -61,16 +62,17 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
                 }
             }
         } else {
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            _Pragma("GCC unroll 4") for (int k = 0; k < TD_QBLOCK / 8; k++) {
                 __m512i lo[8], hi[8];
                 _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                    __m512i raw = _mm512_loadu_si512(wr[r] + g * group_bytes + k * 64);
+                    __m512i raw = _mm512_loadu_si512(wr[r] + g * group_bytes + k * TD_X16_CHUNK);
                     lo[r] = _mm512_and_si512(raw, low4);
                     hi[r] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
                 }
                 _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
-                    const int64_t at = (c * nbg + g) * 512;
-                    __m512i xlo = _mm512_loadu_si512(x.q1 + at + k * 64), xhi = _mm512_loadu_si512(x.q1 + at + (k + 4) * 64);
+                    const int64_t at = (c * nbg + g) * TD_X16_GROUP;
+                    __m512i xlo = _mm512_loadu_si512(x.q1 + at + k * TD_X16_CHUNK);
+                    __m512i xhi = _mm512_loadu_si512(x.q1 + at + (k + TD_QBLOCK / 8) * TD_X16_CHUNK);
                     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                         i1[r][c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i1[r][c], lo[r], xlo), hi[r], xhi);
                 }
@@ -78,9 +80,10 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
         }
         __m512 dw[8];
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) dw[r] = _mm512_cvtph_ps(
-            _mm256_loadu_si256((const __m256i *)(const void *)(wr[r] + nbg * group_bytes + g * 32)));
+            _mm256_loadu_si256((const __m256i *)(const void *)(wr[r] + nbg * group_bytes + g * TD_X16_LANES * 2)));
         _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) {
-            __m512 d1 = _mm512_loadu_ps(x.d1 + (c * nbg + g) * 16), d2 = two ? _mm512_loadu_ps(x.d2 + (c * nbg + g) * 16) : d1;
+            const int64_t at = (c * nbg + g) * TD_X16_LANES;
+            __m512 d1 = _mm512_loadu_ps(x.d1 + at), d2 = two ? _mm512_loadu_ps(x.d2 + at) : d1;
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                 acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[r][c]), _mm512_mul_ps(dw[r], d1), acc[r][c]);
                 if (two) acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i2[r][c]), _mm512_mul_ps(dw[r], d2), acc[r][c]);
@@ -92,7 +95,7 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
 }
 
 static inline xrow xrow_at(const td_qrows *xr, int64_t t) {
-    int64_t q = t * xr->nbg * 512, s = t * xr->nbg * 16;
+    int64_t q = t * xr->nbg * TD_X16_GROUP, s = t * xr->nbg * TD_X16_LANES;
     xrow x = {xr->qi + q, xr->qi2 + q, xr->d + s, xr->d2 + s, xr->s + s, xr->s2 + s};
     return x;
 }
@@ -155,6 +158,6 @@ void td_matmul_x16_avx512(const td_mat *w, const int32_t *rows, const void *xq, 
 
 void td_matmul_avx512(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                       float *y, int64_t ldy, int64_t j0, int64_t j1) {
-    if (w->pack && w->pack->lanes == 16) td_matmul_x16_avx512(w, rows, xq, T, y, ldy, j0, j1);
+    if (w->pack && w->pack->lanes == TD_X16_LANES) td_matmul_x16_avx512(w, rows, xq, T, y, ldy, j0, j1);
     else td_matmul_avx2(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
 }

@@ -15,8 +15,8 @@
 /* The unsigned weight byte for element e of lane `lane` in a packed group. */
 static int packed_weight(const td_qpack *p, const uint8_t *group, int lane, int e) {
     int k = e / 4, i = e % 4;
-    if (p->type == TD_DTYPE_Q8_0) return group[k * 64 + lane * 4 + i];
-    uint8_t byte = group[(k % 4) * 64 + lane * 4 + i];
+    if (p->type == TD_DTYPE_Q8_0) return group[k * TD_X16_CHUNK + lane * 4 + i];
+    uint8_t byte = group[(k % 4) * TD_X16_CHUNK + lane * 4 + i];
     return k < 4 ? byte & 15 : byte >> 4;
 }
 
@@ -24,19 +24,20 @@ static int packed_weight(const td_qpack *p, const uint8_t *group, int lane, int 
 static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int8_t *xg, int32_t xsum) {
     int shift = p->type == TD_DTYPE_Q8_0 ? 7 : 3;
     int32_t isum = -(xsum * (1 << shift));
-    for (int e = 0; e < 32; e++) isum += packed_weight(p, group, lane, e) * xg[(e / 4) * 64 + lane * 4 + e % 4];
+    for (int e = 0; e < TD_QBLOCK; e++)
+        isum += packed_weight(p, group, lane, e) * xg[(e / 4) * TD_X16_CHUNK + lane * 4 + e % 4];
     return isum;
 }
 
 static float dot_x16(const td_qpack *p, const uint8_t *row, const td_qrows *xq, int64_t t) {
     const uint16_t *dw = td_qpack_scales(p, row);
-    float acc[16] = {0};
+    float acc[TD_X16_LANES] = {0};
     for (int64_t g = 0; g < p->nbg; g++) {
         const uint8_t *group = row + g * p->group_bytes;
-        int64_t xg = (t * xq->nbg + g) * 512;
-        for (int lane = 0; lane < 16; lane++) {
-            int64_t at = (t * xq->nbg + g) * 16 + lane;
-            float w = td_f16_to_f32(dw[g * 16 + lane]);
+        int64_t xg = (t * xq->nbg + g) * TD_X16_GROUP;
+        for (int lane = 0; lane < TD_X16_LANES; lane++) {
+            int64_t at = (t * xq->nbg + g) * TD_X16_LANES + lane;
+            float w = td_f16_to_f32(dw[g * TD_X16_LANES + lane]);
             int32_t i1 = block_sum(p, group, lane, xq->qi + xg, xq->s[at]);
             acc[lane] = fmaf((float)i1, w * xq->d[at], acc[lane]);
             if (xq->x16 < 2) continue;
@@ -44,7 +45,7 @@ static float dot_x16(const td_qpack *p, const uint8_t *row, const td_qrows *xq, 
             acc[lane] = fmaf((float)i2, w * xq->d2[at], acc[lane]);
         }
     }
-    return td_qpack_lanes_sum(acc, 16);
+    return td_qpack_lanes_sum(acc, TD_X16_LANES);
 }
 
 void td_matmul_x16_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,

@@ -30,10 +30,10 @@
 #define L2_ROWS_BYTES (192 * 1024)
 #endif
 #define MAX_C 8
+#define CHUNKS (TD_QBLOCK / 2) /* chunks a group: 2 elements of each block (Q4_0: chunk pairs p, p + CHUNKS / 2) */
 #ifndef L1_X_BYTES
 #define L1_X_BYTES (24 * 1024) /* the activations of one tile's tokens */
 #endif
-
 
 /* An empty asm that claims to change every accumulator: GCC then neither reassociates the integer sums across
  * chunks (it would hoist all products of a group first and spill them) nor moves accumulators to the stack. */
@@ -45,7 +45,7 @@ static inline __attribute__((always_inline)) void keep_in_registers(__m256i *ia,
 static inline __attribute__((always_inline)) void tile(td_dtype type, int C, const uint8_t *row, const uint16_t *ws,
                                                        const int16_t *xqw, const float *xd, const int32_t *xs,
                                                        int64_t nbg, float *y, int64_t ldy) {
-    const size_t gb = type == TD_DTYPE_Q8_0 ? 256 : 128;
+    const size_t gb = type == TD_DTYPE_Q8_0 ? TD_X8_GROUP : TD_X8_GROUP / 2; /* weight bytes a group */
     const __m256i low4 = _mm256_set1_epi16(15);
     __m256 acc[MAX_C];
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
@@ -54,34 +54,37 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int C, con
         __m256i ia[MAX_C];
         _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) ia[c] = _mm256_setzero_si256();
         if (type == TD_DTYPE_Q8_0) {
-            _Pragma("GCC unroll 2") for (int k = 0; k < 16; k++) {
-                __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wg + k * 16)));
+            _Pragma("GCC unroll 2") for (int k = 0; k < CHUNKS; k++) {
+                const __m128i *wk = (const __m128i *)(const void *)(wg + k * TD_X8_CHUNK);
+                __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk));
                 _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
-                    const __m256i *xv = (const __m256i *)(const void *)(xqw + (c * nbg + g) * 256 + k * 16);
+                    const int16_t *xk = xqw + (c * nbg + g) * TD_X8_GROUP + k * TD_X8_CHUNK;
+                    const __m256i *xv = (const __m256i *)(const void *)xk;
                     ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(wv, _mm256_load_si256(xv)));
                 }
                 keep_in_registers(ia, C);
             }
         } else {
-            _Pragma("GCC unroll 2") for (int p = 0; p < 8; p++) {
-                __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wg + p * 16)));
+            _Pragma("GCC unroll 2") for (int p = 0; p < CHUNKS / 2; p++) {
+                const __m128i *wp = (const __m128i *)(const void *)(wg + p * TD_X8_CHUNK);
+                __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128(wp));
                 __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_srli_epi16(raw, 4);
                 _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
-                    const int16_t *xg = xqw + (c * nbg + g) * 256;
-                    __m256i xlo = _mm256_load_si256((const __m256i *)(const void *)(xg + p * 16));
-                    __m256i xhi = _mm256_load_si256((const __m256i *)(const void *)(xg + (p + 8) * 16));
+                    const int16_t *xg = xqw + (c * nbg + g) * TD_X8_GROUP;
+                    __m256i xlo = _mm256_load_si256((const __m256i *)(const void *)(xg + p * TD_X8_CHUNK));
+                    __m256i xhi = _mm256_load_si256((const __m256i *)(const void *)(xg + (p + CHUNKS / 2) * TD_X8_CHUNK));
                     ia[c] = _mm256_add_epi32(ia[c], _mm256_add_epi32(_mm256_madd_epi16(lo, xlo), _mm256_madd_epi16(hi, xhi)));
                 }
                 keep_in_registers(ia, C);
             }
             _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
-                __m256i s = _mm256_loadu_si256((const __m256i *)(const void *)(xs + (c * nbg + g) * 8));
+                __m256i s = _mm256_loadu_si256((const __m256i *)(const void *)(xs + (c * nbg + g) * TD_X8_LANES));
                 ia[c] = _mm256_sub_epi32(ia[c], _mm256_slli_epi32(s, 3));
             }
         }
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(ws + g * 8)));
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(ws + g * TD_X8_LANES)));
         _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
-            __m256 dx = _mm256_loadu_ps(xd + (c * nbg + g) * 8);
+            __m256 dx = _mm256_loadu_ps(xd + (c * nbg + g) * TD_X8_LANES);
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), _mm256_mul_ps(dw, dx), acc[c]);
         }
     }
@@ -94,9 +97,9 @@ static inline __attribute__((always_inline)) void tile_any(td_dtype type, int C,
                                                            float *y, int64_t ldy) {
     const int64_t nbg = xq->nbg;
     const uint16_t *ws = td_qpack_scales(p, row);
-    const int16_t *q = xq->qw + t * nbg * 256;
-    const float *d = xq->d + t * nbg * 8;
-    const int32_t *s = xq->s + t * nbg * 8;
+    const int16_t *q = xq->qw + t * nbg * TD_X8_GROUP;
+    const float *d = xq->d + t * nbg * TD_X8_LANES;
+    const int32_t *s = xq->s + t * nbg * TD_X8_LANES;
     switch (C) {
     case 8: tile(type, 8, row, ws, q, d, s, nbg, y, ldy); break;
     case 7: tile(type, 7, row, ws, q, d, s, nbg, y, ldy); break;
@@ -129,7 +132,7 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
     }
     int64_t rb = (int64_t)(L2_ROWS_BYTES / p->row_bytes);
     if (rb < 1) rb = 1;
-    int64_t cmax = L1_X_BYTES / (xq->nbg * 512);
+    int64_t cmax = L1_X_BYTES / (xq->nbg * TD_X8_GROUP * (int64_t)sizeof(int16_t)); /* a token's activations */
     cmax = cmax < 2 ? 2 : cmax > MAX_C ? MAX_C : cmax;
     for (int64_t jb = j0; jb < j1; jb += rb) {
         int64_t je = j1 - jb < rb ? j1 : jb + rb;

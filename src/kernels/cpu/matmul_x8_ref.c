@@ -14,31 +14,32 @@
 
 /* The weight of element e of block `lane` in a packed group: signed for Q8_0, q_w = w + 8 for Q4_0. */
 static int packed_weight(const td_qpack *p, const uint8_t *group, int lane, int e) {
-    if (p->type == TD_DTYPE_Q8_0) return (int8_t)group[(e / 2) * 16 + lane * 2 + e % 2];
-    int j = e % 16; /* element j (low nibble) and j + 16 (high nibble) of a Q4_0 block share byte j */
-    uint8_t byte = group[(j / 2) * 16 + lane * 2 + j % 2];
-    return e < 16 ? byte & 15 : byte >> 4;
+    if (p->type == TD_DTYPE_Q8_0) return (int8_t)group[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2];
+    int j = e % (TD_QBLOCK / 2); /* element j (low nibble) and j + 16 (high nibble) of a Q4_0 block share byte j */
+    uint8_t byte = group[(j / 2) * TD_X8_CHUNK + lane * 2 + j % 2];
+    return e < TD_QBLOCK / 2 ? byte & 15 : byte >> 4;
 }
 
 static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int16_t *xg, int32_t xsum) {
     int32_t isum = p->type == TD_DTYPE_Q4_0 ? -8 * xsum : 0;
-    for (int e = 0; e < 32; e++) isum += packed_weight(p, group, lane, e) * xg[(e / 2) * 16 + lane * 2 + e % 2];
+    for (int e = 0; e < TD_QBLOCK; e++)
+        isum += packed_weight(p, group, lane, e) * xg[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2];
     return isum;
 }
 
 static float dot_x8(const td_qpack *p, const uint8_t *row, const td_qrows *xq, int64_t t) {
     const uint16_t *dw = td_qpack_scales(p, row);
-    float acc[8] = {0};
+    float acc[TD_X8_LANES] = {0};
     for (int64_t g = 0; g < p->nbg; g++) {
         const uint8_t *group = row + g * p->group_bytes;
-        const int16_t *xg = xq->qw + (t * xq->nbg + g) * 256;
-        for (int lane = 0; lane < 8; lane++) {
-            int64_t at = (t * xq->nbg + g) * 8 + lane;
+        const int16_t *xg = xq->qw + (t * xq->nbg + g) * TD_X8_GROUP;
+        for (int lane = 0; lane < TD_X8_LANES; lane++) {
+            int64_t at = (t * xq->nbg + g) * TD_X8_LANES + lane;
             int32_t isum = block_sum(p, group, lane, xg, xq->s[at]);
-            acc[lane] = fmaf((float)isum, td_f16_to_f32(dw[g * 8 + lane]) * xq->d[at], acc[lane]);
+            acc[lane] = fmaf((float)isum, td_f16_to_f32(dw[g * TD_X8_LANES + lane]) * xq->d[at], acc[lane]);
         }
     }
-    return td_qpack_lanes_sum(acc, 8);
+    return td_qpack_lanes_sum(acc, TD_X8_LANES);
 }
 
 void td_matmul_x8_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,

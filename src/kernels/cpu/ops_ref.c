@@ -1,18 +1,8 @@
-/* Scalar element-wise and row operations, and the reference attention. */
+/* Scalar element-wise and row operations that have no SIMD twin (a vanishing share of the work): rotary embedding,
+ * softmax, the DeltaNet l2 and gated RMS norms, the sigmoid gate, the causal conv step, softplus, add. */
 #include <math.h>
 
 #include "kernels/cpu/kernels.h"
-#include "util/half.h"
-
-void td_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred) {
-    double ss = 0.0; /* double: the mean of squares is then correctly rounded for any realistic n */
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
-    float r = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
-    for (int64_t i = 0; i < n; i++) {
-        float wi = zero_centred ? 1.0f + w[i] : w[i];
-        y[i] = (x[i] * r) * wi;
-    }
-}
 
 void td_rope_inv_freq(float *inv_freq, int64_t rot, double theta) {
     /* transformers: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all in fp32 */
@@ -41,13 +31,6 @@ void td_rope(float *x, int64_t rot, const float *cs) {
     }
 }
 
-void td_silu_mul(float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = g[i];
-        g[i] = (v / (1.0f + expf(-v))) * u[i];
-    }
-}
-
 void td_add(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
@@ -63,22 +46,6 @@ void td_softmax(float *x, int64_t n) {
     }
     float inv = 1.0f / sum;
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
-}
-
-void td_attn_ref(const float *q, const float *k, const float *v, const int32_t *idx, int64_t n, int64_t stride,
-                 int64_t dim, float scale, float *out, float *scratch) {
-    for (int64_t i = 0; i < n; i++) {
-        const float *ki = k + (int64_t)idx[i] * stride;
-        float s = 0.0f;
-        for (int64_t d = 0; d < dim; d++) s += q[d] * ki[d];
-        scratch[i] = s * scale;
-    }
-    td_softmax(scratch, n);
-    for (int64_t d = 0; d < dim; d++) out[d] = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        const float *vi = v + (int64_t)idx[i] * stride;
-        for (int64_t d = 0; d < dim; d++) out[d] += scratch[i] * vi[d];
-    }
 }
 
 void td_l2norm(float *x, int64_t n, float eps) {
@@ -116,33 +83,3 @@ void td_conv_step(float *out, float *state, const float *x, const float *w, int6
 }
 
 float td_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
-int64_t td_attn_rows_scratch(int64_t R, int64_t max_n, int64_t dim, int kv_f16) {
-    /* scores, then (AVX2) two arrays of row pointers and the rows copied (converted from f16) to f32 */
-    (void)kv_f16;
-    return R * max_n + 2 + 4 * max_n + 2 * max_n * dim + 16;
-}
-
-/* Element d of key (which = 0) or value (1) row i. */
-static float key_value(const td_attn_keys *ks, int which, int64_t i, int64_t d, int64_t dim) {
-    if (i < ks->n_pre) return (which ? ks->pre_v : ks->pre_k)[i * dim + d];
-    int64_t at = (int64_t)ks->idx[i] * ks->stride + d;
-    const void *base = which ? ks->v : ks->k;
-    return ks->kv_f16 ? td_f16_to_f32(((const uint16_t *)base)[at]) : ((const float *)base)[at];
-}
-
-void td_attn_rows_ref(const float *const *q, float *const *out, const int64_t *n, int64_t R, const td_attn_keys *keys,
-                      int64_t dim, float scale, float *scratch) {
-    for (int64_t r = 0; r < R; r++) {
-        float *s = scratch;
-        for (int64_t i = 0; i < n[r]; i++) {
-            float acc = 0.0f;
-            for (int64_t d = 0; d < dim; d++) acc += q[r][d] * key_value(keys, 0, i, d, dim);
-            s[i] = acc * scale;
-        }
-        td_softmax(s, n[r]);
-        for (int64_t d = 0; d < dim; d++) out[r][d] = 0.0f;
-        for (int64_t i = 0; i < n[r]; i++)
-            for (int64_t d = 0; d < dim; d++) out[r][d] += s[i] * key_value(keys, 1, i, d, dim);
-    }
-}

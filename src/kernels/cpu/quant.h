@@ -10,13 +10,13 @@
 #include "util/dtype.h"
 
 typedef struct td_block_q8_0 {
-    uint16_t d;     /* fp16 scale */
-    int8_t qs[32];
+    uint16_t d;            /* fp16 scale */
+    int8_t qs[TD_QBLOCK];
 } td_block_q8_0;
 
 typedef struct td_block_q4_0 {
-    uint16_t d;     /* fp16 scale */
-    uint8_t qs[16]; /* qs[j] & 15 = element j, qs[j] >> 4 = element j + 16; value (q - 8) * d */
+    uint16_t d;                /* fp16 scale */
+    uint8_t qs[TD_QBLOCK / 2]; /* qs[j] & 15 = element j, qs[j] >> 4 = element j + 16; value (q - 8) * d */
 } td_block_q4_0;
 
 /* f32 -> blocks, as llama.cpp's reference quantisers: Q8_0 d = amax / 127, q = round(x / d);
@@ -43,17 +43,25 @@ void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n);
  *     unsigned q = w + 8 (128 bytes a group; byte lane*2 + i of pair p is byte 2p + i of block lane's qs).
  *     Padding blocks have q = 8 (w = 0).
  * A row is the nbg groups' bytes, then nbg * lanes fp16 scales, padded to 64 bytes. */
+#define TD_X16_LANES 16                         /* blocks a x16 group, one per 32-bit lane of a zmm register */
+#define TD_X16_CHUNK (4 * TD_X16_LANES)         /* 64: a x16 chunk holds 4 consecutive elements of each block */
+#define TD_X16_GROUP (TD_QBLOCK * TD_X16_LANES) /* 512: elements a x16 group (bytes of its Q8_0 weights, of one
+                                                   level of its activations) */
+#define TD_X8_LANES 8                           /* blocks a x8 group, one per 32-bit lane of a ymm register */
+#define TD_X8_CHUNK (2 * TD_X8_LANES)           /* 16: a x8 chunk holds 2 consecutive elements of each block */
+#define TD_X8_GROUP (TD_QBLOCK * TD_X8_LANES)   /* 256: elements a x8 group (bytes of its Q8_0 weights, int16
+                                                   activations) */
 typedef struct td_qpack {
     td_dtype type;
-    int lanes;          /* 8 or 16 */
+    int lanes;          /* TD_X8_LANES or TD_X16_LANES */
     int64_t rows, nbg;
     size_t group_bytes; /* x16: 512 or 256; x8: 256 or 128 */
     size_t row_bytes;
     uint8_t *data;      /* 64-byte aligned, rows * row_bytes */
 } td_qpack;
 
-/* Packs a Q8_0 / Q4_0 matrix of `rows` rows (row_bytes apart at data) into the layout of `lanes` (8 or 16).
- * Returns NULL when out of memory. */
+/* Packs a Q8_0 / Q4_0 matrix of `rows` rows (row_bytes apart at data) into the layout of `lanes` (TD_X8_LANES or
+ * TD_X16_LANES). Returns NULL when out of memory. */
 td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes, int lanes);
 void td_qpack_free(td_qpack *p);
 static inline const uint8_t *td_qpack_row(const td_qpack *p, int64_t r) { return p->data + (size_t)r * p->row_bytes; }

@@ -1,4 +1,5 @@
-/* Packing Q8_0 / Q4_0 weight rows into the x16 and x8 layouts (quant.h), and laying out quantised activation buffers. */
+/* Packing Q8_0 / Q4_0 weight rows into the x16 and x8 layouts (quant.h), and laying out quantised activation
+ * buffers (td_qrows: binding, and the stores the quantisers share). No SIMD twin: it runs at load and per block. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,14 +25,14 @@ static void *alloc_rows(size_t total) {
 
 /* x16: byte lane*4 + i of chunk k is element 4k + i. */
 static void pack_group_x16(td_dtype type, uint8_t *g, int lane, const void *blk) {
-    for (int e = 0; e < 32; e++) {
+    for (int e = 0; e < TD_QBLOCK; e++) {
         if (type == TD_DTYPE_Q8_0) { /* w + 128 as an unsigned byte; padding is w = 0 */
-            g[(e / 4) * 64 + lane * 4 + e % 4] = (uint8_t)((blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0) ^ 0x80);
+            g[(e / 4) * TD_X16_CHUNK + lane * 4 + e % 4] = (uint8_t)((blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0) ^ 0x80);
         } else { /* q in 0..15; padding is q = 8 (w = 0) */
             const td_block_q4_0 *b4 = blk;
-            int q = b4 ? (e < 16 ? b4->qs[e] & 15 : b4->qs[e - 16] >> 4) : 8;
+            int q = b4 ? (e < TD_QBLOCK / 2 ? b4->qs[e] & 15 : b4->qs[e - TD_QBLOCK / 2] >> 4) : 8;
             int k = e / 4;
-            g[(k % 4) * 64 + lane * 4 + e % 4] |= (uint8_t)(k < 4 ? q : q << 4);
+            g[(k % 4) * TD_X16_CHUNK + lane * 4 + e % 4] |= (uint8_t)(k < 4 ? q : q << 4);
         }
     }
 }
@@ -39,22 +40,24 @@ static void pack_group_x16(td_dtype type, uint8_t *g, int lane, const void *blk)
 /* x8: byte lane*2 + i of chunk k is element 2k + i; Q4_0's pair p is bytes 2p, 2p + 1 of each block's qs. */
 static void pack_group_x8(td_dtype type, uint8_t *g, int lane, const void *blk) {
     if (type == TD_DTYPE_Q8_0) {
-        for (int e = 0; e < 32; e++) g[(e / 2) * 16 + lane * 2 + e % 2] = blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0;
+        for (int e = 0; e < TD_QBLOCK; e++)
+            g[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2] = blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0;
     } else {
-        for (int j = 0; j < 16; j++) g[(j / 2) * 16 + lane * 2 + j % 2] = blk ? ((const td_block_q4_0 *)blk)->qs[j] : 0x88;
+        for (int j = 0; j < TD_QBLOCK / 2; j++)
+            g[(j / 2) * TD_X8_CHUNK + lane * 2 + j % 2] = blk ? ((const td_block_q4_0 *)blk)->qs[j] : 0x88;
     }
 }
 
 td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes, int lanes) {
-    if ((type != TD_DTYPE_Q8_0 && type != TD_DTYPE_Q4_0) || (lanes != 8 && lanes != 16)) return NULL;
+    if (!td_dtype_is_block(type) || (lanes != TD_X8_LANES && lanes != TD_X16_LANES)) return NULL;
     td_qpack *p = calloc(1, sizeof *p);
     if (!p) return NULL;
-    int64_t nb = cols / 32;
+    int64_t nb = cols / TD_QBLOCK;
     p->type = type;
     p->lanes = lanes;
     p->rows = rows;
     p->nbg = (nb + lanes - 1) / lanes;
-    p->group_bytes = (size_t)lanes * (type == TD_DTYPE_Q8_0 ? 32 : 16);
+    p->group_bytes = (size_t)lanes * (type == TD_DTYPE_Q8_0 ? TD_QBLOCK : TD_QBLOCK / 2);
     p->row_bytes = align64((size_t)p->nbg * (p->group_bytes + 2 * (size_t)lanes));
     size_t total = (size_t)rows * p->row_bytes;
     if (!(p->data = alloc_rows(total))) {
@@ -72,8 +75,8 @@ td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *da
             uint8_t *g = qs + (size_t)(b / lanes) * p->group_bytes;
             d[b] = 0;
             if (blk) memcpy(&d[b], blk, 2); /* both block types start with their fp16 scale */
-            if (lanes == 16) pack_group_x16(type, g, (int)(b % 16), blk);
-            else pack_group_x8(type, g, (int)(b % 8), blk);
+            if (lanes == TD_X16_LANES) pack_group_x16(type, g, (int)(b % TD_X16_LANES), blk);
+            else pack_group_x8(type, g, (int)(b % TD_X8_LANES), blk);
         }
     }
     return p;
@@ -87,9 +90,9 @@ void td_qpack_free(td_qpack *p) {
 
 size_t td_qrows_bytes(int64_t T, int64_t nb) {
     size_t plain = align64((size_t)(T * nb) * sizeof(td_block_q8_0)) + align64((size_t)(T * nb) * sizeof(float));
-    int64_t nbg = (nb + 15) / 16;
-    size_t x16 = 2 * (size_t)(T * nbg) * (512 + 16 * sizeof(float) + 16 * sizeof(int32_t));
-    size_t x8 = (size_t)(T * ((nb + 7) / 8)) * (512 + 8 * sizeof(float) + 8 * sizeof(int32_t));
+    int64_t nbg16 = (nb + TD_X16_LANES - 1) / TD_X16_LANES, nbg8 = (nb + TD_X8_LANES - 1) / TD_X8_LANES;
+    size_t x16 = 2 * (size_t)(T * nbg16) * (TD_X16_GROUP + TD_X16_LANES * (sizeof(float) + sizeof(int32_t)));
+    size_t x8 = (size_t)(T * nbg8) * (TD_X8_GROUP * sizeof(int16_t) + TD_X8_LANES * (sizeof(float) + sizeof(int32_t)));
     size_t most = plain > x16 ? plain : x16;
     return (most > x8 ? most : x8) + 64;
 }
@@ -99,17 +102,17 @@ void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int layout) {
     memset(xq, 0, sizeof *xq);
     xq->nb = nb;
     if (layout == TD_QROWS_X8) {
-        size_t n = (size_t)(T * ((nb + 7) / 8));
         xq->x8 = 1;
-        xq->nbg = (nb + 7) / 8;
+        xq->nbg = (nb + TD_X8_LANES - 1) / TD_X8_LANES;
+        size_t n = (size_t)(T * xq->nbg);
         xq->qw = (int16_t *)(void *)p;
-        xq->d = (float *)(void *)(p + n * 512);
-        xq->s = (int32_t *)(void *)(xq->d + n * 8);
+        xq->d = (float *)(void *)(xq->qw + n * TD_X8_GROUP);
+        xq->s = (int32_t *)(void *)(xq->d + n * TD_X8_LANES);
         return;
     }
     int x16 = layout;
     xq->x16 = x16;
-    xq->nbg = (nb + 15) / 16;
+    xq->nbg = (nb + TD_X16_LANES - 1) / TD_X16_LANES;
     if (!x16) {
         xq->q = (td_block_q8_0 *)(void *)p;
         xq->d = (float *)(void *)(p + align64((size_t)(T * nb) * sizeof(td_block_q8_0)));
@@ -117,37 +120,37 @@ void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int layout) {
     }
     size_t n = (size_t)(T * xq->nbg);
     xq->qi = (int8_t *)p;
-    xq->qi2 = (int8_t *)(p + n * 512);
-    xq->d = (float *)(void *)(p + n * 1024);
-    xq->d2 = xq->d + n * 16;
-    xq->s = (int32_t *)(void *)(xq->d2 + n * 16);
-    xq->s2 = xq->s + n * 16;
+    xq->qi2 = xq->qi + n * TD_X16_GROUP;
+    xq->d = (float *)(void *)(xq->qi2 + n * TD_X16_GROUP);
+    xq->d2 = xq->d + n * TD_X16_LANES;
+    xq->s = (int32_t *)(void *)(xq->d2 + n * TD_X16_LANES);
+    xq->s2 = xq->s + n * TD_X16_LANES;
 }
 
 /* One level of a block into the interleaved layout. */
 static void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane, const int8_t *qs, float scale) {
     int32_t sum = 0;
-    for (int k = 0; k < 8; k++) memcpy(qi + g * 512 + k * 64 + lane * 4, qs + 4 * k, 4);
-    for (int e = 0; e < 32; e++) sum += qs[e];
-    d[g * 16 + lane] = scale;
-    s[g * 16 + lane] = sum;
+    for (int k = 0; k < TD_QBLOCK / 4; k++) memcpy(qi + g * TD_X16_GROUP + k * TD_X16_CHUNK + lane * 4, qs + 4 * k, 4);
+    for (int e = 0; e < TD_QBLOCK; e++) sum += qs[e];
+    d[g * TD_X16_LANES + lane] = scale;
+    s[g * TD_X16_LANES + lane] = sum;
 }
 
 int td_qrows_layout(td_dtype type, const td_qpack *pack) {
     if (!pack) return TD_QROWS_PLAIN;
-    if (pack->lanes == 8) return TD_QROWS_X8;
+    if (pack->lanes == TD_X8_LANES) return TD_QROWS_X8;
     return type == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1;
 }
 
 void td_qrows_put_x8(const td_qrows *xq, int64_t r, int64_t b, const int16_t *qs, float d) {
-    int64_t g = r * xq->nbg + b / 8, lane = b % 8;
+    int64_t g = r * xq->nbg + b / TD_X8_LANES, lane = b % TD_X8_LANES;
     int32_t sum = 0;
-    for (int e = 0; e < 32; e++) {
-        xq->qw[g * 256 + (e / 2) * 16 + lane * 2 + e % 2] = qs[e];
+    for (int e = 0; e < TD_QBLOCK; e++) {
+        xq->qw[g * TD_X8_GROUP + (e / 2) * TD_X8_CHUNK + lane * 2 + e % 2] = qs[e];
         sum += qs[e];
     }
-    xq->d[g * 8 + lane] = d;
-    xq->s[g * 8 + lane] = sum;
+    xq->d[g * TD_X8_LANES + lane] = d;
+    xq->s[g * TD_X8_LANES + lane] = sum;
 }
 
 void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, const int8_t *qs, uint16_t d) {
@@ -155,21 +158,21 @@ void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, cons
     if (!xq->x16) {
         td_block_q8_0 *blk = &xq->q[r * xq->nb + b];
         blk->d = d;
-        memcpy(blk->qs, qs, 32);
+        memcpy(blk->qs, qs, TD_QBLOCK);
         xq->d[r * xq->nb + b] = d1;
         return;
     }
-    int64_t g = r * xq->nbg + b / 16, lane = b % 16;
+    int64_t g = r * xq->nbg + b / TD_X16_LANES, lane = b % TD_X16_LANES;
     put_level(xq->qi, xq->d, xq->s, g, lane, qs, d1);
     if (xq->x16 < 2) return;
-    float rest[32], amax = 0.0f;
-    int8_t q2[32];
-    for (int e = 0; e < 32; e++) {
+    float rest[TD_QBLOCK], amax = 0.0f;
+    int8_t q2[TD_QBLOCK];
+    for (int e = 0; e < TD_QBLOCK; e++) {
         rest[e] = x ? x[e] - d1 * (float)qs[e] : 0.0f; /* exact product, one rounding in the difference */
         amax = fabsf(rest[e]) > amax ? fabsf(rest[e]) : amax;
     }
     float d2 = amax / 127.0f, id2 = d2 != 0.0f ? 1.0f / d2 : 0.0f;
-    for (int e = 0; e < 32; e++) {
+    for (int e = 0; e < TD_QBLOCK; e++) {
         float q = roundf(rest[e] * id2);
         q2[e] = (int8_t)(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
     }
@@ -178,11 +181,11 @@ void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, cons
 
 void td_qrows_pad(const td_qrows *xq, int64_t r) {
     if (xq->x8) {
-        static const int16_t zero16[32];
-        for (int64_t b = xq->nb; b < xq->nbg * 8; b++) td_qrows_put_x8(xq, r, b, zero16, 0.0f);
+        static const int16_t zero16[TD_QBLOCK];
+        for (int64_t b = xq->nb; b < xq->nbg * TD_X8_LANES; b++) td_qrows_put_x8(xq, r, b, zero16, 0.0f);
         return;
     }
     if (!xq->x16) return;
-    static const int8_t zero[32];
-    for (int64_t b = xq->nb; b < xq->nbg * 16; b++) td_qrows_put(xq, r, b, NULL, zero, 0);
+    static const int8_t zero[TD_QBLOCK];
+    for (int64_t b = xq->nb; b < xq->nbg * TD_X16_LANES; b++) td_qrows_put(xq, r, b, NULL, zero, 0);
 }

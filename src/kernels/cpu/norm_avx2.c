@@ -1,23 +1,9 @@
-/* AVX2 versions of the row operations that run once per token and layer: RMSNorm and the SwiGLU gate. Each
- * output depends only on its own row, in a fixed order, so results do not depend on the batch or the threads;
- * they agree with the scalar versions (ops_ref.c) to a few ulp (test_kernels). */
+/* RMSNorm, AVX2 (td_rmsnorm_avx2; norm_ref.c holds the reference). Each output depends only on its own row, in a
+ * fixed order, so results do not depend on the batch or the threads. */
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/kernels.h"
-
-
-void td_silu_mul_avx2(float *g, const float *u, int64_t n) {
-    int64_t i = 0;
-    const __m256 one = _mm256_set1_ps(1.0f);
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(g + i);
-        __m256 s = _mm256_div_ps(v, _mm256_add_ps(one, td_exp8(_mm256_sub_ps(_mm256_setzero_ps(), v))));
-        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
-    }
-    for (; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
-}
 
 /* The mean of squares in double, as the scalar version (4 lanes, then a fixed tree), the scaling in fp32. */
 void td_rmsnorm_avx2(float *y, const float *x, const float *w, int64_t n, float eps, int zero_centred) {
