@@ -46,6 +46,14 @@ Two modes.
    qwen35-tiny-text (Qwen3_5ForCausalLM, flat text config, 3 prompts incl. one of 200 ids),
    qwen35-tiny-vl (Qwen3_5ForConditionalGeneration with a tiny vision tower and fake mtp.* tensors),
    qwen3-tiny-lora (PEFT LoRA adapter on qwen3-tiny-tied; ref.json has "base").
+   Tying (transformers 5.17 does not tie a head stored with other values than the embedding, and reads only the
+   top-level tie_word_embeddings of a VL config, false when absent): qwen3-tiny-both-differ (flag true, file holds
+   both, different), qwen35-tiny-vl-untied-top (VL, 4 layers, top-level false, text_config true, own lm_head);
+   their ref.json has "tie" (what transformers did on reload: lm_head IS the embedding or not, the warning text).
+   The job tie_probes writes no fixture: OUTDIR/../tie_probes.json (14 small checkpoints whose files and flags
+   disagree, and what transformers did with each) and OUTDIR/../tie_source.txt (the transformers code that decides).
+   Only those three, as made on the device (CPU, under a minute):
+       python3 scripts/make_fixtures.py /tmp/gen/models --only tie_probes,qwen3-tiny-both-differ,qwen35-tiny-vl-untied-top --tar $OUT/fx.tgz
    Each model is wrapped in try/except so one failure does not stop the others.
 """
 
@@ -482,6 +490,191 @@ def main_models(argv):
         margin, payload = attempt(best[1])
         return best[1], margin, payload
 
+    # ---------------------------------------------------------------- tying: what transformers decides
+    def capture_warnings():
+        """Context manager yielding a list that collects transformers' log records of level WARNING and up."""
+        import contextlib
+        import logging
+
+        @contextlib.contextmanager
+        def cm():
+            msgs = []
+
+            class _H(logging.Handler):
+                def emit(self, rec):
+                    msgs.append(rec.getMessage())
+            h = _H(level=logging.WARNING)
+            lg = logging.getLogger("transformers")
+            lg.addHandler(h)
+            try:
+                yield msgs
+            finally:
+                lg.removeHandler(h)
+        return cm()
+
+    def set_tie_flags(d, top=None, text=None):
+        """Sets config.json's tie_word_embeddings (top level, and text_config's when text is given); the value
+        "absent" deletes the key. Returns the flags as save_pretrained had written them."""
+        p = os.path.join(d, "config.json")
+        cfg = json.load(open(p))
+        tc = cfg.get("text_config")
+        before = {"top": cfg.get("tie_word_embeddings", "absent"),
+                  "text_config": tc.get("tie_word_embeddings", "absent") if isinstance(tc, dict) else None}
+        for obj, v in ((cfg, top), (tc, text)):
+            if v is None or obj is None:
+                continue
+            if v == "absent":
+                obj.pop("tie_word_embeddings", None)
+            else:
+                obj["tie_word_embeddings"] = v
+        with open(p, "w") as f:   # the layout PreTrainedConfig.to_json_file writes
+            f.write(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+        return before
+
+    def tie_report(model, d, msgs, linfo=None):
+        """What transformers did with the head of a model loaded from d: the flags in config.json and after
+        loading, which of embed_tokens / lm_head the files hold, whether lm_head IS the input embedding."""
+        from safetensors import safe_open
+        emb = model.get_input_embeddings().weight
+        head = model.get_output_embeddings().weight
+        saved = json.load(open(os.path.join(d, "config.json")))
+        tc, stc = getattr(model.config, "text_config", None), saved.get("text_config")
+        file_t = {}
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".safetensors"):
+                with safe_open(os.path.join(d, f), framework="pt") as sf:
+                    for k in sf.keys():
+                        if k.endswith("embed_tokens.weight") and not k.startswith("mtp.") or k == "lm_head.weight":
+                            file_t[k] = sf.get_tensor(k).double()
+        ek = [k for k in file_t if k != "lm_head.weight"]
+        fh = file_t.get("lm_head.weight")
+        r = {"config_json_tie_word_embeddings": saved.get("tie_word_embeddings", "absent"),
+             "config_json_text_config_tie_word_embeddings":
+                 stc.get("tie_word_embeddings", "absent") if isinstance(stc, dict) else "no text_config",
+             "loaded_config_tie_word_embeddings": getattr(model.config, "tie_word_embeddings", None),
+             "loaded_text_config_tie_word_embeddings":
+                 getattr(tc, "tie_word_embeddings", None) if tc is not None else None,
+             "file_tensors": sorted(file_t),
+             "file_lm_head_minus_embed_max_abs":
+                 float((fh - file_t[ek[0]]).abs().max()) if ek and fh is not None else None,
+             "lm_head_is_input_embeddings": head is emb,
+             "lm_head_equals_input_embeddings": bool(torch.equal(head, emb)),
+             "lm_head_equals_file_lm_head": bool(torch.equal(head.double(), fh)) if fh is not None else None,
+             "embed_equals_file_embed": bool(torch.equal(emb.double(), file_t[ek[0]])) if ek else None,
+             "all_tied_weights_keys":
+                 {str(k): str(v) for k, v in dict(getattr(model, "all_tied_weights_keys", None) or {}).items()},
+             "tie_warnings": [m for m in msgs if "tie" in m.lower()],
+             "other_warnings": [m[:300] for m in msgs if "tie" not in m.lower()]}
+        if linfo is not None:
+            r["loading_info"] = {k: sorted(map(str, v)) for k, v in linfo.items()}
+        return r
+
+    def tie_probes():
+        """Loads small checkpoints whose files and config.json disagree about tying, and records in
+        OUTDIR/../tie_probes.json what transformers did with each (no logits); the transformers source that
+        decides goes to OUTDIR/../tie_source.txt."""
+        import inspect
+        import tempfile
+        from safetensors.torch import load_file, save_file
+        from transformers import (Qwen3Config, Qwen3ForCausalLM, Qwen3_5Config, Qwen3_5ForConditionalGeneration,
+                                  Qwen3_5TextConfig)
+        import transformers.configuration_utils as cu
+        import transformers.modeling_utils as mu
+        src = []
+        for fn in ("tie_weights", "get_expanded_tied_weights_keys", "_tie_or_clone_weights", "_tie_embedding_weights"):
+            obj = getattr(mu.PreTrainedModel, fn, None)
+            if obj is None:
+                src.append("# PreTrainedModel.%s: absent\n" % fn)
+                continue
+            lines, start = inspect.getsourcelines(obj)
+            src.append("# %s:%d PreTrainedModel.%s\n%s" % (inspect.getsourcefile(obj), start, fn, "".join(lines)))
+        for mod in (mu, cu):
+            path = inspect.getsourcefile(mod)
+            for i, line in enumerate(open(path), 1):
+                if any(s in line for s in ("tie_word_embeddings", "tie_weights(", "def get_text_config", "NOT tie")):
+                    src.append("%s:%d: %s\n" % (os.path.basename(path), i, line.rstrip()))
+        mq35 = sys.modules[Qwen3_5ForConditionalGeneration.__module__]
+        for cname in ("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM", "Qwen3_5Model", "Qwen3_5TextModel"):
+            keys = getattr(getattr(mq35, cname, None), "_tied_weights_keys", "?")
+            src.append("%s._tied_weights_keys = %r\n" % (cname, keys))
+        src.append("Qwen3ForCausalLM._tied_weights_keys = %r\n" % (Qwen3ForCausalLM._tied_weights_keys,))
+        src_path = os.path.join(os.path.dirname(outdir), "tie_source.txt")
+        with open(src_path, "w") as f:
+            f.write("".join(src))
+        _log("wrote", src_path)
+
+        out = {"transformers": transformers.__version__, "defaults": {
+            "Qwen3Config().tie_word_embeddings": Qwen3Config().tie_word_embeddings,
+            "Qwen3_5TextConfig().tie_word_embeddings": Qwen3_5TextConfig().tie_word_embeddings,
+            "Qwen3_5Config().tie_word_embeddings": Qwen3_5Config().tie_word_embeddings,
+            "Qwen3_5Config(text_config={tie_word_embeddings: True}).tie_word_embeddings":
+                Qwen3_5Config(text_config={"tie_word_embeddings": True}).tie_word_embeddings}, "probes": {}}
+        root = tempfile.mkdtemp()
+        q3 = os.path.join(root, "q3base")
+        cfg = Qwen3Config(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                          num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=False)
+        m = Qwen3ForCausalLM(cfg)
+        init_qwen3(m, 1)
+        m.save_pretrained(q3)
+        vl = os.path.join(root, "vlbase")
+        text = make_text_config(4, hv=2, hk=2, tied=False)
+        vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, in_channels=3, patch_size=2,
+                      spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64, num_position_embeddings=4)
+        m = Qwen3_5ForConditionalGeneration(Qwen3_5Config(text_config=text, vision_config=vision,
+                                                          tie_word_embeddings=False))
+        init_qwen35(m, 1)
+        m.save_pretrained(vl)
+
+        def probe(label, cls, base, embed_key, top, text=None, only=None, equal=False):
+            d = os.path.join(root, label)
+            shutil.copytree(base, d)
+            p = os.path.join(d, "model.safetensors")
+            sd = load_file(p)
+            if equal:
+                sd["lm_head.weight"] = sd[embed_key].clone()
+            if only == "embed":
+                sd.pop("lm_head.weight")
+            elif only == "lm_head":
+                sd.pop(embed_key)
+            save_file(sd, p, metadata={"format": "pt"})
+            set_tie_flags(d, top=top, text=text)
+            try:
+                with capture_warnings() as msgs:
+                    mm, linfo = cls.from_pretrained(d, dtype=torch.float32, output_loading_info=True)
+                r = tie_report(mm, d, msgs, linfo)
+            except Exception as e:  # noqa: BLE001
+                r = {"load_failed": repr(e)}
+            out["probes"][label] = r
+            _log("  %-44s is=%-5s equal=%-5s head==file_head=%-5s flags(after load) %s/%s warn=%s missing=%s"
+                 % (label, r.get("lm_head_is_input_embeddings"), r.get("lm_head_equals_input_embeddings"),
+                    r.get("lm_head_equals_file_lm_head"), r.get("loaded_config_tie_word_embeddings"),
+                    r.get("loaded_text_config_tie_word_embeddings"), r.get("tie_warnings"),
+                    (r.get("loading_info") or {}).get("missing_keys", r.get("load_failed"))))
+
+        qe, ve = "model.embed_tokens.weight", "model.language_model.embed_tokens.weight"
+        probe("q3_both_differ_tie_true", Qwen3ForCausalLM, q3, qe, True)
+        probe("q3_both_equal_tie_true", Qwen3ForCausalLM, q3, qe, True, equal=True)
+        probe("q3_both_differ_tie_absent", Qwen3ForCausalLM, q3, qe, "absent")
+        probe("q3_embed_only_tie_true", Qwen3ForCausalLM, q3, qe, True, only="embed")
+        probe("q3_embed_only_tie_false", Qwen3ForCausalLM, q3, qe, False, only="embed")
+        probe("q3_embed_only_tie_absent", Qwen3ForCausalLM, q3, qe, "absent", only="embed")
+        probe("q3_lm_head_only_tie_true", Qwen3ForCausalLM, q3, qe, True, only="lm_head")
+        G = Qwen3_5ForConditionalGeneration
+        probe("vl_both_differ_top_false_text_true", G, vl, ve, False, True)
+        probe("vl_both_differ_top_true_text_false", G, vl, ve, True, False)
+        probe("vl_both_equal_top_true_text_false", G, vl, ve, True, False, equal=True)
+        probe("vl_embed_only_top_true_text_false", G, vl, ve, True, False, only="embed")
+        probe("vl_embed_only_top_false_text_true", G, vl, ve, False, True, only="embed")
+        probe("vl_embed_only_top_absent_text_true", G, vl, ve, "absent", True, only="embed")
+        probe("vl_embed_only_top_absent_text_absent", G, vl, ve, "absent", "absent", only="embed")
+        path = os.path.join(os.path.dirname(outdir), "tie_probes.json")
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+            f.write("\n")
+        _log("  defaults: %s" % out["defaults"])
+        _log("wrote", path)
+        shutil.rmtree(root, ignore_errors=True)
+
     # ---------------------------------------------------------------- tokenizer references
     def tokenizer_refs():
         from tokenizers import Tokenizer
@@ -557,7 +750,10 @@ def main_models(argv):
 
     # ---------------------------------------------------------------- Qwen3 family
     def build_qwen3(name, hidden=64, layers=2, heads=4, kv=2, head_dim=32, inter=128, tied=True,
-                    theta=1e6, dtype="bfloat16", shard_bytes=None):
+                    theta=1e6, dtype="bfloat16", shard_bytes=None, config_tie=None):
+        """config_tie: if not None, config.json's tie_word_embeddings is set to it after save_pretrained (so a
+        model saved untied, with both embed_tokens and lm_head in its file, can claim to be tied), and ref.json
+        gets "tie": what transformers did with the head on reloading (tie_report)."""
         from transformers import Qwen3Config, Qwen3ForCausalLM
         d = os.path.join(outdir, name)
         prompts = make_prompts(name, [33, 5])
@@ -584,9 +780,19 @@ def main_models(argv):
                 kw["max_shard_size"] = shard_bytes
             m.save_pretrained(d, **kw)
             copy_tokenizer("qwen3-trunc2048", d)
-            ref = Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+            if config_tie is None:
+                ref = Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+            else:
+                as_saved = set_tie_flags(d, top=config_tie)
+                with capture_warnings() as msgs:
+                    ref, linfo = Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
+                                                                  output_loading_info=True)
+                tie = tie_report(ref, d, msgs, linfo)
+                tie["config_json_as_saved_by_save_pretrained"] = as_saved
             ref.eval()
             logits, greedy, margin, info = compute_refs(ref, ref, prompts)
+            if config_tie is not None:
+                info["tie"] = tie
             return margin, (logits, greedy, info)
 
         seed, margin, (logits, greedy, info) = seed_search(name, attempt)
@@ -596,7 +802,10 @@ def main_models(argv):
         notes = ("seed %d; weights ~N(0,%g^2), norm weights 1+0.3*N(0,1) (plain x*w RMSNorm); saved as %s; "
                  "reference = saved weights upcast to fp32, eager attention, CPU. checks: %s"
                  % (seed, W_STD, dtype, json.dumps(info)))
-        write_refs(d, name, prompts, logits, greedy, margin, notes, {"seed": seed, "saved_dtype": dtype})
+        extra = {"seed": seed, "saved_dtype": dtype}
+        if config_tie is not None:
+            extra["tie"] = info["tie"]
+        write_refs(d, name, prompts, logits, greedy, margin, notes, extra)
         rows = print_tensors(d, name) if name in ("qwen3-tiny-tied", "qwen3-tiny-untied", "qwen3-tiny-sharded") else list_tensors(d)
         _log("  config.json: " + open(os.path.join(d, "config.json")).read().replace("\n", " "))
         results[name] = dict(seed=seed, margin=margin, shards=len(shards), tensors=len(rows), info=info)
@@ -714,20 +923,23 @@ def main_models(argv):
             json.dump(j, open(idx, "w"), indent=2)
         return sorted(fake), meta
 
-    def build_qwen35_vl(name):
+    def build_qwen35_vl(name, layers=8, tie_flags=None):
+        """tie_flags = (top, text): the model is built with tie_word_embeddings=top and text_config's = text, both
+        are written into config.json after save_pretrained, and ref.json gets "tie" (tie_report)."""
         from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration, Qwen3_5ForCausalLM
         d = os.path.join(outdir, name)
         vis_ids = {ID_VISION_START, ID_VISION_END, ID_VISION_PAD, ID_IMAGE_PAD, ID_VIDEO_PAD}
         prompts = make_prompts(name, [33, 5], exclude=vis_ids)
 
         def make_cfg():
-            text = make_text_config(8, hv=2, hk=2, tied=False)
+            text = make_text_config(layers, hv=2, hk=2, tied=tie_flags[1] if tie_flags else False)
             vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, in_channels=3,
                           patch_size=2, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
                           num_position_embeddings=4)
             return Qwen3_5Config(text_config=text, vision_config=vision, image_token_id=ID_IMAGE_PAD,
                                  video_token_id=ID_VIDEO_PAD, vision_start_token_id=ID_VISION_START,
-                                 vision_end_token_id=ID_VISION_END, tie_word_embeddings=False)
+                                 vision_end_token_id=ID_VISION_END,
+                                 tie_word_embeddings=tie_flags[0] if tie_flags else False)
 
         def attempt(seed):
             if os.path.isdir(d):
@@ -742,10 +954,17 @@ def main_models(argv):
             m.save_pretrained(d)
             copy_tokenizer("qwen35-trunc2048", d)
             mtp_names, meta = add_mtp(d)
-            ref, linfo = Qwen3_5ForConditionalGeneration.from_pretrained(
-                d, dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
+            if tie_flags:
+                as_saved = set_tie_flags(d, top=tie_flags[0], text=tie_flags[1])
+            with capture_warnings() as msgs:
+                ref, linfo = Qwen3_5ForConditionalGeneration.from_pretrained(
+                    d, dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
+            tie = tie_report(ref, d, msgs, linfo) if tie_flags else None
             ref.eval()
             logits, greedy, margin, info = compute_refs(ref, ref, prompts, tracer=_CallTracer())
+            if tie:
+                tie["config_json_as_saved_by_save_pretrained"] = as_saved
+                info["tie"] = tie
             info["loading_info"] = {k: sorted(map(str, v)) for k, v in linfo.items()}
             info["mtp_tensors_added"] = mtp_names
             info["safetensors_metadata"] = meta
@@ -790,6 +1009,8 @@ def main_models(argv):
                  "Token ids in prompts exclude the vision ids 2057-2061. checks: %s. saved config.json: %s"
                  % (seed, json.dumps(info), json.dumps(saved_cfg)))
         extra = {"seed": seed, "saved_dtype": "bfloat16"}
+        if tie_flags:
+            extra["tie"] = info["tie"]
         extra.update(fp64_refs(Qwen3_5ForConditionalGeneration, d, prompts, logits))
         write_refs(d, name, prompts, logits, greedy, margin, notes, extra)
         results[name] = dict(seed=seed, margin=margin, tensors=len(rows), info=info)
@@ -857,6 +1078,12 @@ def main_models(argv):
         ("qwen35-tiny-text", lambda: build_qwen35_text("qwen35-tiny-text")),
         ("qwen35-tiny-vl", lambda: build_qwen35_vl("qwen35-tiny-vl")),
         ("qwen3-tiny-lora", lambda: build_lora("qwen3-tiny-lora")),
+        # tying: what transformers does when config.json and the files disagree (tie_probes.json, no fixture),
+        # and two fixtures whose head transformers does NOT tie although a tie flag says true
+        ("tie_probes", tie_probes),
+        ("qwen3-tiny-both-differ", lambda: build_qwen3("qwen3-tiny-both-differ", tied=False, config_tie=True)),
+        ("qwen35-tiny-vl-untied-top", lambda: build_qwen35_vl("qwen35-tiny-vl-untied-top", layers=4,
+                                                              tie_flags=(False, True))),
     ]
     only = set(x for x in args.only.split(",") if x)
     failed = []

@@ -2,26 +2,38 @@
  * checkpoints made by scripts/make_fixtures.py on the GPU machine), the logits of every position must be within
  * 1e-4 of transformers' fp32 logits, and the greedy continuation must be identical. Where the fixture also carries
  * transformers' float64 logits of the same checkpoint (Qwen3.5), ours must be within 1e-4 of those too: that is
- * the check that does not depend on how either side rounds. TD_CHUNKED=1 runs the chunked DeltaNet form. */
+ * the check that does not depend on how either side rounds. TD_CHUNKED=1 runs the chunked DeltaNet form.
+ * Two fixtures pin transformers 5.17's tying rule: qwen3-tiny-both-differ (tie_word_embeddings true, but the file
+ * holds lm_head.weight with other values than the embedding: not tied) and qwen35-tiny-vl-untied-top (VL layout,
+ * top-level flag false, text_config's true, its own lm_head.weight: the top level governs, not tied). */
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test_util.h"
 #include "typedecide.h"
 
 #define TOL 1e-4
 
-static void check_model(const char *name) {
+/* Every fixture model that must be found and checked (a directory missing its ref.json would be skipped). */
+static const char *const k_required[] = {
+    "qwen3-tiny-tied", "qwen3-tiny-untied", "qwen3-tiny-sharded", "qwen3-tiny-f16", "qwen3-tiny-f32",
+    "qwen3-tiny-lora", "qwen3-tiny-both-differ", "qwen35-tiny-text", "qwen35-tiny-vl",
+    "qwen35-tiny-vl-untied-top",
+};
+
+/* Returns 1 if name is a model fixture (it has a ref.json) and was checked, 0 if not. */
+static int check_model(const char *name) {
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s", td_test_path("fixtures/models"));
     snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", name);
     snprintf(path, sizeof path, "%s/ref.json", dir);
     json_error_t e;
     json_t *ref = json_load_file(path, 0, &e);
-    if (!ref) return; /* not a model fixture */
+    if (!ref) return 0; /* not a model fixture */
     td_model *m = NULL;
     td_model_params mp = td_model_default_params();
     char base[600];
@@ -35,7 +47,7 @@ static void check_model(const char *name) {
     CHECKF(st == TD_OK, "%s: load: %s", name, td_last_error());
     if (st != TD_OK) {
         json_decref(ref);
-        return;
+        return 1;
     }
     int32_t V = td_model_n_vocab(m);
     CHECKF(V == json_integer_value(json_object_get(ref, "vocab_size")), "%s: vocab size", name);
@@ -118,6 +130,109 @@ static void check_model(const char *name) {
     printf(" over %zu prompts; greedy %d tokens equal\n", json_array_size(prompts), n_new);
     td_model_free(m);
     json_decref(ref);
+    return 1;
+}
+
+/* The cases of transformers 5.17's tying rule that no fixture file holds, made from a fixture in dir: config.json with
+ * tie_word_embeddings set to `tie` ("true"/"false", or NULL: removed) and a model.safetensors whose lm_head.weight
+ * gets the embedding's bytes (equal) or is renamed out of the way (drop). Returns 0 on success. */
+static int write_variant(const char *src, const char *dir, const char *tie, int equal, int drop) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s/config.json", td_test_path("fixtures/models"), src);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    if (!cfg) return -1;
+    if (tie) json_object_set_new(cfg, "tie_word_embeddings", json_boolean(strcmp(tie, "true") == 0));
+    else json_object_del(cfg, "tie_word_embeddings");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = json_dump_file(cfg, path, 0);
+    json_decref(cfg);
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", td_test_path("fixtures/models"), src);
+    size_t len;
+    uint8_t *st = td_test_read(path, &len);
+    uint64_t hn = 0;
+    for (int i = 0; st && len >= 8 && i < 8; i++) hn |= (uint64_t)st[i] << (8 * i);
+    json_t *hdr = st && len >= 8 + hn ? json_loadb((const char *)st + 8, hn, 0, NULL) : NULL;
+    json_t *lm = json_object_get(hdr, "lm_head.weight"), *emb = NULL;
+    const char *key;
+    json_t *v;
+    json_object_foreach(hdr, key, v) {
+        if (strstr(key, "embed_tokens.weight")) emb = v;
+    }
+    uint8_t *data = st ? st + 8 + hn : NULL;
+    if (rc || !lm || !emb) rc = -1;
+    else if (equal) {
+        json_int_t eo = json_integer_value(json_array_get(json_object_get(emb, "data_offsets"), 0));
+        json_t *lo = json_object_get(lm, "data_offsets");
+        json_int_t l0 = json_integer_value(json_array_get(lo, 0)), l1 = json_integer_value(json_array_get(lo, 1));
+        memcpy(data + l0, data + eo, (size_t)(l1 - l0)); /* same dtype and shape in these fixtures */
+    } else if (drop) {
+        json_object_set(hdr, "unused.lm_head.weight", lm);
+        json_object_del(hdr, "lm_head.weight");
+    }
+    char *h = rc ? NULL : json_dumps(hdr, JSON_COMPACT);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = h ? fopen(path, "wb") : NULL;
+    if (f) {
+        size_t n = strlen(h), padded = (n + 7) & ~(size_t)7;
+        uint8_t n8[8];
+        for (int i = 0; i < 8; i++) n8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+        fwrite(n8, 1, 8, f);
+        fwrite(h, 1, n, f);
+        for (size_t i = n; i < padded; i++) fputc(' ', f);
+        fwrite(data, 1, len - 8 - hn, f);
+        rc = fclose(f) ? -1 : 0;
+    } else rc = -1;
+    free(h);
+    json_decref(hdr);
+    free(st);
+    return rc;
+}
+
+/* Loads a variant (see write_variant); returns its parameter count (a tied head is not counted), or -1 if the load
+ * failed, with the error in err. */
+static int64_t variant_params(const char *src, const char *tie, int equal, int drop, char *err, size_t n_err) {
+    char dir[] = "/tmp/td_tie_XXXXXX", path[700];
+    int64_t n = -1;
+    err[0] = 0;
+    if (!mkdtemp(dir)) return -1;
+    if (write_variant(src, dir, tie, equal, drop) == 0) {
+        td_model_params mp = td_model_default_params();
+        mp.load_tokenizer = 0;
+        td_model *m = NULL;
+        if (td_model_load(dir, &mp, &m) == TD_OK) n = td_model_n_params(m);
+        else snprintf(err, n_err, "%s", td_last_error());
+        td_model_free(m);
+    } else snprintf(err, n_err, "could not write the variant of %s", src);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+    return n;
+}
+
+/* transformers 5.17 (measured with scripts/make_fixtures.py's tie_probes): with the flag true, equal stored values tie
+ * and an embedding alone is the head; with the flag false or absent, a file without lm_head.weight leaves the head
+ * at random (we refuse, naming the tensor); a VL config without a top-level flag does not tie, whatever text_config
+ * says. */
+static void check_tie_variants(void) {
+    char err[1024];
+    const char *q3 = "qwen3-tiny-both-differ", *vl = "qwen35-tiny-vl-untied-top";
+    int64_t untied = variant_params(q3, "true", 0, 0, err, sizeof err);
+    int64_t head = 2112 * 64; /* vocab x hidden of qwen3-tiny-both-differ */
+    CHECKF(untied > 0, "%s: %s", q3, err);
+    CHECKF(variant_params(q3, "true", 1, 0, err, sizeof err) == untied - head, "%s, equal values, tie true: tied %s", q3, err);
+    CHECKF(variant_params(q3, "true", 0, 1, err, sizeof err) == untied - head, "%s, no lm_head, tie true: tied %s", q3, err);
+    CHECKF(variant_params(q3, NULL, 0, 0, err, sizeof err) == untied, "%s, tie absent: untied %s", q3, err);
+    CHECKF(variant_params(q3, "false", 0, 1, err, sizeof err) < 0 && strstr(err, "missing tensor lm_head.weight"),
+           "%s, no lm_head, tie false: must fail naming lm_head.weight, got \"%s\"", q3, err);
+    CHECKF(variant_params(q3, NULL, 0, 1, err, sizeof err) < 0 && strstr(err, "missing tensor lm_head.weight"),
+           "%s, no lm_head, tie absent: must fail naming lm_head.weight, got \"%s\"", q3, err);
+    int64_t vl_untied = variant_params(vl, "false", 0, 0, err, sizeof err);
+    CHECKF(vl_untied > 0, "%s: %s", vl, err);
+    CHECKF(variant_params(vl, NULL, 0, 0, err, sizeof err) == vl_untied, "%s, top-level tie absent: untied %s", vl, err);
+    CHECKF(variant_params(vl, "true", 0, 0, err, sizeof err) == vl_untied, "%s, tie true, values differ: untied %s", vl, err);
+    CHECKF(variant_params(vl, "true", 1, 0, err, sizeof err) == vl_untied - head, "%s, tie true, equal: tied %s", vl, err);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -134,9 +249,15 @@ int main(void) {
     closedir(d);
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     CHECKF(n >= 5, "expected at least 5 fixture models, found %d", n);
+    int found[sizeof k_required / sizeof *k_required] = {0};
     for (int i = 0; i < n; i++) {
-        check_model(names[i]);
+        int checked = check_model(names[i]);
+        for (size_t k = 0; k < sizeof k_required / sizeof *k_required; k++)
+            if (strcmp(names[i], k_required[k]) == 0) found[k] = checked;
         free(names[i]);
     }
+    for (size_t k = 0; k < sizeof k_required / sizeof *k_required; k++)
+        CHECKF(found[k], "fixtures/models/%s/ref.json is missing", k_required[k]);
+    check_tie_variants();
     return td_test_finish("test_fixtures");
 }

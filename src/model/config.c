@@ -155,7 +155,7 @@ td_status td_config_parse(const char *json, size_t len, const char *name, td_con
     if (st == TD_OK) {
         snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
         const json_t *text = root;
-        int tied = 1;
+        int tied = 0;
         if (strcmp(mt, "qwen3") == 0) {
             cfg->arch = TD_ARCH_QWEN3;
             snprintf(cfg->tensor_prefix, sizeof cfg->tensor_prefix, "model.");
@@ -177,9 +177,11 @@ td_status td_config_parse(const char *json, size_t len, const char *name, td_con
         snprintf(tname, sizeof tname, "%s%s", name, text == root ? "" : " text_config");
         if (st == TD_OK) st = read_text_config(text, tname, cfg);
         if (st == TD_OK && cfg->arch == TD_ARCH_QWEN35) st = read_deltanet(text, tname, cfg);
-        /* tie_word_embeddings may sit at the top level of a VL config or inside text_config */
+        /* transformers 5.17 ties lm_head to the embedding when the model class's own config says so: the TOP-LEVEL
+         * tie_word_embeddings, also in a vision-language config (text_config's flag is not read), false when absent
+         * (the default of Qwen3Config, Qwen3_5Config and Qwen3_5TextConfig). The loader still unties a head that the
+         * files store with other values than the embedding (model_load.c, untie_stored_head). */
         if (st == TD_OK) st = td_json_bool(root, "tie_word_embeddings", 0, name, &tied);
-        if (st == TD_OK && text != root) st = td_json_bool(text, "tie_word_embeddings", 0, tname, &tied);
         cfg->tied = tied;
     }
     json_decref(root);

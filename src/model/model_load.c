@@ -226,6 +226,17 @@ static td_status get_mat(loader *L, const char *name, int64_t rows, int64_t cols
     return tensor_data(L, t, f, &out->data);
 }
 
+/* Element i of a tensor of dtype F32, F16 or BF16 at p, as fp32 (exact for all three). */
+static float elem_f32(td_dtype dtype, const uint8_t *p, int64_t i) {
+    uint16_t h;
+    float v;
+    switch (dtype) {
+    case TD_DTYPE_F32: memcpy(&v, p + 4 * i, 4); return v;
+    case TD_DTYPE_F16: memcpy(&h, p + 2 * i, 2); return td_f16_to_f32(h);
+    default: memcpy(&h, p + 2 * i, 2); return td_bf16_to_f32(h);
+    }
+}
+
 /* Small tensors (norm weights, gates, conv kernels) are converted to fp32 once. nd/dims as in get_tensor. */
 static td_status get_f32(loader *L, const char *name, int nd, const int64_t *dims, const char *why, float **out) {
     const td_st_tensor *t;
@@ -240,14 +251,7 @@ static td_status get_f32(loader *L, const char *name, int nd, const int64_t *dim
         return td_fail_nomem("a weight vector");
     }
     const uint8_t *p = f->data + t->begin;
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h;
-        switch (t->dtype) {
-        case TD_DTYPE_F32: memcpy(&v[i], p + 4 * i, 4); break;
-        case TD_DTYPE_F16: memcpy(&h, p + 2 * i, 2), v[i] = td_f16_to_f32(h); break;
-        default: memcpy(&h, p + 2 * i, 2), v[i] = td_bf16_to_f32(h); break;
-        }
-    }
+    for (int64_t i = 0; i < n; i++) v[i] = elem_f32(t->dtype, p, i);
     L->m->n_params += n;
     *out = v;
     return TD_OK;
@@ -261,13 +265,44 @@ static td_status bind_spec(void *user, const td_tensor_spec *spec) {
     return get_f32(L, spec->name, spec->nd, spec->dims, spec->why, spec->vec);
 }
 
+/* transformers 5.17's tying rule (PreTrainedModel.tie_weights, called by from_pretrained with the missing keys):
+ * with tie_word_embeddings true, a file that holds lm_head.weight as well as the embedding keeps both apart when
+ * their values differ (torch.equal false: it warns "both are present in the checkpoints with different values, so
+ * we will NOT tie them") and ties them when they are equal (the same numbers either way). Clears cfg.tied in the
+ * first case, so that td_arch_tensors binds (and shape-checks) the stored head. */
+static void untie_stored_head(loader *L) {
+    td_model *m = L->m;
+    char embed_name[96];
+    int32_t ve, vh;
+    snprintf(embed_name, sizeof embed_name, "%sembed_tokens.weight", m->cfg.tensor_prefix);
+    if (!m->cfg.tied || !td_strmap_get(&L->names, "lm_head.weight", strlen("lm_head.weight"), &vh) ||
+        !td_strmap_get(&L->names, embed_name, strlen(embed_name), &ve))
+        return; /* nothing stored to compare; a missing embedding is reported when it is bound */
+    const td_st_file *fe = &m->files[ve >> 20], *fh = &m->files[vh >> 20];
+    const td_st_tensor *e = &fe->tensors[ve & 0xfffff], *h = &fh->tensors[vh & 0xfffff];
+    int same = e->n_dims == h->n_dims && e->dtype != TD_DTYPE_OTHER && h->dtype != TD_DTYPE_OTHER;
+    int64_t n = 1;
+    for (int i = 0; same && i < e->n_dims; i++) {
+        same = e->shape[i] == h->shape[i];
+        n *= e->shape[i];
+    }
+    const uint8_t *pe = fe->data + e->begin, *ph = fh->data + h->begin;
+    if (same && !(e->dtype == h->dtype && memcmp(pe, ph, (size_t)(e->end - e->begin)) == 0))
+        for (int64_t i = 0; same && i < n; i++) same = elem_f32(e->dtype, pe, i) == elem_f32(h->dtype, ph, i);
+    if (same) return;
+    m->cfg.tied = 0;
+    log_msg(L->params, 1, "%s: tie_word_embeddings is true but %s holds lm_head.weight with values other than %s's: "
+            "the stored head is used, as transformers does", m->path, fh->map.path, embed_name);
+}
+
 static td_status bind_layers(loader *L) {
     td_model *m = L->m;
     m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
     if (!m->layers) return td_fail_nomem("the layer table");
+    untie_stored_head(L);
     td_status st = td_arch_tensors(&m->cfg, m, bind_spec, L);
     if (st != TD_OK) return st;
-    if (m->cfg.tied) m->head = m->embed; /* transformers ties the head even if lm_head.weight is stored */
+    if (m->cfg.tied) m->head = m->embed; /* tied: lm_head.weight, if stored, holds the same values */
     return TD_OK;
 }
 
