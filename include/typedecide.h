@@ -1,24 +1,49 @@
 /*
  * typedecide.h — the public C API of libtypedecide.
  *
- * typedecide runs Hugging Face Qwen3 checkpoints on the CPU in fp32 and reads typed decisions from their
- * logits. This header is the manual: every function states its contract, who owns what, and how it fails.
+ * typedecide runs Hugging Face Qwen3 and Qwen3.5 (hybrid Gated DeltaNet) checkpoints on the CPU exactly as
+ * transformers does, from a Hugging Face directory (safetensors, single or sharded) or a GGUF file, with BF16,
+ * F16, F32, Q8_0 or Q4_0 weights and fp32 arithmetic, and reads typed decisions from their logits: for every
+ * criterion, a probability for each allowed answer. Around that core: evaluation (accuracy, calibration, order
+ * bias), export to GGUF (quantised, head pruned to the letters), sampling. This header is the manual: every function
+ * states its contract, who owns what, how it fails and from which threads it may be called. Every client of the
+ * library (the command-line tool, the server, the corpus runner) uses this header and nothing else.
+ *
+ * What is where
+ * -------------
+ *   status codes, errors, version, allocator ........ td_status, td_last_error, td_version, td_set_allocator
+ *   tokenizer ........................................ td_tokenizer_*, td_tokenize, td_detokenize
+ *   model, export .................................... td_model_*, td_model_export_gguf
+ *   batch and context (the engine's one entry point) . td_batch_*, td_ctx_*
+ *   typed readout .................................... td_decider_*, td_decide*
+ *   rows, evidence groups, evaluation, metrics ....... td_rows_*, td_evidence_groups, td_evaluate, td_metrics_json
+ *   synthetic checkpoints, sampling .................. td_synth_*, td_config_shape, td_sample
  *
  * Conventions
  * -----------
- * - Objects are opaque handles (td_model, td_tokenizer, td_ctx, td_batch). Constructors return a td_status and
- *   hand the new object back through an out-parameter, which is set to NULL on failure.
- *   Every *_free(NULL) is a harmless no-op.
+ * - Objects are opaque handles (td_model, td_tokenizer, td_ctx, td_batch, td_decider, td_rows, td_eval,
+ *   td_predictions). Constructors return a td_status and hand the new object back through an out-parameter, which
+ *   is set to NULL on failure. Every *_free(NULL) is a harmless no-op.
  * - Every fallible call returns td_status. On failure, td_last_error() returns a message that names the file,
  *   tensor, field, line or argument that is wrong. The message lives in thread-local storage: it is valid until
- *   the next failing call on the same thread (like dlerror()).
+ *   the next failing call on the same thread (like dlerror()). Besides the errors each function lists, every call
+ *   that allocates may fail with TD_ERR_NOMEM; a failed call leaks nothing and leaves its objects as they were
+ *   (where a function says otherwise, it says what changed).
+ * - NULL where a pointer is required is TD_ERR_INVALID_ARG (functions without a status return 0, -1 or NULL).
  * - Pointers returned by accessors are BORROWED: they stay valid until the object is freed or, where stated,
  *   until the next call that mutates the same object (for a context: the next td_ctx_decode()).
- * - Buffers the library allocates for the caller (token arrays, decoded text) are released with td_free().
+ * - Buffers the library allocates for the caller (token arrays, decoded text, JSON) are released with td_free().
  * - The library never prints and never exits. Diagnostics that are not errors (e.g. "skipped 12 tensors") go to
  *   the optional log callback in the params structs.
- * - Thread safety: a td_model and a td_tokenizer are immutable after loading and may be shared by any number of
- *   threads. A td_ctx and a td_batch must be used by one thread at a time.
+ *
+ * Threads
+ * -------
+ *   td_tokenizer, td_model, td_rows, td_eval, td_predictions: immutable once made; any number of threads may read
+ *     them at once (a model's tokenizer too). Free them after every user is done.
+ *   td_ctx, td_batch, td_decider: one thread at a time (a decider owns a context). Different objects may be used
+ *     from different threads at once, also over the same model. A context runs its own worker threads
+ *     (n_threads) inside td_ctx_decode; results never depend on their number.
+ *   td_last_error: per thread. td_set_allocator: process-wide, before anything else.
  */
 #ifndef TYPEDECIDE_H
 #define TYPEDECIDE_H
@@ -138,10 +163,16 @@ typedef struct td_model_params {
 td_model_params td_model_default_params(void);
 
 /* Loads a model from a Hugging Face directory (config.json, model.safetensors or model.safetensors.index.json
- * with its shards, optional tokenizer.json, tokenizer_config.json, generation_config.json). Weights are mapped
- * read-only from the files, not copied (except tensors whose data is not aligned to their element size).
- * Every tensor the architecture needs is checked against config.json: a missing tensor, a wrong shape, an
- * unknown dtype, offsets outside the file or overlapping, all fail with TD_ERR_FORMAT naming the tensor and file.
+ * with its shards, optional tokenizer.json, tokenizer_config.json, generation_config.json) or from a GGUF file
+ * (llama.cpp's qwen3 or qwen35 layout; the tokenizer comes from its metadata). Qwen3 (model_type "qwen3") and
+ * Qwen3.5 ("qwen3_5", text-only "qwen3_5_text"; vision-language checkpoints load their text model and skip
+ * model.visual.* and mtp.*). Weights are mapped read-only from the files, not copied (except tensors whose data is
+ * not aligned to their element size, and the packed copies of Q8_0 / Q4_0 matrices the CPU kernels use).
+ * The head is tied to the embedding as transformers 5.17 ties it: config's tie_word_embeddings (the top-level one
+ * for a vision-language config), except that a file storing both tables with different values is never tied.
+ * Errors: TD_ERR_IO (a file cannot be opened or mapped), TD_ERR_FORMAT naming the file and tensor or field (a
+ * missing tensor, a wrong shape or dtype, offsets outside the file or overlapping, malformed JSON, a stop id
+ * outside the vocabulary), TD_ERR_UNSUPPORTED (an architecture, rope scaling or dtype not implemented).
  * A directory without tokenizer files loads fine; td_model_tokenizer() then returns NULL. */
 td_status td_model_load(const char *path, const td_model_params *params, td_model **out);
 
@@ -199,7 +230,10 @@ td_export_params td_export_default_params(void);
  * value heads regrouped when Hv > Hk, no MTP block). With
  * prune_letters, the head keeps only the letters' rows (probed as the readout does), in letter order; a tied
  * embedding is kept whole and the new head shares no storage with it; everything is verified before the file is
- * written, and *slot_map (if not NULL) receives the slot map JSON (td_free). */
+ * written, and *slot_map (if not NULL) receives the slot map JSON (td_free). Errors: TD_ERR_INVALID_ARG for an
+ * unknown tier or a bad letter list, TD_ERR_UNSUPPORTED for a letter that is not one token or a matrix whose rows
+ * are not whole blocks of the tier, TD_ERR_STATE without a tokenizer, TD_ERR_IO when the file cannot be written
+ * completely (a partial file is removed). */
 td_status td_model_export_gguf(const td_model *model, const td_export_params *params, const char *path,
                                char **slot_map);
 
@@ -209,7 +243,7 @@ td_status td_model_export_gguf(const td_model *model, const td_export_params *pa
 
 typedef struct td_batch td_batch;
 
-/* A batch with room for `capacity` tokens. */
+/* A batch with room for `capacity` tokens (>= 1, else TD_ERR_INVALID_ARG). */
 td_status td_batch_new(int32_t capacity, td_batch **out);
 void td_batch_free(td_batch *batch);
 void td_batch_clear(td_batch *batch);
@@ -241,8 +275,10 @@ typedef struct td_ctx_params {
 
 td_ctx_params td_ctx_default_params(void);
 
-/* Creates a context: all activation buffers and the KV cache are allocated here, once; td_ctx_decode() does
- * not allocate. The model must outlive the context. */
+/* Creates a context: all activation buffers, the KV cache and the sequences' states are allocated here, once
+ * (td_ctx_memory says how many bytes); td_ctx_decode() does not allocate. The model must outlive the context.
+ * Errors: TD_ERR_INVALID_ARG for sizes below 1 or absurdly large (n_ctx > 2^24, n_seq_max > 2^16,
+ * n_batch > 2^20), TD_ERR_NOMEM naming what to reduce. */
 td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx **out);
 void td_ctx_free(td_ctx *ctx);
 
@@ -261,21 +297,37 @@ int32_t td_ctx_n_outputs(const td_ctx *ctx);
 const float *td_ctx_output(const td_ctx *ctx, int32_t i);
 
 /* Restricts outputs to the given rows of the head (e.g. the K option-letter tokens), in the given order: the
- * final norm and only those dot products run. n = 0 restores full logits. The ids are copied. Each value equals,
- * bit for bit, the same row of the full logits. */
+ * final norm and only those dot products run. n = 0 restores full logits. The ids are copied (4n bytes, beyond
+ * td_ctx_memory). Each value equals, bit for bit, the same row of the full logits. Errors: TD_ERR_RANGE for more
+ * rows than the head has, an id outside the vocabulary, or (pruned head) a token the head did not keep. */
 td_status td_ctx_set_output_rows(td_ctx *ctx, const int32_t *rows, int32_t n);
+
+/* Sequences and the hybrid rules.
+ * A sequence of a Qwen3 (all attention) model is its KV rows: forking shares any prefix of them and truncating
+ * drops any suffix. A Qwen3.5 model's Gated DeltaNet layers also carry a recurrent state per sequence (the conv
+ * window and the matrix S, constant size, updated by every token), which holds the whole history and cannot be
+ * rolled back. So on a hybrid model: a fork copies that state and is allowed only at the source's end
+ * (n_pos == its length), and a truncation only to 0 (empty) or to the present length. To come back to a
+ * position later, keep a snapshot: fork into a spare sequence when the source is there (decide keeps the head
+ * this way, and every criterion forks from it). Sequence ids are 0 .. n_seq_max - 1 (else TD_ERR_RANGE). */
 
 /* Current length (positions) of a sequence; 0 for an empty or unknown one. */
 int32_t td_ctx_seq_len(const td_ctx *ctx, int32_t seq);
-/* Makes `dst` (which must be empty) share the first n_pos positions of `src` without copying their KV rows. */
+/* Makes `dst` (which must be empty, else TD_ERR_STATE) share the first n_pos positions of `src` without copying
+ * their KV rows (the DeltaNet state is copied). Errors: TD_ERR_RANGE when src is shorter than n_pos,
+ * TD_ERR_INVALID_ARG when src == dst, TD_ERR_STATE on a hybrid model when n_pos is not src's length. */
 td_status td_ctx_seq_fork(td_ctx *ctx, int32_t src, int32_t dst, int32_t n_pos);
-/* Shortens a sequence to n_pos positions (n_pos = 0 empties it), releasing rows no other sequence uses. */
+/* Shortens a sequence to n_pos positions (n_pos = 0 empties it and zeroes its DeltaNet state), releasing rows no
+ * other sequence uses. Errors: TD_ERR_RANGE when n_pos is beyond its length, TD_ERR_STATE on a hybrid model for
+ * any n_pos other than 0 and the length. */
 td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos);
 /* Free KV rows left in the context. */
 int32_t td_ctx_n_free_rows(const td_ctx *ctx);
 /* Multiply-adds spent in the output head since the context was created (n_outputs x rows x hidden size). */
 int64_t td_ctx_head_macs(const td_ctx *ctx);
-/* Bytes td_ctx_new() would allocate for these parameters (KV cache, activations, sequence states, outputs). */
+/* Exactly the bytes td_ctx_new() allocates for these parameters through the allocator (the context, its thread
+ * pool, KV cache, activations, sequence states, outputs, per-thread scratch; the worker threads' stacks are the
+ * system's): both follow one plan. TD_ERR_INVALID_ARG for parameters td_ctx_new would refuse. */
 td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int64_t *bytes);
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -315,8 +367,11 @@ const char *td_decide_default_instruction(void);
 typedef struct td_decider td_decider;
 
 /* Prepares decisions on a model that has a tokenizer: probes which token each letter becomes right after
- * "Answer:" (with or without a separating space) and sizes a context within the memory budget.
- * Fails with TD_ERR_UNSUPPORTED naming a letter that is not a single token, TD_ERR_STATE without a tokenizer. */
+ * "Answer:" (with or without a separating space); its context is sized, within the memory budget, by the first
+ * call that needs it. Fails with TD_ERR_UNSUPPORTED naming a letter that is not a single token (or two letters
+ * that share one), TD_ERR_STATE without a tokenizer or with allowed_mass on a pruned head, TD_ERR_INVALID_ARG for
+ * bad params (letters: 1 to 20 distinct printable ASCII characters; memory_mb >= 1). A decider is used by one
+ * thread at a time; the model must outlive it. */
 td_status td_decider_new(const td_model *model, const td_decide_params *params, td_decider **out);
 void td_decider_free(td_decider *d);
 
@@ -345,8 +400,10 @@ typedef struct td_decision {
 } td_decision;
 
 /* Decides n criteria over one evidence text (len bytes of UTF-8). out[i] answers criteria[i]. Errors name the
- * criterion: no options, too many, duplicate option ids, an empty id or text; evidence + suffix longer than the
- * context. Nothing is written to out on error. */
+ * criterion: TD_ERR_INVALID_ARG for no options, more than the letters, duplicate option ids, an empty id or text;
+ * TD_ERR_FORMAT for text that is not UTF-8; TD_ERR_RANGE when evidence + suffix exceed the model's context or a
+ * criterion does not fit the memory budget. Nothing is written to out on error. The probabilities are the same
+ * bits in every mode (batch, serial, fresh), whatever the thread count and whichever criteria share the call. */
 td_status td_decide(td_decider *d, const char *evidence, size_t len, const td_criterion *criteria, int32_t n,
                     td_decision *out);
 
@@ -366,11 +423,14 @@ td_status td_decide_shots(td_decider *d, const td_shot *shots, int32_t n_shots, 
 
 /* Free-text answers for comparison with the readout: after the same prompt (head once, each suffix from it),
  * generates greedily up to max_tokens tokens per criterion, stopping at a stop token or a newline after text.
- * texts[i] receives a new NUL-terminated UTF-8 string (td_free). Counts in the decider's stats. */
+ * texts[i] receives a new NUL-terminated UTF-8 string (td_free). Counts in the decider's stats. Errors as
+ * td_decide's, and TD_ERR_STATE on a pruned head (it cannot generate). On error no text is left allocated. */
 td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
                              const td_criterion *criteria, int32_t n, int32_t max_tokens, char **texts);
 
-/* The same on token ids: head (instruction + evidence) and one suffix per criterion, already tokenised. */
+/* The same on token ids: head (instruction + evidence) and one suffix per criterion, already tokenised.
+ * TD_ERR_RANGE for an id outside the vocabulary or a prompt beyond the model's context, TD_ERR_INVALID_ARG for an
+ * empty suffix or more options than letters. */
 td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
                         const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out);
 
@@ -410,12 +470,15 @@ typedef struct td_cost {
 /* Computes the metrics as one JSON object (keys: accuracy, family_balanced_accuracy,
  * mean_family_balanced_accuracy, brier, ece, ece_bins, order_unstable, order_consistency, recall_by_position, rstd,
  * unparsed, cost, per_criterion).
- * Argmax ties go to the first option in shown order; ECE bin b holds max probability in (b/B, (b+1)/B].
- * *json is a new NUL-terminated string (td_free). Fails on an answer that is not among a row's options. */
+ * Argmax ties go to the first option in shown order; ECE bin b holds max probability in (b/B, (b+1)/B]. A row is
+ * order-unstable when the argmax option ids of its rotations are not all the same (order metrics are null unless
+ * every row has rotations). *json is a new NUL-terminated string (td_free). Errors: TD_ERR_FORMAT for an answer
+ * that is not among a row's options, TD_ERR_INVALID_ARG for bins < 1 or an incomplete row. */
 td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td_cost *cost, char **json);
 
 /* An SVG page from a metrics JSON object: the reliability diagram (accuracy against confidence per ECE bin, with
- * counts) and per-family balanced accuracy bars. *svg is a new string (td_free). */
+ * counts) and per-family balanced accuracy bars. *svg is a new string (td_free). TD_ERR_FORMAT when the JSON is
+ * not a td_metrics_json object. */
 td_status td_plot_svg(const char *metrics_json, const char *title, char **svg);
 
 /* ------------------------------------------------------------------------------------------------------------ */

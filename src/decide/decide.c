@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "decide/decide_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 static double now_ms(void) {
@@ -28,9 +29,9 @@ void td_decider_free(td_decider *d) {
     if (!d) return;
     td_ctx_free(d->ctx);
     td_batch_free(d->batch);
-    free(d->instruction);
-    free(d->slot_map);
-    free(d);
+    td_free(d->instruction);
+    td_free(d->slot_map);
+    td_free(d);
 }
 
 td_status td_decider_new(const td_model *model, const td_decide_params *params, td_decider **out) {
@@ -57,14 +58,14 @@ td_status td_decider_new(const td_model *model, const td_decide_params *params, 
         for (size_t j = 0; j < i; j++)
             if (letters[j] == letters[i]) return td_fail(TD_ERR_INVALID_ARG, "letters: '%c' appears twice", letters[i]);
     }
-    td_decider *d = calloc(1, sizeof *d);
+    td_decider *d = td_calloc(1, sizeof *d);
     if (!d) return td_fail_nomem("a decider");
     d->model = model;
     d->tok = td_model_tokenizer(model);
     d->p = p;
     memcpy(d->letters, letters, nl + 1);
     d->n_letters = (int32_t)nl;
-    d->instruction = strdup(p.instruction ? p.instruction : td_decide_default_instruction());
+    d->instruction = td_strdup(p.instruction ? p.instruction : td_decide_default_instruction());
     d->p.instruction = d->instruction;
     d->p.letters = d->letters;
     td_status st = d->instruction ? td_decide_probe_letters(d) : td_fail_nomem("the instruction");
@@ -241,7 +242,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
     const int fresh = d->p.mode == TD_DECIDE_FRESH;
     const int64_t budget = d->p.memory_mb * (int64_t)(1 << 20);
     /* plan passes: consecutive criteria while the context for them fits the budget */
-    int32_t *pass_end = malloc((size_t)n * sizeof *pass_end);
+    int32_t *pass_end = td_malloc((size_t)n * sizeof *pass_end);
     if (!pass_end) return td_fail_nomem("the batch plan");
     int32_t n_pass = 0, max_tok = 0, max_cnt = 0;
     for (int32_t i = 0; i < n;) {
@@ -255,7 +256,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
         }
         if (cnt == 0) {
             td_ctx_params cp = plan_params(d, n_head, n_suffix[i], 1);
-            free(pass_end);
+            td_free(pass_end);
             return td_fail(TD_ERR_RANGE, "criterion %d needs %lld MB of context (%d head + %d suffix tokens) but the "
                                          "memory budget is %lld MB",
                            i, (long long)(plan_bytes(d, &cp) >> 20) + 1, n_head, n_suffix[i], (long long)d->p.memory_mb);
@@ -266,7 +267,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
         i = j;
     }
     td_ctx_params need = plan_params(d, n_head, max_tok, max_cnt);
-    int32_t *joined = fresh ? malloc((size_t)(n_head + max_tok) * sizeof *joined) : NULL;
+    int32_t *joined = fresh ? td_malloc((size_t)(n_head + max_tok) * sizeof *joined) : NULL;
     td_status st = fresh && !joined ? td_fail_nomem("a prompt") : ensure_ctx(d, &need);
     if (st == TD_OK) st = td_ctx_set_output_rows(d->ctx, d->letter_ids, d->p.allowed_mass ? 0 : max_opts);
 
@@ -308,8 +309,8 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
         }
     }
     d->stats.head_macs += td_ctx_head_macs(d->ctx) - macs0;
-    free(pass_end);
-    free(joined);
+    td_free(pass_end);
+    td_free(joined);
     return st;
 }
 
@@ -347,9 +348,9 @@ typedef struct prepared {
 
 static void prepared_free(prepared *p) {
     for (int32_t i = 0; p->suf && i < p->n; i++) td_free(p->suf[i]);
-    free(p->suf);
-    free(p->n_suf);
-    free(p->n_opt);
+    td_free(p->suf);
+    td_free(p->n_suf);
+    td_free(p->n_opt);
     td_free(p->head);
     memset(p, 0, sizeof *p);
 }
@@ -373,9 +374,9 @@ static td_status prepare(td_decider *d, const td_shot *shots, int32_t n_shots, c
     size_t hl, nh = 0;
     char *head_text = td_decide_render_head(d, shots, n_shots, evidence ? evidence : "", len, &hl);
     p->n = n;
-    p->suf = calloc((size_t)(n ? n : 1), sizeof *p->suf);
-    p->n_suf = calloc((size_t)(n ? n : 1), sizeof *p->n_suf);
-    p->n_opt = calloc((size_t)(n ? n : 1), sizeof *p->n_opt);
+    p->suf = td_calloc((size_t)(n ? n : 1), sizeof *p->suf);
+    p->n_suf = td_calloc((size_t)(n ? n : 1), sizeof *p->n_suf);
+    p->n_opt = td_calloc((size_t)(n ? n : 1), sizeof *p->n_opt);
     td_status st = head_text && p->suf && p->n_suf && p->n_opt ? TD_OK : td_fail_nomem("the prompts");
     if (st == TD_OK && (st = td_tokenize(d->tok, head_text, hl, 0, &p->head, &nh)) != TD_OK) td_fail_context(st, "evidence");
     p->n_head = (int32_t)nh;
@@ -385,11 +386,11 @@ static td_status prepare(td_decider *d, const td_shot *shots, int32_t n_shots, c
         if (!s) st = td_fail_nomem("a suffix");
         else if ((st = td_tokenize(d->tok, s, sl, 0, &p->suf[i], &ns)) != TD_OK)
             td_fail_context(st, "criterion %d (%s)", i, criteria[i].id ? criteria[i].id : "");
-        free(s);
+        td_free(s);
         p->n_suf[i] = (int32_t)ns;
         p->n_opt[i] = criteria[i].n_options;
     }
-    free(head_text);
+    td_free(head_text);
     if (st != TD_OK) prepared_free(p);
     return st;
 }
@@ -415,7 +416,7 @@ static int append_bytes(char **s, size_t *n, size_t *cap, const char *b, size_t 
     if (*n + bl + 1 > *cap) {
         size_t c = *cap ? *cap * 2 : 64;
         while (c < *n + bl + 1) c *= 2;
-        char *ns = realloc(*s, c);
+        char *ns = td_realloc(*s, c);
         if (!ns) return -1;
         *s = ns;
         *cap = c;

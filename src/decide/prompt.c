@@ -6,6 +6,7 @@
 
 #include "decide/decide_internal.h"
 #include "decide/letters.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 static const char default_instruction[] =
@@ -25,7 +26,7 @@ static void put(sbuf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
-        char *ns = realloc(b->s, cap);
+        char *ns = td_realloc(b->s, cap);
         if (!ns) {
             b->oom = 1;
             return;
@@ -42,7 +43,7 @@ static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
 
 static char *finish(sbuf *b, size_t *out_len) {
     if (b->oom) {
-        free(b->s);
+        td_free(b->s);
         return NULL;
     }
     if (!b->s) put(b, "", 0);
@@ -67,7 +68,7 @@ char *td_decide_render_head(const td_decider *d, const td_shot *shots, int32_t n
         put(&b, shots[i].evidence, shots[i].evidence_len);
         put(&b, s, sl);
         puts_(&b, tail);
-        free(s);
+        td_free(s);
     }
     puts_(&b, "\nEvidence:\n");
     put(&b, evidence, len);

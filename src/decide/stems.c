@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "decide/decide_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 typedef struct order_ctx {
@@ -78,10 +79,10 @@ static int64_t plan(const order_ctx *c, const int32_t *idx, const int32_t *lcp, 
 td_status td_stems_find(const int32_t *const *suffixes, const int32_t *n_suffix, int32_t count, td_stems *out) {
     memset(out, 0, sizeof *out);
     size_t sz = (size_t)(count > 0 ? count : 1) * sizeof(int32_t);
-    int32_t *idx = malloc(sz), *tmp = malloc(sz), *lcp = malloc(sz);
-    out->of = malloc(sz), out->len = malloc(sz), out->rep = malloc(sz);
+    int32_t *idx = td_malloc(sz), *tmp = td_malloc(sz), *lcp = td_malloc(sz);
+    out->of = td_malloc(sz), out->len = td_malloc(sz), out->rep = td_malloc(sz);
     if (!idx || !tmp || !lcp || !out->of || !out->len || !out->rep) {
-        free(idx), free(tmp), free(lcp), td_stems_free(out);
+        td_free(idx), td_free(tmp), td_free(lcp), td_stems_free(out);
         return td_fail_nomem("the stem plan");
     }
     order_ctx c = {suffixes, n_suffix};
@@ -96,11 +97,11 @@ td_status td_stems_find(const int32_t *const *suffixes, const int32_t *n_suffix,
         plan(&c, idx, lcp, a, b, 1, out);
         a = b;
     }
-    free(idx), free(tmp), free(lcp);
+    td_free(idx), td_free(tmp), td_free(lcp);
     return TD_OK;
 }
 
 void td_stems_free(td_stems *s) {
-    free(s->of), free(s->len), free(s->rep);
+    td_free(s->of), td_free(s->len), td_free(s->rep);
     memset(s, 0, sizeof *s);
 }

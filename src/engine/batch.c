@@ -1,19 +1,20 @@
 #include <stdlib.h>
 
 #include "engine/engine.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 td_status td_batch_new(int32_t capacity, td_batch **out) {
     if (!out) return td_fail(TD_ERR_INVALID_ARG, "td_batch_new: NULL out");
     *out = NULL;
     if (capacity < 1) return td_fail(TD_ERR_INVALID_ARG, "td_batch_new: capacity %d must be >= 1", capacity);
-    td_batch *b = calloc(1, sizeof *b);
+    td_batch *b = td_calloc(1, sizeof *b);
     if (!b) return td_fail_nomem("a batch");
     b->cap = capacity;
-    b->token = malloc((size_t)capacity * sizeof *b->token);
-    b->seq = malloc((size_t)capacity * sizeof *b->seq);
-    b->pos = malloc((size_t)capacity * sizeof *b->pos);
-    b->want = malloc((size_t)capacity);
+    b->token = td_malloc((size_t)capacity * sizeof *b->token);
+    b->seq = td_malloc((size_t)capacity * sizeof *b->seq);
+    b->pos = td_malloc((size_t)capacity * sizeof *b->pos);
+    b->want = td_malloc((size_t)capacity);
     if (!b->token || !b->seq || !b->pos || !b->want) {
         td_batch_free(b);
         return td_fail_nomem("a batch");
@@ -24,11 +25,11 @@ td_status td_batch_new(int32_t capacity, td_batch **out) {
 
 void td_batch_free(td_batch *b) {
     if (!b) return;
-    free(b->token);
-    free(b->seq);
-    free(b->pos);
-    free(b->want);
-    free(b);
+    td_free(b->token);
+    td_free(b->seq);
+    td_free(b->pos);
+    td_free(b->want);
+    td_free(b);
 }
 
 void td_batch_clear(td_batch *b) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "typedecide.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 static int32_t argmax(const double *p, int32_t k) {
@@ -44,12 +45,12 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
         if (answer_index(r) < 0)
             return td_fail(TD_ERR_FORMAT, "row %d (%s): answer \"%s\" is not among its options", i, r->id, r->answer);
     }
-    int32_t *pred = calloc((size_t)(n ? n : 1), sizeof *pred), *ans = calloc((size_t)(n ? n : 1), sizeof *ans);
-    int *stable = calloc((size_t)(n ? n : 1), sizeof *stable);
-    double *conf_sum = calloc((size_t)bins, sizeof *conf_sum), *acc_sum = calloc((size_t)bins, sizeof *acc_sum);
-    int64_t *bin_n = calloc((size_t)bins, sizeof *bin_n);
+    int32_t *pred = td_calloc((size_t)(n ? n : 1), sizeof *pred), *ans = td_calloc((size_t)(n ? n : 1), sizeof *ans);
+    int *stable = td_calloc((size_t)(n ? n : 1), sizeof *stable);
+    double *conf_sum = td_calloc((size_t)bins, sizeof *conf_sum), *acc_sum = td_calloc((size_t)bins, sizeof *acc_sum);
+    int64_t *bin_n = td_calloc((size_t)bins, sizeof *bin_n);
     if (!pred || !ans || !stable || !conf_sum || !acc_sum || !bin_n) {
-        free(pred), free(ans), free(stable), free(conf_sum), free(acc_sum), free(bin_n);
+        td_free(pred), td_free(ans), td_free(stable), td_free(conf_sum), td_free(acc_sum), td_free(bin_n);
         return td_fail_nomem("metrics");
     }
     double correct = 0, brier = 0;
@@ -193,6 +194,6 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
     json_object_set_new(root, "per_criterion", per);
     *json = json_dumps(root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(root);
-    free(pred), free(ans), free(stable), free(conf_sum), free(acc_sum), free(bin_n);
+    td_free(pred), td_free(ans), td_free(stable), td_free(conf_sum), td_free(acc_sum), td_free(bin_n);
     return *json ? TD_OK : td_fail_nomem("the metrics JSON");
 }

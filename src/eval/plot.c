@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "typedecide.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 typedef struct out {
@@ -34,7 +35,7 @@ static void emit(out *o, const char *fmt, ...) {
         }
         size_t cap = o->cap ? o->cap * 2 : 8192;
         while (cap < o->n + (size_t)w + 1) cap *= 2;
-        char *ns = realloc(o->s, cap);
+        char *ns = td_realloc(o->s, cap);
         if (!ns) {
             o->oom = 1;
             return;
@@ -130,7 +131,7 @@ td_status td_plot_svg(const char *metrics_json, const char *title, char **svg) {
          y_axis + 14 < height - Y0 ? y_axis + 14 : height - Y0);
     json_decref(m);
     if (o.oom) {
-        free(o.s);
+        td_free(o.s);
         return td_fail_nomem("the plot");
     }
     *svg = o.s;

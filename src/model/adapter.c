@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/arch.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/half.h"
@@ -101,7 +102,7 @@ td_status td_adapter_apply(td_model *m, const char *dir, int *n_merged, double *
             st = td_fail(TD_ERR_FORMAT, "%s: target_modules[%zu] must be a string", cfg_path, i);
     double scaling = rslora ? alpha / sqrt((double)r) : alpha / (double)r;
     if (st == TD_OK) st = td_st_open(st_path, &f);
-    if (st == TD_OK && !(target_used = calloc(json_array_size(targets) + 1, 1))) st = td_fail_nomem("adapter targets");
+    if (st == TD_OK && !(target_used = td_calloc(json_array_size(targets) + 1, 1))) st = td_fail_nomem("adapter targets");
 
     for (int i = 0; st == TD_OK && i < f.n_tensors; i++) {
         const td_st_tensor *ta = &f.tensors[i];
@@ -152,7 +153,7 @@ td_status td_adapter_apply(td_model *m, const char *dir, int *n_merged, double *
                          tb->name, (long long)w->rows, (long long)r, base_name);
         if (st != TD_OK) break;
         /* merged fp32 weight: W + scaling * B A */
-        float *nw = malloc((size_t)(w->rows * w->cols) * sizeof *nw);
+        float *nw = td_malloc((size_t)(w->rows * w->cols) * sizeof *nw);
         if (!nw) {
             st = td_fail_nomem("a merged weight");
             break;
@@ -166,7 +167,7 @@ td_status td_adapter_apply(td_model *m, const char *dir, int *n_merged, double *
             }
         }
         if (td_model_own(m, nw)) {
-            free(nw);
+            td_free(nw);
             st = td_fail_nomem("a merged weight");
             break;
         }
@@ -180,11 +181,11 @@ td_status td_adapter_apply(td_model *m, const char *dir, int *n_merged, double *
             st = td_fail(TD_ERR_FORMAT, "%s: target module \"%s\" matches no lora tensor of the adapter", cfg_path,
                          json_string_value(json_array_get(targets, k)));
     if (st == TD_OK && merged == 0) st = td_fail(TD_ERR_FORMAT, "%s: no lora_A/lora_B pairs", st_path);
-    free(target_used);
+    td_free(target_used);
     td_st_close(&f);
     json_decref(cfg);
-    free(cfg_path);
-    free(st_path);
+    td_free(cfg_path);
+    td_free(st_path);
     if (n_merged) *n_merged = merged;
     if (scaling_out) *scaling_out = scaling;
     return st;

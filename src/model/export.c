@@ -13,6 +13,7 @@
 #include "model/gguf_names.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/half.h"
@@ -61,12 +62,12 @@ static uint32_t file_type_of(td_dtype t) {
 static void *convert_rows(const td_mat *w, const int32_t *rows, int64_t n_rows, td_dtype t, const td_gguf_layout *cl,
                           const td_config *c, uint64_t *nbytes) {
     size_t rb = td_dtype_row_bytes(t, w->cols);
-    uint8_t *out = malloc((size_t)n_rows * rb + 1);
-    float *f = malloc((size_t)w->cols * sizeof *f), *g = cl ? malloc((size_t)w->cols * sizeof *g) : NULL;
+    uint8_t *out = td_malloc((size_t)n_rows * rb + 1);
+    float *f = td_malloc((size_t)w->cols * sizeof *f), *g = cl ? td_malloc((size_t)w->cols * sizeof *g) : NULL;
     if (!out || !f || (cl && !g)) {
-        free(out);
-        free(f);
-        free(g);
+        td_free(out);
+        td_free(f);
+        td_free(g);
         return NULL;
     }
     for (int64_t r = 0; r < n_rows; r++) {
@@ -88,8 +89,8 @@ static void *convert_rows(const td_mat *w, const int32_t *rows, int64_t n_rows, 
         default: td_quantize_q4_0(f, (td_block_q4_0 *)(void *)dst, w->cols); break;
         }
     }
-    free(f);
-    free(g);
+    td_free(f);
+    td_free(g);
     *nbytes = (uint64_t)n_rows * rb;
     return out;
 }
@@ -120,7 +121,7 @@ static td_status add_spec(void *user, const td_tensor_spec *s) {
     if (!s->mat) { /* norms and other vectors stay F32, as llama.cpp's converter writes them */
         int64_t n = 1;
         for (int d = 0; d < s->nd; d++) n *= s->dims[d];
-        float *v = malloc((size_t)n * sizeof *v);
+        float *v = td_malloc((size_t)n * sizeof *v);
         if (!v) return td_fail_nomem("a tensor");
         int64_t per = n / s->dims[0]; /* [Hv], or conv1d [C, K]: rows of the outer dim */
         for (int64_t r = 0; r < s->dims[0]; r++)
@@ -143,12 +144,12 @@ static td_status add_spec(void *user, const td_tensor_spec *s) {
     const int32_t *rows = is_head && x->pruned ? x->keep : NULL;
     int32_t *perm = NULL;
     if (lay.vhead_axis == 0) { /* value-head rows in the GGUF's tiled order */
-        if (!(perm = malloc((size_t)w->rows * sizeof *perm))) return td_fail_nomem("a row order");
+        if (!(perm = td_malloc((size_t)w->rows * sizeof *perm))) return td_fail_nomem("a row order");
         for (int64_t r = 0; r < w->rows; r++) perm[r] = (int32_t)td_gguf_vhead_src(&lay, c, r, 1);
         rows = perm;
     }
     void *data = convert_rows(src, rows, n_rows, t, lay.vhead_axis == 1 ? &lay : NULL, c, &nb);
-    free(perm);
+    td_free(perm);
     if (!data) return td_fail_nomem("a converted tensor");
     if (is_head && x->pruned) ne[1] = x->n_keep;
     if (is_embed) x->embed_data = data, x->embed_bytes = nb;
@@ -160,10 +161,10 @@ static td_status add_spec(void *user, const td_tensor_spec *s) {
 static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char *pre, int32_t bos) {
     const td_tokenizer *t = m->tok;
     int32_t V = m->cfg.n_vocab;
-    const char **s = calloc((size_t)V, sizeof *s);
-    size_t *l = calloc((size_t)V, sizeof *l);
-    int32_t *types = calloc((size_t)V, sizeof *types);
-    char *pads = malloc((size_t)V * 16);
+    const char **s = td_calloc((size_t)V, sizeof *s);
+    size_t *l = td_calloc((size_t)V, sizeof *l);
+    int32_t *types = td_calloc((size_t)V, sizeof *types);
+    char *pads = td_malloc((size_t)V * 16);
     td_status st = s && l && types && pads ? TD_OK : td_fail_nomem("the vocabulary");
     for (int32_t id = 0; st == TD_OK && id < V; id++) {
         if (id < t->n_tokens && t->str_off[id] != UINT64_MAX) {
@@ -181,13 +182,13 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
         }
     }
     int64_t nm = t->n_merges;
-    char **ms = calloc((size_t)(nm ? nm : 1), sizeof *ms);
-    size_t *ml = calloc((size_t)(nm ? nm : 1), sizeof *ml);
+    char **ms = td_calloc((size_t)(nm ? nm : 1), sizeof *ms);
+    size_t *ml = td_calloc((size_t)(nm ? nm : 1), sizeof *ml);
     if (st == TD_OK && (!ms || !ml)) st = td_fail_nomem("the merges");
     for (int64_t i = 0; st == TD_OK && i < nm; i++) {
         int32_t a = t->merge_a[i], b = t->merge_b[i];
         size_t la = t->str_len[a], lb = t->str_len[b];
-        if (!(ms[i] = malloc(la + lb + 2))) {
+        if (!(ms[i] = td_malloc(la + lb + 2))) {
             st = td_fail_nomem("a merge");
             break;
         }
@@ -209,8 +210,8 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
     if (st == TD_OK && eot >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)eot);
     if (st == TD_OK) st = td_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", 0);
     if (st == TD_OK && m->n_stop) st = td_gguf_add_i32_array(w, "typedecide.stop_ids", m->stop_ids, (uint64_t)m->n_stop);
-    for (int64_t i = 0; ms && i < nm; i++) free(ms[i]);
-    free(ms), free(ml), free(s), free(l), free(types), free(pads);
+    for (int64_t i = 0; ms && i < nm; i++) td_free(ms[i]);
+    td_free(ms), td_free(ml), td_free(s), td_free(l), td_free(types), td_free(pads);
     return st;
 }
 
@@ -220,7 +221,7 @@ static json_t *dir_json(const char *model_path, const char *file) {
     char *p = td_path_join(model_path, file);
     json_error_t e;
     json_t *o = p ? json_load_file(p, 0, &e) : NULL;
-    free(p);
+    td_free(p);
     return o;
 }
 
@@ -353,11 +354,11 @@ static char *chat_template(const td_model *m) {
     if (m->gguf)
         return td_gguf_find(m->gguf, "tokenizer.chat_template") &&
                        td_gguf_get_str(m->gguf, "tokenizer.chat_template", 1, &t, &l) == TD_OK
-                   ? strndup(t, (size_t)l)
+                   ? td_strndup(t, (size_t)l)
                    : NULL;
     json_t *o = dir_json(m->path, "tokenizer_config.json");
     json_t *ct = json_object_get(o, "chat_template");
-    char *s = json_is_string(ct) ? strndup(json_string_value(ct), json_string_length(ct)) : NULL;
+    char *s = json_is_string(ct) ? td_strndup(json_string_value(ct), json_string_length(ct)) : NULL;
     json_decref(o);
     return s;
 }
@@ -432,7 +433,7 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
     if (st == TD_OK) st = add_tokenizer(x.w, m, pre, bos_id(m));
     char *tmpl = chat_template(m);
     if (st == TD_OK && tmpl) st = td_gguf_add_str(x.w, "tokenizer.chat_template", tmpl, strlen(tmpl));
-    free(tmpl);
+    td_free(tmpl);
     if (st == TD_OK && x.pruned) {
         st = td_gguf_add_bool(x.w, "typedecide.pruned_head", 1);
         if (st == TD_OK) st = td_gguf_add_bool(x.w, "typedecide.can_generate", 0);
@@ -458,7 +459,7 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
             st = td_fail(TD_ERR_STATE, "pruned head row 0 differs from its embedding row (refusing to write)");
         else if (x.embed_bytes != (uint64_t)c->n_vocab * td_dtype_row_bytes(x.embed_quant, c->n_embd))
             st = td_fail(TD_ERR_STATE, "the input embedding lost rows (refusing to write)");
-        free(again);
+        td_free(again);
         json_t *o = st == TD_OK ? json_loads(smap, 0, NULL) : NULL; /* both directions of the slot map agree */
         for (int32_t i = 0; o && i < x.n_keep && st == TD_OK; i++) {
             char key[16];
@@ -472,6 +473,6 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
     if (st == TD_OK) st = td_gguf_write(x.w, path);
     td_gguf_writer_free(x.w);
     if (st == TD_OK && slot_map) *slot_map = smap;
-    else free(smap);
+    else td_free(smap);
     return st;
 }

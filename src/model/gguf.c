@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/hashmap.h"
 
@@ -108,8 +109,8 @@ static int cmp_offset(const void *a, const void *b) {
 
 void td_gguf_close(td_gguf *g) {
     if (!g) return;
-    free(g->kv);
-    free(g->tensors);
+    td_free(g->kv);
+    td_free(g->tensors);
     td_unmap_file(&g->map);
     memset(g, 0, sizeof *g);
 }
@@ -132,8 +133,8 @@ td_status td_gguf_parse(const uint8_t *buf, size_t size, const char *name, td_gg
         return td_fail(TD_ERR_FORMAT, "%s: absurd counts (%llu tensors, %llu metadata entries) for a %zu-byte file",
                        name, (unsigned long long)n_tensors, (unsigned long long)n_kv, size);
     out->version = version;
-    out->kv = calloc(n_kv ? n_kv : 1, sizeof *out->kv);
-    out->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *out->tensors);
+    out->kv = td_calloc(n_kv ? n_kv : 1, sizeof *out->kv);
+    out->tensors = td_calloc(n_tensors ? n_tensors : 1, sizeof *out->tensors);
     if (!out->kv || !out->tensors) {
         td_gguf_close(out);
         return td_fail_nomem("the GGUF tables");
@@ -263,7 +264,7 @@ td_status td_gguf_parse(const uint8_t *buf, size_t size, const char *name, td_gg
     if (out->n_tensors > 0 && start > size)
         st = td_fail(TD_ERR_FORMAT, "%s: truncated: the data section would start past the end of the file", name);
     uint64_t data_size = start <= size ? size - start : 0;
-    td_gguf_tensor **order = calloc((size_t)(out->n_tensors ? out->n_tensors : 1), sizeof *order);
+    td_gguf_tensor **order = td_calloc((size_t)(out->n_tensors ? out->n_tensors : 1), sizeof *order);
     if (!order && st == TD_OK) st = td_fail_nomem("the tensor table");
     for (int64_t i = 0; i < out->n_tensors && st == TD_OK; i++) {
         td_gguf_tensor *t = &out->tensors[i];
@@ -283,7 +284,7 @@ td_status td_gguf_parse(const uint8_t *buf, size_t size, const char *name, td_gg
             if (order[i - 1]->nbytes && order[i]->offset < order[i - 1]->offset + order[i - 1]->nbytes)
                 st = td_fail(TD_ERR_FORMAT, "%s: tensors %s and %s overlap", name, order[i - 1]->name, order[i]->name);
     }
-    free(order);
+    td_free(order);
     if (st != TD_OK) td_gguf_close(out);
     return st;
 }
@@ -432,7 +433,7 @@ static void put(td_gguf_writer *w, const void *p, size_t n) {
     if (w->kv_len + n > w->kv_cap) {
         size_t cap = w->kv_cap ? w->kv_cap * 2 : 4096;
         while (cap < w->kv_len + n) cap *= 2;
-        uint8_t *nk = realloc(w->kv, cap);
+        uint8_t *nk = td_realloc(w->kv, cap);
         if (!nk) {
             w->oom = 1;
             return;
@@ -468,16 +469,16 @@ static td_status key_type(td_gguf_writer *w, const char *key, uint32_t t) {
 }
 
 td_status td_gguf_writer_new(td_gguf_writer **out) {
-    *out = calloc(1, sizeof **out);
+    *out = td_calloc(1, sizeof **out);
     return *out ? TD_OK : td_fail_nomem("a GGUF writer");
 }
 
 void td_gguf_writer_free(td_gguf_writer *w) {
     if (!w) return;
-    for (int64_t i = 0; i < w->n_t; i++) free(w->t[i].data);
-    free(w->t);
-    free(w->kv);
-    free(w);
+    for (int64_t i = 0; i < w->n_t; i++) td_free(w->t[i].data);
+    td_free(w->t);
+    td_free(w->kv);
+    td_free(w);
 }
 
 td_status td_gguf_add_u32(td_gguf_writer *w, const char *key, uint32_t v) {
@@ -532,14 +533,14 @@ td_status td_gguf_add_i32_array(td_gguf_writer *w, const char *key, const int32_
 td_status td_gguf_add_tensor(td_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne, void *data,
                              uint64_t nbytes) {
     if (strlen(name) >= 64 || n_dims < 1 || n_dims > 4) {
-        free(data);
+        td_free(data);
         return td_fail(TD_ERR_INVALID_ARG, "GGUF tensor %s: name too long or bad dimensions", name);
     }
     if (w->n_t == w->cap_t) {
         int64_t cap = w->cap_t ? w->cap_t * 2 : 64;
-        wtensor *nt = realloc(w->t, (size_t)cap * sizeof *nt);
+        wtensor *nt = td_realloc(w->t, (size_t)cap * sizeof *nt);
         if (!nt) {
-            free(data);
+            td_free(data);
             return td_fail_nomem("GGUF tensors");
         }
         w->t = nt;
@@ -579,16 +580,16 @@ td_status td_gguf_write(td_gguf_writer *w, const char *path) {
     size_t pad = (size_t)((A - hdr.kv_len % A) % A);
     put(&hdr, zeros, pad);
     if (hdr.oom) {
-        free(hdr.kv);
+        td_free(hdr.kv);
         return td_fail_nomem("the GGUF header");
     }
     FILE *f = fopen(path, "wb");
     if (!f) {
-        free(hdr.kv);
+        td_free(hdr.kv);
         return td_fail(TD_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     }
     int ok = fwrite(hdr.kv, 1, hdr.kv_len, f) == hdr.kv_len;
-    free(hdr.kv);
+    td_free(hdr.kv);
     for (int64_t i = 0; ok && i < w->n_t; i++) {
         const wtensor *t = &w->t[i];
         ok = fwrite(t->data, 1, t->nbytes, f) == t->nbytes;
@@ -596,5 +597,6 @@ td_status td_gguf_write(td_gguf_writer *w, const char *path) {
         if (ok && tp) ok = fwrite(zeros, 1, tp, f) == tp;
     }
     if (f && fclose(f) != 0) ok = 0;
+    if (!ok) remove(path); /* no half-written model left behind */
     return ok ? TD_OK : td_fail(TD_ERR_IO, "%s: cannot write (disk full?)", path);
 }

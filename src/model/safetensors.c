@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
 #include "util/error.h"
 
 #define MAX_HEADER (100u << 20) /* the limit the reference implementation uses */
@@ -28,8 +29,8 @@ static int cmp_begin(const void *a, const void *b) {
 
 void td_st_close(td_st_file *f) {
     if (!f) return;
-    for (int i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
-    free(f->tensors);
+    for (int i = 0; i < f->n_tensors; i++) td_free(f->tensors[i].name);
+    td_free(f->tensors);
     td_unmap_file(&f->map);
     memset(f, 0, sizeof *f);
 }
@@ -78,7 +79,7 @@ static td_status parse_tensor(const char *name, const char *key, json_t *v, uint
     if (t->end - t->begin != count * esize)
         return td_fail(TD_ERR_FORMAT, "%s: tensor %s: %llu bytes of data but shape x %s needs %llu", name, key,
                        (unsigned long long)(t->end - t->begin), t->dtype_name, (unsigned long long)(count * esize));
-    t->name = strdup(key);
+    t->name = td_strdup(key);
     if (!t->name) return td_fail_nomem("a tensor name");
     return TD_OK;
 }
@@ -103,8 +104,8 @@ td_status td_st_parse(const uint8_t *buf, size_t size, const char *name, td_st_f
     out->data = buf + 8 + n;
     out->data_size = size - 8 - n;
     size_t cap = json_object_size(root);
-    out->tensors = calloc(cap ? cap : 1, sizeof *out->tensors);
-    td_st_tensor **order = calloc(cap ? cap : 1, sizeof *order);
+    out->tensors = td_calloc(cap ? cap : 1, sizeof *out->tensors);
+    td_st_tensor **order = td_calloc(cap ? cap : 1, sizeof *order);
     td_status st = TD_OK;
     if (!out->tensors || !order) st = td_fail_nomem("the tensor table");
     const char *key;
@@ -132,7 +133,7 @@ td_status td_st_parse(const uint8_t *buf, size_t size, const char *name, td_st_f
             if (!reach || t->end > reach->end) reach = t;
         }
     }
-    free(order);
+    td_free(order);
     json_decref(root);
     if (st != TD_OK) td_st_close(out);
     return st;
@@ -177,7 +178,7 @@ td_status td_st_write_header(void *stream, const char *path, const td_st_write_t
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
     int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(text, 1, hl, f) == hl;
     for (size_t i = hl; i < padded && ok; i++) ok = fputc(' ', f) != EOF;
-    free(text);
+    td_free(text);
     return ok ? TD_OK : td_fail(TD_ERR_IO, "%s: write failed (disk full?)", path);
 }
 

@@ -10,6 +10,7 @@
 #include "model/arch.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/dtype.h"
@@ -29,8 +30,8 @@ static td_status collect(void *user, const td_tensor_spec *s) {
     spec_list *l = user;
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 256;
-        td_st_write_tensor *nt = realloc(l->t, (size_t)cap * sizeof *nt);
-        int *nn = realloc(l->is_norm, (size_t)cap * sizeof *nn);
+        td_st_write_tensor *nt = td_realloc(l->t, (size_t)cap * sizeof *nt);
+        int *nn = td_realloc(l->is_norm, (size_t)cap * sizeof *nn);
         if (nt) l->t = nt;
         if (nn) l->is_norm = nn;
         if (!nt || !nn) return td_fail_nomem("the tensor list");
@@ -38,7 +39,7 @@ static td_status collect(void *user, const td_tensor_spec *s) {
     }
     td_st_write_tensor *t = &l->t[l->n];
     memset(t, 0, sizeof *t);
-    t->name = strdup(s->name);
+    t->name = td_strdup(s->name);
     if (!t->name) return td_fail_nomem("a tensor name");
     t->dtype = dtype_str(l->dtype);
     t->n_dims = s->nd;
@@ -86,7 +87,7 @@ static td_status copy_file(const char *src, const char *dst) {
     FILE *f = fopen(dst, "wb");
     int ok = f && fwrite(data, 1, n, f) == n;
     if (f && fclose(f) != 0) ok = 0;
-    free(data);
+    td_free(data);
     return ok ? TD_OK : td_fail(TD_ERR_IO, "%s: cannot write", dst);
 }
 
@@ -97,7 +98,7 @@ static td_status write_text(const char *dir, const char *name, const char *text)
     int ok = f && fputs(text, f) >= 0;
     if (f && fclose(f) != 0) ok = 0;
     td_status st = ok ? TD_OK : td_fail(TD_ERR_IO, "%s: cannot write", p);
-    free(p);
+    td_free(p);
     return st;
 }
 
@@ -124,7 +125,7 @@ static td_status write_tokenizer_files(const char *out_dir, const char *tokenize
         char *dst = td_path_join(out_dir, "tokenizer.json");
         if (!dst) return td_fail_nomem("a path");
         st = copy_file(tokenizer_json, dst);
-        free(dst);
+        td_free(dst);
         if (st != TD_OK) return st;
         /* tokenizer_config.json beside the source, if any */
         const char *slash = strrchr(tokenizer_json, '/');
@@ -135,7 +136,7 @@ static td_status write_tokenizer_files(const char *out_dir, const char *tokenize
             dst = td_path_join(out_dir, "tokenizer_config.json");
             if (!dst) return td_fail_nomem("a path");
             st = copy_file(src_tc, dst);
-            free(dst);
+            td_free(dst);
             if (st != TD_OK) return st;
         }
     }
@@ -175,7 +176,7 @@ td_status td_synth_write(const char *out_dir, const char *config_json, const td_
     char *path = td_path_join(out_dir, "model.safetensors");
     FILE *f = NULL;
     size_t cap = 1 << 22; /* elements generated per write */
-    void *buf = malloc(cap * 4);
+    void *buf = td_malloc(cap * 4);
     if (!path || !buf) {
         st = td_fail_nomem("synth buffers");
         goto done;
@@ -208,10 +209,10 @@ td_status td_synth_write(const char *out_dir, const char *config_json, const td_
     }
 done:
     if (f && fclose(f) != 0 && st == TD_OK) st = td_fail(TD_ERR_IO, "%s: write failed", path);
-    for (int i = 0; i < l.n; i++) free((char *)l.t[i].name);
-    free(l.t);
-    free(l.is_norm);
-    free(buf);
-    free(path);
+    for (int i = 0; i < l.n; i++) td_free((char *)l.t[i].name);
+    td_free(l.t);
+    td_free(l.is_norm);
+    td_free(buf);
+    td_free(path);
     return st;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tokenizer/tokenizer_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 typedef struct cand {
@@ -58,7 +59,7 @@ static int lookup_merge(const struct td_tokenizer *tok, int32_t a, int32_t b, ui
 int td_idvec_push(td_idvec *vec, int32_t id) {
     if (vec->n == vec->cap) {
         size_t cap = vec->cap ? vec->cap * 2 : 64;
-        int32_t *nv = realloc(vec->v, cap * sizeof *nv);
+        int32_t *nv = td_realloc(vec->v, cap * sizeof *nv);
         if (!nv) return -1;
         vec->v = nv;
         vec->cap = cap;
@@ -90,7 +91,7 @@ td_status td_bpe_encode_word(const struct td_tokenizer *tok, const unsigned char
     cand *heap = heap_s;
     void *big = NULL;
     if (len > SMALL) {
-        big = malloc(len * 3 * sizeof(int32_t) + 3 * len * sizeof(cand));
+        big = td_malloc(len * 3 * sizeof(int32_t) + 3 * len * sizeof(cand));
         if (!big) return td_fail_nomem("a BPE word");
         sid = big;
         prev = sid + len;
@@ -141,6 +142,6 @@ td_status td_bpe_encode_word(const struct td_tokenizer *tok, const unsigned char
             break;
         }
     }
-    free(big);
+    td_free(big);
     return st;
 }

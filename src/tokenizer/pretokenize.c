@@ -6,13 +6,29 @@
 #include <string.h>
 
 #include "tokenizer/tokenizer_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
+
+/* PCRE2 allocates through the library's hook too (util/alloc.h): a general context per use. */
+static void *pcre_malloc(PCRE2_SIZE size, void *data) {
+    (void)data;
+    return td_malloc(size);
+}
+static void pcre_free(void *ptr, void *data) {
+    (void)data;
+    td_free(ptr);
+}
 
 td_status td_split_compile(const char *pattern, size_t len, int is_literal, void **code) {
     int err;
     PCRE2_SIZE off;
     uint32_t opts = PCRE2_UTF | (is_literal ? PCRE2_LITERAL : PCRE2_UCP); /* UCP is not allowed with LITERAL */
-    pcre2_code *c = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &err, &off, NULL);
+    pcre2_general_context *g = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
+    pcre2_compile_context *cc = g ? pcre2_compile_context_create(g) : NULL;
+    pcre2_code *c = cc ? pcre2_compile((PCRE2_SPTR)pattern, len, opts, &err, &off, cc) : NULL;
+    pcre2_compile_context_free(cc);
+    pcre2_general_context_free(g);
+    if (!cc || (!c && err == PCRE2_ERROR_HEAP_FAILED)) return td_fail_nomem("the pre-tokenizer regex");
     if (!c) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
@@ -39,7 +55,7 @@ static int span_push(spanvec *s, size_t start, size_t len) {
     if (len == 0) return 0; /* empty pieces are dropped, as in Hugging Face */
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
-        span *nv = realloc(s->v, cap * sizeof *nv);
+        span *nv = td_realloc(s->v, cap * sizeof *nv);
         if (!nv) return -1;
         s->v = nv;
         s->cap = cap;
@@ -63,7 +79,7 @@ typedef struct segvec {
 static int seg_push(segvec *s, size_t start, size_t len, int is_match) {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
-        segment *nv = realloc(s->v, cap * sizeof *nv);
+        segment *nv = td_realloc(s->v, cap * sizeof *nv);
         if (!nv) return -1;
         s->v = nv;
         s->cap = cap;
@@ -131,6 +147,7 @@ static td_status split_piece(const td_split_step *step, const char *text, size_t
     while (search <= len) {
         int rc = pcre2_match((const pcre2_code *)step->code, subj, len, search, PCRE2_NO_UTF_CHECK, md, mctx);
         if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc == PCRE2_ERROR_NOMEMORY || rc == PCRE2_ERROR_HEAPLIMIT) return td_fail_nomem("the pre-tokenizer's match");
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
@@ -157,9 +174,9 @@ nomem:
 }
 
 void td_pieces_free(td_pieces *p) {
-    free(p->owned);
-    free(p->start);
-    free(p->len);
+    td_free(p->owned);
+    td_free(p->start);
+    td_free(p->len);
     memset(p, 0, sizeof *p);
 }
 
@@ -168,7 +185,7 @@ td_status td_pretokenize(const struct td_tokenizer *tok, const char *text, size_
     out->text = text;
     if (len == 0) return TD_OK;
     if (tok->byte_level && tok->add_prefix_space && text[0] != ' ') { /* ByteLevel(add_prefix_space) comes first */
-        out->owned = malloc(len + 1);
+        out->owned = td_malloc(len + 1);
         if (!out->owned) return td_fail_nomem("a pre-token");
         out->owned[0] = ' ';
         memcpy(out->owned + 1, text, len);
@@ -178,6 +195,7 @@ td_status td_pretokenize(const struct td_tokenizer *tok, const char *text, size_
     td_status st = TD_OK;
     spanvec a = {0}, b = {0};
     segvec segs = {0};
+    pcre2_general_context *g = NULL;
     pcre2_match_data *md = NULL;
     pcre2_match_context *mctx = NULL;
     pcre2_jit_stack *jit = NULL;
@@ -186,9 +204,10 @@ td_status td_pretokenize(const struct td_tokenizer *tok, const char *text, size_
         goto done;
     }
     if (tok->n_split > 0) {
-        md = pcre2_match_data_create(4, NULL);
-        mctx = pcre2_match_context_create(NULL);
-        jit = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, NULL);
+        g = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
+        md = g ? pcre2_match_data_create(4, g) : NULL;
+        mctx = g ? pcre2_match_context_create(g) : NULL;
+        jit = g ? pcre2_jit_stack_create(32 * 1024, 1024 * 1024, g) : NULL;
         if (!md || !mctx || !jit) {
             st = td_fail_nomem("regex match data");
             goto done;
@@ -206,20 +225,21 @@ td_status td_pretokenize(const struct td_tokenizer *tok, const char *text, size_
         b = t;
     }
     out->n = a.n;
-    out->start = malloc((a.n ? a.n : 1) * sizeof *out->start);
-    out->len = malloc((a.n ? a.n : 1) * sizeof *out->len);
+    out->start = td_malloc((a.n ? a.n : 1) * sizeof *out->start);
+    out->len = td_malloc((a.n ? a.n : 1) * sizeof *out->len);
     if (!out->start || !out->len) {
         st = td_fail_nomem("pre-token pieces");
         goto done;
     }
     for (size_t i = 0; i < a.n; i++) out->start[i] = a.v[i].start, out->len[i] = a.v[i].len;
 done:
-    free(a.v);
-    free(b.v);
-    free(segs.v);
+    td_free(a.v);
+    td_free(b.v);
+    td_free(segs.v);
     if (jit) pcre2_jit_stack_free(jit);
     if (mctx) pcre2_match_context_free(mctx);
     if (md) pcre2_match_data_free(md);
+    pcre2_general_context_free(g);
     if (st != TD_OK) td_pieces_free(out);
     return st;
 }

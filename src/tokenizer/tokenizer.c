@@ -5,6 +5,7 @@
 #include <utf8proc.h>
 
 #include "tokenizer/tokenizer_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 int32_t td_tokenizer_n_tokens(const td_tokenizer *tok) { return tok ? tok->n_tokens : 0; }
@@ -112,7 +113,7 @@ static td_status encode_segment(const td_tokenizer *tok, const char *text, size_
     } else {
         st = td_pretokenize_and_encode(tok, t, n, out);
     }
-    free(norm);
+    free(norm); /* utf8proc allocates with the C library's malloc */
     return st;
 }
 
@@ -139,7 +140,7 @@ td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t len, uns
         st = encode_segment(tok, text, len, 0, &out);
     }
     if (st != TD_OK) {
-        free(out.v);
+        td_free(out.v);
         return st;
     }
     *ids = out.v;
@@ -195,7 +196,7 @@ static int append(char **buf, size_t *n, size_t *cap, const char *src, size_t le
     if (*n + len + 1 > *cap) {
         size_t c = *cap ? *cap : 256;
         while (c < *n + len + 1) c *= 2;
-        char *nb = realloc(*buf, c);
+        char *nb = td_realloc(*buf, c);
         if (!nb) return -1;
         *buf = nb;
         *cap = c;
@@ -213,13 +214,13 @@ td_status td_detokenize(const td_tokenizer *tok, const int32_t *ids, size_t n_id
     size_t n = 0, cap = 0;
     for (size_t i = 0; i < n_ids; i++) {
         if (ids[i] < 0) {
-            free(raw);
+            td_free(raw);
             return td_fail(TD_ERR_RANGE, "token id %d at index %zu is negative", ids[i], i);
         }
         size_t blen;
         const char *b = td_token_bytes(tok, ids[i], &blen); /* ids without a token decode to nothing, as in HF */
         if (b && append(&raw, &n, &cap, b, blen)) {
-            free(raw);
+            td_free(raw);
             return td_fail_nomem("decoded text");
         }
     }
@@ -240,12 +241,12 @@ td_status td_detokenize(const td_tokenizer *tok, const int32_t *ids, size_t n_id
     }
     if (append(&out, &on, &ocap, "", 0)) goto nomem;
     out[on] = 0;
-    free(raw);
+    td_free(raw);
     *text = out;
     if (len) *len = on;
     return TD_OK;
 nomem:
-    free(raw);
-    free(out);
+    td_free(raw);
+    td_free(out);
     return td_fail_nomem("decoded text");
 }

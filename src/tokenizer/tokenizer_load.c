@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tokenizer/tokenizer_internal.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"
@@ -17,23 +18,23 @@ static const char gpt2_pattern[] =
 
 void td_tokenizer_free(td_tokenizer *tok) {
     if (!tok) return;
-    free(tok->bytes);
-    free(tok->bytes_off);
-    free(tok->is_token);
-    free(tok->vocab_strings);
-    free(tok->str_off);
-    free(tok->str_len);
-    free(tok->merge_a);
-    free(tok->merge_b);
+    td_free(tok->bytes);
+    td_free(tok->bytes_off);
+    td_free(tok->is_token);
+    td_free(tok->vocab_strings);
+    td_free(tok->str_off);
+    td_free(tok->str_len);
+    td_free(tok->merge_a);
+    td_free(tok->merge_b);
     td_strmap_free(&tok->vocab);
     td_u64map_free(&tok->merges);
-    for (int i = 0; i < tok->n_added; i++) free(tok->added[i].content);
-    free(tok->added);
+    for (int i = 0; i < tok->n_added; i++) td_free(tok->added[i].content);
+    td_free(tok->added);
     for (int i = 0; i < tok->n_split; i++) {
         td_split_free(tok->split[i].code);
-        free(tok->split[i].source);
+        td_free(tok->split[i].source);
     }
-    free(tok);
+    td_free(tok);
 }
 
 static td_status load_normalizer(td_tokenizer *tok, const json_t *n, const char *name) {
@@ -84,7 +85,7 @@ static td_status add_split(td_tokenizer *tok, const char *pat, size_t len, int l
     td_split_step *s = &tok->split[tok->n_split];
     td_status st = td_split_compile(pat, len, literal, &s->code);
     if (st != TD_OK) return td_fail_context(st, "%s", name);
-    s->source = malloc(len + 1);
+    s->source = td_malloc(len + 1);
     if (!s->source) {
         td_split_free(s->code);
         return td_fail_nomem("a pattern");
@@ -211,7 +212,7 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
     size_t n_added = json_is_array(added) ? json_array_size(added) : 0;
     if (added && !json_is_null(added) && !json_is_array(added))
         return td_fail(TD_ERR_FORMAT, "%s: added_tokens must be an array", name);
-    tok->added = calloc(n_added ? n_added : 1, sizeof *tok->added);
+    tok->added = td_calloc(n_added ? n_added : 1, sizeof *tok->added);
     if (!tok->added) return td_fail_nomem("added tokens");
     for (size_t i = 0; i < n_added; i++) {
         json_t *a = json_array_get(added, i);
@@ -234,7 +235,7 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
         if (clen == 0) return td_fail(TD_ERR_FORMAT, "%s: %s: empty content", name, where);
         if (td_utf8_invalid_at(content, clen) != (size_t)-1)
             return td_fail(TD_ERR_FORMAT, "%s: %s: content is not valid UTF-8", name, where);
-        t->content = malloc(clen + 1);
+        t->content = td_malloc(clen + 1);
         if (!t->content) return td_fail_nomem("an added token");
         memcpy(t->content, content, clen + 1);
         t->len = (uint32_t)clen;
@@ -248,14 +249,14 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
 
     /* vocabulary strings, owned in one buffer, and the lookup map */
     size_t n_vocab = json_object_size(vocab);
-    tok->vocab_strings = malloc(vocab_bytes ? vocab_bytes : 1);
-    tok->is_token = calloc((size_t)tok->n_tokens, 1);
-    const char **id_str = calloc((size_t)tok->n_tokens, sizeof *id_str);
-    uint32_t *id_len = calloc((size_t)tok->n_tokens, sizeof *id_len);
+    tok->vocab_strings = td_malloc(vocab_bytes ? vocab_bytes : 1);
+    tok->is_token = td_calloc((size_t)tok->n_tokens, 1);
+    const char **id_str = td_calloc((size_t)tok->n_tokens, sizeof *id_str);
+    uint32_t *id_len = td_calloc((size_t)tok->n_tokens, sizeof *id_len);
     if (!tok->vocab_strings || !tok->is_token || !id_str || !id_len ||
         td_strmap_init(&tok->vocab, n_vocab + (size_t)tok->n_added)) {
-        free(id_str);
-        free(id_len);
+        td_free(id_str);
+        td_free(id_len);
         return td_fail_nomem("the vocabulary");
     }
     size_t off = 0;
@@ -285,8 +286,8 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
         td_strmap_put(&tok->vocab, dst, t->len, t->id);
     }
 
-    tok->str_off = malloc((size_t)tok->n_tokens * sizeof *tok->str_off);
-    tok->str_len = malloc((size_t)tok->n_tokens * sizeof *tok->str_len);
+    tok->str_off = td_malloc((size_t)tok->n_tokens * sizeof *tok->str_off);
+    tok->str_len = td_malloc((size_t)tok->n_tokens * sizeof *tok->str_len);
     if (!tok->str_off || !tok->str_len) {
         st = td_fail_nomem("the vocabulary");
         goto fail;
@@ -299,8 +300,8 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
     /* raw bytes per id: byte-level characters map back to bytes; added tokens are their content */
     size_t total = 0;
     for (int32_t id = 0; id < tok->n_tokens; id++) total += id_len[id];
-    tok->bytes = malloc(total ? total : 1);
-    tok->bytes_off = malloc(((size_t)tok->n_tokens + 1) * sizeof *tok->bytes_off);
+    tok->bytes = td_malloc(total ? total : 1);
+    tok->bytes_off = td_malloc(((size_t)tok->n_tokens + 1) * sizeof *tok->bytes_off);
     if (!tok->bytes || !tok->bytes_off) {
         st = td_fail_nomem("token bytes");
         goto fail;
@@ -345,8 +346,8 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
 
     /* merges: (left, right) -> (rank, merged id) */
     size_t n_merges = merges ? json_array_size(merges) : 0;
-    tok->merge_a = malloc((n_merges ? n_merges : 1) * sizeof *tok->merge_a);
-    tok->merge_b = malloc((n_merges ? n_merges : 1) * sizeof *tok->merge_b);
+    tok->merge_a = td_malloc((n_merges ? n_merges : 1) * sizeof *tok->merge_a);
+    tok->merge_b = td_malloc((n_merges ? n_merges : 1) * sizeof *tok->merge_b);
     if (td_u64map_init(&tok->merges, n_merges) || !tok->merge_a || !tok->merge_b) {
         st = td_fail_nomem("the merge table");
         goto fail;
@@ -365,7 +366,7 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
         }
         if (alen + blen > cat_cap) {
             cat_cap = (alen + blen) * 2;
-            char *nc = realloc(cat, cat_cap);
+            char *nc = td_realloc(cat, cat_cap);
             if (!nc) {
                 st = td_fail_nomem("a merge");
                 break;
@@ -387,10 +388,10 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
             break;
         }
     }
-    free(cat);
+    td_free(cat);
 fail:
-    free(id_str);
-    free(id_len);
+    td_free(id_str);
+    td_free(id_len);
     return st;
 }
 
@@ -399,7 +400,7 @@ td_status td_tokenizer_load_bytes(const char *data, size_t len, const char *name
     json_t *root = NULL;
     td_status st = td_json_load_bytes(data, len, name, &root);
     if (st != TD_OK) return st;
-    td_tokenizer *tok = calloc(1, sizeof *tok);
+    td_tokenizer *tok = td_calloc(1, sizeof *tok);
     if (!tok) {
         json_decref(root);
         return td_fail_nomem("a tokenizer");
@@ -426,6 +427,6 @@ td_status td_tokenizer_load(const char *path, td_tokenizer **out) {
     td_status st = td_read_file(path, &data, &len);
     if (st != TD_OK) return st;
     st = td_tokenizer_load_bytes(data, len, path, out);
-    free(data);
+    td_free(data);
     return st;
 }

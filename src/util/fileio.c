@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/alloc.h"
 #include "util/error.h"
 
 td_status td_map_file(const char *path, td_mapped_file *out) {
@@ -37,7 +38,7 @@ td_status td_map_file(const char *path, td_mapped_file *out) {
         out->data = p;
     }
     close(fd);
-    out->path = strdup(path);
+    out->path = td_strdup(path);
     if (!out->path) {
         td_unmap_file(out);
         return td_fail_nomem("a path");
@@ -48,7 +49,7 @@ td_status td_map_file(const char *path, td_mapped_file *out) {
 void td_unmap_file(td_mapped_file *f) {
     if (!f) return;
     if (f->data) munmap(f->data, f->size);
-    free(f->path);
+    td_free(f->path);
     memset(f, 0, sizeof *f);
 }
 
@@ -58,16 +59,16 @@ td_status td_read_file(const char *path, char **data, size_t *size) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return td_fail(TD_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
+    char *buf = td_malloc(cap + 1);
     if (!buf) {
         fclose(fp);
         return td_fail_nomem("a file buffer");
     }
     for (;;) {
         if (n == cap) {
-            char *nb = realloc(buf, cap * 2 + 1);
+            char *nb = td_realloc(buf, cap * 2 + 1);
             if (!nb) {
-                free(buf);
+                td_free(buf);
                 fclose(fp);
                 return td_fail_nomem("a file buffer");
             }
@@ -81,7 +82,7 @@ td_status td_read_file(const char *path, char **data, size_t *size) {
     int err = ferror(fp);
     fclose(fp);
     if (err) {
-        free(buf);
+        td_free(buf);
         return td_fail(TD_ERR_IO, "%s: read error", path);
     }
     buf[n] = 0;
@@ -102,7 +103,7 @@ int td_is_dir(const char *path) {
 
 char *td_path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
+    char *p = td_malloc(a + b + 2);
     if (!p) return NULL;
     memcpy(p, dir, a);
     size_t n = a;

@@ -1,3 +1,4 @@
+#include "util/alloc.h"
 #include "util/hashmap.h"
 
 #include <stdlib.h>
@@ -32,9 +33,9 @@ static size_t capacity_for(size_t n) {
 int td_strmap_init(td_strmap *m, size_t n) {
     memset(m, 0, sizeof *m);
     m->cap = capacity_for(n);
-    m->keys = calloc(m->cap, sizeof *m->keys);
-    m->lens = calloc(m->cap, sizeof *m->lens);
-    m->vals = calloc(m->cap, sizeof *m->vals);
+    m->keys = td_calloc(m->cap, sizeof *m->keys);
+    m->lens = td_calloc(m->cap, sizeof *m->lens);
+    m->vals = td_calloc(m->cap, sizeof *m->vals);
     if (!m->keys || !m->lens || !m->vals) {
         td_strmap_free(m);
         return -1;
@@ -43,9 +44,9 @@ int td_strmap_init(td_strmap *m, size_t n) {
 }
 
 void td_strmap_free(td_strmap *m) {
-    free(m->keys);
-    free(m->lens);
-    free(m->vals);
+    td_free(m->keys);
+    td_free(m->lens);
+    td_free(m->vals);
     memset(m, 0, sizeof *m);
 }
 
@@ -84,9 +85,9 @@ int td_strmap_get(const td_strmap *m, const char *key, size_t len, int32_t *val)
 int td_u64map_init(td_u64map *m, size_t n) {
     memset(m, 0, sizeof *m);
     m->cap = capacity_for(n);
-    m->keys = malloc(m->cap * sizeof *m->keys);
-    m->vals = malloc(m->cap * sizeof *m->vals);
-    m->used = calloc(m->cap, 1);
+    m->keys = td_malloc(m->cap * sizeof *m->keys);
+    m->vals = td_malloc(m->cap * sizeof *m->vals);
+    m->used = td_calloc(m->cap, 1);
     if (!m->keys || !m->vals || !m->used) {
         td_u64map_free(m);
         return -1;
@@ -95,9 +96,9 @@ int td_u64map_init(td_u64map *m, size_t n) {
 }
 
 void td_u64map_free(td_u64map *m) {
-    free(m->keys);
-    free(m->vals);
-    free(m->used);
+    td_free(m->keys);
+    td_free(m->vals);
+    td_free(m->used);
     memset(m, 0, sizeof *m);
 }
 
