@@ -1,11 +1,10 @@
 /* Rendering the readout prompt and probing the option letters. */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "decide/decide_internal.h"
-#include "decide/letters.h"
+#include "tokenizer/letters.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -93,20 +92,6 @@ char *td_decide_render_suffix(const td_criterion *c, const char *letters, size_t
 td_status td_decide_probe_letters(td_decider *d) {
     td_status st = td_probe_letters(d->tok, d->letters, d->n_letters, d->letter_ids, &d->separator);
     if (st != TD_OK) return st;
-    json_t *o = json_object(), *keep = json_array(), *t2r = json_object();
-    for (int32_t i = 0; i < d->n_letters; i++) {
-        char key[16];
-        json_array_append_new(keep, json_integer(d->letter_ids[i]));
-        snprintf(key, sizeof key, "%d", d->letter_ids[i]);
-        json_object_set_new(t2r, key, json_integer(i));
-    }
-    json_object_set_new(o, "version", json_integer(1));
-    json_object_set_new(o, "model", json_string(td_model_path(d->model)));
-    json_object_set_new(o, "separator", json_string(d->separator));
-    json_object_set_new(o, "letters", json_stringn(d->letters, (size_t)d->n_letters));
-    json_object_set_new(o, "keep", keep);
-    json_object_set_new(o, "token_to_row", t2r);
-    d->slot_map = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
+    d->slot_map = td_slot_map_json(td_model_path(d->model), d->separator, d->letters, d->letter_ids, d->n_letters);
     return d->slot_map ? TD_OK : td_fail_nomem("the slot map");
 }

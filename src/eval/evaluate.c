@@ -11,6 +11,7 @@
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 
 #define MAX_SHOTS 64
 
@@ -226,7 +227,7 @@ static td_status score_group(td_eval *ev, const int32_t *idx, int32_t n) {
 
 /* Permutation-prior debiasing: the prior of letter position i for K options is the mean over calibration rows of
  * softmax_i(mean over rotations of log p(position i)); every other row's probabilities are divided by it. */
-static json_t *apply_prior(td_eval *ev) {
+static json_t *apply_prior(td_eval *ev) { /* NULL when out of memory (a value of the report was refused) */
     double prior[TD_DECIDE_MAX_OPTIONS + 1][TD_DECIDE_MAX_OPTIONS];
     int count[TD_DECIDE_MAX_OPTIONS + 1] = {0};
     memset(prior, 0, sizeof prior);
@@ -245,6 +246,7 @@ static json_t *apply_prior(td_eval *ev) {
         for (int32_t p = 0; p < K; p++) prior[K][p] += exp(lp[p] - mx) / z;
         count[K]++;
     }
+    uint64_t f0 = td_alloc_failures();
     json_t *report = json_object(), *pj = json_object();
     for (int32_t K = 1; K <= TD_DECIDE_MAX_OPTIONS; K++) {
         if (!count[K]) continue;
@@ -275,6 +277,10 @@ static json_t *apply_prior(td_eval *ev) {
     json_object_set_new(report, "priors", pj);
     json_object_set_new(report, "rows_without_prior", json_integer(uncorrected));
     json_object_set_new(report, "calibration_suffix_tokens", json_integer(extra));
+    if (td_alloc_failures() != f0) {
+        json_decref(report);
+        return NULL;
+    }
     return report;
 }
 
@@ -320,6 +326,7 @@ static td_status summarise(td_eval *ev, const td_decide_stats *s0, const td_deci
     td_status st = td_metrics_json(pr, ev->n, ev->p.bins, &cost, &ev->metrics);
     td_free(pr);
     if (st != TD_OK) return st;
+    uint64_t f0 = td_alloc_failures();
     json_t *res = json_loads(ev->metrics, 0, NULL);
     if (!res) return td_fail_nomem("the results");
     if (ev->p.debias == TD_DEBIAS_PRIOR) { /* only the calibration rows were rotated: order stability not measured */
@@ -343,7 +350,7 @@ static td_status summarise(td_eval *ev, const td_decide_stats *s0, const td_deci
     json_object_set_new(res, "shared_suffix_tokens", json_integer(s1->shared_tokens - s0->shared_tokens));
     json_object_set_new(res, "slot_map", json_loads(td_decider_slot_map(ev->d), 0, NULL));
     if (prior_report) json_object_set_new(res, "prior", json_incref(prior_report));
-    ev->results = json_dumps(res, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    ev->results = td_json_dumps_checked(res, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), f0);
     json_decref(res);
     return ev->results ? TD_OK : td_fail_nomem("the results");
 }
@@ -449,6 +456,7 @@ static char *prediction_line(const td_eval *ev, int32_t i) {
     const td_row *rw = td_rows_get(ev->rows, i);
     const scored *s = &ev->sc[i];
     int32_t K = rw->criterion.n_options;
+    uint64_t f0 = td_alloc_failures();
     json_t *o = json_object(), *ids = json_array(), *probs = json_array();
     for (int32_t k = 0; k < K; k++) {
         json_array_append_new(ids, json_string(rw->criterion.option_ids[k]));
@@ -481,7 +489,7 @@ static char *prediction_line(const td_eval *ev, int32_t i) {
     json_object_set_new(o, "forwards", json_real(ev->forwards / ev->n));
     json_object_set_new(o, "suffix_tokens", json_integer(s->suffix_tokens));
     json_object_set_new(o, "ms", json_real(gen ? 1e3 * ev->seconds / ev->n : s->ms));
-    char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    char *line = td_json_dumps_checked(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), f0);
     json_decref(o);
     return line;
 }

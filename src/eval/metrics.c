@@ -9,6 +9,7 @@
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 
 static int32_t argmax(const double *p, int32_t k) {
     int32_t b = 0;
@@ -38,6 +39,7 @@ static json_t *num_or_null(double v, int valid) { return valid ? json_real(v) : 
 td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td_cost *cost, char **json) {
     if (!json || n < 0 || (n && !rows) || bins < 1) return td_fail(TD_ERR_INVALID_ARG, "td_metrics_json: bad argument");
     *json = NULL;
+    uint64_t f0 = td_alloc_failures();
     for (int32_t i = 0; i < n; i++) {
         const td_pred *r = &rows[i];
         if (r->n_options < 1 || !r->probs || !r->option_ids || !r->answer || !r->id)
@@ -192,7 +194,7 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
                         num_or_null(hc && cost->seconds > 0 ? n / cost->seconds : 0, hc && cost->seconds > 0));
     json_object_set_new(root, "cost", c);
     json_object_set_new(root, "per_criterion", per);
-    *json = json_dumps(root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    *json = td_json_dumps_checked(root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), f0);
     json_decref(root);
     td_free(pred), td_free(ans), td_free(stable), td_free(conf_sum), td_free(acc_sum), td_free(bin_n);
     return *json ? TD_OK : td_fail_nomem("the metrics JSON");

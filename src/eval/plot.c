@@ -9,6 +9,7 @@
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 
 typedef struct out {
     char *s;
@@ -63,7 +64,9 @@ td_status td_plot_svg(const char *metrics_json, const char *title, char **svg) {
     if (!metrics_json || !svg) return td_fail(TD_ERR_INVALID_ARG, "td_plot_svg: NULL argument");
     *svg = NULL;
     json_error_t e;
-    json_t *m = json_loads(metrics_json, 0, &e);
+    int oom;
+    json_t *m = td_json_loadb(metrics_json, strlen(metrics_json), 0, &e, &oom);
+    if (!m && oom) return td_fail_nomem("the metrics");
     if (!m) return td_fail(TD_ERR_FORMAT, "metrics JSON:%d:%d: %s", e.line, e.column, e.text);
     json_t *bins = json_object_get(m, "ece_bins"), *fam = json_object_get(m, "family_balanced_accuracy");
     size_t nb = json_array_size(bins), nf = json_object_size(fam);

@@ -9,6 +9,7 @@
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 #include "util/fileio.h"
 
 /* Everything a line owns, freed together. */
@@ -147,9 +148,9 @@ td_status td_predictions_parse(const char *data, size_t len, const char *name, t
         line_mem *m = &p->mem[p->n];
         memset(m, 0, sizeof *m);
         json_error_t e;
-        json_t *o = json_loadb(line, n, 0, &e);
+        int oom, bad = 1;
+        json_t *o = td_json_loadb(line, n, 0, &e, &oom);
         char why[512];
-        int oom = o ? 0 : json_error_code(&e) == json_error_out_of_memory, bad = 1;
         if (!o) snprintf(why, sizeof why, "%s", e.text);
         else if (!json_is_object(o)) snprintf(why, sizeof why, "expected a JSON object");
         else bad = parse(o, m, &p->v[p->n], p, &oom, why, sizeof why) != 0;

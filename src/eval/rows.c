@@ -8,6 +8,7 @@
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 #include "util/fileio.h"
 #include "util/hashmap.h"
 
@@ -63,11 +64,11 @@ enum { PARSE_OK = 0, PARSE_BAD = 1, PARSE_NOMEM = 2 };
 /* Parses one line into r. On a bad line writes the reason into why. */
 static int parse_row(const char *line, size_t len, unsigned flags, row_mem *r, char *why, size_t wn) {
     json_error_t e;
-    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
     int rc = PARSE_BAD, oom = 0;
+    json_t *o = td_json_loadb(line, len, JSON_REJECT_DUPLICATES, &e, &oom);
     if (!o) {
         snprintf(why, wn, "column %d: malformed JSON: %s", e.column, e.text);
-        return json_error_code(&e) == json_error_out_of_memory ? PARSE_NOMEM : PARSE_BAD;
+        return oom ? PARSE_NOMEM : PARSE_BAD;
     }
 #define BAD(...)                                                                                                \
     do {                                                                                                        \

@@ -129,7 +129,7 @@ td_status td_arch_tensors(const td_config *c, td_model *m, td_spec_fn fn, void *
     if (!c->tied) {
         int32_t rows = c->head_rows ? c->head_rows : c->n_vocab;
         if (c->head_rows) snprintf(why, sizeof why, "a head pruned to %d letters, hidden_size %d", rows, c->n_embd);
-        else snprintf(why, sizeof why, "vocab_size %d, hidden_size %d (tie_word_embeddings is false)", c->n_vocab, c->n_embd);
+        else snprintf(why, sizeof why, "vocab_size %d, hidden_size %d (tie_word_embeddings is false or absent)", c->n_vocab, c->n_embd);
         NAME("lm_head.weight");
         TRY(emit(e, m ? &m->head : NULL, NULL, 0, 2, rows, d, 0, why));
     }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"
@@ -194,6 +195,6 @@ td_status td_config_load(const char *path, td_config *cfg) {
     td_status st = td_read_file(path, &data, &len);
     if (st != TD_OK) return st;
     st = td_config_parse(data, len, path, cfg);
-    free(data);
+    td_free(data);
     return st;
 }

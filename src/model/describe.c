@@ -5,7 +5,9 @@
 
 #include "model/gguf.h"
 #include "model/model.h"
+#include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 
 static json_t *shape(int n, const int64_t *dims) {
     json_t *a = json_array();
@@ -16,6 +18,7 @@ static json_t *shape(int n, const int64_t *dims) {
 td_status td_model_describe(const td_model *m, char **json) {
     if (!m || !json) return td_fail(TD_ERR_INVALID_ARG, "td_model_describe: NULL argument");
     const td_config *c = &m->cfg;
+    uint64_t f0 = td_alloc_failures();
     json_t *o = json_object(), *tensors = json_array();
     int64_t bytes = 0, head_copies = c->tied ? 1 : 0;
     if (m->gguf) {
@@ -68,7 +71,7 @@ td_status td_model_describe(const td_model *m, char **json) {
     json_object_set_new(o, "can_generate", json_boolean(!m->pruned));
     json_object_set_new(o, "slot_map", m->pruned && m->slot_map ? json_loads(m->slot_map, 0, NULL) : json_null());
     json_object_set_new(o, "tensors", tensors);
-    *json = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    *json = td_json_dumps_checked(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER, f0);
     json_decref(o);
     return *json ? TD_OK : td_fail_nomem("the description");
 }

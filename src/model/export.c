@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decide/letters.h"
 #include "kernels/cpu/quant.h"
 #include "model/arch.h"
 #include "model/gguf.h"
 #include "model/gguf_names.h"
 #include "model/model.h"
-#include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/letters.h"
+#include "tokenizer/vocab.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -167,13 +167,9 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
     char *pads = td_malloc((size_t)V * 16);
     td_status st = s && l && types && pads ? TD_OK : td_fail_nomem("the vocabulary");
     for (int32_t id = 0; st == TD_OK && id < V; id++) {
-        if (id < t->n_tokens && t->str_off[id] != UINT64_MAX) {
-            s[id] = t->vocab_strings + t->str_off[id];
-            l[id] = t->str_len[id];
-            types[id] = 1; /* NORMAL */
-            if (t->is_token[id] == 2)
-                for (int k = 0; k < t->n_added; k++)
-                    if (t->added[k].id == id) types[id] = t->added[k].special ? 3 : 4; /* CONTROL : USER_DEFINED */
+        td_piece_kind kind;
+        if ((s[id] = td_vocab_piece(t, id, &l[id], &kind))) {
+            types[id] = kind == TD_PIECE_SPECIAL ? 3 : kind == TD_PIECE_ADDED ? 4 : 1; /* CONTROL, USER_DEFINED, NORMAL */
         } else { /* rows of the embedding past the tokenizer's ids */
             char *p = pads + (size_t)id * 16;
             l[id] = (size_t)snprintf(p, 16, "[PAD%d]", id);
@@ -181,20 +177,23 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
             types[id] = 5; /* UNUSED */
         }
     }
-    int64_t nm = t->n_merges;
+    int64_t nm = td_vocab_n_merges(t);
     char **ms = td_calloc((size_t)(nm ? nm : 1), sizeof *ms);
     size_t *ml = td_calloc((size_t)(nm ? nm : 1), sizeof *ml);
     if (st == TD_OK && (!ms || !ml)) st = td_fail_nomem("the merges");
     for (int64_t i = 0; st == TD_OK && i < nm; i++) {
-        int32_t a = t->merge_a[i], b = t->merge_b[i];
-        size_t la = t->str_len[a], lb = t->str_len[b];
+        int32_t a, b;
+        td_piece_kind ka, kb;
+        td_vocab_merge(t, i, &a, &b);
+        size_t la, lb;
+        const char *sa = td_vocab_piece(t, a, &la, &ka), *sb = td_vocab_piece(t, b, &lb, &kb);
         if (!(ms[i] = td_malloc(la + lb + 2))) {
             st = td_fail_nomem("a merge");
             break;
         }
-        memcpy(ms[i], t->vocab_strings + t->str_off[a], la);
+        memcpy(ms[i], sa, la);
         ms[i][la] = ' ';
-        memcpy(ms[i] + la + 1, t->vocab_strings + t->str_off[b], lb);
+        memcpy(ms[i] + la + 1, sb, lb);
         ml[i] = la + lb + 1;
     }
     if (st == TD_OK) st = td_gguf_add_str(w, "tokenizer.ggml.model", "gpt2", 4);
@@ -363,29 +362,11 @@ static char *chat_template(const td_model *m) {
     return s;
 }
 
-static char *slot_map_json(const td_model *m, const char *sep, const char *letters, const int32_t *keep, int32_t k) {
-    json_t *o = json_object(), *kj = json_array(), *t2r = json_object();
-    for (int32_t i = 0; i < k; i++) {
-        char key[16];
-        json_array_append_new(kj, json_integer(keep[i]));
-        snprintf(key, sizeof key, "%d", keep[i]);
-        json_object_set_new(t2r, key, json_integer(i));
-    }
-    json_object_set_new(o, "version", json_integer(1));
-    json_object_set_new(o, "model", json_string(m->path));
-    json_object_set_new(o, "separator", json_string(sep));
-    json_object_set_new(o, "letters", json_stringn(letters, (size_t)k));
-    json_object_set_new(o, "keep", kj);
-    json_object_set_new(o, "token_to_row", t2r);
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    return s;
-}
-
 td_status td_model_export_gguf(const td_model *m, const td_export_params *params, const char *path, char **slot_map) {
     if (!m || !path) return td_fail(TD_ERR_INVALID_ARG, "td_model_export_gguf: NULL argument");
     td_export_params p = params ? *params : td_export_default_params();
     if (slot_map) *slot_map = NULL;
+    uint64_t f0 = td_alloc_failures(); /* a refusal anywhere means an incomplete file: it is not written */
     exporter x;
     memset(&x, 0, sizeof x);
     x.m = m;
@@ -399,7 +380,7 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
                        m->cfg.model_type);
     if (!m->tok) return td_fail(TD_ERR_STATE, "%s: export needs the tokenizer (tokenizer.json)", m->path);
     if (m->pruned) return td_fail(TD_ERR_STATE, "%s: the head is already pruned", m->path);
-    const char *pre = m->tok->n_split == 1 && !m->tok->split[0].literal ? td_gguf_pre_of_regex(m->tok->split[0].source) : NULL;
+    const char *regex = td_vocab_split_regex(m->tok), *pre = regex ? td_gguf_pre_of_regex(regex) : NULL;
     if (!pre) return td_fail(TD_ERR_UNSUPPORTED, "%s: the tokenizer's pre-tokenizer is not one llama.cpp knows (qwen2, qwen35)", m->path);
 
     /* pruning: the letters' tokens, probed exactly as the readout does */
@@ -415,7 +396,7 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
         x.pruned = 1;
         x.keep = keep;
         x.n_keep = k;
-        if (!(smap = slot_map_json(m, sep, p.prune_letters, keep, k))) return td_fail_nomem("the slot map");
+        if (!(smap = td_slot_map_json(m->path, sep, p.prune_letters, keep, k))) return td_fail_nomem("the slot map");
     }
 
     td_status st = td_gguf_writer_new(&x.w);
@@ -470,6 +451,7 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
         }
         json_decref(o);
     }
+    if (st == TD_OK && td_alloc_failures() != f0) st = td_fail(TD_ERR_NOMEM, "%s: out of memory while exporting", path);
     if (st == TD_OK) st = td_gguf_write(x.w, path);
     td_gguf_writer_free(x.w);
     if (st == TD_OK && slot_map) *slot_map = smap;

@@ -10,6 +10,7 @@
 #include "model/gguf.h"
 #include "model/gguf_names.h"
 #include "model/model.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/half.h"
 #include "util/json.h"
@@ -228,11 +229,11 @@ static td_status reorder_mat(binder *b, const td_gguf_layout *l, td_mat *w) {
     size_t hb = l->vhead_axis == 1 ? td_dtype_row_bytes(w->type, l->vhead_size) : 0;
     int widen = l->vhead_axis == 1 && (!hb || (size_t)(w->cols / l->vhead_size) * hb != w->row_bytes);
     size_t rb = widen ? (size_t)w->cols * sizeof(float) : w->row_bytes, nb = (size_t)w->rows * rb;
-    uint8_t *d = aligned_alloc(64, (nb + 63) & ~(size_t)63);
-    float *f = widen ? malloc((size_t)w->cols * sizeof *f) : NULL;
+    uint8_t *d = td_aligned_alloc(64, (nb + 63) & ~(size_t)63);
+    float *f = widen ? td_malloc((size_t)w->cols * sizeof *f) : NULL;
     if (!d || (widen && !f) || td_model_own(b->m, d)) {
-        free(d);
-        free(f);
+        td_free(d);
+        td_free(f);
         return td_fail_nomem("a reordered tensor");
     }
     const uint8_t *src = w->data;
@@ -250,7 +251,7 @@ static td_status reorder_mat(binder *b, const td_gguf_layout *l, td_mat *w) {
             }
         }
     }
-    free(f);
+    td_free(f);
     if (widen) w->type = TD_DTYPE_F32, w->row_bytes = rb;
     w->data = d;
     return TD_OK;
@@ -309,10 +310,10 @@ static td_status bind(void *user, const td_tensor_spec *s) {
     }
     if (td_dtype_is_block(t->dtype))
         return td_fail(TD_ERR_UNSUPPORTED, "%s: tensor %s: a quantised vector is not supported", b->g->map.path, gname);
-    float *v = malloc((size_t)n * sizeof *v), *tmp = lay.vhead_axis >= 0 ? malloc((size_t)n * sizeof *tmp) : NULL;
+    float *v = td_malloc((size_t)n * sizeof *v), *tmp = lay.vhead_axis >= 0 ? td_malloc((size_t)n * sizeof *tmp) : NULL;
     if (!v || (lay.vhead_axis >= 0 && !tmp) || td_model_own(b->m, v)) {
-        free(v);
-        free(tmp);
+        td_free(v);
+        td_free(tmp);
         return td_fail_nomem("a weight vector");
     }
     td_mat row = {t->dtype, 1, n, td_dtype_row_bytes(t->dtype, n), t->data, NULL};
@@ -321,7 +322,7 @@ static td_status bind(void *user, const td_tensor_spec *s) {
         int64_t per = n / s->dims[0];
         for (int64_t r = 0; r < s->dims[0]; r++)
             memcpy(v + r * per, tmp + td_gguf_vhead_src(&lay, &b->m->cfg, r, 0) * per, (size_t)per * sizeof *v);
-        free(tmp);
+        td_free(tmp);
     }
     for (int64_t i = 0; lay.plus_one && i < n; i++) v[i] = undo_plus_one(v[i]);
     for (int64_t i = 0; lay.neg_exp && i < n; i++)
@@ -357,6 +358,7 @@ static td_status load_tokenizer(td_model *m, const td_gguf *g, td_tokenizer **ou
     if ((int64_t)toks->n != m->cfg.n_vocab)
         return td_fail(TD_ERR_FORMAT, "%s: %llu tokens but token_embd.weight has %d rows", g->map.path,
                        (unsigned long long)toks->n, m->cfg.n_vocab);
+    uint64_t f0 = td_alloc_failures();
     json_t *root = json_object(), *vocab = json_object(), *added = json_array(), *mlist = json_array();
     char *text = NULL;
     const uint8_t *it = NULL;
@@ -374,10 +376,12 @@ static td_status load_tokenizer(td_model *m, const td_gguf *g, td_tokenizer **ou
             json_object_set_new(a, "special", json_boolean(type == 3));
             json_array_append_new(added, a);
         } else {
-            char *key = strndup(s, (size_t)l);
-            if (!key || strlen(key) != l) st = td_fail(TD_ERR_FORMAT, "%s: token %llu contains a NUL byte", g->map.path, (unsigned long long)i);
+            char *key = td_strndup(s, (size_t)l);
+            if (!key) st = td_fail_nomem("the vocabulary");
+            else if (strlen(key) != l)
+                st = td_fail(TD_ERR_FORMAT, "%s: token %llu contains a NUL byte", g->map.path, (unsigned long long)i);
             else json_object_set_new(vocab, key, json_integer((json_int_t)i));
-            free(key);
+            td_free(key);
             json_decref(str);
         }
     }
@@ -411,24 +415,12 @@ static td_status load_tokenizer(td_model *m, const td_gguf *g, td_tokenizer **ou
     json_object_set_new(seq, "type", json_string("Sequence"));
     json_object_set_new(seq, "pretokenizers", list);
     json_object_set_new(root, "pre_tokenizer", seq);
-    if (st == TD_OK) text = json_dumps(root, JSON_COMPACT);
+    if (st == TD_OK) text = td_json_dumps_checked(root, JSON_COMPACT, f0);
     json_decref(root);
     if (st == TD_OK && !text) st = td_fail_nomem("the tokenizer");
     if (st == TD_OK) st = td_tokenizer_load_bytes(text, strlen(text), g->map.path, out);
-    free(text);
+    td_free(text);
     return st;
-}
-
-static td_status add_stop(td_model *m, int64_t id, const char *where) {
-    if (id < 0 || id >= m->cfg.n_vocab)
-        return td_fail(TD_ERR_FORMAT, "%s: stop token id %lld is not in the vocabulary", where, (long long)id);
-    for (int i = 0; i < m->n_stop; i++)
-        if (m->stop_ids[i] == id) return TD_OK;
-    int32_t *n = realloc(m->stop_ids, (size_t)(m->n_stop + 1) * sizeof *n);
-    if (!n) return td_fail_nomem("stop ids");
-    m->stop_ids = n;
-    m->stop_ids[m->n_stop++] = (int32_t)id;
-    return TD_OK;
 }
 
 static td_status load_pruned(td_model *m, const td_gguf *g) {
@@ -444,8 +436,8 @@ static td_status load_pruned(td_model *m, const td_gguf *g) {
         return td_fail(TD_ERR_FORMAT, "%s: the slot map's keep list must name one token per head row (%lld)", g->map.path,
                        (long long)m->head.rows);
     }
-    m->keep = malloc((size_t)m->head.rows * sizeof *m->keep);
-    m->slot_map = strndup(s, (size_t)l);
+    m->keep = td_malloc((size_t)m->head.rows * sizeof *m->keep);
+    m->slot_map = td_strndup(s, (size_t)l);
     if (!m->keep || !m->slot_map) st = td_fail_nomem("the slot map");
     for (size_t i = 0; st == TD_OK && i < json_array_size(keep); i++) {
         json_int_t id = json_integer_value(json_array_get(keep, i));
@@ -460,7 +452,7 @@ static td_status load_pruned(td_model *m, const td_gguf *g) {
 }
 
 td_status td_model_load_gguf(td_model *m, const char *path, const td_model_params *params) {
-    td_gguf *g = calloc(1, sizeof *g);
+    td_gguf *g = td_calloc(1, sizeof *g);
     if (!g) return td_fail_nomem("a GGUF file");
     m->gguf = g;
     td_status st = td_gguf_open(path, g);
@@ -476,32 +468,33 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
     if (!embd || embd->n_dims != 2) return td_fail(TD_ERR_FORMAT, "%s: missing 2-D tensor token_embd.weight", path);
     int pruned = 0;
     if ((st = td_gguf_get_bool(g, "typedecide.pruned_head", 0, &pruned)) != TD_OK) return st;
+    uint64_t f0 = td_alloc_failures();
     json_t *cfg = json_object();
     int32_t n_rot = 0;
     st = check_blocks(g, is35 ? "qwen35.block_count" : "qwen3.block_count");
     if (st == TD_OK) st = is35 ? qwen35_config(g, embd, out == NULL, cfg, &n_rot) : qwen3_config(g, embd, out == NULL, cfg);
-    char *cfg_text = st == TD_OK ? json_dumps(cfg, JSON_COMPACT) : NULL;
+    char *cfg_text = st == TD_OK ? td_json_dumps_checked(cfg, JSON_COMPACT, f0) : NULL;
     json_decref(cfg);
     if (st == TD_OK && !cfg_text) st = td_fail_nomem("a config");
     if (st == TD_OK) st = td_config_parse(cfg_text, strlen(cfg_text), path, &m->cfg);
-    free(cfg_text);
+    td_free(cfg_text);
     if (st != TD_OK) return st;
     if (n_rot) m->cfg.rotary_dim = n_rot; /* exact: the factor in the config JSON only stood in for it */
     if (pruned) {
         if (!out || out->n_dims != 2) return td_fail(TD_ERR_FORMAT, "%s: a pruned head needs output.weight", path);
         m->cfg.head_rows = (int32_t)out->ne[1];
     }
-    m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
-    binder b = {m, g, calloc((size_t)(g->n_tensors ? g->n_tensors : 1), 1)};
+    m->layers = td_calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
+    binder b = {m, g, td_calloc((size_t)(g->n_tensors ? g->n_tensors : 1), 1)};
     if (!m->layers || !b.used) {
-        free(b.used);
+        td_free(b.used);
         return td_fail_nomem("the layer table");
     }
     st = td_arch_tensors(&m->cfg, m, bind, &b);
     if (st == TD_OK && m->cfg.tied) m->head = m->embed;
     int skipped = 0;
     for (int64_t i = 0; i < g->n_tensors; i++) skipped += !b.used[i];
-    free(b.used);
+    td_free(b.used);
     if (st != TD_OK) return st;
     m->n_skipped = skipped;
     if (skipped) {
@@ -514,13 +507,13 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
         return st;
     const td_gguf_kv *stops = td_gguf_find(g, "typedecide.stop_ids");
     if (stops && stops->type == TD_GGUF_ARRAY && stops->elem_type != TD_GGUF_STRING) {
-        for (uint64_t i = 0; i < stops->n && st == TD_OK; i++) st = add_stop(m, td_gguf_array_int(stops, i), path);
+        for (uint64_t i = 0; i < stops->n && st == TD_OK; i++) st = td_model_add_stop(m, td_gguf_array_int(stops, i), path);
     } else {
         int64_t eos = -1, eot = -1;
         if ((st = td_gguf_get_int(g, "tokenizer.ggml.eos_token_id", 0, &eos)) == TD_OK &&
             (st = td_gguf_get_int(g, "tokenizer.ggml.eot_token_id", 0, &eot)) == TD_OK) {
-            if (eos >= 0) st = add_stop(m, eos, path);
-            if (st == TD_OK && eot >= 0) st = add_stop(m, eot, path);
+            if (eos >= 0) st = td_model_add_stop(m, eos, path);
+            if (st == TD_OK && eot >= 0) st = td_model_add_stop(m, eot, path);
         }
     }
     return st;

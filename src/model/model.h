@@ -70,6 +70,11 @@ struct td_model {
 /* Makes the model own (and free) a heap block. Returns 0, or -1 on allocation failure (p not taken). */
 int td_model_own(td_model *m, void *p);
 
+/* Adds a stop token id read from `where` (a file) unless it is there already. An id outside the vocabulary (the
+ * tokenizer's ids when the model has one, else the head's rows) fails with TD_ERR_FORMAT naming where it came
+ * from: the one routine for generation_config.json, tokenizer_config.json and GGUF metadata. */
+td_status td_model_add_stop(td_model *m, int64_t id, const char *where);
+
 /* Gives every Q8_0 / Q4_0 matrix (not the input embedding) a packed copy when the best kernels of this CPU want
  * one (td_kernels.pack). Called once, after loading and merging adapters. */
 td_status td_model_pack(td_model *m);

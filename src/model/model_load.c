@@ -12,6 +12,7 @@
 #include "kernels/cpu/quant.h"
 #include "model/gguf.h"
 #include "model/model.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/hashmap.h"
@@ -38,7 +39,7 @@ static void log_msg(const td_model_params *p, int level, const char *fmt, ...) {
 int td_model_own(td_model *m, void *p) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 64;
-        void **n = realloc(m->owned, (size_t)cap * sizeof *n);
+        void **n = td_realloc(m->owned, (size_t)cap * sizeof *n);
         if (!n) return -1;
         m->owned = n;
         m->cap_owned = cap;
@@ -68,7 +69,7 @@ static td_status open_files(loader *L, const char *dir) {
             st = td_fail(TD_ERR_FORMAT, "%s: missing object \"weight_map\"", index);
             goto done;
         }
-        shards = calloc(json_object_size(wm) + 1, sizeof *shards);
+        shards = td_calloc(json_object_size(wm) + 1, sizeof *shards);
         if (!shards) {
             st = td_fail_nomem("the shard list");
             goto done;
@@ -95,7 +96,7 @@ static td_status open_files(loader *L, const char *dir) {
             goto done;
         }
     } else if (td_file_exists(single)) {
-        shards = calloc(1, sizeof *shards);
+        shards = td_calloc(1, sizeof *shards);
         if (!shards) {
             st = td_fail_nomem("the shard list");
             goto done;
@@ -105,8 +106,8 @@ static td_status open_files(loader *L, const char *dir) {
         st = td_fail(TD_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json", dir);
         goto done;
     }
-    m->files = calloc((size_t)n_shards, sizeof *m->files);
-    L->used = calloc((size_t)n_shards, sizeof *L->used);
+    m->files = td_calloc((size_t)n_shards, sizeof *m->files);
+    L->used = td_calloc((size_t)n_shards, sizeof *L->used);
     if (!m->files || !L->used) {
         st = td_fail_nomem("the file table");
         goto done;
@@ -119,11 +120,11 @@ static td_status open_files(loader *L, const char *dir) {
             goto done;
         }
         st = td_st_open(p, &m->files[i]);
-        free(p);
+        td_free(p);
         if (st != TD_OK) goto done;
         m->n_files++;
         total += (size_t)m->files[i].n_tensors;
-        L->used[i] = calloc((size_t)m->files[i].n_tensors + 1, 1);
+        L->used[i] = td_calloc((size_t)m->files[i].n_tensors + 1, 1);
         if (!L->used[i]) {
             st = td_fail_nomem("the tensor table");
             goto done;
@@ -145,9 +146,9 @@ static td_status open_files(loader *L, const char *dir) {
             td_strmap_put(&L->names, nm, strlen(nm), (int32_t)(i << 20 | k));
         }
 done:
-    free(index);
-    free(single);
-    free(shards);
+    td_free(index);
+    td_free(single);
+    td_free(shards);
     json_decref(root);
     return st;
 }
@@ -202,9 +203,9 @@ static td_status tensor_data(loader *L, const td_st_tensor *t, const td_st_file 
         *data = p;
         return TD_OK;
     }
-    void *copy = aligned_alloc(64, (nb + 63) & ~(size_t)63);
+    void *copy = td_aligned_alloc(64, (nb + 63) & ~(size_t)63);
     if (!copy || td_model_own(L->m, copy)) {
-        free(copy);
+        td_free(copy);
         return td_fail_nomem("a realigned tensor");
     }
     memcpy(copy, p, nb);
@@ -245,9 +246,9 @@ static td_status get_f32(loader *L, const char *name, int nd, const int64_t *dim
     if (st != TD_OK) return st;
     int64_t n = 1;
     for (int i = 0; i < nd; i++) n *= dims[i];
-    float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    float *v = td_malloc((size_t)(n ? n : 1) * sizeof *v);
     if (!v || td_model_own(L->m, v)) {
-        free(v);
+        td_free(v);
         return td_fail_nomem("a weight vector");
     }
     const uint8_t *p = f->data + t->begin;
@@ -297,7 +298,7 @@ static void untie_stored_head(loader *L) {
 
 static td_status bind_layers(loader *L) {
     td_model *m = L->m;
-    m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
+    m->layers = td_calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
     if (!m->layers) return td_fail_nomem("the layer table");
     untie_stored_head(L);
     td_status st = td_arch_tensors(&m->cfg, m, bind_spec, L);
@@ -330,20 +331,6 @@ static void report_unused(loader *L) {
 
 /* ---- stop tokens ------------------------------------------------------------------------------------------------- */
 
-static td_status add_stop(td_model *m, json_int_t id, const char *where) {
-    int32_t limit = m->tok ? td_tokenizer_n_tokens(m->tok) : m->cfg.n_vocab;
-    if (id < 0 || id >= limit)
-        return td_fail(TD_ERR_FORMAT, "%s: stop token id %lld is not in the vocabulary (0..%d)", where, (long long)id,
-                       limit - 1);
-    for (int i = 0; i < m->n_stop; i++)
-        if (m->stop_ids[i] == id) return TD_OK;
-    int32_t *n = realloc(m->stop_ids, (size_t)(m->n_stop + 1) * sizeof *n);
-    if (!n) return td_fail_nomem("stop ids");
-    m->stop_ids = n;
-    m->stop_ids[m->n_stop++] = (int32_t)id;
-    return TD_OK;
-}
-
 static td_status load_stops(td_model *m, const char *dir) {
     char *gen = td_path_join(dir, "generation_config.json"), *tc = td_path_join(dir, "tokenizer_config.json");
     td_status st = TD_OK;
@@ -355,7 +342,7 @@ static td_status load_stops(td_model *m, const char *dir) {
     if (td_file_exists(gen)) {
         if ((st = td_json_load_file(gen, &root)) != TD_OK) goto done;
         json_t *e = json_object_get(root, "eos_token_id");
-        if (json_is_integer(e)) st = add_stop(m, json_integer_value(e), gen);
+        if (json_is_integer(e)) st = td_model_add_stop(m, json_integer_value(e), gen);
         else if (json_is_array(e)) {
             size_t i;
             json_t *v;
@@ -364,7 +351,7 @@ static td_status load_stops(td_model *m, const char *dir) {
                     st = td_fail(TD_ERR_FORMAT, "%s: eos_token_id[%zu] must be an integer", gen, i);
                     break;
                 }
-                if ((st = add_stop(m, json_integer_value(v), gen)) != TD_OK) break;
+                if ((st = td_model_add_stop(m, json_integer_value(v), gen)) != TD_OK) break;
             }
         } else if (e && !json_is_null(e)) st = td_fail(TD_ERR_FORMAT, "%s: eos_token_id must be an id or a list", gen);
         json_decref(root);
@@ -378,13 +365,13 @@ static td_status load_stops(td_model *m, const char *dir) {
         if (s) {
             int32_t id = td_token_lookup(m->tok, s);
             if (id < 0) st = td_fail(TD_ERR_FORMAT, "%s: eos_token \"%s\" is not in the vocabulary", tc, s);
-            else st = add_stop(m, id, tc);
+            else st = td_model_add_stop(m, id, tc);
         }
     }
 done:
     json_decref(root);
-    free(gen);
-    free(tc);
+    td_free(gen);
+    td_free(tc);
     return st;
 }
 
@@ -400,26 +387,26 @@ td_model_params td_model_default_params(void) {
 void td_model_free(td_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_files; i++) td_st_close(&m->files[i]);
-    free(m->files);
+    td_free(m->files);
     td_gguf_close(m->gguf);
-    free(m->gguf);
-    free(m->keep);
-    free(m->slot_map);
+    td_free(m->gguf);
+    td_free(m->keep);
+    td_free(m->slot_map);
     for (int i = 0; i < m->n_packs; i++) td_qpack_free(m->packs[i]);
-    free(m->packs);
-    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
-    free(m->owned);
-    free(m->layers);
+    td_free(m->packs);
+    for (int i = 0; i < m->n_owned; i++) td_free(m->owned[i]);
+    td_free(m->owned);
+    td_free(m->layers);
     td_tokenizer_free(m->tok);
-    free(m->stop_ids);
-    free(m->path);
-    free(m);
+    td_free(m->stop_ids);
+    td_free(m->path);
+    td_free(m);
 }
 
 static td_status load_gguf_file(const char *path, const td_model_params *params, td_model **out) {
-    td_model *m = calloc(1, sizeof *m);
-    if (!m || !(m->path = strdup(path))) {
-        free(m);
+    td_model *m = td_calloc(1, sizeof *m);
+    if (!m || !(m->path = td_strdup(path))) {
+        td_free(m);
         return td_fail_nomem("a model");
     }
     td_status st = td_model_load_gguf(m, path, params);
@@ -439,11 +426,25 @@ static td_status load_gguf_file(const char *path, const td_model_params *params,
     return TD_OK;
 }
 
+static td_status load_dir(const char *path, const td_model_params *params, td_model **out);
+
 td_status td_model_load(const char *path, const td_model_params *params, td_model **out) {
     if (!path || !out) return td_fail(TD_ERR_INVALID_ARG, "td_model_load: NULL argument");
     *out = NULL;
     td_model_params defaults = td_model_default_params();
     if (!params) params = &defaults;
+    uint64_t f0 = td_alloc_failures();
+    td_status st = load_dir(path, params, out);
+    if (st == TD_OK && td_alloc_failures() != f0) { /* a refusal that a library took for something else */
+        td_model_free(*out);
+        *out = NULL;
+        st = td_fail(TD_ERR_NOMEM, "%s: out of memory while loading", path);
+    }
+    return st;
+}
+
+/* A Hugging Face directory, or a GGUF file. */
+static td_status load_dir(const char *path, const td_model_params *params, td_model **out) {
     if (!td_is_dir(path)) {
         if (td_file_exists(path) && td_gguf_sniff(path)) return load_gguf_file(path, params, out);
         if (td_file_exists(path))
@@ -451,14 +452,14 @@ td_status td_model_load(const char *path, const td_model_params *params, td_mode
                            "%s: expected a Hugging Face model directory (config.json, *.safetensors) or a GGUF file", path);
         return td_fail(TD_ERR_IO, "%s: no such model directory or file", path);
     }
-    td_model *m = calloc(1, sizeof *m);
+    td_model *m = td_calloc(1, sizeof *m);
     loader L;
     memset(&L, 0, sizeof L);
     L.m = m;
     L.params = params;
     td_status st = TD_OK;
     char *cfg_path = td_path_join(path, "config.json"), *tok_path = td_path_join(path, "tokenizer.json");
-    if (!m || !cfg_path || !tok_path || !(m->path = strdup(path))) {
+    if (!m || !cfg_path || !tok_path || !(m->path = td_strdup(path))) {
         st = td_fail_nomem("a model");
         goto done;
     }
@@ -485,12 +486,12 @@ td_status td_model_load(const char *path, const td_model_params *params, td_mode
     log_msg(params, 0, "loaded %s: %s, %d layers, %lld parameters, %d file(s)", path, m->cfg.model_type,
             m->cfg.n_layer, (long long)m->n_params, m->n_files);
 done:
-    free(cfg_path);
-    free(tok_path);
+    td_free(cfg_path);
+    td_free(tok_path);
     td_strmap_free(&L.names);
     if (L.used && m)
-        for (int i = 0; i < m->n_files; i++) free(L.used[i]);
-    free(L.used);
+        for (int i = 0; i < m->n_files; i++) td_free(L.used[i]);
+    td_free(L.used);
     if (st != TD_OK) {
         td_model_free(m);
         return st;

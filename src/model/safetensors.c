@@ -7,6 +7,7 @@
 
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 
 #define MAX_HEADER (100u << 20) /* the limit the reference implementation uses */
 
@@ -94,7 +95,9 @@ td_status td_st_parse(const uint8_t *buf, size_t size, const char *name, td_st_f
                        (unsigned long long)n, size);
     if (n > MAX_HEADER) return td_fail(TD_ERR_FORMAT, "%s: header length %llu exceeds 100 MiB", name, (unsigned long long)n);
     json_error_t e;
-    json_t *root = json_loadb((const char *)buf + 8, (size_t)n, JSON_REJECT_DUPLICATES, &e);
+    int oom;
+    json_t *root = td_json_loadb((const char *)buf + 8, (size_t)n, JSON_REJECT_DUPLICATES, &e, &oom);
+    if (!root && oom) return td_fail(TD_ERR_NOMEM, "%s: out of memory reading the header", name);
     if (!root)
         return td_fail(TD_ERR_FORMAT, "%s: header JSON:%d:%d: %s", name, e.line, e.column, e.text);
     if (!json_is_object(root)) {
@@ -154,6 +157,7 @@ td_status td_st_open(const char *path, td_st_file *out) {
 
 td_status td_st_write_header(void *stream, const char *path, const td_st_write_tensor *tensors, int n) {
     FILE *f = stream;
+    uint64_t f0 = td_alloc_failures();
     json_t *hdr = json_object();
     uint64_t off = 0;
     for (int i = 0; i < n && hdr; i++) {
@@ -170,7 +174,7 @@ td_status td_st_write_header(void *stream, const char *path, const td_st_write_t
     json_t *meta = json_object();
     json_object_set_new(meta, "format", json_string("pt"));
     json_object_set_new(hdr, "__metadata__", meta);
-    char *text = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *text = td_json_dumps_checked(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER, f0);
     json_decref(hdr);
     if (!text) return td_fail_nomem("a safetensors header");
     size_t hl = strlen(text), padded = (hl + 7) & ~(size_t)7; /* keep the data section 8-byte aligned */

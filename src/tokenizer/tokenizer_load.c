@@ -396,7 +396,10 @@ fail:
 }
 
 td_status td_tokenizer_load_bytes(const char *data, size_t len, const char *name, td_tokenizer **out) {
+    if (!out || (!data && len)) return td_fail(TD_ERR_INVALID_ARG, "td_tokenizer_load_bytes: NULL argument");
     *out = NULL;
+    if (!name) name = "tokenizer.json";
+    uint64_t f0 = td_alloc_failures();
     json_t *root = NULL;
     td_status st = td_json_load_bytes(data, len, name, &root);
     if (st != TD_OK) return st;
@@ -412,6 +415,8 @@ td_status td_tokenizer_load_bytes(const char *data, size_t len, const char *name
     if (st == TD_OK) st = load_pretokenizer(tok, json_object_get(root, "pre_tokenizer"), name, 1);
     if (st == TD_OK) st = load_model(tok, model, json_object_get(root, "added_tokens"), name);
     json_decref(root);
+    if (st == TD_OK && td_alloc_failures() != f0) /* a refusal PCRE2 or jansson took for something else */
+        st = td_fail(TD_ERR_NOMEM, "%s: out of memory while loading", name);
     if (st != TD_OK) {
         td_tokenizer_free(tok);
         return st;
@@ -421,6 +426,7 @@ td_status td_tokenizer_load_bytes(const char *data, size_t len, const char *name
 }
 
 td_status td_tokenizer_load(const char *path, td_tokenizer **out) {
+    if (!path || !out) return td_fail(TD_ERR_INVALID_ARG, "td_tokenizer_load: NULL argument");
     char *data;
     size_t len;
     *out = NULL;

@@ -5,6 +5,7 @@
 #define TD_UTIL_ALLOC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "typedecide.h"
 
@@ -16,5 +17,10 @@ void *td_realloc(void *ptr, size_t size);
 void *td_aligned_alloc(size_t align, size_t size);
 char *td_strdup(const char *s);
 char *td_strndup(const char *s, size_t n);
+
+/* How many allocations were refused on this thread so far. A call that hands work to a library which hides its
+ * allocation failures (jansson reports some as syntax errors, and builds objects without the values it could not
+ * allocate) compares the count before and after: a change means TD_ERR_NOMEM, not a bad file or a good result. */
+uint64_t td_alloc_failures(void);
 
 #endif

@@ -2,25 +2,51 @@
 
 #include <math.h>
 
+#include "util/alloc.h"
 #include "util/error.h"
 
-static td_status from_error(const json_error_t *e, const char *name) {
+json_t *td_json_loadb(const char *data, size_t len, size_t flags, json_error_t *e, int *oom) {
+    uint64_t f0 = td_alloc_failures();
+    json_t *o = json_loadb(data, len, flags, e);
+    *oom = td_alloc_failures() != f0 || (!o && json_error_code(e) == json_error_out_of_memory);
+    if (o && *oom) { /* jansson can return an object without the members it could not allocate */
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+char *td_json_dumps_checked(const json_t *o, size_t flags, uint64_t f0) {
+    char *s = td_alloc_failures() == f0 ? json_dumps(o, flags) : NULL;
+    char *copy = s && td_alloc_failures() == f0 ? td_strdup(s) : NULL; /* ours, for td_free */
+    free(s); /* jansson's, from the C library's allocator */
+    return copy;
+}
+
+static td_status from_error(const json_error_t *e, const char *name, int oom) {
+    if (oom) return td_fail(TD_ERR_NOMEM, "%s: out of memory parsing the JSON", name);
     return td_fail(TD_ERR_FORMAT, "%s:%d:%d: malformed JSON: %s", name, e->line, e->column, e->text);
 }
 
 td_status td_json_load_file(const char *path, json_t **out) {
     json_error_t e;
+    uint64_t f0 = td_alloc_failures();
     *out = json_load_file(path, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+    int oom = td_alloc_failures() != f0 || (!*out && json_error_code(&e) == json_error_out_of_memory);
+    if (*out && oom) { /* jansson can return an object without the members it could not allocate */
+        json_decref(*out);
+        *out = NULL;
+    }
     if (*out) return TD_OK;
-    if (e.line < 0 && e.position == 0) return td_fail(TD_ERR_IO, "%s: %s", path, e.text);
-    return from_error(&e, path);
+    if (!oom && e.line < 0 && e.position == 0) return td_fail(TD_ERR_IO, "%s: %s", path, e.text);
+    return from_error(&e, path, oom);
 }
 
 td_status td_json_load_bytes(const char *data, size_t len, const char *name, json_t **out) {
     json_error_t e;
-    *out = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
-    if (*out) return TD_OK;
-    return from_error(&e, name);
+    int oom;
+    *out = td_json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
+    return *out ? TD_OK : from_error(&e, name, oom);
 }
 
 static td_status missing(const char *where, const char *key) {

@@ -8,6 +8,16 @@
 
 #include "typedecide.h"
 
+/* json_loadb that also tells (*oom) whether it failed because an allocation failed: jansson reports some of
+ * those as syntax errors, and may even return an object that lacks the members it could not allocate (then NULL
+ * here, with *oom set). */
+json_t *td_json_loadb(const char *data, size_t len, size_t flags, json_error_t *e, int *oom);
+
+/* json_dumps of an object built since td_alloc_failures() read f0, as a string of ours (td_free), or NULL when
+ * dumping failed or an allocation was refused meanwhile (jansson then leaves out the values it could not make: the
+ * text would be incomplete). */
+char *td_json_dumps_checked(const json_t *o, size_t flags, uint64_t f0);
+
 /* Parses a whole JSON document from a file. Malformed JSON fails with TD_ERR_FORMAT and "path:line:col: why". */
 td_status td_json_load_file(const char *path, json_t **out);
 /* Parses JSON from memory; `name` stands for the source in messages. */

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "kernels/cpu/quant.h"
+#include "util/alloc.h"
 #include "util/half.h"
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -14,9 +15,9 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
  * offers them (madvise mode), which spares a TLB miss every 4 KB. */
 static void *alloc_rows(size_t total) {
     const size_t huge = (size_t)2 << 20;
-    if (total < huge) return aligned_alloc(64, total ? total : 64);
+    if (total < huge) return td_aligned_alloc(64, total ? total : 64);
     size_t rounded = (total + huge - 1) & ~(huge - 1);
-    void *p = aligned_alloc(huge, rounded);
+    void *p = td_aligned_alloc(huge, rounded);
 #ifdef MADV_HUGEPAGE
     if (p) madvise(p, rounded, MADV_HUGEPAGE); /* advice only: failure changes nothing */
 #endif
@@ -50,7 +51,7 @@ static void pack_group_x8(td_dtype type, uint8_t *g, int lane, const void *blk) 
 
 td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes, int lanes) {
     if (!td_dtype_is_block(type) || (lanes != TD_X8_LANES && lanes != TD_X16_LANES)) return NULL;
-    td_qpack *p = calloc(1, sizeof *p);
+    td_qpack *p = td_calloc(1, sizeof *p);
     if (!p) return NULL;
     int64_t nb = cols / TD_QBLOCK;
     p->type = type;
@@ -61,7 +62,7 @@ td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *da
     p->row_bytes = align64((size_t)p->nbg * (p->group_bytes + 2 * (size_t)lanes));
     size_t total = (size_t)rows * p->row_bytes;
     if (!(p->data = alloc_rows(total))) {
-        free(p);
+        td_free(p);
         return NULL;
     }
     memset(p->data, 0, total);
@@ -84,8 +85,8 @@ td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *da
 
 void td_qpack_free(td_qpack *p) {
     if (!p) return;
-    free(p->data);
-    free(p);
+    td_free(p->data);
+    td_free(p);
 }
 
 size_t td_qrows_bytes(int64_t T, int64_t nb) {
