@@ -84,12 +84,16 @@ void td_free(void *ptr);
 /* The library's version, "MAJOR.MINOR.PATCH", at run time (TD_VERSION_STRING is the header's). Static string. */
 const char *td_version(void);
 
-/* The allocation hook. Every allocation the library makes, and those of jansson (its JSON library, which keeps one
- * allocator per process), goes through these four functions; the default is the C library's. A failing allocation
- * makes the call that needed it return TD_ERR_NOMEM (or, where a call has no status, its documented failure value)
- * and leak nothing. aligned_fn receives a power-of-two alignment and a size that is a multiple of it. Memory from
- * any of them is released with free_fn. Process-wide: set it before any other call of the library, never while
- * another thread uses it; NULL restores the C library's. TD_ERR_INVALID_ARG when a function is missing. */
+/* The allocation hook. Every allocation the library makes goes through these four functions; the default is the
+ * C library's. A failing allocation makes the call that needed it return TD_ERR_NOMEM (or, where a call has no
+ * status, its documented failure value) and leak nothing. aligned_fn receives a power-of-two alignment and a size
+ * that is a multiple of it. Memory from any of them is released with free_fn. Process-wide: set it before any
+ * other call of the library, never while another thread uses it; NULL restores the C library's.
+ * TD_ERR_INVALID_ARG when a function is missing. Not through the hook: the short-lived allocations of jansson (the
+ * JSON library, whose parser aborts when one of its allocations fails, so none may be made to fail) and of
+ * utf8proc (NFC), and PCRE2's JIT code pages. The library detects when one of those fails and reports
+ * TD_ERR_NOMEM rather than a malformed file. This function also installs that detection into jansson, which keeps
+ * one allocator per process (the C library's malloc and free, wrapped). */
 typedef struct td_allocator {
     void *(*malloc_fn)(void *user, size_t size);
     void *(*realloc_fn)(void *user, void *ptr, size_t size);
