@@ -111,6 +111,10 @@ struct td_ctx {
 #define TD_ATTN_MAX_ROWS 256  /* query rows of one attention task (tokens x query heads per KV head) */
 #define TD_PRE_MIN 16         /* shortest shared prefix worth gathering once per layer for all the pass's sequences */
 
+/* What the loader admits (config.h) must fit the kernels' and the engine's fixed buffers. */
+_Static_assert(TD_MAX_HEAD_DIM <= TD_DELTANET_MAX_DV, "a DeltaNet value head the loader admits must fit the step");
+_Static_assert(TD_ATTN_MAX_ROWS >= TD_MAX_GQA_GROUP, "one token's query heads of a KV group must fit a task");
+
 static inline float *td_eng_dn_conv_state(td_ctx *ctx, int32_t seq, int il) {
     return ctx->dn.data + (int64_t)seq * ctx->dn.floats + ctx->dn.layer_off[il];
 }

@@ -101,12 +101,12 @@ static td_status read_text_config(const json_t *c, const char *name, td_config *
     }
     POSITIVE(head_dim, "head_dim");
     if (cfg->head_dim % 2) return td_fail(TD_ERR_FORMAT, "%s: head_dim %d must be even", name, cfg->head_dim);
-    if (cfg->n_head / cfg->n_head_kv > 256)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: more than 256 query heads per key/value head", name);
+    if (cfg->n_head / cfg->n_head_kv > TD_MAX_GQA_GROUP)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: more than %d query heads per key/value head", name, TD_MAX_GQA_GROUP);
     if (cfg->n_head % cfg->n_head_kv)
         return td_fail(TD_ERR_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", name,
                        cfg->n_head, cfg->n_head_kv);
-    if (cfg->n_vocab > (1 << 24) || cfg->n_embd > (1 << 16) || cfg->n_ff > (1 << 18) || cfg->head_dim > 1024 ||
+    if (cfg->n_vocab > (1 << 24) || cfg->n_embd > (1 << 16) || cfg->n_ff > (1 << 18) || cfg->head_dim > TD_MAX_HEAD_DIM ||
         cfg->n_head > 1024)
         return td_fail(TD_ERR_UNSUPPORTED, "%s: sizes beyond what this engine supports", name);
     if ((st = read_rope(c, name, cfg, &partial)) != TD_OK) return st;
@@ -137,7 +137,7 @@ static td_status read_deltanet(const json_t *c, const char *name, td_config *cfg
     if (cfg->lin_n_v_heads % cfg->lin_n_k_heads)
         return td_fail(TD_ERR_FORMAT, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
                        name, cfg->lin_n_v_heads, cfg->lin_n_k_heads);
-    if (cfg->lin_k_dim > 1024 || cfg->lin_v_dim > 1024 || cfg->lin_conv_kernel > 64)
+    if (cfg->lin_k_dim > TD_MAX_HEAD_DIM || cfg->lin_v_dim > TD_MAX_HEAD_DIM || cfg->lin_conv_kernel > 64)
         return td_fail(TD_ERR_UNSUPPORTED, "%s: DeltaNet sizes beyond what this engine supports", name);
     return read_layer_types(c, name, cfg);
 }
