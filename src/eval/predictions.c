@@ -42,24 +42,13 @@ void td_predictions_free(td_predictions *p) {
     td_free(p);
 }
 
-static char *str_of(const json_t *v, int *oom) {
-    char b[32], *s = NULL;
-    if (json_is_string(v)) s = td_strndup(json_string_value(v), json_string_length(v));
-    else if (json_is_integer(v)) {
-        snprintf(b, sizeof b, "%lld", (long long)json_integer_value(v));
-        s = td_strdup(b);
-    } else return NULL;
-    if (!s) *oom = 1;
-    return s;
-}
-
 /* Parses one line's object; -1 with why filled on a bad line (*oom set when it was an allocation). */
 static int parse(json_t *o, line_mem *m, td_pred *p, td_predictions *all, int *oom, char *why, size_t wn) {
 #define BAD(...) return (*oom ? 0 : snprintf(why, wn, __VA_ARGS__)), -1
     json_t *opts = json_object_get(o, "options"), *probs = json_object_get(o, "probs"), *rot = json_object_get(o, "rotations");
-    if (!(m->id = str_of(json_object_get(o, "id"), oom))) BAD("missing \"id\"");
-    if (!(m->answer = str_of(json_object_get(o, "answer"), oom))) BAD("row \"%s\": missing \"answer\"", m->id);
-    m->family = str_of(json_object_get(o, "family"), oom);
+    if (!(m->id = td_json_id(json_object_get(o, "id"), oom))) BAD("missing \"id\"");
+    if (!(m->answer = td_json_id(json_object_get(o, "answer"), oom))) BAD("row \"%s\": missing \"answer\"", m->id);
+    m->family = td_json_id(json_object_get(o, "family"), oom);
     if (*oom) return -1;
     if (!json_is_array(opts) || json_array_size(opts) < 1 || json_array_size(opts) > TD_DECIDE_MAX_OPTIONS)
         BAD("row \"%s\": \"options\" must list 1 to %d option ids", m->id, TD_DECIDE_MAX_OPTIONS);
@@ -72,7 +61,7 @@ static int parse(json_t *o, line_mem *m, td_pred *p, td_predictions *all, int *o
     m->n_options = k;
     int found = 0;
     for (int32_t i = 0; i < k; i++) {
-        if (!(m->options[i] = str_of(json_array_get(opts, (size_t)i), oom))) BAD("row \"%s\": options[%d] is not an id", m->id, i);
+        if (!(m->options[i] = td_json_id(json_array_get(opts, (size_t)i), oom))) BAD("row \"%s\": options[%d] is not an id", m->id, i);
         for (int32_t j = 0; j < i; j++)
             if (strcmp(m->options[j], m->options[i]) == 0) BAD("row \"%s\": duplicate option id \"%s\"", m->id, m->options[i]);
         json_t *pv = json_array_get(probs, (size_t)i);
@@ -125,14 +114,9 @@ td_status td_predictions_parse(const char *data, size_t len, const char *name, t
     if (!p) return td_fail_nomem("predictions");
     td_status st = TD_OK;
     int32_t lineno = 0;
-    for (size_t at = 0; at < len && st == TD_OK;) {
-        const char *line = data + at, *nl = memchr(line, '\n', len - at);
-        size_t n = nl ? (size_t)(nl - line) + 1 : len - at;
-        at += n;
-        lineno++;
-        size_t i = 0;
-        while (i < n && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
-        if (i == n) continue;
+    const char *line;
+    size_t n, at = 0;
+    while (st == TD_OK && td_jsonl_next(data, len, &at, &line, &n, &lineno)) {
         if (p->n == p->cap) {
             int32_t cap = p->cap ? 2 * p->cap : 64;
             td_pred *nv = td_realloc(p->v, (size_t)cap * sizeof *nv);

@@ -47,18 +47,6 @@ void td_rows_free(td_rows *rows) {
     td_free(rows);
 }
 
-/* A JSON string or integer as a new C string (ids may be written as numbers); *oom set when allocation failed. */
-static char *text_of(const json_t *v, int *oom) {
-    char buf[32], *s = NULL;
-    if (json_is_string(v)) s = td_strndup(json_string_value(v), json_string_length(v));
-    else if (json_is_integer(v)) {
-        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-        s = td_strdup(buf);
-    } else return NULL;
-    if (!s) *oom = 1;
-    return s;
-}
-
 enum { PARSE_OK = 0, PARSE_BAD = 1, PARSE_NOMEM = 2 };
 
 /* Parses one line into r. On a bad line writes the reason into why. */
@@ -83,7 +71,7 @@ static int parse_row(const char *line, size_t len, unsigned flags, row_mem *r, c
     if (!json_is_object(o)) BAD("expected a JSON object");
     json_t *id = json_object_get(o, "id"), *q = json_object_get(o, "question"), *opts = json_object_get(o, "options");
     json_t *ev = json_object_get(o, "evidence"), *fam = json_object_get(o, "family"), *ans = json_object_get(o, "answer");
-    if (!(r->id = text_of(id, &oom))) BAD("missing \"id\" (a string or an integer)");
+    if (!(r->id = td_json_id(id, &oom))) BAD("missing \"id\" (a string or an integer)");
     if (!json_is_string(q)) BAD("row \"%s\": missing string \"question\"", r->id);
     if (!(r->question = td_strndup(json_string_value(q), json_string_length(q)))) NOMEM();
     if (ev && !json_is_null(ev)) {
@@ -92,7 +80,7 @@ static int parse_row(const char *line, size_t len, unsigned flags, row_mem *r, c
         if (!(r->evidence = td_malloc(r->row.evidence_len + 1))) NOMEM();
         memcpy(r->evidence, json_string_value(ev), r->row.evidence_len + 1);
     }
-    if (fam && !json_is_null(fam) && !(r->family = text_of(fam, &oom))) BAD("row \"%s\": \"family\" must be a string", r->id);
+    if (fam && !json_is_null(fam) && !(r->family = td_json_id(fam, &oom))) BAD("row \"%s\": \"family\" must be a string", r->id);
     if (!json_is_array(opts)) BAD("row \"%s\": missing array \"options\"", r->id);
     size_t n_opts = json_array_size(opts);
     if (n_opts == 0) BAD("row \"%s\": the option list is empty", r->id);
@@ -105,7 +93,7 @@ static int parse_row(const char *line, size_t len, unsigned flags, row_mem *r, c
     for (int32_t k = 0; k < (int32_t)n_opts; k++) {
         json_t *op = json_array_get(opts, (size_t)k);
         json_t *d = json_object_get(op, "description");
-        if (!json_is_object(op) || !(r->ids[k] = text_of(json_object_get(op, "id"), &oom)))
+        if (!json_is_object(op) || !(r->ids[k] = td_json_id(json_object_get(op, "id"), &oom)))
             BAD("row \"%s\": options[%d] needs an \"id\"", r->id, k);
         if (!json_is_string(d)) BAD("row \"%s\": options[%d] (\"%s\") needs a string \"description\"", r->id, k, r->ids[k]);
         if (!(r->descs[k] = td_strndup(json_string_value(d), json_string_length(d)))) NOMEM();
@@ -113,7 +101,7 @@ static int parse_row(const char *line, size_t len, unsigned flags, row_mem *r, c
             if (strcmp(r->ids[j], r->ids[k]) == 0) BAD("row \"%s\": duplicate option id \"%s\"", r->id, r->ids[k]);
     }
     if (ans && !json_is_null(ans)) {
-        if (!(r->answer = text_of(ans, &oom))) BAD("row \"%s\": \"answer\" must be an option id", r->id);
+        if (!(r->answer = td_json_id(ans, &oom))) BAD("row \"%s\": \"answer\" must be an option id", r->id);
         int found = 0;
         for (size_t k = 0; k < n_opts && !found; k++) found = strcmp(r->ids[k], r->answer) == 0;
         if (!found && (flags & TD_ROWS_ANSWER)) BAD("row \"%s\": answer \"%s\" is not among the options", r->id, r->answer);
@@ -199,14 +187,9 @@ td_status td_rows_parse(const char *data, size_t len, const char *name, unsigned
     rs->hash = fnv1a64(data ? data : "", len);
     td_status st = TD_OK;
     int32_t lineno = 0;
-    for (size_t at = 0; at < len && st == TD_OK;) {
-        const char *line = data + at, *nl = memchr(line, '\n', len - at);
-        size_t n = nl ? (size_t)(nl - line) + 1 : len - at;
-        at += n;
-        lineno++;
-        size_t i = 0;
-        while (i < n && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
-        if (i == n) continue;
+    const char *line;
+    size_t n, at = 0;
+    while (st == TD_OK && td_jsonl_next(data, len, &at, &line, &n, &lineno)) {
         if (rs->n == rs->cap) {
             int32_t cap = rs->cap ? 2 * rs->cap : 64;
             row_mem *nv = td_realloc(rs->v, (size_t)cap * sizeof *nv);

@@ -1,6 +1,8 @@
 #include "util/json.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "util/alloc.h"
 #include "util/error.h"
@@ -21,6 +23,33 @@ char *td_json_dumps_checked(const json_t *o, size_t flags, uint64_t f0) {
     char *copy = s && td_alloc_failures() == f0 ? td_strdup(s) : NULL; /* ours, for td_free */
     free(s); /* jansson's, from the C library's allocator */
     return copy;
+}
+
+char *td_json_id(const json_t *v, int *oom) {
+    char buf[32], *s = NULL;
+    if (json_is_string(v)) s = td_strndup(json_string_value(v), json_string_length(v));
+    else if (json_is_integer(v)) {
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+        s = td_strdup(buf);
+    } else return NULL;
+    if (!s) *oom = 1;
+    return s;
+}
+
+int td_jsonl_next(const char *data, size_t len, size_t *at, const char **line, size_t *n, int32_t *lineno) {
+    while (*at < len) {
+        const char *l = data + *at, *nl = memchr(l, '\n', len - *at);
+        size_t m = nl ? (size_t)(nl - l) + 1 : len - *at, i = 0;
+        *at += m;
+        ++*lineno;
+        while (i < m && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r' || l[i] == '\n')) i++;
+        if (i < m) {
+            *line = l;
+            *n = m;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static td_status from_error(const json_error_t *e, const char *name, int oom) {

@@ -18,6 +18,14 @@ json_t *td_json_loadb(const char *data, size_t len, size_t flags, json_error_t *
  * text would be incomplete). */
 char *td_json_dumps_checked(const json_t *o, size_t flags, uint64_t f0);
 
+/* A JSON string or integer as a new C string (ids may be written as numbers); NULL for any other value, or when
+ * out of memory (then *oom is set). */
+char *td_json_id(const json_t *v, int *oom);
+
+/* The next non-blank line of JSONL data at *at (blank: only spaces, tabs, CR, LF): *line and *n receive it (with its
+ * newline), *lineno its 1-based number (counting blank lines). Returns 0 at the end. */
+int td_jsonl_next(const char *data, size_t len, size_t *at, const char **line, size_t *n, int32_t *lineno);
+
 /* Parses a whole JSON document from a file. Malformed JSON fails with TD_ERR_FORMAT and "path:line:col: why". */
 td_status td_json_load_file(const char *path, json_t **out);
 /* Parses JSON from memory; `name` stands for the source in messages. */
