@@ -39,15 +39,6 @@ static void release(inputs *in) {
     free(in->q), free(in->k), free(in->v), free(in->g), free(in->beta);
 }
 
-static double rel_diff(const float *a, const float *b, int64_t n) {
-    double md = 0, mx = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= md)) md = d;
-        if (fabs((double)b[i]) > mx) mx = fabs((double)b[i]);
-    }
-    return md / (mx > 0 ? mx : 1);
-}
 
 static void test_chunked_vs_recurrent(void) {
     static const int64_t lens[] = {1, 63, 64, 65, 200};
@@ -68,7 +59,7 @@ static void test_chunked_vs_recurrent(void) {
                 td_deltanet_chunk_ref(S2, in.q + t0 * dk, in.k + t0 * dk, in.v + t0 * dv, in.g + t0, in.beta + t0, m, dk,
                                       dv, o2 + t0 * dv, work);
             }
-            double eo = rel_diff(o2, o1, n * dv), es = rel_diff(S2, S1, dk * dv);
+            double eo = td_test_rel_diff(o2, o1, n * dv), es = td_test_rel_diff(S2, S1, dk * dv);
             if (eo > worst) worst = eo;
             if (es > worst) worst = es;
             CHECKF(eo <= 1e-5 && es <= 1e-5, "chunked vs recurrent, n %lld dk %lld dv %lld: outputs %.3g, state %.3g",

@@ -167,6 +167,26 @@ static void case_matmul_float(run *r) {
             }
 }
 
+/* Random Q8_0 / Q4_0 operands: weights *wf [rows, cols] in [-1, 1], quantised into the returned rows (one int8 at
+ * -128, legal in a GGUF file), and activations *xf [T, cols] in [-2, 2] with a zero element and, when T > 2, a
+ * zero block. */
+static uint8_t *quant_operands(td_dtype type, int64_t rows, int64_t cols, int64_t T, uint64_t *rng, float **wf,
+                               float **xf) {
+    size_t rb = td_dtype_row_bytes(type, cols);
+    float *w = floats(rows * cols), *x = floats(T * cols);
+    uint8_t *wq = malloc((size_t)rows * rb);
+    for (int64_t i = 0; i < rows * cols; i++) w[i] = td_test_uniform(rng, -1, 1);
+    for (int64_t i = 0; i < T * cols; i++) x[i] = td_test_uniform(rng, -2, 2);
+    if (T > 2) x[cols + 3] = 0.0f, memset(x + 2 * cols, 0, TD_QBLOCK * sizeof *x); /* a zero block */
+    for (int64_t j = 0; j < rows; j++) {
+        if (type == TD_DTYPE_Q8_0) td_quantize_q8_0(w + j * cols, (td_block_q8_0 *)(void *)(wq + j * rb), cols);
+        else td_quantize_q4_0(w + j * cols, (td_block_q4_0 *)(void *)(wq + j * rb), cols);
+    }
+    if (type == TD_DTYPE_Q8_0) ((td_block_q8_0 *)(void *)wq)->qs[5] = -128;
+    *wf = w, *xf = x;
+    return wq;
+}
+
 /* Q8_0 / Q4_0 weights (arg: the type), unpacked or packed as the kernel set packs them, times activations
  * quantised by the reference quantiser into the layout the product takes (each slot's quantiser has its own row).
  * The error is relative to sum_k |w_k x_k| over the dequantised operands (unpacked) or the dequantised weights
@@ -184,17 +204,8 @@ static void case_matmul_quant(run *r) {
                 int64_t cols = cols_list[ci], rows = rows_list[ri], T = T_list[Ti], nb = cols / TD_QBLOCK;
                 if (cols == 4096 && T == 67 && td_test_sanitized()) continue;
                 size_t rb = td_dtype_row_bytes(type, cols);
-                float *wf = floats(rows * cols), *xf = floats(T * cols), *xd = floats(T * cols);
-                float *yr = floats(T * rows), *ya = floats(T * rows);
-                uint8_t *wq = malloc((size_t)rows * rb);
-                for (int64_t i = 0; i < rows * cols; i++) wf[i] = td_test_uniform(&rng, -1, 1);
-                for (int64_t i = 0; i < T * cols; i++) xf[i] = td_test_uniform(&rng, -2, 2);
-                if (T > 2) xf[cols + 3] = 0.0f, memset(xf + 2 * cols, 0, TD_QBLOCK * sizeof *xf); /* a zero block */
-                for (int64_t j = 0; j < rows; j++) {
-                    if (type == TD_DTYPE_Q8_0) td_quantize_q8_0(wf + j * cols, (td_block_q8_0 *)(void *)(wq + j * rb), cols);
-                    else td_quantize_q4_0(wf + j * cols, (td_block_q4_0 *)(void *)(wq + j * rb), cols);
-                }
-                if (type == TD_DTYPE_Q8_0) ((td_block_q8_0 *)(void *)wq)->qs[5] = -128; /* legal in a GGUF file */
+                float *wf, *xf, *xd = floats(T * cols), *yr = floats(T * rows), *ya = floats(T * rows);
+                uint8_t *wq = quant_operands(type, rows, cols, T, &rng, &wf, &xf);
                 td_qpack *pk = lanes ? td_qpack_new(type, rows, cols, wq, rb, lanes) : NULL;
                 CHECK(!lanes || pk != NULL);
                 td_mat w = {type, rows, cols, rb, wq, pk};
@@ -309,16 +320,6 @@ static void case_attn_rows(run *r) {
 
 /* ---- DeltaNet ---- */
 
-/* max |a - b| / max |b|. */
-static double rel_diff(const float *a, const float *b, int64_t n) {
-    double md = 0, mx = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= md)) md = d;
-        if (fabs((double)b[i]) > mx) mx = fabs((double)b[i]);
-    }
-    return md / (mx > 0 ? mx : 1);
-}
 
 /* deltanet_step over 40 tokens, each kernel set carrying its own state, with realistic inputs (as test_deltanet):
  * unit-norm keys, queries scaled by 1/sqrt(dk), log decays -exp(A_log) softplus(.), write strengths in (0, 1). */
@@ -340,10 +341,10 @@ static void case_deltanet_step(run *r) {
             float beta = 1.0f / (1.0f + expf(-td_test_uniform(&rng, -2, 2)));
             r->ref->deltanet_step(S1, q, k, v, g, beta, dk, dv, o1);
             r->ks->deltanet_step(S2, q, k, v, g, beta, dk, dv, o2);
-            judge(r, rel_diff(o2, o1, dv), memcmp(o1, o2, (size_t)dv * sizeof *o1) == 0,
+            judge(r, td_test_rel_diff(o2, o1, dv), memcmp(o1, o2, (size_t)dv * sizeof *o1) == 0,
                   "dk %lld dv %lld, output of token %lld", (long long)dk, (long long)dv, (long long)t);
         }
-        judge(r, rel_diff(S2, S1, dk * dv), memcmp(S1, S2, (size_t)(dk * dv) * sizeof *S1) == 0,
+        judge(r, td_test_rel_diff(S2, S1, dk * dv), memcmp(S1, S2, (size_t)(dk * dv) * sizeof *S1) == 0,
               "dk %lld dv %lld, state after %lld tokens", (long long)dk, (long long)dv, (long long)n);
         free(S1), free(S2), free(q), free(k), free(v), free(o1), free(o2);
     }
@@ -608,17 +609,8 @@ static void test_packed_accuracy(void) {
                         int lanes = lanes_list[li];
                         if (cols == 4096 && T == 67 && td_test_sanitized()) continue;
                         size_t rb = td_dtype_row_bytes(type, cols);
-                        float *wf = floats(rows * cols), *xf = floats(T * cols), *xd = floats(T * cols);
-                        float *yr = floats(T * rows), *yp = floats(T * rows);
-                        uint8_t *wq = malloc((size_t)rows * rb);
-                        for (int64_t i = 0; i < rows * cols; i++) wf[i] = td_test_uniform(&rng, -1, 1);
-                        for (int64_t i = 0; i < T * cols; i++) xf[i] = td_test_uniform(&rng, -2, 2);
-                        if (T > 2) xf[cols + 3] = 0.0f, memset(xf + 2 * cols, 0, TD_QBLOCK * sizeof *xf); /* a zero block */
-                        for (int64_t j = 0; j < rows; j++) {
-                            if (type == TD_DTYPE_Q8_0) td_quantize_q8_0(wf + j * cols, (td_block_q8_0 *)(void *)(wq + j * rb), cols);
-                            else td_quantize_q4_0(wf + j * cols, (td_block_q4_0 *)(void *)(wq + j * rb), cols);
-                        }
-                        if (type == TD_DTYPE_Q8_0) ((td_block_q8_0 *)(void *)wq)->qs[5] = -128; /* legal in a GGUF file */
+                        float *wf, *xf, *xd = floats(T * cols), *yr = floats(T * rows), *yp = floats(T * rows);
+                        uint8_t *wq = quant_operands(type, rows, cols, T, &rng, &wf, &xf);
                         td_qpack *pk = td_qpack_new(type, rows, cols, wq, rb, lanes);
                         CHECK(pk != NULL);
                         int layout = td_qrows_layout(type, pk);

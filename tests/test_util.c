@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,3 +51,13 @@ void *td_test_read(const char *path, size_t *len) {
 }
 
 int td_test_sanitized(void) { return getenv("TD_SANITIZED") != NULL; }
+
+double td_test_rel_diff(const float *a, const float *b, int64_t n) {
+    double md = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= md)) md = d;
+        if (fabs((double)b[i]) > mx) mx = fabs((double)b[i]);
+    }
+    return md / (mx > 0 ? mx : 1);
+}

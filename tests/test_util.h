@@ -39,6 +39,9 @@ const char *td_test_path(const char *rel);
 /* Reads a whole file; returns NULL if missing. */
 void *td_test_read(const char *path, size_t *len);
 
+/* max |a - b| / max |b| over n values (NaN counts as the largest difference). */
+double td_test_rel_diff(const float *a, const float *b, int64_t n);
+
 /* 1 when running under the sanitizer build (TD_SANITIZED set): slow tests shrink. */
 int td_test_sanitized(void);
 
