@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -164,32 +165,118 @@ int cli_kv(const char *cmd, const char *s, int32_t *kv_f16) {
     return cli_usage_error(cmd, "--kv must be f32 or f16, not '%s'", s);
 }
 
-char *cli_read_file(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+FILE *cli_open_input(const char *cmd, const char *path) {
+    if (strcmp(path, "-") == 0) return stdin;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error(cmd, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        cli_error(cmd, "%s: is a directory, not a file", path);
+        return NULL;
+    }
+    return f;
+}
+
+char *cli_read_input(const char *cmd, const char *path, size_t cap, const char *why_cap, size_t *len) {
+    FILE *f = cli_open_input(cmd, path);
     if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
+    size_t size = 1 << 16, n = 0;
+    char *buf = malloc(size + 1);
+    int err = 0;
     while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, f);
+        size_t want = size - n;
+        if (want > cap + 1 - n) want = cap + 1 - n; /* one byte past the cap tells that there is more */
+        size_t r = fread(buf + n, 1, want, f);
         n += r;
-        if (r == 0) break;
-        if (n == cap) {
-            char *nb = realloc(buf, (cap *= 2) + 1);
+        if (r < want) {
+            err = ferror(f) ? errno : 0;
+            break;
+        }
+        if (n > cap) break;
+        if (n == size) {
+            char *nb = realloc(buf, (size *= 2) + 1);
             if (!nb) free(buf);
             buf = nb;
         }
     }
-    int err = ferror(f);
     if (f != stdin) fclose(f);
-    if (buf && err) {
-        free(buf);
-        buf = NULL;
-        errno = EIO;
+    if (!buf) {
+        cli_error(cmd, "%s: out of memory reading it", path);
+        return NULL;
     }
-    if (!buf) return NULL;
+    if (err || n > cap) {
+        free(buf);
+        if (err) cli_error(cmd, "%s: read error: %s", path, strerror(err));
+        else cli_error(cmd, "%s: more than %zu bytes, the most %s", path, cap, why_cap);
+        return NULL;
+    }
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+ssize_t cli_read_line(FILE *f, char **line, size_t *cap, size_t max) {
+    size_t n = 0;
+    int c;
+    while ((c = getc(f)) != EOF) {
+        if (n + 2 > *cap) {
+            size_t nc = *cap ? 2 * *cap : 256;
+            char *nl = realloc(*line, nc);
+            if (!nl) return -4;
+            *line = nl, *cap = nc;
+        }
+        (*line)[n++] = (char)c;
+        if (c == '\n') break;
+        if (n > max) return -3;
+    }
+    if (c == EOF && ferror(f)) return -2;
+    if (c == EOF && n == 0) return -1;
+    (*line)[n] = 0;
+    return (ssize_t)n;
+}
+
+int cli_line_error(const char *cmd, const char *path, long lineno, ssize_t r, size_t max) {
+    if (r == -2) return cli_error(cmd, "%s:%ld: read error: %s", path, lineno, strerror(errno));
+    if (r == -3) return cli_error(cmd, "%s:%ld: line longer than %zu bytes", path, lineno, max);
+    return cli_error(cmd, "%s:%ld: out of memory reading the line", path, lineno);
+}
+
+int cli_finish_output(const char *cmd) {
+    if (fflush(stdout) == 0 && !ferror(stdout) && fclose(stdout) == 0) return 0;
+    fprintf(stderr, "typedecide %s: writing the output failed: %s\n", cmd, strerror(errno ? errno : EIO));
+    return 1;
+}
+
+int cli_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int cli_refuse_overwrite(const char *cmd, const char *out, const char *const *inputs, int n) {
+    if (!out || strcmp(out, "-") == 0) return 0;
+    for (int i = 0; i < n; i++) {
+        const char *in = inputs[i];
+        if (!in || strcmp(in, "-") == 0) continue;
+        if (cli_same_file(out, in))
+            return cli_error(cmd, "%s: refusing to write over an input of this command (%s)", out, in);
+        if (cli_is_dir(in)) { /* a model directory: none of its files */
+            DIR *d = opendir(in);
+            struct dirent *e;
+            char path[4096];
+            int hit = 0;
+            while (d && !hit && (e = readdir(d))) {
+                snprintf(path, sizeof path, "%s/%s", in, e->d_name);
+                hit = e->d_name[0] != '.' && cli_same_file(out, path);
+            }
+            if (d) closedir(d);
+            if (hit) return cli_error(cmd, "%s: refusing to write over a file of the model %s", out, in);
+        }
+    }
+    return 0;
 }
 
 int cli_is_file(const char *path) {
@@ -205,4 +292,35 @@ int cli_is_dir(const char *path) {
 int cli_fail_msg(const char *cmd) {
     fprintf(stderr, "typedecide %s: %s\n", cmd, td_last_error());
     return 1;
+}
+
+char *cli_instruction(const char *cmd, const char *arg) {
+    if (cli_is_dir(arg)) {
+        cli_error(cmd, "--instruction %s: is a directory (give the instruction text, or a file holding it)", arg);
+        return NULL;
+    }
+    if (cli_is_file(arg)) return cli_read_input(cmd, arg, CLI_MAX_TEXT, "an instruction can be", NULL);
+    size_t n = strlen(arg);
+    int spaces = strpbrk(arg, " \t\n") != NULL;
+    int pathlike = !spaces && (strchr(arg, '/') || (n > 4 && (strcmp(arg + n - 4, ".txt") == 0 || strcmp(arg + n - 3, ".md") == 0)));
+    if (pathlike) {
+        cli_error(cmd, "--instruction %s: no such file (to use this very text as the instruction, add a space)", arg);
+        return NULL;
+    }
+    char *t = strdup(arg);
+    if (!t) cli_error(cmd, "out of memory");
+    return t;
+}
+
+int cli_check_context(const char *cmd, const td_model *m, long long needed, long long ctx_max, const char *what) {
+    long long trained = td_model_n_ctx_train(m), limit = ctx_max ? ctx_max : trained;
+    if (needed > limit) {
+        if (ctx_max) return cli_error(cmd, "%s need %lld positions, more than --ctx %lld", what, needed, ctx_max);
+        return cli_error(cmd, "%s need %lld positions, past the model's context of %lld tokens "
+                              "(--ctx N goes further, outside what the model was trained on)", what, needed, trained);
+    }
+    if (needed > trained)
+        fprintf(stderr, "typedecide %s: warning: %lld positions, past the model's trained context of %lld\n", cmd, needed,
+                trained);
+    return 0;
 }

@@ -3,6 +3,8 @@
 #define TD_CLI_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "typedecide.h"
@@ -47,9 +49,38 @@ int cli_kv(const char *cmd, const char *s, int32_t *kv_f16);
 /* Seconds on a monotonic clock. */
 double cli_now(void);
 
-/* Reads a whole file ('-' = standard input) into a new NUL-terminated buffer (free()); NULL on failure, with the
- * reason in errno. */
-char *cli_read_file(const char *path, size_t *len);
+/* Inputs. Every reader names the file and line, tells a read error or a directory from the end of a file, and
+ * caps what it reads. */
+#define CLI_MAX_JSONL ((size_t)256 << 20)  /* criteria, fixtures, predictions: the whole file */
+#define CLI_MAX_LINE ((size_t)64 << 20)    /* one line of a JSONL stream */
+#define CLI_MAX_TEXT ((size_t)1 << 20)     /* an instruction, a config */
+/* Opens a file for reading ('-' = standard input); NULL after printing why (missing, unreadable, a directory). */
+FILE *cli_open_input(const char *cmd, const char *path);
+/* Reads a whole file ('-' = stdin) into a new NUL-terminated buffer (free()), at most cap bytes; NULL after
+ * printing why (as cli_open_input, a read error, or more than cap bytes: "the most WHY_CAP"). */
+char *cli_read_input(const char *cmd, const char *path, size_t cap, const char *why_cap, size_t *len);
+/* The next line of f with its newline into *line (grown, free()): its length; -1 at the end; -2 on a read error;
+ * -3 when longer than max bytes; -4 out of memory. cli_line_error prints the message of a negative result < -1. */
+ssize_t cli_read_line(FILE *f, char **line, size_t *cap, size_t max);
+int cli_line_error(const char *cmd, const char *path, long lineno, ssize_t r, size_t max);
+
+/* Outputs. Standard output is flushed and closed once at the end of a command (typedecide.c): a write that failed
+ * (a full disk) makes the command fail. Returns 0, or 1 after printing why. */
+int cli_finish_output(const char *cmd);
+/* 1 when a and b name the same existing file. */
+int cli_same_file(const char *a, const char *b);
+/* Refuses (prints why, returns 1) when out is one of the inputs, or a file inside an input directory (a model). */
+int cli_refuse_overwrite(const char *cmd, const char *out, const char *const *inputs, int n);
+
+/* --instruction: the text itself, or the contents of the file it names (at most CLI_MAX_TEXT bytes); NULL after
+ * printing why for a directory, or for a path-like argument (no spaces; a '/', or ending in .txt or .md) that names
+ * no file: a mistyped path never becomes the instruction. */
+char *cli_instruction(const char *cmd, const char *arg);
+
+/* Positions past the model's context (max_position_embeddings) are refused unless ctx_max (--ctx) allows them,
+ * with a warning. `what` names what needs the positions ("the prompt + -n"). Returns 0, or 1 after printing why. */
+int cli_check_context(const char *cmd, const td_model *m, long long needed, long long ctx_max, const char *what);
+
 /* 1 if the path names an existing regular file; a directory. */
 int cli_is_file(const char *path);
 int cli_is_dir(const char *path);

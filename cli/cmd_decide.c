@@ -26,7 +26,7 @@ static const char usage_text[] =
     "  --adapter DIR        PEFT LoRA adapter, merged at load\n"
     "  --criteria FILE      criteria JSONL ('-' = stdin)\n"
     "  --evidence FILE      evidence text, used verbatim ('-' = stdin) for lines without their own\n"
-    "  --instruction T      instruction text, or a file holding it\n"
+    "  --instruction T      instruction text, or a file holding it (a path that names no file is an error)\n"
     "  --letters ABCD...    option letters in order (default A..T); each must be one token after \"Answer:\"\n"
     "  --batch              all suffixes of an evidence in one forward pass over the shared prefix (default)\n"
     "  --serial             the prefix once, then each suffix on its own\n"
@@ -41,13 +41,6 @@ static const char usage_text[] =
     "  --quiet              no progress or slot map on stderr\n"
     "\"ms\" is the criterion's share of the wall time: the shared prefill divided among the criteria of its\n"
     "evidence, plus its share of the forward pass it ran in. Bit-identical probabilities in every mode.\n";
-
-/* --instruction: the contents of a file if the argument names one, else the text itself. */
-static char *instruction_text(const char *arg) {
-    char *data;
-    if (cli_is_file(arg) && (data = cli_read_file(arg, NULL))) return data;
-    return strdup(arg);
-}
 
 static void print_decision(const td_criterion *r, const td_decision *dc, const char *letters, int allowed_mass,
                            int show_logits) {
@@ -111,17 +104,18 @@ int cmd_decide(int argc, char **argv) {
         p.n_threads = (int32_t)v;
     }
     if (bs_s) {
-        if (cli_int(bs_s, 1, 1 << 20, &v)) return cli_usage_error("decide", "--batch-size must be >= 1");
+        if (cli_int(bs_s, 1, 1 << 20, &v)) return cli_usage_error("decide", "--batch-size must be in 1..1048576");
         p.max_batch = (int32_t)v;
     }
     if (mem_s) {
-        if (cli_int(mem_s, 1, 1 << 24, &v)) return cli_usage_error("decide", "--memory must be a size in MB >= 1");
+        if (cli_int(mem_s, 1, 1 << 24, &v)) return cli_usage_error("decide", "--memory must be a size in MB in 1..16777216");
         p.memory_mb = v;
     }
 
     td_rows *rs = NULL;
     size_t ev_len = 0, crit_len = 0;
-    char *evidence = NULL, *instruction = NULL, *crit_bytes = cli_read_file(crit_path, &crit_len);
+    char *evidence = NULL, *instruction = NULL;
+    char *crit_bytes = cli_read_input("decide", crit_path, CLI_MAX_JSONL, "a criteria file can be", &crit_len);
     int rc = 0;
     td_model *m = NULL;
     td_decider *d = NULL;
@@ -130,23 +124,24 @@ int cmd_decide(int argc, char **argv) {
     const char **texts = NULL;
     size_t *lens = NULL;
     int32_t *group = NULL, *members = NULL, n_groups = 0;
-    if (!crit_bytes) return cli_error("decide", "%s: cannot open", crit_path);
+    if (!crit_bytes) return 1;
     td_status st = td_rows_parse(crit_bytes, crit_len, crit_path, 0, &rs);
     free(crit_bytes);
     if (st != TD_OK) return cli_fail_msg("decide");
     int32_t n = td_rows_count(rs);
-    if (ev_path && !(evidence = cli_read_file(ev_path, &ev_len))) {
-        rc = cli_error("decide", "%s: cannot read the evidence", ev_path);
-        goto done;
-    }
     for (int32_t i = 0; i < n; i++)
-        if (!td_rows_get(rs, i)->evidence && !evidence) {
+        if (!td_rows_get(rs, i)->evidence && !ev_path) {
             rc = cli_error("decide", "%s:%d: row \"%s\" has no \"evidence\" and no --evidence was given", crit_path,
                            td_rows_get(rs, i)->line, td_rows_get(rs, i)->criterion.id);
             goto done;
         }
-    if (instr && !(instruction = instruction_text(instr))) {
-        rc = cli_error("decide", "out of memory");
+    const char *inputs[] = {crit_path, ev_path, instr, model_dir, adapter};
+    if (slot_path && cli_refuse_overwrite("decide", slot_path, inputs, 5)) {
+        rc = 1;
+        goto done;
+    }
+    if (instr && !(instruction = cli_instruction("decide", instr))) {
+        rc = 1;
         goto done;
     }
     p.instruction = instruction;
@@ -155,6 +150,16 @@ int cmd_decide(int argc, char **argv) {
     if (st != TD_OK) {
         rc = cli_fail("decide", st);
         goto done;
+    }
+    /* the evidence: what the model can read, at most (a token is rarely longer than a few bytes; 64 is generous) */
+    if (ev_path) {
+        size_t cap = (size_t)64 * (size_t)td_model_n_ctx_train(m);
+        char why[128];
+        snprintf(why, sizeof why, "evidence can be for a model that reads %d tokens", td_model_n_ctx_train(m));
+        if (!(evidence = cli_read_input("decide", ev_path, cap < 65536 ? 65536 : cap, why, &ev_len))) {
+            rc = 1;
+            goto done;
+        }
     }
     if (!quiet) fprintf(stderr, "typedecide decide: slot map %s\n", td_decider_slot_map(d));
     if (slot_path) {

@@ -81,11 +81,8 @@ static void progress(void *user, int32_t done, int32_t n_groups) {
 /* Rows of a fixture ('-' = stdin); NULL after printing the reason. */
 static td_rows *load_rows(const char *path, unsigned flags) {
     size_t len;
-    char *data = cli_read_file(path, &len);
-    if (!data) {
-        cli_error("evaluate", "%s: cannot open", path);
-        return NULL;
-    }
+    char *data = cli_read_input("evaluate", path, CLI_MAX_JSONL, "a fixture can be", &len);
+    if (!data) return NULL;
     td_rows *rows = NULL;
     if (td_rows_parse(data, len, path, flags, &rows) != TD_OK) cli_fail_msg("evaluate");
     free(data);
@@ -153,11 +150,11 @@ int cmd_evaluate(int argc, char **argv) {
         p.n_threads = (int32_t)v;
     }
     if (mem_s) {
-        if (cli_int(mem_s, 1, 1 << 24, &v)) return cli_usage_error("evaluate", "--memory must be >= 1 (MB)");
+        if (cli_int(mem_s, 1, 1 << 24, &v)) return cli_usage_error("evaluate", "--memory must be in 1..16777216 (MB)");
         p.memory_mb = v;
     }
     if (bs_s) {
-        if (cli_int(bs_s, 1, 1 << 20, &v)) return cli_usage_error("evaluate", "--batch-size must be >= 1");
+        if (cli_int(bs_s, 1, 1 << 20, &v)) return cli_usage_error("evaluate", "--batch-size must be in 1..1048576");
         p.max_batch = (int32_t)v;
     }
 
@@ -181,8 +178,15 @@ int cmd_evaluate(int argc, char **argv) {
     td_decider *d = NULL;
     td_eval *ev = NULL;
     json_t *res = NULL;
-    if (instr && !(instruction = cli_is_file(instr) ? cli_read_file(instr, NULL) : strdup(instr))) {
-        rc = cli_error("evaluate", "%s: cannot read the instruction", instr);
+    const char *inputs[] = {fixture, shots_file, instr, model_dir, adapter};
+    const char *outputs[] = {out_path, pred_path, plot_path};
+    for (int i = 0; i < 3; i++)
+        if (outputs[i] && cli_refuse_overwrite("evaluate", outputs[i], inputs, 5)) {
+            rc = 1;
+            goto done;
+        }
+    if (instr && !(instruction = cli_instruction("evaluate", instr))) {
+        rc = 1;
         goto done;
     }
     p.instruction = instruction;

@@ -37,6 +37,12 @@ int cmd_export(int argc, char **argv) {
     }
     if (r) return r;
     if (!model_dir || !out) return cli_usage_error("export", "--model and -o are required");
+    const char *inputs[] = {model_dir};
+    if (cli_refuse_overwrite("export", out, inputs, 1)) return 1;
+    char slot_path[4096];
+    const char *slash = strrchr(out, '/');
+    snprintf(slot_path, sizeof slot_path, "%.*sslot_map.json", slash ? (int)(slash - out + 1) : 0, out);
+    if (prune && cli_refuse_overwrite("export", slot_path, inputs, 1)) return 1;
     td_model *m;
     td_status st = cli_load_model(model_dir, 1, 1, NULL, &m);
     if (st != TD_OK) return cli_fail("export", st);
@@ -52,9 +58,7 @@ int cmd_export(int argc, char **argv) {
     if (st != TD_OK) rc = cli_fail("export", st);
     else {
         if (smap) { /* slot_map.json beside the GGUF */
-            char path[4096];
-            const char *slash = strrchr(out, '/');
-            snprintf(path, sizeof path, "%.*sslot_map.json", slash ? (int)(slash - out + 1) : 0, out);
+            const char *path = slot_path;
             FILE *f = fopen(path, "wb");
             if (!f || fprintf(f, "%s\n", smap) < 0 || fclose(f) != 0) rc = cli_error("export", "%s: cannot write", path);
             else fprintf(stderr, "typedecide export: slot map %s -> %s\n", smap, path);

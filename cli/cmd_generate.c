@@ -23,6 +23,7 @@ static const char usage_text[] =
     "  --top-p P           nucleus sampling threshold (default 1)\n"
     "  --seed S            sampling seed (default 1)\n"
     "  --ignore-eos        do not stop at the model's stop tokens\n"
+    "  --ctx N             allow up to N positions (default: the model's trained context; beyond it, a warning)\n"
     "  --threads N         worker threads (default: all cores)\n"
     "  --stats             print prefill/decode speed to stderr\n";
 
@@ -65,7 +66,7 @@ static void flush_utf8(char *buf, size_t *n, int final) {
 
 int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL, *n_s = "32", *temp_s = "0", *topk_s = "0",
-               *topp_s = "1", *seed_s = "1", *threads_s = NULL, *adapter = NULL;
+               *topp_s = "1", *seed_s = "1", *threads_s = NULL, *adapter = NULL, *ctx_s = NULL;
     int chat = 0, ignore_eos = 0, stats = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},  {"prompt", 1, &prompt, NULL},
                             {"ids", 1, &ids_s, NULL},        {"n", 1, &n_s, NULL},
@@ -73,7 +74,7 @@ int cmd_generate(int argc, char **argv) {
                             {"top-k", 1, &topk_s, NULL},     {"top-p", 1, &topp_s, NULL},
                             {"seed", 1, &seed_s, NULL},      {"ignore-eos", 0, NULL, &ignore_eos},
                             {"threads", 1, &threads_s, NULL}, {"stats", 0, NULL, &stats},
-                            {"adapter", 1, &adapter, NULL},
+                            {"adapter", 1, &adapter, NULL},  {"ctx", 1, &ctx_s, NULL},
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "generate", NULL, 0, NULL);
     if (r == 1) {
@@ -85,11 +86,14 @@ int cmd_generate(int argc, char **argv) {
     if (!!prompt + !!ids_s != 1) return cli_usage_error("generate", "give exactly one of --prompt or --ids");
     long long n_new, topk, seed, threads = cli_default_threads();
     double temp, topp;
-    if (cli_int(n_s, 0, 1 << 20, &n_new)) return cli_usage_error("generate", "-n must be an integer >= 0");
+    if (cli_int(n_s, 0, 1 << 20, &n_new)) return cli_usage_error("generate", "-n must be an integer in 0..1048576");
     if (cli_double(temp_s, &temp) || temp < 0) return cli_usage_error("generate", "--temperature must be >= 0");
-    if (cli_int(topk_s, 0, 1 << 24, &topk)) return cli_usage_error("generate", "--top-k must be an integer >= 0");
+    if (cli_int(topk_s, 0, 1 << 24, &topk)) return cli_usage_error("generate", "--top-k must be an integer in 0..16777216");
     if (cli_double(topp_s, &topp) || topp <= 0 || topp > 1) return cli_usage_error("generate", "--top-p must be in (0, 1]");
-    if (cli_int(seed_s, 0, INT64_MAX, &seed)) return cli_usage_error("generate", "--seed must be an integer >= 0");
+    if (cli_int(seed_s, 0, INT64_MAX, &seed))
+        return cli_usage_error("generate", "--seed must be an integer in 0..9223372036854775807");
+    long long ctx_max = 0;
+    if (ctx_s && cli_int(ctx_s, 1, 1 << 24, &ctx_max)) return cli_usage_error("generate", "--ctx must be in 1..16777216");
     if (threads_s && cli_int(threads_s, 1, 1024, &threads))
         return cli_usage_error("generate", "--threads must be an integer in 1..1024");
     if (prompt && !*prompt) return cli_usage_error("generate", "the prompt is empty");
@@ -149,6 +153,7 @@ int cmd_generate(int argc, char **argv) {
             rc = cli_error("generate", "prompt id %d (position %zu) is outside the vocabulary 0..%d", ids[i], i, V - 1);
             goto done;
         }
+    if ((rc = cli_check_context("generate", m, (long long)n_ids + n_new, ctx_max, "the prompt + -n")) != 0) goto done;
     td_ctx_params cp = td_ctx_default_params();
     cp.n_ctx = (int32_t)(n_ids + (size_t)n_new + 1);
     cp.n_batch = n_ids < 256 ? (int32_t)n_ids : 256;

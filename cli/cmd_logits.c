@@ -15,13 +15,15 @@ static const char usage_text[] =
     "  --ids LIST    comma-separated token ids\n"
     "  --out FILE    output file\n"
     "  --adapter DIR PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors), merged at load\n"
-    "  --threads N   worker threads (default: all cores); results do not depend on it\n";
+    "  --threads N   worker threads (default: all cores); results do not depend on it\n"
+    "  --ctx N       allow up to N positions (default: the model's trained context; beyond it, a warning)\n";
 
 int cmd_logits(int argc, char **argv) {
-    const char *model_dir = NULL, *ids_s = NULL, *out = NULL, *threads_s = NULL, *adapter = NULL;
+    const char *model_dir = NULL, *ids_s = NULL, *out = NULL, *threads_s = NULL, *adapter = NULL, *ctx_s = NULL;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"ids", 1, &ids_s, NULL},
                             {"out", 1, &out, NULL},           {"adapter", 1, &adapter, NULL},
-                            {"threads", 1, &threads_s, NULL}, {NULL, 0, NULL, NULL}};
+                            {"threads", 1, &threads_s, NULL}, {"ctx", 1, &ctx_s, NULL},
+                            {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "logits", NULL, 0, NULL);
     if (r == 1) {
         fputs(usage_text, stdout);
@@ -32,6 +34,10 @@ int cmd_logits(int argc, char **argv) {
     long long threads = cli_default_threads();
     if (threads_s && cli_int(threads_s, 1, 1024, &threads))
         return cli_usage_error("logits", "--threads must be an integer in 1..1024");
+    long long ctx_max = 0;
+    if (ctx_s && cli_int(ctx_s, 1, 1 << 24, &ctx_max)) return cli_usage_error("logits", "--ctx must be in 1..16777216");
+    const char *inputs[] = {model_dir, adapter};
+    if (cli_refuse_overwrite("logits", out, inputs, 2)) return 1;
     int32_t *ids;
     size_t n;
     if (cli_ids(ids_s, &ids, &n)) return cli_usage_error("logits", "--ids: expected comma-separated integers");
@@ -61,6 +67,7 @@ int cmd_logits(int argc, char **argv) {
             rc = cli_error("logits", "--ids: id %d (position %zu) is outside the vocabulary 0..%d", ids[i], i, V - 1);
             goto done;
         }
+    if ((rc = cli_check_context("logits", m, (long long)n, ctx_max, "--ids")) != 0) goto done;
     td_ctx_params cp = td_ctx_default_params();
     cp.n_ctx = (int32_t)n;
     cp.n_batch = n < 64 ? (int32_t)n : 64;

@@ -37,8 +37,8 @@ int cmd_metrics(int argc, char **argv) {
     long long bins;
     if (cli_int(bins_s, 1, 1000, &bins)) return cli_usage_error("metrics", "--bins must be in 1..1000");
     size_t len;
-    char *data = cli_read_file(path, &len);
-    if (!data) return cli_error("metrics", "%s: cannot open", path);
+    char *data = cli_read_input("metrics", path, CLI_MAX_JSONL, "a predictions file can be", &len);
+    if (!data) return 1;
     td_predictions *p = NULL;
     td_status st = td_predictions_parse(data, len, path, &p);
     free(data);

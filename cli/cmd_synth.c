@@ -54,7 +54,7 @@ int cmd_synth(int argc, char **argv) {
         if (!c) return cli_usage_error("synth", "unknown preset \"%s\" (known: %s)", preset, td_synth_preset_names());
         text = strdup(c);
     } else {
-        if (!(text = cli_read_file(config, NULL))) return cli_error("synth", "%s: cannot read", config);
+        if (!(text = cli_read_input("synth", config, CLI_MAX_TEXT, "a config.json can be", NULL))) return 1;
     }
     int last = -10;
     td_synth_params sp = td_synth_default_params();

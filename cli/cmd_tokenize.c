@@ -54,18 +54,20 @@ static int print_decoded(const td_tokenizer *tok, const int32_t *ids, size_t n, 
 }
 
 static int decode_each_line(const td_tokenizer *tok, const char *path) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) return cli_error("tokenize", "%s: cannot open", path);
+    FILE *f = cli_open_input("tokenize", path);
+    if (!f) return 1;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
     int rc = 0;
     long lineno = 0;
     int32_t *ids = NULL;
-    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
+    while (rc == 0 && (len = cli_read_line(f, &line, &cap, CLI_MAX_LINE)) >= 0) {
         lineno++;
+        const char *l = line;
+        if (lineno == 1 && len >= 3 && memcmp(l, "\xef\xbb\xbf", 3) == 0) l += 3, len -= 3; /* a byte-order mark */
         json_error_t e;
-        json_t *a = json_loadb(line, (size_t)len, 0, &e);
+        json_t *a = json_loadb(l, (size_t)len, 0, &e);
         size_t n = json_is_array(a) ? json_array_size(a) : 0;
         int32_t *nv = realloc(ids, (n ? n : 1) * sizeof *ids);
         if (!nv) rc = cli_error("tokenize", "out of memory");
@@ -85,25 +87,27 @@ static int decode_each_line(const td_tokenizer *tok, const char *path) {
         }
         json_decref(a);
     }
+    if (rc == 0 && len < -1) rc = cli_line_error("tokenize", path, lineno + 1, len, CLI_MAX_LINE);
     free(ids);
     free(line);
     if (f != stdin) fclose(f);
-    fflush(stdout);
     return rc;
 }
 
 static int tokenize_jsonl(const td_tokenizer *tok, const char *path, unsigned flags) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) return cli_error("tokenize", "%s: cannot open", path);
+    FILE *f = cli_open_input("tokenize", path);
+    if (!f) return 1;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
     int rc = 0;
     long lineno = 0;
-    while ((len = getline(&line, &cap, f)) >= 0) {
+    while ((len = cli_read_line(f, &line, &cap, CLI_MAX_LINE)) >= 0) {
         lineno++;
+        const char *l = line;
+        if (lineno == 1 && len >= 3 && memcmp(l, "\xef\xbb\xbf", 3) == 0) l += 3, len -= 3; /* a byte-order mark */
         json_error_t e;
-        json_t *o = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &e);
+        json_t *o = json_loadb(l, (size_t)len, JSON_ALLOW_NUL, &e);
         json_t *t = o ? json_object_get(o, "text") : NULL;
         if (!o || !json_is_string(t)) {
             rc = cli_error("tokenize", "%s:%ld: %s", path, lineno,
@@ -117,9 +121,9 @@ static int tokenize_jsonl(const td_tokenizer *tok, const char *path, unsigned fl
         json_decref(o);
         if (rc) break;
     }
+    if (rc == 0 && len < -1) rc = cli_line_error("tokenize", path, lineno + 1, len, CLI_MAX_LINE);
     free(line);
     if (f != stdin) fclose(f);
-    fflush(stdout);
     return rc;
 }
 

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "typedecide.h"
 
@@ -42,14 +43,18 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return 0;
+        return cli_finish_output("--help");
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("typedecide %s\n", TD_VERSION_STRING);
-        return 0;
+        printf("typedecide %s (library %s, kernels %s)\n", TD_VERSION_STRING, td_version(), td_cpu_kernels());
+        return cli_finish_output("--version");
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int rc = commands[i].run(argc - 1, argv + 1);
+            int out = cli_finish_output(commands[i].name); /* a full disk is a failure, whatever was printed */
+            return rc ? rc : out;
+        }
     fprintf(stderr, "typedecide: unknown command \"%s\"\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -69,7 +69,9 @@ typedef enum td_status {
     TD_ERR_UNSUPPORTED = 4,  /* well-formed but not supported: unknown architecture, dtype, option */
     TD_ERR_NOMEM = 5,        /* an allocation failed */
     TD_ERR_RANGE = 6,        /* a value is out of range: token id outside the vocabulary, context full */
-    TD_ERR_STATE = 7         /* the call is not valid in the object's current state */
+    TD_ERR_STATE = 7,        /* the call is not valid in the object's current state */
+    TD_ERR_NONFINITE = 8     /* a computation gave NaN or infinity: a weight or adapter holds one, or the activations
+                                overflowed; the message names the layer, the sequence and the position */
 } td_status;
 
 /* A short constant name for a status ("format error"). Never NULL. */
@@ -290,9 +292,17 @@ void td_ctx_free(td_ctx *ctx);
  * s (its own earlier tokens and any prefix it was forked from). Each token's result is bit-identical whatever
  * else is in the batch and whatever the thread count.
  * Errors: TD_ERR_RANGE for a token id outside the vocabulary, a sequence id outside 0..n_seq_max-1, more tokens
- * than n_batch or a full KV cache; TD_ERR_INVALID_ARG for a position that is not the sequence's next one.
- * On error nothing is written to the cache. */
+ * than n_batch or a full KV cache; TD_ERR_INVALID_ARG for a position that is not the sequence's next one: then
+ * nothing is written to the cache. TD_ERR_NONFINITE when a token's hidden state or output became NaN or infinite
+ * (a weight or adapter holds one, or the activations overflowed; td_ctx_nonfinite says where): the batch's positions
+ * are taken back, but on a hybrid model the DeltaNet state of the batch's sequences has seen them, so truncate those
+ * sequences to 0 before using them again. */
 td_status td_ctx_decode(td_ctx *ctx, const td_batch *batch);
+
+/* After td_ctx_decode failed with TD_ERR_NONFINITE: the sequence and position of the first token that went
+ * non-finite and the layer (-1: the input embedding; the layer count: the final norm and head). Returns 0, or -1
+ * when the last decode did not stop on a non-finite value. */
+int td_ctx_nonfinite(const td_ctx *ctx, int32_t *seq, int32_t *pos, int32_t *layer);
 
 /* Number of outputs of the last decode (tokens that asked for one, in batch order). */
 int32_t td_ctx_n_outputs(const td_ctx *ctx);

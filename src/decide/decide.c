@@ -2,6 +2,7 @@
  * runs from that prefix, and the decision is read from the option letters' logits at the last suffix position
  * (the head restricted to those K rows). Batches of criteria are planned against a memory budget. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -9,6 +10,7 @@
 #include "decide/decide_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -58,6 +60,9 @@ td_status td_decider_new(const td_model *model, const td_decide_params *params, 
         for (size_t j = 0; j < i; j++)
             if (letters[j] == letters[i]) return td_fail(TD_ERR_INVALID_ARG, "letters: '%c' appears twice", letters[i]);
     }
+    if (p.instruction && td_utf8_invalid_at(p.instruction, strlen(p.instruction)) != (size_t)-1)
+        return td_fail(TD_ERR_FORMAT, "the instruction is not valid UTF-8 at byte %zu",
+                       td_utf8_invalid_at(p.instruction, strlen(p.instruction)));
     td_decider *d = td_calloc(1, sizeof *d);
     if (!d) return td_fail_nomem("a decider");
     d->model = model;
@@ -275,6 +280,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
     if (st == TD_OK && !fresh) { /* the shared head, once */
         st = td_ctx_seq_truncate(d->ctx, 0, 0);
         if (st == TD_OK) st = run_tokens(d, 0, head, n_head, 0, 0);
+        if (st == TD_ERR_NONFINITE) d->fault = -1;
         head_ms = now_ms() - t0;
         d->stats.head_prefills++;
         d->stats.head_tokens += n_head;
@@ -289,10 +295,14 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
             memcpy(joined + n_head, suffixes[i0], (size_t)n_suffix[i0] * sizeof *joined);
             st = td_ctx_seq_truncate(d->ctx, 0, 0);
             if (st == TD_OK) st = run_tokens(d, 0, joined, n_head + n_suffix[i0], 0, 1);
+            if (st == TD_ERR_NONFINITE) d->fault = i0;
             d->stats.head_prefills++;
             d->stats.head_tokens += n_head;
         } else {
             st = run_pass(d, n_head, suffixes + i0, n_suffix + i0, i1 - i0);
+            int32_t seq;
+            if (st == TD_ERR_NONFINITE && td_ctx_nonfinite(d->ctx, &seq, NULL, NULL) == 0)
+                d->fault = seq >= 1 && seq <= i1 - i0 ? i0 + seq - 1 : -2; /* criterion k is sequence 1 + k */
         }
         double pass_ms = now_ms() - tp;
         d->stats.suffix_ms += pass_ms;
@@ -309,6 +319,10 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
         }
     }
     d->stats.head_macs += td_ctx_head_macs(d->ctx) - macs0;
+    if (st == TD_ERR_NONFINITE) {
+        if (d->fault >= 0) td_fail_context(st, "criterion %d", d->fault);
+        else td_fail_context(st, d->fault == -1 ? "the evidence (with the instruction)" : "the shared start of criteria");
+    }
     td_free(pass_end);
     td_free(joined);
     return st;
@@ -316,9 +330,19 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
 
 /* ---- text level --------------------------------------------------------------------------------------------------- */
 
+/* Text that reaches the tokenizer must be UTF-8: the error names the user's field and byte, not the prompt's. */
+static td_status check_utf8(const char *s, size_t len, const char *what) {
+    size_t bad = td_utf8_invalid_at(s, len);
+    if (bad == (size_t)-1) return TD_OK;
+    return td_fail(TD_ERR_FORMAT, "%s is not valid UTF-8 at byte %zu (of %zu)", what, bad, len);
+}
+
 static td_status check_criterion(const td_decider *d, const td_criterion *c, int32_t i) {
     const char *id = c->id && *c->id ? c->id : "(no id)";
+    char what[256];
     if (!c->question) return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): no question", i, id);
+    snprintf(what, sizeof what, "criterion %d (%s): the question", i, id);
+    if (check_utf8(c->question, strlen(c->question), what) != TD_OK) return TD_ERR_FORMAT;
     if (c->n_options < 1) return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): no options", i, id);
     if (c->n_options > d->n_letters)
         return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): %d options, but only %d letters (%s) are available", i,
@@ -329,6 +353,8 @@ static td_status check_criterion(const td_decider *d, const td_criterion *c, int
         if (!c->descriptions || !c->descriptions[k])
             return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): option \"%s\" has no description", i, id,
                            c->option_ids[k]);
+        snprintf(what, sizeof what, "criterion %d (%s): the description of option \"%s\"", i, id, c->option_ids[k]);
+        if (check_utf8(c->descriptions[k], strlen(c->descriptions[k]), what) != TD_OK) return TD_ERR_FORMAT;
         for (int32_t j = 0; j < k; j++)
             if (strcmp(c->option_ids[j], c->option_ids[k]) == 0)
                 return td_fail(TD_ERR_INVALID_ARG, "criterion %d (%s): duplicate option id \"%s\"", i, id,
@@ -370,7 +396,12 @@ static td_status prepare(td_decider *d, const td_shot *shots, int32_t n_shots, c
         if (shots[i].answer < 0 || shots[i].answer >= shots[i].criterion.n_options || (!shots[i].evidence && shots[i].evidence_len))
             return td_fail(TD_ERR_INVALID_ARG, "shot %d: answer index %d is not one of its %d options", i, shots[i].answer,
                            shots[i].criterion.n_options);
+        char what[64];
+        snprintf(what, sizeof what, "shot %d: the evidence", i);
+        if ((st = check_utf8(shots[i].evidence ? shots[i].evidence : "", shots[i].evidence_len, what)) != TD_OK) return st;
     }
+    td_status est = check_utf8(evidence ? evidence : "", len, "the evidence");
+    if (est != TD_OK) return est;
     size_t hl, nh = 0;
     char *head_text = td_decide_render_head(d, shots, n_shots, evidence ? evidence : "", len, &hl);
     p->n = n;
@@ -402,6 +433,8 @@ td_status td_decide_shots(td_decider *d, const td_shot *shots, int32_t n_shots, 
     td_status st = prepare(d, shots, n_shots, evidence, len, criteria, n, &p);
     if (st != TD_OK) return st;
     st = td_decide_ids(d, p.head, p.n_head, (const int32_t *const *)p.suf, p.n_suf, p.n_opt, n, out);
+    if (st == TD_ERR_NONFINITE && d->fault >= 0 && d->fault < n && criteria[d->fault].id)
+        td_fail_context(st, "\"%s\"", criteria[d->fault].id);
     prepared_free(&p);
     return st;
 }

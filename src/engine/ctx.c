@@ -108,6 +108,7 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     add(pl, &ctx->pass.grp_off, B + 1, sizeof(int32_t), 0);
     add(pl, &ctx->pass.grp_tok, B, sizeof(int32_t), 0);
     add(pl, &ctx->pass.rope_cs, B * c->rotary_dim, sizeof(float), 0);
+    add(pl, &ctx->pass.row_bad, B, 1, 0);
 
     /* activations */
     td_acts *a = &ctx->act;
@@ -308,12 +309,33 @@ static td_status prepare_pass(td_ctx *ctx, const td_batch *b) {
     return TD_OK;
 }
 
+/* Takes the batch's positions back (a pass that failed): its tokens were appended at their sequences' ends in batch
+ * order, so popping them in reverse restores every table and reference count. */
+static void take_back(td_ctx *ctx) {
+    td_kv_cache *kv = &ctx->kv;
+    for (int32_t i = ctx->pass.n_tokens - 1; i >= 0; i--) {
+        td_seq *s = &kv->seqs[ctx->pass.tok_seq[i]];
+        int32_t cell = s->cells[--s->len];
+        if (--kv->refcount[cell] == 0) kv->free_list[kv->n_free++] = cell;
+    }
+    ctx->pass.n_out = 0;
+}
+
 td_status td_ctx_decode(td_ctx *ctx, const td_batch *b) {
     if (!ctx || !b) return td_fail(TD_ERR_INVALID_ARG, "td_ctx_decode: NULL argument");
+    ctx->fault.set = 0;
     td_status st = prepare_pass(ctx, b);
-    if (st != TD_OK) return st;
-    if (b->n > 0) td_forward(ctx);
-    return TD_OK;
+    if (st != TD_OK || b->n == 0) return st;
+    if ((st = td_forward(ctx)) != TD_OK) take_back(ctx);
+    return st;
+}
+
+int td_ctx_nonfinite(const td_ctx *ctx, int32_t *seq, int32_t *pos, int32_t *layer) {
+    if (!ctx || !ctx->fault.set) return -1;
+    if (seq) *seq = ctx->fault.seq;
+    if (pos) *pos = ctx->fault.pos;
+    if (layer) *layer = ctx->fault.layer;
+    return 0;
 }
 
 /* ---- outputs --------------------------------------------------------------------------------------------------- */

@@ -66,7 +66,16 @@ typedef struct td_pass {
     int32_t n_pre;    /* positions before every group's first token whose cells all the groups share (a prefix
                          forked to all of them); 0 when fewer than 2 groups or too short to matter */
     float *rope_cs;   /* [n_batch, rotary_dim] each token's cosines and sines (td_rope_table) */
+    uint8_t *row_bad; /* [n_batch] a row of the residual stream held NaN or infinity after the last step */
 } td_pass;
+
+/* Where a pass met a non-finite value (td_ctx_nonfinite). */
+typedef struct td_fault {
+    int set;
+    int32_t layer; /* -1: the embedding; n_layer: the output head */
+    const char *block;
+    int32_t seq, pos;
+} td_fault;
 
 typedef struct td_acts {
     float *x, *xb;         /* [n_batch, d] the residual stream; a block's normed input, then its output */
@@ -104,6 +113,7 @@ struct td_ctx {
     int32_t n_head_rows;
     int64_t head_macs;      /* multiply-adds spent in the head so far */
     int64_t attn_tokens;    /* tokens per attention task (TD_ATTN_TOKENS, fewer for wide GQA groups) */
+    td_fault fault;         /* the last pass's non-finite value, if it met one */
     int hybrid;             /* the model has DeltaNet layers */
 };
 
@@ -147,16 +157,19 @@ void td_eng_matmuls(td_ctx *ctx, const float *x, int64_t T, int64_t ldx, const t
 void td_eng_attention(td_ctx *ctx, int il, const float *q, int64_t ldq, int64_t q_head_stride);
 /* Stores one K or V row (kv_dim floats) into a cache cell, converting to f16 when the cache is f16. */
 void td_eng_store_kv(const td_ctx *ctx, void *cache, int32_t cell, const float *row);
-/* A block's input, xb[t] = RMSNorm(x[t]) * w, and its residual connection, x[t] += xb[t], for every row. */
+/* A block's input, xb[t] = RMSNorm(x[t]) * w, and its residual connection, x[t] += xb[t], for every row; the
+ * residual also marks the rows that are no longer finite (pass.row_bad). */
 void td_eng_norm_in(td_ctx *ctx, const float *w);
+int td_eng_row_finite(const float *x, int64_t n);
 void td_eng_residual(td_ctx *ctx);
 /* Keeps only the rows of the tokens that want an output (x compacted, in order; pass.n_rows = n_out): what
  * follows the last layer's mixer is per row, and only the output tokens' hidden states are read. */
 void td_eng_keep_outputs(td_ctx *ctx);
 
 /* The forward pass over the prepared pass (ctx.c's prepare_pass): embeddings, layers, final norm and head,
- * leaving the outputs in act.out. The blocks it is made of: */
-void td_forward(td_ctx *ctx);
+ * leaving the outputs in act.out. Stops with TD_ERR_NONFINITE (ctx->fault says where) when a row of the residual
+ * stream or an output is NaN or infinite. The blocks it is made of: */
+td_status td_forward(td_ctx *ctx);
 void td_block_attention(td_ctx *ctx, int il, const td_layer *ly);
 void td_block_deltanet(td_ctx *ctx, int il, const td_layer *ly);
 void td_block_mlp(td_ctx *ctx, const td_layer *ly);

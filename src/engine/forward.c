@@ -10,11 +10,14 @@
  * Qwen3.5's norms scale by (1 + w) instead of w (config.zero_centred_norms). One token's way from id to logits
  * is this file top to bottom; the blocks are block_*.c. */
 #include "engine/engine.h"
+#include "util/error.h"
 
 static void embed_row(td_ctx *ctx, int64_t t, const void *arg, int thread) {
     (void)arg, (void)thread;
     const td_model *m = ctx->model;
-    td_row_to_f32(ctx->act.x + t * m->cfg.n_embd, &m->embed, ctx->pass.tok_id[t]);
+    float *x = ctx->act.x + t * m->cfg.n_embd;
+    td_row_to_f32(x, &m->embed, ctx->pass.tok_id[t]);
+    ctx->pass.row_bad[t] = !td_eng_row_finite(x, m->cfg.n_embd);
 }
 
 static void final_norm_row(td_ctx *ctx, int64_t i, const void *arg, int thread) {
@@ -25,21 +28,54 @@ static void final_norm_row(td_ctx *ctx, int64_t i, const void *arg, int thread) 
                     m->cfg.zero_centred_norms);
 }
 
-void td_forward(td_ctx *ctx) {
+/* TD_ERR_NONFINITE when a row of the residual stream went NaN or infinite in the step just run (`layer`, `block`);
+ * rows are tokens, or the output tokens once the last mixer has run. */
+static td_status check_rows(td_ctx *ctx, int32_t layer, const char *block) {
+    const td_pass *ps = &ctx->pass;
+    for (int32_t r = 0; r < ps->n_rows; r++) {
+        if (!ps->row_bad[r]) continue;
+        int32_t t = ps->n_rows == ps->n_tokens ? r : ps->out_tok[r];
+        ctx->fault = (td_fault){1, layer, block, ps->tok_seq[t], ps->tok_pos[t]};
+        if (layer < 0)
+            return td_fail(TD_ERR_NONFINITE, "the input embedding of token %d (position %d of sequence %d) is not finite",
+                           ps->tok_id[t], ps->tok_pos[t], ps->tok_seq[t]);
+        return td_fail(TD_ERR_NONFINITE,
+                       "layer %d (%s) gave NaN or infinity at position %d of sequence %d: a weight or adapter of that "
+                       "layer holds one, or the activations overflowed",
+                       layer, block, ps->tok_pos[t], ps->tok_seq[t]);
+    }
+    return TD_OK;
+}
+
+td_status td_forward(td_ctx *ctx) {
     const td_model *m = ctx->model;
     const int64_t d = m->cfg.n_embd;
+    td_status st;
 
     td_eng_for(ctx, ctx->pass.n_rows, embed_row, NULL);                          /* x [T, d] */
+    if ((st = check_rows(ctx, -1, "embedding")) != TD_OK) return st;
     for (int il = 0; il < m->cfg.n_layer; il++) {
         const td_layer *ly = &m->layers[il];
         if (ly->kind == TD_LAYER_ATTENTION) td_block_attention(ctx, il, ly);     /* x += attention */
         else td_block_deltanet(ctx, il, ly);                                     /* x += DeltaNet */
+        if ((st = check_rows(ctx, il, ly->kind == TD_LAYER_ATTENTION ? "attention" : "DeltaNet")) != TD_OK) return st;
         if (il == m->cfg.n_layer - 1) td_eng_keep_outputs(ctx);                  /* x [n_out, d] */
         td_block_mlp(ctx, ly);                                                   /* x += MLP */
+        if ((st = check_rows(ctx, il, "MLP")) != TD_OK) return st;
     }
-    if (ctx->pass.n_out == 0) return;
+    if (ctx->pass.n_out == 0) return TD_OK;
     td_eng_for(ctx, ctx->pass.n_out, final_norm_row, NULL);                      /* out_x [n_out, d] */
     int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : m->head.rows;           /* K letters or the vocabulary */
     td_eng_matmul(ctx, &m->head, ctx->head_rows, n_rows, ctx->act.out_x, ctx->pass.n_out, d, ctx->act.out, n_rows);
     ctx->head_macs += (int64_t)ctx->pass.n_out * n_rows * d;                    /* out [n_out, n_rows] */
+    for (int32_t i = 0; i < ctx->pass.n_out; i++) /* the final norm and the head's own weights */
+        if (!td_eng_row_finite(ctx->act.out + i * n_rows, n_rows)) {
+            int32_t t = ctx->pass.out_tok[i];
+            ctx->fault = (td_fault){1, m->cfg.n_layer, "output head", ctx->pass.tok_seq[t], ctx->pass.tok_pos[t]};
+            return td_fail(TD_ERR_NONFINITE,
+                           "the final norm and output head gave NaN or infinity at position %d of sequence %d: a weight "
+                           "of the head or the final norm holds one, or the logits overflowed",
+                           ctx->pass.tok_pos[t], ctx->pass.tok_seq[t]);
+        }
+    return TD_OK;
 }

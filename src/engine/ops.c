@@ -109,10 +109,19 @@ void td_eng_matmuls(td_ctx *ctx, const float *x, int64_t T, int64_t ldx, const t
 
 /* ---- per row ------------------------------------------------------------------------------------------------- */
 
+/* 1 when every value of the row is finite: their sum in double precision cannot overflow for float inputs
+ * (d <= 65536), so it is finite exactly when no value is NaN or infinite. */
+int td_eng_row_finite(const float *x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    return isfinite(s);
+}
+
 static void residual_row(td_ctx *ctx, int64_t t, const void *arg, int thread) {
     (void)arg, (void)thread;
     int64_t d = ctx->model->cfg.n_embd;
     td_add(ctx->act.x + t * d, ctx->act.xb + t * d, d);
+    ctx->pass.row_bad[t] = !td_eng_row_finite(ctx->act.x + t * d, d);
 }
 
 void td_eng_residual(td_ctx *ctx) { td_eng_for(ctx, ctx->pass.n_rows, residual_row, NULL); }

@@ -10,6 +10,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "eval/eval_internal.h"
 
 static int32_t argmax(const double *p, int32_t k) {
     int32_t b = 0;
@@ -36,6 +37,19 @@ static int32_t bin_of(double conf, int32_t B) {
 
 static json_t *num_or_null(double v, int valid) { return valid ? json_real(v) : json_null(); }
 
+/* A probability vector as the metrics need it: every value finite and in [0, 1], the sum 1 within 1e-3. Writes the
+ * reason into why (naming the entry, `what` says which vector) and returns -1 otherwise. */
+int td_check_probs(const double *p, int32_t k, const char *what, char *why, size_t wn) {
+    double sum = 0;
+    for (int32_t i = 0; i < k; i++) {
+        if (!isfinite(p[i]) || p[i] < 0 || p[i] > 1)
+            return snprintf(why, wn, "%s[%d] is %g: a probability must be a number in [0, 1]", what, i, p[i]), -1;
+        sum += p[i];
+    }
+    if (fabs(sum - 1.0) > 1e-3) return snprintf(why, wn, "%s sum to %.9g: they must sum to 1 (within 0.001)", what, sum), -1;
+    return 0;
+}
+
 td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td_cost *cost, char **json) {
     if (!json || n < 0 || (n && !rows) || bins < 1) return td_fail(TD_ERR_INVALID_ARG, "td_metrics_json: bad argument");
     *json = NULL;
@@ -46,6 +60,14 @@ td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td
             return td_fail(TD_ERR_INVALID_ARG, "row %d: incomplete prediction", i);
         if (answer_index(r) < 0)
             return td_fail(TD_ERR_FORMAT, "row %d (%s): answer \"%s\" is not among its options", i, r->id, r->answer);
+        char why[256], what[32];
+        if (td_check_probs(r->probs, r->n_options, "probs", why, sizeof why))
+            return td_fail(TD_ERR_FORMAT, "row %d (%s): %s", i, r->id, why);
+        for (int32_t q = 0; r->rotations && q < r->n_rotations; q++) {
+            snprintf(what, sizeof what, "rotations[%d]", q);
+            if (td_check_probs(r->rotations + (size_t)q * r->n_options, r->n_options, what, why, sizeof why))
+                return td_fail(TD_ERR_FORMAT, "row %d (%s): %s", i, r->id, why);
+        }
     }
     int32_t *pred = td_calloc((size_t)(n ? n : 1), sizeof *pred), *ans = td_calloc((size_t)(n ? n : 1), sizeof *ans);
     int *stable = td_calloc((size_t)(n ? n : 1), sizeof *stable);

@@ -10,6 +10,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "eval/eval_internal.h"
 #include "util/fileio.h"
 
 /* Everything a line owns, freed together. */
@@ -70,6 +71,8 @@ static int parse(json_t *o, line_mem *m, td_pred *p, td_predictions *all, int *o
         found |= strcmp(m->options[i], m->answer) == 0;
     }
     if (!found) BAD("row \"%s\": answer \"%s\" is not among the options", m->id, m->answer);
+    char pwhy[256];
+    if (td_check_probs(m->probs, k, "probs", pwhy, sizeof pwhy)) BAD("row \"%s\": %s", m->id, pwhy);
     int32_t nr = 0;
     if (rot && !json_is_null(rot)) {
         if (!json_is_array(rot)) BAD("row \"%s\": \"rotations\" must be an array", m->id);
@@ -84,6 +87,9 @@ static int parse(json_t *o, line_mem *m, td_pred *p, td_predictions *all, int *o
                 if (!json_is_number(v)) BAD("row \"%s\": rotations[%d][%d] is not a number", m->id, q, i);
                 m->rotations[q * k + i] = json_number_value(v);
             }
+            char what[32];
+            snprintf(what, sizeof what, "rotations[%d]", q);
+            if (td_check_probs(m->rotations + (size_t)q * k, k, what, pwhy, sizeof pwhy)) BAD("row \"%s\": %s", m->id, pwhy);
         }
     }
 #undef BAD

@@ -101,6 +101,8 @@ td_status td_adapter_apply(td_model *m, const char *dir, int *n_merged, double *
         if (!json_is_string(json_array_get(targets, i)))
             st = td_fail(TD_ERR_FORMAT, "%s: target_modules[%zu] must be a string", cfg_path, i);
     double scaling = rslora ? alpha / sqrt((double)r) : alpha / (double)r;
+    if (st == TD_OK && !isfinite(scaling))
+        st = td_fail(TD_ERR_FORMAT, "%s: lora_alpha %g over r %lld gives a non-finite scaling", cfg_path, alpha, (long long)r);
     if (st == TD_OK) st = td_st_open(st_path, &f);
     if (st == TD_OK && !(target_used = td_calloc(json_array_size(targets) + 1, 1))) st = td_fail_nomem("adapter targets");
 
@@ -158,13 +160,24 @@ td_status td_adapter_apply(td_model *m, const char *dir, int *n_merged, double *
             st = td_fail_nomem("a merged weight");
             break;
         }
-        for (int64_t o = 0; o < w->rows; o++) {
+        for (int64_t o = 0; o < w->rows && st == TD_OK; o++) {
             td_row_to_f32(nw + o * w->cols, w, o);
             for (int64_t c = 0; c < w->cols; c++) {
                 double d = 0;
                 for (int64_t k = 0; k < r; k++) d += (double)elem(&f, tb, o * r + k) * elem(&f, ta, k * w->cols + c);
                 nw[o * w->cols + c] = (float)((double)nw[o * w->cols + c] + scaling * d);
+                if (!isfinite(nw[o * w->cols + c])) { /* a NaN in lora_A/B, or an overflow of the merge */
+                    st = td_fail(TD_ERR_NONFINITE,
+                                 "%s: merging %s and its lora_B into %s gives a non-finite weight at [%lld, %lld] "
+                                 "(scaling %g): the adapter holds NaN or infinity, or its values overflow",
+                                 st_path, ta->name, base_name, (long long)o, (long long)c, scaling);
+                    break;
+                }
             }
+        }
+        if (st != TD_OK) {
+            td_free(nw);
+            break;
         }
         if (td_model_own(m, nw)) {
             td_free(nw);

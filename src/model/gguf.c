@@ -6,6 +6,7 @@
 
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/utf8.h"
 #include "util/hashmap.h"
 
 #define MAX_STRING (1ull << 30)
@@ -65,7 +66,7 @@ static td_status skip_value(cursor *c, uint32_t t, const char *key) {
         return rd_str(c, &s, &n, key);
     }
     uint64_t sz = scalar_size(t);
-    if (!sz) return td_fail(TD_ERR_FORMAT, "%s: metadata %s: unknown value type %u", c->name, key, t);
+    if (!sz) return td_fail(TD_ERR_FORMAT, "%s: %s: unknown value type %u", c->name, key, t); /* key: "metadata KEY" */
     td_status st = need(c, sz, key);
     if (st == TD_OK) c->p += sz;
     return st;
@@ -508,13 +509,28 @@ td_status td_gguf_add_bool(td_gguf_writer *w, const char *key, int v) {
     return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
+/* GGUF strings are UTF-8: a value that is not is refused, naming the key and the byte. */
+static td_status check_utf8(const char *key, const char *s, size_t len, uint64_t index, int in_array) {
+    size_t bad = td_utf8_invalid_at(s, len);
+    if (bad == (size_t)-1) return TD_OK;
+    if (in_array)
+        return td_fail(TD_ERR_FORMAT, "GGUF %s[%llu] is not valid UTF-8 at byte %zu", key, (unsigned long long)index, bad);
+    return td_fail(TD_ERR_FORMAT, "GGUF %s is not valid UTF-8 at byte %zu", key, bad);
+}
+
 td_status td_gguf_add_str(td_gguf_writer *w, const char *key, const char *s, size_t len) {
+    td_status st = check_utf8(key, s, len, 0, 0);
+    if (st != TD_OK) return st;
     key_type(w, key, TD_GGUF_STRING);
     put_str(w, s, len);
     return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 td_status td_gguf_add_str_array(td_gguf_writer *w, const char *key, const char *const *s, const size_t *len, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) {
+        td_status st = check_utf8(key, s[i], len[i], i, 1);
+        if (st != TD_OK) return st;
+    }
     key_type(w, key, TD_GGUF_ARRAY);
     put_u32(w, TD_GGUF_STRING);
     put_u64(w, n);

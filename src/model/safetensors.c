@@ -123,18 +123,28 @@ td_status td_st_parse(const uint8_t *buf, size_t size, const char *name, td_st_f
         st = parse_tensor(name, key, v, out->data_size, t);
         if (st == TD_OK) order[out->n_tensors++] = t;
     }
-    if (st == TD_OK && out->n_tensors > 1) { /* no two tensors may share bytes */
+    if (st == TD_OK) { /* the format: tensors tile the data buffer, no two share a byte and no byte is left over */
         qsort(order, (size_t)out->n_tensors, sizeof *order, cmp_begin);
         const td_st_tensor *reach = NULL; /* the non-empty tensor reaching furthest so far */
         for (int i = 0; i < out->n_tensors && st == TD_OK; i++) {
             const td_st_tensor *t = order[i];
             if (t->end == t->begin) continue;
+            uint64_t covered = reach ? reach->end : 0;
             if (reach && t->begin < reach->end)
                 st = td_fail(TD_ERR_FORMAT, "%s: tensors %s and %s overlap (bytes %llu..%llu and %llu..%llu)", name,
                              reach->name, t->name, (unsigned long long)reach->begin, (unsigned long long)reach->end,
                              (unsigned long long)t->begin, (unsigned long long)t->end);
+            else if (t->begin > covered)
+                st = td_fail(TD_ERR_FORMAT, "%s: bytes %llu..%llu of the data buffer belong to no tensor (before %s): "
+                                            "the format indexes every byte",
+                             name, (unsigned long long)covered, (unsigned long long)t->begin, t->name);
             if (!reach || t->end > reach->end) reach = t;
         }
+        uint64_t covered = reach ? reach->end : 0;
+        if (st == TD_OK && covered != out->data_size)
+            st = td_fail(TD_ERR_FORMAT, "%s: bytes %llu..%llu of the data buffer belong to no tensor (after the last): "
+                                        "the format indexes every byte",
+                         name, (unsigned long long)covered, (unsigned long long)out->data_size);
     }
     td_free(order);
     json_decref(root);

@@ -23,6 +23,15 @@ static td_status probe(const td_tokenizer *tok, const int32_t *base, size_t n_ba
 }
 
 td_status td_probe_letters(const td_tokenizer *tok, const char *letters, int32_t n, int32_t *ids, const char **sep) {
+    for (int32_t i = 0; i < n; i++) { /* what a letter can be, before asking the tokenizer what it becomes */
+        unsigned char c = (unsigned char)letters[i];
+        if (c < 0x21 || c > 0x7e)
+            return td_fail(TD_ERR_INVALID_ARG, "letters \"%.*s\": character %d is not a printable ASCII character", n,
+                           letters, i + 1);
+        for (int32_t j = 0; j < i; j++)
+            if (letters[j] == letters[i])
+                return td_fail(TD_ERR_INVALID_ARG, "letters \"%.*s\": '%c' appears twice", n, letters, letters[i]);
+    }
     int32_t *base = NULL;
     size_t n_base = 0;
     td_status st = td_tokenize(tok, "Answer:", 7, 0, &base, &n_base);

@@ -8,6 +8,7 @@
 
 #include "typedecide.h"
 #include "util/hashmap.h"
+#include "util/utf8.h"
 
 typedef struct td_added_token {
     char *content; /* exact text that is matched (NUL-terminated, owned) */
@@ -74,12 +75,6 @@ struct td_tokenizer {
 uint32_t td_byte_to_cp(uint8_t b);
 int td_cp_to_byte(uint32_t cp);
 
-/* Decodes one UTF-8 code point at s[*i] (len bytes total), advancing *i. Returns -1 on invalid UTF-8. */
-int32_t td_utf8_next(const unsigned char *s, size_t len, size_t *i);
-/* Encodes cp as UTF-8 into out (at least 4 bytes); returns the byte count. */
-int td_utf8_put(uint32_t cp, char *out);
-/* Offset of the first invalid UTF-8 byte, or (size_t)-1 if valid. */
-size_t td_utf8_invalid_at(const char *s, size_t len);
 
 /* Growable id array used by the encode pipeline. */
 typedef struct td_idvec {

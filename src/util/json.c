@@ -37,6 +37,7 @@ char *td_json_id(const json_t *v, int *oom) {
 }
 
 int td_jsonl_next(const char *data, size_t len, size_t *at, const char **line, size_t *n, int32_t *lineno) {
+    if (*at == 0 && len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0) *at = 3; /* a UTF-8 byte-order mark */
     while (*at < len) {
         const char *l = data + *at, *nl = memchr(l, '\n', len - *at);
         size_t m = nl ? (size_t)(nl - l) + 1 : len - *at, i = 0;

@@ -23,7 +23,8 @@ char *td_json_dumps_checked(const json_t *o, size_t flags, uint64_t f0);
 char *td_json_id(const json_t *v, int *oom);
 
 /* The next non-blank line of JSONL data at *at (blank: only spaces, tabs, CR, LF): *line and *n receive it (with its
- * newline), *lineno its 1-based number (counting blank lines). Returns 0 at the end. */
+ * newline), *lineno its 1-based number (counting blank lines). A UTF-8 byte-order mark at the start of the data is
+ * skipped (editors write one). Returns 0 at the end. */
 int td_jsonl_next(const char *data, size_t len, size_t *at, const char **line, size_t *n, int32_t *lineno);
 
 /* Parses a whole JSON document from a file. Malformed JSON fails with TD_ERR_FORMAT and "path:line:col: why". */
