@@ -2,9 +2,10 @@
 # runs every test in both; `make demo` runs the main job.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
 JOBS ?= $(shell nproc)
 
-.PHONY: all build asan check test demo clean
+.PHONY: all build asan fuzz check test demo clean
 
 all: build
 
@@ -16,15 +17,23 @@ asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
+# libFuzzer targets (clang): the JSONL row and predictions readers and the tokenizer loader, each run for
+# TD_FUZZ_SECONDS (default 15) on a copy of its seed corpus in tests/fuzz/corpus/.
+fuzz:
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DTD_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -j $(JOBS)
+
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 check: build asan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(ASAN_BUILD) && TD_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
+	$(MAKE) fuzz
 
 demo: build
 	./$(BUILD)/typedecide generate --model fixtures/models/qwen3-tiny-tied --prompt "The capital of France is" -n 24 --stats
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

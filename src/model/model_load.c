@@ -26,6 +26,7 @@ typedef struct loader {
     const td_model_params *params;
 } loader;
 
+static void log_msg(const td_model_params *p, int level, const char *fmt, ...) TD_PRINTF(3, 4);
 static void log_msg(const td_model_params *p, int level, const char *fmt, ...) {
     if (!p || !p->log) return;
     char buf[1024];

@@ -1,5 +1,6 @@
 /* Run-time choice of kernels: the three kernel sets (scalar, AVX2, AVX-512 VNNI), what this CPU can run, and the
  * TD_KERNELS override. */
+#include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,9 +23,15 @@ static const td_kernels avx2 = {"avx2", TD_X8_LANES, td_matmul_avx2, td_attn_row
 static const td_kernels avx512vnni = {"avx512vnni", TD_X16_LANES, td_matmul_avx512, td_attn_rows_avx2,
                                       td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
 
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know the name. */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 int td_cpu_has_avx2(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 }
 
 int td_cpu_has_avx512vnni(void) {
