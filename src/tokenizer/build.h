@@ -10,6 +10,8 @@
 
 #include "typedecide.h"
 
+#define TD_MAX_TOKEN_ID (1 << 24) /* token ids are below this */
+
 /* Strings are borrowed for the call and copied; they need not be NUL-terminated. */
 typedef struct td_bpe_token {
     const char *s; /* in the byte-level alphabet, as tokenizer.json's model.vocab writes it */

@@ -10,8 +10,6 @@
 #include "typedecide.h"
 #include "util/hashmap.h"
 
-#define TD_MAX_TOKEN_ID (1 << 24) /* ids are below this */
-
 typedef struct td_added_token {
     const char *content; /* exact text that is matched (NUL-terminated, in the tokenizer's vocab_strings) */
     uint32_t len;

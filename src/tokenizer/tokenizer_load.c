@@ -118,6 +118,8 @@ static td_status load_pretokenizer(td_tokenizer *tok, const json_t *p, const cha
                            "%s: ByteLevel add_prefix_space after another pre-tokenizer is not supported", name);
         tok->byte_level = 1;
         tok->add_prefix_space = prefix;
+        tok->byte_level_at = tok->n_split;
+        tok->byte_level_regex = use_regex;
         if (use_regex) return td_tok_add_split(tok, gpt2_pattern, strlen(gpt2_pattern), 0, TD_SPLIT_ISOLATED, 0, name);
         return TD_OK;
     }
@@ -269,7 +271,9 @@ td_status td_tokenizer_load(const char *path, td_tokenizer **out) {
     *out = NULL;
     td_status st = td_read_file(path, &data, &len);
     if (st != TD_OK) return st;
-    st = td_tokenizer_load_bytes(data, len, path, out);
+    if (len >= 4 && memcmp(data, "GGUF", 4) == 0)
+        st = td_fail(TD_ERR_FORMAT, "%s: a GGUF file, not a tokenizer.json: load it with td_tokenizer_load_gguf", path);
+    else st = td_tokenizer_load_bytes(data, len, path, out);
     td_free(data);
     return st;
 }
