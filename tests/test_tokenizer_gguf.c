@@ -3,7 +3,8 @@
  *  - a vocabulary-only GGUF of another architecture ("qwen2", no tensors) with every token type llama.cpp's
  *    converter writes loads and encodes; TD_TOKENIZER_NO_NFC leaves out NFC and nothing else; the export reads back
  *    (td_tokenizer_load_bytes) to the same ids and is a fixed point; the flags and the normalizer are written;
- *  - every way such a file can be wrong is a status and a message naming the file and the key;
+ *  - every way such a file can be wrong is a status and a message naming the file and the key (and td_model_load
+ *    of it says it holds a tokenizer but no model);
  *  - the GGUF fixture converted by llama.cpp from a Qwen3.5 checkpoint gives the ids of that checkpoint's
  *    tokenizer.json on the Hugging Face reference strings; so does its export. */
 #include <jansson.h>
@@ -191,6 +192,9 @@ static void test_errors(void) {
     CHECK(td_tokenizer_load_gguf(json_path, 0, &t) == TD_ERR_FORMAT && strstr(td_last_error(), "not a GGUF file"));
     CHECK(td_tokenizer_load(write_vocab("ok.gguf", good()), &t) == TD_ERR_FORMAT &&
           strstr(td_last_error(), "load it with td_tokenizer_load_gguf"));
+    td_model *m = NULL; /* a vocabulary-only file is no model, and the message says what it is */
+    CHECK(td_model_load(write_vocab("ok.gguf", good()), NULL, &m) == TD_ERR_FORMAT && m == NULL &&
+          strstr(td_last_error(), "vocabulary-only GGUF file holds a tokenizer"));
     CHECK(td_tokenizer_load_gguf(NULL, 0, &t) == TD_ERR_INVALID_ARG);
     CHECK(td_tokenizer_load_gguf(write_vocab("ok.gguf", good()), 2, &t) == TD_ERR_INVALID_ARG && t == NULL);
     CHECK(td_tokenizer_load_gguf("/nonexistent/x.gguf", 0, &t) == TD_ERR_IO);

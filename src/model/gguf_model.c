@@ -376,6 +376,9 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
     m->gguf = g;
     td_status st = td_gguf_open(path, g);
     if (st != TD_OK) return st;
+    if (g->n_tensors == 0)
+        return td_fail(TD_ERR_FORMAT, "%s: no tensors: a vocabulary-only GGUF file holds a tokenizer (td_tokenizer_load_gguf, "
+                       "typedecide tokenize) but no model", path);
     const char *arch;
     uint64_t al;
     if ((st = td_gguf_get_str(g, "general.architecture", 1, &arch, &al)) != TD_OK) return st;
