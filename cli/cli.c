@@ -284,6 +284,14 @@ int cli_is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+int cli_is_gguf(const char *path) {
+    FILE *f = fopen(path, "rb");
+    unsigned char b[4] = {0};
+    int ok = f && fread(b, 1, 4, f) == 4 && memcmp(b, "GGUF", 4) == 0;
+    if (f) fclose(f);
+    return ok;
+}
+
 int cli_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);

@@ -84,6 +84,8 @@ int cli_check_context(const char *cmd, const td_model *m, long long needed, long
 /* 1 if the path names an existing regular file; a directory. */
 int cli_is_file(const char *path);
 int cli_is_dir(const char *path);
+/* 1 if the file starts with the GGUF magic. */
+int cli_is_gguf(const char *path);
 /* Prints "typedecide CMD: message" for the library's last error, without the status name (the message already
  * says what is wrong and where); returns 1. */
 int cli_fail_msg(const char *cmd);

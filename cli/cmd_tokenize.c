@@ -1,4 +1,5 @@
-/* typedecide tokenize: text -> ids (one JSON array per input), or ids -> text with --decode. */
+/* typedecide tokenize: text -> ids (one JSON array per input), ids -> text with --decode, or the tokenizer as a
+ * Hugging Face tokenizer.json with --export-json. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,19 +9,27 @@
 #include "commands.h"
 
 static const char usage_text[] =
-    "usage: typedecide tokenize (--model DIR | --tokenizer FILE)\n"
-    "                           (--text STR | --jsonl FILE | --decode IDS | --decode-jsonl FILE)\n"
+    "usage: typedecide tokenize (--model M | --tokenizer FILE) [--no-special] [--no-nfc]\n"
+    "                           (--text STR | --jsonl FILE | --decode IDS | --decode-jsonl FILE | --export-json OUT)\n"
     "\n"
     "Encodes text exactly as Hugging Face tokenizers does (added tokens split out, NFC, the Split regex of\n"
-    "tokenizer.json, byte-level BPE) and prints the ids as one JSON array per input.\n"
+    "tokenizer.json, byte-level BPE) and prints the ids as one JSON array per input; or writes the tokenizer as a\n"
+    "Hugging Face tokenizer.json, so that a tokenizer known only from a GGUF file can be used by any tool.\n"
     "\n"
-    "  --model M         model directory holding tokenizer.json, or a GGUF file (its tokenizer metadata)\n"
-    "  --tokenizer FILE  a tokenizer.json file\n"
+    "  --model M         model directory holding tokenizer.json, or a GGUF file: only its tokenizer.ggml.* metadata\n"
+    "                    is read, whatever its architecture and whether or not it holds weights (llama.cpp's\n"
+    "                    vocabulary-only models/ggml-vocab-*.gguf load too); tokenizer.ggml.model must be \"gpt2\"\n"
+    "                    and tokenizer.ggml.pre one of qwen2, qwen35\n"
+    "  --tokenizer FILE  a tokenizer.json file, or a GGUF file as above\n"
     "  --text STR        encode STR, print one JSON array\n"
     "  --jsonl FILE      encode the \"text\" field of every line of FILE ('-' = stdin), one array per line\n"
     "  --decode IDS      decode comma-separated ids and print the text as a JSON string\n"
     "  --decode-jsonl F  decode one JSON array of ids per line of F ('-' = stdin), one JSON string per line\n"
-    "  --no-special      treat added tokens such as <|im_start|> as plain text\n";
+    "  --export-json OUT write the tokenizer as a Hugging Face tokenizer.json to OUT ('-' = stdout): the form\n"
+    "                    tokenizers saves Qwen's in; it and Hugging Face's tokenizers read it back to the same ids\n"
+    "  --no-special      treat added tokens such as <|im_start|> as plain text\n"
+    "  --no-nfc          (GGUF only) leave out the NFC normalizer, as llama.cpp does: llama.cpp's ids, which differ\n"
+    "                    from Hugging Face's only on text that is not in NFC (an export then has no normalizer)\n";
 
 static int tokenize_one(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, const char *where) {
     int32_t *ids;
@@ -127,13 +136,29 @@ static int tokenize_jsonl(const td_tokenizer *tok, const char *path, unsigned fl
     return rc;
 }
 
+/* Writes the tokenizer.json text to path ('-' = standard output). */
+static int export_json(const td_tokenizer *tok, const char *path) {
+    char *json;
+    td_status st = td_tokenizer_to_json(tok, &json);
+    if (st != TD_OK) return cli_fail("tokenize", st);
+    size_t n = strlen(json);
+    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
+    int ok = f && fwrite(json, 1, n, f) == n;
+    if (f == stdout) ok = fflush(f) == 0 && ok;
+    else if (f) ok = fclose(f) == 0 && ok;
+    td_free(json);
+    return ok ? 0 : cli_error("tokenize", "%s: cannot write the tokenizer.json", path);
+}
+
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *text = NULL, *jsonl = NULL, *decode = NULL, *decode_jsonl = NULL;
-    int no_special = 0;
+    const char *export_path = NULL;
+    int no_special = 0, no_nfc = 0;
     const cli_opt opts[] = {{"model", 1, &model, NULL},     {"tokenizer", 1, &file, NULL},
                             {"text", 1, &text, NULL},       {"jsonl", 1, &jsonl, NULL},
                             {"decode", 1, &decode, NULL},   {"decode-jsonl", 1, &decode_jsonl, NULL},
-                            {"no-special", 0, NULL, &no_special},
+                            {"export-json", 1, &export_path, NULL},
+                            {"no-special", 0, NULL, &no_special}, {"no-nfc", 0, NULL, &no_nfc},
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "tokenize", NULL, 0, NULL);
     if (r == 1) {
@@ -142,39 +167,37 @@ int cmd_tokenize(int argc, char **argv) {
     }
     if (r) return r;
     if (!!model + !!file != 1) return cli_usage_error("tokenize", "give exactly one of --model or --tokenizer");
-    if (!!text + !!jsonl + !!decode + !!decode_jsonl != 1)
-        return cli_usage_error("tokenize", "give exactly one of --text, --jsonl, --decode or --decode-jsonl");
+    if (!!text + !!jsonl + !!decode + !!decode_jsonl + !!export_path != 1)
+        return cli_usage_error("tokenize",
+                               "give exactly one of --text, --jsonl, --decode, --decode-jsonl or --export-json");
+    /* a GGUF file carries its tokenizer in its metadata; a model directory in tokenizer.json */
+    int gguf = model ? !cli_is_dir(model) : cli_is_gguf(file);
+    if (no_nfc && !gguf)
+        return cli_usage_error("tokenize", "--no-nfc applies to a GGUF file (a tokenizer.json names its own normalizer)");
     char path[4096];
     td_tokenizer *tok = NULL;
-    td_model *gm = NULL; /* a GGUF model carries its tokenizer in its metadata */
-    const td_tokenizer *use;
     td_status st;
-    if (model && !cli_is_dir(model) && cli_is_file(model)) {
-        if ((st = cli_load_model(model, 1, 1, NULL, &gm)) != TD_OK) return cli_fail("tokenize", st);
-        if (!(use = td_model_tokenizer(gm))) {
-            td_model_free(gm);
-            return cli_error("tokenize", "%s carries no tokenizer", model);
-        }
-    } else {
+    if (gguf) st = td_tokenizer_load_gguf(model ? model : file, no_nfc ? TD_TOKENIZER_NO_NFC : 0, &tok);
+    else {
         if (model) snprintf(path, sizeof path, "%s/tokenizer.json", model);
-        if ((st = td_tokenizer_load(model ? path : file, &tok)) != TD_OK) return cli_fail("tokenize", st);
-        use = tok;
+        st = td_tokenizer_load(model ? path : file, &tok);
     }
+    if (st != TD_OK) return cli_fail("tokenize", st);
     unsigned flags = no_special ? 0 : TD_TOKENIZE_PARSE_SPECIAL;
     int rc = 0;
-    if (text) rc = tokenize_one(use, text, strlen(text), flags, "--text");
-    else if (jsonl) rc = tokenize_jsonl(use, jsonl, flags);
-    else if (decode_jsonl) rc = decode_each_line(use, decode_jsonl);
+    if (text) rc = tokenize_one(tok, text, strlen(text), flags, "--text");
+    else if (jsonl) rc = tokenize_jsonl(tok, jsonl, flags);
+    else if (decode_jsonl) rc = decode_each_line(tok, decode_jsonl);
+    else if (export_path) rc = export_json(tok, export_path);
     else {
         int32_t *ids;
         size_t n;
         if (cli_ids(decode, &ids, &n)) rc = cli_usage_error("tokenize", "--decode: expected ids like 1,2,3");
         else {
-            rc = print_decoded(use, ids, n, "--decode");
+            rc = print_decoded(tok, ids, n, "--decode");
             free(ids);
         }
     }
     td_tokenizer_free(tok);
-    td_model_free(gm);
     return rc;
 }

@@ -12,7 +12,7 @@
  * What is where
  * -------------
  *   status codes, errors, version, allocator ........ td_status, td_last_error, td_version, td_set_allocator
- *   tokenizer ........................................ td_tokenizer_*, td_tokenize, td_detokenize
+ *   tokenizer (tokenizer.json or GGUF, and back) .... td_tokenizer_*, td_tokenize, td_detokenize
  *   model, export .................................... td_model_*, td_model_export_gguf
  *   batch and context (the engine's one entry point) . td_batch_*, td_ctx_*
  *   typed readout .................................... td_decider_*, td_decide*
@@ -119,9 +119,42 @@ typedef void (*td_log_fn)(void *user, int level, const char *message);
 typedef struct td_tokenizer td_tokenizer;
 
 /* Loads a Hugging Face tokenizer.json (byte-level BPE). Fails with TD_ERR_IO if the file cannot be read,
- * TD_ERR_FORMAT for malformed JSON (the message gives line and column) or inconsistent contents, and
- * TD_ERR_UNSUPPORTED for a model or pre-tokenizer type this library does not implement. */
+ * TD_ERR_FORMAT for malformed JSON (the message gives line and column) or inconsistent contents, or for a GGUF
+ * file (the message says to use td_tokenizer_load_gguf), and TD_ERR_UNSUPPORTED for a model or pre-tokenizer type
+ * this library does not implement. */
 td_status td_tokenizer_load(const char *tokenizer_json_path, td_tokenizer **out);
+
+/* Flags for td_tokenizer_load_gguf(). */
+#define TD_TOKENIZER_NO_NFC 1u /* leave out the NFC normalizer, as llama.cpp does (it never normalizes): the ids are
+                                  then llama.cpp's, which differ from Hugging Face's only on text not in NFC */
+
+/* Loads the tokenizer of a GGUF file from its tokenizer.ggml.* metadata (llama.cpp's keys), whatever the file's
+ * architecture and whether or not it holds tensors: a model, or a vocabulary-only file such as llama.cpp's
+ * models/ggml-vocab-qwen35.gguf. Supported: tokenizer.ggml.model "gpt2" (byte-level BPE) with a pre-tokenizer
+ * this library knows by its tokenizer.ggml.pre name: "qwen2" (the Split regex of Qwen2 and Qwen3) or "qwen35"
+ * (Qwen3.5's, which adds \p{M}). The pipeline is Hugging Face's for Qwen (NFC, the Split regex, ByteLevel, BPE),
+ * so a GGUF converted from a Qwen tokenizer.json encodes as that file does; llama.cpp itself skips NFC (see
+ * TD_TOKENIZER_NO_NFC). Token types: NORMAL (1) tokens are the BPE vocabulary, CONTROL (3) tokens special added
+ * tokens, USER_DEFINED (4) added tokens that are not special (matched in text as Hugging Face matches <think>),
+ * UNUSED (5) holes in the id space. flags: 0 or TD_TOKENIZER_NO_NFC. The file is mapped while loading and
+ * released before the call returns; the tokenizer owns copies.
+ * Errors: TD_ERR_IO (cannot open or map), TD_ERR_FORMAT naming the file and key (not a GGUF file, no
+ * tokenizer.ggml.model / .pre / .tokens / .merges, tokens that are not strings, a token_type array of another
+ * length, a merge that is not "a b", an id or string twice, a merge outside the vocabulary, a byte with no token),
+ * TD_ERR_UNSUPPORTED (a tokenizer model other than "gpt2", a pre-tokenizer name other than those above, UNKNOWN or
+ * BYTE tokens), TD_ERR_INVALID_ARG (NULL, unknown flags). */
+td_status td_tokenizer_load_gguf(const char *gguf_path, unsigned flags, td_tokenizer **out);
+
+/* Writes the tokenizer as a Hugging Face tokenizer.json, in the form Hugging Face's `tokenizers` saves Qwen's:
+ * "version", "truncation", "padding", "added_tokens" (by id, with all six flags), "normalizer" ({"type": "NFC"}
+ * or null), "pre_tokenizer" (the Split steps and ByteLevel in their order; a Sequence when there are several),
+ * "post_processor" and "decoder" (ByteLevel), "model" (BPE: the vocabulary by id, the merges as ["a", "b"] pairs
+ * by rank); two-space indentation, no trailing newline. td_tokenizer_load and Hugging Face's tokenizers read it
+ * back to a tokenizer that gives the same ids as `tok` for every text, and Qwen3's own tokenizer.json comes back
+ * byte for byte. Not kept, as they change no id: a post-processor other than ByteLevel (this library adds no
+ * BOS/EOS), offset trimming, a normalizer Sequence (written as the NFC it amounts to). *json is a new
+ * NUL-terminated string (td_free). Errors: TD_ERR_INVALID_ARG, TD_ERR_NOMEM. Safe from any thread. */
+td_status td_tokenizer_to_json(const td_tokenizer *tok, char **json);
 
 /* Loads a tokenizer from tokenizer.json bytes in memory (not necessarily NUL-terminated). `name` is used in
  * error messages. */

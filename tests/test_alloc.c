@@ -3,6 +3,7 @@
  * when nothing fails. Each run must return a status (TD_ERR_NOMEM, or an error that names an allocation) from the
  * call that needed the memory, never crash, and leave nothing allocated: the test's allocator counts live blocks,
  * and under ASan (the sanitizer build) LeakSanitizer checks everything at exit as well.
+ * The same for a tokenizer alone: loaded from a GGUF file's metadata, used, written as tokenizer.json and read back.
  * Also: td_ctx_memory equals the bytes td_ctx_new allocates, for Qwen3 and Qwen3.5 at two context sizes and
  * several parameter sets. */
 #include <execinfo.h>
@@ -187,12 +188,35 @@ static td_status run(const char *model_dir, const char *pred_path) {
     return st;
 }
 
+/* A GGUF file's tokenizer alone: loaded, encoding and decoding, written as tokenizer.json and read back. */
+static td_status run_tokenizer(const char *gguf, const char *unused) {
+    (void)unused;
+    td_tokenizer *t = NULL, *back = NULL;
+    char *json = NULL, *text = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0, len;
+    static const char s[] = "Answer: A <|im_end|>caf\xc3\xa9";
+    td_status st = td_tokenizer_load_gguf(gguf, 0, &t);
+    if (st == TD_OK) st = td_tokenize(t, s, sizeof s - 1, TD_TOKENIZE_PARSE_SPECIAL, &ids, &n);
+    if (st == TD_OK) st = td_detokenize(t, ids, n, &text, &len);
+    if (st == TD_OK) st = td_tokenizer_to_json(t, &json);
+    if (st == TD_OK) st = td_tokenizer_load_bytes(json, strlen(json), "export", &back);
+    td_free(ids);
+    td_free(text);
+    td_free(json);
+    td_tokenizer_free(t);
+    td_tokenizer_free(back);
+    return st;
+}
+
+typedef td_status (*run_fn)(const char *path, const char *pred_path);
+
 /* Every allocation of the run fails once, in turn. Returns the number of allocations of a clean run. */
-static int64_t sweep(const char *model_dir, const char *pred_path, int64_t stride) {
+static int64_t sweep(run_fn run_it, const char *model_dir, const char *pred_path, int64_t stride) {
     memset(&C, 0, sizeof C);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    td_status st = run(model_dir, pred_path);
+    td_status st = run_it(model_dir, pred_path);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     fprintf(stderr, "test_alloc: %s: a clean run makes %lld allocations in %.1f ms\n", model_dir, (long long)C.calls,
             1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec));
@@ -202,7 +226,7 @@ static int64_t sweep(const char *model_dir, const char *pred_path, int64_t strid
     for (int64_t n = 1; n <= total && bad < 10; n += stride) {
         memset(&C, 0, sizeof C);
         C.fail_at = n;
-        st = run(model_dir, pred_path);
+        st = run_it(model_dir, pred_path);
         if (C.failed && st == TD_OK) { /* a refusal that nobody noticed is a refusal handled as success */
             CHECKF(0, "%s: allocation %lld failed but the run reported success", model_dir, (long long)n);
             bad++;
@@ -251,17 +275,23 @@ static void memory_matches(const char *model_dir) {
 }
 
 int main(void) {
-    char dir[] = "/tmp/td_alloc_XXXXXX", tok[256], m3[256], m35[256], pred[256];
+    char dir[] = "/tmp/td_alloc_XXXXXX", tok[256], m3[256], m35[256], pred[256], gguf[256];
     if (!mkdtemp(dir)) return 1;
     snprintf(tok, sizeof tok, "%s/tokenizer.json", dir);
     snprintf(m3, sizeof m3, "%s/qwen3", dir);
     snprintf(m35, sizeof m35, "%s/qwen35", dir);
     snprintf(pred, sizeof pred, "%s/predictions.jsonl", dir);
+    snprintf(gguf, sizeof gguf, "%s/qwen3.gguf", dir);
     CHECK(write_tokenizer(tok) == 0);
     td_synth_params sp = td_synth_default_params();
     sp.tokenizer_json = tok;
     CHECK(td_synth_write(m3, qwen3_config, &sp) == TD_OK);
     CHECK(td_synth_write(m35, qwen35_config, &sp) == TD_OK);
+    td_model *m = NULL; /* the synthetic Qwen3 as GGUF: its tokenizer as tokenizer.ggml.* metadata */
+    td_export_params xp = td_export_default_params();
+    xp.quant = "f32";
+    CHECK(td_model_load(m3, NULL, &m) == TD_OK && td_model_export_gguf(m, &xp, gguf, NULL) == TD_OK);
+    td_model_free(m);
 
     CHECK(td_set_allocator(&counting) == TD_OK);
     memory_matches("fixtures/models/qwen3-tiny-tied");
@@ -277,9 +307,11 @@ int main(void) {
     for (int i = 0; i < 4; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s", i < 2 ? models[i] : td_test_path(models[i]));
-        int64_t n = sweep(path, pred, stride);
+        int64_t n = sweep(run, path, pred, stride);
         fprintf(stderr, "test_alloc: %s: failed each of its %lld allocations in turn\n", path, (long long)n);
     }
+    int64_t n = sweep(run_tokenizer, gguf, NULL, stride);
+    fprintf(stderr, "test_alloc: the tokenizer of %s: failed each of its %lld allocations in turn\n", gguf, (long long)n);
     CHECK(td_set_allocator(NULL) == TD_OK);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

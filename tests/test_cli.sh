@@ -45,7 +45,21 @@ mkdir -p "$tmp/cfgonly" && cp "$FX/qwen3-tiny-tied/config.json" "$tmp/cfgonly/"
 expect 1 "no model.safetensors or model.safetensors.index.json" -- "$BIN" generate --model "$tmp/cfgonly" --ids 1 -n 2
 expect 2 "--temperature must be >= 0" -- "$BIN" generate --model "$FX/qwen3-tiny-tied" --ids 1 --temperature -1
 expect 2 "unknown preset \"qwen9\"" -- "$BIN" synth --preset qwen9 --out "$tmp/s"
-expect 2 "give exactly one of --text, --jsonl, --decode or --decode-jsonl" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied"
+expect 2 "give exactly one of --text, --jsonl, --decode, --decode-jsonl or --export-json" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied"
+expect 2 "--no-nfc applies to a GGUF file" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --no-nfc --text hi
+expect 1 "not a GGUF file" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied/config.json" --text hi
+expect 1 "cannot write the tokenizer.json" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --export-json "$tmp/no/such/dir.json"
+# a GGUF's tokenizer alone (--model or --tokenizer), exported as tokenizer.json: the ids of the model's own
+G=$ROOT/fixtures/gguf/qwen3-tiny-tied-bf16.gguf
+"$BIN" tokenize --tokenizer "$G" --export-json "$tmp/g.json" 2>"$tmp/err" || fail "tokenize --export-json failed: $(cat "$tmp/err")"
+text=$'Answer: <|im_start|>caf\xc3\xa9 A'
+for src in "--model $G" "--tokenizer $G" "--tokenizer $tmp/g.json" "--model $FX/qwen3-tiny-tied" "--model $G --no-nfc"; do
+    # shellcheck disable=SC2086
+    "$BIN" tokenize $src --text "$text" >>"$tmp/gids" 2>&1 || fail "tokenize $src failed"
+done
+[ "$(sort -u "$tmp/gids" | wc -l)" -eq 1 ] || fail "a GGUF's tokenizer, its export and the model's tokenizer.json disagree: $(cat "$tmp/gids")"
+"$BIN" tokenize --tokenizer "$tmp/g.json" --export-json - >"$tmp/g2.json" 2>/dev/null || fail "--export-json - failed"
+cmp -s "$tmp/g.json" "$tmp/g2.json" || fail "an exported tokenizer.json, exported again, changes"
 printf '{"text": "ok"}\n{"txt": 1}\n' >"$tmp/bad.jsonl"
 expect 1 ":2: expected an object with a string field \"text\"" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --jsonl "$tmp/bad.jsonl"
 printf '{"text": "ok"\n' >"$tmp/bad2.jsonl"

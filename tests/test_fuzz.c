@@ -1,7 +1,9 @@
 /* Bounded fuzzing of the parsers of untrusted bytes with a seeded random mutator: the safetensors header parser
  * (through td_model_load of a mutated checkpoint, followed by a forward pass when it loads) and the tokenizer.json
- * loader (followed by encoding when it loads) and the GGUF reader (through td_model_load of a mutated file). Nothing may crash; under the sanitizer build ASan/UBSan watch every
- * run. TD_FUZZ_SECONDS bounds the time per target (default 8 s, 4 s under sanitizers). */
+ * loader (followed by encoding when it loads) and the GGUF reader (through td_model_load of a mutated file, and
+ * through td_tokenizer_load_gguf of mutated tokenizer metadata, whose tokenizers must survive td_tokenizer_to_json
+ * and give the same ids read back). Nothing may crash; under the sanitizer build ASan/UBSan watch every run.
+ * TD_FUZZ_SECONDS bounds the time per target (default 8 s, 4 s under sanitizers). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,11 +227,71 @@ static void fuzz_gguf(double seconds) {
     free(orig);
 }
 
+static int32_t *ids_of(const td_tokenizer *t, const char *text, size_t *n) {
+    int32_t *ids = NULL;
+    if (td_tokenize(t, text, strlen(text), TD_TOKENIZE_PARSE_SPECIAL, &ids, n) != TD_OK) *n = (size_t)-1;
+    return ids;
+}
+
+static void fuzz_gguf_tokenizer(double seconds) {
+    size_t len;
+    unsigned char *orig = td_test_read(td_test_path("fixtures/gguf/qwen3-tiny-tied-q8_0.gguf"), &len);
+    CHECKF(orig != NULL, "fixture GGUF missing");
+    if (!orig) return;
+    char path[] = "/tmp/td_fuzz_gguf_tok_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return;
+    close(fd);
+    size_t cap = len + 4096;
+    unsigned char *buf = malloc(cap);
+    uint64_t rng = 1919;
+    long runs = 0, loaded = 0;
+    double t0 = now();
+    static const char text[] = "Answer: A <|im_start|>caf\xc3\xa9 e\xcc\x81 \xe0\xb8\x81\xe0\xb9\x88 12345\n\n";
+    while (now() - t0 < seconds) {
+        size_t n = len;
+        memcpy(buf, orig, len);
+        int k = 1 + (int)(td_test_rand(&rng) % 4);
+        for (int i = 0; i < k; i++) mutate(buf, &n, cap, 64000, &rng); /* the tokenizer.ggml.* arrays: ~64 KB */
+        FILE *f = fopen(path, "wb");
+        if (!f) break;
+        if (n) fwrite(buf, 1, n, f);
+        fclose(f);
+        td_tokenizer *t = NULL, *back = NULL;
+        if (td_tokenizer_load_gguf(path, td_test_rand(&rng) % 2 ? TD_TOKENIZER_NO_NFC : 0, &t) == TD_OK) {
+            loaded++;
+            char *json = NULL;
+            CHECKF(td_tokenizer_to_json(t, &json) == TD_OK, "%s", td_last_error());
+            if (json) CHECKF(td_tokenizer_load_bytes(json, strlen(json), "export", &back) == TD_OK, "%s", td_last_error());
+            if (back) {
+                size_t na, nb;
+                int32_t *a = ids_of(t, text, &na), *b = ids_of(back, text, &nb);
+                CHECKF(na == nb && (na == (size_t)-1 || memcmp(a, b, na * sizeof *a) == 0),
+                       "a mutated GGUF's tokenizer and its export disagree");
+                td_free(a);
+                td_free(b);
+            }
+            td_free(json);
+        } else {
+            CHECK(td_last_error()[0] != 0);
+        }
+        td_tokenizer_free(t);
+        td_tokenizer_free(back);
+        runs++;
+    }
+    remove(path);
+    printf("gguf tokenizer: %ld mutated files, %ld loaded (and exported, read back, same ids), none crashed\n", runs,
+           loaded);
+    free(buf);
+    free(orig);
+}
+
 int main(void) {
     const char *s = getenv("TD_FUZZ_SECONDS");
     double seconds = s ? atof(s) : (td_test_sanitized() ? 4.0 : 8.0);
     fuzz_safetensors(seconds);
     fuzz_tokenizer(seconds);
     fuzz_gguf(seconds);
+    fuzz_gguf_tokenizer(seconds);
     return td_test_finish("test_fuzz");
 }

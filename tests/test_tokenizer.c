@@ -4,7 +4,9 @@
  *  - the truncated Qwen3 and Qwen3.5 tokenizers (different Split regexes; Qwen3.5 adds \p{M}) against the ids the
  *    Hugging Face `tokenizers` library gave on the GPU machine (fixtures/tokenizers/<name>/ref_ids.jsonl);
  *  - decoding a cut UTF-8 sequence gives one U+FFFD per maximal invalid subpart, as Rust's from_utf8_lossy;
- *  - merges written as "a b" strings (older tokenizer.json files) give the same ids as ["a", "b"] pairs. */
+ *  - merges written as "a b" strings (older tokenizer.json files) give the same ids as ["a", "b"] pairs;
+ *  - td_tokenizer_to_json: the fixtures and every pre-tokenizer form above written out and read back give the same
+ *    pieces and ids, and writing again gives the same text. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,17 @@ static td_tokenizer *byte_tokenizer(const char *pre_tokenizer) {
     free(text);
     json_decref(root);
     return t;
+}
+
+/* t written as tokenizer.json and read back (NULL on failure); *json receives the text unless json is NULL. */
+static td_tokenizer *exported(const td_tokenizer *t, char **json) {
+    char *text = NULL;
+    td_tokenizer *back = NULL;
+    CHECKF(td_tokenizer_to_json(t, &text) == TD_OK, "%s", td_last_error());
+    if (text) CHECKF(td_tokenizer_load_bytes(text, strlen(text), "export", &back) == TD_OK, "%s", td_last_error());
+    if (json) *json = text;
+    else td_free(text);
+    return back;
 }
 
 /* Pre-tokens of text joined with '|' */
@@ -66,6 +79,10 @@ static void test_split_behaviours(void) {
         if (!t) continue;
         pieces(t, "the-final--countdown", got, sizeof got);
         CHECKF(strcmp(got, cases[i].want) == 0, "Split %s: got %s, want %s", cases[i].behavior, got, cases[i].want);
+        td_tokenizer *back = exported(t, NULL);
+        if (back) pieces(back, "the-final--countdown", got, sizeof got);
+        CHECKF(back && strcmp(got, cases[i].want) == 0, "Split %s exported: got %s", cases[i].behavior, got);
+        td_tokenizer_free(back);
         td_tokenizer_free(t);
     }
     char got[256];
@@ -76,6 +93,14 @@ static void test_split_behaviours(void) {
         CHECKF(strcmp(got, " Hello| world|!") == 0, "ByteLevel prefix space + GPT-2 regex: got %s", got);
         pieces(t, " already spaced's", got, sizeof got);
         CHECKF(strcmp(got, " already| spaced|'s") == 0, "ByteLevel: got %s", got);
+        char *json = NULL;
+        td_tokenizer *back = exported(t, &json); /* ByteLevel alone, with its regex: one step, no Sequence */
+        CHECK(json && strstr(json, "\"pre_tokenizer\": {\n    \"type\": \"ByteLevel\",\n    \"add_prefix_space\": true,\n"
+                                   "    \"trim_offsets\": false,\n    \"use_regex\": true\n  }"));
+        if (back) pieces(back, "Hello world!", got, sizeof got);
+        CHECKF(back && strcmp(got, " Hello| world|!") == 0, "ByteLevel exported: got %s", got);
+        td_free(json);
+        td_tokenizer_free(back);
         td_tokenizer_free(t);
     }
 }
@@ -118,6 +143,17 @@ static void test_reference_ids(const char *name) {
     int n, same = lines_identical(t, name, &n);
     printf("%s: %d/%d lines identical to Hugging Face tokenizers\n", name, same, n);
     CHECK(n >= 40);
+    /* written as tokenizer.json and read back: the same ids; written again: the same text */
+    char *json = NULL, *again = NULL;
+    td_tokenizer *back = exported(t, &json);
+    if (back) {
+        int m, same_back = lines_identical(back, name, &m);
+        CHECKF(same_back == same && m == n, "%s exported: %d/%d lines identical", name, same_back, m);
+        CHECK(td_tokenizer_to_json(back, &again) == TD_OK && again && json && strcmp(again, json) == 0);
+    }
+    td_free(json);
+    td_free(again);
+    td_tokenizer_free(back);
     td_tokenizer_free(t);
 }
 

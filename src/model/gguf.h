@@ -72,6 +72,10 @@ void td_gguf_next_str(const td_gguf_kv *kv, const uint8_t **it, const char **s, 
 /* An array's i-th integer element. */
 int64_t td_gguf_array_int(const td_gguf_kv *kv, uint64_t i);
 
+/* The tokenizer of tokenizer.ggml.* (td_tokenizer_load_gguf's rules; flags: TD_TOKENIZER_NO_NFC). Tensors and
+ * the architecture play no part. */
+td_status td_gguf_tokenizer(const td_gguf *g, unsigned flags, td_tokenizer **out);
+
 /* ---- writing ---------------------------------------------------------------------------------------------- */
 
 typedef struct td_gguf_writer td_gguf_writer;

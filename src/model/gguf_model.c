@@ -1,6 +1,6 @@
 /* Loading a model from a GGUF file: llama.cpp's metadata keys become the equivalent config.json (so one set of
  * checks serves both formats), llama.cpp's tensor names map onto the architecture's tensor table, and the
- * tokenizer.ggml.* arrays become a tokenizer.json for the tokenizer loader. */
+ * tokenizer comes from the tokenizer.ggml.* arrays (gguf_tokenizer.c). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -333,94 +333,13 @@ static td_status bind(void *user, const td_tensor_spec *s) {
     return TD_OK;
 }
 
-/* tokenizer.ggml.* -> tokenizer.json text */
+/* tokenizer.ggml.* (gguf_tokenizer.c), one id per row of the embedding */
 static td_status load_tokenizer(td_model *m, const td_gguf *g, td_tokenizer **out) {
-    const char *model, *pre;
-    uint64_t ml, pl;
-    td_status st;
-    if ((st = td_gguf_get_str(g, "tokenizer.ggml.model", 1, &model, &ml)) != TD_OK) return st;
-    if (ml != 4 || memcmp(model, "gpt2", 4) != 0)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%.*s\" is not supported (gpt2 byte-level BPE)",
-                       g->map.path, (int)ml, model);
-    if ((st = td_gguf_get_str(g, "tokenizer.ggml.pre", 1, &pre, &pl)) != TD_OK) return st;
-    const char *regex = td_gguf_pre_regex(pre, pl);
-    if (!regex)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%.*s\" is not supported (qwen2, qwen35)", g->map.path,
-                       (int)pl, pre);
-    const td_gguf_kv *toks = td_gguf_find(g, "tokenizer.ggml.tokens"), *types = td_gguf_find(g, "tokenizer.ggml.token_type");
-    const td_gguf_kv *merges = td_gguf_find(g, "tokenizer.ggml.merges");
-    if (!toks || toks->type != TD_GGUF_ARRAY || toks->elem_type != TD_GGUF_STRING)
-        return td_fail(TD_ERR_FORMAT, "%s: tokenizer.ggml.tokens must be an array of strings", g->map.path);
-    if (types && (types->type != TD_GGUF_ARRAY || types->n != toks->n || types->elem_type == TD_GGUF_STRING))
-        return td_fail(TD_ERR_FORMAT, "%s: tokenizer.ggml.token_type must be an integer per token", g->map.path);
-    if (merges && (merges->type != TD_GGUF_ARRAY || merges->elem_type != TD_GGUF_STRING))
-        return td_fail(TD_ERR_FORMAT, "%s: tokenizer.ggml.merges must be an array of strings", g->map.path);
-    if ((int64_t)toks->n != m->cfg.n_vocab)
+    const td_gguf_kv *toks = td_gguf_find(g, "tokenizer.ggml.tokens");
+    if (toks && toks->type == TD_GGUF_ARRAY && (int64_t)toks->n != m->cfg.n_vocab)
         return td_fail(TD_ERR_FORMAT, "%s: %llu tokens but token_embd.weight has %d rows", g->map.path,
                        (unsigned long long)toks->n, m->cfg.n_vocab);
-    uint64_t f0 = td_alloc_failures();
-    json_t *root = json_object(), *vocab = json_object(), *added = json_array(), *mlist = json_array();
-    char *text = NULL;
-    const uint8_t *it = NULL;
-    for (uint64_t i = 0; i < toks->n && st == TD_OK; i++) {
-        const char *s;
-        uint64_t l;
-        td_gguf_next_str(toks, &it, &s, &l);
-        int64_t type = types ? td_gguf_array_int(types, i) : 1;
-        json_t *str = json_stringn_nocheck(s, (size_t)l);
-        if (type == 5) json_decref(str); /* UNUSED: the [PAD] rows past the tokenizer's ids */
-        else if (type == 3 || type == 4) {
-            json_t *a = json_object();
-            json_object_set_new(a, "id", json_integer((json_int_t)i));
-            json_object_set_new(a, "content", str);
-            json_object_set_new(a, "special", json_boolean(type == 3));
-            json_array_append_new(added, a);
-        } else {
-            char *key = td_strndup(s, (size_t)l);
-            if (!key) st = td_fail_nomem("the vocabulary");
-            else if (strlen(key) != l)
-                st = td_fail(TD_ERR_FORMAT, "%s: token %llu contains a NUL byte", g->map.path, (unsigned long long)i);
-            else json_object_set_new(vocab, key, json_integer((json_int_t)i));
-            td_free(key);
-            json_decref(str);
-        }
-    }
-    it = NULL;
-    for (uint64_t i = 0; merges && i < merges->n; i++) {
-        const char *s;
-        uint64_t l;
-        td_gguf_next_str(merges, &it, &s, &l);
-        json_array_append_new(mlist, json_stringn_nocheck(s, (size_t)l));
-    }
-    json_t *model_o = json_object();
-    json_object_set_new(model_o, "type", json_string("BPE"));
-    json_object_set_new(model_o, "vocab", vocab);
-    json_object_set_new(model_o, "merges", mlist);
-    json_object_set_new(root, "model", model_o);
-    json_object_set_new(root, "added_tokens", added);
-    json_t *nfc = json_object();
-    json_object_set_new(nfc, "type", json_string("NFC"));
-    json_object_set_new(root, "normalizer", nfc);
-    json_t *split = json_object(), *pattern = json_object(), *bl = json_object(), *seq = json_object(), *list = json_array();
-    json_object_set_new(pattern, "Regex", json_string(regex));
-    json_object_set_new(split, "type", json_string("Split"));
-    json_object_set_new(split, "pattern", pattern);
-    json_object_set_new(split, "behavior", json_string("Isolated"));
-    json_object_set_new(split, "invert", json_false());
-    json_object_set_new(bl, "type", json_string("ByteLevel"));
-    json_object_set_new(bl, "add_prefix_space", json_false());
-    json_object_set_new(bl, "use_regex", json_false());
-    json_array_append_new(list, split);
-    json_array_append_new(list, bl);
-    json_object_set_new(seq, "type", json_string("Sequence"));
-    json_object_set_new(seq, "pretokenizers", list);
-    json_object_set_new(root, "pre_tokenizer", seq);
-    if (st == TD_OK) text = td_json_dumps_checked(root, JSON_COMPACT, f0);
-    json_decref(root);
-    if (st == TD_OK && !text) st = td_fail_nomem("the tokenizer");
-    if (st == TD_OK) st = td_tokenizer_load_bytes(text, strlen(text), g->map.path, out);
-    td_free(text);
-    return st;
+    return td_gguf_tokenizer(g, 0, out);
 }
 
 static td_status load_pruned(td_model *m, const td_gguf *g) {
@@ -457,6 +376,9 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
     m->gguf = g;
     td_status st = td_gguf_open(path, g);
     if (st != TD_OK) return st;
+    if (g->n_tensors == 0)
+        return td_fail(TD_ERR_FORMAT, "%s: no tensors: a vocabulary-only GGUF file holds a tokenizer (td_tokenizer_load_gguf, "
+                       "typedecide tokenize) but no model", path);
     const char *arch;
     uint64_t al;
     if ((st = td_gguf_get_str(g, "general.architecture", 1, &arch, &al)) != TD_OK) return st;

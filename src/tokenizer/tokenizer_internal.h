@@ -6,12 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tokenizer/build.h"
 #include "typedecide.h"
 #include "util/hashmap.h"
 #include "util/utf8.h"
 
 typedef struct td_added_token {
-    char *content; /* exact text that is matched (NUL-terminated, owned) */
+    const char *content; /* exact text that is matched (NUL-terminated, in the tokenizer's vocab_strings) */
     uint32_t len;
     int32_t id;
     int special;
@@ -46,11 +47,13 @@ struct td_tokenizer {
      * content). Holes in the id space have length 0 and is_token 0. */
     char *bytes;
     uint64_t *bytes_off; /* [n_tokens + 1] */
-    uint8_t *is_token;   /* [n_tokens] */
+    uint8_t *is_token;   /* [n_tokens] bit 1: in the BPE vocabulary; bit 2: an added token (decodes verbatim) */
 
-    /* Vocabulary strings as written in tokenizer.json (byte-level alphabet), for lookups and export. */
+    /* Vocabulary strings as written in tokenizer.json (byte-level alphabet), then the added tokens' contents, each
+     * NUL-terminated, for lookups and export. */
     char *vocab_strings;
-    uint64_t *str_off; /* [n_tokens] offset of id's string in vocab_strings (UINT64_MAX: no token) */
+    uint64_t *str_off; /* [n_tokens] offset of id's vocabulary string, or of its content for an id that is only an
+                          added token (UINT64_MAX: no token) */
     uint32_t *str_len;
     td_strmap vocab;
     int32_t *merge_a, *merge_b; /* the merges in rank order */
@@ -69,6 +72,8 @@ struct td_tokenizer {
     int n_split;
     int byte_level;          /* the ByteLevel pre-tokenizer is present */
     int add_prefix_space;
+    int byte_level_at;       /* how many Split steps precede ByteLevel in the pre-tokenizer sequence */
+    int byte_level_regex;    /* ByteLevel's use_regex: split[byte_level_at] is its GPT-2 pattern */
 };
 
 /* The byte-level alphabet: byte value -> unicode code point, and back (-1 for code points outside it). */
@@ -99,6 +104,14 @@ void td_pieces_free(td_pieces *p);
 
 /* Splits text into pre-tokens and BPE-encodes each. */
 td_status td_pretokenize_and_encode(const struct td_tokenizer *tok, const char *text, size_t len, td_idvec *out);
+
+/* Adds a Split step to the pre-tokenizer (compiled; the pattern copied). `name` prefixes messages. */
+td_status td_tok_add_split(td_tokenizer *tok, const char *pat, size_t len, int literal, td_split_behavior b, int invert,
+                           const char *name);
+
+/* Fills the vocabulary, added tokens, bytes per id and merges of a tokenizer whose normalizer and pre-tokenizer are
+ * set (build.h says what is checked). */
+td_status td_bpe_build_model(td_tokenizer *tok, const td_bpe_parts *parts);
 
 /* Compiles a Split pattern (a regex, or a literal string when is_literal). Returns code or NULL with error set. */
 td_status td_split_compile(const char *pattern, size_t len, int is_literal, void **code);

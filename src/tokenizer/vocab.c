@@ -7,11 +7,15 @@ const char *td_vocab_piece(const td_tokenizer *t, int32_t id, size_t *len, td_pi
     *len = 0;
     *kind = TD_PIECE_NONE;
     if (id < 0 || id >= t->n_tokens || t->str_off[id] == UINT64_MAX) return NULL;
+    if (t->is_token[id] & 2) /* an added token: its content, also when the vocabulary has the id too */
+        for (int k = 0; k < t->n_added; k++)
+            if (t->added[k].id == id) {
+                *len = t->added[k].len;
+                *kind = t->added[k].special ? TD_PIECE_SPECIAL : TD_PIECE_ADDED;
+                return t->added[k].content;
+            }
     *len = t->str_len[id];
     *kind = TD_PIECE_NORMAL;
-    if (t->is_token[id] == 2)
-        for (int k = 0; k < t->n_added; k++)
-            if (t->added[k].id == id) *kind = t->added[k].special ? TD_PIECE_SPECIAL : TD_PIECE_ADDED;
     return t->vocab_strings + t->str_off[id];
 }
 
