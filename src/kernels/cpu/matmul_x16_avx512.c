@@ -14,6 +14,7 @@
  * row at a time pulls ~13 (the core's read bandwidth), and decode ran at 0.6x the x8 kernel's speed. */
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_math.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 
@@ -25,14 +26,6 @@
 #define DECODE_T 5 /* fewer tokens than this take the streaming path (measured: 1.6-2x the 4 x 2 tiles at T = 2..4,
                       even at T = 8) */
 #endif
-
-/* The lanes added as td_matmul_x16_ref does: i + 8, then + 4, + 2, + 1. */
-static inline float reduce16(__m512 a) {
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
 
 /* Pointers to one token's x16 activations (both levels). */
 typedef struct xrow {
@@ -101,7 +94,7 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int R, int
         }
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) y[c * ldy + r] = reduce16(acc[r][c]);
+        _Pragma("GCC unroll 2") for (int c = 0; c < C; c++) y[c * ldy + r] = td_hsum16(acc[r][c]);
 }
 
 /* One packed row times one token, for decode: the same operations as tile(type, 1, 1, ...), with each level's
@@ -144,7 +137,7 @@ static inline __attribute__((always_inline)) float row_dot(td_dtype type, const 
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a2, b2)), _mm512_mul_ps(dw, _mm512_loadu_ps(x.d2 + at)),
                                   acc);
     }
-    return reduce16(acc);
+    return td_hsum16(acc);
 }
 
 static inline xrow xrow_at(const td_qrows *xr, int64_t t) {
