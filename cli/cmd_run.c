@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,7 +46,7 @@ static const char usage_text[] =
     "  --adapter DIR        PEFT LoRA adapter, merged at load\n"
     "  --no-timing          leave \"ms\" out: every byte of the output is then deterministic\n"
     "  --checkpoint N       fsync every N documents (default 64; and every 10 s)\n"
-    "  --summary FILE       write the final summary as JSON\n"
+    "  --summary FILE       write the final summary as JSON (counts, rates, peak RSS of this process)\n"
     "  --quiet              no progress line and no summary on stderr\n"
     "A progress line (documents/s, criteria/s, ETA) is shown on stderr when it is a terminal.\n"
     "MPI: every rank writes OUT.part-R-of-K (and the errors' part), resumable on its own; when all ranks are done\n"
@@ -143,12 +144,14 @@ static int write_summary(const char *path, const td_run_stats *s, const char *mo
     FILE *f = fopen(path, "w");
     if (!f) return cli_error("run", "%s: cannot write the summary", path);
     double sec = s->seconds > 0 ? s->seconds : 1e-9;
+    struct rusage ru;
+    long rss_kb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1; /* Linux: kilobytes */
     fprintf(f,
             "{\"documents\": %lld, \"skipped\": %lld, \"failed\": %lld, \"criteria\": %lld, \"seconds\": %.3f, "
             "\"documents_per_s\": %.4f, \"criteria_per_s\": %.4f, \"model\": \"%s\", \"threads\": %d, \"ranks\": %d, "
-            "\"kernels\": \"%s\"}\n",
+            "\"kernels\": \"%s\", \"peak_rss_kb\": %ld}\n",
             (long long)s->docs_done, (long long)s->docs_skipped, (long long)s->docs_failed, (long long)s->criteria,
-            s->seconds, (double)s->docs_done / sec, (double)s->criteria / sec, model, threads, ranks, td_cpu_kernels());
+            s->seconds, (double)s->docs_done / sec, (double)s->criteria / sec, model, threads, ranks, td_cpu_kernels(), rss_kb);
     return fclose(f) == 0 ? 0 : cli_error("run", "%s: cannot write the summary", path);
 }
 

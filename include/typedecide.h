@@ -613,8 +613,8 @@ td_status td_predictions_metrics_json(const td_predictions *p, int32_t bins, cha
 /* ------------------------------------------------------------------------------------------------------------ */
 
 /* td_run decides every document of a JSONL corpus with a decider and appends one line per document to a results
- * file, streaming: memory does not grow with the corpus except for a table of document ids (about 40 bytes per
- * document: duplicates and resume need it).
+ * file, streaming: memory does not grow with the corpus except for a table of document ids (about 21 bytes per
+ * document: repeated ids and resume need it).
  *
  * Input lines: {"id": string or integer, "evidence": string, "criteria": [criterion, ...] (optional), ...}; other
  * members are ignored; blank lines are skipped. A document's criteria are those of params.criteria_path (a

@@ -132,27 +132,29 @@ td_status td_run_sync_dir(const char *path) {
 /* ---- id set ------------------------------------------------------------------------------------------------- */
 
 typedef struct td_idslot {
-    uint64_t h1, h2; /* h1 == 0 && h2 == 0: empty (a real id with both zero is remapped) */
+    uint64_t h1;
+    uint32_t h2;  /* h1 == 0 && h2 == 0: empty (a real id with both zero is remapped) */
     int32_t line;
 } td_idslot;
 
-static void id_hashes(const char *id, size_t len, uint64_t *h1, uint64_t *h2) {
+static void id_hashes(const char *id, size_t len, uint64_t *h1, uint32_t *h2) {
     const unsigned char *p = (const unsigned char *)id;
     uint64_t a = 0xcbf29ce484222325ull, b = 0x9e3779b97f4a7c15ull ^ (uint64_t)len;
     for (size_t i = 0; i < len; i++) {
-        a = (a ^ p[i]) * 0x100000001b3ull;                  /* FNV-1a */
-        b = (b + p[i] + 1) * 0xff51afd7ed558ccdull; /* a multiplicative polynomial, another multiplier */
+        a = (a ^ p[i]) * 0x100000001b3ull;          /* FNV-1a */
+        b = (b + p[i] + 1) * 0xff51afd7ed558ccdull; /* a multiplicative polynomial with another multiplier */
         b ^= b >> 29;
     }
     a ^= a >> 30, a *= 0xbf58476d1ce4e5b9ull, a ^= a >> 27, a *= 0x94d049bb133111ebull, a ^= a >> 31;
     b ^= b >> 33, b *= 0xc4ceb9fe1a85ec53ull, b ^= b >> 33;
-    if (a == 0 && b == 0) b = 1;
-    *h1 = a, *h2 = b;
+    *h1 = a, *h2 = (uint32_t)b;
+    if (a == 0 && *h2 == 0) *h2 = 1;
 }
 
-static td_idslot *find_slot(td_idslot *slots, size_t cap, uint64_t h1, uint64_t h2) {
-    size_t mask = cap - 1, i = (size_t)h1 & mask;
-    for (;; i = (i + 1) & mask) /* terminates: never full */
+/* Linear probing from h1 mod cap (any cap: the table is sized to the count, not to a power of two). */
+static td_idslot *find_slot(td_idslot *slots, size_t cap, uint64_t h1, uint32_t h2) {
+    size_t i = (size_t)(h1 % cap);
+    for (;; i = i + 1 == cap ? 0 : i + 1) /* terminates: never full */
         if ((slots[i].h1 == h1 && slots[i].h2 == h2) || (slots[i].h1 == 0 && slots[i].h2 == 0)) return &slots[i];
 }
 
@@ -161,9 +163,23 @@ void td_idset_free(td_idset *s) {
     memset(s, 0, sizeof *s);
 }
 
+int td_idset_reserve(td_idset *s, size_t n) {
+    size_t cap = n + n / 3 + 16; /* at most 3/4 full */
+    if (cap <= s->cap) return 0;
+    td_idslot *ns = td_calloc(cap, sizeof *ns);
+    if (!ns) return -1;
+    for (size_t i = 0; i < s->cap; i++)
+        if (s->slots[i].h1 || s->slots[i].h2) *find_slot(ns, cap, s->slots[i].h1, s->slots[i].h2) = s->slots[i];
+    td_free(s->slots);
+    s->slots = ns;
+    s->cap = cap;
+    return 0;
+}
+
 int td_idset_has(const td_idset *s, const char *id, size_t len, int32_t *line) {
     if (!s->cap) return 0;
-    uint64_t h1, h2;
+    uint64_t h1;
+    uint32_t h2;
     id_hashes(id, len, &h1, &h2);
     const td_idslot *e = find_slot(s->slots, s->cap, h1, h2);
     if (e->h1 == 0 && e->h2 == 0) return 0;
@@ -172,17 +188,9 @@ int td_idset_has(const td_idset *s, const char *id, size_t len, int32_t *line) {
 }
 
 int td_idset_add(td_idset *s, const char *id, size_t len, int32_t line, int32_t *first_line) {
-    if ((s->count + 1) * 4 > s->cap * 3) { /* grow to keep it at most 3/4 full */
-        size_t cap = s->cap ? s->cap * 2 : 1024;
-        td_idslot *ns = td_calloc(cap, sizeof *ns);
-        if (!ns) return -1;
-        for (size_t i = 0; i < s->cap; i++)
-            if (s->slots[i].h1 || s->slots[i].h2) *find_slot(ns, cap, s->slots[i].h1, s->slots[i].h2) = s->slots[i];
-        td_free(s->slots);
-        s->slots = ns;
-        s->cap = cap;
-    }
-    uint64_t h1, h2;
+    if ((s->count + 1) * 4 > s->cap * 3 && td_idset_reserve(s, 2 * s->count + 1024)) return -1;
+    uint64_t h1;
+    uint32_t h2;
     id_hashes(id, len, &h1, &h2);
     td_idslot *e = find_slot(s->slots, s->cap, h1, h2);
     if (e->h1 || e->h2) {
@@ -192,6 +200,24 @@ int td_idset_add(td_idset *s, const char *id, size_t len, int32_t line, int32_t 
     e->h1 = h1, e->h2 = h2, e->line = line;
     s->count++;
     return 1;
+}
+
+td_status td_count_lines(const char *path, int64_t *n) {
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return td_fail(TD_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = td_malloc(TD_LINES_CHUNK);
+    td_status st = buf ? TD_OK : td_fail_nomem("a read buffer");
+    ssize_t got;
+    while (st == TD_OK && (got = read(fd, buf, TD_LINES_CHUNK)) != 0) {
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) st = td_fail(TD_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+        for (const char *p = buf, *e = buf + (got > 0 ? got : 0); p < e && (p = memchr(p, '\n', (size_t)(e - p))); p++) ++*n;
+    }
+    ++*n; /* a last line without its newline */
+    td_free(buf);
+    close(fd);
+    return st;
 }
 
 /* ---- our lines ------------------------------------------------------------------------------------------------ */

@@ -70,7 +70,10 @@ static int64_t file_size(const char *path) {
 static td_status scan_ours(const td_run_params *p, const char *path, int errors_file, int repair, td_idset *seen) {
     if (file_size(path) < 0) return TD_OK;
     td_lines r;
-    td_status st = td_lines_open(&r, path);
+    int64_t n_lines = 0;
+    td_status st = td_count_lines(path, &n_lines);
+    if (st == TD_OK && td_idset_reserve(seen, seen->count + (size_t)n_lines)) st = td_fail_nomem("the ids already written");
+    if (st == TD_OK) st = td_lines_open(&r, path);
     if (st != TD_OK) return st;
     int64_t good_end = 0;
     int32_t bad_line = 0, n_ok = 0;
@@ -135,9 +138,15 @@ static td_status open_output(const td_run_params *p, const char *path, int *fd) 
 
 static td_status first_pass(const char *input, const td_run_params *p, int64_t *share) {
     td_lines r;
-    td_status st = td_lines_open(&r, input);
-    if (st != TD_OK) return st;
     td_idset ids = {0};
+    int64_t n_lines = 0;
+    td_status st = td_count_lines(input, &n_lines);
+    if (st == TD_OK && td_idset_reserve(&ids, (size_t)n_lines)) st = td_fail_nomem("the document ids");
+    if (st == TD_OK) st = td_lines_open(&r, input);
+    if (st != TD_OK) {
+        td_idset_free(&ids);
+        return st;
+    }
     char dups[1024] = "";
     size_t dn = 0;
     int64_t n_dups = 0, k = 0;

@@ -37,19 +37,25 @@ td_status td_run_write_all(int fd, const char *path, const char *data, size_t n)
 /* fsync of the directory that holds path, so that a new or renamed file's name is on disk too. */
 td_status td_run_sync_dir(const char *path);
 
-/* A set of document ids, insert-only, growing: two independent 64-bit hashes of the id's bytes (a false match needs
- * both to collide: about n^2 / 2^129 for n ids) and the line it came from. 32 bytes per slot, at most 3/4 full. */
+/* A set of document ids, insert-only: a 64-bit and a 32-bit hash of the id's bytes, independent (a false match needs
+ * both to collide: about n^2 / 2^97 for n ids, 1e-17 for a million) and the line it came from, in 16-byte slots of
+ * a table at most 3/4 full: 21 bytes per id when reserved for the count, which the runner does. */
 typedef struct td_idset {
     struct td_idslot *slots;
     size_t cap, count;
 } td_idset;
 
 void td_idset_free(td_idset *s);
-/* Adds the id unless present: returns 1 when added, 0 when it was there (*line receives its line), -1 when out of
- * memory. */
+/* Room for n ids without growing. 0, or -1 when out of memory. */
+int td_idset_reserve(td_idset *s, size_t n);
+/* Adds the id unless present: returns 1 when added, 0 when it was there (*first_line receives its line), -1 when
+ * out of memory. Grows when needed. */
 int td_idset_add(td_idset *s, const char *id, size_t len, int32_t line, int32_t *first_line);
 /* 1 when present (*line receives its line, may be NULL), else 0. */
 int td_idset_has(const td_idset *s, const char *id, size_t len, int32_t *line);
+
+/* Counts a file's lines (newlines, plus one for a last line without it): what an id set reserves. */
+td_status td_count_lines(const char *path, int64_t *n);
 
 /* A results or errors line of ours: a JSON object with an integer "line" >= 1 and, for results, a string "id" and
  * an array "decisions"; for errors, a string "error". Returns 1 and *line (and a new copy of the id in *id, NULL
