@@ -132,7 +132,8 @@ static int merge_parts(const char *out, const char *err, int size, int resume) {
         in[n] = parts[2 * r], ein[n] = parts[2 * r + 1], n++;
     }
     td_status st = TD_OK;
-    if (!rc && (st = td_run_merge(in, n, out, 1)) == TD_OK) st = td_run_merge(ein, n, err, 1);
+    if (!rc && (st = td_run_merge(in, n, out, TD_MERGE_MISSING_OK)) == TD_OK)
+        st = td_run_merge(ein, n, err, TD_MERGE_MISSING_OK);
     if (!rc && st != TD_OK) rc = cli_fail("run", st);
     for (int i = 0; i < 2 * size && !rc; i++) unlink(parts[i]);
     for (int i = 0; parts && i < 2 * size; i++) free(parts[i]);
@@ -151,7 +152,8 @@ static int write_summary(const char *path, const td_run_stats *s, const char *mo
             "\"documents_per_s\": %.4f, \"criteria_per_s\": %.4f, \"model\": \"%s\", \"threads\": %d, \"ranks\": %d, "
             "\"kernels\": \"%s\", \"peak_rss_kb\": %ld}\n",
             (long long)s->docs_done, (long long)s->docs_skipped, (long long)s->docs_failed, (long long)s->criteria,
-            s->seconds, (double)s->docs_done / sec, (double)s->criteria / sec, model, threads, ranks, td_cpu_kernels(), rss_kb);
+            s->seconds, (double)s->docs_done / sec, (double)s->criteria / sec, model, threads, ranks, td_cpu_kernels(),
+            rss_kb);
     return fclose(f) == 0 ? 0 : cli_error("run", "%s: cannot write the summary", path);
 }
 
@@ -317,7 +319,7 @@ int cmd_merge(int argc, char **argv) {
         if (errs[i] && cli_is_file(errs[i])) ne++;
     }
     char *eout = str_cat(out, ".errors");
-    if (ne > 0 && eout && (st = td_run_merge(eargs, np, eout, 1)) != TD_OK) rc = cli_fail_msg("merge");
+    if (ne > 0 && eout && (st = td_run_merge(eargs, np, eout, TD_MERGE_MISSING_OK)) != TD_OK) rc = cli_fail_msg("merge");
     for (int i = 0; i < np; i++) free(errs[i]);
     free(eout);
     return rc;

@@ -7,7 +7,8 @@
  * criterion, a probability for each allowed answer. Around that core: evaluation (accuracy, calibration, order
  * bias), export to GGUF (quantised, head pruned to the letters), sampling. This header is the manual: every function
  * states its contract, who owns what, how it fails and from which threads it may be called. Every client of the
- * library (the command-line tool, the server, the corpus runner) uses this header and nothing else.
+ * library (the command-line tool, the server) uses this header and nothing else; the corpus runner (src/run/) uses
+ * it and the utilities of src/util/ alone.
  *
  * What is where
  * -------------
@@ -44,6 +45,8 @@
  *   td_ctx, td_batch, td_decider: one thread at a time (a decider owns a context). Different objects may be used
  *     from different threads at once, also over the same model. A context runs its own worker threads
  *     (n_threads) inside td_ctx_decode; results never depend on their number.
+ *   td_run, td_run_merge: one call at a time per decider and per set of files; separate runs (other deciders,
+ *     other files) may go on at once in one process.
  *   td_last_error: per thread. td_set_allocator: process-wide, before anything else.
  */
 #ifndef TYPEDECIDE_H
@@ -664,6 +667,8 @@ typedef struct td_run_params {
     int32_t shard, n_shards;    /* this run's share: 0 .. n_shards - 1 (default 0 of 1) */
     int32_t checkpoint_docs;    /* fsync after this many documents (default 64) */
     double checkpoint_seconds;  /* ... or this many seconds since the last one (default 10) */
+    int sync;                   /* 1 (default): fsync at checkpoints; 0: never (scratch files: a process that dies
+                                   still leaves every line it wrote, a machine that dies may not) */
     const char *prior_out;      /* optional: another results file (e.g. the merged output of an earlier run that
                                    this run continues one shard of) whose ids also count as done with resume */
     const char *prior_errors;   /* optional: its errors file, whose lines count as already recorded */
@@ -690,10 +695,13 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
 /* Joins results (or errors) files of runs over one input, each in input order, into out_path in input order (by
  * their "line" members): the merge of all shards equals the file one unsharded run writes, byte for byte. Streams
  * (one line per file in memory); writes out_path + ".tmp", syncs it and renames it over out_path, so out_path is
- * either the old file or the whole new one; out_path may be one of the inputs. A missing input is an empty one
- * when missing_ok. Errors: TD_ERR_FORMAT naming file and line for a line without a "line" number, lines out of
- * order or one line number in two files; TD_ERR_IO. */
-td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, int missing_ok);
+ * either the old file or the whole new one; out_path may be one of the inputs. Flags: TD_MERGE_MISSING_OK (a
+ * missing input is an empty one), TD_MERGE_NO_SYNC (no fsync: scratch files). Errors: TD_ERR_FORMAT naming file
+ * and line for a line without a "line" number, a torn last line, lines out of order or one line number in two
+ * files; TD_ERR_IO. */
+#define TD_MERGE_MISSING_OK 1u
+#define TD_MERGE_NO_SYNC 2u
+td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, unsigned flags);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Synthetic checkpoints and shapes                                                                              */

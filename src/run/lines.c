@@ -1,4 +1,5 @@
-/* Streaming lines, whole writes, directory syncs, the id set and the recogniser of our own output lines, for the corpus runner. */
+/* For the corpus runner: streamed lines, whole writes, directory syncs, the id set and the recogniser of our own
+ * output lines. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>

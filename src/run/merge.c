@@ -46,7 +46,8 @@ static td_status part_next(part *pt) {
     return TD_OK;
 }
 
-td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, int missing_ok) {
+td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, unsigned flags) {
+    const int missing_ok = (flags & TD_MERGE_MISSING_OK) != 0, sync = !(flags & TD_MERGE_NO_SYNC);
     if (!out_path || n < 0 || (n && !inputs)) return td_fail(TD_ERR_INVALID_ARG, "td_run_merge: bad argument");
     part *parts = td_calloc((size_t)(n ? n : 1), sizeof *parts);
     char *tmp = td_malloc(strlen(out_path) + 8);
@@ -81,7 +82,7 @@ td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_pat
         if (st == TD_OK) st = part_next(pt);
     }
     if (fd >= 0) {
-        if (st == TD_OK && fsync(fd) != 0) st = td_fail(TD_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+        if (st == TD_OK && sync && fsync(fd) != 0) st = td_fail(TD_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
         if (close(fd) != 0 && st == TD_OK) st = td_fail(TD_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
     }
     for (int32_t i = 0; i < n; i++)
@@ -89,7 +90,7 @@ td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_pat
     if (st == TD_OK && rename(tmp, out_path) != 0)
         st = td_fail(TD_ERR_IO, "%s: cannot rename to %s: %s", tmp, out_path, strerror(errno));
     if (st != TD_OK && fd >= 0) unlink(tmp);
-    if (st == TD_OK) st = td_run_sync_dir(out_path); /* the new name on disk */
+    if (st == TD_OK && sync) st = td_run_sync_dir(out_path); /* the new name on disk */
     td_free(parts);
     td_free(tmp);
     return st;

@@ -32,6 +32,7 @@ td_run_params td_run_default_params(void) {
     p.n_shards = 1;
     p.checkpoint_docs = 64;
     p.checkpoint_seconds = 10.0;
+    p.sync = 1;
     return p;
 }
 
@@ -96,7 +97,8 @@ static td_status scan_ours(const td_run_params *p, const char *path, int errors_
         }
         char key[16];
         int kn = snprintf(key, sizeof key, "%d", line);
-        int added = errors_file ? td_idset_add(seen, key, (size_t)kn, line, NULL) : td_idset_add(seen, id, strlen(id), line, NULL);
+        int added = errors_file ? td_idset_add(seen, key, (size_t)kn, line, NULL)
+                                : td_idset_add(seen, id, strlen(id), line, NULL);
         td_free(id);
         if (added < 0) {
             st = td_fail_nomem("the ids already written");
@@ -210,8 +212,8 @@ typedef struct runner {
 enum { DOC_OK = 0, DOC_BAD = 1, DOC_FATAL = 2 };
 
 static td_status checkpoint(runner *rn) {
-    td_status st = sync_fd(rn->out_fd, rn->out_path);
-    if (st == TD_OK) st = sync_fd(rn->err_fd, rn->err_path);
+    td_status st = rn->p->sync ? sync_fd(rn->out_fd, rn->out_path) : TD_OK;
+    if (st == TD_OK && rn->p->sync) st = sync_fd(rn->err_fd, rn->err_path);
     rn->since_sync = 0;
     rn->last_sync = now_s();
     return st;
@@ -239,6 +241,25 @@ static td_status write_json_line(int fd, const char *path, json_t *o, uint64_t f
     return st;
 }
 
+/* Replaces every byte that does not belong to a valid UTF-8 sequence with '?': a message quotes file names and
+ * ids, and may have been cut in the middle of a character; the errors file must stay JSON. */
+static void utf8_sanitize(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 2 : (*p & 0xf0) == 0xe0 ? 3
+                : (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 4 : 0;
+        int ok = n > 0;
+        for (int i = 1; i < n && ok; i++) ok = (p[i] & 0xc0) == 0x80;
+        if (ok && n == 3) ok = !(p[0] == 0xe0 && p[1] < 0xa0) && !(p[0] == 0xed && p[1] >= 0xa0); /* overlong, surrogate */
+        if (ok && n == 4) ok = !(p[0] == 0xf0 && p[1] < 0x90) && !(p[0] == 0xf4 && p[1] >= 0x90);
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        p += n;
+    }
+}
+
 /* Records a bad line (once, however often runs meet it); under strict it then stops the run. */
 static td_status bad_line(runner *rn, int32_t lineno, const char *id) {
     rn->s.docs_failed++;
@@ -246,6 +267,7 @@ static td_status bad_line(runner *rn, int32_t lineno, const char *id) {
     int kn = snprintf(key, sizeof key, "%d", lineno);
     char msg[2200];
     snprintf(msg, sizeof msg, "%s:%d: %s", rn->input, lineno, rn->why);
+    utf8_sanitize(msg);
     if (!td_idset_has(&rn->reported, key, (size_t)kn, NULL)) {
         uint64_t f0 = td_alloc_failures();
         json_t *o = json_object();
@@ -498,7 +520,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     if (st == TD_OK) st = open_output(&p, out_path, &rn.out_fd);
     if (st == TD_OK) st = open_output(&p, err_path, &rn.err_fd);
     if (st == TD_OK) st = checkpoint(&rn); /* the repaired (or new) files, on disk */
-    if (st == TD_OK && created) st = td_run_sync_dir(out_path);
+    if (st == TD_OK && created && p.sync) st = td_run_sync_dir(out_path);
     if (st == TD_OK) st = td_lines_open(&r, input_path);
     int64_t k = 0;
     int got = 0;
