@@ -48,7 +48,7 @@ static const char usage_text[] =
     "  --checkpoint N       fsync every N documents (default 64; and every 10 s)\n"
     "  --summary FILE       write the final summary as JSON (counts, rates, peak RSS of this process)\n"
     "  --quiet              no progress line and no summary on stderr\n"
-    "A progress line (documents/s, criteria/s, ETA) is shown on stderr when it is a terminal.\n"
+    "A progress line (documents/s, criteria/s, ETA) is shown on stderr when it is a terminal (under MPI, rank 0's).\n"
     "MPI: every rank writes OUT.part-R-of-K (and the errors' part), resumable on its own; when all ranks are done\n"
     "rank 0 merges them (after the OUT of an earlier run, with --resume) into OUT and removes the parts.\n"
     "This build: MPI %s.\n";
@@ -240,7 +240,7 @@ int cmd_run(int argc, char **argv) {
         if (st == TD_OK) st = td_decider_new(m, &dp, &d);
         if (st != TD_OK) rc = cli_fail("run", st);
     }
-    progress_state ps = {isatty(2) && !quiet, 0, prefix};
+    progress_state ps = {isatty(2) && !quiet && rank == 0, 0, prefix}; /* under MPI: rank 0's share speaks */
     if (!rc) {
         rp.criteria_path = crit;
         rp.errors_path = mpi ? err_part : err;

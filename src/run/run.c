@@ -516,7 +516,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
         if (st == TD_OK && p.prior_out) st = scan_ours(&p, p.prior_out, 0, 0, &rn.done);
         if (st == TD_OK && p.prior_errors) st = scan_ours(&p, p.prior_errors, 1, 0, &rn.reported);
     }
-    int created = file_size(out_path) < 0 || file_size(err_path) < 0;
+    int created = st == TD_OK && (file_size(out_path) < 0 || file_size(err_path) < 0);
     if (st == TD_OK) st = open_output(&p, out_path, &rn.out_fd);
     if (st == TD_OK) st = open_output(&p, err_path, &rn.err_fd);
     if (st == TD_OK) st = checkpoint(&rn); /* the repaired (or new) files, on disk */
