@@ -49,12 +49,13 @@ awk -v n="$N" -v long="$long" 'BEGIN {
         if (i == 19) print "{\"evidence\": \"no id here\"}"
         if (i == 23) print "{\"id\": \"no-evidence\"}"
         if (i == 29) print "{\"id\": \"bad-criteria\", \"evidence\": \"x\", \"criteria\": [{\"id\": \"q\", \"options\": []}]}"
+        if (i == 27) print "{\"id\": \"number-criteria\", \"evidence\": \"x\", \"criteria\": [1, 2]}"
         if (i == 4) printf "{\"id\": \"too-long\", \"evidence\": \"%s\"}\n", long
         if (i == 3) print "{\"id\": \"dup-criterion\", \"evidence\": \"x\", \"criteria\": [{\"id\": \"refund\", \"question\": \"Again?\", \"options\": [{\"id\": \"a\", \"description\": \"A\"}]}]}"
     }
 }' >"$tmp/docs.jsonl"
 n_lines=$(grep -c . "$tmp/docs.jsonl")
-n_bad=7
+n_bad=8
 
 section "setup"
 # ---- the reference: one uninterrupted run -----------------------------------------------------------------------
@@ -64,7 +65,8 @@ $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/ref.json
 [ "$(wc -l <"$tmp/ref.jsonl.errors")" -eq "$n_bad" ] || fail "want $n_bad errors: $(cat "$tmp/ref.jsonl.errors")"
 for want in 'docs.jsonl:10: column' 'docs.jsonl:18: expected a JSON object' 'docs.jsonl:25: missing \"id\"' \
     'no-evidence\": missing string \"evidence\"' 'bad-criteria\": criteria:1: row \"q\": missing string \"question\"' \
-    'too-long\": criterion 0: evidence' 'exceeds the model' 'dup-criterion\": criterion id \"refund\" appears twice'; do
+    'too-long\": criterion 0: evidence' 'exceeds the model' 'dup-criterion\": criterion id \"refund\" appears twice' \
+    'number-criteria\": criteria:1: column 1: malformed JSON'; do
     grep -qF "$want" "$tmp/ref.jsonl.errors" || fail "errors file lacks '$want': $(cat "$tmp/ref.jsonl.errors")"
 done
 node -e '
@@ -170,32 +172,35 @@ cmp -s "$tmp/torn.jsonl" "$tmp/ref.jsonl" || fail "garbage after line 5: not rep
 
 section "torn lines"
 # ---- kill -9 at random points ------------------------------------------------------------------------------------------
-t0=$(date +%s%N)
-$RUN --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/time.jsonl" 2>/dev/null
-dur_ms=$((($(date +%s%N) - t0) / 1000000))
+# a random point = a random number of lines written (0: before the first, while the model loads), polled every 5 ms,
+# plus a random 0-9 ms: the kill lands anywhere in the document after it, mid-write included
 RANDOM=18
 interrupted=0
+total=$((n_lines - n_bad))
+count_lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 for trial in $(seq 1 10); do
     out=$tmp/kill.$trial.jsonl
     kills=$((1 + trial % 2)) # odd trials are killed once more while resuming
     resume=
     for k in $(seq 1 "$kills"); do
+        have=$(count_lines "$out")
+        target=$((have + RANDOM % (total - have)))
         $RUN $resume --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$out" 2>/dev/null &
         bgpid=$!
-        ms=$((RANDOM % (dur_ms > 10 ? dur_ms * 4 / 5 : 10)))
-        sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+        while kill -0 "$bgpid" 2>/dev/null && [ "$(count_lines "$out")" -lt "$target" ]; do sleep 0.005; done
+        sleep "0.00$((RANDOM % 10))"
         kill -9 "$bgpid" 2>/dev/null
         wait "$bgpid" 2>/dev/null
         bgpid=
         resume=--resume
-        lines=$(cat "$out" 2>/dev/null | wc -l)
-        [ "$lines" -lt $((n_lines - n_bad)) ] && interrupted=$((interrupted + 1)) # this kill landed mid-run
+        lines=$(count_lines "$out")
+        [ "$lines" -lt "$total" ] && interrupted=$((interrupted + 1)) # this kill landed mid-run
     done
     $RUN --resume --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$out" 2>"$tmp/err" || fail "trial $trial: resume failed: $(cat "$tmp/err")"
-    cmp -s "$out" "$tmp/ref.jsonl" || fail "trial $trial (killed at $ms ms, $lines lines): results differ from the uninterrupted run: $(diff "$out" "$tmp/ref.jsonl" | head -c 300)"
+    cmp -s "$out" "$tmp/ref.jsonl" || fail "trial $trial (killed after $lines lines): results differ from the uninterrupted run: $(diff "$out" "$tmp/ref.jsonl" | head -c 300)"
     cmp -s "$out.errors" "$tmp/ref.jsonl.errors" || fail "trial $trial: errors differ from the uninterrupted run"
 done
-[ "$interrupted" -ge 5 ] || fail "only $interrupted of 15 kills landed before the end of a run ($dur_ms ms)"
+[ "$interrupted" -ge 12 ] || fail "only $interrupted of 15 kills landed before the end of a run"
 
 section "kill trials"
 # ---- shards, merged -----------------------------------------------------------------------------------------------------

@@ -305,7 +305,7 @@ static int gather_criteria(runner *rn, json_t *doc, const char *id, int32_t line
         if (!json_is_array(cj)) BAD("document \"%s\": \"criteria\" must be an array of criteria", id);
         for (size_t i = 0; i < json_array_size(cj); i++) { /* one criterion per line: the rows parser's input */
             uint64_t f0 = td_alloc_failures();
-            char *c = td_json_dumps_checked(json_array_get(cj, i), JSON_COMPACT | JSON_PRESERVE_ORDER, f0);
+            char *c = td_json_dumps_checked(json_array_get(cj, i), JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY, f0);
             size_t cn = c ? strlen(c) : 0;
             char *nt = c ? td_realloc(text, tn + cn + 1) : NULL;
             if (!nt) {
