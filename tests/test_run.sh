@@ -176,6 +176,7 @@ section "torn lines"
 # plus a random 0-9 ms: the kill lands anywhere in the document after it, mid-write included
 RANDOM=18
 interrupted=0
+made=0
 total=$((n_lines - n_bad))
 count_lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 for trial in $(seq 1 10); do
@@ -184,6 +185,8 @@ for trial in $(seq 1 10); do
     resume=
     for k in $(seq 1 "$kills"); do
         have=$(count_lines "$out")
+        [ "$have" -ge "$total" ] && break # the last kill came after the last line: nothing left to interrupt
+        made=$((made + 1))
         target=$((have + RANDOM % (total - have)))
         $RUN $resume --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$out" 2>/dev/null &
         bgpid=$!
@@ -200,7 +203,7 @@ for trial in $(seq 1 10); do
     cmp -s "$out" "$tmp/ref.jsonl" || fail "trial $trial (killed after $lines lines): results differ from the uninterrupted run: $(diff "$out" "$tmp/ref.jsonl" | head -c 300)"
     cmp -s "$out.errors" "$tmp/ref.jsonl.errors" || fail "trial $trial: errors differ from the uninterrupted run"
 done
-[ "$interrupted" -ge 12 ] || fail "only $interrupted of 15 kills landed before the end of a run"
+[ "$made" -ge 10 ] && [ "$interrupted" -ge $((made - 3)) ] || fail "only $interrupted of $made kills landed before the end of a run"
 
 section "kill trials"
 # ---- shards, merged -----------------------------------------------------------------------------------------------------
@@ -286,5 +289,5 @@ console.log(`test_run: peak RSS ${s.peak_rss_kb} kB at ${m} documents, ${l.peak_
 process.exit(growth < 32 ? 0 : 1);' "$tmp/small.summary" "$tmp/big.summary" "$big" "$small" || fail "memory grows with the corpus beyond the id table"
 
 section "memory"
-[ "$fails" -eq 0 ] && echo "test_run: exact against decide; bad lines recorded; strict; 10 kill -9 trials ($interrupted of 15 kills mid-run) resumed to the uninterrupted bytes; torn lines repaired; shards merged and MPI equal one run"
+[ "$fails" -eq 0 ] && echo "test_run: exact against decide; bad lines recorded; strict; 10 kill -9 trials ($interrupted of $made kills mid-run) resumed to the uninterrupted bytes; torn lines repaired; shards merged and MPI equal one run"
 exit $((fails > 0))
