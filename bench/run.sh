@@ -67,7 +67,7 @@ awk -v n="$DOCS" 'BEGIN {
 mpi=
 tag=${THREADS}t
 if [ -n "${RANKS:-}" ]; then
-    mpi="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -n $RANKS"
+    mpi="mpirun --allow-run-as-root --oversubscribe --mca plm isolated --mca btl self,vader -n $RANKS"
     tag=${RANKS}x${THREADS}t
 fi
 cmd="$mpi${mpi:+ }$BIN run --model $MODEL --input $corpus --criteria $work/criteria.jsonl --out $work/results-$NAME.jsonl --force --threads $THREADS --summary $work/summary-$NAME.json --quiet"

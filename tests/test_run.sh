@@ -226,8 +226,10 @@ if ! command -v mpirun >/dev/null; then
 elif ! "$BIN" run --help | grep -q "This build: MPI Open MPI\|This build: MPI [A-Za-z]"; then
     fail "mpirun is here but typedecide was built without MPI (libopenmpi-dev missing at configure time?)"
 else
-    # root in CI, 2 cores, no network: allow root, oversubscribe, shared memory and self transports only
-    MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none"
+    # root in CI, 2 cores, no network, maybe no ssh: allow root, oversubscribe, launch locally without an rsh agent
+    # (plm isolated; mpirun refuses to start when ssh is missing otherwise), shared memory and self transports only
+    MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca plm isolated --mca btl self,vader"
+    MPIRUN="$MPIRUN --mca btl_vader_single_copy_mechanism none"
     export OMPI_MCA_rmaps_base_oversubscribe=1
     # Open MPI's own allocations are still held at exit: no leak report for them under the sanitizers
     [ -n "$SAN" ] && export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
