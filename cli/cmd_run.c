@@ -41,7 +41,7 @@ static const char usage_text[] =
     "  --batch-size N       at most N criteria per forward pass\n"
     "  --kv f32|f16         KV cache precision (default f32)\n"
     "  --letters ABCD...    option letters (default A..T)\n"
-    "  --instruction T      instruction text, or a file holding it\n"
+    "  --instruction T      instruction text, or a file holding it (a path that names no file is an error)\n"
     "  --allowed-mass       also report the share of the full softmax on the letters\n"
     "  --adapter DIR        PEFT LoRA adapter, merged at load\n"
     "  --no-timing          leave \"ms\" out: every byte of the output is then deterministic\n"
@@ -95,12 +95,6 @@ static int parse_shard(const char *s, int32_t *i, int32_t *n) {
     if (end == b || *end || c < 1 || c > 1000000 || a < 0 || a >= c) return -1;
     *i = (int32_t)a, *n = (int32_t)c;
     return 0;
-}
-
-static char *instruction_text(const char *arg) {
-    char *data;
-    if (cli_is_file(arg) && (data = cli_read_file(arg, NULL))) return data;
-    return strdup(arg);
 }
 
 static int exists_nonempty(const char *path) {
@@ -227,7 +221,9 @@ int cmd_run(int argc, char **argv) {
         if (!rc && !resume && !force && (exists_nonempty(out) || exists_nonempty(err)))
             rc = cli_error("run", "%s exists: --resume continues it, --force replaces it", exists_nonempty(out) ? out : err);
     }
-    if (!rc && instr && !(instruction = instruction_text(instr))) rc = cli_error("run", "out of memory");
+    const char *inputs[] = {input, crit, instr, model_dir, adapter};
+    if (!rc && (cli_refuse_overwrite("run", out, inputs, 5) || cli_refuse_overwrite("run", err, inputs, 5))) rc = 1;
+    if (!rc && instr && !(instruction = cli_instruction("run", instr))) rc = 1;
     dp.instruction = instruction;
 
     td_model *m = NULL;
