@@ -1,5 +1,5 @@
 # Thin wrapper around CMake. `make` builds the release tool; `make check` builds release and ASan+UBSan builds and
-# runs every test in both; `make demo` runs the main job.
+# runs every test in both; `make demo` runs the main job (decide, as a table, with the trained demo model).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
@@ -33,7 +33,8 @@ check: build asan
 	$(MAKE) fuzz
 
 demo: build
-	./$(BUILD)/typedecide generate --model fixtures/models/qwen3-tiny-tied --prompt "The capital of France is" -n 24 --stats
+	./$(BUILD)/typedecide decide --table --quiet --model models/demo-qwen3 --evidence models/demo/ticket.txt \
+		--criteria models/demo/criteria.jsonl
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

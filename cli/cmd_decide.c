@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -11,7 +12,8 @@ static const char usage_text[] =
     "usage: typedecide decide --model DIR --criteria FILE.jsonl [--evidence FILE|-] [options]\n"
     "\n"
     "Reads the evidence once and answers every criterion with a probability for each option, read from the\n"
-    "logits of the option letters after \"Answer:\". Prints one JSON line per criterion, in input order:\n"
+    "logits of the option letters after \"Answer:\". Prints one JSON line per criterion, in input order (when\n"
+    "standard output is a terminal, a table instead: criterion, answer, probability bar, ms; --json/--table choose):\n"
     "  {\"id\", \"answer\": option id, \"letter\", \"options\": [ids in shown order], \"probs\": [same order],\n"
     "   \"allowed_mass\" (with --allowed-mass), \"suffix_tokens\", \"ms\"}\n"
     "Criteria lines: {\"id\", \"question\", \"options\": [{\"id\", \"description\"}, ...]} (an \"answer\" is ignored);\n"
@@ -39,6 +41,8 @@ static const char usage_text[] =
     "  --show-logits        also print the option letters' raw logits (\"logits\", same order as probs)\n"
     "  --threads N          worker threads (default: all cores); results do not depend on it\n"
     "  --quiet              no progress or slot map on stderr\n"
+    "  --table              print a table (the default on a terminal): criterion, answer, probability bar, ms\n"
+    "  --json               print JSON lines (the default when standard output is not a terminal)\n"
     "\"ms\" is the criterion's share of the wall time: the shared prefill divided among the criteria of its\n"
     "evidence, plus its share of the forward pass it ran in. Bit-identical probabilities in every mode.\n";
 
@@ -69,10 +73,61 @@ static void print_decision(const td_criterion *r, const td_decision *dc, const c
     json_decref(o);
 }
 
+/* Copies s into out (cap bytes) as at most `width` characters (UTF-8 code points), ending in "..." when cut, with
+ * newlines and tabs as spaces; returns the number of characters written, for padding. */
+static int fit(const char *s, int width, char *out, size_t cap) {
+    int total = 0;
+    for (const char *p = s; *p; p++) total += ((unsigned char)*p & 0xC0) != 0x80;
+    int keep = total <= width ? total : width - 3, chars = 0;
+    size_t n = 0;
+    for (const char *p = s; *p && chars < keep && n + 8 < cap; chars++) {
+        size_t cl = 1;
+        while (p[cl] && ((unsigned char)p[cl] & 0xC0) == 0x80) cl++;
+        if (cl == 1) out[n++] = *p == '\n' || *p == '\t' || *p == '\r' ? ' ' : *p;
+        else memcpy(out + n, p, cl), n += cl;
+        p += cl;
+    }
+    if (keep < total) memcpy(out + n, "...", 3), n += 3, chars += 3;
+    out[n] = 0;
+    return chars;
+}
+
+static void print_cell(const char *s, int width) {
+    char buf[512];
+    int w = fit(s, width, buf, sizeof buf);
+    fputs(buf, stdout);
+    for (; w < width + 2; w++) putchar(' ');
+}
+
+/* The table: one line per criterion, the answer's probability as a bar, then every option's probability. */
+static void print_table(const td_rows *rs, const td_decision *dec, int32_t n, const char *letters) {
+    print_cell("criterion", 40), print_cell("answer", 26);
+    printf("%-31s %8s\n", "probability", "ms");
+    for (int32_t i = 0; i < n; i++) {
+        const td_criterion *c = &td_rows_get(rs, i)->criterion;
+        const td_decision *d = &dec[i];
+        char ans[256], bar[32];
+        snprintf(ans, sizeof ans, "%c. %s", letters[d->best], c->descriptions[d->best]);
+        int fill = (int)(d->probs[d->best] * 20.0f + 0.5f);
+        for (int k = 0; k < 20; k++) bar[k] = k < fill ? '#' : '.';
+        bar[20] = 0;
+        print_cell(c->question && *c->question ? c->question : c->id, 40);
+        print_cell(ans, 26);
+        printf("[%s] %5.1f%%   %8.1f\n", bar, 100.0 * d->probs[d->best], d->ms);
+        printf("    ");
+        for (int32_t k = 0; k < c->n_options; k++) {
+            char o[64];
+            fit(c->option_ids[k], 18, o, sizeof o);
+            printf("%s%c %s %.2f", k ? "  " : "", letters[k], o, d->probs[k]);
+        }
+        putchar('\n');
+    }
+}
+
 int cmd_decide(int argc, char **argv) {
     const char *model_dir = NULL, *crit_path = NULL, *ev_path = NULL, *instr = NULL, *letters = NULL,
                *slot_path = NULL, *threads_s = NULL, *bs_s = NULL, *mem_s = NULL, *adapter = NULL, *kv_s = NULL;
-    int serial = 0, batch = 0, fresh = 0, allowed = 0, quiet = 0, show_logits = 0;
+    int serial = 0, batch = 0, fresh = 0, allowed = 0, quiet = 0, show_logits = 0, table = 0, json = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},     {"criteria", 1, &crit_path, NULL},
                             {"evidence", 1, &ev_path, NULL},     {"instruction", 1, &instr, NULL},
                             {"letters", 1, &letters, NULL},      {"slot-map", 1, &slot_path, NULL},
@@ -81,7 +136,8 @@ int cmd_decide(int argc, char **argv) {
                             {"batch", 0, NULL, &batch},          {"fresh", 0, NULL, &fresh},
                             {"allowed-mass", 0, NULL, &allowed}, {"quiet", 0, NULL, &quiet},
                             {"show-logits", 0, NULL, &show_logits}, {"adapter", 1, &adapter, NULL},
-                            {"kv", 1, &kv_s, NULL},              {NULL, 0, NULL, NULL}};
+                            {"kv", 1, &kv_s, NULL},              {"table", 0, NULL, &table},
+                            {"json", 0, NULL, &json},            {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "decide", NULL, 0, NULL);
     if (r == 1) {
         printf(usage_text, td_decide_default_instruction());
@@ -90,6 +146,8 @@ int cmd_decide(int argc, char **argv) {
     if (r) return r;
     if (!model_dir || !crit_path) return cli_usage_error("decide", "--model and --criteria are required");
     if (serial + batch + fresh > 1) return cli_usage_error("decide", "choose one of --batch, --serial, --fresh");
+    if (table && json) return cli_usage_error("decide", "choose one of --table, --json");
+    if (!table && !json) table = isatty(STDOUT_FILENO); /* scripts read JSON lines; people read the table */
     if (ev_path && crit_path && strcmp(ev_path, "-") == 0 && strcmp(crit_path, "-") == 0)
         return cli_usage_error("decide", "--evidence and --criteria cannot both be stdin");
     td_decide_params p = td_decide_default_params();
@@ -201,8 +259,10 @@ int cmd_decide(int argc, char **argv) {
     }
     if (!quiet && n > 50) fputc('\n', stderr);
     if (rc == 0) {
-        for (int32_t i = 0; i < n; i++)
-            print_decision(&td_rows_get(rs, i)->criterion, &dec[i], td_decider_letters(d), allowed, show_logits);
+        if (table) print_table(rs, dec, n, td_decider_letters(d));
+        else
+            for (int32_t i = 0; i < n; i++)
+                print_decision(&td_rows_get(rs, i)->criterion, &dec[i], td_decider_letters(d), allowed, show_logits);
         if (!quiet) {
             td_decide_stats s = td_decider_stats(d);
             fprintf(stderr, "typedecide decide: %lld criteria over %d evidence texts: %lld forward passes, %lld head + %lld suffix tokens"

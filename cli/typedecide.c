@@ -15,6 +15,8 @@ typedef struct command {
 static const command commands[] = {
     {"decide", cmd_decide, "typed decisions: a probability per option for each criterion over shared evidence"},
     {"evaluate", cmd_evaluate, "score a labelled fixture: accuracy, calibration, order bias (readout or generation)"},
+    {"run", cmd_run, "decide a whole JSONL corpus: resumable, crash-safe, sharded (--shard I/N) or under mpirun"},
+    {"merge", cmd_merge, "join the results of shards (run --shard I/N) into input order"},
     {"metrics", cmd_metrics, "accuracy, calibration and order-bias metrics from saved predictions"},
     {"tokenize", cmd_tokenize, "text -> token ids (and back), exactly as Hugging Face tokenizers"},
     {"logits", cmd_logits, "raw float32 logits for every position of an id sequence"},

@@ -7,7 +7,8 @@
  * criterion, a probability for each allowed answer. Around that core: evaluation (accuracy, calibration, order
  * bias), export to GGUF (quantised, head pruned to the letters), sampling. This header is the manual: every function
  * states its contract, who owns what, how it fails and from which threads it may be called. Every client of the
- * library (the command-line tool, the server, the corpus runner) uses this header and nothing else.
+ * library (the command-line tool, the server) uses this header and nothing else; the corpus runner (src/run/) uses
+ * it and the utilities of src/util/ alone.
  *
  * What is where
  * -------------
@@ -17,6 +18,7 @@
  *   batch and context (the engine's one entry point) . td_batch_*, td_ctx_*
  *   typed readout .................................... td_decider_*, td_decide*
  *   rows, evidence groups, evaluation, metrics ....... td_rows_*, td_evidence_groups, td_evaluate, td_metrics_json
+ *   corpus runs (resumable, sharded) ................. td_run, td_run_merge
  *   synthetic checkpoints, sampling .................. td_synth_*, td_config_shape, td_sample
  *
  * Conventions
@@ -43,6 +45,8 @@
  *   td_ctx, td_batch, td_decider: one thread at a time (a decider owns a context). Different objects may be used
  *     from different threads at once, also over the same model. A context runs its own worker threads
  *     (n_threads) inside td_ctx_decode; results never depend on their number.
+ *   td_run, td_run_merge: one call at a time per decider and per set of files; separate runs (other deciders,
+ *     other files) may go on at once in one process.
  *   td_last_error: per thread. td_set_allocator: process-wide, before anything else.
  */
 #ifndef TYPEDECIDE_H
@@ -657,6 +661,98 @@ const td_pred *td_predictions_get(const td_predictions *p, int32_t i);
 /* td_metrics_json over the lines, with the cost summed from their forwards, suffix_tokens and ms (null when a line
  * lacks one). *json: td_free. */
 td_status td_predictions_metrics_json(const td_predictions *p, int32_t bins, char **json);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Corpus runs: decisions over a whole JSONL corpus, crash-safe and resumable                                    */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* td_run decides every document of a JSONL corpus with a decider and appends one line per document to a results
+ * file, streaming: memory does not grow with the corpus except for a table of document ids (about 21 bytes per
+ * document: repeated ids and resume need it).
+ *
+ * Input lines: {"id": string or integer, "evidence": string, "criteria": [criterion, ...] (optional), ...}; other
+ * members are ignored; blank lines are skipped. A document's criteria are those of params.criteria_path (a
+ * criteria JSONL file as td_rows_load reads it, without evidence) followed by the line's own "criteria" (objects
+ * of the same form); criterion ids must be distinct within a document.
+ *
+ * Output lines, in input order, each written whole with one write():
+ *   {"id", "line": input line, "decisions": [{"id", "answer", "letter", "options": [ids], "probs": [same order],
+ *    "allowed_mass" (with the decider's allowed_mass), "suffix_tokens"}, ...], "ms" (params.timing)}
+ * The decisions are td_decide's over the document's evidence and criteria: bit for bit those of `typedecide
+ * decide` on the same evidence and criteria, whatever the sharding, resumption or number of processes.
+ * Floats are printed with 9 significant digits (exact for a float).
+ *
+ * Bad lines (malformed JSON, no id, no string evidence, no criteria, a bad criterion, evidence that does not fit
+ * the model's context with a criterion, text that is not UTF-8) are appended to the errors file as
+ * {"line", "id" (or null), "error": "INPUT:LINE: what is wrong"} and skipped, or, with params.strict, recorded and
+ * then stop the run (TD_ERR_FORMAT with the same message). Repeated document ids in the input fail the run before
+ * anything is written (TD_ERR_FORMAT naming the ids and their lines), in every shard.
+ *
+ * Crash safety: a line is written only when its document is finished; both files are fsync'ed every
+ * params.checkpoint_docs documents or params.checkpoint_seconds, and at the end. With params.resume, the results
+ * and errors files are first repaired (everything from the first line that is not a complete line of ours, e.g. a
+ * torn last line, is cut) and the documents whose ids are in the results file are skipped; bad lines already
+ * recorded are not recorded again. A run killed at any point and resumed writes the same lines as one run that was
+ * never interrupted. Without resume, existing non-empty files are refused (TD_ERR_STATE) unless params.overwrite.
+ *
+ * Shards: the k-th document of the input (0-based, counting non-blank lines, bad ones included) belongs to shard
+ * k % n_shards. A run with shard = I decides only its share, so that N runs (processes, machines, a Slurm array)
+ * cover the corpus once; td_run_merge joins their results files into the one a single run writes. */
+typedef struct td_run_stats {
+    int64_t docs_total;   /* documents in this run's share of the input (known before the first decision) */
+    int64_t docs_done;    /* decided and written by this run */
+    int64_t docs_skipped; /* already in the results file (resume) */
+    int64_t docs_failed;  /* bad lines met by this run (recorded now or by an earlier run) */
+    int64_t criteria;     /* decisions written by this run */
+    double seconds;       /* wall time of this run so far */
+} td_run_stats;
+
+typedef struct td_run_params {
+    const char *criteria_path;  /* criteria for every document (JSONL), or NULL: every line brings its own */
+    const char *errors_path;    /* NULL: out_path + ".errors" */
+    int resume;                 /* 1: repair the files and skip the documents already done */
+    int overwrite;              /* 1: without resume, replace existing files instead of refusing */
+    int strict;                 /* 1: a bad line stops the run (after it is recorded) */
+    int timing;                 /* 1 (default): "ms" (wall time of the document) in every line; 0: the lines are
+                                   fully deterministic */
+    int32_t shard, n_shards;    /* this run's share: 0 .. n_shards - 1 (default 0 of 1) */
+    int32_t checkpoint_docs;    /* fsync after this many documents (default 64) */
+    double checkpoint_seconds;  /* ... or this many seconds since the last one (default 10) */
+    int sync;                   /* 1 (default): fsync at checkpoints; 0: never (scratch files: a process that dies
+                                   still leaves every line it wrote, a machine that dies may not) */
+    const char *prior_out;      /* optional: another results file (e.g. the merged output of an earlier run that
+                                   this run continues one shard of) whose ids also count as done with resume */
+    const char *prior_errors;   /* optional: its errors file, whose lines count as already recorded */
+    void (*progress)(void *user, const td_run_stats *stats); /* after every document; may be NULL */
+    void *progress_user;
+    td_log_fn log;              /* repairs and other notes (level 0 info, 1 warning); may be NULL */
+    void *log_user;
+} td_run_params;
+
+td_run_params td_run_default_params(void);
+
+/* Runs the decider over input_path (a JSONL file; read twice: once for the ids and the share's size, once to
+ * decide) and appends to out_path (and the errors file). The decider's parameters (letters, instruction, mode,
+ * threads, memory, allowed_mass) apply. stats (may be NULL) receives the counts, also on failure. Errors:
+ * TD_ERR_IO naming the file that cannot be read, written or synced; TD_ERR_FORMAT for repeated ids, a bad
+ * criteria file or (strict) a bad line, each naming file and line; TD_ERR_STATE for existing files without resume
+ * or overwrite; TD_ERR_INVALID_ARG for a shard outside 0..n_shards-1; decide errors that are not the document's
+ * fault (TD_ERR_NOMEM, ...) pass through. Whatever was written before a failure stays (synced) and a resumed run
+ * continues from it. The decider is used by this call alone meanwhile (one thread); several runs may go on at once
+ * in one process with different deciders and files. */
+td_status td_run(td_decider *d, const char *input_path, const char *out_path, const td_run_params *params,
+                 td_run_stats *stats);
+
+/* Joins results (or errors) files of runs over one input, each in input order, into out_path in input order (by
+ * their "line" members): the merge of all shards equals the file one unsharded run writes, byte for byte. Streams
+ * (one line per file in memory); writes out_path + ".tmp", syncs it and renames it over out_path, so out_path is
+ * either the old file or the whole new one; out_path may be one of the inputs. Flags: TD_MERGE_MISSING_OK (a
+ * missing input is an empty one), TD_MERGE_NO_SYNC (no fsync: scratch files). Errors: TD_ERR_FORMAT naming file
+ * and line for a line without a "line" number, a torn last line, lines out of order or one line number in two
+ * files; TD_ERR_IO. */
+#define TD_MERGE_MISSING_OK 1u
+#define TD_MERGE_NO_SYNC 2u
+td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, unsigned flags);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Synthetic checkpoints and shapes                                                                              */

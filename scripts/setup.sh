@@ -6,14 +6,16 @@ cd "$(dirname "$0")/.."
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 
-# Debian packages: build tools (gcc; clang for the fuzz targets) and the four libraries the core links (PCRE2,
-# utf8proc, jansson, libmicrohttpd).
+# Debian packages: build tools (gcc; clang for the fuzz targets), the four libraries the core links (PCRE2,
+# utf8proc, jansson, libmicrohttpd) and Open MPI (the tool links it for `mpirun -n K typedecide run`; the suite runs
+# it).
 need_pkgs=()
 for cmd_pkg in cc:gcc make:make cmake:cmake pkg-config:pkg-config git:git clang:clang; do
     command -v "${cmd_pkg%%:*}" >/dev/null 2>&1 || need_pkgs+=("${cmd_pkg#*:}")
 done
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes of clang, for `make fuzz` (part of `make check`)
-for pkg in libc6-dev libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev libclang-rt-14-dev; do
+for pkg in libc6-dev libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-dev libclang-rt-14-dev openmpi-bin \
+    libopenmpi-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$pkg")
 done
 # Node.js and npm run the test-only references (Hugging Face tokenizers, llama.cpp); any recent Node will do.

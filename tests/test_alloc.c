@@ -148,8 +148,34 @@ static const char fixture[] =
     "{\"id\": \"c\", \"family\": \"f\", \"evidence\": \"Refund me now.\", \"question\": \"Refund?\", "
     "\"options\": [{\"id\": \"y\", \"description\": \"Yes\"}, {\"id\": \"n\", \"description\": \"No\"}], \"answer\": \"y\"}\n";
 
-/* Load, decide, evaluate (cyclic debias, one shot), predictions out and back, metrics. Returns TD_OK or the first
- * failing status. */
+/* A corpus for td_run: two documents (one with criteria of its own) and a bad line. */
+static const char corpus[] =
+    "{\"id\": \"d1\", \"evidence\": \"The parcel arrived broken.\"}\n"
+    "{\"id\": \"d2\", \"evidence\": \"Refund me now.\", \"criteria\": [{\"id\": \"r\", \"question\": \"Refund?\", "
+    "\"options\": [{\"id\": \"y\", \"description\": \"Yes\"}, {\"id\": \"n\", \"description\": \"No\"}]}]}\n"
+    "{\"id\": \"d3\"}\n";
+static const char *corpus_dir; /* set: the sweep also runs td_run (fresh, then resumed) and td_run_merge there */
+
+static td_status run_corpus(td_decider *d) {
+    char in[512], crit[512], out[512], merged[512];
+    snprintf(in, sizeof in, "%s/docs.jsonl", corpus_dir);
+    snprintf(crit, sizeof crit, "%s/crit.jsonl", corpus_dir);
+    snprintf(out, sizeof out, "%s/out.jsonl", corpus_dir);
+    snprintf(merged, sizeof merged, "%s/merged.jsonl", corpus_dir);
+    td_run_params rp = td_run_default_params();
+    rp.criteria_path = crit;
+    rp.overwrite = 1;
+    rp.sync = 0; /* thousands of runs: no fsync */
+    td_status st = td_run(d, in, out, &rp, NULL);
+    rp.resume = 1, rp.overwrite = 0;
+    if (st == TD_OK) st = td_run(d, in, out, &rp, NULL);
+    const char *parts[] = {out};
+    if (st == TD_OK) st = td_run_merge(parts, 1, merged, TD_MERGE_NO_SYNC);
+    return st;
+}
+
+/* Load, decide, evaluate (cyclic debias, one shot), predictions out and back, metrics; for one model a corpus run
+ * too. Returns TD_OK or the first failing status. */
 static td_status run(const char *model_dir, const char *pred_path) {
     td_model *m = NULL;
     td_decider *d = NULL;
@@ -169,6 +195,7 @@ static td_status run(const char *model_dir, const char *pred_path) {
         const td_criterion cs[2] = {c, c};
         st = td_decide(d, "Please hurry, the server is down.", 33, cs, 2, out);
     }
+    if (st == TD_OK && corpus_dir) st = run_corpus(d);
     if (st == TD_OK) st = td_rows_parse(fixture, sizeof fixture - 1, "fixture", TD_ROWS_ANSWER | TD_ROWS_EVIDENCE, &rows);
     if (st == TD_OK) {
         td_eval_params ep = td_eval_default_params();
@@ -292,6 +319,14 @@ int main(void) {
     xp.quant = "f32";
     CHECK(td_model_load(m3, NULL, &m) == TD_OK && td_model_export_gguf(m, &xp, gguf, NULL) == TD_OK);
     td_model_free(m);
+    char docs[256], crit[256];
+    snprintf(docs, sizeof docs, "%s/docs.jsonl", dir);
+    snprintf(crit, sizeof crit, "%s/crit.jsonl", dir);
+    FILE *f = fopen(docs, "w");
+    CHECK(f && fputs(corpus, f) >= 0 && fclose(f) == 0);
+    f = fopen(crit, "w");
+    CHECK(f && fputs("{\"id\": \"q\", \"question\": \"Is it damaged?\", \"options\": [{\"id\": \"y\", \"description\": "
+                     "\"Yes\"}, {\"id\": \"n\", \"description\": \"No\"}]}\n", f) >= 0 && fclose(f) == 0);
 
     CHECK(td_set_allocator(&counting) == TD_OK);
     memory_matches("fixtures/models/qwen3-tiny-tied");
@@ -307,6 +342,7 @@ int main(void) {
     for (int i = 0; i < 4; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s", i < 2 ? models[i] : td_test_path(models[i]));
+        corpus_dir = i == 0 ? dir : NULL; /* the corpus runner on the first model */
         int64_t n = sweep(run, path, pred, stride);
         fprintf(stderr, "test_alloc: %s: failed each of its %lld allocations in turn\n", path, (long long)n);
     }

@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""Train the demo models on the GPU machine: tokenizer, Qwen3 and Qwen3.5 demo models, LoRA adapter.
+
+Needs torch, transformers 5.17, tokenizers, peft, safetensors (all on the GPU machine's image) and the files that
+scripts/train/device.sh copies next to it: gen_decisions.py, the pretraining corpus (corpus.txt.xz, made here by
+extract_corpus.py) and the tokenizer template (tokenizer.json / tokenizer_config.json of
+fixtures/tokenizers/qwen3-trunc2048, whose structure, regex, normalizer and added tokens are Qwen3's).
+
+    python3 train.py --work /tmp/w --out OUTDIR [--scale smoke|full] [--seed 15]
+
+Steps (all seeded; see scripts/train/README.md for what was run and how long it took):
+ 1. decision data: gen_decisions.py, train split only (base families; the adapter family separately), 16 workers;
+ 2. tokenizer: byte-level BPE (tokenizers' BpeTrainer) on the corpus + rendered training prompts + a line of
+    "Answer: X" for every letter A..T (so that " A".." T" are single tokens), vocabulary 8192 with the 26 added
+    tokens of Qwen3 (ChatML), Qwen3's Split regex, NFC; written into Qwen3's tokenizer.json structure;
+ 3. tokenisation: prompts exactly as typedecide renders them (head = instruction + "\\nEvidence:\\n" + evidence, with
+    worked examples for some groups; suffix = "\\nCriterion: ...\\nAnswer:"; then " X" and <|endoftext|>); head, suffix
+    and letter are tokenised separately and concatenated, as typedecide does;
+ 4. models, trained at once in separate processes on the one GPU: demo-qwen3, demo-qwen35 and demo-qwen3 again
+    with the same seed (the reproducibility check): a pretraining phase on the corpus, then the decision data with
+    corpus batches mixed in; loss = mean token cross-entropy of the text + mean cross-entropy of the answer letter;
+    bf16 autocast, AdamW, cosine schedule; saved with save_pretrained in bf16;
+ 5. adapter: PEFT LoRA on demo-qwen3 trained on the shipment_tracking family, which the base models never saw.
+"""
+import argparse
+import hashlib
+import json
+import lzma
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INSTRUCTION = ("You are a careful, impartial analyst. Read the evidence below. For each criterion, choose the single "
+               "option that the evidence best supports and answer with its letter only.")
+LETTERS = "ABCDEFGHIJKLMNOPQRST"
+N_BPE = 8166                 # + 26 added tokens = 8192 = the models' vocabulary
+QWEN3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+SCALES = {
+    #          groups of decisions, adapter groups, corpus MB for the tokenizer, pretrain steps, decision steps,
+    #          adapter steps, tokens per step
+    "smoke": dict(groups=40000, adapter_groups=4000, tok_mb=8, pre_steps=60, dec_steps=240, dec_steps_qwen35=240,
+                  adapter_steps=60, step_tokens=98304, val_every=100),
+    "full": dict(groups=300000, adapter_groups=20000, tok_mb=40, pre_steps=250, dec_steps=2600, dec_steps_qwen35=1400,
+                 adapter_steps=300, step_tokens=32768, val_every=500),
+}
+QWEN3_CFG = dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                 intermediate_size=512)
+QWEN35_CFG = dict(hidden_size=256, num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                  intermediate_size=256, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=64,
+                  linear_value_head_dim=64, linear_conv_kernel_dim=4)
+MAX_POS = 2048
+ANSWER_WEIGHT = 3.0          # loss = text cross-entropy + ANSWER_WEIGHT * answer-letter cross-entropy
+
+
+def log(*a):
+    print("[%s]" % time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def render_suffix(row):
+    s = "\nCriterion: " + row["question"] + "\nOptions:"
+    for i, o in enumerate(row["options"]):
+        s += "\n%s. %s" % (LETTERS[i], o["description"])
+    return s + "\nAnswer:"
+
+
+def render_head(evidence, shots=()):
+    h = INSTRUCTION
+    for r in shots:
+        k = [o["id"] for o in r["options"]].index(r["answer"])
+        h += "\nEvidence:\n" + r["evidence"] + render_suffix(r) + " " + LETTERS[k] + "\n"
+    return h + "\nEvidence:\n" + evidence
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(l) for l in f]
+
+
+def groups_of(rows):
+    out, cur = [], []
+    for r in rows:
+        if cur and r["evidence"] != cur[0]["evidence"]:
+            out.append(cur)
+            cur = []
+        cur.append(r)
+    if cur:
+        out.append(cur)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ tokenizer
+def train_tokenizer(work, corpus_text, sample_rows, tmpl_dir, out_dir):
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN3_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    letters = "".join("Answer: %s\n" % c for c in LETTERS) * 3000
+    texts = [corpus_text, letters] + [render_head(g[0]["evidence"]) + "".join(render_suffix(r) for r in g)
+                                      for g in sample_rows]
+
+    def it():
+        for t in texts:
+            for i in range(0, len(t), 1 << 20):
+                yield t[i:i + (1 << 20)]
+    trainer = trainers.BpeTrainer(vocab_size=N_BPE, min_frequency=2, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[])
+    tok.train_from_iterator(it(), trainer=trainer)
+    trained = json.loads(tok.to_str())
+    vocab = trained["model"]["vocab"]
+    assert len(vocab) == N_BPE, len(vocab)
+    tj = json.load(open(os.path.join(tmpl_dir, "tokenizer.json"), encoding="utf-8"))
+    tc = json.load(open(os.path.join(tmpl_dir, "tokenizer_config.json"), encoding="utf-8"))
+    remap = {}
+    for k, at in enumerate(tj["added_tokens"]):
+        remap[at["id"]] = N_BPE + k
+        at["id"] = N_BPE + k
+    tj["model"]["vocab"] = dict(sorted(vocab.items(), key=lambda kv: kv[1]))
+    merges = trained["model"]["merges"]
+    tj["model"]["merges"] = [m if isinstance(m, list) else m.split(" ", 1) for m in merges]
+    tc["added_tokens_decoder"] = {str(remap[int(k)]): v for k, v in tc["added_tokens_decoder"].items()}
+    tc["model_max_length"] = MAX_POS
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False, separators=(",", ":"))
+        f.write("\n")
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(tc, f, ensure_ascii=False, indent=2)
+        f.write("\n")
+    t2 = Tokenizer.from_file(os.path.join(out_dir, "tokenizer.json"))
+    base = t2.encode("Answer:", add_special_tokens=False).ids
+    for c in LETTERS:
+        ids = t2.encode("Answer: " + c, add_special_tokens=False).ids
+        assert ids[:len(base)] == base and len(ids) == len(base) + 1, ("letter not one token", c, ids)
+    h = hashlib.sha256(open(os.path.join(out_dir, "tokenizer.json"), "rb").read()).hexdigest()
+    log("tokenizer: %d tokens, sha256 %s" % (t2.get_vocab_size(), h[:16]))
+    return h
+
+
+# ------------------------------------------------------------------------------------------------ tokenisation
+def tokenize_rows(tok, rows, rng, shot_rate, eot, letter_ids, max_len):
+    """-> list of (ids, answer position) for each row; some groups get 1-3 worked examples from their family."""
+    import numpy as np
+    groups = groups_of(rows)
+    by_fam = {}
+    for gi, g in enumerate(groups):
+        by_fam.setdefault(g[0]["family"], []).append(gi)
+    heads = []
+    for gi, g in enumerate(groups):
+        shots = []
+        if rng.random() < shot_rate:
+            cand = by_fam[g[0]["family"]]
+            for _ in range(rng.randint(1, 3)):
+                o = cand[rng.randrange(len(cand))]
+                if o != gi:
+                    shots.append(rng.choice(groups[o]))
+        heads.append(render_head(g[0]["evidence"], shots))
+    head_ids = [e.ids for e in tok.encode_batch(heads, add_special_tokens=False)]
+    flat = [r for g in groups for r in g]
+    suf_ids = [e.ids for e in tok.encode_batch([render_suffix(r) for r in flat], add_special_tokens=False)]
+    seqs, k = [], 0
+    for gi, g in enumerate(groups):
+        for r in g:
+            a = [o["id"] for o in r["options"]].index(r["answer"])
+            ids = head_ids[gi] + suf_ids[k] + [letter_ids[a], eot]
+            k += 1
+            if len(ids) <= max_len:
+                seqs.append((np.asarray(ids, dtype=np.uint16), len(ids) - 2))
+    return seqs
+
+
+def pack_seqs(seqs, path):
+    import numpy as np
+    lens = np.array([len(s) for s, _ in seqs], dtype=np.int64)
+    off = np.concatenate([[0], np.cumsum(lens)])
+    np.save(path + ".tok.npy", np.concatenate([s for s, _ in seqs]) if seqs else np.zeros(0, np.uint16))
+    np.save(path + ".off.npy", off)
+    np.save(path + ".ans.npy", np.array([a for _, a in seqs], dtype=np.int64))
+
+
+def prepare(a, sc):
+    import numpy as np
+    from tokenizers import Tokenizer
+    work = a.work
+    os.makedirs(work, exist_ok=True)
+    t0 = time.time()
+    gen = os.path.join(HERE, "gen_decisions.py")
+    jobs = [("train", "base", sc["groups"], "train.jsonl"), ("train", "adapter", sc["adapter_groups"], "adapter.jsonl"),
+            ("test", "base", 400, "val.jsonl"), ("test", "adapter", 200, "val_adapter.jsonl")]
+    procs = [subprocess.Popen([sys.executable, gen, "--split", sp, "--families", fam, "--groups", str(n),
+                               "--seed", "%s-%s" % (a.seed, name.split(".")[0]), "--out", os.path.join(work, name),
+                               "--workers", str(12 if n > 10000 else 1)]) for sp, fam, n, name in jobs]
+    for p in procs:
+        assert p.wait() == 0
+    rows = read_jsonl(os.path.join(work, "train.jsonl"))
+    log("decision rows: %d train (%.0f s)" % (len(rows), time.time() - t0))
+    corpus = lzma.open(a.corpus, "rt", encoding="utf-8").read()
+    rng = random.Random("tok-%s" % a.seed)
+    sample = groups_of(rows[:400000])
+    sample = [sample[i] for i in sorted(rng.sample(range(len(sample)), min(60000, len(sample))))]
+    tok_dir = os.path.join(work, "tokenizer")
+    h1 = train_tokenizer(work, corpus[:int(sc["tok_mb"] * 1e6)], sample, a.tokenizer_template, tok_dir)
+    h2 = train_tokenizer(work, corpus[:int(sc["tok_mb"] * 1e6)], sample, a.tokenizer_template, tok_dir + "-rerun")
+    log("tokenizer trained twice: %s (%.0f s)" % ("identical" if h1 == h2 else "DIFFERENT", time.time() - t0))
+    tok = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
+    eot = tok.token_to_id("<|endoftext|>")
+    base = tok.encode("Answer:", add_special_tokens=False).ids
+    letter_ids = [tok.encode("Answer: " + c, add_special_tokens=False).ids[len(base)] for c in LETTERS]
+    # corpus: documents separated by <|endoftext|>
+    docs = [d.strip() for d in corpus.split("\f") if d.strip()]
+    ids = []
+    for e in tok.encode_batch(docs, add_special_tokens=False):
+        ids.extend(e.ids)
+        ids.append(eot)
+    np.save(os.path.join(work, "corpus.npy"), np.asarray(ids, dtype=np.uint16))
+    log("corpus: %d docs, %d tokens" % (len(docs), len(ids)))
+    drng = random.Random("shots-%s" % a.seed)
+    for name, src, rate in (("dec", rows, 0.15), ("adapter", os.path.join(work, "adapter.jsonl"), 0.0),
+                            ("val", os.path.join(work, "val.jsonl"), 0.0),
+                            ("val_adapter", os.path.join(work, "val_adapter.jsonl"), 0.0)):
+        rs = src if isinstance(src, list) else read_jsonl(src)
+        seqs = tokenize_rows(tok, rs, drng, rate, eot, letter_ids, 1024)
+        pack_seqs(seqs, os.path.join(work, name))
+        if name.startswith("val"):  # the number of options and the family of every row, for the quick evaluation
+            keep = [r for r in rs]
+            json.dump([[len(r["options"]), r["family"]] for r in keep], open(os.path.join(work, name + ".meta.json"), "w"))
+        ntok = sum(len(s) for s, _ in seqs)
+        log("%s: %d sequences, %d tokens, longest %d" % (name, len(seqs), ntok, max(len(s) for s, _ in seqs)))
+    json.dump({"eot": eot, "letter_ids": letter_ids, "vocab": N_BPE + 26, "tokenizer_sha256": h1,
+               "tokenizer_rerun_identical": h1 == h2, "prep_seconds": time.time() - t0},
+              open(os.path.join(work, "prep.json"), "w"))
+
+
+# ------------------------------------------------------------------------------------------------ models
+def build_model(arch, vocab, eot, im_end):
+    from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
+    common = dict(vocab_size=vocab, max_position_embeddings=MAX_POS, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                  hidden_act="silu", attention_bias=False, initializer_range=0.02, bos_token_id=eot,
+                  eos_token_id=im_end, pad_token_id=eot)
+    if arch == "qwen3":
+        cfg = Qwen3Config(**QWEN3_CFG, **common, use_sliding_window=False,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+        return Qwen3ForCausalLM(cfg)
+    n = QWEN35_CFG["num_hidden_layers"]
+    cfg = Qwen3_5TextConfig(**QWEN35_CFG, **common,
+                            layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(n)],
+                            rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                                             "mrope_section": [3, 3, 2], "mrope_interleaved": True})
+    return Qwen3_5ForCausalLM(cfg)
+
+
+class Data:
+    def __init__(self, work, name):
+        import numpy as np
+        self.tok = np.load(os.path.join(work, name + ".tok.npy"), mmap_mode="r")
+        self.off = np.load(os.path.join(work, name + ".off.npy"))
+        self.ans = np.load(os.path.join(work, name + ".ans.npy"))
+        self.lens = self.off[1:] - self.off[:-1]
+        # buckets of similar length (multiples of 32), so that a batch pads little
+        self.buckets = {}
+        for i, L in enumerate(self.lens):
+            self.buckets.setdefault(int((L + 31) // 32 * 32), []).append(i)
+        self.bkeys = sorted(self.buckets)
+        self.bw = np.array([len(self.buckets[k]) for k in self.bkeys], dtype=np.float64)
+        self.bw /= self.bw.sum()
+
+    def __len__(self):
+        return len(self.lens)
+
+    def row(self, i):
+        return self.tok[self.off[i]:self.off[i + 1]]
+
+    def batch(self, rng, step_tokens):
+        import numpy as np
+        L = self.bkeys[rng.choice(len(self.bkeys), p=self.bw)]
+        idx = self.buckets[L]
+        n = max(1, step_tokens // L)
+        pick = rng.choice(len(idx), size=n, replace=len(idx) < n)
+        ids = np.zeros((n, L), dtype=np.int64)
+        mask = np.zeros((n, L), dtype=np.float32)
+        ans = np.zeros(n, dtype=np.int64)
+        for j, p in enumerate(pick):
+            r = idx[p]
+            s = self.row(r)
+            ids[j, :len(s)] = s
+            mask[j, :len(s) - 1] = 1.0  # predict tokens 1..len-1
+            ans[j] = self.ans[r]
+        return ids, mask, ans
+
+
+def corpus_batch(corpus, rng, step_tokens, L=512):
+    import numpy as np
+    n = step_tokens // L
+    starts = rng.integers(0, len(corpus) - L - 1, size=n)
+    ids = np.stack([np.asarray(corpus[s:s + L], dtype=np.int64) for s in starts])
+    return ids, np.ones((n, L), dtype=np.float32), None
+
+
+def quick_eval(model, data, meta, letter_ids, dev):
+    """Readout accuracy on held-out rows (PyTorch; only a training-time check, the reported figures come from
+    typedecide on the saved files)."""
+    import torch
+    model.eval()
+    hits, fam = 0, {}
+    order = sorted(range(len(data)), key=lambda i: data.lens[i])
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        for b in range(0, len(order), 256):
+            idx = order[b:b + 256]
+            L = max(int(data.ans[i]) for i in idx)
+            ids = torch.zeros((len(idx), L), dtype=torch.long)
+            for j, i in enumerate(idx):
+                s = data.row(i)[:data.ans[i]]
+                ids[j, :len(s)] = torch.from_numpy(s.astype("int64"))
+            h = model.model(input_ids=ids.to(dev), use_cache=False).last_hidden_state
+            for j, i in enumerate(idx):
+                k, f = meta[i]
+                lg = model.lm_head(h[j, data.ans[i] - 1]).float()[letter_ids[:k]]
+                gold = int(data.row(i)[data.ans[i]])
+                ok = int(letter_ids[int(lg.argmax())] == gold)
+                hits += ok
+                fam.setdefault(f, [0, 0])
+                fam[f][0] += ok
+                fam[f][1] += 1
+    model.train()
+    return hits / len(data), {f: round(a / n, 3) for f, (a, n) in sorted(fam.items())}
+
+
+def train_model(a, sc):
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from transformers import GenerationConfig
+    torch.manual_seed(a.seed)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    prep = json.load(open(os.path.join(a.work, "prep.json")))
+    eot, letter_ids, V = prep["eot"], prep["letter_ids"], prep["vocab"]
+    im_end = eot + 2
+    dev = "cuda"
+    model = build_model(a.arch, V, eot, im_end).to(dev)
+    n_params = sum(p.numel() for p in model.parameters())
+    log("%s: %d parameters (%.2f M), config %s" % (a.name, n_params, n_params / 1e6, a.arch))
+    corpus = np.load(os.path.join(a.work, "corpus.npy"), mmap_mode="r")
+    dec = Data(a.work, "dec")
+    val = Data(a.work, "val")
+    meta = json.load(open(os.path.join(a.work, "val.meta.json")))
+    rng = np.random.default_rng(a.seed)
+    dec_steps = sc["dec_steps_qwen35"] if a.arch == "qwen35" else sc["dec_steps"]
+    total = sc["pre_steps"] + dec_steps
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8, fused=True)
+    warm = 100
+
+    def lr_at(s):
+        if s < warm:
+            return a.lr * (s + 1) / warm
+        p = (s - warm) / max(1, total - warm)
+        return a.lr * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * p)))
+    t0 = time.time()
+    hist, tokens, stopped = [], 0, None
+    for step in range(total):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        if a.deadline and time.time() > a.deadline:
+            log("%s: STOPPED at step %d of %d: the run's deadline passed" % (a.name, step, total))
+            stopped = step
+            break
+        use_corpus = step < sc["pre_steps"] or step % 8 == 7
+        ids, mask, ans = corpus_batch(corpus, rng, sc["step_tokens"]) if use_corpus else dec.batch(rng, sc["step_tokens"])
+        ids_t = torch.from_numpy(ids).to(dev, non_blocking=True)
+        mask_t = torch.from_numpy(mask).to(dev, non_blocking=True)
+        tokens += ids.size
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            h = model.model(input_ids=ids_t, use_cache=False).last_hidden_state
+            logits = model.lm_head(h[:, :-1]).float()
+        ce = F.cross_entropy(logits.reshape(-1, V), ids_t[:, 1:].reshape(-1), reduction="none").view(ids.shape[0], -1)
+        text_loss = (ce * mask_t[:, :-1]).sum() / mask_t[:, :-1].sum()
+        loss = text_loss
+        if ans is not None:
+            ans_t = torch.from_numpy(ans).to(dev)
+            a_loss = ce[torch.arange(ids.shape[0], device=dev), ans_t - 1].mean()
+            loss = loss + ANSWER_WEIGHT * a_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 50 == 0 or step == total - 1:
+            lv = float(text_loss)
+            av = float(a_loss) if ans is not None else float("nan")
+            log("%s step %d/%d text %.3f answer %.3f lr %.2e %.1f s %.2f Mtok/s" % (
+                a.name, step, total, lv, av, lr_at(step), time.time() - t0, tokens / (time.time() - t0) / 1e6))
+            hist.append([step, lv, av])
+        if (step + 1) % sc["val_every"] == 0 or step == total - 1:
+            acc, fam = quick_eval(model, val, meta, letter_ids, dev)
+            log("%s step %d val accuracy %.3f %s" % (a.name, step + 1, acc, json.dumps(fam)))
+    torch.cuda.synchronize()
+    secs = time.time() - t0
+    acc, fam = quick_eval(model, val, meta, letter_ids, dev)
+    out = os.path.join(a.out, a.name)
+    save_model(model, out, a.work, eot, im_end)
+    json.dump({"name": a.name, "arch": a.arch, "seed": a.seed, "params": n_params, "steps": total,
+               "pre_steps": sc["pre_steps"], "dec_steps": dec_steps, "stopped_at": stopped, "step_tokens": sc["step_tokens"],
+               "answer_weight": ANSWER_WEIGHT,
+               "tokens": tokens, "train_seconds": secs, "lr": a.lr, "torch_val_accuracy": acc, "torch_val_family": fam,
+               "loss_history": hist, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__},
+              open(os.path.join(a.out, a.name + ".train.json"), "w"), indent=1)
+    log("%s done: %.1f s, %d tokens, val accuracy %.3f" % (a.name, secs, tokens, acc))
+
+
+def save_model(model, out, work, eot, im_end):
+    import torch
+    from transformers import GenerationConfig
+    model.generation_config = GenerationConfig(bos_token_id=eot, eos_token_id=[im_end, eot], pad_token_id=eot,
+                                               do_sample=True, temperature=0.6, top_k=20, top_p=0.95)
+    model = model.to(torch.bfloat16)
+    model.save_pretrained(out)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(os.path.join(work, "tokenizer", f), os.path.join(out, f))
+
+
+def train_adapter(a, sc):
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen3ForCausalLM
+    torch.manual_seed(a.seed)
+    prep = json.load(open(os.path.join(a.work, "prep.json")))
+    letter_ids, V = prep["letter_ids"], prep["vocab"]
+    dev = "cuda"
+    base = Qwen3ForCausalLM.from_pretrained(os.path.join(a.out, "demo-qwen3"), dtype=torch.float32).to(dev)
+    data = Data(a.work, "adapter")
+    val = Data(a.work, "val_adapter")
+    meta = json.load(open(os.path.join(a.work, "val_adapter.meta.json")))
+    acc0, _ = quick_eval(base, val, meta, letter_ids, dev)
+    cfg = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    pm = get_peft_model(base, cfg)
+    opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=2e-3, weight_decay=0.0)
+    rng = np.random.default_rng(a.seed)
+    t0 = time.time()
+    steps = sc["adapter_steps"]
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = 2e-3 * min(1.0, (step + 1) / 30) * (0.1 + 0.9 * (1 - step / steps))
+        ids, mask, ans = data.batch(rng, 16384)
+        ids_t = torch.from_numpy(ids).to(dev)
+        mask_t = torch.from_numpy(mask).to(dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            h = pm.base_model.model.model(input_ids=ids_t, use_cache=False).last_hidden_state
+            logits = pm.base_model.model.lm_head(h[:, :-1]).float()
+        ce = F.cross_entropy(logits.reshape(-1, V), ids_t[:, 1:].reshape(-1), reduction="none").view(ids.shape[0], -1)
+        loss = (ce * mask_t[:, :-1]).sum() / mask_t[:, :-1].sum() + \
+            ce[torch.arange(ids.shape[0], device=dev), torch.from_numpy(ans).to(dev) - 1].mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if step % 50 == 0:
+            log("adapter step %d loss %.3f" % (step, float(loss.detach())))
+    secs = time.time() - t0
+    acc1, _ = quick_eval(pm.base_model.model, val, meta, letter_ids, dev)
+    d = os.path.join(a.out, "demo-qwen3-shipment-lora")
+    pm.save_pretrained(d)
+    c = json.load(open(os.path.join(d, "adapter_config.json")))
+    c["base_model_name_or_path"] = "models/demo-qwen3"
+    json.dump(c, open(os.path.join(d, "adapter_config.json"), "w"), indent=2, sort_keys=True)
+    json.dump({"steps": steps, "train_seconds": secs, "torch_val_accuracy_base": acc0, "torch_val_accuracy_adapter": acc1,
+               "r": 8, "alpha": 16}, open(os.path.join(a.out, "adapter.train.json"), "w"), indent=1)
+    log("adapter: %.1f s, torch val accuracy %.3f -> %.3f" % (secs, acc0, acc1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("stage", choices=["all", "prepare", "model", "adapter"])
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--scale", default="full", choices=sorted(SCALES))
+    ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--corpus", default=os.path.join(HERE, "corpus.txt.xz"))
+    ap.add_argument("--tokenizer-template", default=os.path.join(HERE, "tokenizer-template"))
+    ap.add_argument("--arch", default="qwen3")
+    ap.add_argument("--name", default="demo-qwen3")
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--deadline", type=float, default=0, help="epoch seconds: stop training and save at this time")
+    ap.add_argument("--model-budget", type=float, default=0, help="seconds for the model stage (all): sets --deadline")
+    a = ap.parse_args()
+    sc = SCALES[a.scale]
+    os.makedirs(a.out, exist_ok=True)
+    if a.stage == "prepare":
+        return prepare(a, sc)
+    if a.stage == "model":
+        return train_model(a, sc)
+    if a.stage == "adapter":
+        return train_adapter(a, sc)
+    t0 = time.time()
+    prepare(a, sc)
+    t1 = time.time()
+    me = [sys.executable, os.path.abspath(__file__), "model", "--work", a.work, "--out", a.out, "--scale", a.scale,
+          "--seed", str(a.seed), "--lr", str(a.lr)]
+    if a.model_budget:
+        me += ["--deadline", str(t0 + a.model_budget)]
+    runs = [("qwen3", "demo-qwen3"), ("qwen35", "demo-qwen35"), ("qwen3", "demo-qwen3-rerun")]
+    procs = [subprocess.Popen(me + ["--arch", arch, "--name", name],
+                              stdout=open(os.path.join(a.out, name + ".log"), "w"), stderr=subprocess.STDOUT)
+             for arch, name in runs]
+    while any(p.poll() is None for p in procs):
+        time.sleep(15)
+        for _, name in runs:
+            with open(os.path.join(a.out, name + ".log")) as f:
+                lines = f.read().strip().split("\n")
+            log("  %s | %s" % (name, lines[-1][:160] if lines else ""))
+    rcs = [p.returncode for p in procs]
+    t2 = time.time()
+    if rcs[0] == 0:
+        train_adapter(a, sc)
+    t3 = time.time()
+    json.dump({"scale": a.scale, "seed": a.seed, "prepare_seconds": t1 - t0, "models_seconds": t2 - t1,
+               "adapter_seconds": t3 - t2, "total_seconds": t3 - t0, "returncodes": rcs,
+               "prep": json.load(open(os.path.join(a.work, "prep.json")))},
+              open(os.path.join(a.out, "run.json"), "w"), indent=1)
+    log("all done in %.0f s (prepare %.0f, models %.0f, adapter %.0f), return codes %s" % (t3 - t0, t1 - t0, t2 - t1, t3 - t2, rcs))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
