@@ -3,7 +3,7 @@
 # cores), in ONE call of at most 8 minutes. Two halves of one script:
 #
 #   here    bench/scaling_device.sh --prepare
-#           fills build-device/ (git-ignored, ~13 MB): the release binary (make build first), the shared library
+#           fills build-device/ (git-ignored, ~13 MB): a release binary built without MPI (build-nompi/), the library
 #           the device lacks (libutf8proc; it has glibc 2.39, jansson and PCRE2), llama.cpp's source as an xz git
 #           archive of node-llama-cpp's bundle (ggml, src, include, common, cmake, vendor, tools, an empty
 #           app/CMakeLists.txt), the Qwen3 tokenizer, and a manifest.
@@ -29,11 +29,13 @@ BUNDLE=${BUNDLE:-build-device}
 
 if [ "${1:-}" = "--prepare" ]; then
     set -e
-    [ -x build/typedecide ] || { echo "scaling_device: build/typedecide missing: make build first" >&2; exit 1; }
+    # a release build without MPI: the device has no Open MPI, and the tool links it when it is found
+    cmake -S . -B build-nompi -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
+    cmake --build build-nompi --target typedecide_cli -j"$(nproc)" >/dev/null
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
-    cp build/typedecide "$BUNDLE/"
+    cp build-nompi/typedecide "$BUNDLE/"
     for lib in libutf8proc.so.2; do
-        path=$(ldd build/typedecide | awk -v l="$lib" '$1 == l {print $3}')
+        path=$(ldd build-nompi/typedecide | awk -v l="$lib" '$1 == l {print $3}')
         [ -n "$path" ] && cp -L "$path" "$BUNDLE/lib/"
     done
     src=$(mktemp -d)
