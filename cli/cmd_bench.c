@@ -26,15 +26,17 @@ static const char usage_text[] =
     "  --threads T    worker threads (default: all cores)\n"
     "  --repeat R     measurements (default 3; one warm-up run is not counted)\n"
     "  --kv f32|f16   KV cache precision (default f32)\n"
-    "The kernels in use (TD_KERNELS=scalar|avx2 caps the choice) are named in the output.\n";
+    "The kernels in use (TD_KERNELS=scalar|avx2|avx512vnni|avx512bf16 forces a set) are named in the output,\n"
+    "with the thread pool's jobs per token (decode) or per pass (prefill).\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-/* One measurement; returns tokens per second or a negative value on error (message printed). */
-static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads, int32_t kv_f16) {
+/* One measurement; returns tokens per second or a negative value on error (message printed), and in *jobs the
+ * thread pool's jobs during the measured part (td_ctx_pool_jobs). */
+static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads, int32_t kv_f16, int64_t *jobs) {
     int prefill = strcmp(mode, "prefill") == 0;
     int32_t prompt = prefill ? n : 16, V = td_model_n_vocab(m);
     td_ctx_params cp = td_ctx_default_params();
@@ -56,15 +58,18 @@ static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads
         td_batch_add(b, (int32_t)((s >> 33) % (uint64_t)(V < 1000 ? V : 1000)), 0, i, i == prompt - 1);
     }
     double t0 = cli_now();
+    int64_t j0 = td_ctx_pool_jobs(ctx);
     if ((st = td_ctx_decode(ctx, b)) != TD_OK) {
         cli_fail("bench", st);
         goto done;
     }
     if (prefill) {
         rate = (double)n / (cli_now() - t0);
+        *jobs = td_ctx_pool_jobs(ctx) - j0;
         goto done;
     }
     t0 = cli_now();
+    j0 = td_ctx_pool_jobs(ctx);
     for (int32_t i = 0; i < n; i++) {
         const float *lg = td_ctx_output(ctx, 0);
         int32_t best = 0;
@@ -78,6 +83,7 @@ static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads
         }
     }
     rate = (double)n / (cli_now() - t0);
+    *jobs = td_ctx_pool_jobs(ctx) - j0;
 done:
     td_batch_free(b);
     td_ctx_free(ctx);
@@ -152,7 +158,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
                "\"ms_per_criterion_max\": %.3f, \"prefix_ms\": %.3f, \"suffix_ms_per_criterion\": %.3f, "
                "\"suffix_ms_per_criterion_min\": %.3f, \"suffix_ms_per_criterion_max\": %.3f, "
                "\"forwards_per_run\": %lld, \"head_macs_per_criterion\": %lld}\n",
-               serial ? "serial" : "batch", model_dir, td_model_arch(m), td_cpu_kernels(), kv_f16 ? "f16" : "f32", P, C,
+               serial ? "serial" : "batch", model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32", P, C,
                S, K, threads, repeat, load_s,
                (double)C / med, 1e3 * med / (double)C, 1e3 * secs[0] / (double)C, 1e3 * secs[repeat - 1] / (double)C,
                head_ms[repeat / 2], crit_ms[repeat / 2], crit_ms[0], crit_ms[repeat - 1],
@@ -207,9 +213,10 @@ int cmd_bench(int argc, char **argv) {
         return cli_error("bench", "out of memory");
     }
     int rc = 0;
-    if (run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16) < 0) rc = 1; /* warm-up: page in the weights */
+    int64_t jobs = 0;
+    if (run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16, &jobs) < 0) rc = 1; /* warm-up: page in the weights */
     for (long long i = 0; i < repeat && rc == 0; i++) {
-        rates[i] = run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16);
+        rates[i] = run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16, &jobs);
         if (rates[i] < 0) rc = 1;
     }
     if (rc == 0) {
@@ -219,10 +226,11 @@ int cmd_bench(int argc, char **argv) {
         printf("{\"bench\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", \"kv\": \"%s\", "
                "\"params\": %lld, \"tokens\": %lld, "
                "\"threads\": %lld, \"repeat\": %lld, \"load_s\": %.4f, \"tokens_per_s\": %.3f, "
-               "\"tokens_per_s_min\": %.3f, \"tokens_per_s_max\": %.3f, \"machine\": \"%s %s\"}\n",
-               mode, model_dir, td_model_arch(m), td_cpu_kernels(), kv_f16 ? "f16" : "f32", (long long)td_model_n_params(m), n,
-               threads, repeat, load_s,
-               rates[repeat / 2], rates[0], rates[repeat - 1], u.machine, u.release);
+               "\"tokens_per_s_min\": %.3f, \"tokens_per_s_max\": %.3f, \"%s\": %.2f, \"machine\": \"%s %s\"}\n",
+               mode, model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32",
+               (long long)td_model_n_params(m), n, threads, repeat, load_s, rates[repeat / 2], rates[0],
+               rates[repeat - 1], strcmp(mode, "prefill") == 0 ? "pool_jobs_per_pass" : "pool_jobs_per_token",
+               strcmp(mode, "prefill") == 0 ? (double)jobs : (double)jobs / (double)n, u.machine, u.release);
     }
     free(rates);
     td_model_free(m);

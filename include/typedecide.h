@@ -109,8 +109,10 @@ typedef struct td_allocator {
 } td_allocator;
 td_status td_set_allocator(const td_allocator *allocator);
 
-/* The CPU kernels this process uses: "avx512vnni", "avx2" or "scalar" (the best this CPU runs; the environment
- * variable TD_KERNELS=avx2 or TD_KERNELS=scalar caps the choice). Static string. */
+/* The CPU kernels a model loaded now would use: "avx512bf16", "avx512vnni", "avx2" or "scalar", the fastest set
+ * this CPU runs (NOTES.md, issue 16: the measurements behind the choice). The environment variable TD_KERNELS
+ * forces another set this CPU runs (TD_KERNELS=avx2, avx512vnni, scalar, ...); a name it cannot run is ignored.
+ * Static string. td_model_kernels says what a loaded model uses. */
 const char *td_cpu_kernels(void);
 
 /* Logging for diagnostics that are not errors. level: 0 = info, 1 = warning. */
@@ -232,6 +234,9 @@ int32_t td_model_n_embd(const td_model *model);
 int64_t td_model_n_params(const td_model *model);
 /* Architecture name as in config.json ("qwen3"). Borrowed. */
 const char *td_model_arch(const td_model *model);
+/* The CPU kernel set the model was loaded for (td_cpu_kernels() at load time): its packed copies of quantised
+ * weights and its activation formats fix the model's arithmetic, and every context of the model uses it. Static. */
+const char *td_model_kernels(const td_model *model);
 /* Position limit from config.json (max_position_embeddings). */
 int32_t td_model_n_ctx_train(const td_model *model);
 /* The path the model was loaded from. Borrowed. */
@@ -376,6 +381,9 @@ td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos);
 int32_t td_ctx_n_free_rows(const td_ctx *ctx);
 /* Multiply-adds spent in the output head since the context was created (n_outputs x rows x hidden size). */
 int64_t td_ctx_head_macs(const td_ctx *ctx);
+/* Jobs the context's worker threads took part in since it was created (each a wake-up and a wait for the
+ * slowest thread; 0 with one thread): a measure of the synchronisation a pass costs. */
+int64_t td_ctx_pool_jobs(const td_ctx *ctx);
 /* Exactly the bytes td_ctx_new() allocates for these parameters through the allocator (the context, its thread
  * pool, KV cache, activations, sequence states, outputs, per-thread scratch; the worker threads' stacks are the
  * system's): both follow one plan. TD_ERR_INVALID_ARG for parameters td_ctx_new would refuse. */

@@ -3,6 +3,9 @@
  * 1e-4 of transformers' fp32 logits, and the greedy continuation must be identical. Where the fixture also carries
  * transformers' float64 logits of the same checkpoint (Qwen3.5), ours must be within 1e-4 of those too: that is
  * the check that does not depend on how either side rounds. TD_CHUNKED=1 runs the chunked DeltaNet form.
+ * Every kernel set this CPU runs is checked in turn (TD_KERNELS at load). A set that rounds the activations of
+ * BF16 products to bf16 (avx512bf16: vdpbf16ps, as llama.cpp does) is held to its stated tolerance instead,
+ * TOL_BF16 of the reference's largest |logit|, with the greedy continuation still identical.
  * Two fixtures pin transformers 5.17's tying rule: qwen3-tiny-both-differ (tie_word_embeddings true, but the file
  * holds lm_head.weight with other values than the embedding: not tied) and qwen35-tiny-vl-untied-top (VL layout,
  * top-level flag false, text_config's true, its own lm_head.weight: the top level governs, not tied). */
@@ -17,6 +20,14 @@
 #include "typedecide.h"
 
 #define TOL 1e-4
+/* bf16 activations carry 8 significant bits (2^-9 relative): the tiny fixtures' short dot products (hidden 64-96)
+ * average little of that away and Qwen3.5's recurrent state carries it on. Measured on the Intel Xeon: 0.5-1.3% of
+ * the largest |logit| for Qwen3, 1.1-6.3% for Qwen3.5; the synthetic qwen3-0.6b's decisions stay within 0.005 of
+ * the fp32 path (NOTES.md, issue 16). */
+#define TOL_BF16 0.1
+
+/* The kernel sets checked, each where this CPU runs it. */
+static const char *const k_sets[] = {"avx2", "avx512vnni", "avx512bf16", "scalar"};
 
 /* Every fixture model that must be found and checked (a directory missing its ref.json would be skipped). */
 static const char *const k_required[] = {
@@ -51,10 +62,12 @@ static int check_model(const char *name) {
     }
     int32_t V = td_model_n_vocab(m);
     CHECKF(V == json_integer_value(json_object_get(ref, "vocab_size")), "%s: vocab size", name);
+    const int bf16_acts = strcmp(td_model_kernels(m), "avx512bf16") == 0;
     json_t *prompts = json_object_get(ref, "prompts"), *files = json_object_get(ref, "logits_files");
     json_t *greedy = json_object_get(ref, "greedy");
     int n_new = (int)json_integer_value(json_object_get(ref, "greedy_new_tokens"));
-    double worst = 0, worst64 = -1;
+    double worst = 0, worst64 = -1, worst_top = 0, tol = TOL;
+    int n_parted = 0;
     for (size_t p = 0; p < json_array_size(prompts); p++) {
         json_t *pr = json_array_get(prompts, p);
         int n = (int)json_array_size(pr);
@@ -78,17 +91,21 @@ static int check_model(const char *name) {
         CHECK(td_batch_new(n, &b) == TD_OK);
         for (int i = 0; i < n; i++) td_batch_add(b, (int32_t)json_integer_value(json_array_get(pr, (size_t)i)), 0, i, 1);
         CHECKF(td_ctx_decode(ctx, b) == TD_OK, "%s: decode: %s", name, td_last_error());
-        double max_diff = 0;
+        double max_diff = 0, top = 0;
         int at_pos = -1;
         for (int i = 0; i < n; i++) {
             const float *got = td_ctx_output(ctx, i);
             for (int32_t v = 0; v < V; v++) {
                 double d = fabs((double)got[v] - want[(size_t)i * V + v]);
                 if (!(d <= max_diff)) max_diff = d, at_pos = i; /* NaN counts as the worst */
+                if (fabs(want[(size_t)i * V + v]) > top) top = fabs(want[(size_t)i * V + v]);
             }
         }
+        tol = bf16_acts ? TOL_BF16 * top : TOL;
         if (max_diff > worst) worst = max_diff;
-        CHECKF(max_diff <= TOL, "%s prompt %zu: max |logit - transformers| = %g at position %d", name, p, max_diff, at_pos);
+        if (top > worst_top) worst_top = top;
+        CHECKF(max_diff <= tol, "%s prompt %zu (%s): max |logit - transformers| = %g at position %d (bound %g)", name, p,
+               td_model_kernels(m), max_diff, at_pos, tol);
         json_t *f64 = json_array_get(json_object_get(ref, "logits64_files"), p);
         if (f64) {
             snprintf(path, sizeof path, "%s/%s", dir, json_string_value(f64));
@@ -102,7 +119,8 @@ static int check_model(const char *name) {
                     if (!(d <= d64)) d64 = d;
                 }
             }
-            CHECKF(d64 <= TOL, "%s prompt %zu: max |logit - transformers fp64| = %g", name, p, d64);
+            CHECKF(d64 <= tol, "%s prompt %zu (%s): max |logit - transformers fp64| = %g (bound %g)", name, p,
+                   td_model_kernels(m), d64, tol);
             if (d64 > worst64) worst64 = d64;
             free(exact);
         }
@@ -114,7 +132,17 @@ static int check_model(const char *name) {
             for (int32_t v = 1; v < V; v++)
                 if (last[v] > last[best]) best = v;
             int32_t expect = (int32_t)json_integer_value(json_array_get(g, (size_t)k));
-            CHECKF(best == expect, "%s prompt %zu: greedy token %d is %d, transformers says %d", name, p, k, best, expect);
+            if (best != expect && bf16_acts) { /* within the stated tolerance a near-tie may go the other way: then
+                                                  transformers' token must be within it of ours, and the two
+                                                  continuations part */
+                double gap = (double)last[best] - last[expect];
+                CHECKF(gap <= tol, "%s prompt %zu (%s): greedy token %d is %d, transformers says %d, %g below it "
+                       "(bound %g)", name, p, td_model_kernels(m), k, best, expect, gap, tol);
+                n_parted++;
+                break;
+            }
+            CHECKF(best == expect, "%s prompt %zu (%s): greedy token %d is %d, transformers says %d", name, p,
+                   td_model_kernels(m), k, best, expect);
             if (best != expect) break;
             td_batch_clear(b);
             td_batch_add(b, best, 0, n + k, 1);
@@ -127,7 +155,9 @@ static int check_model(const char *name) {
     }
     printf("%-20s %-13s max |logit - transformers fp32| %.3g", name, mp.adapter ? "qwen3+lora" : td_model_arch(m), worst);
     if (worst64 >= 0) printf(", fp64 %.3g", worst64);
-    printf(" over %zu prompts; greedy %d tokens equal\n", json_array_size(prompts), n_new);
+    if (bf16_acts) printf(" (%.2g%% of the largest |logit|)", 100 * worst / worst_top);
+    if (n_parted) printf(" over %zu prompts; greedy %d tokens equal but for %d near-tie(s)\n", json_array_size(prompts), n_new, n_parted);
+    else printf(" over %zu prompts; greedy %d tokens equal\n", json_array_size(prompts), n_new);
     td_model_free(m);
     json_decref(ref);
     return 1;
@@ -249,15 +279,24 @@ int main(void) {
     closedir(d);
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     CHECKF(n >= 5, "expected at least 5 fixture models, found %d", n);
-    int found[sizeof k_required / sizeof *k_required] = {0};
-    for (int i = 0; i < n; i++) {
-        int checked = check_model(names[i]);
+    for (size_t si = 0; si < sizeof k_sets / sizeof *k_sets; si++) {
+        setenv("TD_KERNELS", k_sets[si], 1);
+        if (strcmp(td_cpu_kernels(), k_sets[si]) != 0) {
+            printf("kernels %s: not run, this CPU cannot run them\n", k_sets[si]);
+            continue;
+        }
+        printf("kernels %s:\n", k_sets[si]);
+        int found[sizeof k_required / sizeof *k_required] = {0};
+        for (int i = 0; i < n; i++) {
+            int checked = check_model(names[i]);
+            for (size_t k = 0; k < sizeof k_required / sizeof *k_required; k++)
+                if (strcmp(names[i], k_required[k]) == 0) found[k] = checked;
+        }
         for (size_t k = 0; k < sizeof k_required / sizeof *k_required; k++)
-            if (strcmp(names[i], k_required[k]) == 0) found[k] = checked;
-        free(names[i]);
+            CHECKF(found[k], "fixtures/models/%s/ref.json is missing", k_required[k]);
     }
-    for (size_t k = 0; k < sizeof k_required / sizeof *k_required; k++)
-        CHECKF(found[k], "fixtures/models/%s/ref.json is missing", k_required[k]);
+    unsetenv("TD_KERNELS");
+    for (int i = 0; i < n; i++) free(names[i]);
     check_tie_variants();
     return td_test_finish("test_fixtures");
 }

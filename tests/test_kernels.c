@@ -6,6 +6,7 @@
  * with the worst error measured.
  * Then the references themselves: the Q8_0 / Q4_0 block formats, the packed products' distance from the exact
  * product, and the half-float conversions. */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,7 +34,8 @@ typedef struct run {
 struct slot_case {
     const char *slot;   /* the td_kernels field, and which of its cases */
     int arg;            /* the case: a weight type, a td_qrows layout, flags */
-    int packed;         /* 1: Q8_0 / Q4_0 weights packed as the kernel set packs them (its td_kernels.pack) */
+    int packed;         /* 1: Q8_0 / Q4_0 weights packed as the kernel set packs them (its td_kernels.pack); 2: BF16
+                           weights with activations rounded to bf16 (sets with td_kernels.bf16) */
     double tol;         /* 0: bit-exact; else the largest error allowed, in `metric` */
     const char *metric; /* what an error is */
     const char *why;    /* why the slot is bit-exact, or why it is not and why the tolerance holds */
@@ -211,13 +213,13 @@ static void case_matmul_quant(run *r) {
                 td_mat w = {type, rows, cols, rb, wq, pk};
                 for (int64_t j = 0; j < rows; j++) td_row_to_f32(wf + j * cols, &w, j); /* now the weights' values */
                 int layout = td_qrows_layout(type, pk);
-                void *qbuf = calloc(1, td_qrows_bytes(T, nb)), **qone = malloc((size_t)T * sizeof *qone);
+                void *qbuf = calloc(1, td_qrows_bytes(T, cols)), **qone = malloc((size_t)T * sizeof *qone);
                 td_qrows xq, *one = malloc((size_t)T * sizeof *one);
-                td_qrows_bind(&xq, qbuf, T, nb, layout);
+                td_qrows_bind(&xq, qbuf, T, cols, layout);
                 r->ref->quantize_rows(xf, cols, &xq, 0, T);
                 for (int64_t t = 0; t < T; t++) {
-                    qone[t] = calloc(1, td_qrows_bytes(1, nb));
-                    td_qrows_bind(&one[t], qone[t], 1, nb, layout);
+                    qone[t] = calloc(1, td_qrows_bytes(1, cols));
+                    td_qrows_bind(&one[t], qone[t], 1, cols, layout);
                     r->ref->quantize_rows(xf + t * cols, cols, &one[t], 0, 1);
                     if (layout == TD_QROWS_PLAIN) td_dequantize_q8_0(xq.q + t * nb, xd + t * cols, cols);
                     else memcpy(xd + t * cols, xf + t * cols, (size_t)cols * sizeof *xd);
@@ -238,6 +240,62 @@ static void case_matmul_quant(run *r) {
                 td_qpack_free(pk);
                 free(wf), free(xf), free(xd), free(yr), free(ya), free(wq), free(qbuf), free(qone), free(one);
             }
+}
+
+/* BF16 weights times activations rounded to bf16, as the engine gives them to sets that have a BF16 kernel
+ * (td_kernels.bf16): against the reference that spells out vdpbf16ps. Besides weights
+ * in [-1, 1] and activations in [-2, 2], rows at magnitudes where the products and sums fall below FLT_MIN
+ * (1e-19 each: products ~1e-38), where the flushing to zero and the rounding of tiny sums must match. */
+static void case_matmul_bf16(run *r) {
+    static const int64_t cols_list[] = {1, 7, 33, 96, 4097};
+    static const int64_t rows_list[] = {1, 7, 33};
+    static const int64_t T_list[] = {1, 3, 4, 5, 9, 67};
+    uint64_t rng = 23;
+    for (int tiny = 0; tiny < 2; tiny++)
+        for (size_t ci = 0; ci < 5; ci++)
+            for (size_t ri = 0; ri < 3; ri++)
+                for (size_t Ti = 0; Ti < 6; Ti++) {
+                    int64_t cols = cols_list[ci], rows = rows_list[ri], T = T_list[Ti];
+                    if ((cols == 4097 && T == 67 && td_test_sanitized()) || (tiny && T > 5)) continue;
+                    td_mat w;
+                    void *data = make_weights(TD_DTYPE_BF16, rows, cols, &rng, &w);
+                    float scale = tiny ? 1e-19f : 1.0f;
+                    for (int64_t i = 0; i < rows * cols && tiny; i++) {
+                        uint16_t h;
+                        memcpy(&h, (uint8_t *)data + 2 * i, 2);
+                        h = td_f32_to_bf16(td_bf16_to_f32(h) * scale);
+                        memcpy((uint8_t *)data + 2 * i, &h, 2);
+                    }
+                    int layout = td_kernels_layout(r->ks, &w);
+                    CHECK(layout == TD_QROWS_BF16);
+                    float *x = floats(T * cols), *wf = floats(rows * cols), *yr = floats(T * rows), *ya = floats(T * rows);
+                    for (int64_t i = 0; i < T * cols; i++) x[i] = td_test_uniform(&rng, -2.0f, 2.0f) * scale;
+                    if (T > 2 && cols > 3) x[cols + 3] = 0.0f, x[2 * cols + 1] = -0.0f;
+                    for (int64_t j = 0; j < rows; j++) td_row_to_f32(wf + j * cols, &w, j);
+                    void *qbuf = calloc(1, td_qrows_bytes(T, cols)), **qone = malloc((size_t)T * sizeof *qone);
+                    td_qrows xq, *one = malloc((size_t)T * sizeof *one);
+                    td_qrows_bind(&xq, qbuf, T, cols, layout);
+                    r->ref->quantize_rows(x, cols, &xq, 0, T);
+                    for (int64_t t = 0; t < T; t++) {
+                        qone[t] = calloc(1, td_qrows_bytes(1, cols));
+                        td_qrows_bind(&one[t], qone[t], 1, cols, layout);
+                        r->ref->quantize_rows(x + t * cols, cols, &one[t], 0, 1);
+                    }
+                    r->ref->matmul(&w, NULL, x, &xq, T, cols, yr, rows, 0, rows);
+                    r->ks->matmul(&w, NULL, x, &xq, T, cols, ya, rows, 0, rows);
+                    for (int64_t t = 0; t < T; t++)
+                        for (int64_t j = 0; j < rows; j++) {
+                            double mag = 0;
+                            for (int64_t k = 0; k < cols; k++) mag += fabs((double)wf[j * cols + k] * x[t * cols + k]);
+                            float a = yr[t * rows + j], b = ya[t * rows + j];
+                            judge(r, fabs((double)a - b) / (mag + 1e-300), same_float(a, b),
+                                  "cols %lld rows %lld T %lld%s, token %lld row %lld: ref %a, got %a", (long long)cols,
+                                  (long long)rows, (long long)T, tiny ? " (tiny)" : "", (long long)t, (long long)j, a, b);
+                        }
+                    matmul_splits(r, &w, x, cols, &xq, one, T, ya);
+                    for (int64_t t = 0; t < T; t++) free(qone[t]);
+                    free(data), free(x), free(wf), free(yr), free(ya), free(qbuf), free(qone), free(one);
+                }
 }
 
 /* ---- attention ---- */
@@ -362,6 +420,7 @@ static long bytes_diff(const void *a, const void *b, size_t n) {
 /* Bytes that differ between rows [0, T) of two td_qrows of one layout (every array the layout has). */
 static long qrows_diff(const td_qrows *a, const td_qrows *b, int64_t T) {
     size_t ng = (size_t)(T * a->nbg), nq = (size_t)(T * a->nb);
+    if (a->bf16) return bytes_diff(a->h, b->h, nq * TD_QBLOCK * sizeof(uint16_t));
     if (a->x8)
         return bytes_diff(a->qw, b->qw, ng * TD_X8_GROUP * sizeof(int16_t)) +
                bytes_diff(a->d, b->d, ng * TD_X8_LANES * sizeof(float)) +
@@ -376,29 +435,36 @@ static long qrows_diff(const td_qrows *a, const td_qrows *b, int64_t T) {
 }
 
 /* quantize_rows into one layout (arg: TD_QROWS_*), the whole batch and in row ranges; inputs with a zero element,
- * a zero block and a block of exact ties (x + 0.5 at d = 1). */
+ * a zero block and a block of exact ties (x + 0.5 at d = 1). The bf16 layout also gets widths that are not
+ * multiples of 32 (zeros past the end) and values at its edges: ties at 8 bits, a subnormal, the largest float
+ * (rounds to infinity), infinity, NaN. */
 static void case_quantize_rows(run *r) {
-    static const int64_t cols_list[] = {32, 96, 224, 544, 4096};
+    static const int64_t block_cols[] = {32, 96, 224, 544, 4096}, any_cols[] = {1, 7, 33, 544, 4097};
     static const int64_t T_list[] = {1, 3, 67};
     const int layout = r->c->arg;
     uint64_t rng = 31;
     for (int ci = 0; ci < 5; ci++)
         for (int Ti = 0; Ti < 3; Ti++) {
-            int64_t cols = cols_list[ci], T = T_list[Ti], nb = cols / TD_QBLOCK;
+            int64_t cols = layout == TD_QROWS_BF16 ? any_cols[ci] : block_cols[ci], T = T_list[Ti];
             float *xf = floats(T * cols);
             for (int64_t i = 0; i < T * cols; i++) xf[i] = td_test_uniform(&rng, -2, 2);
-            if (T > 2) {
+            if (T > 2 && cols >= TD_QBLOCK) {
                 xf[3] = 0.0f;
                 memset(xf + 2 * cols, 0, TD_QBLOCK * sizeof *xf);
                 xf[cols] = 127.0f; /* Q8_0 d = 1: the others land on halves */
                 for (int j = 1; j < TD_QBLOCK; j++) xf[cols + j] = (float)(j - 16) + (j % 2 ? 0.5f : -0.5f);
             }
-            size_t qb = td_qrows_bytes(T, nb);
+            if (layout == TD_QROWS_BF16 && T > 2 && cols >= 13) {
+                const float edge[8] = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -1.0f - 1.0f / 256, 1e-40f, -3e-39f,
+                                       FLT_MAX, -INFINITY, NAN};
+                memcpy(xf + 2 * cols + 5, edge, sizeof edge);
+            }
+            size_t qb = td_qrows_bytes(T, cols);
             void *ba = calloc(1, qb), *bb = calloc(1, qb), *bc = calloc(1, qb);
             td_qrows a, b, c;
-            td_qrows_bind(&a, ba, T, nb, layout);
-            td_qrows_bind(&b, bb, T, nb, layout);
-            td_qrows_bind(&c, bc, T, nb, layout);
+            td_qrows_bind(&a, ba, T, cols, layout);
+            td_qrows_bind(&b, bb, T, cols, layout);
+            td_qrows_bind(&c, bc, T, cols, layout);
             r->ref->quantize_rows(xf, cols, &a, 0, T);
             r->ks->quantize_rows(xf, cols, &b, 0, T);
             long diff = qrows_diff(&a, &b, T);
@@ -484,6 +550,9 @@ static const slot_case table[] = {
     {"matmul BF16", TD_DTYPE_BF16, 0, 1e-5, "|y-ref|/sum|wx|", WHY_FMA8 "; weights converted exactly", case_matmul_float},
     {"matmul Q8_0", TD_DTYPE_Q8_0, 0, 1e-5, "|y-ref|/sum|wx|", WHY_QUANT, case_matmul_quant},
     {"matmul Q4_0", TD_DTYPE_Q4_0, 0, 1e-5, "|y-ref|/sum|wx|", WHY_QUANT, case_matmul_quant},
+    {"matmul BF16, bf16 activations", TD_DTYPE_BF16, 2, 0, "|y-ref|/sum|wx|",
+     "the reference spells out vdpbf16ps: exact products, two rounded adds a lane (odd column, then even), inputs "
+     "and results below FLT_MIN taken as zero, the lane tree", case_matmul_bf16},
     {"matmul Q8_0 packed", TD_DTYPE_Q8_0, 1, 0, "|y-ref|/sum|wx|", WHY_PACKED, case_matmul_quant},
     {"matmul Q4_0 packed", TD_DTYPE_Q4_0, 1, 0, "|y-ref|/sum|wx|", WHY_PACKED, case_matmul_quant},
     {"attn_rows f32 KV", 0, 0, 1e-5, "|o-ref|, v in [-1,1]", WHY_ATTN, case_attn_rows},
@@ -499,6 +568,9 @@ static const slot_case table[] = {
      WHY_QUANTIZE "; the second level's remainder is one exact product and one rounded difference in both",
      case_quantize_rows},
     {"quantize_rows x8", TD_QROWS_X8, 0, 0, "bytes differing", WHY_QUANTIZE, case_quantize_rows},
+    {"quantize_rows bf16", TD_QROWS_BF16, 0, 0, "bytes differing",
+     "the reference's integer rounding (u + 0x7fff + bit 16, flush below FLT_MIN, NaN kept quiet) in 8 lanes",
+     case_quantize_rows},
     {"rmsnorm", 0, 0, 1e-6, "|y-ref|/|ref|",
      "the mean of squares is summed in double in 8 lanes (exact products, another order): it can round to "
      "another float, rarely; the scaling is the reference's fp32 operations", case_rmsnorm},
@@ -517,8 +589,9 @@ _Static_assert(sizeof(td_kernels) == offsetof(td_kernels, matmul) + 6 * sizeof(t
 
 /* Runs the table: per slot, one line for each kernel set (its contract and the worst error measured), then why. */
 static void test_table(void) {
-    static const char *const names[] = {"scalar", "avx2", "avx512vnni"};
-    const td_kernels *sets[3], *ref = td_kernels_named("scalar");
+    static const char *const names[] = {"scalar", "avx2", "avx512vnni", "avx512bf16"};
+    enum { N_SETS = sizeof names / sizeof names[0] };
+    const td_kernels *sets[N_SETS], *ref = td_kernels_named("scalar");
     CHECK(ref != NULL && td_kernels_named("no such kernels") == NULL);
     if (!ref) return;
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
@@ -530,19 +603,20 @@ static void test_table(void) {
     }
     printf("kernel table: every slot of td_kernels in every kernel set against the scalar set (the reference)\n");
     printf("  %-28s %-11s %-33s %s\n", "slot", "set", "contract", "worst error");
-    for (int si = 0; si < 3; si++)
+    for (int si = 0; si < N_SETS; si++)
         if (!(sets[si] = td_kernels_named(names[si]))) printf("  (%s: not run, this CPU cannot run it)\n", names[si]);
     for (size_t ci = 0; ci < sizeof table / sizeof table[0]; ci++) {
         const slot_case *c = &table[ci];
-        for (int si = 0; si < 3; si++) {
+        for (int si = 0; si < N_SETS; si++) {
             const td_kernels *ks = sets[si];
             char slot[64], contract[64];
             if (!ks) continue;
-            if (c->packed && !ks->pack) {
-                printf("  %-28s %-11s n/a: this set does not pack\n", c->slot, ks->name);
+            if ((c->packed == 1 && !ks->pack) || (c->packed == 2 && !ks->bf16)) {
+                printf("  %-28s %-11s n/a: %s\n", c->slot, ks->name,
+                       c->packed == 1 ? "this set does not pack" : "this set takes BF16 products in fp32");
                 continue;
             }
-            if (c->packed) snprintf(slot, sizeof slot, "%s x%d", c->slot, ks->pack);
+            if (c->packed == 1) snprintf(slot, sizeof slot, "%s x%d", c->slot, ks->pack);
             else snprintf(slot, sizeof slot, "%s", c->slot);
             run r = {c, ks, ref, ks == ref ? 0 : c->tol, 0, 0};
             c->fn(&r);
@@ -617,10 +691,10 @@ static void test_packed_accuracy(void) {
                         CHECK(layout == (lanes == TD_X8_LANES ? TD_QROWS_X8 : type == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1));
                         td_mat w = {type, rows, cols, rb, wq, NULL}, wp = {type, rows, cols, rb, wq, pk};
                         for (int64_t j = 0; j < rows; j++) td_row_to_f32(wf + j * cols, &w, j);
-                        void *b1 = calloc(1, td_qrows_bytes(T, nb)), *b2 = calloc(1, td_qrows_bytes(T, nb));
+                        void *b1 = calloc(1, td_qrows_bytes(T, cols)), *b2 = calloc(1, td_qrows_bytes(T, cols));
                         td_qrows plain, packed;
-                        td_qrows_bind(&plain, b1, T, nb, TD_QROWS_PLAIN);
-                        td_qrows_bind(&packed, b2, T, nb, layout);
+                        td_qrows_bind(&plain, b1, T, cols, TD_QROWS_PLAIN);
+                        td_qrows_bind(&packed, b2, T, cols, layout);
                         td_quantize_rows_ref(xf, cols, &plain, 0, T);
                         td_quantize_rows_ref(xf, cols, &packed, 0, T);
                         for (int64_t t = 0; t < T; t++) td_dequantize_q8_0(plain.q + t * nb, xd + t * cols, cols);
@@ -649,6 +723,41 @@ static void test_packed_accuracy(void) {
            "reference) x8 %.3g, x16 %.3g\n", worst[0], worst[1]);
 }
 
+/* The bf16 reference against the exact product of the BF16 weights and the fp32 activations (the F32 path's
+ * operands): rounding each activation to bf16 errs by at most 2^-9 of it, so the product stays within 2^-9 of
+ * sum|wx| plus the fp32 sums' own rounding (bound 2.5e-3); random signs leave much less. */
+static void test_bf16_accuracy(void) {
+    static const int64_t cols_list[] = {7, 96, 1024, 4097};
+    uint64_t rng = 29;
+    double worst = 0;
+    for (int ci = 0; ci < 4; ci++) {
+        int64_t cols = cols_list[ci], rows = 9, T = 3;
+        td_mat w;
+        void *data = make_weights(TD_DTYPE_BF16, rows, cols, &rng, &w);
+        float *x = floats(T * cols), *y = floats(T * rows);
+        for (int64_t i = 0; i < T * cols; i++) x[i] = td_test_uniform(&rng, -2.0f, 2.0f);
+        void *qbuf = calloc(1, td_qrows_bytes(T, cols));
+        td_qrows xq;
+        td_qrows_bind(&xq, qbuf, T, cols, TD_QROWS_BF16);
+        td_quantize_rows_ref(x, cols, &xq, 0, T);
+        td_matmul_bf16_ref(&w, NULL, &xq, T, y, rows, 0, rows);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < rows; j++) {
+                double exact = 0, mag = 0;
+                for (int64_t k = 0; k < cols; k++) {
+                    double wk = td_bf16_to_f32(((const uint16_t *)data)[j * cols + k]);
+                    exact += wk * x[t * cols + k];
+                    mag += fabs(wk * x[t * cols + k]);
+                }
+                double e = fabs(exact - y[t * rows + j]) / mag;
+                if (e > worst) worst = e;
+                CHECKF(e <= 2.5e-3, "bf16 activations, cols %lld: exact %g, got %g", (long long)cols, exact, y[t * rows + j]);
+            }
+        free(data), free(x), free(y), free(qbuf);
+    }
+    printf("bf16 reference: worst relative difference from the exact product (of sum|wx|) %.3g\n", worst);
+}
+
 static void test_half(void) {
     /* every f16 value converts exactly and back */
     for (uint32_t h = 0; h < 65536; h++) {
@@ -668,6 +777,7 @@ int main(void) {
     test_half();
     test_blocks();
     test_packed_accuracy();
+    test_bf16_accuracy();
     test_table();
     return td_test_finish("test_kernels");
 }

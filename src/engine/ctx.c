@@ -42,20 +42,22 @@ static void add(ctx_plan *pl, void *field, int64_t count, size_t elem, int zero)
     pl->total += bytes;
 }
 
-/* The widest input of any quantised weight (0 when none is quantised): the size of a Q8_0 activation row. */
+/* The widest input of any product that takes quantised activations with the model's kernels (0 when none does):
+ * the width of the activation buffer's rows. */
 static int64_t max_quant_cols(const td_model *m) {
+    const td_kernels *k = m->kernels ? m->kernels : td_kernels_best();
     int64_t mx = 0;
     for (int i = 0; i < m->cfg.n_layer; i++) {
         const td_layer *l = &m->layers[i];
         const td_mat *all[] = {&l->w_gate, &l->w_up, &l->w_down, &l->attn.wq, &l->attn.wk, &l->attn.wv, &l->attn.wo,
                                &l->dn.in_qkv, &l->dn.in_z, &l->dn.in_b, &l->dn.in_a, &l->dn.out};
         int first = l->kind == TD_LAYER_ATTENTION ? 0 : 7, last = l->kind == TD_LAYER_ATTENTION ? 7 : 12;
-        for (int k = 0; k < 3; k++) /* the MLP */
-            if (td_dtype_is_block(all[k]->type) && all[k]->cols > mx) mx = all[k]->cols;
-        for (int k = first < 3 ? 3 : first; k < last; k++) /* the mixer */
-            if (td_dtype_is_block(all[k]->type) && all[k]->cols > mx) mx = all[k]->cols;
+        for (int j = 0; j < 3; j++) /* the MLP */
+            if (td_kernels_layout(k, all[j]) >= 0 && all[j]->cols > mx) mx = all[j]->cols;
+        for (int j = first < 3 ? 3 : first; j < last; j++) /* the mixer */
+            if (td_kernels_layout(k, all[j]) >= 0 && all[j]->cols > mx) mx = all[j]->cols;
     }
-    if (td_dtype_is_block(m->head.type) && m->head.cols > mx) mx = m->head.cols;
+    if (td_kernels_layout(k, &m->head) >= 0 && m->head.cols > mx) mx = m->head.cols;
     return mx;
 }
 
@@ -127,8 +129,8 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     add(pl, &a->dn_core, dn_b * value_dim, sizeof(float), 0);
     add(pl, &a->dn_b, dn_b * c->lin_n_v_heads, sizeof(float), 0);
     add(pl, &a->dn_a, dn_b * c->lin_n_v_heads, sizeof(float), 0);
-    a->xq_blocks = max_quant_cols(m) / TD_QBLOCK;
-    add(pl, &a->xq, a->xq_blocks ? (int64_t)td_qrows_bytes(B, a->xq_blocks) : 0, 1, 0);
+    a->xq_cols = max_quant_cols(m);
+    add(pl, &a->xq, a->xq_cols ? (int64_t)td_qrows_bytes(B, a->xq_cols) : 0, 1, 0);
     add(pl, &a->out_x, n_out * d, sizeof(float), 0);
     add(pl, &a->out, n_out * m->head.rows, sizeof(float), 0);
     ctx->attn_tokens = TD_ATTN_MAX_ROWS / group < TD_ATTN_TOKENS ? TD_ATTN_MAX_ROWS / group : TD_ATTN_TOKENS;
@@ -186,7 +188,7 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     if (!ctx) return td_fail_nomem("a context");
     ctx->model = model;
     ctx->p = p;
-    ctx->k = td_kernels_best();
+    ctx->k = model->kernels ? model->kernels : td_kernels_best(); /* the set the model was packed for */
     ctx_plan pl;
     plan_ctx(model, &p, ctx, &pl);
     int ok = 1;
@@ -378,6 +380,8 @@ td_status td_ctx_set_output_rows(td_ctx *ctx, const int32_t *rows, int32_t n) {
 }
 
 int64_t td_ctx_head_macs(const td_ctx *ctx) { return ctx ? ctx->head_macs : 0; }
+
+int64_t td_ctx_pool_jobs(const td_ctx *ctx) { return ctx ? td_pool_jobs(ctx->pool) : 0; }
 
 /* ---- sequences ------------------------------------------------------------------------------------------------- */
 

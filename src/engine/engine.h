@@ -86,8 +86,9 @@ typedef struct td_acts {
     float *dn_conv;        /* [n_batch, conv_dim] after the short convolution */
     float *dn_z, *dn_core; /* [n_batch, Hv * dv] */
     float *dn_b, *dn_a;    /* [n_batch, Hv] */
-    void *xq;              /* quantised activations (quantised weights only), td_qrows_bytes(n_batch, xq_blocks) */
-    int64_t xq_blocks;     /* blocks of the widest quantised weight's row */
+    void *xq;              /* quantised activations (products that take them: td_kernels_layout),
+                              td_qrows_bytes(n_batch, xq_cols) */
+    int64_t xq_cols;       /* the widest input of such a product */
     float *out_x;          /* [n_outputs_max, d] final-normed hidden states of the output tokens */
     float *out;            /* [n_outputs_max, head width] logits or the restricted rows */
     /* per thread */

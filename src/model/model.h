@@ -65,6 +65,8 @@ struct td_model {
     char *slot_map;    /* JSON, when pruned */
     struct td_qpack **packs; /* packed copies of quantised matrices (td_model_pack), owned */
     int n_packs, cap_packs;
+    const struct td_kernels *kernels; /* the kernel set chosen at load (td_model_pack): its packing and activation
+                                         layouts fix the model's numerics; every context of the model uses it */
 };
 
 /* Makes the model own (and free) a heap block. Returns 0, or -1 on allocation failure (p not taken). */
@@ -75,8 +77,9 @@ int td_model_own(td_model *m, void *p);
  * from: the one routine for generation_config.json, tokenizer_config.json and GGUF metadata. */
 td_status td_model_add_stop(td_model *m, int64_t id, const char *where);
 
-/* Gives every Q8_0 / Q4_0 matrix (not the input embedding) a packed copy when the best kernels of this CPU want
- * one (td_kernels.pack). Called once, after loading and merging adapters. */
+/* Chooses the model's kernel set (td_kernels_best: this CPU's, or TD_KERNELS) and gives every Q8_0 / Q4_0 matrix
+ * (not the input embedding) a packed copy when that set wants one (td_kernels.pack). Called once, after loading
+ * and merging adapters. */
 td_status td_model_pack(td_model *m);
 
 /* Loads the weights, config and tokenizer of a GGUF file into m (m->path set; m otherwise empty). */

@@ -506,6 +506,10 @@ int32_t td_model_n_vocab(const td_model *m) { return m ? m->cfg.n_vocab : 0; }
 int32_t td_model_n_embd(const td_model *m) { return m ? m->cfg.n_embd : 0; }
 int64_t td_model_n_params(const td_model *m) { return m ? m->n_params : 0; }
 const char *td_model_arch(const td_model *m) { return m ? m->cfg.model_type : ""; }
+
+const char *td_model_kernels(const td_model *m) {
+    return m && m->kernels ? m->kernels->name : td_kernels_best()->name;
+}
 int32_t td_model_n_ctx_train(const td_model *m) { return m ? m->cfg.n_ctx_train : 0; }
 const char *td_model_path(const td_model *m) { return m ? m->path : ""; }
 int32_t td_model_head_rows(const td_model *m) { return m ? (int32_t)m->head.rows : 0; }

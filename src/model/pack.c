@@ -24,7 +24,8 @@ static td_status pack_one(td_model *m, td_mat *w, int lanes) {
 }
 
 td_status td_model_pack(td_model *m) {
-    int lanes = td_kernels_best()->pack;
+    m->kernels = td_kernels_best();
+    int lanes = m->kernels->pack;
     if (!lanes) return TD_OK;
     td_status st = TD_OK;
     for (int i = 0; i < m->cfg.n_layer && st == TD_OK; i++) {

@@ -8,6 +8,7 @@
 #include "kernels/cpu/quant.h"
 #include "typedecide.h"
 
+
 /* td_kernels.quantize_rows takes its td_qrows as a pointer to void (kernels.h does not include quant.h). */
 static void quant_ref(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1) {
     td_quantize_rows_ref(x, ldx, xq, r0, r1);
@@ -16,12 +17,21 @@ static void quant_avx2(const float *x, int64_t ldx, const void *xq, int64_t r0, 
     td_quantize_rows_avx2(x, ldx, xq, r0, r1);
 }
 
-static const td_kernels scalar = {"scalar", 0, td_matmul_ref, td_attn_rows_ref, td_deltanet_step_ref,
+static const td_kernels scalar = {"scalar", 0, 0, td_matmul_ref, td_attn_rows_ref, td_deltanet_step_ref,
                                   quant_ref, td_rmsnorm, td_silu_mul};
-static const td_kernels avx2 = {"avx2", TD_X8_LANES, td_matmul_avx2, td_attn_rows_avx2, td_deltanet_step_avx2,
+static const td_kernels avx2 = {"avx2", TD_X8_LANES, 0, td_matmul_avx2, td_attn_rows_avx2, td_deltanet_step_avx2,
                                 quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
-static const td_kernels avx512vnni = {"avx512vnni", TD_X16_LANES, td_matmul_avx512, td_attn_rows_avx2,
+static const td_kernels avx512vnni = {"avx512vnni", TD_X16_LANES, 0, td_matmul_avx512, td_attn_rows_avx2,
                                       td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
+static const td_kernels avx512bf16 = {"avx512bf16", TD_X16_LANES, 1, td_matmul_avx512bf16,
+                                      td_attn_rows_avx2, td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2,
+                                      td_silu_mul_avx2};
+
+int td_kernels_layout(const td_kernels *k, const td_mat *w) {
+    if (td_dtype_is_block(w->type)) return td_qrows_layout(w->type, w->pack);
+    if (w->type == TD_DTYPE_BF16 && k->bf16) return TD_QROWS_BF16;
+    return -1;
+}
 
 /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know the name. */
 static int cpu_has_f16c(void) {
@@ -39,18 +49,36 @@ int td_cpu_has_avx512vnni(void) {
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
+/* AVX512_BF16 from CPUID leaf 7, subleaf 1 (EAX bit 5), on top of AVX-512 (whose registers the OS saves). */
+int td_cpu_has_avx512bf16(void) {
+    unsigned a, b, c, d;
+    return td_cpu_has_avx512vnni() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
+
 const td_kernels *td_kernels_named(const char *name) {
     if (strcmp(name, scalar.name) == 0) return &scalar;
     if (strcmp(name, avx2.name) == 0) return td_cpu_has_avx2() ? &avx2 : NULL;
     if (strcmp(name, avx512vnni.name) == 0) return td_cpu_has_avx512vnni() ? &avx512vnni : NULL;
+    if (strcmp(name, avx512bf16.name) == 0) return td_cpu_has_avx512bf16() ? &avx512bf16 : NULL;
     return NULL;
 }
 
+/* The default set: the fastest this CPU runs, by measurement, not by the newest instructions. What was measured
+ * (NOTES.md, "Kernel choice (issue 16)"; bench/kernel_sets.sh shows every set side by side):
+ *   quantised weights   x16 (AVX-512 VNNI) against x8 (AVX2) on the Intel Xeon, one core: decode at the same
+ *                       bandwidth once x16 streams its rows, prefill 2x (Q8_0) and 3x (Q4_0); on the AMD EPYC of
+ *                       the earlier machines (AVX2 only) x8 is the only packed set.
+ *   BF16 weights        vdpbf16ps with bf16 activations (avx512bf16) against fp32 FMA over the converted weights:
+ *                       decode 1.1x, prefill 1.4x on the Intel Xeon, at a stated distance from F32 (kernels.h).
+ * A model takes its set once, at load (td_model_pack): packed layouts and activation formats fix its arithmetic, so
+ * the choice never depends on a pass's shape (a row's result must not depend on its batch); within a set the
+ * kernels choose their path by shape (decode streams rows, batches tile them), every path bit-identical. */
 const td_kernels *td_kernels_best(void) {
     const char *force = getenv("TD_KERNELS");
-    if (force && strcmp(force, "scalar") == 0) return &scalar;
-    int cap_avx2 = force && strcmp(force, "avx2") == 0;
-    if (!cap_avx2 && td_cpu_has_avx512vnni()) return &avx512vnni;
+    const td_kernels *k = force ? td_kernels_named(force) : NULL;
+    if (k) return k;
+    if (td_cpu_has_avx512bf16()) return &avx512bf16;
+    if (td_cpu_has_avx512vnni()) return &avx512vnni;
     return td_cpu_has_avx2() ? &avx2 : &scalar;
 }
 

@@ -1,6 +1,6 @@
 /* CPU kernels. Every kernel has a scalar reference (*_ref, always compiled) and, where it matters for speed, an
- * AVX2/FMA/F16C (*_avx2) or AVX-512 VNNI (*_avx512) version chosen at run time through td_kernels. Kernels know
- * nothing about models.
+ * AVX2/FMA/F16C (*_avx2) or AVX-512 (*_avx512: VNNI, and BF16 for the BF16 kernel) version chosen at run time
+ * through td_kernels. Kernels know nothing about models.
  *
  * Files come in pairs, foo_ref.c beside foo_avx2.c (or foo_avx512.c), each holding one kernel:
  *   matmul_ref.c / matmul_avx2.c            products over F32 / F16 / BF16 weights (and the scalar and AVX2
@@ -9,13 +9,16 @@
  *   matmul_x8_ref.c / matmul_x8_avx2.c      packed x8 weights x int16 activations (bit-identical pair)
  *   matmul_x16_ref.c / matmul_x16_avx512.c  packed x16 weights x int8 activations (bit-identical pair; and the
  *                                           AVX-512 VNNI set's matmul slot)
+ *   matmul_bf16_ref.c / matmul_bf16_avx512.c  BF16 weights x bf16 activations, vdpbf16ps (bit-identical pair; and
+ *                                           the AVX-512 BF16 set's matmul slot)
  *   quant_ref.c / quant_avx2.c              the activation quantiser (td_quantize_rows_*; bit-identical pair)
  *   attn_ref.c / attn_avx2.c                attention of the query rows of one KV group (td_attn_rows_*)
  *   deltanet_ref.c / deltanet_avx2.c        the Gated DeltaNet step (and, scalar only, the chunked form)
  *   norm_ref.c / norm_avx2.c                RMSNorm
  *   silu_mul_ref.c / silu_mul_avx2.c        the SwiGLU gate
  * and, without a SIMD twin: ops_ref.c (rope, softmax, l2norm, gated RMSNorm, sigmoid gate, conv step, softplus,
- * add), quant_formats.c (Q8_0 / Q4_0 blocks), quant_pack.c (packed layouts), dispatch.c, threadpool.c.
+ * add), quant_formats.c (Q8_0 / Q4_0 blocks), quant_pack.c (packed layouts), dispatch.c (the sets and the
+ * default choice), threadpool.c; avx2_math.h / avx512_math.h hold small shared helpers.
  * tests/test_kernels.c runs every slot of td_kernels, in every kernel set the CPU runs, against the scalar set and
  * states per slot whether the pair is bit-identical or within which tolerance, and why.
  *
@@ -77,9 +80,18 @@ void td_matmul_x8_ref(const td_mat *w, const int32_t *rows, const void *xq, int6
                       int64_t j0, int64_t j1);
 void td_matmul_x8_avx2(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                        int64_t j0, int64_t j1);
-/* All of td_matmul_avx2, with packed weights on AVX-512 VNNI. */
+/* BF16 weights (as stored) and bf16 activations (td_qrows' bf16 layout): the scalar reference, which spells out
+ * vdpbf16ps' arithmetic, and the AVX-512 BF16 version, which gives bit-identical results for finite inputs. */
+void td_matmul_bf16_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                        int64_t j0, int64_t j1);
+void td_matmul_bf16_avx512(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                           int64_t j0, int64_t j1);
+/* All of td_matmul_avx2, with packed weights on AVX-512 VNNI; and all of that with BF16 weights on AVX-512 BF16
+ * when the activations come as bf16. */
 void td_matmul_avx512(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                       float *y, int64_t ldy, int64_t j0, int64_t j1);
+void td_matmul_avx512bf16(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
+                          int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1);
 
 /* Where an attention task's keys and values come from: key i is cell idx[i] of a cache (float, or f16 when kv_f16;
  * rows `stride` elements apart, this head's dim values at the start of each row), except that the first n_pre keys
@@ -172,6 +184,7 @@ typedef struct td_kernels {
     const char *name; /* "avx512vnni", "avx2" or "scalar" */
     int pack;         /* Q8_0 / Q4_0 matrices are best packed (td_qpack) with this many lanes (TD_X8_LANES,
                          TD_X16_LANES), 0: not */
+    int bf16;         /* 1: BF16 weights take their activations rounded to bf16 (TD_QROWS_BF16), 0: in fp32 */
     td_matmul_fn matmul;
     td_attn_rows_fn attn_rows;
     td_deltanet_step_fn deltanet_step;
@@ -180,14 +193,19 @@ typedef struct td_kernels {
     void (*silu_mul)(float *g, const float *u, int64_t n);
 } td_kernels;
 
-/* The best kernels this CPU supports (AVX-512 F/BW/VL/VNNI, else AVX2+FMA+F16C, else scalar). TD_KERNELS=scalar
- * or TD_KERNELS=avx2 in the environment caps the choice. */
+/* The layout (TD_QROWS_*, quant.h) in which a product of w takes its activations with kernels k, or -1 when it
+ * takes them as fp32. One model's products all follow one kernel set, chosen when it is loaded. */
+int td_kernels_layout(const td_kernels *k, const td_mat *w);
+
+/* The kernels a model loaded now takes: the set named by TD_KERNELS in the environment when this CPU runs it,
+ * else the fastest set this CPU runs (dispatch.c states the measurements behind the choice). */
 const td_kernels *td_kernels_best(void);
-/* The kernel set of that name ("scalar", "avx2", "avx512vnni"), or NULL when the name is unknown or this CPU
- * cannot run it. "scalar" is the reference every other set is tested against. */
+/* The kernel set of that name ("scalar", "avx2", "avx512vnni", "avx512bf16"), or NULL when the name is unknown or
+ * this CPU cannot run it. "scalar" is the reference every other set is tested against. */
 const td_kernels *td_kernels_named(const char *name);
 /* 1 if this CPU can run the AVX2 kernels; the AVX-512 VNNI ones. */
 int td_cpu_has_avx2(void);
 int td_cpu_has_avx512vnni(void);
+int td_cpu_has_avx512bf16(void);
 
 #endif

@@ -117,6 +117,10 @@ void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, const 
         td_matmul_x16_ref(w, rows, xq, T, y, ldy, j0, j1);
         return;
     }
+    if (w->type == TD_DTYPE_BF16 && xq) { /* activations rounded to bf16 for other kernels: likewise */
+        td_matmul_bf16_ref(w, rows, xq, T, y, ldy, j0, j1);
+        return;
+    }
     switch (w->type) {
     case TD_DTYPE_Q8_0:
     case TD_DTYPE_Q4_0: td_matmul_quant_avx2(w, rows, xq, T, y, ldy, j0, j1); break;

@@ -26,6 +26,10 @@ void td_matmul_ref(const td_mat *w, const int32_t *rows, const float *x, const v
         td_matmul_quant_ref(w, rows, xq, T, y, ldy, j0, j1);
         return;
     }
+    if (w->type == TD_DTYPE_BF16 && xq) { /* activations rounded to bf16 for other kernels */
+        td_matmul_bf16_ref(w, rows, xq, T, y, ldy, j0, j1);
+        return;
+    }
     for (int64_t j = j0; j < j1; j++) {
         const void *row = td_mat_row(w, rows ? rows[j] : j);
         for (int64_t t = 0; t < T; t++) {

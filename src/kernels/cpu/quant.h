@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "util/dtype.h"
 
@@ -76,7 +77,7 @@ static inline float td_qpack_lanes_sum(float *acc, int lanes) {
     return acc[0];
 }
 
-/* Activations quantised for a quantised matrix product: T rows, in one of three layouts (td_qrows_layout).
+/* Activations quantised for a quantised matrix product: T rows, in one of four layouts (td_qrows_layout).
  *   plain (TD_QROWS_PLAIN): each row quantised to Q8_0 blocks (td_quantize_q8_0's values): q [T * nb] blocks and
  *     d [T * nb], each block's scale again as fp32 (the same value as the block's fp16 d) so that the inner loops
  *     need no conversion. The scalar kernels' layout, and llama.cpp's scheme.
@@ -89,25 +90,46 @@ static inline float td_qpack_lanes_sum(float *acc, int lanes) {
  *   x8 (TD_QROWS_X8, for x8 weights): each block of 32 as int16, d = amax / 32767 in fp32 and q = roundf(x / d)
  *     (|q| <= 32767): about 15 bits, the precision of x16's two levels at the cost of one. qw [T * nbg * 256]
  *     int16 interleaved as td_qpack's x8 chunks, d [T * nbg * 8], s [T * nbg * 8] the blocks' sums of q (for
- *     Q4_0's offset). Padding blocks are all zero. */
-enum { TD_QROWS_PLAIN = 0, TD_QROWS_X16_1 = 1, TD_QROWS_X16_2 = 2, TD_QROWS_X8 = 8 };
+ *     Q4_0's offset). Padding blocks are all zero.
+ *   bf16 (TD_QROWS_BF16, for BF16 weights on AVX-512 BF16): each value as bf16, h = bf16(x), rounded to nearest
+ *     even with inputs below FLT_MIN flushed to zero, as vcvtneps2bf16 does (td_f32_to_bf16_daz): 8 significant
+ *     bits, llama.cpp's activations for BF16 weights (a second level, x - h, would give 16 bits but made prefill
+ *     slower than fp32 FMA on the converted weights: NOTES.md). h [T * nb * 32] in the natural order of the
+ *     columns, rows of nb * 32 values, zero past `cols`.
+ * nb = cols / 32 for the block layouts (cols a multiple of 32), ceil(cols / 32) for bf16. */
+enum { TD_QROWS_PLAIN = 0, TD_QROWS_X16_1 = 1, TD_QROWS_X16_2 = 2, TD_QROWS_X8 = 8, TD_QROWS_BF16 = 16 };
 typedef struct td_qrows {
     int x16;            /* x16 levels (1 or 2), else 0 */
     int x8;             /* 1: the x8 layout */
+    int bf16;           /* 1: the bf16 layout */
     td_block_q8_0 *q;
     int8_t *qi, *qi2;
     int16_t *qw;
+    uint16_t *h;
     float *d, *d2;
     int32_t *s, *s2;
-    int64_t nb, nbg;
+    int64_t cols, nb, nbg;
 } td_qrows;
 
-/* Bytes of a td_qrows buffer for T rows of nb blocks, any layout; td_qrows_bind lays one out over such a buffer
- * (64-byte aligned) in the given layout (TD_QROWS_*). */
-size_t td_qrows_bytes(int64_t T, int64_t nb);
-void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int layout);
+/* Bytes of a td_qrows buffer for T rows of `cols` inputs, any layout; td_qrows_bind lays one out over such a
+ * buffer (64-byte aligned) in the given layout (TD_QROWS_*). */
+size_t td_qrows_bytes(int64_t T, int64_t cols);
+void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t cols, int layout);
 /* The layout a matrix product with w's type and packing (NULL: none) takes. */
 int td_qrows_layout(td_dtype type, const td_qpack *pack);
+/* A view of rows [t0, T) of xq, as row 0 onwards: a range of tokens of the same quantised activations. */
+td_qrows td_qrows_from(const td_qrows *xq, int64_t t0);
+
+/* fp32 -> bf16 as vcvtneps2bf16: round to nearest even, inputs below FLT_MIN in magnitude flushed to (signed)
+ * zero, NaN kept quiet. */
+static inline uint16_t td_f32_to_bf16_daz(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
 
 /* Stores row r's block b (its 32 inputs x, their Q8_0 values qs and fp16 scale d) in the plain or x16 layout,
  * computing the second level for x16; td_qrows_pad zeroes row r's padding blocks (x16, x8). Shared by the
@@ -117,9 +139,9 @@ void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, cons
 void td_qrows_put_x8(const td_qrows *xq, int64_t r, int64_t b, const int16_t *qs, float d);
 void td_qrows_pad(const td_qrows *xq, int64_t r);
 
-/* Quantises rows [r0, r1) of X [T, nb * 32] (leading dimension ldx) into xq's layout: plain and x16 as
- * td_quantize_q8_0 does, x8 as described above. The AVX2 version gives identical bytes (round half away from
- * zero, like roundf). */
+/* Quantises rows [r0, r1) of X [T, cols] (leading dimension ldx) into xq's layout: plain and x16 as
+ * td_quantize_q8_0 does, x8 and bf16 as described above. The AVX2 version gives identical bytes (round half away
+ * from zero, like roundf; bf16 by the same integer rounding). */
 typedef void (*td_quantize_rows_fn)(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
 void td_quantize_rows_ref(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
 void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);

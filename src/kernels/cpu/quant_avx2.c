@@ -1,7 +1,7 @@
 /* The activation quantiser, AVX2 (td_quantize_rows_avx2; quant_ref.c holds the reference, and the two write the
  * same bytes): each block's amax by a fixed max tree (max is exact, the order does not matter), d and 1/d as the
  * reference computes them, x * (1/d) rounded half away from zero exactly as roundf does, then the layout's
- * stores. */
+ * stores; bf16 by the reference's integer rounding, 8 lanes at a time. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -87,10 +87,53 @@ static void put_x8(const td_qrows *xq, int64_t r, int64_t b, const __m256 *v, fl
     xq->s[g * TD_X8_LANES + lane] = sum_lanes(i32);
 }
 
+/* td_f32_to_bf16_daz of 8 floats, in the same integer steps: zero exponent -> signed zero, NaN -> quiet NaN, else
+ * u + 0x7fff + (bit 16 of u), the top half. Returns the 8 results in the low 16 bits of each lane. */
+static inline __m256i bf16_daz8(__m256 v) {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i expo = _mm256_and_si256(u, _mm256_set1_epi32(0x7f800000));
+    __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                                           _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
+    __m256i r = _mm256_srli_epi32(rounded, 16);
+    __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40)), nan);
+    __m256i zero = _mm256_cmpeq_epi32(expo, _mm256_setzero_si256());
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)), zero);
+    return r;
+}
+
+/* 16 bf16 results (two bf16_daz8) stored as 16 consecutive uint16. */
+static inline void store_bf16x16(uint16_t *dst, __m256i a, __m256i b) {
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
+    _mm256_storeu_si256((__m256i *)(void *)dst, p);
+}
+
+/* Row r in the bf16 layout, as the reference's quantize_bf16: h = bf16(x), zero past cols. */
+static void quantize_bf16(const float *x, const td_qrows *xq, int64_t r) {
+    const int64_t n = xq->nb * TD_QBLOCK, cols = xq->cols;
+    uint16_t *h = xq->h + r * n;
+    for (int64_t k = 0; k < n; k += 16) {
+        float buf[16];
+        __m256 v0, v1;
+        if (k + 16 <= cols) {
+            v0 = _mm256_loadu_ps(x + k), v1 = _mm256_loadu_ps(x + k + 8);
+        } else {
+            for (int i = 0; i < 16; i++) buf[i] = k + i < cols ? x[k + i] : 0.0f;
+            v0 = _mm256_loadu_ps(buf), v1 = _mm256_loadu_ps(buf + 8);
+        }
+        store_bf16x16(h + k, bf16_daz8(v0), bf16_daz8(v1));
+    }
+}
+
 void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * ldx;
+        if (xq->bf16) {
+            quantize_bf16(xr, xq, r);
+            continue;
+        }
         if (xq->x8) {
             for (int64_t b = 0; b < xq->nb; b++) {
                 __m256 v[4], m = _mm256_setzero_ps();

@@ -1,5 +1,5 @@
 /* Packing Q8_0 / Q4_0 weight rows into the x16 and x8 layouts (quant.h), and laying out quantised activation
- * buffers (td_qrows: binding, and the stores the quantisers share). No SIMD twin: it runs at load and per block. */
+ * buffers (td_qrows: binding, views of a range of rows, and the stores the quantisers share). No SIMD twin: it runs at load and per block. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,19 +89,29 @@ void td_qpack_free(td_qpack *p) {
     td_free(p);
 }
 
-size_t td_qrows_bytes(int64_t T, int64_t nb) {
+size_t td_qrows_bytes(int64_t T, int64_t cols) {
+    int64_t nb = (cols + TD_QBLOCK - 1) / TD_QBLOCK;
     size_t plain = align64((size_t)(T * nb) * sizeof(td_block_q8_0)) + align64((size_t)(T * nb) * sizeof(float));
     int64_t nbg16 = (nb + TD_X16_LANES - 1) / TD_X16_LANES, nbg8 = (nb + TD_X8_LANES - 1) / TD_X8_LANES;
     size_t x16 = 2 * (size_t)(T * nbg16) * (TD_X16_GROUP + TD_X16_LANES * (sizeof(float) + sizeof(int32_t)));
     size_t x8 = (size_t)(T * nbg8) * (TD_X8_GROUP * sizeof(int16_t) + TD_X8_LANES * (sizeof(float) + sizeof(int32_t)));
+    size_t bf16 = (size_t)(T * nb) * TD_QBLOCK * sizeof(uint16_t);
     size_t most = plain > x16 ? plain : x16;
-    return (most > x8 ? most : x8) + 64;
+    most = most > x8 ? most : x8;
+    return (most > bf16 ? most : bf16) + 64;
 }
 
-void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int layout) {
+void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t cols, int layout) {
     uint8_t *p = (uint8_t *)align64((size_t)buf);
     memset(xq, 0, sizeof *xq);
-    xq->nb = nb;
+    xq->cols = cols;
+    xq->nb = (cols + TD_QBLOCK - 1) / TD_QBLOCK;
+    const int64_t nb = xq->nb;
+    if (layout == TD_QROWS_BF16) {
+        xq->bf16 = 1;
+        xq->h = (uint16_t *)(void *)p;
+        return;
+    }
     if (layout == TD_QROWS_X8) {
         xq->x8 = 1;
         xq->nbg = (nb + TD_X8_LANES - 1) / TD_X8_LANES;
@@ -126,6 +136,24 @@ void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t nb, int layout) {
     xq->d2 = xq->d + n * TD_X16_LANES;
     xq->s = (int32_t *)(void *)(xq->d2 + n * TD_X16_LANES);
     xq->s2 = xq->s + n * TD_X16_LANES;
+}
+
+td_qrows td_qrows_from(const td_qrows *xq, int64_t t0) {
+    td_qrows v = *xq;
+    if (xq->bf16) {
+        v.h = xq->h + (size_t)(t0 * xq->nb) * TD_QBLOCK;
+    } else if (xq->x8) {
+        size_t g = (size_t)(t0 * xq->nbg);
+        v.qw = xq->qw + g * TD_X8_GROUP, v.d = xq->d + g * TD_X8_LANES, v.s = xq->s + g * TD_X8_LANES;
+    } else if (xq->x16) {
+        size_t g = (size_t)(t0 * xq->nbg);
+        v.qi = xq->qi + g * TD_X16_GROUP, v.qi2 = xq->qi2 + g * TD_X16_GROUP;
+        v.d = xq->d + g * TD_X16_LANES, v.d2 = xq->d2 + g * TD_X16_LANES;
+        v.s = xq->s + g * TD_X16_LANES, v.s2 = xq->s2 + g * TD_X16_LANES;
+    } else {
+        v.q = xq->q + t0 * xq->nb, v.d = xq->d + t0 * xq->nb;
+    }
+    return v;
 }
 
 /* One level of a block into the interleaved layout. */

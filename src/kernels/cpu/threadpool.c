@@ -30,6 +30,7 @@ struct td_pool {
     void *arg;
     int64_t n, grain;
     int dynamic;                     /* 1: threads take chunks from their own share, then from the others' */
+    int64_t jobs;                    /* jobs handed to the workers (the caller's thread alone: not counted) */
     _Alignas(64) struct share {      /* a thread's share of the chunks: [next, end), taken from the front */
         atomic_int_fast64_t next;
         int64_t end;
@@ -157,6 +158,8 @@ void td_pool_free(td_pool *p) {
 
 int td_pool_n_threads(const td_pool *p) { return p ? p->n_threads : 1; }
 
+int64_t td_pool_jobs(const td_pool *p) { return p ? p->jobs : 0; }
+
 static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg, int dynamic) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
@@ -165,6 +168,7 @@ static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *
         return;
     }
     p->dynamic = dynamic;
+    p->jobs++;
     if (dynamic) {
         int64_t chunks = (n + grain - 1) / grain;
         for (int t = 0; t < p->n_threads; t++) {

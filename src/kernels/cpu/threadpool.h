@@ -20,6 +20,9 @@ void td_pool_free(td_pool *pool);
 /* Bytes td_pool_new(n_threads) allocates (the threads' stacks are the system's, not counted). */
 size_t td_pool_bytes(int n_threads);
 int td_pool_n_threads(const td_pool *pool);
+/* Jobs the workers took part in since creation (one per td_pool_run* that did not run on the caller alone: each
+ * costs a wake-up and a wait for the slowest thread). */
+int64_t td_pool_jobs(const td_pool *pool);
 
 /* Splits [0, n) into at most n_threads ranges of whole grains and runs them; returns when all are done. */
 void td_pool_run(td_pool *pool, int64_t n, int64_t grain, td_pool_fn fn, void *arg);

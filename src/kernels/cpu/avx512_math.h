@@ -1,0 +1,15 @@
+/* Small AVX-512 helpers shared by the *_avx512.c kernels (include only from files compiled with -mavx512f). */
+#ifndef TD_KERNELS_CPU_AVX512_MATH_H
+#define TD_KERNELS_CPU_AVX512_MATH_H
+
+#include <immintrin.h>
+
+/* The 16 lanes added as td_qpack_lanes_sum does: i + 8, then + 4, + 2, + 1. */
+static inline float td_hsum16(__m512 a) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+#endif
