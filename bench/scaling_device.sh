@@ -3,10 +3,11 @@
 # cores), in ONE call of at most 8 minutes. Two halves of one script:
 #
 #   here    bench/scaling_device.sh --prepare
-#           fills build-device/ (git-ignored, ~13 MB): a release binary built without MPI (build-nompi/), the library
-#           the device lacks (libutf8proc; it has glibc 2.39, jansson and PCRE2), llama.cpp's source as an xz git
-#           archive of node-llama-cpp's bundle (ggml, src, include, common, cmake, vendor, tools, an empty
-#           app/CMakeLists.txt), the Qwen3 tokenizer, and a manifest.
+#           fills build-device/ (git-ignored, ~13 MB): a release binary built without MPI (build-nompi/), the libraries
+#           the device lacks (libutf8proc, libmicrohttpd; it has glibc 2.39, jansson, PCRE2 and GnuTLS), llama.cpp's
+#           source as an xz git archive of node-llama-cpp's bundle (ggml, src, include, common, cmake, vendor, tools,
+#           scripts/ui-assets.cmake, an empty app/CMakeLists.txt), the Qwen3 tokenizer, and a manifest. The same
+#           bundle serves bench/peer_device.sh and bench/serve_device.sh.
 #   device  run(command="bash bench/scaling_device.sh", carry=["build-device"], timeout_s=480)
 #           builds llama-bench (Release, GGML_NATIVE=ON) while our binary makes the synthetic qwen3-0.6b and its
 #           Q8_0 GGUF, then measures, the two engines alternating at each thread count:
@@ -34,14 +35,14 @@ if [ "${1:-}" = "--prepare" ]; then
     cmake --build build-nompi --target typedecide_cli -j"$(nproc)" >/dev/null
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
     cp build-nompi/typedecide "$BUNDLE/"
-    for lib in libutf8proc.so.2; do
+    for lib in libutf8proc.so.2 libmicrohttpd.so.12; do
         path=$(ldd build-nompi/typedecide | awk -v l="$lib" '$1 == l {print $3}')
         [ -n "$path" ] && cp -L "$path" "$BUNDLE/lib/"
     done
     src=$(mktemp -d)
     git -c advice.detachedHead=false clone -q tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle "$src/llama.cpp"
     git -C "$src/llama.cpp" archive --format=tar --prefix=llama.cpp/ HEAD CMakeLists.txt LICENSE cmake ggml src \
-        include common vendor tools >"$src/llama.tar"
+        include common vendor tools scripts/ui-assets.cmake >"$src/llama.tar"
     mkdir -p "$src/app/llama.cpp/app" && : >"$src/app/llama.cpp/app/CMakeLists.txt"
     tar -C "$src/app" -rf "$src/llama.tar" llama.cpp/app/CMakeLists.txt
     xz -9 -T0 -c "$src/llama.tar" >"$BUNDLE/llama-src.tar.xz"
