@@ -409,6 +409,9 @@ typedef struct td_decide_params {
     int64_t memory_mb;         /* budget for the KV cache, activations and sequence states; default 1024 */
     int32_t max_batch;         /* most criteria in one forward pass (0: as many as the budget allows) */
     int32_t kv_f16;            /* 1: the KV cache in f16 (td_ctx_params.kv_f16) */
+    int cache_head;            /* 1: keep the last call's head prefilled; a call (batch or serial mode) whose head
+                                  tokens are the same runs none of them again (td_decide_stats.head_cached counts
+                                  these). The probabilities are the same bits either way (prefix reuse is exact). */
 } td_decide_params;
 
 td_decide_params td_decide_default_params(void);
@@ -493,9 +496,23 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
 typedef struct td_decide_stats {
     int64_t forwards, head_prefills, head_tokens, suffix_tokens, head_macs, criteria;
     int64_t shared_tokens; /* suffix tokens not run because criteria of a batch share them (a common stem) */
+    int64_t head_cached;   /* calls whose head was already prefilled (cache_head): not counted in head_prefills */
     double head_ms, suffix_ms;
 } td_decide_stats;
 td_decide_stats td_decider_stats(const td_decider *d);
+
+/* Flags for td_decision_json(). */
+#define TD_DECISION_ALLOWED_MASS 1u /* "allowed_mass" (the decider was made with allowed_mass) */
+#define TD_DECISION_LOGITS 2u       /* "logits": the option letters' raw logits, in option order */
+#define TD_DECISION_NO_MS 4u        /* leave out "ms" (wall time: the one member that differs between runs) */
+
+/* One decision as one compact JSON object, the line `typedecide decide` prints and the server's /v1/decide returns:
+ *   {"id", "answer": option id, "letter", "options": [ids in shown order], "probs": [same order],
+ *    "allowed_mass" (flag), "logits" (flag), "suffix_tokens", "ms" (rounded to 1 us; unless TD_DECISION_NO_MS)}
+ * Floats with 9 significant digits (exact for a float). letters: td_decider_letters(). *json: td_free.
+ * Errors: TD_ERR_INVALID_ARG (NULL, a decision that does not belong to the criterion). Safe from any thread. */
+td_status td_decision_json(const td_criterion *criterion, const td_decision *decision, const char *letters,
+                           unsigned flags, char **json);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Evaluation metrics                                                                                            */
