@@ -25,6 +25,7 @@ static const command commands[] = {
     {"savings", cmd_savings, "the arithmetic of pruning the head to the option letters"},
     {"generate", cmd_generate, "greedy or sampled continuation of a prompt"},
     {"synth", cmd_synth, "write a random-weight checkpoint of a real architecture's shape"},
+    {"serve", cmd_serve, "HTTP server: OpenAI-compatible generation, /v1/decide, tokenize, a web page"},
     {"bench", cmd_bench, "measure load time, prefill and decode speed (JSON)"},
 };
 

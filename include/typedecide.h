@@ -19,6 +19,7 @@
  *   typed readout .................................... td_decider_*, td_decide*
  *   rows, evidence groups, evaluation, metrics ....... td_rows_*, td_evidence_groups, td_evaluate, td_metrics_json
  *   corpus runs (resumable, sharded) ................. td_run, td_run_merge
+ *   HTTP server ...................................... td_server_*
  *   synthetic checkpoints, sampling .................. td_synth_*, td_config_shape, td_sample
  *
  * Conventions
@@ -762,6 +763,60 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
 #define TD_MERGE_MISSING_OK 1u
 #define TD_MERGE_NO_SYNC 2u
 td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, unsigned flags);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* HTTP server (libmicrohttpd): OpenAI-compatible generation, /v1/decide, tokenize, the web page                 */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* td_server serves one model over HTTP/1.1 (JSON bodies, UTF-8):
+ *   GET  /                     the web page (compiled in, no external assets): decisions and a streaming chat
+ *   GET  /health               {"status": "ok"}; never needs the API key
+ *   GET  /v1/models            {"object": "list", "data": [{"id": model name, "object": "model", ...}]}
+ *   POST /tokenize             {"prompt": text} or {"messages", "add_generation_prompt", "tools",
+ *                              "chat_template_kwargs"} -> {"tokens", "count", "max_model_len", "prompt"}
+ *   POST /detokenize           {"tokens": [ids]} -> {"prompt": text}
+ *   POST /v1/decide            {"evidence", "criteria": [criterion objects] or a JSONL string, "show_logits"} ->
+ *                              {"object": "decision", "model", "decisions": [td_decision_json's objects, in criteria
+ *                              order], "prefill_tokens", "prefix_cached", "ms"}: the lines of `typedecide decide`
+ *                              on the same inputs; the last evidence stays prefilled (cache_head), so a second
+ *                              request on it prefills nothing ("prefill_tokens": 0, "prefix_cached": true)
+ *   POST /v1/chat/completions, POST /v1/completions   OpenAI's, on the generation engine (see NOTES.md)
+ * Errors are {"error": {"message", "type", "param", "code"}}: 400 naming the member at fault (bad JSON, wrong
+ * types, max_tokens < 1 or above the limit, a prompt longer than the context), 401 (API key missing or wrong), 404
+ * (unknown path, or a "model" other than the one served: code "model_not_found"), 405, 408 (a body that does not
+ * arrive within timeout_s), 413 (body above max_body), 503 with Retry-After (parallel + queue_max requests already
+ * admitted). The API key, when set, is required as "Authorization: Bearer KEY" on every path but /health and /
+ * (the page itself holds no data; its requests carry the key the user types into it). */
+typedef struct td_server td_server;
+
+typedef struct td_server_params {
+    const char *host;          /* address to bind: "127.0.0.1" (default), "0.0.0.0", "::1" */
+    int32_t port;              /* 8080; 0: any free port (td_server_port says which) */
+    const char *api_key;       /* NULL: no key */
+    const char *model_name;    /* the model's id in /v1/models and requests; NULL: the model path's last part */
+    int32_t parallel;          /* most requests worked on at once (generation: sequences stepped together). 4 */
+    int32_t queue_max;         /* admitted requests waiting beyond `parallel`; more get 503. 64 */
+    int64_t max_body;          /* bytes of a request body. 1 MiB */
+    int32_t max_tokens;        /* most new tokens one request may ask for. 4096 */
+    int32_t n_ctx;             /* positions per request (prompt + new tokens); 0: the model's trained context */
+    int32_t timeout_s;         /* a connection idle this long is closed; a body must arrive within it. 30 */
+    int32_t max_connections;   /* open connections at once (each has a thread). 64 */
+    int32_t n_threads;         /* worker threads of the model's contexts. 1 */
+    int64_t memory_mb;         /* budget of /v1/decide's context (td_decide_params.memory_mb). 1024 */
+    td_log_fn log;             /* one line per request (level 0) and the daemon's own complaints (1); NULL: silent */
+    void *log_user;
+} td_server_params;
+
+td_server_params td_server_default_params(void);
+
+/* Binds and starts serving on threads of its own; returns at once. The model must outlive the server. Errors:
+ * TD_ERR_INVALID_ARG (params out of range, a host that is not an IP address), TD_ERR_IO (the port cannot be bound:
+ * the message says why), TD_ERR_STATE (a model without a tokenizer). */
+td_status td_server_start(const td_model *model, const td_server_params *params, td_server **out);
+/* The port the server listens on (the one picked when params.port was 0). */
+int32_t td_server_port(const td_server *server);
+/* Stops listening, cancels requests in progress, joins every thread and frees the server. NULL: no-op. */
+void td_server_free(td_server *server);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Synthetic checkpoints and shapes                                                                              */
