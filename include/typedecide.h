@@ -241,9 +241,16 @@ int32_t td_model_n_ctx_train(const td_model *model);
 /* The path the model was loaded from. Borrowed. */
 const char *td_model_path(const td_model *model);
 
-/* Stop token ids (generation_config.json eos_token_id, else tokenizer_config.json eos_token). Borrowed array;
- * *n receives the count (may be 0). */
+/* Stop token ids: generation_config.json's eos_token_id (an id or a list) and tokenizer_config.json's eos_token
+ * (GGUF: typedecide.stop_ids, else tokenizer.ggml.eos_token_id and eot_token_id), each once. An id outside the
+ * vocabulary fails the load (TD_ERR_FORMAT naming the file). Borrowed array; *n receives the count (may be 0). */
 const int32_t *td_model_stop_ids(const td_model *model, int *n);
+
+/* The chat template text (tokenizer_config.json's chat_template, or a GGUF file's tokenizer.chat_template), or
+ * NULL when there is none; *source (may be NULL) receives the file it came from. Borrowed. */
+const char *td_model_chat_template(const td_model *model, const char **source);
+/* The text of generation_config.json, or NULL when the model has none (GGUF files have none). Borrowed. */
+const char *td_model_generation_config(const td_model *model);
 
 /* Rows of the output head: td_model_n_vocab(), or K for a head pruned to the option letters. Full outputs of a
  * context have this many values. */
