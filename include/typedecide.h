@@ -236,6 +236,9 @@ int32_t td_model_n_embd(const td_model *model);
 int64_t td_model_n_params(const td_model *model);
 /* Architecture name as in config.json ("qwen3"). Borrowed. */
 const char *td_model_arch(const td_model *model);
+/* 1 when some layers carry a recurrent state (Qwen3.5's Gated DeltaNet): the hybrid rules of td_ctx_seq_fork and
+ * td_ctx_seq_truncate apply. 0 for an all-attention model or NULL. */
+int td_model_is_hybrid(const td_model *model);
 /* Position limit from config.json (max_position_embeddings). */
 int32_t td_model_n_ctx_train(const td_model *model);
 /* The path the model was loaded from. Borrowed. */

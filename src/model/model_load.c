@@ -527,6 +527,12 @@ const char *td_model_chat_template(const td_model *m, const char **source) {
     if (source) *source = m && m->chat_template ? m->chat_template_source : NULL;
     return m ? m->chat_template : NULL;
 }
+int td_model_is_hybrid(const td_model *m) {
+    if (!m) return 0;
+    for (int32_t i = 0; i < m->cfg.n_layer; i++)
+        if (m->cfg.layer_kind[i] == TD_LAYER_DELTANET) return 1;
+    return 0;
+}
 const char *td_model_generation_config(const td_model *m) { return m ? m->gen_config : NULL; }
 const int32_t *td_model_stop_ids(const td_model *m, int *n) {
     if (n) *n = m ? m->n_stop : 0;
