@@ -247,12 +247,14 @@ static int parse_generation(const json_t *o, const td_req_limits *lim, td_req *r
     if (mt && !json_is_null(mt)) {
         if (!json_is_integer(mt)) return bad(err, mt_key, "'%s' must be an integer, not %s", mt_key, type_name(mt));
         v = json_integer_value(mt);
-        if (v < 1) return bad(err, mt_key, "'%s' must be at least 1, got %lld", mt_key, v);
+        long long lo = r->kind == TD_REQ_COMPLETION ? 0 : 1;
+        if (v < lo) return bad(err, mt_key, "'%s' must be at least %lld, got %lld", mt_key, lo, v);
         if (v > lim->max_tokens)
             return bad(err, mt_key, "'%s' = %lld exceeds this server's limit of %d tokens", mt_key, v, lim->max_tokens);
     }
     r->max_tokens = (int32_t)v;
     if ((rc = get_bool(o, "stream", &r->stream, err))) return rc;
+    if ((rc = get_bool(o, "ignore_eos", &r->ignore_eos, err))) return rc;
     const json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return bad(err, "stream_options", "'stream_options' must be an object, not %s", type_name(so));
@@ -413,6 +415,8 @@ int td_req_parse(td_req_kind kind, const char *body, size_t len, const td_req_li
         long long lp = -1;
         if (!rc) rc = get_int(o, "logprobs", 0, TD_REQ_MAX_TOP_LOGPROBS, &lp, NULL, err);
         r->logprobs = (int)lp;
+        if (!rc && r->stream && lp >= 0)
+            rc = bad(err, "logprobs", "'logprobs' is not supported with 'stream': ask without streaming");
         if (!rc && r->max_tokens < 0) r->max_tokens = 16; /* OpenAI's default for completions */
         break;
     }

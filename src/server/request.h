@@ -71,7 +71,8 @@ typedef struct td_req {
     int logprobs;             /* completion: number of top alternatives (0..20), -1 when not asked */
     /* chat, completion */
     int stream, include_usage;
-    int32_t max_tokens;       /* -1 when absent */
+    int ignore_eos;           /* vLLM's: the model's stop ids do not stop generation */
+    int32_t max_tokens;       /* -1 when absent; completions may ask for 0 (with echo: scoring the prompt alone) */
     td_req_sampling sampling;
     const char **stop;        /* stop strings (owned array, borrowed strings) */
     int32_t n_stop;

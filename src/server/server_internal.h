@@ -71,6 +71,8 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out);
 /* Generation (generate.c): the engine thread and the OpenAI endpoints. */
 td_status td_server_gen_start(td_server *s);
 void td_server_gen_stop(td_server *s);
+/* KV rows of the generation engine's pool (0 without one). */
+int32_t td_server_gen_rows(const td_server *s);
 void td_ep_chat(td_server *s, td_req *r, td_reply *out);
 void td_ep_completion(td_server *s, td_req *r, td_reply *out);
 

@@ -123,7 +123,9 @@ expect_error("no evidence", 400, "/v1/decide", {"criteria": crit}, param="eviden
 expect_error("tokens of the wrong type", 400, "/detokenize", {"tokens": "1,2"}, param="tokens")
 expect_error("token outside the vocabulary", 400, "/detokenize", {"tokens": [1, 10 ** 9]}, param="tokens[1]")
 expect_error("negative max_tokens", 400, "/v1/completions", {"prompt": "x", "max_tokens": -1}, param="max_tokens",
-             contains="at least 1")
+             contains="at least 0")
+expect_error("zero max_tokens on chat", 400, "/v1/chat/completions",
+             {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, param="max_tokens", contains="at least 1")
 expect_error("max_tokens of the wrong type", 400, "/v1/chat/completions",
              {"messages": [{"role": "user", "content": "x"}], "max_tokens": "8"}, param="max_tokens")
 expect_error("max_tokens above the limit", 400, "/v1/completions", {"prompt": "x", "max_tokens": 10 ** 6},
