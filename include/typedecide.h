@@ -784,7 +784,7 @@ td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_pat
 
 /* td_server serves one model over HTTP/1.1 (JSON bodies, UTF-8):
  *   GET  /                     the web page (compiled in, no external assets): decisions and a streaming chat
- *   GET  /health               {"status": "ok"}; never needs the API key
+ *   GET  /health               {"status": "ok", "requests_admitted", "generating"}; never needs the API key
  *   GET  /v1/models            {"object": "list", "data": [{"id": model name, "object": "model", ...}]}
  *   POST /tokenize             {"prompt": text} or {"messages", "add_generation_prompt", "tools",
  *                              "chat_template_kwargs"} -> {"tokens", "count", "max_model_len", "prompt"}

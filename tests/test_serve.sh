@@ -6,6 +6,11 @@
 #    truncated/invalid/non-object JSON, invalid UTF-8, wrong types, negative or too large max_tokens, unknown model,
 #    evidence longer than the context, an oversized body (Content-Length and chunked), a client trickling its body
 #    (cut at the deadline), a client stalled in its headers (closed at the idle timeout);
+#  - tests/node/openai_client.mjs: the official openai npm client (models, chat, stream, completions with logprobs and
+#    echo, error types);
+#  - tests/serve/check_gen.py (demo-qwen3, and demo-qwen35 outside ASan): greedy = `typedecide generate` token for
+#    token, streamed = plain text, concurrent replies = single ones, echo logprobs = log-softmax of `typedecide
+#    logits` (1e-5), enable_thinking false, prompts past the context, a client leaving mid-stream frees its slot;
 #  - tests/serve/check_queue.py: the bounded queue (503 + Retry-After) on a server with --parallel 1 --queue 0;
 #  - the server stops cleanly on SIGTERM (exit 0, and under ASan no leak report).
 set -uo pipefail
@@ -23,7 +28,7 @@ export TD_ROOT=$ROOT
 start_server() {
     local log=$1
     shift
-    "$BIN" serve --model "$MODEL" --port 0 --threads 1 "$@" 2>"$log" &
+    "$BIN" serve --model "${MODEL}" --port 0 --threads 1 "$@" 2>"$log" &
     pids+=($!)
     server_pid=$!
     url=
@@ -48,8 +53,24 @@ stop_server() {
 KEY=sekrit-$$
 if start_server "$tmp/a.log" --api-key "$KEY" --timeout 3; then
     SERVE_TIMEOUT=3 python3 "$ROOT/tests/serve/check_api.py" "$url" "$KEY" "$BIN" "$MODEL" "$tmp" || fail "check_api"
+    # a real client: the official openai npm package (pinned in tests/node/package-lock.json)
+    if [ -d "$ROOT/tests/node/node_modules/openai" ]; then
+        node "$ROOT/tests/node/openai_client.mjs" "$url" "$KEY" "$(basename "$MODEL")" || fail "openai client"
+    else
+        fail "tests/node/node_modules/openai is missing: run scripts/setup.sh"
+    fi
     stop_server "$tmp/a.log"
 fi
+# generation: greedy = typedecide generate, stream = plain, batching invariance, echo logprobs, limits, disconnects;
+# on the hybrid Qwen3.5 demo too (DeltaNet snapshots) outside the sanitizer build
+models=("$MODEL")
+[ -n "${TD_SANITIZED:-}" ] || models+=("$ROOT/models/demo-qwen35")
+for m in "${models[@]}"; do
+    if MODEL=$m start_server "$tmp/g.log" --quiet --parallel 4; then
+        python3 "$ROOT/tests/serve/check_gen.py" "$url" "$BIN" "$m" "$tmp" || fail "check_gen on $(basename "$m")"
+        stop_server "$tmp/g.log"
+    fi
+done
 if start_server "$tmp/b.log" --parallel 1 --queue 0 --quiet; then
     python3 "$ROOT/tests/serve/check_queue.py" "$url" || fail "check_queue"
     stop_server "$tmp/b.log"

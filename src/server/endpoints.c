@@ -33,9 +33,13 @@ char *td_server_utf8_clean(const char *s, size_t len, size_t *out_len) {
 }
 
 void td_ep_health(td_server *s, td_reply *out) {
-    (void)s;
     json_t *o = json_object();
+    pthread_mutex_lock(&s->mu);
+    int32_t busy = s->busy;
+    pthread_mutex_unlock(&s->mu);
     json_object_set_new(o, "status", json_string("ok"));
+    json_object_set_new(o, "requests_admitted", json_integer(busy));
+    json_object_set_new(o, "generating", json_integer(td_server_gen_active(s)));
     td_reply_json(out, o);
 }
 

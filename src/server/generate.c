@@ -41,7 +41,7 @@ typedef struct job {
     int32_t *ptop_ids;           /* [n_plp * n_ptop] */
     float *ptop_lps;
     td_gen_finish finish;
-    int32_t n_generated;
+    int32_t n_generated, stop_id;
     double ms_queue, ms_prefill, ms_first_token, ms_decode;
     pthread_cond_t cv;
     struct job *next;
@@ -165,6 +165,7 @@ static void take_event(td_server_gen *G, const td_gen_event *ev) {
         if (append_text(j, ev->text, ev->text_len)) oom = 1;
         j->finish = ev->finish;
         j->n_generated = ev->n_generated;
+        j->stop_id = ev->stop_id;
         j->ms_queue = ev->ms_queue, j->ms_first_token = ev->ms_first_token, j->ms_decode = ev->ms_decode;
         if (ev->finish == TD_GEN_FINISH_ERROR) {
             j->err_status = 500;
@@ -300,6 +301,17 @@ void td_server_gen_stop(td_server *s) {
 }
 
 int32_t td_server_gen_rows(const td_server *s) { return s->gen ? td_gen_n_ctx(s->gen->g) : 0; }
+
+int32_t td_server_gen_active(td_server *s) {
+    td_server_gen *G = s->gen;
+    if (!G) return 0;
+    pthread_mutex_lock(&G->mu);
+    int32_t n = 0;
+    for (job *j = G->inbox; j; j = j->next) n++;
+    for (job *j = G->active; j; j = j->next) n++;
+    pthread_mutex_unlock(&G->mu);
+    return n;
+}
 
 /* Hands a job to the engine and waits until it is submitted (or refused): *out gets the refusal. Returns 0 when
  * running. The HTTP side keeps its reference. */
@@ -894,7 +906,8 @@ void td_ep_completion(td_server *s, td_req *r, td_reply *out) {
         td_free(joined);
         json_object_set_new(c, "index", json_integer(0));
         json_t *tid = json_array(); /* the generated ids (vLLM's return_token_ids), for exact comparisons */
-        for (int32_t i = 0; i < j->n_tok; i++) json_array_append_new(tid, json_integer(j->toks[i]));
+        int32_t n_ids = j->n_tok - (j->stop_id >= 0 && j->n_tok > 0 && j->toks[j->n_tok - 1] == j->stop_id); /* not the stop */
+        for (int32_t i = 0; i < n_ids; i++) json_array_append_new(tid, json_integer(j->toks[i]));
         json_object_set_new(c, "token_ids", tid);
         json_object_set_new(c, "logprobs", r->logprobs >= 0 ? logprobs_json(s, j, r->echo, r->logprobs) : json_null());
         json_object_set_new(c, "finish_reason", json_string(finish_name(j)));

@@ -73,6 +73,8 @@ td_status td_server_gen_start(td_server *s);
 void td_server_gen_stop(td_server *s);
 /* KV rows of the generation engine's pool (0 without one). */
 int32_t td_server_gen_rows(const td_server *s);
+/* Requests handed to the engine and not finished (waiting for submission, queued or running in td_gen). */
+int32_t td_server_gen_active(td_server *s);
 void td_ep_chat(td_server *s, td_req *r, td_reply *out);
 void td_ep_completion(td_server *s, td_req *r, td_reply *out);
 
