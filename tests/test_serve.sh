@@ -11,6 +11,9 @@
 #  - tests/serve/check_gen.py (demo-qwen3, and demo-qwen35 outside ASan): greedy = `typedecide generate` token for
 #    token, streamed = plain text, concurrent replies = single ones, echo logprobs = log-softmax of `typedecide
 #    logits` (1e-5), enable_thinking false, prompts past the context, a client leaving mid-stream frees its slot;
+#  - tests/node/page_test.mjs: headless Chromium loads the page, fills its editors with the example evidence and
+#    criteria, and the rendered answers and bars equal `typedecide decide`; the chat tab streams a reply
+#    (bench/results/serve-page.png is a screenshot it took);
 #  - tests/serve/check_queue.py: the bounded queue (503 + Retry-After) on a server with --parallel 1 --queue 0;
 #  - the server stops cleanly on SIGTERM (exit 0, and under ASan no leak report).
 set -uo pipefail
@@ -60,6 +63,19 @@ if start_server "$tmp/a.log" --api-key "$KEY" --timeout 3; then
         fail "tests/node/node_modules/openai is missing: run scripts/setup.sh"
     fi
     stop_server "$tmp/a.log"
+fi
+# the web page in a real browser: headless Chromium loads /, decides the example, streams a chat reply
+if command -v chromium >/dev/null 2>&1; then
+    if start_server "$tmp/p.log" --quiet; then
+        "$BIN" decide --json --quiet --threads 1 --model "$MODEL" --evidence "$ROOT/models/demo/ticket.txt" \
+            --criteria "$ROOT/models/demo/criteria.jsonl" >"$tmp/decide.jsonl" || fail "decide for the page test"
+        node --experimental-websocket --no-warnings "$ROOT/tests/node/page_test.mjs" "$url/" "$(command -v chromium)" \
+            "$ROOT/models/demo/ticket.txt" "$ROOT/models/demo/criteria.jsonl" "$tmp/decide.jsonl" "$tmp/page.png" ||
+            fail "the page in Chromium"
+        stop_server "$tmp/p.log"
+    fi
+else
+    fail "chromium is missing: run scripts/setup.sh (Debian's chromium drives the page test)"
 fi
 # generation: greedy = typedecide generate, stream = plain, batching invariance, echo logprobs, limits, disconnects;
 # on the hybrid Qwen3.5 demo too (DeltaNet snapshots) outside the sanitizer build
