@@ -1035,8 +1035,9 @@ td_status td_chat_split_reasoning(const char *text, size_t len, int thinking_ope
  * prompt token is always run (its logits are needed).
  * Qwen3.5 (hybrid): the DeltaNet state cannot be rolled back, so only an exact prefix that is a sequence's END can
  * be resumed. The engine keeps snapshots (forks, sharing the KV rows, copying the constant-size DeltaNet state) at
- * turn boundaries: before each "<|im_start|>" token of a prompt's unreused part (the last 4) and at the end of
- * every finished request; a new request resumes from the longest snapshot that is a prefix of its prompt.
+ * turn boundaries: before each "<|im_start|>" token of a prompt's unreused part (the last 4), at the end of the
+ * prompt (where the answer starts) and at the end of every finished request; a new request resumes from the
+ * longest snapshot that is a prefix of its prompt.
  * Memory: one KV pool of n_ctx rows and max_sequences sequence slots (requests, sessions, snapshots). A request is
  * admitted (queued until then, FIFO) when a slot and the rows it may need (unreused prompt + max_tokens) are free;
  * to make room, cached sessions and snapshots are evicted, least recently used first. Running requests are never

@@ -781,6 +781,16 @@ td_status td_gen_step(td_gen *g, int32_t *n_active) {
             i++;
             continue;
         }
+        /* hybrid: the end of the prompt (the generation prompt's boundary) is a snapshot too, unless the request
+           itself ends here and leaves its sequence as the session */
+        if (g->hybrid && r->p.cache && r->p.max_tokens > 0 && r->n_reused < r->n_prompt) {
+            int32_t s = free_slot(g);
+            if (s < 0 && evict_lru(g, -1) == 0) s = free_slot(g);
+            if (s >= 0 && td_ctx_seq_fork(g->ctx, r->seq, s, r->n_past) == TD_OK) {
+                g->slot_used[s] = 1;
+                entry_add(g, s, r->prompt, r->n_past, 1);
+            }
+        }
         prompt_done(g, r);
         if (r->p.max_tokens == 0) {
             finish(g, i, TD_GEN_FINISH_LENGTH, -1, NULL);
