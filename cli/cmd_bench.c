@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 
 #include "bench_chat.h"
+#include "bench_serve.h"
 #include "cli.h"
 #include "commands.h"
 
@@ -13,6 +14,7 @@ static const char usage_text[] =
     "       typedecide bench decide --model M [--prefix 256] [--criteria 144] [--suffix 45] [--options 4]\n"
     "                               [--serial|--batch] [--threads T] [--repeat R] [--kv f32|f16]\n"
     "       typedecide bench chat --model M [--history 200,1000,3000] [--turn 30] [--threads T] [--repeat R]\n"
+    "       typedecide bench serve --model M [--clients 8] [--tokens 64] [--duration S] (see bench serve --help)\n"
     "\n"
     "Prints one JSON object: load time (config, mapped weights, tokenizer), and the median / min / max\n"
     "tokens per second over R repeats.\n"
@@ -172,6 +174,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
 }
 
 int cmd_bench(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0) return bench_serve(argc - 1, argv + 1); /* options of its own */
     const char *model_dir = NULL, *tokens_s = NULL, *threads_s = NULL, *repeat_s = "3", *prefix_s = NULL,
                *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL, *kv_s = NULL, *hist_s = NULL, *turn_s = NULL;
     int serial = 0, batch = 0;
