@@ -287,12 +287,19 @@ td_status td_server_gen_start(td_server *s) {
 
 void td_server_gen_stop(td_server *s) {
     td_server_gen *G = s->gen;
-    if (!G) return;
+    if (!G || !G->started) return;
     pthread_mutex_lock(&G->mu);
     G->stop = 1;
     pthread_cond_broadcast(&G->wake);
     pthread_mutex_unlock(&G->mu);
-    if (G->started) pthread_join(G->thread, NULL);
+    pthread_join(G->thread, NULL); /* every job is ended: waiting replies and streams finish */
+    G->started = 0;
+}
+
+void td_server_gen_free(td_server *s) {
+    td_server_gen *G = s->gen;
+    if (!G) return;
+    td_server_gen_stop(s);
     td_gen_free(G->g);
     pthread_mutex_destroy(&G->mu);
     pthread_cond_destroy(&G->wake);
@@ -318,6 +325,12 @@ int32_t td_server_gen_active(td_server *s) {
 static int job_start(td_server *s, job *j, td_reply *out) {
     td_server_gen *G = s->gen;
     pthread_mutex_lock(&G->mu);
+    if (G->stop) { /* stopping: the engine takes nothing more */
+        pthread_mutex_unlock(&G->mu);
+        job_free(j);
+        td_reply_fail(out, 503, "server_error", NULL, "shutting_down", "the server is stopping");
+        return -1;
+    }
     j->refs = 2;
     j->next = NULL;
     if (G->inbox_tail) G->inbox_tail->next = j;

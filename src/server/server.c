@@ -337,8 +337,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 void td_server_free(td_server *s) {
     if (!s) return;
-    if (s->mhd) MHD_stop_daemon(s->mhd); /* joins the connection threads: streams end, their free() cancels */
-    td_server_gen_stop(s);
+    td_server_gen_stop(s);               /* every waiting reply and stream ends now ... */
+    if (s->mhd) MHD_stop_daemon(s->mhd); /* ... so the connection threads can be joined */
+    td_server_gen_free(s);
     td_decider_free(s->decider);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->decide_mu);

@@ -70,7 +70,8 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out);
 
 /* Generation (generate.c): the engine thread and the OpenAI endpoints. */
 td_status td_server_gen_start(td_server *s);
-void td_server_gen_stop(td_server *s);
+void td_server_gen_stop(td_server *s); /* ends every job and joins the engine thread */
+void td_server_gen_free(td_server *s); /* then frees it (after the HTTP threads are gone) */
 /* KV rows of the generation engine's pool (0 without one). */
 int32_t td_server_gen_rows(const td_server *s);
 /* Requests handed to the engine and not finished (waiting for submission, queued or running in td_gen). */
