@@ -32,6 +32,7 @@ static const char usage_text[] =
     "  -n N              most tokens per answer (default 1024)\n"
     "  --ctx N           KV rows for the conversation (default 8192)\n"
     "  --threads N       worker threads (default: all cores)\n"
+    "  --kv f32|f16      KV cache precision (default f32; f16 halves its memory)\n"
     "  --quiet           no statistics\n"
     "  --verbose         print the effective sampler and each turn's finish reason to stderr\n"
     "\n";
@@ -70,14 +71,16 @@ static void clear(history *h, int keep_system) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model_dir = NULL, *system = NULL, *n_s = "1024", *ctx_s = "8192", *threads_s = NULL, *adapter = NULL;
+    const char *model_dir = NULL, *system = NULL, *n_s = "1024", *ctx_s = "8192", *threads_s = NULL, *adapter = NULL,
+               *kv_s = NULL;
     int no_think = 0, quiet = 0, verbose = 0;
     cli_sampling sm = {0};
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL}, {"system", 1, &system, NULL},
                             {"no-think", 0, NULL, &no_think}, {"n", 1, &n_s, NULL},
                             {"ctx", 1, &ctx_s, NULL},       {"threads", 1, &threads_s, NULL},
                             {"adapter", 1, &adapter, NULL}, {"quiet", 0, NULL, &quiet},
-                            {"verbose", 0, NULL, &verbose}, CLI_SAMPLING_OPTS(sm),
+                            {"verbose", 0, NULL, &verbose}, {"kv", 1, &kv_s, NULL},
+                            CLI_SAMPLING_OPTS(sm),
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "chat", NULL, 0, NULL);
     if (r == 1) {
@@ -92,6 +95,8 @@ int cmd_chat(int argc, char **argv) {
     if (cli_int(ctx_s, 64, 1 << 24, &n_ctx)) return cli_usage_error("chat", "--ctx must be an integer in 64..16777216");
     if (threads_s && cli_int(threads_s, 1, 1024, &threads))
         return cli_usage_error("chat", "--threads must be an integer in 1..1024");
+    int32_t kv_f16 = 0;
+    if (cli_kv("chat", kv_s, &kv_f16)) return 2;
     int tty = isatty(0);
     int think = !no_think, rc = 0;
     td_model *m = NULL;
@@ -132,6 +137,7 @@ int cmd_chat(int argc, char **argv) {
     gp.max_sequences = 8;
     gp.max_running = 1;
     gp.n_threads = (int32_t)threads;
+    gp.kv_f16 = kv_f16;
     if ((st = td_gen_new(m, &gp, &g)) != TD_OK) {
         rc = cli_fail("chat", st);
         goto done;

@@ -509,6 +509,8 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
     d->stats.head_tokens += p.n_head;
     int n_stop = 0;
     const int32_t *stops = td_model_stop_ids(d->model, &n_stop);
+    td_sampler_params greedy = td_sampler_default_params();
+    uint64_t rng = greedy.seed;
     for (int32_t i = 0; i < n; i++) texts[i] = NULL;
     for (int32_t i = 0; i < n && st == TD_OK; i++) {
         char *txt = NULL;
@@ -520,9 +522,7 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
         int32_t pos = p.n_head + p.n_suf[i];
         for (int32_t k = 0; k < max_tokens && st == TD_OK; k++) {
             const float *lg = td_ctx_output(d->ctx, 0);
-            int32_t best = 0;
-            for (int32_t v = 1; v < V; v++)
-                if (lg[v] > lg[best]) best = v;
+            int32_t best = td_sample(lg, V, &greedy, &rng, NULL); /* the one sampler chain, greedy */
             int stop = 0;
             for (int s = 0; s < n_stop; s++) stop |= best == stops[s];
             if (stop) break;

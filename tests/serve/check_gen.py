@@ -45,7 +45,7 @@ def sse(path, body):  # the data of every event, parsed, until [DONE]
 
 
 def gen_cli(args):
-    return subprocess.check_output([BIN, "generate", "--model", MODEL, "--threads", "1"] + args, stderr=subprocess.DEVNULL).decode()
+    return subprocess.check_output([BIN, "generate", "--model", MODEL, "--threads", "1", "--temperature", "0"] + args, stderr=subprocess.DEVNULL).decode()
 
 
 tok = lambda text: json.loads(subprocess.check_output([BIN, "tokenize", "--model", MODEL, "--text", text]))
