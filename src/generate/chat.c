@@ -488,8 +488,16 @@ static td_status render(td_chat_family f, conv *c, const td_chat_params *params,
     if (st == TD_OK && p.tools_json) {
         json_error_t e;
         tools = json_loads(p.tools_json, 0, &e);
-        if (!json_is_array(tools)) st = td_fail(TD_ERR_FORMAT, "tools: not a JSON array (%s)", tools ? "" : e.text);
-        else if (c->n_owned < 64) c->owned[c->n_owned++] = tools;
+        if (!json_is_array(tools)) {
+            st = td_fail(TD_ERR_FORMAT, "tools: not a JSON array%s%s", tools ? "" : ": ", tools ? "" : e.text);
+            json_decref(tools);
+            tools = NULL;
+        } else if (c->n_owned < 64) c->owned[c->n_owned++] = tools;
+        else {
+            json_decref(tools);
+            tools = NULL;
+            st = td_fail(TD_ERR_INVALID_ARG, "messages: too many messages with tool calls");
+        }
     }
     sbuf b = {0};
     if (st == TD_OK) st = f == TD_CHAT_QWEN3 ? render_qwen3(c, &p, tools, &b) : render_qwen35(c, &p, tools, &b);

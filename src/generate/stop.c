@@ -104,7 +104,7 @@ static int release(td_stopper *s, size_t limit, int final) {
             i += (size_t)k;
         }
     }
-    memmove(s->held, s->held + i, s->n_held - i);
+    if (i && s->n_held > i) memmove(s->held, s->held + i, s->n_held - i);
     s->n_held -= i;
     return 0;
 }
