@@ -38,9 +38,13 @@ static const char usage_text[] =
     "  --parallel P     sequences the server steps together (default: N)\n"
     "  --duration S     add the load phase, S seconds\n"
     "  --memory MB      the server's context budget (default 1024)\n"
-    "  --threads T      worker threads (default: all cores)\n";
+    "  --threads T      worker threads (default: all cores)\n"
+    "  --url URL        measure another server instead (http://IPV4:PORT with OpenAI's /v1/completions, e.g.\n"
+    "                   llama-server --parallel N): the same clients and prompts; replies compared by their text\n"
+    "  --name NAME      the \"model\" of the requests (default \"bench\")\n";
 
 typedef struct bench {
+    const char *host;      /* IPv4 address of the server */
     int port, tokens;
     const char *model_name;
     json_t **ref;          /* [clients] token_ids of the single-client reply */
@@ -50,15 +54,18 @@ typedef struct bench {
     int rounds;
 } bench;
 
-/* POSTs body to 127.0.0.1:port/path with Connection: close; the reply body (free()) and status, or NULL. */
-static char *http_post(int port, const char *path, const char *body, int *status) {
+/* POSTs body to host:port/path with Connection: close; the reply body (free()) and status, or NULL. */
+static char *http_post(const char *host, int port, const char *path, const char *body, int *status) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return NULL;
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+        close(fd);
+        return NULL;
+    }
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
         close(fd);
         return NULL;
@@ -105,13 +112,15 @@ static json_t *one_request(const bench *b, int k, long long *n_tokens) {
     char body[512];
     prompt_body(b, k, body, sizeof body);
     int status = 0;
-    char *reply = http_post(b->port, "/v1/completions", body, &status);
+    char *reply = http_post(b->host, b->port, "/v1/completions", body, &status);
     json_t *j = reply && status == 200 ? json_loads(reply, 0, NULL) : NULL;
     free(reply);
-    json_t *ids = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "token_ids");
+    /* the reply's identity: its token ids (ours) or its text (another server, e.g. llama-server) */
+    json_t *choice = json_array_get(json_object_get(j, "choices"), 0), *ids = json_object_get(choice, "token_ids");
+    if (!ids) ids = json_object_get(choice, "text");
     if (ids) json_incref(ids);
+    *n_tokens = json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens"));
     json_decref(j);
-    *n_tokens = ids ? (long long)json_array_size(ids) : 0;
     return ids;
 }
 
@@ -190,8 +199,9 @@ static void *rss_sampler(void *arg) {
 
 int bench_serve(int argc, char **argv) {
     const char *model_dir = NULL, *clients_s = "8", *tokens_s = "64", *rounds_s = "1", *par_s = NULL, *dur_s = NULL,
-               *mem_s = NULL, *threads_s = NULL;
+               *mem_s = NULL, *threads_s = NULL, *url = NULL, *name = "bench";
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},  {"clients", 1, &clients_s, NULL},
+                            {"url", 1, &url, NULL},          {"name", 1, &name, NULL},
                             {"tokens", 1, &tokens_s, NULL},  {"rounds", 1, &rounds_s, NULL},
                             {"parallel", 1, &par_s, NULL},   {"duration", 1, &dur_s, NULL},
                             {"memory", 1, &mem_s, NULL},     {"threads", 1, &threads_s, NULL},
@@ -202,7 +212,11 @@ int bench_serve(int argc, char **argv) {
         return 0;
     }
     if (r) return r;
-    if (!model_dir) return cli_usage_error("bench", "--model is required");
+    if (!model_dir && !url) return cli_usage_error("bench", "--model (or --url) is required");
+    char host[64] = "127.0.0.1";
+    int url_port = 0;
+    if (url && (sscanf(url, "http://%63[0-9.]:%d", host, &url_port) != 2 || url_port < 1 || url_port > 65535))
+        return cli_usage_error("bench", "--url must be http://IPV4:PORT");
     long long clients, tokens, rounds, parallel, duration = 0, memory = 1024, threads = cli_default_threads();
     if (cli_int(clients_s, 1, 256, &clients)) return cli_usage_error("bench", "--clients must be in 1..256");
     if (cli_int(tokens_s, 1, 1 << 16, &tokens)) return cli_usage_error("bench", "--tokens must be in 1..65536");
@@ -216,7 +230,7 @@ int bench_serve(int argc, char **argv) {
 
     td_model *m = NULL;
     td_server *srv = NULL;
-    td_status st = cli_load_model(model_dir, 1, 1, NULL, &m);
+    td_status st = url ? TD_OK : cli_load_model(model_dir, 1, 1, NULL, &m);
     td_server_params p = td_server_default_params();
     p.port = 0;
     p.parallel = (int32_t)parallel;
@@ -226,8 +240,8 @@ int bench_serve(int argc, char **argv) {
     p.memory_mb = memory;
     p.max_connections = (int32_t)clients + 8;
     p.timeout_s = 600;
-    p.model_name = "bench";
-    if (st == TD_OK) st = td_server_start(m, &p, &srv);
+    p.model_name = name;
+    if (st == TD_OK && !url) st = td_server_start(m, &p, &srv);
     if (st != TD_OK) {
         td_model_free(m);
         return cli_fail("bench", st);
@@ -235,9 +249,10 @@ int bench_serve(int argc, char **argv) {
     bench b;
     memset(&b, 0, sizeof b);
     pthread_mutex_init(&b.mu, NULL);
-    b.port = td_server_port(srv);
+    b.host = host;
+    b.port = url ? url_port : td_server_port(srv);
     b.tokens = (int)tokens;
-    b.model_name = "bench";
+    b.model_name = name;
     b.ref = calloc((size_t)clients, sizeof *b.ref);
     int rc = 0;
     long long n_ref = 0, t_ref = 0;
@@ -283,7 +298,8 @@ int bench_serve(int argc, char **argv) {
                "\"single\": {\"requests\": %lld, \"tokens\": %lld, \"seconds\": %.3f, \"tokens_per_s\": %.2f}, "
                "\"concurrent\": {\"requests\": %lld, \"tokens\": %lld, \"seconds\": %.3f, \"tokens_per_s\": %.2f, "
                "\"errors\": %lld}, \"speedup\": %.2f, \"replies_mismatched\": %lld",
-               model_dir, td_model_arch(m), td_cpu_kernels(), (long long)td_model_n_params(m), threads, clients, parallel,
+               url ? url : model_dir, m ? td_model_arch(m) : "", url ? "" : td_cpu_kernels(),
+               m ? (long long)td_model_n_params(m) : 0LL, threads, clients, parallel,
                tokens, clients, t_ref, single_s, single_tps, conc_replies, conc_tokens, conc_s, conc_tps, conc_errors,
                conc_tps / single_tps, conc_mismatched);
         if (duration > 0)

@@ -15,6 +15,7 @@
 #    criteria, and the rendered answers and bars equal `typedecide decide`; the chat tab streams a reply
 #    (bench/results/serve-page.png is a screenshot it took);
 #  - tests/serve/check_queue.py: the bounded queue (503 + Retry-After) on a server with --parallel 1 --queue 0;
+#  - bench serve runs (one stream, then concurrent streams whose replies equal the single ones);
 #  - the server stops cleanly on SIGTERM (exit 0, and under ASan no leak report).
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -91,5 +92,9 @@ if start_server "$tmp/b.log" --parallel 1 --queue 0 --quiet; then
     python3 "$ROOT/tests/serve/check_queue.py" "$url" || fail "check_queue"
     stop_server "$tmp/b.log"
 fi
+# bench serve: one stream vs concurrent streams in one run, every concurrent reply equal to its single one
+out=$("$BIN" bench serve --model "$MODEL" --clients 3 --tokens 6 --threads 1 2>"$tmp/bench.err") || fail "bench serve: $(tail -3 "$tmp/bench.err")"
+printf '%s' "$out" | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["replies_mismatched"] == 0 and j["concurrent"]["tokens"] == 18 and j["single"]["tokens"] == 18, j' ||
+    fail "bench serve: $out"
 [ "$fails" -eq 0 ] && echo "test_serve: all checks passed"
 exit $((fails > 0))

@@ -512,11 +512,22 @@ static const char *finish_name(const job *j) {
     return j->finish == TD_GEN_FINISH_LENGTH ? "length" : "stop";
 }
 
-/* Waits until the job is done (non-streamed replies). */
-static void job_wait(td_server *s, job *j) {
-    pthread_mutex_lock(&s->gen->mu);
-    while (!j->done) pthread_cond_wait(&j->cv, &s->gen->mu);
-    pthread_mutex_unlock(&s->gen->mu);
+/* Waits until the job is done (non-streamed replies), cancelling it when the client leaves meanwhile. */
+static void job_wait(td_server *s, job *j, int fd) {
+    td_server_gen *G = s->gen;
+    pthread_mutex_lock(&G->mu);
+    while (!j->done) {
+        if (!j->cancel && td_client_gone(fd)) {
+            j->cancel = 1;
+            pthread_cond_broadcast(&G->wake);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 50 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&j->cv, &G->mu, &until);
+    }
+    pthread_mutex_unlock(&G->mu);
 }
 
 /* A text as a JSON string: complete characters (tokens may end inside one: U+FFFD, as the detokenizer does). */
@@ -549,6 +560,7 @@ typedef struct stream {
     size_t sent;           /* bytes of job text already turned into events (completions) */
     size_t sent_reasoning, sent_content; /* chat: of the split texts */
     int role_sent, finished;
+    int fd;                /* the client's socket */
 } stream;
 
 static int pend_put(stream *st, const char *b, size_t n) {
@@ -658,7 +670,23 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         pthread_mutex_lock(&G->mu);
         job *j = st->j;
-        while (!j->done && j->len == st->sent && st->role_sent) pthread_cond_wait(&j->cv, &G->mu);
+        int gone = 0;
+        while (!j->done && j->len == st->sent && st->role_sent) {
+            /* look at the socket while waiting: a client that left is noticed now, not at the next write */
+            if (td_client_gone(st->fd)) {
+                gone = 1;
+                break;
+            }
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 50 * 1000000L;
+            if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&j->cv, &G->mu, &until);
+        }
+        if (gone) { /* ends the reply; MHD frees the stream, which cancels the job */
+            pthread_mutex_unlock(&G->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
         int rc = stream_emit(st, j->text ? j->text : "", j->len, j->done);
         st->sent = j->len;
         if (!rc && j->done) {
@@ -712,6 +740,7 @@ static void start_stream(td_server *s, job *j, int chat, int thinking_open, int 
         return;
     }
     st->s = s, st->j = j, st->chat = chat, st->thinking_open = thinking_open, st->include_usage = include_usage;
+    st->fd = out->client_fd;
     st->id = next_id(s);
     st->created = (int64_t)time(NULL);
     snprintf(st->model, sizeof st->model, "%s", s->model_name);
@@ -769,7 +798,7 @@ void td_ep_chat(td_server *s, td_req *r, td_reply *out) {
         start_stream(s, j, 1, thinking_open, r->include_usage, out);
         return;
     }
-    job_wait(s, j);
+    job_wait(s, j, out->client_fd);
     if (!job_failed(j, out)) {
         char *reasoning = NULL, *content = NULL;
         if (td_chat_split_reasoning(j->text ? j->text : "", j->len, thinking_open, &reasoning, &content) != TD_OK) {
@@ -891,7 +920,7 @@ void td_ep_completion(td_server *s, td_req *r, td_reply *out) {
         }
         return;
     }
-    job_wait(s, j);
+    job_wait(s, j, out->client_fd);
     if (!job_failed(j, out)) {
         json_t *o = json_object(), *ch = json_array(), *c = json_object();
         char id[48];

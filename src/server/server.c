@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,15 @@ void td_server_release(td_server *s) {
     pthread_mutex_lock(&s->mu);
     s->busy--;
     pthread_mutex_unlock(&s->mu);
+}
+
+int td_client_gone(int fd) {
+    if (fd < 0) return 0;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    if (poll(&pfd, 1, 0) <= 0) return 0;
+    if (pfd.revents & (POLLHUP | POLLERR)) return 1;
+    char c;
+    return (pfd.revents & POLLIN) && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -310,6 +320,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     td_reply r;
     memset(&r, 0, sizeof r);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r.client_fd = ci ? (int)ci->connect_fd : -1;
     double t = now_s();
     switch (cs->r) {
     case R_PAGE:

@@ -46,7 +46,11 @@ typedef struct td_reply {
     const char *content_type; /* NULL: application/json */
     int retry_after;          /* seconds, for 503; 0: no header */
     td_stream stream;         /* stream.read != NULL: streamed (text/event-stream) */
+    int client_fd;            /* in: the client's socket (-1: unknown), to notice a client that went away */
 } td_reply;
+
+/* 1 when the client closed its side of the connection (read end-of-file or a hang-up), without consuming data. */
+int td_client_gone(int fd);
 
 /* Sets an error reply from a filled td_req_error. */
 void td_reply_error(td_reply *out, const td_req_error *err);

@@ -182,4 +182,25 @@ if gen != 0 or full_s is None or freed > full_s / 4:
 else:
     print(f"check_gen: a client that left mid-stream freed its slot after {freed * 1e3:.0f} ms (the whole reply: {full_s:.2f} s)")
 
+# ... and so does a client of a non-streamed request
+s = socket.create_connection((HOST, PORT))
+body = json.dumps({"prompt": "The", "max_tokens": 1500, "ignore_eos": True, "temperature": 0}).encode()
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+time.sleep(0.3)
+s.close()
+t0, gen = time.time(), None
+while time.time() - t0 < 10:
+    c = http.client.HTTPConnection(HOST, PORT)
+    c.request("GET", "/health")
+    h = json.loads(c.getresponse().read())
+    gen = h["generating"]
+    if gen == 0 and h["requests_admitted"] == 0:
+        break
+    time.sleep(0.02)
+freed2 = time.time() - t0
+if gen != 0 or full_s is None or freed2 > full_s / 4:
+    fail(f"a client of a plain request that left: slot freed after {freed2:.2f} s (generating {gen})")
+else:
+    print(f"check_gen: a client of a plain request that left freed its slot after {freed2 * 1e3:.0f} ms")
+
 sys.exit(1 if fails else 0)
