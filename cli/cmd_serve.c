@@ -12,7 +12,7 @@ static const char usage_text[] =
     "\n"
     "Serves the model over HTTP until interrupted (SIGINT, SIGTERM):\n"
     "  GET  /                      a web page: decisions (evidence + criteria, probability bars) and a chat\n"
-    "  GET  /health                {\"status\":\"ok\"} (no API key needed)\n"
+    "  GET  /health                {\"status\":\"ok\", \"requests_admitted\", \"generating\"} (no API key needed)\n"
     "  GET  /v1/models             the served model (OpenAI's list)\n"
     "  POST /v1/decide             {\"evidence\", \"criteria\": [...]} -> the decisions `typedecide decide` prints,\n"
     "                              with \"prefill_tokens\" and \"prefix_cached\" (the last evidence stays prefilled)\n"
