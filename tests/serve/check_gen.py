@@ -2,7 +2,8 @@
  - greedy /v1/completions on token ids equals `typedecide generate --ids` token for token; a chat completion with
    thinking off equals `typedecide generate --chat` text;
  - streaming and non-streaming give the same text (chat and completions);
- - concurrent requests (continuous batching) each equal their single-client reply, token for token;
+ - concurrent requests (continuous batching) each equal their single-client reply: the same ids and the same
+   log-probabilities (the JSON numbers, 9 significant digits: every bit of a float);
  - echo logprobs equal the log-softmax of `typedecide logits` within 1e-5;
  - chat_template_kwargs.enable_thinking false renders "<think>\\n\\n</think>\\n\\n"; the effective sampler is reported;
  - a prompt longer than the context, or max_tokens past it: 400 context_length_exceeded;
@@ -56,11 +57,11 @@ prompts = ["The invoice shows", "Dear support team, my card was charged", "Acces
 single = {}
 for p in prompts:
     ids = tok(p)
-    st, j, text = post("/v1/completions", {"prompt": ids, "max_tokens": 16, "temperature": 0})
+    st, j, text = post("/v1/completions", {"prompt": ids, "max_tokens": 16, "temperature": 0, "logprobs": 0})
     cli = json.loads(gen_cli(["--ids", ",".join(map(str, ids)), "-n", "16"]))
     if st != 200 or j["choices"][0]["token_ids"] != cli:
         fail(f"greedy {p!r}: server {j and j['choices'][0]['token_ids']} != generate {cli} ({text[:200]})")
-    single[p] = j["choices"][0]["token_ids"] if j else None
+    single[p] = (j["choices"][0]["token_ids"], j["choices"][0]["logprobs"]["token_logprobs"]) if j else None
     if j and (j["sampler"]["greedy"] is not True or j["sampler"]["temperature"] != 0):
         fail(f"the effective sampler is not reported as greedy: {j['sampler']}")
 print(f"check_gen: greedy completions equal typedecide generate token for token ({len(prompts)} prompts)")
@@ -99,8 +100,8 @@ got = {}
 
 
 def one(p, k):
-    st, j, _ = post("/v1/completions", {"prompt": tok(p), "max_tokens": 16, "temperature": 0})
-    got[(p, k)] = j["choices"][0]["token_ids"] if st == 200 else st
+    st, j, _ = post("/v1/completions", {"prompt": tok(p), "max_tokens": 16, "temperature": 0, "logprobs": 0})
+    got[(p, k)] = (j["choices"][0]["token_ids"], j["choices"][0]["logprobs"]["token_logprobs"]) if st == 200 else st
 
 
 ts = [threading.Thread(target=one, args=(p, k)) for k in range(2) for p in prompts]
@@ -111,7 +112,7 @@ for t in ts:
 bad = [(p, k) for (p, k), v in got.items() if v != single[p]]
 if bad:
     fail(f"concurrent replies differ from single ones: {bad}")
-print(f"check_gen: {len(ts)} concurrent greedy requests each equal their single-client reply")
+print(f"check_gen: {len(ts)} concurrent greedy requests each equal their single-client reply (ids and logprobs, bit for bit)")
 
 # ---- echo logprobs = log-softmax of typedecide logits ---------------------------------------------------------
 ids = tok("The customer asked for a refund of the second charge")
