@@ -18,6 +18,7 @@ const profile = mkdtempSync(join(tmpdir(), "td-chromium-"));
 const browser = spawn(chromium, ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
   "--no-first-run", "--remote-debugging-port=0", `--user-data-dir=${profile}`, "--window-size=1000,760", "about:blank"],
   { stdio: ["ignore", "ignore", "pipe"] });
+const exited = new Promise((r) => browser.once("exit", r)); /* listened to from the start: it may exit early */
 let stderr = "";
 const wsUrl = await new Promise((resolve, reject) => {
   const t = setTimeout(() => reject(new Error("chromium did not start: " + stderr.slice(-500))), 60000);
@@ -108,9 +109,10 @@ try {
 } catch (e) {
   fail(e.message);
 }
-try { await cdp("Browser.close"); } catch { /* already gone */ }
-const exited = new Promise((r) => browser.once("exit", r));
-browser.kill("SIGKILL");
+await Promise.race([cdp("Browser.close").catch(() => null), exited, sleep(5000)]); /* close politely ... */
+await Promise.race([exited, sleep(5000)]);
+ws.close();
+if (browser.exitCode === null && browser.signalCode === null) browser.kill("SIGKILL"); /* ... or not */
 await exited;
 try { rmSync(profile, { recursive: true, force: true, maxRetries: 5 }); } catch { /* a scratch directory */ }
 process.exit(fails ? 1 : 0);
