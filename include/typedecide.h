@@ -1052,8 +1052,10 @@ typedef struct td_gen_params {
                               allows */
     int64_t cache_bytes;   /* budget for the context (KV cache, states, activations): default 1 GiB; used when
                               n_ctx is 0 (else only checked: TD_ERR_NOMEM when n_ctx does not fit) */
-    int32_t max_sequences; /* sequence slots: running requests + cached sessions + snapshots. Default 32 */
-    int32_t max_running;   /* most requests generating at once (the rest wait in the queue). Default 8 */
+    int32_t max_sequences; /* sequence slots: running requests + cached sessions + snapshots (2..4096). Default 32.
+                              On a hybrid model every slot holds a DeltaNet state (~20 MB on Qwen3.5-0.8B) */
+    int32_t max_running;   /* most requests generating at once, < max_sequences (the rest wait in the queue).
+                              Default 8 */
     int32_t n_batch;       /* most tokens per step (decode tokens + prefill chunks). Default 512 */
     int32_t n_threads;     /* default 1; results do not depend on it */
     int32_t kv_f16;        /* 1: KV cache in f16 (half the memory per row) */
@@ -1076,7 +1078,8 @@ typedef struct td_gen_request {
     const int32_t *prompt;      /* n_prompt >= 1 ids (copied) */
     int32_t n_prompt;
     td_sampler_params sampler;  /* start from td_model_sampler_defaults() */
-    int32_t max_tokens;         /* tokens to generate, >= 0 (0: only the prompt, e.g. for prompt_logprobs) */
+    int32_t max_tokens;         /* tokens to generate, >= 0 (0: only the prompt, e.g. for prompt_logprobs; it ends
+                                   "length"). Default 16 */
     const char *const *stop;    /* stop strings (copied), n_stop <= 16 */
     int32_t n_stop;
     const int32_t *stop_ids;    /* extra stop ids (copied), n_stop_ids <= 16 */
@@ -1095,20 +1098,25 @@ td_gen_request td_gen_default_request(void);
 /* Queues a request; *id receives its id (> 0, increasing). Nothing runs until td_gen_step. Errors:
  * TD_ERR_INVALID_ARG naming the field (empty prompt, bad sampler, max_tokens < 0, too many or empty stop strings,
  * logprobs out of 0..20), TD_ERR_RANGE for an id outside the vocabulary or prompt + max_tokens beyond the pool's
- * rows or the model's context, TD_ERR_STATE when the queue is full (try later). */
+ * rows (positions beyond the model's trained context are not refused here: clients check td_model_n_ctx_train),
+ * TD_ERR_STATE when the queue is full (try later). */
 td_status td_gen_submit(td_gen *g, const td_gen_request *req, int64_t *id);
 
 /* Cancels a queued or running request: it ends with TD_GEN_FINISH_CANCELLED (its event comes from the next
  * td_gen_next_event) and its rows are released (its prefix stays as a session when cache is on). Unknown or
- * finished ids: TD_ERR_INVALID_ARG. */
+ * finished ids: TD_ERR_INVALID_ARG; TD_ERR_NOMEM when its DONE event could not be queued (it is cancelled all the
+ * same). */
 td_status td_gen_cancel(td_gen *g, int64_t id);
 
 /* One batched step: admits queued requests that fit, then runs one td_ctx_decode over all active requests, samples
  * the next token of each that finished its prompt, applies the stop rules and queues the events. *n_active (may
  * be NULL) receives the requests still queued or running afterwards. A step with nothing to do returns TD_OK at
  * once. Errors of the decode (TD_ERR_NONFINITE, TD_ERR_NOMEM) end the requests of the batch with
- * TD_GEN_FINISH_ERROR (their events carry the message) and the call still returns TD_OK; it fails only for a
- * broken engine (then the td_gen should be freed). */
+ * TD_GEN_FINISH_ERROR (their events carry the message) and the call still returns TD_OK. TD_ERR_NOMEM when an
+ * event (or its text or top log-probabilities) could not be allocated: the step's work is done and the events
+ * that could be made are queued, but a client cannot trust the stream of the requests concerned (cancel them).
+ * A session or snapshot that cannot be cached for lack of memory is dropped (the results stay exact; later
+ * requests reuse less) and also makes the call return TD_ERR_NOMEM. */
 td_status td_gen_step(td_gen *g, int32_t *n_active);
 
 typedef enum td_gen_event_kind {

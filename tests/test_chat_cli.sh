@@ -76,6 +76,16 @@ expect 1 "is not one this library renders" -- "$BIN" chat --model "$tmp/other"
 expect 1 "has no chat template" -- "$BIN" chat --model "$tmp/none"
 expect 1 "is not one this library renders" -- "$BIN" generate --model "$tmp/other" --prompt hi --chat
 
+# stop ids: an int or a list in generation_config.json; one outside the vocabulary is reported at load
+mkdir -p "$tmp/stops"
+cp "$FX/qwen3-tiny-tied"/{config.json,model.safetensors,tokenizer.json,tokenizer_config.json} "$tmp/stops/"
+printf '{"eos_token_id": 2048, "do_sample": false}' >"$tmp/stops/generation_config.json"
+"$BIN" generate --model "$tmp/stops" --prompt hi -n 1 --verbose >/dev/null 2>"$tmp/err" || fail "an int eos_token_id failed"
+grep -q 'stop ids \[2048, 2050\]' "$tmp/err" || fail "int eos_token_id + tokenizer eos: $(cat "$tmp/err")"
+grep -q '"greedy": true' "$tmp/err" || fail "do_sample false is not greedy: $(cat "$tmp/err")"
+printf '{"eos_token_id": [2050, 99999999]}' >"$tmp/stops/generation_config.json"
+expect 1 "stop token id 99999999 is not in the vocabulary" -- "$BIN" generate --model "$tmp/stops" --ids 1,2 -n 1
+
 # bench chat: one JSON object with both slopes
 "$BIN" bench chat --model "$FX/qwen35-tiny-text" --history 50,150 --turn 8 --repeat 1 --threads 1 >"$tmp/b" 2>/dev/null ||
     fail "bench chat failed"

@@ -81,6 +81,7 @@ struct td_gen {
     ev_store cur;       /* the event handed out last (owned until the next call) */
     int64_t next_id;
     uint64_t clock;
+    int64_t lost; /* events (or parts of them) and cache entries that could not be allocated */
     td_gen_stats st;
 };
 
@@ -245,7 +246,10 @@ static ev_store *ev_push(td_gen *g) {
     if (g->ev_n == g->ev_cap) {
         int32_t cap = g->ev_cap ? g->ev_cap * 2 : 64;
         ev_store *q = td_calloc((size_t)cap, sizeof *q);
-        if (!q) return NULL;
+        if (!q) {
+            g->lost++;
+            return NULL;
+        }
         for (int32_t i = 0; i < g->ev_n; i++) q[i] = g->evq[(g->ev_head + i) % g->ev_cap];
         td_free(g->evq);
         g->evq = q;
@@ -259,14 +263,22 @@ static ev_store *ev_push(td_gen *g) {
     return e;
 }
 
-static void ev_text(ev_store *e, const char *t, size_t n) {
+static void ev_text(td_gen *g, ev_store *e, const char *t, size_t n) {
     e->text = td_malloc(n + 1);
+    if (!e->text) g->lost++;
     if (e->text) {
         memcpy(e->text, t, n);
         e->text[n] = 0;
         e->ev.text_len = n;
     }
     e->ev.text = e->text ? e->text : "";
+}
+
+static td_status lost_check(td_gen *g, int64_t before, const char *what) {
+    if (g->lost == before) return TD_OK;
+    return td_fail(TD_ERR_NOMEM, "%s: out of memory: %lld event(s), parts of them (text, top log-probabilities) or "
+                                 "cached sessions could not be made",
+                   what, (long long)(g->lost - before));
 }
 
 int td_gen_next_event(td_gen *g, td_gen_event *ev) {
@@ -324,6 +336,7 @@ static void entry_add(td_gen *g, int32_t seq, const int32_t *tokens, int32_t n, 
     }
     int32_t *t = n ? td_malloc((size_t)n * sizeof *t) : NULL;
     if ((n && !t) || n == 0 || g->n_entries == g->p.max_sequences) { /* nothing worth keeping, or no memory */
+        if (n && !t) g->lost++;
         td_free(t);
         td_ctx_seq_truncate(g->ctx, seq, 0);
         g->slot_used[seq] = 0;
@@ -452,8 +465,11 @@ static void finish(td_gen *g, int32_t i, td_gen_finish how, int32_t stop_id, con
     req *r = g->reqs[i];
     const char *rest = "";
     size_t n_rest = 0;
-    if (how != TD_GEN_FINISH_STOP || td_stopper_matched(r->stopper) < 0)
+    if (how != TD_GEN_FINISH_STOP || td_stopper_matched(r->stopper) < 0) {
+        int64_t oom0 = td_stopper_oom(r->stopper);
         td_stopper_feed(r->stopper, NULL, 0, 1, &rest, &n_rest); /* what was held back can no longer match */
+        g->lost += td_stopper_oom(r->stopper) - oom0;
+    }
     ev_store *e = ev_push(g);
     if (e) {
         e->ev.kind = TD_GEN_EVENT_DONE;
@@ -464,10 +480,11 @@ static void finish(td_gen *g, int32_t i, td_gen_finish how, int32_t stop_id, con
         e->ev.stop_id = stop_id;
         e->ev.n_prompt = r->n_prompt;
         e->ev.n_reused = r->n_reused;
-        ev_text(e, rest, n_rest);
+        ev_text(g, e, rest, n_rest);
         if (error) {
             e->error = td_strdup(error);
-            e->ev.error = e->error;
+            if (!e->error) g->lost++;
+            e->ev.error = e->error ? e->error : "out of memory";
         }
         double t = now_ms();
         e->ev.ms_queue = (r->t_admit ? r->t_admit : t) - r->t_submit;
@@ -485,6 +502,7 @@ static void finish(td_gen *g, int32_t i, td_gen_finish how, int32_t stop_id, con
                 entry_add(g, r->seq, t, n, 0);
                 td_free(t);
             } else {
+                g->lost++;
                 td_ctx_seq_truncate(g->ctx, r->seq, 0);
                 g->slot_used[r->seq] = 0;
             }
@@ -503,8 +521,9 @@ td_status td_gen_cancel(td_gen *g, int64_t id) {
     if (!g) return td_fail(TD_ERR_INVALID_ARG, "td_gen_cancel: NULL");
     for (int32_t i = 0; i < g->n_reqs; i++)
         if (g->reqs[i]->id == id) {
+            int64_t lost0 = g->lost;
             finish(g, i, TD_GEN_FINISH_CANCELLED, -1, NULL);
-            return TD_OK;
+            return lost_check(g, lost0, "td_gen_cancel");
         }
     return td_fail(TD_ERR_INVALID_ARG, "request %lld is not queued or running", (long long)id);
 }
@@ -607,7 +626,9 @@ static int take_token(td_gen *g, int32_t i, const float *logits) {
         size_t len = 0;
         const td_tokenizer *tk = td_model_tokenizer(g->model);
         const char *bytes = tk ? td_token_bytes(tk, tok, &len) : NULL;
+        int64_t oom0 = td_stopper_oom(r->stopper);
         matched = td_stopper_feed(r->stopper, bytes, bytes ? len : 0, 0, &text, &n_text);
+        g->lost += td_stopper_oom(r->stopper) - oom0;
     }
     ev_store *e = ev_push(g);
     if (e) {
@@ -615,7 +636,7 @@ static int take_token(td_gen *g, int32_t i, const float *logits) {
         e->ev.request = r->id;
         e->ev.token = tok;
         e->ev.index = r->n_gen - 1;
-        ev_text(e, text, n_text);
+        ev_text(g, e, text, n_text);
         if (r->p.logprobs >= 0) {
             int32_t k = r->p.logprobs;
             if (k) {
@@ -623,6 +644,7 @@ static int take_token(td_gen *g, int32_t i, const float *logits) {
                 e->top_lp = td_malloc((size_t)k * sizeof *e->top_lp);
             }
             int have = k && e->top_ids && e->top_lp;
+            if (k && !have) g->lost++;
             e->ev.logprob = td_logprob(logits, g->n_vocab, tok, have ? k : 0, e->top_ids, e->top_lp);
             e->ev.n_top = have ? k : 0;
             e->ev.top_ids = e->top_ids;
@@ -675,6 +697,7 @@ static void prompt_done(td_gen *g, req *r) {
 td_status td_gen_step(td_gen *g, int32_t *n_active) {
     if (n_active) *n_active = 0;
     if (!g) return td_fail(TD_ERR_INVALID_ARG, "td_gen_step: NULL");
+    int64_t lost0 = g->lost;
     /* admit in order while there is room */
     int32_t running = 0;
     for (int32_t i = 0; i < g->n_reqs; i++) running += g->reqs[i]->state != R_QUEUED;
@@ -741,7 +764,7 @@ td_status td_gen_step(td_gen *g, int32_t *n_active) {
             else i++;
         }
         if (n_active) *n_active = g->n_reqs;
-        return TD_OK;
+        return lost_check(g, lost0, "td_gen_step");
     }
     for (int32_t i = 0; i < g->n_reqs;) {
         req *r = g->reqs[i];
@@ -800,5 +823,5 @@ td_status td_gen_step(td_gen *g, int32_t *n_active) {
         if (!take_token(g, i, lg)) i++;
     }
     if (n_active) *n_active = g->n_reqs;
-    return TD_OK;
+    return lost_check(g, lost0, "td_gen_step");
 }

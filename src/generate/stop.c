@@ -20,7 +20,10 @@ struct td_stopper {
     size_t n_out, cap_out;
     int32_t matched;
     int done;
+    int64_t oom; /* feeds whose text could not be kept or released for lack of memory */
 };
+
+int64_t td_stopper_oom(const td_stopper *s) { return s ? s->oom : 0; }
 
 td_status td_stopper_new(const char *const *stops, int32_t n, td_stopper **out) {
     if (out) *out = NULL;
@@ -93,7 +96,10 @@ static int release(td_stopper *s, size_t limit, int final) {
         int k = td_gen_utf8_char(u + i, s->n_held - i);
         if (k == 0 && !final) break;                 /* unfinished: wait for the next token */
         if (k > 0 && i + (size_t)k > limit) break;   /* it reaches into the held-back tail */
-        if (grow(&s->out, &s->cap_out, s->n_out + 4)) return -1;
+        if (grow(&s->out, &s->cap_out, s->n_out + 4)) {
+            s->oom++;
+            return -1;
+        }
         if (k <= 0) {
             memcpy(s->out + s->n_out, "\xef\xbf\xbd", 3);
             s->n_out += 3;
@@ -117,7 +123,10 @@ int td_stopper_feed(td_stopper *s, const char *bytes, size_t len, int final, con
     s->n_out = 0;
     if (s->done) return s->matched >= 0;
     if (len && bytes) {
-        if (grow(&s->held, &s->cap_held, s->n_held + len + 1)) return 0; /* out of memory: the text stays held */
+        if (grow(&s->held, &s->cap_held, s->n_held + len + 1)) { /* out of memory: this text is lost (counted) */
+            s->oom++;
+            return 0;
+        }
         memcpy(s->held + s->n_held, bytes, len);
         s->n_held += len;
     }
