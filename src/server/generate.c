@@ -228,7 +228,15 @@ static void *engine_main(void *arg) {
         G->n_active = n_active;
         td_gen_event ev;
         while (td_gen_next_event(G->g, &ev)) take_event(G, &ev);
-        if (st != TD_OK) { /* a broken engine: every request ends with the message */
+        if (st == TD_ERR_NOMEM) { /* events may be missing: no running reply can be trusted; end them all */
+            for (job *j = G->active; j; j = j->next)
+                if (!j->cancel_sent) {
+                    j->cancel = j->cancel_sent = 1;
+                    j->err_status = 500;
+                    snprintf(j->err, sizeof j->err, "out of memory in the generation engine: %s", td_last_error());
+                    td_gen_cancel(G->g, j->id); /* the DONE (cancelled) event comes with the next step */
+                }
+        } else if (st != TD_OK) { /* a broken engine: every request ends with the message */
             char msg[512];
             snprintf(msg, sizeof msg, "the generation engine failed: %s", td_last_error());
             G->broken = 1;
