@@ -791,10 +791,12 @@ td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_pat
  *   POST /detokenize           {"tokens": [ids]} -> {"prompt": text}
  *   POST /v1/decide            {"evidence", "criteria": [criterion objects] or a JSONL string, "show_logits"} ->
  *                              {"object": "decision", "model", "decisions": [td_decision_json's objects, in criteria
- *                              order], "prefill_tokens", "prefix_cached", "ms"}: the lines of `typedecide decide`
+ *                              order], "prefill_tokens", "prefix_cached", "evidence_groups", "ms"}: the lines of
+ *                              `typedecide decide`
  *                              on the same inputs; the last evidence stays prefilled (cache_head), so a second
  *                              request on it prefills nothing ("prefill_tokens": 0, "prefix_cached": true)
- *   POST /v1/chat/completions, POST /v1/completions   OpenAI's, on the generation engine (see NOTES.md)
+ *   POST /v1/chat/completions, POST /v1/completions   OpenAI's, on a td_gen stepped by one engine thread (continuous
+ *                              batching); a client that goes away is cancelled at once (README, NOTES.md)
  * Errors are {"error": {"message", "type", "param", "code"}}: 400 naming the member at fault (bad JSON, wrong
  * types, max_tokens < 1 or above the limit, a prompt longer than the context), 401 (API key missing or wrong), 404
  * (unknown path, or a "model" other than the one served: code "model_not_found"), 405, 408 (a body that does not
