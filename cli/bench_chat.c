@@ -27,8 +27,10 @@ static void fill(int32_t *ids, int32_t n, uint64_t seed, int32_t lo, int32_t spa
     }
 }
 
-static double run_turn(const char *cmd, td_gen *g, const int32_t *p, int32_t n, int32_t *reused, int *err) {
+static double run_turn(const char *cmd, td_gen *g, const int32_t *p, int32_t n, int32_t *reused, int *err,
+                       int cache) {
     td_gen_request rq = td_gen_default_request();
+    rq.cache = cache;
     rq.prompt = p;
     rq.n_prompt = n;
     rq.max_tokens = 1;
@@ -79,16 +81,16 @@ int bench_chat(const char *model_dir, long long threads, long long repeat, const
     int32_t im_start = tok ? td_token_lookup(tok, "<|im_start|>") : -1, im_end = tok ? td_token_lookup(tok, "<|im_end|>") : -1;
     int32_t V = td_model_n_vocab(m), span = V < 1000 ? V : 1000, lo = V > 2000 ? 1000 : 0;
     td_gen_params gp = td_gen_default_params();
-    gp.n_ctx = (int32_t)(hmax + turn * (repeat + 2) + 16);
+    gp.n_ctx = (int32_t)(hmax + (turn + 2) * (repeat * nh + 2) + 64);
     gp.cache_bytes = INT64_MAX;
-    gp.max_sequences = 8;
+    gp.max_sequences = 32;
     gp.max_running = 1;
     gp.n_threads = (int32_t)threads;
     gp.kv_f16 = kv_f16;
-    td_gen *g = NULL;
+    td_gen *g = NULL, *g2 = NULL;
     int32_t *ids = malloc((size_t)(hmax + turn) * sizeof *ids);
-    double ttft[MAX_H], pre[MAX_H], hist_ms[MAX_H];
-    int32_t reused[MAX_H];
+    double ttft[MAX_H], pre[MAX_H] = {0}, hist_ms[MAX_H];
+    int32_t reused[MAX_H] = {0};
     double *reps = malloc((size_t)repeat * sizeof *reps);
     int err = 0;
     if (!ids || !reps) {
@@ -100,25 +102,35 @@ int bench_chat(const char *model_dir, long long threads, long long repeat, const
         goto done;
     }
     fill(ids, 64, 99, lo, span, im_start, im_end); /* warm-up: page the weights in */
-    run_turn("bench", g, ids, 64, NULL, &err);
+    run_turn("bench", g, ids, 64, NULL, &err, 1);
     td_gen_clear_cache(g);
+    /* The conversations first (ascending H: each history is a prefix of the next, as in one long chat), each
+     * left cached as a session by its first answer token. Then the timed turns, interleaved over H (repeat r of
+     * every H before repeat r + 1), so that a change in the machine's load falls on every history length alike;
+     * the re-prefill of each H from scratch (a second td_gen that keeps nothing) runs in the first round. */
+    int32_t T = (int32_t)turn;
+    double *all = malloc((size_t)(repeat * nh) * sizeof *all);
+    if (!all) err = cli_error("bench", "out of memory");
+    if (!err && (st = td_gen_new(m, &gp, &g2)) != TD_OK) err = cli_fail("bench", st);
     for (int i = 0; i < nh && !err; i++) {
-        int32_t H = (int32_t)hist[i], T = (int32_t)turn;
-        fill(ids, H, 7, lo, span, im_start, im_end);
-        /* the conversation so far: its first answer token ends the request and leaves the session cached */
-        hist_ms[i] = run_turn("bench", g, ids, H, NULL, &err);
-        for (long long r = 0; r < repeat && !err; r++) { /* a new turn each time: reuse is the history, no more */
-            fill(ids + H, T, 1000 + (uint64_t)r, lo, span, -1, -1);
+        fill(ids, (int32_t)hist[i], 7, lo, span, im_start, im_end);
+        hist_ms[i] = run_turn("bench", g, ids, (int32_t)hist[i], NULL, &err, 1);
+    }
+    for (long long r = 0; r < repeat && !err; r++)
+        for (int i = 0; i < nh && !err; i++) {
+            int32_t H = (int32_t)hist[i];
+            fill(ids, H, 7, lo, span, im_start, im_end);
+            fill(ids + H, T, 1000 + (uint64_t)(r * MAX_H + i), lo, span, -1, -1); /* a new turn every time */
             if (im_start >= 0) ids[H] = im_start;
-            reps[r] = run_turn("bench", g, ids, H + T, &reused[i], &err);
+            all[r * nh + i] = run_turn("bench", g, ids, H + T, &reused[i], &err, 1);
+            if (r == 0 && !err) pre[i] = run_turn("bench", g2, ids, H + T, NULL, &err, 0);
         }
+    for (int i = 0; i < nh && !err; i++) {
+        for (long long r = 0; r < repeat; r++) reps[r] = all[r * nh + i];
         qsort(reps, (size_t)repeat, sizeof *reps, cmp_d);
         ttft[i] = reps[repeat / 2];
-        /* the same turn re-prefilled from scratch: nothing cached */
-        td_gen_clear_cache(g);
-        pre[i] = run_turn("bench", g, ids, H + T, NULL, &err);
-        td_gen_clear_cache(g);
     }
+    free(all);
     if (!err) {
         struct utsname u;
         uname(&u);
@@ -150,6 +162,7 @@ done:
     free(ids);
     free(reps);
     td_gen_free(g);
+    td_gen_free(g2);
     td_model_free(m);
     return err ? 1 : 0;
 }
