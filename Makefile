@@ -17,8 +17,8 @@ asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# libFuzzer targets (clang): the JSONL row and predictions readers and the tokenizer loader, each run for
-# TD_FUZZ_SECONDS (default 15) on a copy of its seed corpus in tests/fuzz/corpus/.
+# libFuzzer targets (clang): the JSONL row and predictions readers, the tokenizer loader and the server's request
+# parser, each run for TD_FUZZ_SECONDS (default 15) on a copy of its seed corpus in tests/fuzz/corpus/.
 fuzz:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DTD_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)

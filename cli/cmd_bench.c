@@ -4,6 +4,8 @@
 #include <string.h>
 #include <sys/utsname.h>
 
+#include "bench_chat.h"
+#include "bench_serve.h"
 #include "cli.h"
 #include "commands.h"
 
@@ -11,6 +13,8 @@ static const char usage_text[] =
     "usage: typedecide bench (prefill|decode) --model M [--tokens N] [--threads T] [--repeat R] [--kv f32|f16]\n"
     "       typedecide bench decide --model M [--prefix 256] [--criteria 144] [--suffix 45] [--options 4]\n"
     "                               [--serial|--batch] [--threads T] [--repeat R] [--kv f32|f16]\n"
+    "       typedecide bench chat --model M [--history 200,1000,3000] [--turn 30] [--threads T] [--repeat R]\n"
+    "       typedecide bench serve --model M [--clients 8] [--tokens 64] [--duration S] (see bench serve --help)\n"
     "\n"
     "Prints one JSON object: load time (config, mapped weights, tokenizer), and the median / min / max\n"
     "tokens per second over R repeats.\n"
@@ -20,6 +24,12 @@ static const char usage_text[] =
     "            criteria per second and ms per criterion with the evidence's prefill shared among them;\n"
     "            prefix_ms (the evidence alone) and suffix_ms_per_criterion (a criterion's own cost over the\n"
     "            prefilled evidence, as llama-bench -p S -d P measures)\n"
+    "  chat      time to first token of a T-token user turn after H tokens of conversation (synthetic ChatML\n"
+    "            turns of random ids), for each H of --history: with the conversation's KV reused (ttft_ms; a\n"
+    "            new turn per repeat, median; the repeats interleave the H values so that a change of load hits\n"
+    "            them alike) and the same turn re-prefilled from scratch (reprefill_ttft_ms, once per H), in the\n"
+    "            same run; slope_ms_per_history_token and reprefill_slope_ms_per_token are their least-squares\n"
+    "            slopes against H. load_average is the machine's at the end\n"
     "\n"
     "  --model M      Hugging Face model directory (e.g. from typedecide synth) or GGUF file\n"
     "  --tokens N     tokens per measurement\n"
@@ -171,8 +181,9 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
 }
 
 int cmd_bench(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0) return bench_serve(argc - 1, argv + 1); /* options of its own */
     const char *model_dir = NULL, *tokens_s = NULL, *threads_s = NULL, *repeat_s = "3", *prefix_s = NULL,
-               *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL, *kv_s = NULL;
+               *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL, *kv_s = NULL, *hist_s = NULL, *turn_s = NULL;
     int serial = 0, batch = 0;
     int32_t kv_f16 = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"tokens", 1, &tokens_s, NULL},
@@ -180,7 +191,8 @@ int cmd_bench(int argc, char **argv) {
                             {"prefix", 1, &prefix_s, NULL},   {"criteria", 1, &crit_s, NULL},
                             {"suffix", 1, &suffix_s, NULL},   {"options", 1, &opts_s, NULL},
                             {"serial", 0, NULL, &serial},     {"batch", 0, NULL, &batch},
-                            {"kv", 1, &kv_s, NULL},           {NULL, 0, NULL, NULL}};
+                            {"kv", 1, &kv_s, NULL},           {"history", 1, &hist_s, NULL},
+                            {"turn", 1, &turn_s, NULL},       {NULL, 0, NULL, NULL}};
     const char *pos[1];
     int np = 0;
     int r = cli_parse(argc, argv, opts, "bench", pos, 1, &np);
@@ -189,8 +201,9 @@ int cmd_bench(int argc, char **argv) {
         return 0;
     }
     if (r) return r;
-    if (np != 1 || (strcmp(pos[0], "prefill") != 0 && strcmp(pos[0], "decode") != 0 && strcmp(pos[0], "decide") != 0))
-        return cli_usage_error("bench", "say what to measure: prefill, decode or decide");
+    if (np != 1 || (strcmp(pos[0], "prefill") != 0 && strcmp(pos[0], "decode") != 0 && strcmp(pos[0], "decide") != 0 &&
+                    strcmp(pos[0], "chat") != 0))
+        return cli_usage_error("bench", "say what to measure: prefill, decode, decide or chat");
     if (!model_dir) return cli_usage_error("bench", "--model is required");
     const char *mode = pos[0];
     long long n = strcmp(mode, "prefill") == 0 ? 512 : 128, threads = cli_default_threads(), repeat;
@@ -199,6 +212,7 @@ int cmd_bench(int argc, char **argv) {
     if (cli_int(repeat_s, 1, 1000, &repeat)) return cli_usage_error("bench", "--repeat must be in 1..1000");
     if (serial && batch) return cli_usage_error("bench", "choose one of --serial and --batch");
     if (cli_kv("bench", kv_s, &kv_f16)) return 2;
+    if (strcmp(mode, "chat") == 0) return bench_chat(model_dir, threads, repeat, hist_s, turn_s, kv_f16);
     if (strcmp(mode, "decide") == 0)
         return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, serial, kv_f16);
 

@@ -1,5 +1,4 @@
 /* typedecide decide: one typed decision per criterion over shared evidence, as JSON lines. */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,31 +45,16 @@ static const char usage_text[] =
     "\"ms\" is the criterion's share of the wall time: the shared prefill divided among the criteria of its\n"
     "evidence, plus its share of the forward pass it ran in. Bit-identical probabilities in every mode.\n";
 
-static void print_decision(const td_criterion *r, const td_decision *dc, const char *letters, int allowed_mass,
-                           int show_logits) {
-    json_t *o = json_object(), *opts = json_array(), *probs = json_array();
-    for (int k = 0; k < r->n_options; k++) {
-        json_array_append_new(opts, json_string(r->option_ids[k]));
-        json_array_append_new(probs, json_real((double)dc->probs[k]));
-    }
-    char letter[2] = {letters[dc->best], 0};
-    json_object_set_new(o, "id", json_string(r->id));
-    json_object_set_new(o, "answer", json_string(r->option_ids[dc->best]));
-    json_object_set_new(o, "letter", json_string(letter));
-    json_object_set_new(o, "options", opts);
-    json_object_set_new(o, "probs", probs);
-    if (allowed_mass) json_object_set_new(o, "allowed_mass", json_real((double)dc->allowed_mass));
-    if (show_logits) {
-        json_t *lg = json_array();
-        for (int k = 0; k < r->n_options; k++) json_array_append_new(lg, json_real((double)dc->logits[k]));
-        json_object_set_new(o, "logits", lg);
-    }
-    json_object_set_new(o, "suffix_tokens", json_integer(dc->suffix_tokens));
-    json_object_set_new(o, "ms", json_real((double)(int64_t)(dc->ms * 1000.0 + 0.5) / 1000.0));
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+/* One JSON line per criterion, written by the library (the server's /v1/decide uses the same writer). */
+static int print_decision(const td_criterion *r, const td_decision *dc, const char *letters, int allowed_mass,
+                          int show_logits) {
+    char *s = NULL;
+    unsigned flags = (allowed_mass ? TD_DECISION_ALLOWED_MASS : 0u) | (show_logits ? TD_DECISION_LOGITS : 0u);
+    td_status st = td_decision_json(r, dc, letters, flags, &s);
+    if (st != TD_OK) return cli_fail("decide", st);
     puts(s);
-    free(s);
-    json_decref(o);
+    td_free(s);
+    return 0;
 }
 
 /* Copies s into out (cap bytes) as at most `width` characters (UTF-8 code points), ending in "..." when cut, with
@@ -261,8 +245,8 @@ int cmd_decide(int argc, char **argv) {
     if (rc == 0) {
         if (table) print_table(rs, dec, n, td_decider_letters(d));
         else
-            for (int32_t i = 0; i < n; i++)
-                print_decision(&td_rows_get(rs, i)->criterion, &dec[i], td_decider_letters(d), allowed, show_logits);
+            for (int32_t i = 0; i < n && rc == 0; i++)
+                rc = print_decision(&td_rows_get(rs, i)->criterion, &dec[i], td_decider_letters(d), allowed, show_logits);
         if (!quiet) {
             td_decide_stats s = td_decider_stats(d);
             fprintf(stderr, "typedecide decide: %lld criteria over %d evidence texts: %lld forward passes, %lld head + %lld suffix tokens"

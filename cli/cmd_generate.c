@@ -1,113 +1,85 @@
-/* typedecide generate: continue a prompt, greedy (default) or sampled, streaming text or printing ids. */
+/* typedecide generate: continue a prompt with the one sampler chain and stop rules (td_gen), streaming text or
+ * printing ids. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "sampling.h"
 
 static const char usage_text[] =
-    "usage: typedecide generate --model DIR (--prompt TEXT | --ids 1,2,3) [-n N] [options]\n"
+    "usage: typedecide generate --model M (--prompt TEXT | --ids 1,2,3) [-n N] [options]\n"
     "\n"
-    "Continues the prompt. Greedy by default (temperature 0). With --prompt the new text is streamed to\n"
-    "stdout; with --ids the new ids are printed as one JSON array (no tokenizer needed).\n"
+    "Continues the prompt with the model's sampling defaults (generation_config.json; greedy when the model has\n"
+    "none) unless flags override them, and stops at the model's stop tokens (generation_config.json eos_token_id\n"
+    "and tokenizer_config.json eos_token), at a --stop string or after N tokens. With --prompt the new text is\n"
+    "streamed to stdout (a stop string is never printed: text that may begin one is held back until it cannot);\n"
+    "with --ids the new ids are printed as one JSON array (no tokenizer needed).\n"
     "\n"
-    "  --model DIR         Hugging Face model directory\n"
+    "  --model M           Hugging Face model directory or GGUF file\n"
     "  --adapter DIR       PEFT LoRA adapter, merged at load\n"
     "  --prompt TEXT       prompt text (added tokens such as <|im_start|> are recognised)\n"
     "  --ids LIST          prompt as comma-separated token ids\n"
-    "  -n N                tokens to generate (default 32)\n"
-    "  --chat              wrap the prompt in the model's ChatML turn (thinking disabled)\n"
-    "  --temperature T     0 = greedy (default); > 0 samples\n"
-    "  --top-k K           sample among the K most likely tokens (default 0 = all)\n"
-    "  --top-p P           nucleus sampling threshold (default 1)\n"
-    "  --seed S            sampling seed (default 1)\n"
+    "  -n N                most tokens to generate (default 32)\n"
+    "  --chat              render the prompt as one user turn with the model's chat template (thinking off)\n"
+    "  --think             with --chat: thinking on\n"
+    "  --stop STR          stop before this text (one string)\n"
     "  --ignore-eos        do not stop at the model's stop tokens\n"
     "  --ctx N             allow up to N positions (default: the model's trained context; beyond it, a warning)\n"
     "  --threads N         worker threads (default: all cores)\n"
-    "  --stats             print prefill/decode speed to stderr\n";
-
-/* Length of a valid UTF-8 character at s (n bytes available): > 0 valid, 0 incomplete (could still become
- * valid with more bytes), -1 invalid. */
-static int utf8_char(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    int need = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
-    if (need < 0) return -1;
-    unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-    for (int k = 1; k <= need; k++) {
-        if ((size_t)k >= n) return 0;
-        unsigned b = s[k];
-        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) return -1;
-    }
-    return need + 1;
-}
-
-/* Streams the pending bytes as valid UTF-8: complete characters go out, an unfinished one at the end waits for
- * the next token (unless final), and bytes that can never form a character become U+FFFD. */
-static void flush_utf8(char *buf, size_t *n, int final) {
-    size_t i = 0;
-    const unsigned char *u = (const unsigned char *)buf;
-    while (i < *n) {
-        int k = utf8_char(u + i, *n - i);
-        if (k == 0 && !final) break;
-        if (k <= 0) {
-            fputs("\xef\xbf\xbd", stdout);
-            i++;
-        } else {
-            fwrite(buf + i, 1, (size_t)k, stdout);
-            i += (size_t)k;
-        }
-    }
-    fflush(stdout);
-    memmove(buf, buf + i, *n - i);
-    *n -= i;
-}
+    "  --kv f32|f16        KV cache precision (default f32; f16 halves its memory)\n"
+    "  --stats             print prefill/decode speed to stderr\n"
+    "  --verbose           print the effective sampler, the stop ids and the finish reason to stderr\n"
+    "\n";
 
 int cmd_generate(int argc, char **argv) {
-    const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL, *n_s = "32", *temp_s = "0", *topk_s = "0",
-               *topp_s = "1", *seed_s = "1", *threads_s = NULL, *adapter = NULL, *ctx_s = NULL;
-    int chat = 0, ignore_eos = 0, stats = 0;
-    const cli_opt opts[] = {{"model", 1, &model_dir, NULL},  {"prompt", 1, &prompt, NULL},
-                            {"ids", 1, &ids_s, NULL},        {"n", 1, &n_s, NULL},
-                            {"chat", 0, NULL, &chat},        {"temperature", 1, &temp_s, NULL},
-                            {"top-k", 1, &topk_s, NULL},     {"top-p", 1, &topp_s, NULL},
-                            {"seed", 1, &seed_s, NULL},      {"ignore-eos", 0, NULL, &ignore_eos},
+    const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL, *n_s = "32", *threads_s = NULL, *adapter = NULL,
+               *ctx_s = NULL, *stop = NULL, *kv_s = NULL;
+    int chat = 0, think = 0, ignore_eos = 0, stats = 0, verbose = 0;
+    cli_sampling sm = {0};
+    const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"prompt", 1, &prompt, NULL},
+                            {"ids", 1, &ids_s, NULL},         {"n", 1, &n_s, NULL},
+                            {"chat", 0, NULL, &chat},         {"think", 0, NULL, &think},
+                            {"stop", 1, &stop, NULL},         {"ignore-eos", 0, NULL, &ignore_eos},
                             {"threads", 1, &threads_s, NULL}, {"stats", 0, NULL, &stats},
-                            {"adapter", 1, &adapter, NULL},  {"ctx", 1, &ctx_s, NULL},
+                            {"verbose", 0, NULL, &verbose},   {"adapter", 1, &adapter, NULL},
+                            {"ctx", 1, &ctx_s, NULL},         {"kv", 1, &kv_s, NULL},
+                            CLI_SAMPLING_OPTS(sm),
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "generate", NULL, 0, NULL);
     if (r == 1) {
         fputs(usage_text, stdout);
+        fputs(cli_sampling_help, stdout);
         return 0;
     }
     if (r) return r;
     if (!model_dir) return cli_usage_error("generate", "--model is required");
     if (!!prompt + !!ids_s != 1) return cli_usage_error("generate", "give exactly one of --prompt or --ids");
-    long long n_new, topk, seed, threads = cli_default_threads();
-    double temp, topp;
+    long long n_new, threads = cli_default_threads();
     if (cli_int(n_s, 0, 1 << 20, &n_new)) return cli_usage_error("generate", "-n must be an integer in 0..1048576");
-    if (cli_double(temp_s, &temp) || temp < 0) return cli_usage_error("generate", "--temperature must be >= 0");
-    if (cli_int(topk_s, 0, 1 << 24, &topk)) return cli_usage_error("generate", "--top-k must be an integer in 0..16777216");
-    if (cli_double(topp_s, &topp) || topp <= 0 || topp > 1) return cli_usage_error("generate", "--top-p must be in (0, 1]");
-    if (cli_int(seed_s, 0, INT64_MAX, &seed))
-        return cli_usage_error("generate", "--seed must be an integer in 0..9223372036854775807");
+    if (sm.temperature) { /* checked before loading: a bad flag costs nothing */
+        double t;
+        if (cli_double(sm.temperature, &t) || t < 0) return cli_usage_error("generate", "--temperature must be >= 0");
+    }
     long long ctx_max = 0;
     if (ctx_s && cli_int(ctx_s, 1, 1 << 24, &ctx_max)) return cli_usage_error("generate", "--ctx must be in 1..16777216");
     if (threads_s && cli_int(threads_s, 1, 1024, &threads))
         return cli_usage_error("generate", "--threads must be an integer in 1..1024");
     if (prompt && !*prompt) return cli_usage_error("generate", "the prompt is empty");
     if (chat && !prompt) return cli_usage_error("generate", "--chat needs --prompt");
+    if (think && !chat) return cli_usage_error("generate", "--think needs --chat");
+    if (stop && !*stop) return cli_usage_error("generate", "--stop is empty");
+    int32_t kv_f16 = 0;
+    if (cli_kv("generate", kv_s, &kv_f16)) return 2;
 
     int rc = 0;
     td_model *m = NULL;
-    td_ctx *ctx = NULL;
-    td_batch *b = NULL;
-    int32_t *ids = NULL, *out_ids = NULL;
-    size_t n_ids = 0, n_out = 0;
-    float *scratch = NULL;
-    char *pending = NULL;
-    size_t n_pending = 0;
+    td_gen *g = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    char *text = NULL;
+    cli_gen_result res = {0};
     td_status st = cli_load_model(model_dir, prompt != NULL, 0, adapter, &m);
     if (st != TD_OK) {
         rc = cli_fail("generate", st);
@@ -119,23 +91,25 @@ int cmd_generate(int argc, char **argv) {
                        model_dir, td_model_slot_map(m));
         goto done;
     }
+    td_sampler_params sp;
+    if ((rc = cli_sampling_params("generate", &sm, m, &sp)) != 0) goto done;
     const td_tokenizer *tok = td_model_tokenizer(m);
     if (prompt) {
         if (!tok) {
             rc = cli_error("generate", "%s has no tokenizer.json; use --ids", model_dir);
             goto done;
         }
-        char *text = NULL;
         if (chat) {
-            static const char head[] = "<|im_start|>user\n", tail[] = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
-            size_t len = strlen(head) + strlen(prompt) + strlen(tail) + 1;
-            text = malloc(len);
-            if (text) snprintf(text, len, "%s%s%s", head, prompt, tail);
+            td_chat_message msg = {"user", prompt, NULL, NULL};
+            td_chat_params cp = td_chat_default_params();
+            cp.enable_thinking = think;
+            if ((st = td_chat_render(m, &msg, 1, &cp, &text)) != TD_OK) {
+                rc = cli_fail("generate", st);
+                goto done;
+            }
         }
         const char *t = text ? text : prompt;
-        st = td_tokenize(tok, t, strlen(t), TD_TOKENIZE_PARSE_SPECIAL, &ids, &n_ids);
-        free(text);
-        if (st != TD_OK) {
+        if ((st = td_tokenize(tok, t, strlen(t), TD_TOKENIZE_PARSE_SPECIAL, &ids, &n_ids)) != TD_OK) {
             rc = cli_fail("generate", st);
             goto done;
         }
@@ -154,86 +128,62 @@ int cmd_generate(int argc, char **argv) {
             goto done;
         }
     if ((rc = cli_check_context("generate", m, (long long)n_ids + n_new, ctx_max, "the prompt + -n")) != 0) goto done;
-    td_ctx_params cp = td_ctx_default_params();
-    cp.n_ctx = (int32_t)(n_ids + (size_t)n_new + 1);
-    cp.n_batch = n_ids < 256 ? (int32_t)n_ids : 256;
-    cp.n_threads = (int32_t)threads;
-    if ((st = td_ctx_new(m, &cp, &ctx)) != TD_OK || (st = td_batch_new(cp.n_batch, &b)) != TD_OK) {
+    td_gen_params gp = td_gen_default_params();
+    gp.n_ctx = (int32_t)(n_ids + (size_t)n_new + 1);
+    gp.cache_bytes = INT64_MAX;
+    gp.max_sequences = 2;
+    gp.max_running = 1;
+    gp.n_batch = n_ids < 256 ? (int32_t)n_ids : 256;
+    gp.n_threads = (int32_t)threads;
+    gp.kv_f16 = kv_f16;
+    if ((st = td_gen_new(m, &gp, &g)) != TD_OK) {
         rc = cli_fail("generate", st);
         goto done;
     }
-    scratch = malloc((size_t)V * 2 * sizeof(float));
-    out_ids = malloc(((size_t)n_new + 1) * sizeof *out_ids);
-    pending = malloc(4096);
-    if (!scratch || !out_ids || !pending) {
-        rc = cli_error("generate", "out of memory");
+    if (verbose) {
+        char *js = NULL;
+        if (td_sampler_params_json(&sp, &js) == TD_OK) fprintf(stderr, "typedecide generate: sampler %s\n", js);
+        td_free(js);
+        int n_stop;
+        const int32_t *stops = td_model_stop_ids(m, &n_stop);
+        fprintf(stderr, "typedecide generate: stop ids [");
+        for (int i = 0; i < n_stop; i++) fprintf(stderr, "%s%d", i ? ", " : "", stops[i]);
+        fprintf(stderr, "]%s%s%s\n", ignore_eos ? " (ignored: --ignore-eos)" : "", stop ? ", stop string " : "",
+                stop ? stop : "");
+    }
+    td_gen_request rq = td_gen_default_request();
+    rq.prompt = ids;
+    rq.n_prompt = (int32_t)n_ids;
+    rq.sampler = sp;
+    rq.max_tokens = (int32_t)n_new;
+    rq.ignore_eos = ignore_eos;
+    rq.stop = &stop;
+    rq.n_stop = stop ? 1 : 0;
+    rq.cache = 0;
+    if (n_new == 0) { /* nothing to generate */
+        if (!prompt) cli_print_ids(NULL, 0);
+        else putchar('\n');
         goto done;
     }
-    td_sampler_params sp = td_sampler_default_params();
-    sp.temperature = (float)temp;
-    sp.top_k = (int32_t)topk;
-    sp.top_p = (float)topp;
-    uint64_t rng = (uint64_t)seed;
-    int n_stop;
-    const int32_t *stops = td_model_stop_ids(m, &n_stop);
-
-    double t0 = cli_now(), t_prefill = 0;
-    for (size_t i = 0; i < n_ids; i += (size_t)cp.n_batch) { /* prefill; only the last token needs logits */
-        td_batch_clear(b);
-        size_t e = i + (size_t)cp.n_batch < n_ids ? i + (size_t)cp.n_batch : n_ids;
-        for (size_t j = i; j < e; j++) td_batch_add(b, ids[j], 0, (int32_t)j, j == n_ids - 1);
-        if ((st = td_ctx_decode(ctx, b)) != TD_OK) {
-            rc = cli_fail("generate", st);
-            goto done;
-        }
+    if ((rc = cli_gen_run("generate", g, &rq, prompt != NULL, &res)) != 0) goto done;
+    if (prompt) putchar('\n');
+    else cli_print_ids(res.ids, (size_t)(res.n_ids - (res.stop_id >= 0)));
+    int32_t n_out = res.n_ids - (res.stop_id >= 0);
+    if (verbose)
+        fprintf(stderr, "typedecide generate: finish %s, %d tokens\n", td_gen_finish_str(res.finish), n_out);
+    if (stats) {
+        double pre = res.ms_prefill / 1e3, dec = res.ms_decode / 1e3;
+        fprintf(stderr,
+                "typedecide generate: prefill %zu tokens in %.3f s (%.1f tok/s), decode %d tokens in %.3f s (%.1f "
+                "tok/s)\n",
+                n_ids, pre, pre > 0 ? (double)n_ids / pre : 0.0, n_out, dec,
+                res.n_ids > 1 && dec > 0 ? (double)(res.n_ids - 1) / dec : 0.0);
     }
-    t_prefill = cli_now() - t0;
-    int32_t pos = (int32_t)n_ids;
-    while ((long long)n_out < n_new) {
-        int32_t next = td_sample(td_ctx_output(ctx, 0), V, &sp, &rng, scratch);
-        int is_stop = 0;
-        for (int s = 0; s < n_stop && !ignore_eos; s++) is_stop |= next == stops[s];
-        if (is_stop) break;
-        out_ids[n_out++] = next;
-        if (prompt) {
-            size_t len;
-            const char *bytes = td_token_bytes(tok, next, &len);
-            if (bytes && len) {
-                if (n_pending + len > 4096) flush_utf8(pending, &n_pending, 1);
-                if (len > 4096) fwrite(bytes, 1, len, stdout);
-                else {
-                    memcpy(pending + n_pending, bytes, len);
-                    n_pending += len;
-                    flush_utf8(pending, &n_pending, 0);
-                }
-            }
-        }
-        if ((long long)n_out == n_new) break;
-        td_batch_clear(b);
-        td_batch_add(b, next, 0, pos++, 1);
-        if ((st = td_ctx_decode(ctx, b)) != TD_OK) {
-            rc = cli_fail("generate", st);
-            goto done;
-        }
-    }
-    double t_total = cli_now() - t0;
-    if (prompt) {
-        flush_utf8(pending, &n_pending, 1);
-        putchar('\n');
-    } else {
-        cli_print_ids(out_ids, n_out);
-    }
-    if (stats)
-        fprintf(stderr, "typedecide generate: prefill %zu tokens in %.3f s (%.1f tok/s), decode %zu tokens in %.3f s (%.1f tok/s)\n",
-                n_ids, t_prefill, (double)n_ids / t_prefill, n_out, t_total - t_prefill,
-                n_out > 1 ? (double)(n_out - 1) / (t_total - t_prefill) : 0.0);
 done:
-    free(pending);
-    free(scratch);
-    free(out_ids);
+    cli_gen_result_free(&res);
+    td_free(text);
     free(ids);
-    td_batch_free(b);
-    td_ctx_free(ctx);
+    td_gen_free(g);
     td_model_free(m);
     return rc;
 }

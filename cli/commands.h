@@ -5,6 +5,7 @@
 int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_decide(int argc, char **argv);
@@ -15,5 +16,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_savings(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

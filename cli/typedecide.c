@@ -24,7 +24,9 @@ static const command commands[] = {
     {"inspect", cmd_inspect, "what is inside a model: architecture, tensors, tied head, slot map"},
     {"savings", cmd_savings, "the arithmetic of pruning the head to the option letters"},
     {"generate", cmd_generate, "greedy or sampled continuation of a prompt"},
+    {"chat", cmd_chat, "a conversation: streamed answers, KV reused across turns (terminal or piped)"},
     {"synth", cmd_synth, "write a random-weight checkpoint of a real architecture's shape"},
+    {"serve", cmd_serve, "HTTP server: OpenAI-compatible generation, /v1/decide, tokenize, a web page"},
     {"bench", cmd_bench, "measure load time, prefill and decode speed (JSON)"},
 };
 

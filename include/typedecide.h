@@ -19,7 +19,11 @@
  *   typed readout .................................... td_decider_*, td_decide*
  *   rows, evidence groups, evaluation, metrics ....... td_rows_*, td_evidence_groups, td_evaluate, td_metrics_json
  *   corpus runs (resumable, sharded) ................. td_run, td_run_merge
- *   synthetic checkpoints, sampling .................. td_synth_*, td_config_shape, td_sample
+ *   synthetic checkpoints ............................ td_synth_*, td_config_shape
+ *   sampling, stop rules ............................. td_sampler_*, td_sample, td_logprob, td_stopper_*
+ *   chat templates (ChatML family) ................... td_chat_*, td_model_chat_family
+ *   generation (continuous batching, KV reuse) ....... td_gen_*
+ *   HTTP server ...................................... td_server_*
  *
  * Conventions
  * -----------
@@ -45,6 +49,7 @@
  *   td_ctx, td_batch, td_decider: one thread at a time (a decider owns a context). Different objects may be used
  *     from different threads at once, also over the same model. A context runs its own worker threads
  *     (n_threads) inside td_ctx_decode; results never depend on their number.
+ *   td_sampler, td_stopper, td_gen: one thread at a time (the server runs a td_gen on its engine thread).
  *   td_run, td_run_merge: one call at a time per decider and per set of files; separate runs (other deciders,
  *     other files) may go on at once in one process.
  *   td_last_error: per thread. td_set_allocator: process-wide, before anything else.
@@ -237,14 +242,24 @@ const char *td_model_arch(const td_model *model);
 /* The CPU kernel set the model was loaded for (td_cpu_kernels() at load time): its packed copies of quantised
  * weights and its activation formats fix the model's arithmetic, and every context of the model uses it. Static. */
 const char *td_model_kernels(const td_model *model);
+/* 1 when some layers carry a recurrent state (Qwen3.5's Gated DeltaNet): the hybrid rules of td_ctx_seq_fork and
+ * td_ctx_seq_truncate apply. 0 for an all-attention model or NULL. */
+int td_model_is_hybrid(const td_model *model);
 /* Position limit from config.json (max_position_embeddings). */
 int32_t td_model_n_ctx_train(const td_model *model);
 /* The path the model was loaded from. Borrowed. */
 const char *td_model_path(const td_model *model);
 
-/* Stop token ids (generation_config.json eos_token_id, else tokenizer_config.json eos_token). Borrowed array;
- * *n receives the count (may be 0). */
+/* Stop token ids: generation_config.json's eos_token_id (an id or a list) and tokenizer_config.json's eos_token
+ * (GGUF: typedecide.stop_ids, else tokenizer.ggml.eos_token_id and eot_token_id), each once. An id outside the
+ * vocabulary fails the load (TD_ERR_FORMAT naming the file). Borrowed array; *n receives the count (may be 0). */
 const int32_t *td_model_stop_ids(const td_model *model, int *n);
+
+/* The chat template text (tokenizer_config.json's chat_template, or a GGUF file's tokenizer.chat_template), or
+ * NULL when there is none; *source (may be NULL) receives the file it came from. Borrowed. */
+const char *td_model_chat_template(const td_model *model, const char **source);
+/* The text of generation_config.json, or NULL when the model has none (GGUF files have none). Borrowed. */
+const char *td_model_generation_config(const td_model *model);
 
 /* Rows of the output head: td_model_n_vocab(), or K for a head pruned to the option letters. Full outputs of a
  * context have this many values. */
@@ -417,6 +432,9 @@ typedef struct td_decide_params {
     int64_t memory_mb;         /* budget for the KV cache, activations and sequence states; default 1024 */
     int32_t max_batch;         /* most criteria in one forward pass (0: as many as the budget allows) */
     int32_t kv_f16;            /* 1: the KV cache in f16 (td_ctx_params.kv_f16) */
+    int cache_head;            /* 1: keep the last call's head prefilled; a call (batch or serial mode) whose head
+                                  tokens are the same runs none of them again (td_decide_stats.head_cached counts
+                                  these). The probabilities are the same bits either way (prefix reuse is exact). */
 } td_decide_params;
 
 td_decide_params td_decide_default_params(void);
@@ -501,9 +519,23 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
 typedef struct td_decide_stats {
     int64_t forwards, head_prefills, head_tokens, suffix_tokens, head_macs, criteria;
     int64_t shared_tokens; /* suffix tokens not run because criteria of a batch share them (a common stem) */
+    int64_t head_cached;   /* calls whose head was already prefilled (cache_head): not counted in head_prefills */
     double head_ms, suffix_ms;
 } td_decide_stats;
 td_decide_stats td_decider_stats(const td_decider *d);
+
+/* Flags for td_decision_json(). */
+#define TD_DECISION_ALLOWED_MASS 1u /* "allowed_mass" (the decider was made with allowed_mass) */
+#define TD_DECISION_LOGITS 2u       /* "logits": the option letters' raw logits, in option order */
+#define TD_DECISION_NO_MS 4u        /* leave out "ms" (wall time: the one member that differs between runs) */
+
+/* One decision as one compact JSON object, the line `typedecide decide` prints and the server's /v1/decide returns:
+ *   {"id", "answer": option id, "letter", "options": [ids in shown order], "probs": [same order],
+ *    "allowed_mass" (flag), "logits" (flag), "suffix_tokens", "ms" (rounded to 1 us; unless TD_DECISION_NO_MS)}
+ * Floats with 9 significant digits (exact for a float). letters: td_decider_letters(). *json: td_free.
+ * Errors: TD_ERR_INVALID_ARG (NULL, a decision that does not belong to the criterion). Safe from any thread. */
+td_status td_decision_json(const td_criterion *criterion, const td_decision *decision, const char *letters,
+                           unsigned flags, char **json);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Evaluation metrics                                                                                            */
@@ -755,6 +787,62 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
 td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, unsigned flags);
 
 /* ------------------------------------------------------------------------------------------------------------ */
+/* HTTP server (libmicrohttpd): OpenAI-compatible generation, /v1/decide, tokenize, the web page                 */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* td_server serves one model over HTTP/1.1 (JSON bodies, UTF-8):
+ *   GET  /                     the web page (compiled in, no external assets): decisions and a streaming chat
+ *   GET  /health               {"status": "ok", "requests_admitted", "generating"}; never needs the API key
+ *   GET  /v1/models            {"object": "list", "data": [{"id": model name, "object": "model", ...}]}
+ *   POST /tokenize             {"prompt": text} or {"messages", "add_generation_prompt", "tools",
+ *                              "chat_template_kwargs"} -> {"tokens", "count", "max_model_len", "prompt"}
+ *   POST /detokenize           {"tokens": [ids]} -> {"prompt": text}
+ *   POST /v1/decide            {"evidence", "criteria": [criterion objects] or a JSONL string, "show_logits"} ->
+ *                              {"object": "decision", "model", "decisions": [td_decision_json's objects, in criteria
+ *                              order], "prefill_tokens", "prefix_cached", "evidence_groups", "ms"}: the lines of
+ *                              `typedecide decide`
+ *                              on the same inputs; the last evidence stays prefilled (cache_head), so a second
+ *                              request on it prefills nothing ("prefill_tokens": 0, "prefix_cached": true)
+ *   POST /v1/chat/completions, POST /v1/completions   OpenAI's, on a td_gen stepped by one engine thread (continuous
+ *                              batching); a client that goes away is cancelled at once (README, NOTES.md)
+ * Errors are {"error": {"message", "type", "param", "code"}}: 400 naming the member at fault (bad JSON, wrong
+ * types, max_tokens < 1 or above the limit, a prompt longer than the context), 401 (API key missing or wrong), 404
+ * (unknown path, or a "model" other than the one served: code "model_not_found"), 405, 408 (a body that does not
+ * arrive within timeout_s), 413 (body above max_body), 503 with Retry-After (parallel + queue_max requests already
+ * admitted). The API key, when set, is required as "Authorization: Bearer KEY" on every path but /health and /
+ * (the page itself holds no data; its requests carry the key the user types into it). */
+typedef struct td_server td_server;
+
+typedef struct td_server_params {
+    const char *host;          /* address to bind: "127.0.0.1" (default), "0.0.0.0", "::1" */
+    int32_t port;              /* 8080; 0: any free port (td_server_port says which) */
+    const char *api_key;       /* NULL: no key */
+    const char *model_name;    /* the model's id in /v1/models and requests; NULL: the model path's last part */
+    int32_t parallel;          /* most requests worked on at once (generation: sequences stepped together). 4 */
+    int32_t queue_max;         /* admitted requests waiting beyond `parallel`; more get 503. 64 */
+    int64_t max_body;          /* bytes of a request body. 1 MiB */
+    int32_t max_tokens;        /* most new tokens one request may ask for. 4096 */
+    int32_t n_ctx;             /* positions per request (prompt + new tokens); 0: the model's trained context */
+    int32_t timeout_s;         /* a connection idle this long is closed; a body must arrive within it. 30 */
+    int32_t max_connections;   /* open connections at once (each has a thread). 64 */
+    int32_t n_threads;         /* worker threads of the model's contexts. 1 */
+    int64_t memory_mb;         /* budget of /v1/decide's context (td_decide_params.memory_mb). 1024 */
+    td_log_fn log;             /* one line per request (level 0) and the daemon's own complaints (1); NULL: silent */
+    void *log_user;
+} td_server_params;
+
+td_server_params td_server_default_params(void);
+
+/* Binds and starts serving on threads of its own; returns at once. The model must outlive the server. Errors:
+ * TD_ERR_INVALID_ARG (params out of range, a host that is not an IP address), TD_ERR_IO (the port cannot be bound:
+ * the message says why), TD_ERR_STATE (a model without a tokenizer). */
+td_status td_server_start(const td_model *model, const td_server_params *params, td_server **out);
+/* The port the server listens on (the one picked when params.port was 0). */
+int32_t td_server_port(const td_server *server);
+/* Stops listening, cancels requests in progress, joins every thread and frees the server. NULL: no-op. */
+void td_server_free(td_server *server);
+
+/* ------------------------------------------------------------------------------------------------------------ */
 /* Synthetic checkpoints and shapes                                                                              */
 /* ------------------------------------------------------------------------------------------------------------ */
 
@@ -785,21 +873,324 @@ td_status td_config_shape(const char *config_json, size_t len, const char *name,
                           int32_t *n_embd, int *tied);
 
 /* ------------------------------------------------------------------------------------------------------------ */
-/* Sampling                                                                                                      */
+/* Sampling: one chain for every path (generate, chat, the server, decide's generate mode)                       */
 /* ------------------------------------------------------------------------------------------------------------ */
 
+/* The chain, in this order, over one row of logits:
+ *   1. penalties over the last penalty_last_n tokens the sampler was shown (td_sampler_accept: the prompt, then
+ *      each generated token): repetition (Hugging Face's / CTRL's: a logit l of a token in the window becomes
+ *      l / r when l > 0, l * r otherwise), then presence and frequency (OpenAI's: l - presence * [count > 0]
+ *      - frequency * count);
+ *   2. temperature <= 0: greedy, the argmax of the penalised logits (the lowest id wins ties); the rest is skipped;
+ *   3. top_k (0 = off: every id stays), then softmax at the temperature (in double), then top_p (the smallest set
+ *      of most likely ids whose probability reaches top_p; 1 = off), then min_p (ids below min_p times the
+ *      largest probability go; 0 = off), then one draw from what is left, renormalised.
+ * Candidates are ordered by logit, ties by id, so a seed gives the same tokens on every machine and thread count.
+ * td_model_sampler_defaults() gives the model's own values (generation_config.json); a caller overrides only the
+ * fields the user set, so a global default never shadows the model's. */
 typedef struct td_sampler_params {
-    float temperature; /* <= 0: greedy (argmax; the lowest id wins ties) */
-    int32_t top_k;     /* keep the k most likely ids (0 = all) */
-    float top_p;       /* then the smallest set whose probability reaches top_p (1 = all) */
+    float temperature;        /* <= 0: greedy (argmax; the lowest id wins ties) */
+    int32_t top_k;            /* keep the k most likely ids (0 = off: all ids) */
+    float top_p;              /* then the smallest set whose probability reaches top_p (1 = off) */
     uint64_t seed;
+    float min_p;              /* then drop ids whose probability is below min_p x the top one (0 = off) */
+    float repetition_penalty; /* 1 = off; > 0 */
+    float presence_penalty;   /* 0 = off; -2..2 as OpenAI's */
+    float frequency_penalty;  /* 0 = off; -2..2 */
+    int32_t penalty_last_n;   /* the penalties' window in accepted tokens: -1 = all of them, 0 = penalties off;
+                                 default 64 */
 } td_sampler_params;
 
+/* The library's defaults: greedy (temperature 0), top_k 0 (off), top_p 1, min_p 0, repetition 1, presence and
+ * frequency 0, penalty_last_n 64, seed 1. */
 td_sampler_params td_sampler_default_params(void);
 
-/* Picks the next id from n logits. *rng_state carries the random stream between calls (initialise it to the
- * seed). `scratch` must hold 2 * n floats. Deterministic for a given state. */
+/* The model's sampling defaults: td_sampler_default_params() overridden by the model's generation_config.json
+ * (temperature, top_k, top_p, min_p, repetition_penalty; do_sample false means greedy, temperature 0). A model
+ * without that file (or a GGUF file) gets the library's defaults. */
+td_sampler_params td_model_sampler_defaults(const td_model *model);
+
+/* Checks the fields: temperature finite and >= 0, top_k >= 0, top_p in (0, 1], min_p in [0, 1], repetition in
+ * (0, 100], presence and frequency in [-2, 2], penalty_last_n >= -1. TD_ERR_INVALID_ARG naming the field. */
+td_status td_sampler_params_check(const td_sampler_params *p);
+
+/* The effective values as one JSON object {"temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+ * "presence_penalty", "frequency_penalty", "penalty_last_n", "seed", "greedy"} (floats with 9 digits).
+ * *json: td_free. */
+td_status td_sampler_params_json(const td_sampler_params *p, char **json);
+
+/* Stateless sampling without penalties: picks the next id from n logits with steps 2-3 of the chain.
+ * *rng_state carries the random stream between calls (initialise it to the seed). `scratch` must hold 2 * n
+ * floats. Deterministic for a given state. Returns -1 when n <= 0. */
 int32_t td_sample(const float *logits, int32_t n, const td_sampler_params *p, uint64_t *rng_state, float *scratch);
+
+/* A sampler with state: the parameters, the random stream (started at the seed) and the penalty window.
+ * One thread at a time; different samplers on different threads at once. */
+typedef struct td_sampler td_sampler;
+
+/* n_vocab: the logits' length (>= 1). Errors: td_sampler_params_check's, TD_ERR_INVALID_ARG. */
+td_status td_sampler_new(const td_sampler_params *p, int32_t n_vocab, td_sampler **out);
+void td_sampler_free(td_sampler *s);
+/* Shows the sampler a token of the context (prompt or generated): it enters the penalty window. Ids outside
+ * 0..n_vocab-1 are ignored. */
+void td_sampler_accept(td_sampler *s, int32_t id);
+/* Empties the window and restarts the random stream at the seed. */
+void td_sampler_reset(td_sampler *s);
+/* Runs the whole chain on n_vocab logits (not modified) and returns the id (it is NOT accepted: call
+ * td_sampler_accept when it joins the context). Deterministic for a given state. */
+int32_t td_sampler_sample(td_sampler *s, const float *logits);
+
+/* log-softmax of n logits at position id (the raw model's log-probability, before any sampler step), in double
+ * internally. Also the top n_top ids by logit (ties: lower id first) and their log-probabilities when top_ids /
+ * top_logprobs are not NULL. Returns the log-probability of id (-INFINITY when id is out of range). */
+float td_logprob(const float *logits, int32_t n, int32_t id, int32_t n_top, int32_t *top_ids, float *top_logprobs);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Stop rules                                                                                                    */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Stop strings are matched on the decoded text of the generated tokens, across token boundaries. Text that could
+ * still be the beginning of a stop string is held back and released only when it can no longer match; the stop
+ * string and everything after it are never released. Stop ids (the model's td_model_stop_ids unless ignore_eos,
+ * plus a request's own) end generation without adding their text. Release is by complete UTF-8 characters only: a
+ * token that ends inside a character waits for the next; bytes that can never form one become U+FFFD at the end.
+ * td_gen applies these rules; td_stopper exposes the same matcher on text. */
+typedef struct td_stopper td_stopper;
+
+/* stops: n strings (each 1..256 bytes, copied; n <= 16). TD_ERR_INVALID_ARG for an empty or longer string. */
+td_status td_stopper_new(const char *const *stops, int32_t n, td_stopper **out);
+void td_stopper_free(td_stopper *s);
+/* Feeds len bytes of generated text. *out / *out_len receive the text that may be released now (borrowed until
+ * the next call). Returns 1 when a stop string matched (nothing after its start is ever released; further calls
+ * release nothing), else 0. final = 1: no more text will come: releases everything held that did not match. */
+int td_stopper_feed(td_stopper *s, const char *bytes, size_t len, int final, const char **out, size_t *out_len);
+/* Index of the stop string that matched, or -1. */
+int32_t td_stopper_matched(const td_stopper *s);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Chat templates (the ChatML family, rendered natively)                                                         */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* A model's chat template comes from tokenizer_config.json's chat_template (or a GGUF file's
+ * tokenizer.chat_template). It is not interpreted: it is recognised as one of the supported families and that
+ * family is rendered by C code that gives the same text as transformers' apply_chat_template (checked in the
+ * suite against references made with transformers 5.17):
+ *   "qwen3"   Qwen3's template (Qwen3-0.6B .. 8B): system, user, assistant (reasoning_content, or <think>..</think>
+ *             inside content; the reasoning of assistant turns before the last user query is dropped), tool calls
+ *             as <tool_call>{"name", "arguments"}</tool_call>, tool results as <tool_response> in a user turn,
+ *             a tools list in the system turn; with enable_thinking false the generation prompt ends with
+ *             "<think>\n\n</think>\n\n".
+ *   "qwen3.5" Qwen3.5's: contents trimmed, tool calls as <function=..><parameter=..>, and the generation prompt
+ *             opens "<think>\n" with thinking on (closed "<think>\n\n</think>\n\n" with it off).
+ * Anything else is TD_ERR_UNSUPPORTED with a message that says so and names the source file. */
+
+typedef struct td_chat_message {
+    const char *role;              /* "system", "user", "assistant" or "tool" */
+    const char *content;           /* UTF-8; NULL = empty */
+    const char *reasoning_content; /* assistant only; NULL = none (then <think>..</think> in content is split) */
+    const char *tool_calls_json;   /* assistant only: a JSON array of OpenAI tool calls
+                                      [{"type": "function", "function": {"name", "arguments"}}] where arguments is
+                                      a JSON object or a string holding one; NULL = none */
+} td_chat_message;
+
+typedef struct td_chat_params {
+    int add_generation_prompt; /* 1 (default): end with the assistant's opening */
+    int enable_thinking;       /* 1 (default); 0 = chat_template_kwargs {"enable_thinking": false} */
+    const char *tools_json;    /* a JSON array of tool definitions (OpenAI's {"type": "function", "function": ..})
+                                  rendered with Python's json.dumps spacing in the system turn; NULL = none */
+} td_chat_params;
+
+td_chat_params td_chat_default_params(void);
+
+/* The family of the model's chat template: "qwen3" or "qwen3.5" (static string), or NULL with TD_ERR_UNSUPPORTED
+ * (the message says why: no template, or one this library does not render) in *status when status != NULL. */
+const char *td_model_chat_family(const td_model *model, td_status *status);
+
+/* Renders n messages with the model's template. *text: a new NUL-terminated string (td_free); tokenise it with
+ * TD_TOKENIZE_PARSE_SPECIAL. Errors: TD_ERR_UNSUPPORTED (see td_model_chat_family), TD_ERR_INVALID_ARG naming the
+ * message (unknown role, a system message not first, no messages, a tool call without a name, Qwen3.5: no user
+ * message), TD_ERR_FORMAT for tools_json / tool_calls_json that are not the JSON described. Safe from any thread. */
+td_status td_chat_render(const td_model *model, const td_chat_message *messages, int32_t n,
+                         const td_chat_params *params, char **text);
+
+/* The same from OpenAI's messages JSON array (len bytes): role, content (a string, null, or an array of
+ * {"type": "text", "text"} parts, joined), reasoning_content, tool_calls; other members are ignored.
+ * TD_ERR_FORMAT naming the member (e.g. "messages[2].role") for anything else. */
+td_status td_chat_render_json(const td_model *model, const char *messages_json, size_t len,
+                              const td_chat_params *params, char **text);
+
+/* Splits a generated assistant text into reasoning and content, as the templates read them back: the reasoning is
+ * what precedes the first "</think>" (after an optional leading "<think>", newlines stripped at both ends), the
+ * content what follows it (leading newlines stripped). Without "</think>": when thinking_open (the prompt opened
+ * "<think>\n": Qwen3.5 with thinking on) all of it is reasoning still open, else a text that starts with "<think>"
+ * is open reasoning and any other text is all content. *reasoning and *content: new strings (td_free), either may
+ * be "" (never NULL on success). Works on a partial text (streaming: split the text so far). */
+td_status td_chat_split_reasoning(const char *text, size_t len, int thinking_open, char **reasoning,
+                                  char **content);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Generation: continuous batching with sessions and KV reuse                                                    */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* A td_gen runs many generation requests over one model and ONE context that holds all their sequences. Each
+ * td_gen_step() makes one td_ctx_decode() over every active request: one new token for each request that is
+ * generating, plus prefill chunks of requests that are reading their prompt (continuous batching: requests join
+ * and leave between steps). A request's tokens and log-probabilities never depend on what else is in the batch
+ * (the engine computes every row independently): a request alone and with others gives the same bits.
+ *
+ * Sessions and reuse. When a request finishes, its sequence (prompt + the generated tokens that were run) stays in
+ * the context as a cached session, keyed by its token ids. A new request is matched against EVERY cached session
+ * (and the prefilled part of running ones) for the longest common token prefix; it forks from it (the KV rows are
+ * shared, not copied) and prefills only the rest; the event reports how many tokens were reused. At least the last
+ * prompt token is always run (its logits are needed).
+ * Qwen3.5 (hybrid): the DeltaNet state cannot be rolled back, so only an exact prefix that is a sequence's END can
+ * be resumed. The engine keeps snapshots (forks, sharing the KV rows, copying the constant-size DeltaNet state) at
+ * turn boundaries: before each "<|im_start|>" token of a prompt's unreused part (the last 4), at the end of the
+ * prompt (where the answer starts) and at the end of every finished request; a new request resumes from the
+ * longest snapshot that is a prefix of its prompt.
+ * Memory: one KV pool of n_ctx rows and max_sequences sequence slots (requests, sessions, snapshots). A request is
+ * admitted (queued until then, FIFO) when a slot and the rows it may need (unreused prompt + max_tokens) are free;
+ * to make room, cached sessions and snapshots are evicted, least recently used first. Running requests are never
+ * evicted.
+ *
+ * Thread safety: a td_gen is used by one thread at a time (the server's engine thread). Events and their arrays
+ * are borrowed until the next td_gen_* call on the same object. The model must outlive it. */
+typedef struct td_gen td_gen;
+
+typedef struct td_gen_params {
+    int32_t n_ctx;         /* KV rows for all requests and sessions together. 0 (default): as many as cache_bytes
+                              allows */
+    int64_t cache_bytes;   /* budget for the context (KV cache, states, activations): default 1 GiB; used when
+                              n_ctx is 0 (else only checked: TD_ERR_NOMEM when n_ctx does not fit) */
+    int32_t max_sequences; /* sequence slots: running requests + cached sessions + snapshots (2..4096). Default 32.
+                              On a hybrid model every slot holds a DeltaNet state (~20 MB on Qwen3.5-0.8B) */
+    int32_t max_running;   /* most requests generating at once, < max_sequences (the rest wait in the queue).
+                              Default 8 */
+    int32_t n_batch;       /* most tokens per step (decode tokens + prefill chunks). Default 512 */
+    int32_t n_threads;     /* default 1; results do not depend on it */
+    int32_t kv_f16;        /* 1: KV cache in f16 (half the memory per row) */
+    int32_t max_queue;     /* most requests waiting; td_gen_submit fails with TD_ERR_STATE beyond. Default 256 */
+    td_log_fn log;
+    void *log_user;
+} td_gen_params;
+
+td_gen_params td_gen_default_params(void);
+
+/* Errors: TD_ERR_STATE for a model that cannot generate (pruned head), TD_ERR_INVALID_ARG for bad params,
+ * TD_ERR_NOMEM when the budget cannot hold n_ctx rows (or 64 rows). */
+td_status td_gen_new(const td_model *model, const td_gen_params *params, td_gen **out);
+void td_gen_free(td_gen *g);
+/* KV rows of the pool (after sizing from cache_bytes) and bytes the context took. */
+int32_t td_gen_n_ctx(const td_gen *g);
+int64_t td_gen_memory(const td_gen *g);
+
+typedef struct td_gen_request {
+    const int32_t *prompt;      /* n_prompt >= 1 ids (copied) */
+    int32_t n_prompt;
+    td_sampler_params sampler;  /* start from td_model_sampler_defaults() */
+    int32_t max_tokens;         /* tokens to generate, >= 0 (0: only the prompt, e.g. for prompt_logprobs; it ends
+                                   "length"). Default 16 */
+    const char *const *stop;    /* stop strings (copied), n_stop <= 16 */
+    int32_t n_stop;
+    const int32_t *stop_ids;    /* extra stop ids (copied), n_stop_ids <= 16 */
+    int32_t n_stop_ids;
+    int ignore_eos;             /* 1: the model's stop ids do not stop (the request's own still do) */
+    int32_t logprobs;           /* -1 (default): none; 0..20: each token's log-probability and this many top
+                                   alternatives (raw log-softmax of the logits, before the sampler) */
+    int32_t prompt_logprobs;    /* -1 (default): none; 0..20: the log-probability of every prompt token after the
+                                   first given those before it, with top alternatives (the echo of
+                                   /v1/completions). Needs every prompt position's logits, so nothing is reused */
+    int cache;                  /* 1 (default): keep the finished sequence as a cached session; 0: drop it */
+} td_gen_request;
+
+td_gen_request td_gen_default_request(void);
+
+/* Queues a request; *id receives its id (> 0, increasing). Nothing runs until td_gen_step. Errors:
+ * TD_ERR_INVALID_ARG naming the field (empty prompt, bad sampler, max_tokens < 0, too many or empty stop strings,
+ * logprobs out of 0..20), TD_ERR_RANGE for an id outside the vocabulary or prompt + max_tokens beyond the pool's
+ * rows (positions beyond the model's trained context are not refused here: clients check td_model_n_ctx_train),
+ * TD_ERR_STATE when the queue is full (try later). */
+td_status td_gen_submit(td_gen *g, const td_gen_request *req, int64_t *id);
+
+/* Cancels a queued or running request: it ends with TD_GEN_FINISH_CANCELLED (its event comes from the next
+ * td_gen_next_event) and its rows are released (its prefix stays as a session when cache is on). Unknown or
+ * finished ids: TD_ERR_INVALID_ARG; TD_ERR_NOMEM when its DONE event could not be queued (it is cancelled all the
+ * same). */
+td_status td_gen_cancel(td_gen *g, int64_t id);
+
+/* One batched step: admits queued requests that fit, then runs one td_ctx_decode over all active requests, samples
+ * the next token of each that finished its prompt, applies the stop rules and queues the events. *n_active (may
+ * be NULL) receives the requests still queued or running afterwards. A step with nothing to do returns TD_OK at
+ * once. Errors of the decode (TD_ERR_NONFINITE, TD_ERR_NOMEM) end the requests of the batch with
+ * TD_GEN_FINISH_ERROR (their events carry the message) and the call still returns TD_OK. TD_ERR_NOMEM when an
+ * event (or its text or top log-probabilities) could not be allocated: the step's work is done and the events
+ * that could be made are queued, but a client cannot trust the stream of the requests concerned (cancel them).
+ * A session or snapshot that cannot be cached for lack of memory is dropped (the results stay exact; later
+ * requests reuse less) and also makes the call return TD_ERR_NOMEM. */
+td_status td_gen_step(td_gen *g, int32_t *n_active);
+
+typedef enum td_gen_event_kind {
+    TD_GEN_EVENT_NONE = 0,   /* no event pending */
+    TD_GEN_EVENT_PROMPT = 1, /* the prompt was read: n_reused, prompt logprobs when asked, ms_prefill */
+    TD_GEN_EVENT_TOKEN = 2,  /* one generated token */
+    TD_GEN_EVENT_DONE = 3    /* the request ended: finish, text held back and released now, counts, timings */
+} td_gen_event_kind;
+
+typedef enum td_gen_finish {
+    TD_GEN_FINISH_NONE = 0,
+    TD_GEN_FINISH_STOP = 1,      /* a stop id or stop string ("stop") */
+    TD_GEN_FINISH_LENGTH = 2,    /* max_tokens reached ("length") */
+    TD_GEN_FINISH_CANCELLED = 3, /* td_gen_cancel */
+    TD_GEN_FINISH_ERROR = 4      /* the engine failed on this request (message in the event) */
+} td_gen_finish;
+
+/* "stop", "length", "cancelled", "error" or "" (static). */
+const char *td_gen_finish_str(td_gen_finish f);
+
+typedef struct td_gen_event {
+    td_gen_event_kind kind;
+    int64_t request;
+    /* TOKEN */
+    int32_t token;            /* the id (a stop id ends the request: it comes as TOKEN with its text empty, then
+                                 DONE) */
+    int32_t index;            /* 0-based index among the generated tokens */
+    float logprob;            /* raw log-softmax (NAN unless the request asked for logprobs) */
+    int32_t n_top;            /* top alternatives (request.logprobs) */
+    const int32_t *top_ids;   /* [n_top] */
+    const float *top_logprobs;
+    const char *text;         /* text released with this event (TOKEN or DONE): complete UTF-8, stop strings held
+                                 back until they cannot match; may be empty */
+    size_t text_len;
+    /* PROMPT */
+    int32_t n_prompt, n_reused;       /* prompt tokens and those taken from a cached session */
+    int32_t n_prompt_logprobs;        /* n_prompt - 1 when asked, else 0 */
+    const float *prompt_logprobs;     /* [n_prompt_logprobs]: of prompt token i + 1 */
+    const int32_t *prompt_top_ids;    /* [n_prompt_logprobs * n_prompt_top] */
+    const float *prompt_top_logprobs; /* same shape */
+    int32_t n_prompt_top;
+    /* DONE */
+    td_gen_finish finish;
+    int32_t n_generated;              /* tokens generated (a final stop id counted) */
+    int32_t stop_index;               /* the stop string that matched, or -1 */
+    int32_t stop_id;                  /* the stop id that ended it, or -1 */
+    const char *error;                /* TD_GEN_FINISH_ERROR: the message */
+    double ms_queue, ms_prefill, ms_first_token, ms_decode; /* waiting, reading the prompt, submit to first token,
+                                                               first to last token */
+} td_gen_event;
+
+/* Takes the next pending event into *ev (borrowed until the next td_gen_* call). Returns 1 when there was one,
+ * 0 when none (ev->kind = TD_GEN_EVENT_NONE). Events of one request come in order: PROMPT, TOKEN..., DONE. */
+int td_gen_next_event(td_gen *g, td_gen_event *ev);
+
+/* Counters since creation. */
+typedef struct td_gen_stats {
+    int64_t submitted, finished, steps, decoded_tokens, prefill_tokens, reused_tokens, evictions;
+    int32_t running, queued, sessions, snapshots, free_rows;
+} td_gen_stats;
+td_gen_stats td_gen_get_stats(const td_gen *g);
+
+/* Drops every cached session and snapshot (not the running requests). */
+void td_gen_clear_cache(td_gen *g);
 
 #ifdef __cplusplus
 }

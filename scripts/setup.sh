@@ -18,7 +18,10 @@ for pkg in libc6-dev libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-d
     libopenmpi-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$pkg")
 done
-# Node.js and npm run the test-only references (Hugging Face tokenizers, llama.cpp); any recent Node will do.
+# Chromium (headless) loads the server's web page in test_serve.
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
+# Node.js and npm run the test-only references (Hugging Face tokenizers, llama.cpp, the openai client); any Node
+# from 20 on will do (the page test uses its WebSocket, --experimental-websocket before 22).
 command -v node >/dev/null 2>&1 || need_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_pkgs+=(npm)
 if ((${#need_pkgs[@]})); then

@@ -3,7 +3,8 @@
  * when nothing fails. Each run must return a status (TD_ERR_NOMEM, or an error that names an allocation) from the
  * call that needed the memory, never crash, and leave nothing allocated: the test's allocator counts live blocks,
  * and under ASan (the sanitizer build) LeakSanitizer checks everything at exit as well.
- * The same for a tokenizer alone: loaded from a GGUF file's metadata, used, written as tokenizer.json and read back.
+ * The same for a tokenizer alone: loaded from a GGUF file's metadata, used, written as tokenizer.json and read back,
+ * and for generation: a chat rendered, two requests (stop strings, logprobs, prompt logprobs) run by td_gen.
  * Also: td_ctx_memory equals the bytes td_ctx_new allocates, for Qwen3 and Qwen3.5 at two context sizes and
  * several parameter sets. */
 #include <execinfo.h>
@@ -236,6 +237,61 @@ static td_status run_tokenizer(const char *gguf, const char *unused) {
     return st;
 }
 
+/* Generation: the chat template, td_gen with two requests (one reusing the other's session), reasoning split. */
+static td_status run_gen(const char *model_dir, const char *unused) {
+    (void)unused;
+    td_model *m = NULL;
+    td_gen *g = NULL;
+    char *text = NULL, *r = NULL, *c = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    td_status st = td_model_load(model_dir, NULL, &m);
+    static const char msgs[] = "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", "
+                               "\"content\": [{\"type\": \"text\", \"text\": \"Hello\"}]}]";
+    td_chat_params cp = td_chat_default_params();
+    cp.tools_json = "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]";
+    if (st == TD_OK) st = td_chat_render_json(m, msgs, sizeof msgs - 1, &cp, &text);
+    if (st == TD_OK) st = td_tokenize(td_model_tokenizer(m), text, strlen(text), TD_TOKENIZE_PARSE_SPECIAL, &ids, &n);
+    td_gen_params gp = td_gen_default_params();
+    gp.n_ctx = 256;
+    gp.max_sequences = 4;
+    gp.max_running = 2;
+    gp.n_batch = 64;
+    if (st == TD_OK) st = td_gen_new(m, &gp, &g);
+    const char *stops[] = {"zzz"};
+    for (int k = 0; k < 2 && st == TD_OK; k++) {
+        td_gen_request rq = td_gen_default_request();
+        rq.prompt = ids;
+        rq.n_prompt = (int32_t)n - k; /* the second one is a prefix of the first: reuse */
+        rq.max_tokens = 4;
+        rq.ignore_eos = 1;
+        rq.stop = stops;
+        rq.n_stop = 1;
+        rq.logprobs = 2;
+        rq.prompt_logprobs = k ? 1 : -1;
+        rq.sampler.temperature = 0.7f;
+        rq.sampler.repetition_penalty = 1.2f;
+        int64_t id;
+        st = td_gen_submit(g, &rq, &id);
+        int32_t active = 1;
+        while (st == TD_OK && active) {
+            st = td_gen_step(g, &active);
+            td_gen_event ev;
+            while (td_gen_next_event(g, &ev))
+                if (ev.kind == TD_GEN_EVENT_DONE && ev.finish == TD_GEN_FINISH_ERROR && st == TD_OK)
+                    st = TD_ERR_NOMEM; /* a request the engine ended in error: reported as the step's failure */
+        }
+    }
+    if (st == TD_OK) st = td_chat_split_reasoning("<think>a</think>b", 17, 0, &r, &c);
+    td_free(r);
+    td_free(c);
+    td_free(ids);
+    td_free(text);
+    td_gen_free(g);
+    td_model_free(m);
+    return st;
+}
+
 typedef td_status (*run_fn)(const char *path, const char *pred_path);
 
 /* Every allocation of the run fails once, in turn. Returns the number of allocations of a clean run. */
@@ -338,15 +394,21 @@ int main(void) {
     const char *s = getenv("TD_ALLOC_STRIDE");
     int64_t stride = s && atoll(s) > 0 ? atoll(s) : 1;
     /* the synthetic Qwen3 and Qwen3.5 directories, a vision-language checkpoint, a Q8_0 GGUF (packed weights) */
+    int64_t n;
     const char *models[] = {m3, m35, "fixtures/models/qwen35-tiny-vl", "fixtures/gguf/qwen3-tiny-tied-q8_0.gguf"};
     for (int i = 0; i < 4; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s", i < 2 ? models[i] : td_test_path(models[i]));
         corpus_dir = i == 0 ? dir : NULL; /* the corpus runner on the first model */
-        int64_t n = sweep(run, path, pred, stride);
+        n = sweep(run, path, pred, stride);
         fprintf(stderr, "test_alloc: %s: failed each of its %lld allocations in turn\n", path, (long long)n);
     }
-    int64_t n = sweep(run_tokenizer, gguf, NULL, stride);
+    char gen_model[512];
+    snprintf(gen_model, sizeof gen_model, "%s", td_test_path("fixtures/models/qwen35-tiny-text"));
+    n = sweep(run_gen, gen_model, NULL, stride);
+    fprintf(stderr, "test_alloc: generation on qwen35-tiny-text: failed each of its %lld allocations in turn\n",
+            (long long)n);
+    n = sweep(run_tokenizer, gguf, NULL, stride);
     fprintf(stderr, "test_alloc: the tokenizer of %s: failed each of its %lld allocations in turn\n", gguf, (long long)n);
     CHECK(td_set_allocator(NULL) == TD_OK);
     char cmd[512];

@@ -3,7 +3,7 @@
 #  - every file under cli/ compiles with only include/ and cli/ on its include path (no src/), and includes no
 #    project header but typedecide.h and cli/'s own;
 #  - no file under src/ includes anything from cli/;
-#  - util -> kernels -> model/tokenizer -> engine -> decide/eval/generate -> run: each directory under src/ includes
+#  - util -> kernels -> model/tokenizer -> engine -> decide/eval/generate -> run/server: each directory under src/ includes
 #    project headers only from itself and the layers below it (model may use the tokenizer it owns; the tokenizer
 #    knows no model).
 set -uo pipefail
@@ -39,6 +39,7 @@ declare -A may=(
     [eval]="util eval"
     [generate]="util generate"
     [run]="util run"
+    [server]="util server"
 )
 for dir in src/*/; do
     d=$(basename "$dir")
@@ -52,5 +53,5 @@ for dir in src/*/; do
     done < <(grep -rn '#include "' "$dir" || true)
 done
 
-[ "$fails" -eq 0 ] && echo "test_layers: cli/ on the public header; layers util -> kernels -> model/tokenizer -> engine -> decide/eval/generate -> run hold"
+[ "$fails" -eq 0 ] && echo "test_layers: cli/ on the public header; layers util -> kernels -> model/tokenizer -> engine -> decide/eval/generate -> run/server hold"
 exit $((fails > 0))

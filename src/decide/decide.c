@@ -31,6 +31,7 @@ void td_decider_free(td_decider *d) {
     if (!d) return;
     td_ctx_free(d->ctx);
     td_batch_free(d->batch);
+    td_free(d->cached_head);
     td_free(d->instruction);
     td_free(d->slot_map);
     td_free(d);
@@ -112,6 +113,20 @@ static int64_t plan_bytes(const td_decider *d, const td_ctx_params *cp) {
     return b;
 }
 
+/* Sequence 0 no longer holds a cached head (it is about to change, or the context goes). */
+static void forget_head(td_decider *d) {
+    td_free(d->cached_head);
+    d->cached_head = NULL;
+    d->n_cached_head = 0;
+}
+
+/* cache_head: 1 when sequence 0 already holds exactly these head tokens. */
+static int head_is_cached(const td_decider *d, const int32_t *head, int32_t n_head) {
+    return d->p.cache_head && d->ctx && d->cached_head && d->n_cached_head == n_head &&
+           td_ctx_seq_len(d->ctx, 0) == n_head &&
+           (n_head == 0 || memcmp(d->cached_head, head, (size_t)n_head * sizeof *head) == 0);
+}
+
 /* Grows the context (and the batch) so that `need` fits; keeps them when they already do. */
 static td_status ensure_ctx(td_decider *d, const td_ctx_params *need) {
     td_ctx_params *c = &d->cp;
@@ -127,6 +142,7 @@ static td_status ensure_ctx(td_decider *d, const td_ctx_params *need) {
         }
         td_ctx_free(d->ctx);
         d->ctx = NULL;
+        forget_head(d);
         td_status st = td_ctx_new(d->model, &np, &d->ctx);
         if (st != TD_OK) return st;
         *c = np;
@@ -277,7 +293,10 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
     if (st == TD_OK) st = td_ctx_set_output_rows(d->ctx, d->letter_ids, d->p.allowed_mass ? 0 : max_opts);
 
     double t0 = now_ms(), head_ms = 0;
-    if (st == TD_OK && !fresh) { /* the shared head, once */
+    if (st == TD_OK && !fresh && head_is_cached(d, head, n_head)) {
+        d->stats.head_cached++; /* the same head as the last call's, still in sequence 0 */
+    } else if (st == TD_OK && !fresh) { /* the shared head, once */
+        forget_head(d);
         st = td_ctx_seq_truncate(d->ctx, 0, 0);
         if (st == TD_OK) st = run_tokens(d, 0, head, n_head, 0, 0);
         if (st == TD_ERR_NONFINITE) d->fault = -1;
@@ -285,7 +304,11 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
         d->stats.head_prefills++;
         d->stats.head_tokens += n_head;
         d->stats.head_ms += head_ms;
-    }
+        if (st == TD_OK && d->p.cache_head && (d->cached_head = td_malloc((size_t)(n_head ? n_head : 1) * sizeof *head))) {
+            memcpy(d->cached_head, head, (size_t)n_head * sizeof *head); /* no memory for it: simply not cached */
+            d->n_cached_head = n_head;
+        }
+    } else if (fresh) forget_head(d);
     int64_t macs0 = td_ctx_head_macs(d->ctx);
     for (int32_t p = 0, i0 = 0; st == TD_OK && p < n_pass; i0 = pass_end[p++]) {
         int32_t i1 = pass_end[p];
@@ -319,6 +342,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
         }
     }
     d->stats.head_macs += td_ctx_head_macs(d->ctx) - macs0;
+    if (st != TD_OK) forget_head(d);
     if (st == TD_ERR_NONFINITE) {
         if (d->fault >= 0) td_fail_context(st, "criterion %d", d->fault);
         else td_fail_context(st, d->fault == -1 ? "the evidence (with the instruction)" : "the shared start of criteria");
@@ -478,12 +502,15 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
     td_ctx_params need = plan_params(d, p.n_head, max_suf + max_tokens, 1);
     if (st == TD_OK) st = ensure_ctx(d, &need);
     if (st == TD_OK) st = td_ctx_set_output_rows(d->ctx, NULL, 0); /* free text needs the whole vocabulary */
+    forget_head(d);
     if (st == TD_OK) st = td_ctx_seq_truncate(d->ctx, 0, 0);
     if (st == TD_OK) st = run_tokens(d, 0, p.head, p.n_head, 0, 0);
     d->stats.head_prefills++;
     d->stats.head_tokens += p.n_head;
     int n_stop = 0;
     const int32_t *stops = td_model_stop_ids(d->model, &n_stop);
+    td_sampler_params greedy = td_sampler_default_params();
+    uint64_t rng = greedy.seed;
     for (int32_t i = 0; i < n; i++) texts[i] = NULL;
     for (int32_t i = 0; i < n && st == TD_OK; i++) {
         char *txt = NULL;
@@ -495,9 +522,7 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
         int32_t pos = p.n_head + p.n_suf[i];
         for (int32_t k = 0; k < max_tokens && st == TD_OK; k++) {
             const float *lg = td_ctx_output(d->ctx, 0);
-            int32_t best = 0;
-            for (int32_t v = 1; v < V; v++)
-                if (lg[v] > lg[best]) best = v;
+            int32_t best = td_sample(lg, V, &greedy, &rng, NULL); /* the one sampler chain, greedy */
             int stop = 0;
             for (int s = 0; s < n_stop; s++) stop |= best == stops[s];
             if (stop) break;

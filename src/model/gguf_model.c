@@ -427,6 +427,14 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
     if (pruned && (st = load_pruned(m, g)) != TD_OK) return st;
     if (params->load_tokenizer && td_gguf_find(g, "tokenizer.ggml.model") && (st = load_tokenizer(m, g, &m->tok)) != TD_OK)
         return st;
+    if (td_gguf_find(g, "tokenizer.chat_template")) {
+        const char *t;
+        uint64_t l;
+        if ((st = td_gguf_get_str(g, "tokenizer.chat_template", 1, &t, &l)) != TD_OK) return st;
+        m->chat_template = td_strndup(t, (size_t)l);
+        m->chat_template_source = td_strdup(path);
+        if (!m->chat_template || !m->chat_template_source) return td_fail_nomem("the chat template");
+    }
     const td_gguf_kv *stops = td_gguf_find(g, "typedecide.stop_ids");
     if (stops && stops->type == TD_GGUF_ARRAY && stops->elem_type != TD_GGUF_STRING) {
         for (uint64_t i = 0; i < stops->n && st == TD_OK; i++) st = td_model_add_stop(m, td_gguf_array_int(stops, i), path);

@@ -55,6 +55,9 @@ struct td_model {
     td_tokenizer *tok;
     int32_t *stop_ids;
     int n_stop;
+    char *chat_template;        /* tokenizer_config.json's chat_template or GGUF tokenizer.chat_template; NULL */
+    char *chat_template_source; /* the file it came from */
+    char *gen_config;           /* generation_config.json's text, or NULL */
     int64_t n_params;
     int n_skipped;     /* tensors in the files that the text model does not use */
     struct td_gguf *gguf; /* when loaded from a GGUF file */

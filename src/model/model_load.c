@@ -341,6 +341,8 @@ static td_status load_stops(td_model *m, const char *dir) {
         goto done;
     }
     if (td_file_exists(gen)) {
+        size_t size;
+        if ((st = td_read_file(gen, &m->gen_config, &size)) != TD_OK) goto done;
         if ((st = td_json_load_file(gen, &root)) != TD_OK) goto done;
         json_t *e = json_object_get(root, "eos_token_id");
         if (json_is_integer(e)) st = td_model_add_stop(m, json_integer_value(e), gen);
@@ -357,16 +359,23 @@ static td_status load_stops(td_model *m, const char *dir) {
         } else if (e && !json_is_null(e)) st = td_fail(TD_ERR_FORMAT, "%s: eos_token_id must be an id or a list", gen);
         json_decref(root);
         root = NULL;
-        if (st != TD_OK || m->n_stop) goto done;
+        if (st != TD_OK) goto done;
     }
-    if (m->tok && td_file_exists(tc)) { /* fall back to the tokenizer's eos_token */
+    if (td_file_exists(tc)) { /* the tokenizer's eos_token joins the stop ids; its chat template is kept */
         if ((st = td_json_load_file(tc, &root)) != TD_OK) goto done;
         json_t *e = json_object_get(root, "eos_token");
         const char *s = json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "content"));
-        if (s) {
+        if (s && m->tok) {
             int32_t id = td_token_lookup(m->tok, s);
             if (id < 0) st = td_fail(TD_ERR_FORMAT, "%s: eos_token \"%s\" is not in the vocabulary", tc, s);
             else st = td_model_add_stop(m, id, tc);
+            if (st != TD_OK) goto done;
+        }
+        json_t *ct = json_object_get(root, "chat_template");
+        if (json_is_string(ct)) {
+            m->chat_template = td_strndup(json_string_value(ct), json_string_length(ct));
+            m->chat_template_source = td_strdup(tc);
+            if (!m->chat_template || !m->chat_template_source) st = td_fail_nomem("the chat template");
         }
     }
 done:
@@ -393,6 +402,9 @@ void td_model_free(td_model *m) {
     td_free(m->gguf);
     td_free(m->keep);
     td_free(m->slot_map);
+    td_free(m->chat_template);
+    td_free(m->chat_template_source);
+    td_free(m->gen_config);
     for (int i = 0; i < m->n_packs; i++) td_qpack_free(m->packs[i]);
     td_free(m->packs);
     for (int i = 0; i < m->n_owned; i++) td_free(m->owned[i]);
@@ -515,6 +527,17 @@ const char *td_model_path(const td_model *m) { return m ? m->path : ""; }
 int32_t td_model_head_rows(const td_model *m) { return m ? (int32_t)m->head.rows : 0; }
 int td_model_can_generate(const td_model *m) { return m && !m->pruned; }
 const char *td_model_slot_map(const td_model *m) { return m && m->pruned ? m->slot_map : NULL; }
+const char *td_model_chat_template(const td_model *m, const char **source) {
+    if (source) *source = m && m->chat_template ? m->chat_template_source : NULL;
+    return m ? m->chat_template : NULL;
+}
+int td_model_is_hybrid(const td_model *m) {
+    if (!m) return 0;
+    for (int32_t i = 0; i < m->cfg.n_layer; i++)
+        if (m->cfg.layer_kind[i] == TD_LAYER_DELTANET) return 1;
+    return 0;
+}
+const char *td_model_generation_config(const td_model *m) { return m ? m->gen_config : NULL; }
 const int32_t *td_model_stop_ids(const td_model *m, int *n) {
     if (n) *n = m ? m->n_stop : 0;
     return m ? m->stop_ids : NULL;

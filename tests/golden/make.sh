@@ -59,7 +59,7 @@ for K in avx2; do
         done
     done
     "$BIN" logits --model fixtures/models/qwen35-tiny-vl --ids 1,2,3,4,5,6,7,8 --out "$d/logits.f32" 2>/dev/null
-    "$BIN" generate --model fixtures/models/qwen3-tiny-tied --prompt "The capital of France is" -n 12 \
+    "$BIN" generate --model fixtures/models/qwen3-tiny-tied --prompt "The capital of France is" -n 12 --temperature 0 \
         >"$d/generate.txt" 2>/dev/null
     ( cd "$d" && sha256sum logits.f32 >logits.sha256 && rm logits.f32 )
 done

@@ -70,14 +70,21 @@ static inline void scores_2x4(const float *q0, const float *q1, const float *con
     }
 }
 
-/* out_r[d0 .. d0 + 8W) = sum_i p_r[i] v_i for rows r0 (n0 keys) and r1 (n1 keys; r1 == NULL for none), in key order;
- * the keys both rows use are read once. */
+/* out_r[d0 .. d0 + 8W) += sum_i p_r[i] v_i over keys c0 .. c1 of rows r0 (keys below n0) and r1 (below n1; r1 == NULL
+ * for none), in key order, starting from zero when c0 == 0 and from the partial sums stored in out_r otherwise (a
+ * store and a load of a vector change no bit, so the sum of each element is the same sequence of operations however
+ * the keys are split into chunks); the keys both rows use are read once. */
 static inline __attribute__((always_inline)) void values_rows(int W, const float *p0, const float *p1, int64_t n0,
-                                                              int64_t n1, const float *const *vp, int64_t d0,
-                                                              float *o0, float *o1) {
+                                                              int64_t n1, int64_t c0, int64_t c1,
+                                                              const float *const *vp, int64_t d0, float *o0,
+                                                              float *o1) {
     __m256 a[4], b[4];
-    for (int w = 0; w < W; w++) a[w] = b[w] = _mm256_setzero_ps();
-    int64_t both = p1 ? (n0 < n1 ? n0 : n1) : 0, i = 0;
+    for (int w = 0; w < W; w++) {
+        a[w] = c0 ? _mm256_loadu_ps(o0 + d0 + 8 * w) : _mm256_setzero_ps();
+        b[w] = c0 && p1 ? _mm256_loadu_ps(o1 + d0 + 8 * w) : _mm256_setzero_ps();
+    }
+    int64_t e0 = n0 < c1 ? n0 : c1, e1 = p1 ? (n1 < c1 ? n1 : c1) : c0;
+    int64_t both = p1 ? (e0 < e1 ? e0 : e1) : c0, i = c0;
     for (; i < both; i++) {
         __m256 x = _mm256_set1_ps(p0[i]), y = _mm256_set1_ps(p1[i]);
         for (int w = 0; w < W; w++) {
@@ -86,11 +93,11 @@ static inline __attribute__((always_inline)) void values_rows(int W, const float
             b[w] = _mm256_fmadd_ps(y, v, b[w]);
         }
     }
-    for (int64_t j = i; j < n0; j++) {
+    for (int64_t j = i; j < e0; j++) {
         __m256 x = _mm256_set1_ps(p0[j]);
         for (int w = 0; w < W; w++) a[w] = _mm256_fmadd_ps(x, _mm256_loadu_ps(vp[j] + d0 + 8 * w), a[w]);
     }
-    for (int64_t j = i; p1 && j < n1; j++) {
+    for (int64_t j = i; p1 && j < e1; j++) {
         __m256 y = _mm256_set1_ps(p1[j]);
         for (int w = 0; w < W; w++) b[w] = _mm256_fmadd_ps(y, _mm256_loadu_ps(vp[j] + d0 + 8 * w), b[w]);
     }
@@ -99,6 +106,10 @@ static inline __attribute__((always_inline)) void values_rows(int W, const float
         if (p1) _mm256_storeu_ps(o1 + d0 + 8 * w, b[w]);
     }
 }
+
+/* Keys per chunk of the score and value passes: all rows go over one chunk before the next, so the chunk's key
+ * (or value) rows stay in the first-level cache while every row pair reads them (a multiple of the 4-key tile). */
+#define KEY_CHUNK 64
 
 void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R,
                        const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
@@ -142,9 +153,10 @@ void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *
         kp[i] = kc;
         vp[i] = vc;
     }
-    for (int64_t r0 = 0; r0 < R; r0 += 2) { /* scores in tiles of 2 rows x 4 keys (padded by repeating the last) */
+    for (int64_t c0 = 0; c0 < max_n; c0 += KEY_CHUNK) /* scores in tiles of 2 rows x 4 keys (padded by repeating */
+    for (int64_t r0 = 0; r0 < R; r0 += 2) {                 /* the last), a chunk of keys for all rows at a time */
         int64_t r1 = r0 + 1 < R ? r0 + 1 : r0, nn = n[r0] > n[r1] ? n[r0] : n[r1];
-        for (int64_t i0 = 0; i0 < nn; i0 += 4) {
+        for (int64_t i0 = c0; i0 < nn && i0 < c0 + KEY_CHUNK; i0 += 4) {
             const float *kt[4];
             float s8[8];
             for (int j = 0; j < 4; j++) kt[j] = kp[i0 + j < nn ? i0 + j : nn - 1];
@@ -156,14 +168,20 @@ void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *
         }
     }
     for (int64_t r = 0; r < R; r++) softmax8(S + r * max_n, n[r]);
-    for (int64_t r0 = 0; r0 < R; r0 += 2) { /* values: pairs of rows, 32 columns at a time */
+    for (int64_t c0 = 0; c0 < max_n; c0 += KEY_CHUNK) /* values: pairs of rows, 32 columns at a time, by chunks */
+        for (int64_t r0 = 0; r0 < R; r0 += 2) {
+            const float *p0 = S + r0 * max_n, *p1 = r0 + 1 < R ? S + (r0 + 1) * max_n : NULL;
+            int64_t n1 = p1 ? n[r0 + 1] : 0, c1 = c0 + KEY_CHUNK;
+            float *o1 = p1 ? out[r0 + 1] : NULL;
+            int64_t d = 0;
+            for (; d + 32 <= dim; d += 32) values_rows(4, p0, p1, n[r0], n1, c0, c1, vp, d, out[r0], o1);
+            for (; d + 8 <= dim; d += 8) values_rows(1, p0, p1, n[r0], n1, c0, c1, vp, d, out[r0], o1);
+        }
+    for (int64_t r0 = 0; r0 < R; r0 += 2) {
         const float *p0 = S + r0 * max_n, *p1 = r0 + 1 < R ? S + (r0 + 1) * max_n : NULL;
         int64_t n1 = p1 ? n[r0 + 1] : 0;
         float *o1 = p1 ? out[r0 + 1] : NULL;
-        int64_t d = 0;
-        for (; d + 32 <= dim; d += 32) values_rows(4, p0, p1, n[r0], n1, vp, d, out[r0], o1);
-        for (; d + 8 <= dim; d += 8) values_rows(1, p0, p1, n[r0], n1, vp, d, out[r0], o1);
-        for (; d < dim; d++) { /* the last dim % 8 columns, in key order */
+        for (int64_t d = dim & ~(int64_t)7; d < dim; d++) { /* the last dim % 8 columns, in key order */
             float a = 0.0f, b = 0.0f;
             for (int64_t i = 0; i < n[r0]; i++) a += p0[i] * vp[i][d];
             for (int64_t i = 0; p1 && i < n1; i++) b += p1[i] * vp[i][d];

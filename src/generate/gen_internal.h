@@ -1,0 +1,28 @@
+/* Private helpers shared by the generation files (sampler, stop rules, chat templates, the td_gen engine). */
+#ifndef TD_GENERATE_GEN_INTERNAL_H
+#define TD_GENERATE_GEN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "typedecide.h"
+
+/* Length of a valid UTF-8 character at s (n bytes available): > 0 valid, 0 incomplete (could still become valid
+ * with more bytes), -1 invalid. */
+int td_gen_utf8_char(const unsigned char *s, size_t n);
+
+/* How many feeds of a stopper lost text for lack of memory (td_gen reports it as TD_ERR_NOMEM). */
+int64_t td_stopper_oom(const td_stopper *s);
+
+/* The chat families this library renders. */
+typedef enum td_chat_family { TD_CHAT_NONE = 0, TD_CHAT_QWEN3 = 1, TD_CHAT_QWEN35 = 2 } td_chat_family;
+
+/* Recognises a template text (NULL: none): the family, or TD_CHAT_NONE. */
+td_chat_family td_chat_family_of(const char *chat_template);
+
+/* Renders OpenAI messages JSON (len bytes) in a family, without a model (tests use it on the reference
+ * conversations). */
+td_status td_chat_render_family_json(td_chat_family family, const char *messages_json, size_t len,
+                                     const td_chat_params *params, char **text);
+
+#endif

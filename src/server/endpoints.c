@@ -1,0 +1,203 @@
+/* The endpoints that need no generation: /health, /v1/models, /tokenize, /detokenize, /v1/decide. */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/server_internal.h"
+#include "util/alloc.h"
+#include "util/utf8.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+char *td_server_utf8_clean(const char *s, size_t len, size_t *out_len) {
+    char *o = td_malloc(3 * len + 1), *w = o;
+    if (!o) return NULL;
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        if (td_utf8_next((const unsigned char *)s, len, &j) < 0) {
+            memcpy(w, "\xef\xbf\xbd", 3), w += 3;
+            i++;
+        } else {
+            memcpy(w, s + i, j - i), w += j - i;
+            i = j;
+        }
+    }
+    *w = 0;
+    if (out_len) *out_len = (size_t)(w - o);
+    return o;
+}
+
+void td_ep_health(td_server *s, td_reply *out) {
+    json_t *o = json_object();
+    pthread_mutex_lock(&s->mu);
+    int32_t busy = s->busy;
+    pthread_mutex_unlock(&s->mu);
+    json_object_set_new(o, "status", json_string("ok"));
+    json_object_set_new(o, "requests_admitted", json_integer(busy));
+    json_object_set_new(o, "generating", json_integer(td_server_gen_active(s)));
+    td_reply_json(out, o);
+}
+
+void td_ep_models(td_server *s, td_reply *out) {
+    json_t *o = json_object(), *data = json_array(), *m = json_object();
+    json_object_set_new(m, "id", json_string(s->model_name));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(s->created));
+    json_object_set_new(m, "owned_by", json_string("typedecide"));
+    json_object_set_new(m, "max_model_len", json_integer(s->n_ctx));
+    json_object_set_new(m, "architecture", json_string(td_model_arch(s->model)));
+    json_object_set_new(m, "can_generate", json_boolean(td_model_can_generate(s->model)));
+    json_array_append_new(data, m);
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", data);
+    td_reply_json(out, o);
+}
+
+static json_t *ids_json(const int32_t *ids, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+void td_ep_tokenize(td_server *s, const td_req *r, td_reply *out) {
+    const td_tokenizer *tok = td_model_tokenizer(s->model);
+    char *rendered = NULL;
+    const char *text = r->prompt;
+    size_t len = r->prompt_len;
+    if (r->msgs) {
+        size_t rl = 0;
+        if (td_server_render_chat(s, r, r->add_generation_prompt, &rendered, &rl, out) != 0) return;
+        text = rendered, len = rl;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    td_status st = td_tokenize(tok, text, len, TD_TOKENIZE_PARSE_SPECIAL, &ids, &n);
+    if (st != TD_OK) {
+        td_reply_fail(out, st == TD_ERR_NOMEM ? 500 : 400, "invalid_request_error", r->msgs ? "messages" : "prompt",
+                      NULL, "%s", td_last_error());
+        td_free(rendered);
+        return;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "count", json_integer((json_int_t)n));
+    json_object_set_new(o, "max_model_len", json_integer(s->n_ctx));
+    json_object_set_new(o, "tokens", ids_json(ids, n));
+    json_object_set_new(o, "prompt", json_stringn(text, len));
+    td_free(ids);
+    td_free(rendered);
+    td_reply_json(out, o);
+}
+
+void td_ep_detokenize(td_server *s, const td_req *r, td_reply *out) {
+    char *text = NULL;
+    size_t len = 0, cl = 0;
+    td_status st = td_detokenize(td_model_tokenizer(s->model), r->ids, (size_t)r->n_ids, &text, &len);
+    if (st != TD_OK) {
+        td_reply_fail(out, st == TD_ERR_NOMEM ? 500 : 400, "invalid_request_error", "tokens", NULL, "%s", td_last_error());
+        return;
+    }
+    char *clean = td_server_utf8_clean(text, len, &cl); /* ids may end inside a character: U+FFFD, as vLLM */
+    td_free(text);
+    if (!clean) {
+        td_reply_fail(out, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "prompt", json_stringn(clean, cl));
+    td_free(clean);
+    td_reply_json(out, o);
+}
+
+/* Appends n bytes to a growable buffer; -1 when out of memory. */
+static int put(char **b, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 1024;
+        while (c < *len + n + 1) c *= 2;
+        char *nb = td_realloc(*b, c);
+        if (!nb) return -1;
+        *b = nb, *cap = c;
+    }
+    memcpy(*b + *len, s, n);
+    *len += n;
+    (*b)[*len] = 0;
+    return 0;
+}
+
+/* /v1/decide: the criteria grouped by evidence exactly as `typedecide decide` groups them, one td_decide per group,
+ * and each decision written by td_decision_json: the body holds the CLI's lines verbatim. One decider serves every
+ * request (one at a time); it keeps the last evidence prefilled. */
+void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
+    if (!td_server_admit(s, out)) return;
+    int32_t n = td_rows_count(r->criteria), n_groups = 0;
+    size_t cnt = (size_t)n;
+    td_decision *dec = td_calloc(cnt, sizeof *dec), *gdec = td_calloc(cnt, sizeof *gdec);
+    td_criterion *cs = td_calloc(cnt, sizeof *cs);
+    const char **texts = td_calloc(cnt, sizeof *texts);
+    size_t *lens = td_calloc(cnt, sizeof *lens);
+    int32_t *group = td_calloc(cnt, sizeof *group), *members = td_calloc(cnt, sizeof *members);
+    char *body = NULL;
+    size_t blen = 0, bcap = 0;
+    td_status st = dec && gdec && cs && texts && lens && group && members ? TD_OK : TD_ERR_NOMEM;
+    for (int32_t i = 0; i < n && st == TD_OK; i++) {
+        const td_row *row = td_rows_get(r->criteria, i);
+        texts[i] = row->evidence ? row->evidence : r->evidence;
+        lens[i] = row->evidence ? row->evidence_len : r->evidence_len;
+    }
+    if (st == TD_OK) st = td_evidence_groups(texts, lens, n, group, members, &n_groups);
+    pthread_mutex_lock(&s->decide_mu);
+    double t0 = now_ms();
+    td_decide_stats s0 = td_decider_stats(s->decider);
+    for (int32_t at = 0, g = 0; at < n && st == TD_OK; g++) {
+        const int32_t *rows = members + at;
+        int32_t k = 0;
+        while (at < n && group[members[at]] == g) cs[k++] = td_rows_get(r->criteria, members[at++])->criterion;
+        st = td_decide(s->decider, texts[rows[0]], lens[rows[0]], cs, k, gdec);
+        for (int32_t t = 0; t < k && st == TD_OK; t++) dec[rows[t]] = gdec[t];
+    }
+    td_decide_stats s1 = td_decider_stats(s->decider);
+    double ms = now_ms() - t0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", st == TD_OK ? "" : td_last_error());
+    const char *letters = td_decider_letters(s->decider);
+    pthread_mutex_unlock(&s->decide_mu);
+    td_server_release(s);
+    if (st == TD_OK) {
+        char head[512];
+        json_t *name = json_string(s->model_name);
+        char *qname = json_dumps(name, JSON_ENCODE_ANY);
+        json_decref(name);
+        snprintf(head, sizeof head, "{\"object\":\"decision\",\"model\":%s,\"decisions\":[", qname ? qname : "null");
+        free(qname);
+        if (put(&body, &blen, &bcap, head, strlen(head))) st = TD_ERR_NOMEM;
+        unsigned flags = r->show_logits ? TD_DECISION_LOGITS : 0u;
+        for (int32_t i = 0; i < n && st == TD_OK; i++) {
+            char *line = NULL;
+            st = td_decision_json(&td_rows_get(r->criteria, i)->criterion, &dec[i], letters, flags, &line);
+            if (st == TD_OK && ((i && put(&body, &blen, &bcap, ",", 1)) || put(&body, &blen, &bcap, line, strlen(line))))
+                st = TD_ERR_NOMEM;
+            td_free(line);
+        }
+        long long prefill = (long long)(s1.head_tokens - s0.head_tokens);
+        snprintf(head, sizeof head, "],\"prefill_tokens\":%lld,\"prefix_cached\":%s,\"evidence_groups\":%d,\"ms\":%.3f}",
+                 prefill, s1.head_cached > s0.head_cached && prefill == 0 ? "true" : "false", n_groups, ms);
+        if (st == TD_OK && put(&body, &blen, &bcap, head, strlen(head))) st = TD_ERR_NOMEM;
+        if (st == TD_OK) {
+            out->status = 200;
+            out->body = body, out->len = blen;
+            body = NULL;
+        } else td_reply_fail(out, 500, "server_error", NULL, NULL, "out of memory while writing the reply");
+    } else if (st == TD_ERR_NOMEM) {
+        td_reply_fail(out, 500, "server_error", NULL, NULL, "out of memory: %s", msg);
+    } else { /* the request's fault: evidence too long for the context, a bad criterion, text that is not UTF-8 */
+        const char *param = st == TD_ERR_RANGE ? "evidence" : "criteria";
+        td_reply_fail(out, st == TD_ERR_NONFINITE ? 500 : 400, st == TD_ERR_NONFINITE ? "server_error" : "invalid_request_error",
+                      param, st == TD_ERR_RANGE ? "context_length_exceeded" : NULL, "%s", msg);
+    }
+    td_free(body);
+    td_free(dec), td_free(gdec), td_free(cs), td_free(texts), td_free(lens), td_free(group), td_free(members);
+}
