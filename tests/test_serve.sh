@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # typedecide serve end to end, on loopback ports the server picks itself (--port 0):
-#  - tests/serve/check_api.py: every endpoint (health without the key, models, the page, tokenize against
+#  - tests/serve/check_api.mjs: every endpoint (health without the key, models, the page, tokenize against
 #    `typedecide tokenize`, detokenize, /v1/decide against `typedecide decide` bit for bit and its evidence cache),
 #    and every hostile case with its status, param and message: missing/wrong API key, unknown path and method,
 #    truncated/invalid/non-object JSON, invalid UTF-8, wrong types, negative or too large max_tokens, unknown model,
@@ -8,15 +8,16 @@
 #    (cut at the deadline), a client stalled in its headers (closed at the idle timeout);
 #  - tests/node/openai_client.mjs: the official openai npm client (models, chat, stream, completions with logprobs and
 #    echo, error types);
-#  - tests/serve/check_gen.py (demo-qwen3, and demo-qwen35 outside ASan): greedy = `typedecide generate` token for
+#  - tests/serve/check_gen.mjs (demo-qwen3, and demo-qwen35 outside ASan): greedy = `typedecide generate` token for
 #    token, streamed = plain text, concurrent replies = single ones, echo logprobs = log-softmax of `typedecide
 #    logits` (1e-5), enable_thinking false, prompts past the context, a client leaving mid-stream frees its slot;
 #  - tests/node/page_test.mjs: headless Chromium loads the page, fills its editors with the example evidence and
 #    criteria, and the rendered answers and bars equal `typedecide decide`; the chat tab streams a reply
 #    (bench/results/serve-page.png is a screenshot it took);
-#  - tests/serve/check_queue.py: the bounded queue (503 + Retry-After) on a server with --parallel 1 --queue 0;
+#  - tests/serve/check_queue.mjs: the bounded queue (503 + Retry-After) on a server with --parallel 1 --queue 0;
 #  - bench serve runs (one stream, then concurrent streams whose replies equal the single ones);
 #  - the server stops cleanly on SIGTERM (exit 0, and under ASan no leak report).
+# The checks are Node (no Python on the test machine): tests/serve/*.mjs use Node's built-ins only.
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${TD_BIN:-$ROOT/build/typedecide}
@@ -56,7 +57,7 @@ stop_server() {
 
 KEY=sekrit-$$
 if start_server "$tmp/a.log" --api-key "$KEY" --timeout 3; then
-    SERVE_TIMEOUT=3 python3 "$ROOT/tests/serve/check_api.py" "$url" "$KEY" "$BIN" "$MODEL" "$tmp" || fail "check_api"
+    SERVE_TIMEOUT=3 node "$ROOT/tests/serve/check_api.mjs" "$url" "$KEY" "$BIN" "$MODEL" "$tmp" || fail "check_api"
     # a real client: the official openai npm package (pinned in tests/node/package-lock.json)
     if [ -d "$ROOT/tests/node/node_modules/openai" ]; then
         node "$ROOT/tests/node/openai_client.mjs" "$url" "$KEY" "$(basename "$MODEL")" || fail "openai client"
@@ -84,17 +85,19 @@ models=("$MODEL")
 [ -n "${TD_SANITIZED:-}" ] || models+=("$ROOT/models/demo-qwen35")
 for m in "${models[@]}"; do
     if MODEL=$m start_server "$tmp/g.log" --quiet --parallel 4; then
-        python3 "$ROOT/tests/serve/check_gen.py" "$url" "$BIN" "$m" "$tmp" || fail "check_gen on $(basename "$m")"
+        node "$ROOT/tests/serve/check_gen.mjs" "$url" "$BIN" "$m" "$tmp" || fail "check_gen on $(basename "$m")"
         stop_server "$tmp/g.log"
     fi
 done
 if start_server "$tmp/b.log" --parallel 1 --queue 0 --quiet; then
-    python3 "$ROOT/tests/serve/check_queue.py" "$url" || fail "check_queue"
+    node "$ROOT/tests/serve/check_queue.mjs" "$url" || fail "check_queue"
     stop_server "$tmp/b.log"
 fi
 # bench serve: one stream vs concurrent streams in one run, every concurrent reply equal to its single one
 out=$("$BIN" bench serve --model "$MODEL" --clients 3 --tokens 6 --threads 1 2>"$tmp/bench.err") || fail "bench serve: $(tail -3 "$tmp/bench.err")"
-printf '%s' "$out" | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["replies_mismatched"] == 0 and j["concurrent"]["tokens"] == 18 and j["single"]["tokens"] == 18, j' ||
+printf '%s' "$out" | node -e 'const j = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    if (!(j.replies_mismatched === 0 && j.concurrent.tokens === 18 && j.single.tokens === 18)) {
+        console.error("AssertionError:", JSON.stringify(j)); process.exit(1); }' ||
     fail "bench serve: $out"
 [ "$fails" -eq 0 ] && echo "test_serve: all checks passed"
 exit $((fails > 0))
