@@ -330,7 +330,7 @@ int32_t td_server_gen_active(td_server *s) {
 
 /* Hands a job to the engine and waits until it is submitted (or refused): *out gets the refusal. Returns 0 when
  * running. The HTTP side keeps its reference. */
-static int job_start(td_server *s, job *j, td_reply *out) {
+static int job_submit(td_server *s, job *j, td_reply *out) {
     td_server_gen *G = s->gen;
     pthread_mutex_lock(&G->mu);
     if (G->stop) { /* stopping: the engine takes nothing more */
@@ -355,6 +355,20 @@ static int job_start(td_server *s, job *j, td_reply *out) {
     }
     pthread_mutex_unlock(&G->mu);
     return refused ? -1 : 0;
+}
+
+/* Admits the request (td_server_admit), then submits its job. Returns 0 when running; otherwise *out holds the
+ * refusal, the job is freed and the admission released. */
+static int job_start(td_server *s, job *j, td_reply *out) {
+    if (!td_server_admit(s, out)) {
+        job_free(j);
+        return -1;
+    }
+    if (job_submit(s, j, out)) {
+        td_server_release(s);
+        return -1;
+    }
+    return 0;
 }
 
 /* The HTTP side lets go; a job not done yet is cancelled (the client went away). */
@@ -794,14 +808,7 @@ void td_ep_chat(td_server *s, td_req *r, td_reply *out) {
     if (!j) return;
     const char *family = td_model_chat_family(s->model, NULL);
     int thinking_open = family && strcmp(family, "qwen3.5") == 0 && r->enable_thinking != 0;
-    if (!td_server_admit(s, out)) {
-        job_free(j);
-        return;
-    }
-    if (job_start(s, j, out)) {
-        td_server_release(s);
-        return;
-    }
+    if (job_start(s, j, out)) return;
     if (r->stream) {
         start_stream(s, j, 1, thinking_open, r->include_usage, out);
         return;
@@ -907,14 +914,7 @@ void td_ep_completion(td_server *s, td_req *r, td_reply *out) {
         j->req.prompt_logprobs = r->logprobs;
         j->req.cache = 0; /* every prompt position's logits are needed: nothing reused, nothing worth keeping */
     }
-    if (!td_server_admit(s, out)) {
-        job_free(j);
-        return;
-    }
-    if (job_start(s, j, out)) {
-        td_server_release(s);
-        return;
-    }
+    if (job_start(s, j, out)) return;
     if (r->stream) {
         start_stream(s, j, 0, 0, r->include_usage, out);
         if (r->echo && out->stream.cls) { /* the prompt's text goes first */
