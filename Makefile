@@ -1,11 +1,12 @@
-# Thin wrapper around CMake. `make` builds the release tool; `make check` builds release and ASan+UBSan builds and
-# runs every test in both; `make demo` runs the main job (decide, as a table, with the trained demo model).
+# Thin wrapper around CMake. `make` builds the release tool; `make check` builds release and ASan+UBSan builds, runs
+# every test in both, the fuzzers, and compiles the CUDA backend (`make cuda`); `make demo` runs the main job.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+CUDA_BUILD ?= build-cuda
 JOBS ?= $(shell nproc)
 
-.PHONY: all build asan fuzz check test demo clean
+.PHONY: all build asan fuzz cuda check test demo clean
 
 all: build
 
@@ -24,6 +25,13 @@ fuzz:
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The CUDA backend (-DTD_CUDA=ON, sm_90) compiled with this machine's nvcc, every .cu and the device tests; on a machine
+# without a GPU its tests skip (bench/cuda_device.sh runs them on the H200).
+cuda:
+	cmake -S . -B $(CUDA_BUILD) -DCMAKE_BUILD_TYPE=Release -DTD_CUDA=ON >/dev/null
+	cmake --build $(CUDA_BUILD) -j $(JOBS)
+	cd $(CUDA_BUILD) && ctest --output-on-failure -R cuda
+
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
@@ -31,10 +39,11 @@ check: build asan
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd $(ASAN_BUILD) && TD_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
 	$(MAKE) fuzz
+	$(MAKE) cuda
 
 demo: build
 	./$(BUILD)/typedecide decide --table --quiet --model models/demo-qwen3 --evidence models/demo/ticket.txt \
 		--criteria models/demo/criteria.jsonl
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(CUDA_BUILD)

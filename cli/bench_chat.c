@@ -56,7 +56,7 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int bench_chat(const char *model_dir, long long threads, long long repeat, const char *history_s, const char *turn_s,
-               int32_t kv_f16) {
+               int32_t kv_f16, const bench_device *dv) {
     long long hist[MAX_H], turn = 30;
     int nh = 0;
     const char *h = history_s ? history_s : "200,1000,3000";
@@ -87,8 +87,10 @@ int bench_chat(const char *model_dir, long long threads, long long repeat, const
     gp.max_running = 1;
     gp.n_threads = (int32_t)threads;
     gp.kv_f16 = kv_f16;
+    gp.device = dv->device;
+    gp.device_bf16 = dv->bf16;
     td_gen *g = NULL, *g2 = NULL;
-    int32_t *ids = malloc((size_t)(hmax + turn) * sizeof *ids);
+    int32_t *ids = malloc((size_t)(hmax + turn > 64 ? hmax + turn : 64) * sizeof *ids); /* 64: the warm-up turn */
     double ttft[MAX_H], pre[MAX_H] = {0}, hist_ms[MAX_H];
     int32_t reused[MAX_H] = {0};
     double *reps = malloc((size_t)repeat * sizeof *reps);
@@ -141,10 +143,12 @@ int bench_chat(const char *model_dir, long long threads, long long repeat, const
             fclose(f);
         }
         printf("{\"bench\": \"chat\", \"model\": \"%s\", \"arch\": \"%s\", \"hybrid\": %s, \"kernels\": \"%s\", "
-               "\"kv\": \"%s\", \"params\": %lld, \"threads\": %lld, \"turn\": %lld, \"repeat\": %lld, \"load_s\": %.4f, "
+               "\"kv\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"params\": %lld, \"threads\": %lld, "
+               "\"turn\": %lld, \"repeat\": %lld, \"load_s\": %.4f, "
                "\"history\": [",
                model_dir, td_model_arch(m), td_model_is_hybrid(m) ? "true" : "false", td_cpu_kernels(),
-               kv_f16 ? "f16" : "f32", (long long)td_model_n_params(m), threads, turn, repeat, load_s);
+               kv_f16 ? "f16" : "f32", dv->desc, dv->bf16 ? "bf16" : "fp32", (long long)td_model_n_params(m), threads,
+               turn, repeat, load_s);
         for (int i = 0; i < nh; i++) printf("%s%lld", i ? ", " : "", hist[i]);
         printf("], \"ttft_ms\": [");
         for (int i = 0; i < nh; i++) printf("%s%.3f", i ? ", " : "", ttft[i]);

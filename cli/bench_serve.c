@@ -39,9 +39,12 @@ static const char usage_text[] =
     "  --duration S     add the load phase, S seconds\n"
     "  --memory MB      the server's context budget (default 1024)\n"
     "  --threads T      worker threads (default: all cores)\n"
+    "  --device cpu|cuda  where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
+    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
     "  --url URL        measure another server instead (http://IPV4:PORT with OpenAI's /v1/completions, e.g.\n"
     "                   llama-server --parallel N): the same clients and prompts; replies compared by their text\n"
-    "  --name NAME      the \"model\" of the requests (default \"bench\")\n";
+    "  --name NAME      the \"model\" of the requests (default \"bench\")\n"
+    "\"device\" (\"cpu\" or the GPU: its name and memory) and \"precision\" (fp32 or bf16) say where the server ran.\n";
 
 typedef struct bench {
     const char *host;      /* IPv4 address of the server */
@@ -199,12 +202,14 @@ static void *rss_sampler(void *arg) {
 
 int bench_serve(int argc, char **argv) {
     const char *model_dir = NULL, *clients_s = "8", *tokens_s = "64", *rounds_s = "1", *par_s = NULL, *dur_s = NULL,
-               *mem_s = NULL, *threads_s = NULL, *url = NULL, *name = "bench";
+               *mem_s = NULL, *threads_s = NULL, *url = NULL, *name = "bench",
+               *device_s = NULL, *precision_s = NULL;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},  {"clients", 1, &clients_s, NULL},
                             {"url", 1, &url, NULL},          {"name", 1, &name, NULL},
                             {"tokens", 1, &tokens_s, NULL},  {"rounds", 1, &rounds_s, NULL},
                             {"parallel", 1, &par_s, NULL},   {"duration", 1, &dur_s, NULL},
                             {"memory", 1, &mem_s, NULL},     {"threads", 1, &threads_s, NULL},
+                            {"device", 1, &device_s, NULL},  {"precision", 1, &precision_s, NULL},
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "bench serve", NULL, 0, NULL);
     if (r == 1) {
@@ -226,6 +231,12 @@ int bench_serve(int argc, char **argv) {
     if (dur_s && cli_int(dur_s, 1, 86400, &duration)) return cli_usage_error("bench", "--duration must be in 1..86400 s");
     if (mem_s && cli_int(mem_s, 1, 1 << 24, &memory)) return cli_usage_error("bench", "--memory must be in 1..16777216 MB");
     if (threads_s && cli_int(threads_s, 1, 1024, &threads)) return cli_usage_error("bench", "--threads must be in 1..1024");
+    if (url && (device_s || precision_s))
+        return cli_usage_error("bench", "--device and --precision apply to the built-in server, not --url");
+    int32_t device = TD_DEVICE_CPU, device_bf16 = 0;
+    char device_desc[256];
+    if ((r = cli_device("bench", device_s, precision_s, &device, &device_bf16, device_desc, sizeof device_desc)) != 0)
+        return r;
     signal(SIGPIPE, SIG_IGN);
 
     td_model *m = NULL;
@@ -237,6 +248,8 @@ int bench_serve(int argc, char **argv) {
     p.queue_max = (int32_t)(clients > parallel ? clients - parallel : 0) + 4;
     p.max_tokens = (int32_t)tokens;
     p.n_threads = (int32_t)threads;
+    p.device = device;
+    p.device_bf16 = device_bf16;
     p.memory_mb = memory;
     p.max_connections = (int32_t)clients + 8;
     p.timeout_s = 600;
@@ -293,12 +306,14 @@ int bench_serve(int argc, char **argv) {
     }
     if (rc == 0) {
         double single_tps = (double)t_ref / single_s, conc_tps = (double)conc_tokens / conc_s;
-        printf("{\"bench\": \"serve\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", \"params\": %lld, "
+        printf("{\"bench\": \"serve\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", \"device\": \"%s\", "
+               "\"precision\": \"%s\", \"params\": %lld, "
                "\"threads\": %lld, \"clients\": %lld, \"parallel\": %lld, \"tokens_per_reply\": %lld, "
                "\"single\": {\"requests\": %lld, \"tokens\": %lld, \"seconds\": %.3f, \"tokens_per_s\": %.2f}, "
                "\"concurrent\": {\"requests\": %lld, \"tokens\": %lld, \"seconds\": %.3f, \"tokens_per_s\": %.2f, "
                "\"errors\": %lld}, \"speedup\": %.2f, \"replies_mismatched\": %lld",
-               url ? url : model_dir, m ? td_model_arch(m) : "", url ? "" : td_cpu_kernels(),
+               url ? url : model_dir, m ? td_model_arch(m) : "", url ? "" : td_cpu_kernels(), url ? "" : device_desc,
+               url ? "" : device_bf16 ? "bf16" : "fp32",
                m ? (long long)td_model_n_params(m) : 0LL, threads, clients, parallel,
                tokens, clients, t_ref, single_s, single_tps, conc_replies, conc_tokens, conc_s, conc_tps, conc_errors,
                conc_tps / single_tps, conc_mismatched);

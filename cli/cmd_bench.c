@@ -15,6 +15,7 @@ static const char usage_text[] =
     "                               [--serial|--batch] [--threads T] [--repeat R] [--kv f32|f16]\n"
     "       typedecide bench chat --model M [--history 200,1000,3000] [--turn 30] [--threads T] [--repeat R]\n"
     "       typedecide bench serve --model M [--clients 8] [--tokens 64] [--duration S] (see bench serve --help)\n"
+    "       (every mode also takes [--device cpu|cuda] [--precision fp32|bf16])\n"
     "\n"
     "Prints one JSON object: load time (config, mapped weights, tokenizer), and the median / min / max\n"
     "tokens per second over R repeats.\n"
@@ -36,8 +37,11 @@ static const char usage_text[] =
     "  --threads T    worker threads (default: all cores)\n"
     "  --repeat R     measurements (default 3; one warm-up run is not counted)\n"
     "  --kv f32|f16   KV cache precision (default f32)\n"
+    "  --device cpu|cuda  where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
+    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
     "The kernels in use (TD_KERNELS=scalar|avx2|avx512vnni|avx512bf16 forces a set) are named in the output,\n"
-    "with the thread pool's jobs per token (decode) or per pass (prefill).\n";
+    "with the thread pool's jobs per token (decode) or per pass (prefill); \"device\" is \"cpu\" or the GPU (its\n"
+    "name and memory) and \"precision\" fp32 or bf16.\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -46,7 +50,8 @@ static int cmp_double(const void *a, const void *b) {
 
 /* One measurement; returns tokens per second or a negative value on error (message printed), and in *jobs the
  * thread pool's jobs during the measured part (td_ctx_pool_jobs). */
-static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads, int32_t kv_f16, int64_t *jobs) {
+static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads, int32_t kv_f16,
+                       const bench_device *dv, int64_t *jobs) {
     int prefill = strcmp(mode, "prefill") == 0;
     int32_t prompt = prefill ? n : 16, V = td_model_n_vocab(m);
     td_ctx_params cp = td_ctx_default_params();
@@ -54,6 +59,8 @@ static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads
     cp.n_batch = prompt;
     cp.n_threads = threads;
     cp.kv_f16 = kv_f16;
+    cp.device = dv->device;
+    cp.device_bf16 = dv->bf16;
     td_ctx *ctx = NULL;
     td_batch *b = NULL;
     td_status st;
@@ -113,7 +120,8 @@ static double decide_once(td_decider *d, const int32_t *head, int32_t P, const i
 }
 
 static int bench_decide(const char *model_dir, long long threads, long long repeat, const char *prefix_s,
-                        const char *crit_s, const char *suffix_s, const char *opts_s, int serial, int32_t kv_f16) {
+                        const char *crit_s, const char *suffix_s, const char *opts_s, int serial, int32_t kv_f16,
+                        const bench_device *dv) {
     long long P = 256, C = 144, S = 45, K = 4;
     if ((prefix_s && cli_int(prefix_s, 0, 1 << 20, &P)) || (crit_s && cli_int(crit_s, 1, 1 << 20, &C)) ||
         (suffix_s && cli_int(suffix_s, 1, 1 << 16, &S)) || (opts_s && cli_int(opts_s, 1, TD_DECIDE_MAX_OPTIONS, &K)))
@@ -127,6 +135,8 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
     p.mode = serial ? TD_DECIDE_SERIAL : TD_DECIDE_BATCH;
     p.n_threads = (int32_t)threads;
     p.kv_f16 = kv_f16;
+    p.device = dv->device;
+    p.device_bf16 = dv->bf16;
     td_decider *d = NULL;
     if ((st = td_decider_new(m, &p, &d)) != TD_OK) {
         td_model_free(m);
@@ -162,13 +172,14 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
         double med = secs[repeat / 2];
         td_decide_stats ds = td_decider_stats(d);
         printf("{\"bench\": \"decide\", \"mode\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", "
-               "\"kv\": \"%s\", \"prefix\": %lld, "
+               "\"kv\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"prefix\": %lld, "
                "\"criteria\": %lld, \"suffix\": %lld, \"options\": %lld, \"threads\": %lld, \"repeat\": %lld, "
                "\"load_s\": %.4f, \"criteria_per_s\": %.3f, \"ms_per_criterion\": %.3f, \"ms_per_criterion_min\": %.3f, "
                "\"ms_per_criterion_max\": %.3f, \"prefix_ms\": %.3f, \"suffix_ms_per_criterion\": %.3f, "
                "\"suffix_ms_per_criterion_min\": %.3f, \"suffix_ms_per_criterion_max\": %.3f, "
                "\"forwards_per_run\": %lld, \"head_macs_per_criterion\": %lld}\n",
-               serial ? "serial" : "batch", model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32", P, C,
+               serial ? "serial" : "batch", model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32",
+               dv->desc, dv->bf16 ? "bf16" : "fp32", P, C,
                S, K, threads, repeat, load_s,
                (double)C / med, 1e3 * med / (double)C, 1e3 * secs[0] / (double)C, 1e3 * secs[repeat - 1] / (double)C,
                head_ms[repeat / 2], crit_ms[repeat / 2], crit_ms[0], crit_ms[repeat - 1],
@@ -183,7 +194,8 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
 int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return bench_serve(argc - 1, argv + 1); /* options of its own */
     const char *model_dir = NULL, *tokens_s = NULL, *threads_s = NULL, *repeat_s = "3", *prefix_s = NULL,
-               *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL, *kv_s = NULL, *hist_s = NULL, *turn_s = NULL;
+               *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL, *kv_s = NULL, *hist_s = NULL, *turn_s = NULL,
+               *device_s = NULL, *precision_s = NULL;
     int serial = 0, batch = 0;
     int32_t kv_f16 = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"tokens", 1, &tokens_s, NULL},
@@ -192,7 +204,8 @@ int cmd_bench(int argc, char **argv) {
                             {"suffix", 1, &suffix_s, NULL},   {"options", 1, &opts_s, NULL},
                             {"serial", 0, NULL, &serial},     {"batch", 0, NULL, &batch},
                             {"kv", 1, &kv_s, NULL},           {"history", 1, &hist_s, NULL},
-                            {"turn", 1, &turn_s, NULL},       {NULL, 0, NULL, NULL}};
+                            {"turn", 1, &turn_s, NULL},       {"device", 1, &device_s, NULL},
+                            {"precision", 1, &precision_s, NULL}, {NULL, 0, NULL, NULL}};
     const char *pos[1];
     int np = 0;
     int r = cli_parse(argc, argv, opts, "bench", pos, 1, &np);
@@ -212,9 +225,11 @@ int cmd_bench(int argc, char **argv) {
     if (cli_int(repeat_s, 1, 1000, &repeat)) return cli_usage_error("bench", "--repeat must be in 1..1000");
     if (serial && batch) return cli_usage_error("bench", "choose one of --serial and --batch");
     if (cli_kv("bench", kv_s, &kv_f16)) return 2;
-    if (strcmp(mode, "chat") == 0) return bench_chat(model_dir, threads, repeat, hist_s, turn_s, kv_f16);
+    bench_device dv;
+    if ((r = cli_device("bench", device_s, precision_s, &dv.device, &dv.bf16, dv.desc, sizeof dv.desc)) != 0) return r;
+    if (strcmp(mode, "chat") == 0) return bench_chat(model_dir, threads, repeat, hist_s, turn_s, kv_f16, &dv);
     if (strcmp(mode, "decide") == 0)
-        return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, serial, kv_f16);
+        return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, serial, kv_f16, &dv);
 
     double t0 = cli_now();
     td_model *m;
@@ -228,9 +243,10 @@ int cmd_bench(int argc, char **argv) {
     }
     int rc = 0;
     int64_t jobs = 0;
-    if (run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16, &jobs) < 0) rc = 1; /* warm-up: page in the weights */
+    /* warm-up: page in the weights */
+    if (run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16, &dv, &jobs) < 0) rc = 1;
     for (long long i = 0; i < repeat && rc == 0; i++) {
-        rates[i] = run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16, &jobs);
+        rates[i] = run_once(m, mode, (int32_t)n, (int32_t)threads, kv_f16, &dv, &jobs);
         if (rates[i] < 0) rc = 1;
     }
     if (rc == 0) {
@@ -238,12 +254,12 @@ int cmd_bench(int argc, char **argv) {
         struct utsname u;
         uname(&u);
         printf("{\"bench\": \"%s\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", \"kv\": \"%s\", "
-               "\"params\": %lld, \"tokens\": %lld, "
+               "\"device\": \"%s\", \"precision\": \"%s\", \"params\": %lld, \"tokens\": %lld, "
                "\"threads\": %lld, \"repeat\": %lld, \"load_s\": %.4f, \"tokens_per_s\": %.3f, "
                "\"tokens_per_s_min\": %.3f, \"tokens_per_s_max\": %.3f, \"%s\": %.2f, \"machine\": \"%s %s\"}\n",
-               mode, model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32",
-               (long long)td_model_n_params(m), n, threads, repeat, load_s, rates[repeat / 2], rates[0],
-               rates[repeat - 1], strcmp(mode, "prefill") == 0 ? "pool_jobs_per_pass" : "pool_jobs_per_token",
+               mode, model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32", dv.desc,
+               dv.bf16 ? "bf16" : "fp32", (long long)td_model_n_params(m), n, threads, repeat, load_s, rates[repeat / 2],
+               rates[0], rates[repeat - 1], strcmp(mode, "prefill") == 0 ? "pool_jobs_per_pass" : "pool_jobs_per_token",
                strcmp(mode, "prefill") == 0 ? (double)jobs : (double)jobs / (double)n, u.machine, u.release);
     }
     free(rates);

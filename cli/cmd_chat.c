@@ -33,6 +33,8 @@ static const char usage_text[] =
     "  --ctx N           KV rows for the conversation (default 8192)\n"
     "  --threads N       worker threads (default: all cores)\n"
     "  --kv f32|f16      KV cache precision (default f32; f16 halves its memory)\n"
+    "  --device cpu|cuda where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
+    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
     "  --quiet           no statistics\n"
     "  --verbose         print the effective sampler and each turn's finish reason to stderr\n"
     "\n";
@@ -72,7 +74,7 @@ static void clear(history *h, int keep_system) {
 
 int cmd_chat(int argc, char **argv) {
     const char *model_dir = NULL, *system = NULL, *n_s = "1024", *ctx_s = "8192", *threads_s = NULL, *adapter = NULL,
-               *kv_s = NULL;
+               *kv_s = NULL, *device_s = NULL, *precision_s = NULL;
     int no_think = 0, quiet = 0, verbose = 0;
     cli_sampling sm = {0};
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL}, {"system", 1, &system, NULL},
@@ -80,6 +82,7 @@ int cmd_chat(int argc, char **argv) {
                             {"ctx", 1, &ctx_s, NULL},       {"threads", 1, &threads_s, NULL},
                             {"adapter", 1, &adapter, NULL}, {"quiet", 0, NULL, &quiet},
                             {"verbose", 0, NULL, &verbose}, {"kv", 1, &kv_s, NULL},
+                            {"device", 1, &device_s, NULL}, {"precision", 1, &precision_s, NULL},
                             CLI_SAMPLING_OPTS(sm),
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "chat", NULL, 0, NULL);
@@ -97,6 +100,8 @@ int cmd_chat(int argc, char **argv) {
         return cli_usage_error("chat", "--threads must be an integer in 1..1024");
     int32_t kv_f16 = 0;
     if (cli_kv("chat", kv_s, &kv_f16)) return 2;
+    int32_t device = TD_DEVICE_CPU, device_bf16 = 0;
+    if ((r = cli_device("chat", device_s, precision_s, &device, &device_bf16, NULL, 0)) != 0) return r;
     int tty = isatty(0);
     int think = !no_think, rc = 0;
     td_model *m = NULL;
@@ -138,6 +143,8 @@ int cmd_chat(int argc, char **argv) {
     gp.max_running = 1;
     gp.n_threads = (int32_t)threads;
     gp.kv_f16 = kv_f16;
+    gp.device = device;
+    gp.device_bf16 = device_bf16;
     if ((st = td_gen_new(m, &gp, &g)) != TD_OK) {
         rc = cli_fail("chat", st);
         goto done;

@@ -35,6 +35,8 @@ static const char usage_text[] =
     "  --batch-size N       at most N criteria per forward pass (default: as many as --memory allows)\n"
     "  --memory MB          memory budget for the context (default 1024)\n"
     "  --kv f32|f16         KV cache precision (default f32; f16 halves its memory, results differ slightly)\n"
+    "  --device cpu|cuda    where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
+    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
     "  --allowed-mass       also report the share of the full-vocabulary softmax on the option letters\n"
     "  --slot-map FILE      write the letter slot map {version, model, separator, letters, keep, token_to_row}\n"
     "  --show-logits        also print the option letters' raw logits (\"logits\", same order as probs)\n"
@@ -110,7 +112,8 @@ static void print_table(const td_rows *rs, const td_decision *dec, int32_t n, co
 
 int cmd_decide(int argc, char **argv) {
     const char *model_dir = NULL, *crit_path = NULL, *ev_path = NULL, *instr = NULL, *letters = NULL,
-               *slot_path = NULL, *threads_s = NULL, *bs_s = NULL, *mem_s = NULL, *adapter = NULL, *kv_s = NULL;
+               *slot_path = NULL, *threads_s = NULL, *bs_s = NULL, *mem_s = NULL, *adapter = NULL, *kv_s = NULL,
+               *device_s = NULL, *precision_s = NULL;
     int serial = 0, batch = 0, fresh = 0, allowed = 0, quiet = 0, show_logits = 0, table = 0, json = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},     {"criteria", 1, &crit_path, NULL},
                             {"evidence", 1, &ev_path, NULL},     {"instruction", 1, &instr, NULL},
@@ -121,7 +124,8 @@ int cmd_decide(int argc, char **argv) {
                             {"allowed-mass", 0, NULL, &allowed}, {"quiet", 0, NULL, &quiet},
                             {"show-logits", 0, NULL, &show_logits}, {"adapter", 1, &adapter, NULL},
                             {"kv", 1, &kv_s, NULL},              {"table", 0, NULL, &table},
-                            {"json", 0, NULL, &json},            {NULL, 0, NULL, NULL}};
+                            {"json", 0, NULL, &json},            {"device", 1, &device_s, NULL},
+                            {"precision", 1, &precision_s, NULL}, {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "decide", NULL, 0, NULL);
     if (r == 1) {
         printf(usage_text, td_decide_default_instruction());
@@ -153,6 +157,7 @@ int cmd_decide(int argc, char **argv) {
         if (cli_int(mem_s, 1, 1 << 24, &v)) return cli_usage_error("decide", "--memory must be a size in MB in 1..16777216");
         p.memory_mb = v;
     }
+    if ((r = cli_device("decide", device_s, precision_s, &p.device, &p.device_bf16, NULL, 0)) != 0) return r;
 
     td_rows *rs = NULL;
     size_t ev_len = 0, crit_len = 0;

@@ -35,6 +35,8 @@ static const char usage_text[] =
     "  --bins B              ECE bins (default 15)\n"
     "  --skip-bad            report bad fixture rows and evaluate the rest (default: stop at the first)\n"
     "  --letters, --instruction, --threads, --memory, --batch-size, --kv   as for decide\n"
+    "  --device cpu|cuda     where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
+    "  --precision fp32|bf16 with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
     "  --max-tokens N        generation length in --mode generate (default 8)\n"
     "  --quiet               no progress on stderr\n";
 
@@ -93,7 +95,8 @@ int cmd_evaluate(int argc, char **argv) {
     const char *model_dir = NULL, *adapter = NULL, *mode_s = "readout", *shots_s = "0", *shots_file = NULL,
                *debias_s = "none", *seed_s = "1", *out_path = NULL, *pred_path = NULL, *plot_path = NULL,
                *bins_s = "15", *letters = NULL, *instr = NULL, *threads_s = NULL, *mem_s = NULL, *bs_s = NULL,
-               *frac_s = "0.05", *maxtok_s = "8", *kv_s = NULL;
+               *frac_s = "0.05", *maxtok_s = "8", *kv_s = NULL,
+               *device_s = NULL, *precision_s = NULL;
     int skip_bad = 0, quiet = 0;
     const cli_opt opts[] = {
         {"model", 1, &model_dir, NULL},      {"adapter", 1, &adapter, NULL},    {"mode", 1, &mode_s, NULL},
@@ -103,6 +106,7 @@ int cmd_evaluate(int argc, char **argv) {
         {"instruction", 1, &instr, NULL},    {"threads", 1, &threads_s, NULL},  {"memory", 1, &mem_s, NULL},
         {"batch-size", 1, &bs_s, NULL},      {"prior-fraction", 1, &frac_s, NULL}, {"max-tokens", 1, &maxtok_s, NULL},
         {"skip-bad", 0, NULL, &skip_bad},    {"quiet", 0, NULL, &quiet},        {"kv", 1, &kv_s, NULL},
+        {"device", 1, &device_s, NULL},      {"precision", 1, &precision_s, NULL},
         {NULL, 0, NULL, NULL}};
     const char *pos[1];
     int np = 0;
@@ -157,6 +161,7 @@ int cmd_evaluate(int argc, char **argv) {
         if (cli_int(bs_s, 1, 1 << 20, &v)) return cli_usage_error("evaluate", "--batch-size must be in 1..1048576");
         p.max_batch = (int32_t)v;
     }
+    if ((r = cli_device("evaluate", device_s, precision_s, &p.device, &p.device_bf16, NULL, 0)) != 0) return r;
 
     unsigned flags = TD_ROWS_ANSWER | TD_ROWS_EVIDENCE | TD_ROWS_UNIQUE_IDS | (skip_bad ? TD_ROWS_SKIP_BAD : 0);
     td_rows *rows = load_rows(fixture, flags), *pool = NULL;

@@ -29,13 +29,16 @@ static const char usage_text[] =
     "  --ctx N             allow up to N positions (default: the model's trained context; beyond it, a warning)\n"
     "  --threads N         worker threads (default: all cores)\n"
     "  --kv f32|f16        KV cache precision (default f32; f16 halves its memory)\n"
+    "  --device cpu|cuda   where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
+    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
     "  --stats             print prefill/decode speed to stderr\n"
     "  --verbose           print the effective sampler, the stop ids and the finish reason to stderr\n"
     "\n";
 
 int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL, *n_s = "32", *threads_s = NULL, *adapter = NULL,
-               *ctx_s = NULL, *stop = NULL, *kv_s = NULL;
+               *ctx_s = NULL, *stop = NULL, *kv_s = NULL,
+               *device_s = NULL, *precision_s = NULL;
     int chat = 0, think = 0, ignore_eos = 0, stats = 0, verbose = 0;
     cli_sampling sm = {0};
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"prompt", 1, &prompt, NULL},
@@ -45,6 +48,7 @@ int cmd_generate(int argc, char **argv) {
                             {"threads", 1, &threads_s, NULL}, {"stats", 0, NULL, &stats},
                             {"verbose", 0, NULL, &verbose},   {"adapter", 1, &adapter, NULL},
                             {"ctx", 1, &ctx_s, NULL},         {"kv", 1, &kv_s, NULL},
+                            {"device", 1, &device_s, NULL},   {"precision", 1, &precision_s, NULL},
                             CLI_SAMPLING_OPTS(sm),
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "generate", NULL, 0, NULL);
@@ -72,6 +76,8 @@ int cmd_generate(int argc, char **argv) {
     if (stop && !*stop) return cli_usage_error("generate", "--stop is empty");
     int32_t kv_f16 = 0;
     if (cli_kv("generate", kv_s, &kv_f16)) return 2;
+    int32_t device = TD_DEVICE_CPU, device_bf16 = 0;
+    if ((r = cli_device("generate", device_s, precision_s, &device, &device_bf16, NULL, 0)) != 0) return r;
 
     int rc = 0;
     td_model *m = NULL;
@@ -136,6 +142,8 @@ int cmd_generate(int argc, char **argv) {
     gp.n_batch = n_ids < 256 ? (int32_t)n_ids : 256;
     gp.n_threads = (int32_t)threads;
     gp.kv_f16 = kv_f16;
+    gp.device = device;
+    gp.device_bf16 = device_bf16;
     if ((st = td_gen_new(m, &gp, &g)) != TD_OK) {
         rc = cli_fail("generate", st);
         goto done;

@@ -6,23 +6,28 @@
 #include "commands.h"
 
 static const char usage_text[] =
-    "usage: typedecide logits --model DIR --ids 1,2,3 --out FILE [--adapter DIR] [--threads N]\n"
+    "usage: typedecide logits --model DIR --ids 1,2,3 --out FILE [--adapter DIR] [--threads N] [--device cpu|cuda]\n"
     "\n"
-    "Runs the ids through the model (fp32 compute) and writes the logits of EVERY position to FILE as\n"
-    "little-endian float32, shape [n_ids, vocab_size], row-major. Needs no tokenizer files.\n"
+    "Runs the ids through the model (fp32 compute; --precision bf16 rounds the products' inputs on the GPU) and\n"
+    "writes the logits of EVERY position to FILE as little-endian float32, shape [n_ids, vocab_size], row-major.\n"
+    "Needs no tokenizer files.\n"
     "\n"
     "  --model DIR   Hugging Face model directory\n"
     "  --ids LIST    comma-separated token ids\n"
     "  --out FILE    output file\n"
     "  --adapter DIR PEFT LoRA adapter (adapter_config.json, adapter_model.safetensors), merged at load\n"
     "  --threads N   worker threads (default: all cores); results do not depend on it\n"
-    "  --ctx N       allow up to N positions (default: the model's trained context; beyond it, a warning)\n";
+    "  --ctx N       allow up to N positions (default: the model's trained context; beyond it, a warning)\n"
+    "  --device cpu|cuda  where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
+    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n";
 
 int cmd_logits(int argc, char **argv) {
-    const char *model_dir = NULL, *ids_s = NULL, *out = NULL, *threads_s = NULL, *adapter = NULL, *ctx_s = NULL;
+    const char *model_dir = NULL, *ids_s = NULL, *out = NULL, *threads_s = NULL, *adapter = NULL, *ctx_s = NULL,
+               *device_s = NULL, *precision_s = NULL;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"ids", 1, &ids_s, NULL},
                             {"out", 1, &out, NULL},           {"adapter", 1, &adapter, NULL},
                             {"threads", 1, &threads_s, NULL}, {"ctx", 1, &ctx_s, NULL},
+                            {"device", 1, &device_s, NULL},   {"precision", 1, &precision_s, NULL},
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "logits", NULL, 0, NULL);
     if (r == 1) {
@@ -44,6 +49,11 @@ int cmd_logits(int argc, char **argv) {
     if (n == 0) {
         free(ids);
         return cli_usage_error("logits", "--ids is empty");
+    }
+    int32_t device = TD_DEVICE_CPU, device_bf16 = 0;
+    if ((r = cli_device("logits", device_s, precision_s, &device, &device_bf16, NULL, 0)) != 0) {
+        free(ids);
+        return r;
     }
     td_model *m = NULL;
     td_ctx *ctx = NULL;
@@ -73,6 +83,8 @@ int cmd_logits(int argc, char **argv) {
     cp.n_batch = n < 64 ? (int32_t)n : 64;
     cp.n_outputs_max = cp.n_batch;
     cp.n_threads = (int32_t)threads;
+    cp.device = device;
+    cp.device_bf16 = device_bf16;
     if ((st = td_ctx_new(m, &cp, &ctx)) != TD_OK || (st = td_batch_new(cp.n_batch, &b)) != TD_OK) {
         rc = cli_fail("logits", st);
         goto done;

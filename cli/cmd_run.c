@@ -35,7 +35,8 @@ static const char usage_text[] =
     "  --strict             a bad line stops the run (after it is recorded)\n"
     "  --shard I/N          decide only share I of N (0 <= I < N): the k-th document goes to shard k %% N;\n"
     "                       `typedecide merge` joins the shards' files into one run's\n"
-    "  --device cpu|cuda    cpu (default); this build has no CUDA backend\n"
+    "  --device cpu|cuda    where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
+    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
     "  --threads N          worker threads (default: all cores; under MPI, the cores / ranks on the machine)\n"
     "  --memory MB          memory budget of the decider's context (default 1024)\n"
     "  --batch-size N       at most N criteria per forward pass\n"
@@ -135,7 +136,8 @@ static int merge_parts(const char *out, const char *err, int size, int resume) {
     return rc;
 }
 
-static int write_summary(const char *path, const td_run_stats *s, const char *model, int threads, int ranks) {
+static int write_summary(const char *path, const td_run_stats *s, const char *model, int threads, int ranks,
+                         const char *device, int bf16) {
     FILE *f = fopen(path, "w");
     if (!f) return cli_error("run", "%s: cannot write the summary", path);
     double sec = s->seconds > 0 ? s->seconds : 1e-9;
@@ -144,30 +146,30 @@ static int write_summary(const char *path, const td_run_stats *s, const char *mo
     fprintf(f,
             "{\"documents\": %lld, \"skipped\": %lld, \"failed\": %lld, \"criteria\": %lld, \"seconds\": %.3f, "
             "\"documents_per_s\": %.4f, \"criteria_per_s\": %.4f, \"model\": \"%s\", \"threads\": %d, \"ranks\": %d, "
-            "\"kernels\": \"%s\", \"peak_rss_kb\": %ld}\n",
+            "\"kernels\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"peak_rss_kb\": %ld}\n",
             (long long)s->docs_done, (long long)s->docs_skipped, (long long)s->docs_failed, (long long)s->criteria,
             s->seconds, (double)s->docs_done / sec, (double)s->criteria / sec, model, threads, ranks, td_cpu_kernels(),
-            rss_kb);
+            device, bf16 ? "bf16" : "fp32", rss_kb);
     return fclose(f) == 0 ? 0 : cli_error("run", "%s: cannot write the summary", path);
 }
 
 int cmd_run(int argc, char **argv) {
     const char *model_dir = NULL, *input = NULL, *crit = NULL, *out = NULL, *errors = NULL, *shard_s = NULL,
-               *device = NULL, *threads_s = NULL, *mem_s = NULL, *bs_s = NULL, *kv_s = NULL, *letters = NULL,
-               *instr = NULL, *adapter = NULL, *ckpt_s = NULL, *summary = NULL;
+               *device_s = NULL, *precision_s = NULL, *threads_s = NULL, *mem_s = NULL, *bs_s = NULL, *kv_s = NULL,
+               *letters = NULL, *instr = NULL, *adapter = NULL, *ckpt_s = NULL, *summary = NULL;
     int resume = 0, force = 0, strict = 0, allowed = 0, no_timing = 0, quiet = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},     {"input", 1, &input, NULL},
                             {"criteria", 1, &crit, NULL},       {"out", 1, &out, NULL},
                             {"errors", 1, &errors, NULL},       {"shard", 1, &shard_s, NULL},
-                            {"device", 1, &device, NULL},       {"threads", 1, &threads_s, NULL},
-                            {"memory", 1, &mem_s, NULL},        {"batch-size", 1, &bs_s, NULL},
-                            {"kv", 1, &kv_s, NULL},             {"letters", 1, &letters, NULL},
-                            {"instruction", 1, &instr, NULL},   {"adapter", 1, &adapter, NULL},
-                            {"checkpoint", 1, &ckpt_s, NULL},   {"summary", 1, &summary, NULL},
-                            {"resume", 0, NULL, &resume},       {"force", 0, NULL, &force},
-                            {"strict", 0, NULL, &strict},       {"allowed-mass", 0, NULL, &allowed},
-                            {"no-timing", 0, NULL, &no_timing}, {"quiet", 0, NULL, &quiet},
-                            {NULL, 0, NULL, NULL}};
+                            {"device", 1, &device_s, NULL},     {"precision", 1, &precision_s, NULL},
+                            {"threads", 1, &threads_s, NULL},   {"memory", 1, &mem_s, NULL},
+                            {"batch-size", 1, &bs_s, NULL},     {"kv", 1, &kv_s, NULL},
+                            {"letters", 1, &letters, NULL},     {"instruction", 1, &instr, NULL},
+                            {"adapter", 1, &adapter, NULL},     {"checkpoint", 1, &ckpt_s, NULL},
+                            {"summary", 1, &summary, NULL},     {"resume", 0, NULL, &resume},
+                            {"force", 0, NULL, &force},         {"strict", 0, NULL, &strict},
+                            {"allowed-mass", 0, NULL, &allowed}, {"no-timing", 0, NULL, &no_timing},
+                            {"quiet", 0, NULL, &quiet},         {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "run", NULL, 0, NULL);
     if (r == 1) {
         printf(usage_text, cli_mpi_built() ? cli_mpi_version() : "no (typedecide was built without it)");
@@ -175,12 +177,6 @@ int cmd_run(int argc, char **argv) {
     }
     if (r) return r;
     if (!model_dir || !input || !out) return cli_usage_error("run", "--model, --input and --out are required");
-    if (device && strcmp(device, "cpu") != 0) {
-        if (strcmp(device, "cuda") == 0)
-            return cli_error("run", "--device cuda: typedecide was not built with CUDA (this build runs on the CPU "
-                                    "only: --device cpu)");
-        return cli_usage_error("run", "--device must be cpu or cuda, not '%s'", device);
-    }
     td_run_params rp = td_run_default_params();
     td_decide_params dp = td_decide_default_params();
     long long v;
@@ -196,6 +192,9 @@ int cmd_run(int argc, char **argv) {
     if (ckpt_s) rp.checkpoint_docs = (int32_t)v;
     if (cli_kv("run", kv_s, &dp.kv_f16)) return 2;
     if (resume && force) return cli_usage_error("run", "--resume continues the files, --force replaces them: one");
+    char device_desc[256];
+    if ((r = cli_device("run", device_s, precision_s, &dp.device, &dp.device_bf16, device_desc, sizeof device_desc)))
+        return r;
     dp.letters = letters;
     dp.allowed_mass = allowed;
 
@@ -276,7 +275,7 @@ int cmd_run(int argc, char **argv) {
         cli_mpi_finalize();
     }
     if (summary && rank == 0 && (rc == 0 || s.docs_done > 0)) {
-        int src = write_summary(summary, &s, model_dir, dp.n_threads, size);
+        int src = write_summary(summary, &s, model_dir, dp.n_threads, size, device_desc, dp.device_bf16);
         if (!rc) rc = src;
     }
     td_decider_free(d);

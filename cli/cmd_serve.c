@@ -36,6 +36,8 @@ static const char usage_text[] =
     "  --max-connections N   open connections at once (default 64)\n"
     "  --memory MB           memory budget of /v1/decide's context (default 1024)\n"
     "  --threads N           worker threads (default: all cores); results do not depend on it\n"
+    "  --device cpu|cuda     where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
+    "  --precision fp32|bf16 with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
     "  --quiet               no request log\n";
 
 static void log_line(void *user, int level, const char *message) {
@@ -46,7 +48,8 @@ static void log_line(void *user, int level, const char *message) {
 int cmd_serve(int argc, char **argv) {
     const char *model_dir = NULL, *adapter = NULL, *host = NULL, *port_s = NULL, *key = NULL, *name = NULL,
                *par_s = NULL, *queue_s = NULL, *body_s = NULL, *maxtok_s = NULL, *ctx_s = NULL, *timeout_s = NULL,
-               *conn_s = NULL, *mem_s = NULL, *threads_s = NULL;
+               *conn_s = NULL, *mem_s = NULL, *threads_s = NULL,
+               *device_s = NULL, *precision_s = NULL;
     int quiet = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},    {"adapter", 1, &adapter, NULL},
                             {"host", 1, &host, NULL},          {"port", 1, &port_s, NULL},
@@ -56,6 +59,7 @@ int cmd_serve(int argc, char **argv) {
                             {"ctx", 1, &ctx_s, NULL},          {"timeout", 1, &timeout_s, NULL},
                             {"max-connections", 1, &conn_s, NULL}, {"memory", 1, &mem_s, NULL},
                             {"threads", 1, &threads_s, NULL},  {"quiet", 0, NULL, &quiet},
+                            {"device", 1, &device_s, NULL},    {"precision", 1, &precision_s, NULL},
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "serve", NULL, 0, NULL);
     if (r == 1) {
@@ -97,6 +101,7 @@ int cmd_serve(int argc, char **argv) {
     p.api_key = key;
     p.model_name = name;
     if (!quiet) p.log = log_line;
+    if ((r = cli_device("serve", device_s, precision_s, &p.device, &p.device_bf16, NULL, 0)) != 0) return r;
 
     /* the server's threads inherit this mask: SIGINT and SIGTERM reach sigwait below, and a client that goes away
      * mid-reply must not kill the process (SIGPIPE) */

@@ -79,8 +79,10 @@ typedef enum td_status {
     TD_ERR_NOMEM = 5,        /* an allocation failed */
     TD_ERR_RANGE = 6,        /* a value is out of range: token id outside the vocabulary, context full */
     TD_ERR_STATE = 7,        /* the call is not valid in the object's current state */
-    TD_ERR_NONFINITE = 8     /* a computation gave NaN or infinity: a weight or adapter holds one, or the activations
+    TD_ERR_NONFINITE = 8,    /* a computation gave NaN or infinity: a weight or adapter holds one, or the activations
                                 overflowed; the message names the layer, the sequence and the position */
+    TD_ERR_DEVICE = 9        /* the GPU failed a call (the message has the CUDA runtime's words); the context's device
+                                state is then unknown: free it */
 } td_status;
 
 /* A short constant name for a status ("format error"). Never NULL. */
@@ -333,15 +335,33 @@ typedef struct td_ctx_params {
     int32_t deltanet_chunked; /* Qwen3.5: 0 (default) runs the DeltaNet recurrence token by token, which is exact
                                  however the tokens are split into calls; 1 uses the chunked form (chunks of 64 from
                                  the first token of each call), equal within fp32 rounding but not bit-identical
-                                 across different splits. */
+                                 across different splits. CPU only: a CUDA context always runs the exact form. */
+    int32_t device;           /* td_device: TD_DEVICE_CPU (default) or TD_DEVICE_CUDA */
+    int32_t device_bf16;      /* CUDA: 1 rounds the inputs of every matrix product to bf16 (weights as stored,
+                                 fp32 accumulation); 0 (default) computes in fp32 */
 } td_ctx_params;
 
 td_ctx_params td_ctx_default_params(void);
 
+/* Where a context computes. A CUDA context keeps the weights (uploaded once per model, as stored: F32, F16, BF16,
+ * Q8_0, Q4_0), the KV cache, the DeltaNet states and the activations on the GPU; per td_ctx_decode only the batch
+ * goes in and only the requested outputs come out. Its results obey the same invariants as the CPU's (prefix reuse,
+ * batch and sequence invariance: bit-identical whatever else is in the batch); they equal the CPU's within fp32
+ * rounding (device_bf16: within bf16 rounding of the products' inputs), not bit for bit. */
+typedef enum td_device { TD_DEVICE_CPU = 0, TD_DEVICE_CUDA = 1 } td_device;
+
+/* Whether contexts on `device` can be created here: TD_OK with a description of the device in desc (e.g.
+ * "NVIDIA H200, 140 GiB"), or TD_ERR_UNSUPPORTED saying why (a build without the CUDA backend, no usable GPU). desc
+ * may be NULL. Safe from any thread. */
+td_status td_device_probe(td_device device, char *desc, size_t desc_len);
+/* "cpu" -> TD_DEVICE_CPU, "cuda" -> TD_DEVICE_CUDA; -1 for anything else. */
+int td_device_parse(const char *name);
+
 /* Creates a context: all activation buffers, the KV cache and the sequences' states are allocated here, once
  * (td_ctx_memory says how many bytes); td_ctx_decode() does not allocate. The model must outlive the context.
  * Errors: TD_ERR_INVALID_ARG for sizes below 1 or absurdly large (n_ctx > 2^24, n_seq_max > 2^16,
- * n_batch > 2^20), TD_ERR_NOMEM naming what to reduce. */
+ * n_batch > 2^20), TD_ERR_NOMEM naming what to reduce (host or GPU memory), TD_ERR_UNSUPPORTED for a device this
+ * build or machine does not have (td_device_probe's reason). */
 td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx **out);
 void td_ctx_free(td_ctx *ctx);
 
@@ -401,7 +421,9 @@ int64_t td_ctx_head_macs(const td_ctx *ctx);
 int64_t td_ctx_pool_jobs(const td_ctx *ctx);
 /* Exactly the bytes td_ctx_new() allocates for these parameters through the allocator (the context, its thread
  * pool, KV cache, activations, sequence states, outputs, per-thread scratch; the worker threads' stacks are the
- * system's): both follow one plan. TD_ERR_INVALID_ARG for parameters td_ctx_new would refuse. */
+ * system's): both follow one plan. For a CUDA context the same plan's KV cache, states and activations are GPU
+ * memory (and the model's weights, uploaded once, are not counted). TD_ERR_INVALID_ARG for parameters td_ctx_new
+ * would refuse. */
 td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int64_t *bytes);
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -435,6 +457,8 @@ typedef struct td_decide_params {
     int cache_head;            /* 1: keep the last call's head prefilled; a call (batch or serial mode) whose head
                                   tokens are the same runs none of them again (td_decide_stats.head_cached counts
                                   these). The probabilities are the same bits either way (prefix reuse is exact). */
+    int32_t device;            /* td_device of the decider's contexts (td_ctx_params.device); default CPU */
+    int32_t device_bf16;       /* td_ctx_params.device_bf16 */
 } td_decide_params;
 
 td_decide_params td_decide_default_params(void);
@@ -827,6 +851,8 @@ typedef struct td_server_params {
     int32_t max_connections;   /* open connections at once (each has a thread). 64 */
     int32_t n_threads;         /* worker threads of the model's contexts. 1 */
     int64_t memory_mb;         /* budget of /v1/decide's context (td_decide_params.memory_mb). 1024 */
+    int32_t device;            /* td_device of every context (decide and generation); default CPU */
+    int32_t device_bf16;       /* td_ctx_params.device_bf16 */
     td_log_fn log;             /* one line per request (level 0) and the daemon's own complaints (1); NULL: silent */
     void *log_user;
 } td_server_params;
@@ -1069,6 +1095,8 @@ typedef struct td_gen_params {
     int32_t n_batch;       /* most tokens per step (decode tokens + prefill chunks). Default 512 */
     int32_t n_threads;     /* default 1; results do not depend on it */
     int32_t kv_f16;        /* 1: KV cache in f16 (half the memory per row) */
+    int32_t device;        /* td_device of the context (td_ctx_params.device); default CPU */
+    int32_t device_bf16;   /* td_ctx_params.device_bf16 */
     int32_t max_queue;     /* most requests waiting; td_gen_submit fails with TD_ERR_STATE beyond. Default 256 */
     td_log_fn log;
     void *log_user;

@@ -67,6 +67,42 @@ expect 1 "bad2.jsonl:1:" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --json
 expect 1 "text is not valid UTF-8" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --text $'\xff'
 expect 2 "say what to measure" -- "$BIN" bench --model "$FX/qwen3-tiny-tied"
 
+# --device and --precision: on every command that computes, checked before the model loads
+for c in decide evaluate generate chat serve run logits bench "bench serve"; do
+    # shellcheck disable=SC2086
+    "$BIN" $c --help >"$tmp/out" 2>&1 || fail "$c --help exited non-zero"
+    grep -q -- "--device cpu|cuda" "$tmp/out" && grep -q -- "--precision fp32|bf16" "$tmp/out" ||
+        fail "$c --help does not describe --device and --precision"
+done
+D=models/demo-qwen3
+expect 2 "--device must be cpu or cuda, not 'gpu'" -- "$BIN" decide --model "$ROOT/$D" --criteria x --device gpu
+expect 2 "--device must be cpu or cuda, not 'gpu'" -- "$BIN" generate --model "$FX/qwen3-tiny-tied" --ids 1 --device gpu
+expect 2 "--device must be cpu or cuda, not 'GPU'" -- "$BIN" bench decode --model "$FX/qwen3-tiny-tied" --device GPU
+expect 2 "--precision must be fp32 or bf16, not 'fp16'" -- "$BIN" generate --model "$FX/qwen3-tiny-tied" --ids 1 --precision fp16
+expect 2 "--precision applies to --device cuda" -- "$BIN" decide --model "$ROOT/$D" --criteria x --precision bf16
+expect 2 "--precision applies to --device cuda" -- "$BIN" logits --model "$FX/qwen3-tiny-tied" --ids 1 --out "$tmp/x" --device cpu --precision bf16
+expect 2 "--precision applies to --device cuda" -- "$BIN" bench serve --model "$FX/qwen3-tiny-tied" --precision bf16
+"$BIN" generate --model "$FX/qwen3-tiny-tied" --ids 1 -n 2 --device cpu --precision fp32 >/dev/null 2>"$tmp/err" ||
+    fail "generate --device cpu --precision fp32 failed: $(cat "$tmp/err")"
+"$BIN" bench decode --model "$FX/qwen3-tiny-tied" --tokens 2 --repeat 1 2>/dev/null | grep -q '"device": "cpu", "precision": "fp32"' ||
+    fail "bench decode does not say where it ran"
+# --device cuda where this build (the default one has no CUDA backend) or machine has none: exit 1 with the reason,
+# before the model loads. A CUDA build on a GPU runs the commands instead, and they must succeed.
+for cmd in "decide --model $ROOT/$D --evidence $ROOT/models/demo/ticket.txt --criteria $ROOT/models/demo/criteria.jsonl --json --quiet" \
+           "generate --model $FX/qwen3-tiny-tied --ids 1 -n 2" \
+           "bench decode --model $FX/qwen3-tiny-tied --tokens 2 --repeat 1"; do
+    # shellcheck disable=SC2086
+    timeout 120 "$BIN" $cmd --device cuda >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if grep -qE "without the CUDA backend|no usable CUDA device" "$tmp/err"; then
+        [ "$rc" -eq 1 ] || fail "'$cmd --device cuda' exited $rc without CUDA, want 1"
+        grep -q "^typedecide ${cmd%% *}: --device cuda: .*CUDA" "$tmp/err" || fail "'$cmd --device cuda': $(cat "$tmp/err")"
+        grep -q "parameters" "$tmp/err" && fail "'$cmd --device cuda' loaded the model before refusing"
+    elif [ "$rc" -ne 0 ]; then
+        fail "'$cmd --device cuda' exited $rc: $(head -c 300 "$tmp/err")"
+    fi
+done
+
 # logits: [n_ids, vocab] little-endian float32, the same numbers whatever the thread count
 ids=212,1628,1318,965,1168
 "$BIN" logits --model "$FX/qwen3-tiny-tied" --ids $ids --out "$tmp/l1.f32" --threads 1 2>/dev/null || fail "logits failed"

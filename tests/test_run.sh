@@ -132,7 +132,7 @@ section "exactness"
 $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/ref.jsonl" 2>"$tmp/err" && fail "existing output overwritten without --force"
 grep -q "exists" "$tmp/err" || fail "no 'exists' message: $(cat "$tmp/err")"
 $RUN --device cuda --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/x.jsonl" 2>"$tmp/err" && fail "--device cuda accepted"
-grep -q "not built with CUDA" "$tmp/err" || fail "--device cuda: $(cat "$tmp/err")"
+grep -q "without the CUDA backend" "$tmp/err" || fail "--device cuda: $(cat "$tmp/err")"
 $RUN --shard 2/2 --input "$tmp/docs.jsonl" --out "$tmp/x.jsonl" 2>/dev/null; [ $? -eq 2 ] || fail "--shard 2/2 not a usage error"
 # repeated ids: named with their lines, nothing written
 { head -3 "$tmp/docs.jsonl"; sed -n 2p "$tmp/docs.jsonl"; echo '{"id": 17, "evidence": "a"}'; echo '{"id": "17", "evidence": "b"}'; } >"$tmp/dup.jsonl"

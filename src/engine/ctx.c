@@ -1,5 +1,6 @@
 /* The context: its memory plan (every buffer, sized once; td_ctx_memory reports the same plan), td_ctx_decode
  * (prepare the pass, run the forward pass) and the sequence operations. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,22 +25,39 @@ td_ctx_params td_ctx_default_params(void) {
 #define TD_PLAN_MAX 40
 #define TD_BUF_ALIGN 64 /* every buffer starts on a cache line */
 
+/* Where a buffer lives: always on the host; on the host of a CPU context and on the GPU of a CUDA context (the KV
+ * cache, the DeltaNet states, the activations: the field then holds a device pointer, which only the device side
+ * reads); or only in a CPU context (scratch of the CPU kernels). */
+enum { ON_HOST, ON_DEVICE, CPU_ONLY };
+
 typedef struct plan_buf {
     void **at;     /* the field that receives the buffer */
     size_t bytes;  /* rounded up to TD_BUF_ALIGN; 0: not needed (the field stays NULL) */
     int zero;      /* starts zeroed */
+    int where;     /* ON_HOST, ON_DEVICE or CPU_ONLY */
 } plan_buf;
 
 typedef struct ctx_plan {
     plan_buf b[TD_PLAN_MAX];
     int n;
+    int cuda;     /* the plan of a CUDA context: CPU_ONLY buffers are not made */
     size_t total; /* the buffers, the context struct and the thread pool: all that td_ctx_new allocates */
 } ctx_plan;
 
-static void add(ctx_plan *pl, void *field, int64_t count, size_t elem, int zero) {
+static void add_at(ctx_plan *pl, int where, void *field, int64_t count, size_t elem, int zero) {
     size_t bytes = count > 0 ? ((size_t)count * elem + TD_BUF_ALIGN - 1) & ~(size_t)(TD_BUF_ALIGN - 1) : 0;
-    pl->b[pl->n++] = (plan_buf){field, bytes, zero};
+    if (where == CPU_ONLY && pl->cuda) bytes = 0;
+    pl->b[pl->n++] = (plan_buf){field, bytes, zero, where};
     pl->total += bytes;
+}
+static void add(ctx_plan *pl, void *field, int64_t count, size_t elem, int zero) {
+    add_at(pl, ON_HOST, field, count, elem, zero);
+}
+static void add_dev(ctx_plan *pl, void *field, int64_t count, size_t elem, int zero) {
+    add_at(pl, ON_DEVICE, field, count, elem, zero);
+}
+static void add_cpu(ctx_plan *pl, void *field, int64_t count, size_t elem, int zero) {
+    add_at(pl, CPU_ONLY, field, count, elem, zero);
 }
 
 /* The widest input of any product that takes quantised activations with the model's kernels (0 when none does):
@@ -68,6 +86,7 @@ static int clamp_threads(int32_t n) { return n < 1 ? 1 : n > TD_POOL_MAX_THREADS
 static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx_plan *pl) {
     const td_config *c = &m->cfg;
     memset(pl, 0, sizeof *pl);
+    pl->cuda = p->device == TD_DEVICE_CUDA;
     const int64_t B = p->n_batch, d = c->n_embd, n_ctx = p->n_ctx, n_out = p->n_outputs_max;
     const int64_t kv_dim = (int64_t)c->n_head_kv * c->head_dim, att_dim = (int64_t)c->n_head * c->head_dim;
     const int64_t q_rows = att_dim * (c->attn_output_gate ? 2 : 1), threads = clamp_threads(p->n_threads);
@@ -78,8 +97,8 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     /* KV cache: one block of keys and one of values for all attention layers */
     ctx->kv.dim = (int32_t)kv_dim;
     ctx->kv.f16 = p->kv_f16 != 0;
-    add(pl, &ctx->kv.k_block, n_attn * n_ctx * kv_dim, p->kv_f16 ? 2 : 4, 0);
-    add(pl, &ctx->kv.v_block, n_attn * n_ctx * kv_dim, p->kv_f16 ? 2 : 4, 0);
+    add_dev(pl, &ctx->kv.k_block, n_attn * n_ctx * kv_dim, p->kv_f16 ? 2 : 4, 0);
+    add_dev(pl, &ctx->kv.v_block, n_attn * n_ctx * kv_dim, p->kv_f16 ? 2 : 4, 0);
     add(pl, &ctx->kv.refcount, n_ctx, sizeof(int32_t), 1);
     add(pl, &ctx->kv.free_list, n_ctx, sizeof(int32_t), 0);
     add(pl, &ctx->kv.seqs, p->n_seq_max, sizeof(td_seq), 1);
@@ -98,7 +117,7 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
         ctx->dn.floats += per_layer;
         ctx->hybrid = 1;
     }
-    add(pl, &ctx->dn.data, (int64_t)p->n_seq_max * ctx->dn.floats, sizeof(float), 1);
+    add_dev(pl, &ctx->dn.data, (int64_t)p->n_seq_max * ctx->dn.floats, sizeof(float), 1);
 
     /* the pass */
     add(pl, &ctx->pass.tok_id, B, sizeof(int32_t), 0);
@@ -114,32 +133,32 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
 
     /* activations */
     td_acts *a = &ctx->act;
-    add(pl, &a->x, B * d, sizeof(float), 0);
-    add(pl, &a->xb, B * d, sizeof(float), 0);
-    add(pl, &a->q, B * q_rows, sizeof(float), 0);
-    add(pl, &a->k, B * kv_dim, sizeof(float), 0);
-    add(pl, &a->v, B * kv_dim, sizeof(float), 0);
-    add(pl, &a->att, B * att_dim, sizeof(float), 0);
-    add(pl, &a->ff_g, B * c->n_ff, sizeof(float), 0);
-    add(pl, &a->ff_u, B * c->n_ff, sizeof(float), 0);
+    add_dev(pl, &a->x, B * d, sizeof(float), 0);
+    add_dev(pl, &a->xb, B * d, sizeof(float), 0);
+    add_dev(pl, &a->q, B * q_rows, sizeof(float), 0);
+    add_dev(pl, &a->k, B * kv_dim, sizeof(float), 0);
+    add_dev(pl, &a->v, B * kv_dim, sizeof(float), 0);
+    add_dev(pl, &a->att, B * att_dim, sizeof(float), 0);
+    add_dev(pl, &a->ff_g, B * c->n_ff, sizeof(float), 0);
+    add_dev(pl, &a->ff_u, B * c->n_ff, sizeof(float), 0);
     int64_t dn_b = ctx->hybrid ? B : 0;
-    add(pl, &a->dn_qkv, dn_b * ctx->dn.conv_dim, sizeof(float), 0);
-    add(pl, &a->dn_conv, dn_b * ctx->dn.conv_dim, sizeof(float), 0);
-    add(pl, &a->dn_z, dn_b * value_dim, sizeof(float), 0);
-    add(pl, &a->dn_core, dn_b * value_dim, sizeof(float), 0);
-    add(pl, &a->dn_b, dn_b * c->lin_n_v_heads, sizeof(float), 0);
-    add(pl, &a->dn_a, dn_b * c->lin_n_v_heads, sizeof(float), 0);
+    add_dev(pl, &a->dn_qkv, dn_b * ctx->dn.conv_dim, sizeof(float), 0);
+    add_dev(pl, &a->dn_conv, dn_b * ctx->dn.conv_dim, sizeof(float), 0);
+    add_dev(pl, &a->dn_z, dn_b * value_dim, sizeof(float), 0);
+    add_dev(pl, &a->dn_core, dn_b * value_dim, sizeof(float), 0);
+    add_dev(pl, &a->dn_b, dn_b * c->lin_n_v_heads, sizeof(float), 0);
+    add_dev(pl, &a->dn_a, dn_b * c->lin_n_v_heads, sizeof(float), 0);
     a->xq_cols = max_quant_cols(m);
-    add(pl, &a->xq, a->xq_cols ? (int64_t)td_qrows_bytes(B, a->xq_cols) : 0, 1, 0);
-    add(pl, &a->out_x, n_out * d, sizeof(float), 0);
+    add_cpu(pl, &a->xq, a->xq_cols ? (int64_t)td_qrows_bytes(B, a->xq_cols) : 0, 1, 0);
+    add_dev(pl, &a->out_x, n_out * d, sizeof(float), 0);
     add(pl, &a->out, n_out * m->head.rows, sizeof(float), 0);
     ctx->attn_tokens = TD_ATTN_MAX_ROWS / group < TD_ATTN_TOKENS ? TD_ATTN_MAX_ROWS / group : TD_ATTN_TOKENS;
     a->attn_floats = td_attn_rows_scratch(ctx->attn_tokens * group, n_ctx, c->head_dim, p->kv_f16);
-    add(pl, &a->attn_scratch, threads * a->attn_floats, sizeof(float), 0);
+    add_cpu(pl, &a->attn_scratch, threads * a->attn_floats, sizeof(float), 0);
     int64_t C = TD_DELTANET_CHUNK, dk = c->lin_k_dim, dv = c->lin_v_dim;
     a->dn_work_floats = ctx->hybrid ? 2 * C * dk + 2 * C * dv + 2 * C + td_deltanet_chunk_work(C, dk, dv) : 0;
-    add(pl, &a->dn_work, p->deltanet_chunked ? threads * a->dn_work_floats : 0, sizeof(float), 0);
-    add(pl, &a->pre_kv, p->n_seq_max > 1 ? 2 * n_ctx * kv_dim : 0, sizeof(float), 0);
+    add_cpu(pl, &a->dn_work, p->deltanet_chunked ? threads * a->dn_work_floats : 0, sizeof(float), 0);
+    add_cpu(pl, &a->pre_kv, p->n_seq_max > 1 ? 2 * n_ctx * kv_dim : 0, sizeof(float), 0);
     add(pl, &ctx->inv_freq, c->rotary_dim / 2, sizeof(float), 0);
 
     pl->total += sizeof(td_ctx) + td_pool_bytes((int)threads);
@@ -153,7 +172,24 @@ static td_status normalise(const td_ctx_params *params, td_ctx_params *p) {
     if (p->n_ctx > (1 << 24) || p->n_seq_max > (1 << 16) || p->n_batch > (1 << 20))
         return td_fail(TD_ERR_INVALID_ARG, "td_ctx_new: sizes are absurdly large");
     if (p->n_outputs_max == 0 || p->n_outputs_max > p->n_batch) p->n_outputs_max = p->n_outputs_max ? p->n_batch : 1;
+    if (p->device != TD_DEVICE_CPU && p->device != TD_DEVICE_CUDA)
+        return td_fail(TD_ERR_INVALID_ARG, "td_ctx_new: device %d is neither TD_DEVICE_CPU nor TD_DEVICE_CUDA",
+                       p->device);
     return TD_OK;
+}
+
+td_status td_device_probe(td_device device, char *desc, size_t desc_len) {
+    if (device == TD_DEVICE_CUDA) return td_eng_dev_probe(device, desc, desc_len);
+    if (device != TD_DEVICE_CPU) return td_fail(TD_ERR_INVALID_ARG, "td_device_probe: unknown device %d", (int)device);
+    if (desc && desc_len) snprintf(desc, desc_len, "CPU (%s kernels)", td_kernels_best()->name);
+    return TD_OK;
+}
+
+int td_device_parse(const char *name) {
+    if (!name) return -1;
+    if (strcmp(name, "cpu") == 0) return TD_DEVICE_CPU;
+    if (strcmp(name, "cuda") == 0) return TD_DEVICE_CUDA;
+    return -1;
 }
 
 td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int64_t *bytes) {
@@ -173,7 +209,11 @@ void td_ctx_free(td_ctx *ctx) {
     td_pool_free(ctx->pool);
     ctx_plan pl;
     plan_ctx(ctx->model, &ctx->p, ctx, &pl);
-    for (int i = 0; i < pl.n; i++) td_free(*pl.b[i].at);
+    if (ctx->dev) td_eng_dev_close(ctx);
+    for (int i = 0; i < pl.n; i++) {
+        if (pl.cuda && pl.b[i].where == ON_DEVICE) td_eng_dev_free(*pl.b[i].at);
+        else td_free(*pl.b[i].at);
+    }
     td_free(ctx->head_rows);
     td_free(ctx);
 }
@@ -184,6 +224,7 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     td_ctx_params p;
     td_status st = normalise(params, &p);
     if (st != TD_OK) return st;
+    if (p.device == TD_DEVICE_CUDA && (st = td_eng_dev_probe(TD_DEVICE_CUDA, NULL, 0)) != TD_OK) return st;
     td_ctx *ctx = td_calloc(1, sizeof *ctx);
     if (!ctx) return td_fail_nomem("a context");
     ctx->model = model;
@@ -191,16 +232,22 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     ctx->k = model->kernels ? model->kernels : td_kernels_best(); /* the set the model was packed for */
     ctx_plan pl;
     plan_ctx(model, &p, ctx, &pl);
-    int ok = 1;
-    for (int i = 0; ok && i < pl.n; i++) {
+    int ok = 1, dev_ok = 1;
+    for (int i = 0; ok && dev_ok && i < pl.n; i++) {
         if (!pl.b[i].bytes) continue;
+        if (pl.cuda && pl.b[i].where == ON_DEVICE) {
+            dev_ok = (*pl.b[i].at = td_eng_dev_alloc(pl.b[i].bytes, pl.b[i].zero)) != NULL;
+            continue;
+        }
         ok = (*pl.b[i].at = td_aligned_alloc(TD_BUF_ALIGN, pl.b[i].bytes)) != NULL;
         if (ok && pl.b[i].zero) memset(*pl.b[i].at, 0, pl.b[i].bytes);
     }
-    ok = ok && (ctx->pool = td_pool_new(p.n_threads)) != NULL;
+    ok = ok && dev_ok && (ctx->pool = td_pool_new(p.n_threads)) != NULL;
     if (!ok) {
         td_ctx_free(ctx);
-        return td_fail_nomem("the context buffers (reduce n_ctx, n_batch or n_seq_max)");
+        return dev_ok ? td_fail_nomem("the context buffers (reduce n_ctx, n_batch or n_seq_max)")
+                      : td_fail(TD_ERR_NOMEM, "the context's GPU buffers (%.1f MB): reduce n_ctx, n_batch or n_seq_max",
+                                (double)pl.total / 1e6);
     }
     const td_config *c = &model->cfg;
     size_t es = p.kv_f16 ? 2 : 4, layer_bytes = (size_t)p.n_ctx * (size_t)ctx->kv.dim * es;
@@ -214,6 +261,10 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     for (int32_t i = 0; i < p.n_ctx; i++) ctx->kv.free_list[i] = p.n_ctx - 1 - i;
     ctx->kv.n_free = p.n_ctx;
     td_rope_inv_freq(ctx->inv_freq, c->rotary_dim, c->rope_theta);
+    if (pl.cuda && (st = td_eng_dev_open(ctx)) != TD_OK) {
+        td_ctx_free(ctx);
+        return st;
+    }
     *out = ctx;
     return TD_OK;
 }
@@ -328,7 +379,8 @@ td_status td_ctx_decode(td_ctx *ctx, const td_batch *b) {
     ctx->fault.set = 0;
     td_status st = prepare_pass(ctx, b);
     if (st != TD_OK || b->n == 0) return st;
-    if ((st = td_forward(ctx)) != TD_OK) take_back(ctx);
+    st = ctx->dev ? td_forward_dev(ctx) : td_forward(ctx);
+    if (st != TD_OK) take_back(ctx);
     return st;
 }
 
@@ -415,7 +467,8 @@ td_status td_ctx_seq_fork(td_ctx *ctx, int32_t src, int32_t dst, int32_t n_pos) 
                        "td_ctx_seq_fork: sequence %d is at position %d; a hybrid (DeltaNet) model can only fork at a "
                        "sequence's end (keep a snapshot by forking into a spare sequence at position %d)",
                        src, kv->seqs[src].len, n_pos);
-    if (ctx->hybrid) /* the recurrent state is constant-size: copied, not shared */
+    if (ctx->hybrid && ctx->dev && (st = td_eng_dev_state_copy(ctx, dst, src)) != TD_OK) return st;
+    if (ctx->hybrid && !ctx->dev) /* the recurrent state is constant-size: copied, not shared */
         memcpy(ctx->dn.data + (int64_t)dst * ctx->dn.floats, ctx->dn.data + (int64_t)src * ctx->dn.floats,
                (size_t)ctx->dn.floats * sizeof(float));
     for (int32_t i = 0; i < n_pos; i++) {
@@ -440,7 +493,8 @@ td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos) {
                        "td_ctx_seq_truncate: DeltaNet state cannot be rolled back to position %d of sequence %d; "
                        "keep a snapshot (a fork at that position) instead",
                        n_pos, seq);
-    if (ctx->hybrid && n_pos == 0)
+    if (ctx->hybrid && n_pos == 0 && ctx->dev && (st = td_eng_dev_state_zero(ctx, seq)) != TD_OK) return st;
+    if (ctx->hybrid && n_pos == 0 && !ctx->dev)
         memset(ctx->dn.data + (int64_t)seq * ctx->dn.floats, 0, (size_t)ctx->dn.floats * sizeof(float));
     for (int32_t i = n_pos; i < s->len; i++) {
         int32_t cell = s->cells[i];

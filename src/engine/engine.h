@@ -116,6 +116,8 @@ struct td_ctx {
     int64_t attn_tokens;    /* tokens per attention task (TD_ATTN_TOKENS, fewer for wide GQA groups) */
     td_fault fault;         /* the last pass's non-finite value, if it met one */
     int hybrid;             /* the model has DeltaNet layers */
+    struct td_dev_ctx *dev; /* a CUDA context's device side (NULL on the CPU): then the buffers the plan marks as
+                               device-resident (KV cache, DeltaNet states, activations) are device pointers */
 };
 
 #define TD_ATTN_TOKENS 32     /* consecutive tokens of a sequence whose queries share each read of a key row */
@@ -166,6 +168,19 @@ void td_eng_residual(td_ctx *ctx);
 /* Keeps only the rows of the tokens that want an output (x compacted, in order; pass.n_rows = n_out): what
  * follows the last layer's mixer is per row, and only the output tokens' hidden states are read. */
 void td_eng_keep_outputs(td_ctx *ctx);
+
+/* The device side of a context (src/engine/cuda/; src/engine/device_none.c in a build without CUDA). */
+td_status td_eng_dev_probe(td_device device, char *desc, size_t desc_len);
+void *td_eng_dev_alloc(size_t bytes, int zero); /* device memory; NULL on failure */
+void td_eng_dev_free(void *p);
+td_status td_eng_dev_open(td_ctx *ctx);  /* the model's weights on the device (once per model), the pass mirrors */
+void td_eng_dev_close(td_ctx *ctx);
+td_status td_forward_dev(td_ctx *ctx);   /* td_forward on the device: same steps, outputs copied into act.out */
+td_status td_eng_dev_state_copy(td_ctx *ctx, int32_t dst, int32_t src); /* a sequence's DeltaNet state */
+td_status td_eng_dev_state_zero(td_ctx *ctx, int32_t seq);
+/* The error td_forward and td_forward_dev return for a non-finite row: sets ctx->fault for batch token t at
+ * `layer` (-1: the embedding; n_layer: the head) in `block`. */
+td_status td_eng_nonfinite(td_ctx *ctx, int32_t layer, const char *block, int32_t t);
 
 /* The forward pass over the prepared pass (ctx.c's prepare_pass): embeddings, layers, final norm and head,
  * leaving the outputs in act.out. Stops with TD_ERR_NONFINITE (ctx->fault says where) when a row of the residual

@@ -28,22 +28,29 @@ static void final_norm_row(td_ctx *ctx, int64_t i, const void *arg, int thread) 
                     m->cfg.zero_centred_norms);
 }
 
+td_status td_eng_nonfinite(td_ctx *ctx, int32_t layer, const char *block, int32_t t) {
+    const td_pass *ps = &ctx->pass;
+    ctx->fault = (td_fault){1, layer, block, ps->tok_seq[t], ps->tok_pos[t]};
+    if (layer < 0)
+        return td_fail(TD_ERR_NONFINITE, "the input embedding of token %d (position %d of sequence %d) is not finite",
+                       ps->tok_id[t], ps->tok_pos[t], ps->tok_seq[t]);
+    if (layer == ctx->model->cfg.n_layer)
+        return td_fail(TD_ERR_NONFINITE,
+                       "the final norm and output head gave NaN or infinity at position %d of sequence %d: a weight "
+                       "of the head or the final norm holds one, or the logits overflowed",
+                       ps->tok_pos[t], ps->tok_seq[t]);
+    return td_fail(TD_ERR_NONFINITE,
+                   "layer %d (%s) gave NaN or infinity at position %d of sequence %d: a weight or adapter of that "
+                   "layer holds one, or the activations overflowed",
+                   layer, block, ps->tok_pos[t], ps->tok_seq[t]);
+}
+
 /* TD_ERR_NONFINITE when a row of the residual stream went NaN or infinite in the step just run (`layer`, `block`);
  * rows are tokens, or the output tokens once the last mixer has run. */
 static td_status check_rows(td_ctx *ctx, int32_t layer, const char *block) {
     const td_pass *ps = &ctx->pass;
-    for (int32_t r = 0; r < ps->n_rows; r++) {
-        if (!ps->row_bad[r]) continue;
-        int32_t t = ps->n_rows == ps->n_tokens ? r : ps->out_tok[r];
-        ctx->fault = (td_fault){1, layer, block, ps->tok_seq[t], ps->tok_pos[t]};
-        if (layer < 0)
-            return td_fail(TD_ERR_NONFINITE, "the input embedding of token %d (position %d of sequence %d) is not finite",
-                           ps->tok_id[t], ps->tok_pos[t], ps->tok_seq[t]);
-        return td_fail(TD_ERR_NONFINITE,
-                       "layer %d (%s) gave NaN or infinity at position %d of sequence %d: a weight or adapter of that "
-                       "layer holds one, or the activations overflowed",
-                       layer, block, ps->tok_pos[t], ps->tok_seq[t]);
-    }
+    for (int32_t r = 0; r < ps->n_rows; r++)
+        if (ps->row_bad[r]) return td_eng_nonfinite(ctx, layer, block, ps->n_rows == ps->n_tokens ? r : ps->out_tok[r]);
     return TD_OK;
 }
 
@@ -69,13 +76,7 @@ td_status td_forward(td_ctx *ctx) {
     td_eng_matmul(ctx, &m->head, ctx->head_rows, n_rows, ctx->act.out_x, ctx->pass.n_out, d, ctx->act.out, n_rows);
     ctx->head_macs += (int64_t)ctx->pass.n_out * n_rows * d;                    /* out [n_out, n_rows] */
     for (int32_t i = 0; i < ctx->pass.n_out; i++) /* the final norm and the head's own weights */
-        if (!td_eng_row_finite(ctx->act.out + i * n_rows, n_rows)) {
-            int32_t t = ctx->pass.out_tok[i];
-            ctx->fault = (td_fault){1, m->cfg.n_layer, "output head", ctx->pass.tok_seq[t], ctx->pass.tok_pos[t]};
-            return td_fail(TD_ERR_NONFINITE,
-                           "the final norm and output head gave NaN or infinity at position %d of sequence %d: a weight "
-                           "of the head or the final norm holds one, or the logits overflowed",
-                           ctx->pass.tok_pos[t], ctx->pass.tok_seq[t]);
-        }
+        if (!td_eng_row_finite(ctx->act.out + i * n_rows, n_rows))
+            return td_eng_nonfinite(ctx, m->cfg.n_layer, "output head", ctx->pass.out_tok[i]);
     return TD_OK;
 }

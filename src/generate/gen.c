@@ -143,6 +143,8 @@ static td_ctx_params ctx_params(const td_gen_params *p, int32_t n_ctx) {
     cp.n_threads = p->n_threads;
     cp.n_outputs_max = p->max_running + PLP_CHUNK < p->n_batch ? p->max_running + PLP_CHUNK : p->n_batch;
     cp.kv_f16 = p->kv_f16;
+    cp.device = p->device;
+    cp.device_bf16 = p->device_bf16;
     return cp;
 }
 

@@ -70,6 +70,10 @@ struct td_model {
     int n_packs, cap_packs;
     const struct td_kernels *kernels; /* the kernel set chosen at load (td_model_pack): its packing and activation
                                          layouts fix the model's numerics; every context of the model uses it */
+    /* A copy of the weights on a device, made by the engine when the first device context is created (the model
+     * layer knows nothing of devices: it only calls device_free on it when the model is freed). */
+    void *device_weights;
+    void (*device_free)(void *device_weights);
 };
 
 /* Makes the model own (and free) a heap block. Returns 0, or -1 on allocation failure (p not taken). */

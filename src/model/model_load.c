@@ -396,6 +396,7 @@ td_model_params td_model_default_params(void) {
 
 void td_model_free(td_model *m) {
     if (!m) return;
+    if (m->device_weights && m->device_free) m->device_free(m->device_weights);
     for (int i = 0; i < m->n_files; i++) td_st_close(&m->files[i]);
     td_free(m->files);
     td_gguf_close(m->gguf);

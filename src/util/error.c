@@ -48,6 +48,7 @@ const char *td_status_str(td_status status) {
     case TD_ERR_RANGE: return "out of range";
     case TD_ERR_STATE: return "invalid state";
     case TD_ERR_NONFINITE: return "non-finite value";
+    case TD_ERR_DEVICE: return "device error";
     }
     return "unknown status";
 }

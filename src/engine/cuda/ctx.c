@@ -1,0 +1,147 @@
+/* A CUDA context's device part: its stream, the pass mirrored on the device, the sequences' cell tables, the
+ * outputs, and the DeltaNet state copies that forks and truncations need. */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/cuda/dev.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+/* The host's copy of what each sequence's cell table holds on the device ([n_seq_max, n_ctx], -1: unknown), so a
+ * pass uploads only the part of a table that changed (a fork or truncation rewrites tables on the host only). */
+typedef struct dev_host {
+    int32_t *cells_on_dev;
+} dev_host;
+
+td_status td_dev_fail(const char *what) { return td_fail(TD_ERR_DEVICE, "%s: %s", what, td_cu_error()); }
+
+td_status td_eng_dev_probe(td_device device, char *desc, size_t desc_len) {
+    (void)device;
+    char name[256];
+    int64_t bytes = 0;
+    if (td_cu_probe(name, sizeof name, &bytes) != 0) {
+        if (desc && desc_len) snprintf(desc, desc_len, "none");
+        return td_fail(TD_ERR_UNSUPPORTED, "no usable CUDA device: %s", td_cu_error());
+    }
+    if (desc && desc_len) snprintf(desc, desc_len, "%s, %.0f GiB", name, (double)bytes / (1024.0 * 1024.0 * 1024.0));
+    return TD_OK;
+}
+
+void *td_eng_dev_alloc(size_t bytes, int zero) {
+    void *p = td_cu_malloc(bytes);
+    if (p && zero && (td_cu_zero(p, bytes, NULL) != 0 || td_cu_sync(NULL) != 0)) {
+        td_cu_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void td_eng_dev_free(void *p) { td_cu_free(p); }
+
+/* The device part's own buffers, besides the plan's: one allocation each, freed by td_eng_dev_close. */
+static void *dev_buf(td_status *st, size_t bytes, const char *what) {
+    if (*st != TD_OK) return NULL;
+    void *p = td_cu_malloc(bytes ? bytes : 1);
+    if (!p) *st = td_fail(TD_ERR_NOMEM, "%s on the GPU (%zu bytes): %s", what, bytes, td_cu_error());
+    return p;
+}
+
+td_status td_eng_dev_open(td_ctx *ctx) {
+    const td_model *m = ctx->model;
+    const td_ctx_params *p = &ctx->p;
+    td_dev_ctx *dv = td_calloc(1, sizeof *dv + sizeof(dev_host));
+    if (!dv) return td_fail_nomem("a CUDA context");
+    ctx->dev = dv;
+    td_status st = td_dev_weights_get(m, &dv->w);
+    if (st != TD_OK) return st;
+    if (!(dv->stream = td_cu_stream_new())) return td_dev_fail("creating a CUDA stream");
+    const int64_t B = p->n_batch;
+    dv->n_ints = 8 * B + 2;
+    dv->h_ints = td_malloc((size_t)dv->n_ints * sizeof(int32_t));
+    dev_host *h = (dev_host *)(dv + 1);
+    h->cells_on_dev = td_malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
+    if (!dv->h_ints || !h->cells_on_dev) return td_fail_nomem("a CUDA context's staging buffers");
+    memset(h->cells_on_dev, 0xff, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
+    dv->ints = dev_buf(&st, (size_t)dv->n_ints * sizeof(int32_t), "the pass's indices");
+    dv->head_rows = dev_buf(&st, (size_t)m->head.rows * sizeof(int32_t), "the head's rows");
+    dv->rope_cs = dev_buf(&st, (size_t)B * (size_t)m->cfg.rotary_dim * sizeof(float), "the RoPE tables");
+    dv->cells = dev_buf(&st, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t), "the cell tables");
+    dv->out = dev_buf(&st, (size_t)p->n_outputs_max * (size_t)m->head.rows * sizeof(float), "the outputs");
+    dv->fault = dev_buf(&st, sizeof(uint64_t), "the fault word");
+    return st;
+}
+
+void td_eng_dev_close(td_ctx *ctx) {
+    td_dev_ctx *dv = ctx->dev;
+    if (!dv) return;
+    if (dv->stream) td_cu_sync(dv->stream);
+    td_cu_free(dv->ints);
+    td_cu_free(dv->head_rows);
+    td_cu_free(dv->rope_cs);
+    td_cu_free(dv->cells);
+    td_cu_free(dv->out);
+    td_cu_free(dv->fault);
+    if (dv->stream) td_cu_stream_free(dv->stream);
+    td_free(dv->h_ints);
+    td_free(((dev_host *)(dv + 1))->cells_on_dev);
+    td_free(dv);
+    ctx->dev = NULL;
+}
+
+/* Lays n int32 of src at *at in the staging block and points *dev at the same offset of the device block. */
+static void stage(td_dev_ctx *dv, int64_t *at, const int32_t *src, int64_t n, int32_t **dev) {
+    if (n > 0) memcpy(dv->h_ints + *at, src, (size_t)n * sizeof(int32_t));
+    *dev = dv->ints + *at;
+    *at += n;
+}
+
+td_status td_dev_upload_pass(td_ctx *ctx) {
+    td_dev_ctx *dv = ctx->dev;
+    const td_pass *ps = &ctx->pass;
+    dev_host *h = (dev_host *)(dv + 1);
+    int64_t n = ps->n_tokens, at = 0, n_ctx = ctx->p.n_ctx;
+    stage(dv, &at, ps->tok_id, n, &dv->tok_id);
+    stage(dv, &at, ps->tok_seq, n, &dv->tok_seq);
+    stage(dv, &at, ps->tok_pos, n, &dv->tok_pos);
+    stage(dv, &at, ps->tok_cell, n, &dv->tok_cell);
+    stage(dv, &at, ps->out_tok, ps->n_out, &dv->out_tok);
+    stage(dv, &at, ps->grp_seq, ps->n_groups, &dv->grp_seq);
+    stage(dv, &at, ps->grp_tok, n, &dv->grp_tok);
+    stage(dv, &at, ps->grp_off, ps->n_groups + 1, &dv->grp_off);
+    if (td_cu_h2d(dv->ints, dv->h_ints, (size_t)at * sizeof(int32_t), dv->stream) != 0 ||
+        td_cu_h2d(dv->rope_cs, ps->rope_cs, (size_t)n * (size_t)ctx->model->cfg.rotary_dim * sizeof(float),
+                  dv->stream) != 0)
+        return td_dev_fail("sending a pass to the GPU");
+    for (int32_t g = 0; g < ps->n_groups; g++) { /* each sequence's table, from its first changed position */
+        int32_t seq = ps->grp_seq[g], len = ctx->kv.seqs[seq].len;
+        const int32_t *cells = ctx->kv.seqs[seq].cells;
+        int32_t *known = h->cells_on_dev + (int64_t)seq * n_ctx, i = 0;
+        while (i < len && known[i] == cells[i]) i++;
+        if (i == len) continue;
+        if (td_cu_h2d(dv->cells + (int64_t)seq * n_ctx + i, cells + i, (size_t)(len - i) * sizeof(int32_t),
+                      dv->stream) != 0)
+            return td_dev_fail("sending a cell table to the GPU");
+        memcpy(known + i, cells + i, (size_t)(len - i) * sizeof(int32_t));
+    }
+    static const uint64_t none = UINT64_MAX;
+    if (td_cu_h2d(dv->fault, &none, sizeof none, dv->stream) != 0) return td_dev_fail("resetting the fault word");
+    if (ctx->head_rows && td_cu_h2d(dv->head_rows, ctx->head_rows, (size_t)ctx->n_head_rows * sizeof(int32_t),
+                                    dv->stream) != 0)
+        return td_dev_fail("sending the head's rows to the GPU");
+    return TD_OK;
+}
+
+td_status td_eng_dev_state_copy(td_ctx *ctx, int32_t dst, int32_t src) {
+    size_t bytes = (size_t)ctx->dn.floats * sizeof(float);
+    if (td_cu_d2d(ctx->dn.data + (int64_t)dst * ctx->dn.floats, ctx->dn.data + (int64_t)src * ctx->dn.floats, bytes,
+                  ctx->dev->stream) != 0)
+        return td_dev_fail("copying a DeltaNet state on the GPU");
+    return TD_OK;
+}
+
+td_status td_eng_dev_state_zero(td_ctx *ctx, int32_t seq) {
+    if (td_cu_zero(ctx->dn.data + (int64_t)seq * ctx->dn.floats, (size_t)ctx->dn.floats * sizeof(float),
+                   ctx->dev->stream) != 0)
+        return td_dev_fail("clearing a DeltaNet state on the GPU");
+    return TD_OK;
+}

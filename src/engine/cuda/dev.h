@@ -1,0 +1,59 @@
+/* The device side of a CUDA context (built with -DTD_CUDA=ON):
+ *   weights.c  the model's weights on the GPU, uploaded once per model as they are stored (td_dev_weights)
+ *   ctx.c      a context's device part: its stream, the pass's index arrays and RoPE tables mirrored per pass, the
+ *              sequences' cell tables, the outputs; DeltaNet state copies for forks
+ *   forward.c  the forward pass on the GPU, step for step the CPU's (forward.c and block_*.c)
+ * The KV cache, DeltaNet states and activations are the context's own buffers (ctx.c's plan marks them ON_DEVICE), so
+ * td_ctx's fields hold device pointers here; the host keeps the bookkeeping (cells, reference counts, sequences). */
+#ifndef TD_ENGINE_CUDA_DEV_H
+#define TD_ENGINE_CUDA_DEV_H
+
+#include "engine/engine.h"
+#include "kernels/cuda/cuda.h"
+
+typedef struct td_dev_layer {
+    td_cu_mat wq, wk, wv, wo;                 /* attention */
+    td_cu_mat in_qkv, in_z, in_b, in_a, out;  /* Gated DeltaNet */
+    td_cu_mat gate, up, down;                 /* MLP */
+    float *attn_norm, *ffn_norm, *q_norm, *k_norm;
+    float *conv_w, *a_log, *dt_bias, *norm_w;
+} td_dev_layer;
+
+typedef struct td_dev_weights {
+    td_cu_mat embed, head; /* the same device bytes when the model ties them */
+    float *final_norm;
+    td_dev_layer *layers;  /* [n_layer] (host array of device pointers) */
+    void **blocks;         /* every device allocation, freed with the model */
+    int n_blocks, cap_blocks;
+    size_t bytes;          /* device bytes of the weights */
+} td_dev_weights;
+
+/* The model's weights on the device, uploaded by the first CUDA context of the model (one lock for all models). */
+td_status td_dev_weights_get(const td_model *m, const td_dev_weights **out);
+
+/* A context's device part. The pass's index arrays are mirrored on the device each pass, packed into one block of
+ * int32 (ints; the pointers below point into it and are reset per pass). */
+typedef struct td_dev_ctx td_dev_ctx;
+struct td_dev_ctx {
+    void *stream;
+    const td_dev_weights *w;
+    int32_t *ints, *h_ints;  /* device block and its host staging: the arrays below, each at a fixed offset */
+    int64_t n_ints;
+    int32_t *tok_id, *tok_seq, *tok_pos, *tok_cell, *out_tok; /* [n_batch] */
+    int32_t *grp_seq, *grp_tok;                               /* [n_batch] */
+    int32_t *grp_off;                                         /* [n_batch + 1] */
+    int32_t *head_rows;                                       /* [head rows]: td_ctx_set_output_rows's list */
+    float *rope_cs;  /* [n_batch, rotary_dim] */
+    int32_t *cells;  /* [n_seq_max, n_ctx] the sequences' cell tables (each pass uploads its sequences' rows) */
+    float *out;      /* [n_outputs_max, head rows] the outputs before they are copied to act.out */
+    uint64_t *fault; /* the smallest (step code << 32 | token) that went non-finite in the pass; UINT64_MAX: none */
+};
+
+/* TD_ERR_DEVICE with the CUDA runtime's words: "what: <td_cu_error()>". */
+td_status td_dev_fail(const char *what);
+
+/* Sends the prepared pass to the device: its index arrays, RoPE tables, its sequences' cell tables, the head rows,
+ * and resets the fault word. */
+td_status td_dev_upload_pass(td_ctx *ctx);
+
+#endif

@@ -1,0 +1,42 @@
+/* The device side of a build without the CUDA backend: --device cuda is refused with the reason, at td_ctx_new (and
+ * td_device_probe), so none of the other functions is reached. With -DTD_CUDA=ON, src/engine/cuda/ replaces this. */
+#include <stdio.h>
+
+#include "engine/engine.h"
+#include "util/error.h"
+
+td_status td_eng_dev_probe(td_device device, char *desc, size_t desc_len) {
+    (void)device;
+    if (desc && desc_len) snprintf(desc, desc_len, "none");
+    return td_fail(TD_ERR_UNSUPPORTED,
+                   "this typedecide was built without the CUDA backend (configure with cmake -DTD_CUDA=ON)");
+}
+
+void *td_eng_dev_alloc(size_t bytes, int zero) {
+    (void)bytes, (void)zero;
+    return NULL;
+}
+
+void td_eng_dev_free(void *p) { (void)p; }
+
+td_status td_eng_dev_open(td_ctx *ctx) {
+    (void)ctx;
+    return td_eng_dev_probe(TD_DEVICE_CUDA, NULL, 0);
+}
+
+void td_eng_dev_close(td_ctx *ctx) { (void)ctx; }
+
+td_status td_forward_dev(td_ctx *ctx) {
+    (void)ctx;
+    return td_eng_dev_probe(TD_DEVICE_CUDA, NULL, 0);
+}
+
+td_status td_eng_dev_state_copy(td_ctx *ctx, int32_t dst, int32_t src) {
+    (void)ctx, (void)dst, (void)src;
+    return td_eng_dev_probe(TD_DEVICE_CUDA, NULL, 0);
+}
+
+td_status td_eng_dev_state_zero(td_ctx *ctx, int32_t seq) {
+    (void)ctx, (void)seq;
+    return td_eng_dev_probe(TD_DEVICE_CUDA, NULL, 0);
+}

@@ -1,0 +1,156 @@
+/* Shared device helpers of the CUDA kernels (private to src/kernels/cuda/): error reporting (runtime.cu keeps the
+ * per-thread message), the exact element conversions (f16, bf16, Q8_0 / Q4_0 blocks), and block reductions.
+ *
+ * Batch invariance: the reductions here are fixed trees over a fixed block size NT (a template parameter, never a
+ * run-time value): each thread first folds its own elements i = tid, tid + NT, ... in ascending order, then the NT
+ * partial values meet in the same pairs every time (warp shuffles down 16, 8, 4, 2, 1, then the same over the warps'
+ * results). The result depends on the values and on n only. */
+#ifndef TD_KERNELS_CUDA_COMMON_CUH
+#define TD_KERNELS_CUDA_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "kernels/cuda/cuda.h"
+#include "util/dtype.h"
+
+/* ---- errors (runtime.cu) ---- */
+
+/* Records "what: <CUDA's text>" as this thread's error, clears CUDA's last (non-sticky) error, returns -1. */
+int td_cu_fail(const char *what, cudaError_t e);
+/* Records a formatted message (an argument the kernels cannot run), returns -1. */
+int td_cu_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* After a launch: 0, or -1 with "kernel <name>: <CUDA's text>" when the launch failed. */
+int td_cu_launched(const char *name);
+
+#define TD_CU_STREAM(s) ((cudaStream_t)(s))
+
+/* Blocks for a grid-stride element-wise kernel over n elements (element-wise: no reduction, so the grid's shape does
+ * not matter to any value). */
+static inline unsigned td_cu_grid(int64_t n, int nt) {
+    int64_t b = (n + nt - 1) / nt;
+    return (unsigned)(b < (1 << 20) ? b : (1 << 20));
+}
+
+/* ---- element conversions (exact towards f32; round to nearest even back, as util/half.h) ---- */
+
+__device__ __forceinline__ float td_dev_f16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+__device__ __forceinline__ float td_dev_bf16(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* x rounded to bf16 and back (td_f32_to_bf16: NaN stays a quiet NaN). */
+__device__ __forceinline__ float td_dev_round_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((u >> 16) | 0x40u) << 16);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return __uint_as_float((u >> 16) << 16);
+}
+
+/* td_f32_to_f16, bit for bit (NaN -> sign | 0x7e00). */
+__device__ __forceinline__ uint16_t td_dev_to_f16(float f) {
+    uint32_t u = __float_as_uint(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) {
+        if (a < 0x33000000u) return (uint16_t)sign;
+        uint32_t man = (a & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)(a >> 23);
+        uint32_t r = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+    r -= 0x38000000u;
+    return (uint16_t)(sign | (r >> 13));
+}
+
+/* Element k of a weight row (`row` = its first byte) as float, the header's dequantisation: F16 / BF16 exactly,
+ * Q8_0 (float)q * d, Q4_0 (float)(nib - 8) * d. In two steps, so a kernel can issue its loads early and convert
+ * later (the first use of a loaded value is where a warp waits for it): td_dev_weight_raw loads the element's bits
+ * (for Q8_0 / Q4_0: the byte holding q, and the block's fp16 scale in the high half), td_dev_weight_cvt makes the
+ * float. Block scales are read byte by byte: a Q8_0 / Q4_0 row is only 2-byte aligned (34 and 18 bytes a block).
+ * F16 / BF16 rows must be 2-byte aligned, F32 rows 4-byte aligned. */
+template <int TYPE> __device__ __forceinline__ uint32_t td_dev_weight_raw(const unsigned char *row, int64_t k) {
+    if (TYPE == TD_DTYPE_F32) return __float_as_uint(((const float *)row)[k]);
+    if (TYPE == TD_DTYPE_F16 || TYPE == TD_DTYPE_BF16) return ((const uint16_t *)row)[k];
+    const int e = (int)(k % TD_QBLOCK);
+    if (TYPE == TD_DTYPE_Q8_0) {
+        const unsigned char *blk = row + (k / TD_QBLOCK) * TD_Q8_0_BLOCK_BYTES;
+        return (uint32_t)blk[2 + e] | (uint32_t)blk[0] << 16 | (uint32_t)blk[1] << 24;
+    }
+    /* TD_DTYPE_Q4_0: low nibbles are elements 0-15, high nibbles 16-31 */
+    const unsigned char *blk = row + (k / TD_QBLOCK) * TD_Q4_0_BLOCK_BYTES;
+    return (uint32_t)blk[2 + e % (TD_QBLOCK / 2)] | (uint32_t)blk[0] << 16 | (uint32_t)blk[1] << 24;
+}
+
+template <int TYPE> __device__ __forceinline__ float td_dev_weight_cvt(uint32_t raw, int64_t k) {
+    if (TYPE == TD_DTYPE_F32) return __uint_as_float(raw);
+    if (TYPE == TD_DTYPE_F16) return td_dev_f16((uint16_t)raw);
+    if (TYPE == TD_DTYPE_BF16) return td_dev_bf16((uint16_t)raw);
+    const float d = td_dev_f16((uint16_t)(raw >> 16));
+    if (TYPE == TD_DTYPE_Q8_0) return (float)(signed char)(raw & 0xffu) * d;
+    const uint32_t byte = raw & 0xffu;
+    const int q = (int)(k % TD_QBLOCK < TD_QBLOCK / 2 ? byte & 15u : byte >> 4);
+    return (float)(q - 8) * d;
+}
+
+template <int TYPE> __device__ __forceinline__ float td_dev_weight(const unsigned char *row, int64_t k) {
+    return td_dev_weight_cvt<TYPE>(td_dev_weight_raw<TYPE>(row, k), k);
+}
+
+/* ---- fixed-tree block reductions ---- */
+
+template <typename T> __device__ __forceinline__ T td_dev_warp_sum(T v) {
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) v = v + __shfl_down_sync(0xffffffffu, v, s);
+    return v; /* lane 0 holds the sum */
+}
+
+__device__ __forceinline__ float td_dev_warp_max(float v) {
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, s));
+    return v;
+}
+
+/* The sum of v over the NT threads of the block, the same fixed tree for every call; every thread gets it. sh holds
+ * NT / 32 + 1 values; all threads must call (it synchronises the block, also before returning, so sh can be reused). */
+template <int NT, typename T> __device__ __forceinline__ T td_dev_block_sum(T v, T *sh) {
+    static_assert(NT % 32 == 0 && NT <= 1024, "block of whole warps");
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = td_dev_warp_sum(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < NT / 32 ? sh[lane] : (T)0;
+        v = td_dev_warp_sum(v);
+        if (lane == 0) sh[NT / 32] = v;
+    }
+    __syncthreads();
+    T r = sh[NT / 32];
+    __syncthreads();
+    return r;
+}
+
+/* The maximum over the block (exact in any order); sh holds NT / 32 + 1 values, as above. */
+template <int NT> __device__ __forceinline__ float td_dev_block_max(float v, float *sh) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = td_dev_warp_max(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < NT / 32 ? sh[lane] : -INFINITY;
+        v = td_dev_warp_max(v);
+        if (lane == 0) sh[NT / 32] = v;
+    }
+    __syncthreads();
+    float r = sh[NT / 32];
+    __syncthreads();
+    return r;
+}
+
+#endif

@@ -1,0 +1,146 @@
+/* CUDA kernels for sm_90 (the H200), behind a C interface: the engine's device forward pass (src/engine/cuda/) calls
+ * these and nothing else of CUDA. Kernels know nothing about models: device pointers, sizes and a stream.
+ *
+ * Batch invariance by construction. Every output element is computed by one fixed sequence of floating-point
+ * operations that depends only on the inputs of its own row and on the row's sizes (n, K, hd, ...), never on the
+ * number of rows in the launch (T), on which other rows are there, or on where a row lands in a tile: no split-K,
+ * no atomics on values, no kernel or tile choice that depends on T. Reductions inside a block run in a fixed tree over
+ * a fixed block size. The orders are spelled out per function below; tests/cuda/test_cuda_kernels.c checks them
+ * against the CPU scalar references (src/kernels/cpu/, the _ref.c files) and checks bit-identity across batch shapes.
+ *
+ * Errors: every function returns 0, or -1 after a CUDA error, which td_cu_error() then describes (per thread).
+ * Launches are asynchronous on `stream` (a td_cu_stream_new() handle; NULL = the legacy default stream); device
+ * pointers are from td_cu_malloc. Sizes are int64_t; a launch with zero rows does nothing and returns 0. */
+#ifndef TD_KERNELS_CUDA_H
+#define TD_KERNELS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- runtime --------------------------------------------------------------------------------------------------- */
+
+/* 0 when a CUDA device is usable (device 0 is selected; name and total memory reported when non-NULL); -1 with the
+ * reason in td_cu_error() ("no CUDA-capable device is detected", a driver too old for this build, ...). */
+int td_cu_probe(char *name, size_t name_len, int64_t *total_bytes);
+/* The last CUDA error of this thread, as text ("" when none). */
+const char *td_cu_error(void);
+
+void *td_cu_malloc(size_t bytes); /* NULL on failure (td_cu_error says why) */
+void td_cu_free(void *p);         /* NULL is fine */
+void *td_cu_stream_new(void);     /* NULL on failure */
+void td_cu_stream_free(void *stream);
+int td_cu_h2d(void *dst, const void *src, size_t bytes, void *stream); /* host -> device, ordered on the stream */
+int td_cu_d2h(void *dst, const void *src, size_t bytes, void *stream); /* device -> host; returns when copied */
+int td_cu_d2d(void *dst, const void *src, size_t bytes, void *stream);
+int td_cu_zero(void *dst, size_t bytes, void *stream);
+int td_cu_sync(void *stream); /* waits for the stream; reports any error of the work queued on it */
+
+/* ---- weights --------------------------------------------------------------------------------------------------- */
+
+/* A weight matrix on the device, in its file's format (the host td_mat's bytes copied as they are): type is a
+ * td_dtype (util/dtype.h): F32, F16, BF16, Q8_0 (blocks of 32: fp16 scale, 32 int8), Q4_0 (fp16 scale, 16 bytes:
+ * low nibbles elements 0-15, high nibbles 16-31, value (nibble - 8) * scale). Rows are row_bytes apart; data is
+ * 4-byte aligned for F32 and 2-byte aligned otherwise (a td_cu_malloc block is). */
+typedef struct td_cu_mat {
+    int type;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const void *data;
+} td_cu_mat;
+
+/* Element (r, c) of a weight as float: F16 / BF16 exactly; Q8_0 (float)q * d, Q4_0 (float)(nib - 8) * d, one
+ * rounding each (d the block's fp16 scale as float). The matrix products and the embedding use exactly this. */
+
+/* x[t, 0..cols) = row tok[t] of w, as float (the dequantisation above). */
+int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int64_t T, void *stream);
+
+/* y[t, j] = sum_k x[t, k] * W[row(j), k] for t < T, j < n_out; row(j) = rows ? rows[j] : j (rows on the device).
+ * x has leading dimension ldx, y has ldy. Order, per element: acc = 0.0f; for k = 0 .. cols-1 ascending:
+ * acc = fmaf(xk, W[row(j), k], acc), where xk = x[t, k], or x[t, k] rounded to bf16 (nearest-even) when bf16_in.
+ * That order is the same for every T and tile (tiles over t and j only; no split over k). */
+int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *w,
+                 const int32_t *rows, int64_t n_out, int bf16_in, void *stream);
+
+/* ---- row operations -------------------------------------------------------------------------------------------- */
+
+/* RMSNorm over R rows of n elements, in place allowed (y == x). Row r starts at x + (r / per) * ld_outer +
+ * (r % per) * ld_inner (and y the same): per = 1, ld_outer = d for the residual stream's rows; per = H heads,
+ * ld_inner = the head stride for per-head q/k norms. y[i] = (x[i] * s) * w'[i], w' = 1 + w[i] when zero_centred
+ * else w[i], s = (float)(1 / sqrt((double)(float)(ss / n) + eps)) with ss the sum of x[i]^2 in double (a fixed
+ * tree over a fixed block): as td_rmsnorm up to the order of the double sum. */
+int td_cu_rmsnorm(float *y, const float *x, const float *w, int64_t R, int64_t per, int64_t ld_outer,
+                  int64_t ld_inner, int64_t n, float eps, int zero_centred, void *stream);
+
+/* NeoX rotary embedding of the first rot dims of each head, as td_rope: for t < T, h < H, the head at
+ * x + t * ldt + h * ldh is rotated with cs + t * rot ([cos | sin] of rot/2 each, made on the host by td_rope_table). */
+int td_cu_rope(float *x, const float *cs, int64_t T, int64_t H, int64_t ldt, int64_t ldh, int64_t rot, void *stream);
+
+/* Stores T rows of dim floats (rows ld apart) into a cache of rows dim apart: row t goes to cache row cell[t], as
+ * float, or as IEEE half (round to nearest even) when f16. */
+int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t ld, const int32_t *cell, int64_t T, int64_t dim,
+                     void *stream);
+
+/* Softmax attention, one (token, query head) per task. Token t is of sequence seq[t] at position pos[t]; it reads
+ * keys/values at positions 0..pos[t] of its sequence, position p in cache row cells[seq[t] * n_ctx + p]. Query head
+ * h (at q + t * ldq + h * q_head_stride, hd floats) uses KV head h / (Hq / Hkv), whose key row of cache row c is at
+ * kc + c * kv_dim + kvh * hd (float, or half when f16); likewise vc. out[t * ldo + h * hd + e]. Scores
+ * s_p = scale * (sum_e q[e] k_p[e], e ascending, fmaf); softmax and the weighted value sum over p are computed in a
+ * fixed order that depends only on pos[t] (e.g. online softmax over fixed chunks of positions, each chunk's max and
+ * sum as a fixed tree). Equal to td_attn_rows_ref within fp32 rounding. */
+int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
+                    const void *vc, int f16, int64_t kv_dim, const int32_t *cells, int64_t n_ctx, const int32_t *seq,
+                    const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, void *stream);
+
+/* Qwen3.5's output gate: x[t * ldx + h * hd + e] *= 1 / (1 + expf(-g)), g = gate[t * ldg + h * gate_stride + e]. */
+int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int64_t ldg, int64_t gate_stride, int64_t T,
+                       int64_t H, int64_t hd, void *stream);
+
+/* g[i] = (g[i] / (1 + expf(-g[i]))) * u[i] for i < n (td_silu_mul). */
+int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream);
+
+/* The residual: x[r, :n] += y[r, :n] for r < R (rows n apart). A row that holds NaN or infinity afterwards lowers
+ * *fault (device) to ((uint64_t)code << 32) | tok, tok = row_tok ? row_tok[r] : r (atomicMin: the smallest code,
+ * then the smallest token, wins; start it at UINT64_MAX). td_cu_check_rows does the check alone, rows ld apart. */
+int td_cu_add_rows(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok, uint64_t *fault,
+                   uint32_t code, void *stream);
+int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld, const int32_t *row_tok, uint64_t *fault,
+                     uint32_t code, void *stream);
+
+/* dst[r, :n] = src[idx[r], :n] for r < R (rows n apart; dst and src do not overlap). */
+int td_cu_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t R, int64_t n, void *stream);
+
+/* ---- Gated DeltaNet ---------------------------------------------------------------------------------------------- */
+
+/* The tokens of a pass grouped by sequence: group g is sequence grp_seq[g] and holds the batch rows
+ * grp_tok[grp_off[g] .. grp_off[g+1]) in position order. A sequence's state for the layer is at
+ * state + grp_seq[g] * seq_stride (floats). */
+typedef struct td_cu_groups {
+    const int32_t *grp_seq, *grp_off, *grp_tok; /* device */
+    int64_t n_groups;
+} td_cu_groups;
+
+/* The causal depthwise convolution with SiLU, td_conv_step for every token of every group in order, all C channels:
+ * token row t of x / out is C floats at x + t * C; the state is [(K-1), C] (oldest row first); w is [C, K]. */
+int td_cu_conv(float *out, const float *x, float *state, int64_t seq_stride, const float *w, int64_t K, int64_t C,
+               const td_cu_groups *g, void *stream);
+
+/* The recurrence and the gated output norm, one (group, value head h) per task, the group's tokens in order (the
+ * token-by-token form: exact however a sequence was split into passes). For token row t: u = conv output row t
+ * ([q: Hk*dk | k: Hk*dk | v: Hv*dv], ldu floats apart), key head kh = h / (Hv / Hk); q = l2norm(u_q[kh]) / sqrt(dk),
+ * k = l2norm(u_k[kh]) (td_l2norm, eps 1e-6), v = u_v[h]; beta = 1 / (1 + expf(-b[t * Hv + h])),
+ * g = -expf(a_log[h]) * softplus(a[t * Hv + h] + dt_bias[h]) (td_softplus); then td_deltanet_step_ref's update of
+ * S = state + seq * seq_stride + h * dk * dv ([dk, dv] row-major) giving o [dv]; then
+ * core[t * Hv * dv + h * dv + e] = td_gated_rmsnorm(o, z + t * Hv * dv + h * dv, norm_w, dv, eps)[e]. */
+int td_cu_deltanet(float *core, const float *u, int64_t ldu, const float *z, const float *b, const float *a,
+                   const float *a_log, const float *dt_bias, const float *norm_w, float *state, int64_t seq_stride,
+                   int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps, const td_cu_groups *g, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

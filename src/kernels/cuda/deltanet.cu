@@ -1,0 +1,165 @@
+/* Gated DeltaNet on the device: the causal depthwise convolution with SiLU (td_cu_conv) and the token-by-token
+ * recurrence with its gated output norm (td_cu_deltanet).
+ *
+ * Shapes: the convolution runs one thread per (group, channel), 128 channels a block, the group's tokens in order
+ * with the state read and shifted in global memory exactly as td_conv_step. The recurrence runs one block of 128
+ * threads per (group, value head); thread e owns state columns e, e + 128, ... (coalesced over e; 16 rows of a
+ * column loaded at a time) and walks the group's tokens in order: per token q and k are l2-normalised (sum of
+ * squares: each thread folds its elements ascending, then td_dev_block_sum's fixed tree), then per column
+ * td_deltanet_step_ref's order exactly (decay multiply; m = sum_i S[i][e] k[i], i ascending, mul then add;
+ * d = beta (v - m); S[i][e] += k[i] d; o = sum_i S[i][e] q[i] ascending), then the gated RMS norm (sum of o^2 in
+ * double by the fixed tree).
+ * Batch invariance: a (group, head) reads its own tokens' inputs and its own sequence's state only, in position
+ * order; nothing depends on the number of groups, on the other groups, or on how a sequence was split into launches
+ * (the state carries over in device memory, bit for bit). */
+#include "kernels/cuda/common.cuh"
+
+#define CV_NT 128
+#define DN_NT 128
+#define DN_MAXD 1024 /* TD_MAX_HEAD_DIM: dk and dv */
+#define DN_B 16      /* state loads in flight together */
+
+__global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, const float *__restrict__ x,
+                                                     float *__restrict__ state, int64_t seq_stride,
+                                                     const float *__restrict__ w, int64_t K, int64_t C,
+                                                     int64_t blocks_per_group, const int32_t *__restrict__ grp_seq,
+                                                     const int32_t *__restrict__ grp_off,
+                                                     const int32_t *__restrict__ grp_tok) {
+    const int64_t gi = blockIdx.x / blocks_per_group;
+    const int64_t c = (blockIdx.x % blocks_per_group) * CV_NT + threadIdx.x;
+    if (c >= C) return;
+    float *st = state + (int64_t)grp_seq[gi] * seq_stride;
+    const float *wc = w + c * K;
+    const float wl = wc[K - 1];
+    for (int32_t k = grp_off[gi]; k < grp_off[gi + 1]; k++) {
+        const int64_t t = grp_tok[k];
+        const float xc = x[t * C + c];
+        float s = 0.0f;
+        for (int64_t j = 0; j < K - 1; j++) s += wc[j] * st[j * C + c];
+        s += wl * xc;
+        out[t * C + c] = s / (1.0f + expf(-s));
+        for (int64_t j = 0; j + 1 < K - 1; j++) st[j * C + c] = st[(j + 1) * C + c];
+        if (K > 1) st[(K - 2) * C + c] = xc;
+    }
+}
+
+extern "C" int td_cu_conv(float *out, const float *x, float *state, int64_t seq_stride, const float *w, int64_t K,
+                          int64_t C, const td_cu_groups *g, void *stream) {
+    if (g->n_groups <= 0 || C <= 0) return 0;
+    if (K < 1) return td_cu_failf("td_cu_conv: kernel size %lld", (long long)K);
+    int64_t bpg = (C + CV_NT - 1) / CV_NT;
+    if (g->n_groups * bpg > 0x7fffffff) return td_cu_failf("td_cu_conv: %lld groups is beyond one launch",
+                                                           (long long)g->n_groups);
+    conv_kernel<<<(unsigned)(g->n_groups * bpg), CV_NT, 0, TD_CU_STREAM(stream)>>>(
+        out, x, state, seq_stride, w, K, C, bpg, g->grp_seq, g->grp_off, g->grp_tok);
+    return td_cu_launched("conv");
+}
+
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+__global__ void __launch_bounds__(DN_NT)
+    deltanet_kernel(float *__restrict__ core, const float *__restrict__ u, int64_t ldu, const float *__restrict__ z,
+                    const float *__restrict__ b, const float *__restrict__ a, const float *__restrict__ a_log,
+                    const float *__restrict__ dt_bias, const float *__restrict__ norm_w, float *__restrict__ state,
+                    int64_t seq_stride, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
+                    const int32_t *__restrict__ grp_seq, const int32_t *__restrict__ grp_off,
+                    const int32_t *__restrict__ grp_tok) {
+    __shared__ float qs[DN_MAXD], ks[DN_MAXD], os[DN_MAXD]; /* os[e]: thread e % DN_NT's alone */
+    __shared__ float redf[DN_NT / 32 + 1];
+    __shared__ double redd[DN_NT / 32 + 1];
+    const int tid = threadIdx.x;
+    const int64_t gi = blockIdx.x / Hv, h = blockIdx.x % Hv, kh = h / (Hv / Hk);
+    float *S = state + (int64_t)grp_seq[gi] * seq_stride + h * dk * dv;
+    const float qscale = (float)(1.0 / sqrt((double)dk)); /* as head_inputs() */
+    const float neg_a = -expf(a_log[h]), dtb = dt_bias[h];
+    const int64_t key_dim = Hk * dk, value_dim = Hv * dv;
+
+    for (int32_t it = grp_off[gi]; it < grp_off[gi + 1]; it++) {
+        const int64_t t = grp_tok[it];
+        const float *ut = u + t * ldu;
+        /* q, k of key head kh: td_l2norm (eps 1e-6), q then * 1/sqrt(dk) */
+        float ssq = 0.0f, ssk = 0.0f;
+        for (int64_t i = tid; i < dk; i += DN_NT) {
+            float qv = ut[kh * dk + i], kv = ut[key_dim + kh * dk + i];
+            qs[i] = qv;
+            ks[i] = kv;
+            ssq += qv * qv;
+            ssk += kv * kv;
+        }
+        ssq = td_dev_block_sum<DN_NT>(ssq, redf);
+        ssk = td_dev_block_sum<DN_NT>(ssk, redf);
+        const float rq = 1.0f / sqrtf(ssq + 1e-6f), rk = 1.0f / sqrtf(ssk + 1e-6f);
+        for (int64_t i = tid; i < dk; i += DN_NT) {
+            qs[i] = (qs[i] * rq) * qscale;
+            ks[i] = ks[i] * rk;
+        }
+        __syncthreads();
+        const float beta = 1.0f / (1.0f + expf(-b[t * Hv + h]));
+        const float g = neg_a * softplus(a[t * Hv + h] + dtb);
+        const float decay = expf(g);
+        const float *vt = ut + 2 * key_dim + h * dv;
+        double ss = 0.0;
+        for (int64_t e = tid; e < dv; e += DN_NT) {
+            /* m = (decay S)^T k; the decayed column is recomputed (same rounding) in the second pass rather than
+             * stored twice. DN_B loads of the column are issued together, then the chain runs over them. */
+            float *Se = S + e;
+            float m = 0.0f;
+            int64_t i = 0;
+            for (; i + DN_B <= dk; i += DN_B) {
+                float sv[DN_B];
+#pragma unroll
+                for (int b = 0; b < DN_B; b++) sv[b] = Se[(i + b) * dv];
+#pragma unroll
+                for (int b = 0; b < DN_B; b++) m = m + (sv[b] * decay) * ks[i + b];
+            }
+            for (; i < dk; i++) m = m + (Se[i * dv] * decay) * ks[i];
+            const float d = beta * (vt[e] - m);
+            float oe = 0.0f;
+            for (i = 0; i + DN_B <= dk; i += DN_B) {
+                float sv[DN_B];
+#pragma unroll
+                for (int b = 0; b < DN_B; b++) sv[b] = Se[(i + b) * dv];
+#pragma unroll
+                for (int b = 0; b < DN_B; b++) {
+                    const float s = (sv[b] * decay) + ks[i + b] * d;
+                    Se[(i + b) * dv] = s;
+                    oe = oe + s * qs[i + b];
+                }
+            }
+            for (; i < dk; i++) {
+                const float s = (Se[i * dv] * decay) + ks[i] * d;
+                Se[i * dv] = s;
+                oe = oe + s * qs[i];
+            }
+            os[e] = oe;
+            ss += (double)oe * (double)oe;
+        }
+        /* td_gated_rmsnorm(o, z, norm_w, dv, eps) */
+        ss = td_dev_block_sum<DN_NT>(ss, redd); /* also: every thread is done with qs, ks of this token */
+        const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)dv) + (double)eps));
+        const float *zt = z + t * value_dim + h * dv;
+        float *ct = core + t * value_dim + h * dv;
+        for (int64_t e = tid; e < dv; e += DN_NT) {
+            float zi = zt[e];
+            ct[e] = (norm_w[e] * (os[e] * r)) * (zi / (1.0f + expf(-zi)));
+        }
+    }
+}
+
+extern "C" int td_cu_deltanet(float *core, const float *u, int64_t ldu, const float *z, const float *b, const float *a,
+                              const float *a_log, const float *dt_bias, const float *norm_w, float *state,
+                              int64_t seq_stride, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
+                              const td_cu_groups *g, void *stream) {
+    if (g->n_groups <= 0 || Hv <= 0) return 0;
+    if (Hk <= 0 || Hv % Hk)
+        return td_cu_failf("td_cu_deltanet: %lld value heads over %lld key heads", (long long)Hv, (long long)Hk);
+    if (dk <= 0 || dk > DN_MAXD || dv <= 0 || dv > DN_MAXD)
+        return td_cu_failf("td_cu_deltanet: head dims %lld, %lld (1 .. %d)", (long long)dk, (long long)dv, DN_MAXD);
+    if (g->n_groups * Hv > 0x7fffffff)
+        return td_cu_failf("td_cu_deltanet: %lld groups x %lld heads is beyond one launch", (long long)g->n_groups,
+                           (long long)Hv);
+    deltanet_kernel<<<(unsigned)(g->n_groups * Hv), DN_NT, 0, TD_CU_STREAM(stream)>>>(
+        core, u, ldu, z, b, a, a_log, dt_bias, norm_w, state, seq_stride, Hk, Hv, dk, dv, eps, g->grp_seq, g->grp_off,
+        g->grp_tok);
+    return td_cu_launched("deltanet");
+}

@@ -1,0 +1,173 @@
+/* Row operations: RMSNorm, rotary embedding, the KV store, Qwen3.5's sigmoid output gate, the SwiGLU gate, the
+ * residual add with its finiteness check, the check alone, and the row gather.
+ *
+ * Shapes: RMSNorm, the residual and the check run one block of 256 threads per row; everything else is
+ * element-wise over a grid-stride loop (one thread per element, any grid).
+ * Batch invariance: the element-wise ops compute each element from its own inputs alone, the same expression as the
+ * CPU reference (no contraction: --fmad=false). RMSNorm's sum of squares is in double, each thread folding
+ * i = tid, tid + 256, ... ascending, then the fixed tree of td_dev_block_sum<256>: it depends on the row's n values
+ * only. The fault word is lowered with an integer atomicMin, which is order-independent. */
+#include "kernels/cuda/common.cuh"
+
+#define ROW_NT 256
+#define EW_NT 256
+
+__global__ void __launch_bounds__(ROW_NT) rmsnorm_kernel(float *y, const float *x, const float *__restrict__ w,
+                                                         int64_t per, int64_t ld_outer, int64_t ld_inner, int64_t n,
+                                                         float eps, int zero_centred) {
+    __shared__ double sh[ROW_NT / 32 + 1];
+    const int64_t r = blockIdx.x, off = (r / per) * ld_outer + (r % per) * ld_inner;
+    const float *xr = x + off;
+    float *yr = y + off; /* may be xr: each thread rewrites only the elements it read */
+    double ss = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) ss += (double)xr[i] * (double)xr[i];
+    ss = td_dev_block_sum<ROW_NT>(ss, sh);
+    const float s = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
+    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
+        float wi = zero_centred ? 1.0f + w[i] : w[i];
+        yr[i] = (xr[i] * s) * wi;
+    }
+}
+
+extern "C" int td_cu_rmsnorm(float *y, const float *x, const float *w, int64_t R, int64_t per, int64_t ld_outer,
+                             int64_t ld_inner, int64_t n, float eps, int zero_centred, void *stream) {
+    if (R <= 0 || n <= 0) return 0;
+    if (per <= 0) return td_cu_failf("td_cu_rmsnorm: per = %lld", (long long)per);
+    if (R > 0x7fffffff) return td_cu_failf("td_cu_rmsnorm: %lld rows is beyond one launch", (long long)R);
+    rmsnorm_kernel<<<(unsigned)R, ROW_NT, 0, TD_CU_STREAM(stream)>>>(y, x, w, per, ld_outer, ld_inner, n, eps,
+                                                                     zero_centred);
+    return td_cu_launched("rmsnorm");
+}
+
+/* td_rope: x[i] = a c - b s, x[i + h] = b c + a s; one thread per pair (i, i + h). */
+__global__ void __launch_bounds__(EW_NT) rope_kernel(float *x, const float *__restrict__ cs, int64_t T, int64_t H,
+                                                     int64_t ldt, int64_t ldh, int64_t rot) {
+    const int64_t half = rot / 2, total = T * H * half;
+    for (int64_t idx = (int64_t)blockIdx.x * EW_NT + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * EW_NT) {
+        int64_t i = idx % half, th = idx / half, h = th % H, t = th / H;
+        float *xh = x + t * ldt + h * ldh;
+        const float *c = cs + t * rot;
+        float co = c[i], si = c[half + i];
+        float a = xh[i], b = xh[i + half];
+        xh[i] = a * co - b * si;
+        xh[i + half] = b * co + a * si;
+    }
+}
+
+extern "C" int td_cu_rope(float *x, const float *cs, int64_t T, int64_t H, int64_t ldt, int64_t ldh, int64_t rot,
+                          void *stream) {
+    int64_t total = T * H * (rot / 2);
+    if (T <= 0 || H <= 0 || total <= 0) return 0;
+    rope_kernel<<<td_cu_grid(total, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(x, cs, T, H, ldt, ldh, rot);
+    return td_cu_launched("rope");
+}
+
+__global__ void __launch_bounds__(EW_NT) store_rows_kernel(void *cache, int f16, const float *__restrict__ rows,
+                                                           int64_t ld, const int32_t *__restrict__ cell, int64_t T,
+                                                           int64_t dim) {
+    const int64_t total = T * dim;
+    for (int64_t idx = (int64_t)blockIdx.x * EW_NT + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * EW_NT) {
+        int64_t t = idx / dim, i = idx % dim;
+        float v = rows[t * ld + i];
+        int64_t at = (int64_t)cell[t] * dim + i;
+        if (f16) ((uint16_t *)cache)[at] = td_dev_to_f16(v);
+        else ((float *)cache)[at] = v;
+    }
+}
+
+extern "C" int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t ld, const int32_t *cell, int64_t T,
+                                int64_t dim, void *stream) {
+    if (T <= 0 || dim <= 0) return 0;
+    store_rows_kernel<<<td_cu_grid(T * dim, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(cache, f16, rows, ld, cell, T,
+                                                                                     dim);
+    return td_cu_launched("store_rows");
+}
+
+__global__ void __launch_bounds__(EW_NT) sigmoid_gate_kernel(float *x, int64_t ldx, const float *__restrict__ gate,
+                                                             int64_t ldg, int64_t gate_stride, int64_t T, int64_t H,
+                                                             int64_t hd) {
+    const int64_t total = T * H * hd;
+    for (int64_t idx = (int64_t)blockIdx.x * EW_NT + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * EW_NT) {
+        int64_t e = idx % hd, th = idx / hd, h = th % H, t = th / H;
+        float g = gate[t * ldg + h * gate_stride + e];
+        float *xe = x + t * ldx + h * hd + e;
+        *xe *= 1.0f / (1.0f + expf(-g));
+    }
+}
+
+extern "C" int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int64_t ldg, int64_t gate_stride,
+                                  int64_t T, int64_t H, int64_t hd, void *stream) {
+    if (T <= 0 || H <= 0 || hd <= 0) return 0;
+    sigmoid_gate_kernel<<<td_cu_grid(T * H * hd, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(x, ldx, gate, ldg,
+                                                                                          gate_stride, T, H, hd);
+    return td_cu_launched("sigmoid_gate");
+}
+
+__global__ void __launch_bounds__(EW_NT) silu_mul_kernel(float *g, const float *__restrict__ u, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT) {
+        float v = g[i];
+        g[i] = (v / (1.0f + expf(-v))) * u[i];
+    }
+}
+
+extern "C" int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream) {
+    if (n <= 0) return 0;
+    silu_mul_kernel<<<td_cu_grid(n, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(g, u, n);
+    return td_cu_launched("silu_mul");
+}
+
+/* One row per block: x += y when add, then the row's finiteness (NaN or +-inf anywhere lowers *fault). */
+__global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const float *__restrict__ y, int64_t n,
+                                                             int64_t ld, int add, const int32_t *__restrict__ row_tok,
+                                                             unsigned long long *fault, uint32_t code) {
+    const int64_t r = blockIdx.x;
+    float *xr = x + r * ld;
+    int bad = 0;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
+        float v = xr[i];
+        if (add) {
+            v = v + y[r * n + i];
+            xr[i] = v;
+        }
+        bad |= !(fabsf(v) <= 3.402823466e38f); /* NaN fails every comparison */
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) {
+        uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
+        atomicMin(fault, ((unsigned long long)code << 32) | tok);
+    }
+}
+
+extern "C" int td_cu_add_rows(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok, uint64_t *fault,
+                              uint32_t code, void *stream) {
+    if (R <= 0) return 0;
+    if (R > 0x7fffffff) return td_cu_failf("td_cu_add_rows: %lld rows is beyond one launch", (long long)R);
+    rows_finite_kernel<<<(unsigned)R, ROW_NT, 0, TD_CU_STREAM(stream)>>>(x, y, n, n, 1, row_tok,
+                                                                         (unsigned long long *)fault, code);
+    return td_cu_launched("add_rows");
+}
+
+extern "C" int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld, const int32_t *row_tok,
+                                uint64_t *fault, uint32_t code, void *stream) {
+    if (R <= 0) return 0;
+    if (R > 0x7fffffff) return td_cu_failf("td_cu_check_rows: %lld rows is beyond one launch", (long long)R);
+    /* add = 0: the kernel never writes x */
+    rows_finite_kernel<<<(unsigned)R, ROW_NT, 0, TD_CU_STREAM(stream)>>>((float *)x, NULL, n, ld, 0, row_tok,
+                                                                         (unsigned long long *)fault, code);
+    return td_cu_launched("check_rows");
+}
+
+__global__ void __launch_bounds__(EW_NT) gather_rows_kernel(float *__restrict__ dst, const float *__restrict__ src,
+                                                            const int32_t *__restrict__ idx, int64_t R, int64_t n) {
+    const int64_t total = R * n;
+    for (int64_t e = (int64_t)blockIdx.x * EW_NT + threadIdx.x; e < total; e += (int64_t)gridDim.x * EW_NT) {
+        int64_t r = e / n, i = e % n;
+        dst[e] = src[(int64_t)idx[r] * n + i];
+    }
+}
+
+extern "C" int td_cu_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t R, int64_t n,
+                                 void *stream) {
+    if (R <= 0 || n <= 0) return 0;
+    gather_rows_kernel<<<td_cu_grid(R * n, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(dst, src, idx, R, n);
+    return td_cu_launched("gather_rows");
+}

@@ -1,0 +1,123 @@
+/* The CUDA runtime behind cuda.h: device probe, memory, streams, copies, and the per-thread error text that every
+ * kernel file reports through (td_cu_fail, td_cu_failf, td_cu_launched in common.cuh).
+ *
+ * Batch invariance: nothing here computes a value. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cuda/common.cuh"
+
+static thread_local char td_cu_err[512];
+
+int td_cu_fail(const char *what, cudaError_t e) {
+    snprintf(td_cu_err, sizeof td_cu_err, "%s: %s", what, cudaGetErrorString(e));
+    (void)cudaGetLastError(); /* a non-sticky error must not be reported again by the next launch check */
+    return -1;
+}
+
+int td_cu_failf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(td_cu_err, sizeof td_cu_err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int td_cu_launched(const char *name) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return 0;
+    char what[128];
+    snprintf(what, sizeof what, "kernel %s", name);
+    return td_cu_fail(what, e);
+}
+
+extern "C" const char *td_cu_error(void) { return td_cu_err; }
+
+extern "C" int td_cu_probe(char *name, size_t name_len, int64_t *total_bytes) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) return td_cu_fail("cudaGetDeviceCount", e);
+    if (n <= 0) return td_cu_failf("no CUDA-capable device is detected");
+    if ((e = cudaSetDevice(0)) != cudaSuccess) return td_cu_fail("cudaSetDevice(0)", e);
+    cudaDeviceProp p;
+    if ((e = cudaGetDeviceProperties(&p, 0)) != cudaSuccess) return td_cu_fail("cudaGetDeviceProperties(0)", e);
+    if (p.major < 9)
+        return td_cu_failf("device 0 (%s) has compute capability %d.%d; this build needs 9.0 (sm_90) or newer",
+                           p.name, p.major, p.minor);
+    if ((e = cudaFree(0)) != cudaSuccess) return td_cu_fail("creating the CUDA context", e);
+    if (name && name_len) snprintf(name, name_len, "%s", p.name);
+    if (total_bytes) *total_bytes = (int64_t)p.totalGlobalMem;
+    return 0;
+}
+
+extern "C" void *td_cu_malloc(size_t bytes) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        char what[64];
+        snprintf(what, sizeof what, "cudaMalloc(%zu bytes)", bytes);
+        td_cu_fail(what, e);
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" void td_cu_free(void *p) {
+    if (p) (void)cudaFree(p);
+}
+
+extern "C" void *td_cu_stream_new(void) {
+    cudaStream_t s = NULL;
+    /* a blocking stream: it orders with the legacy default stream, so work on NULL and on s never races */
+    cudaError_t e = cudaStreamCreate(&s);
+    if (e != cudaSuccess) {
+        td_cu_fail("cudaStreamCreate", e);
+        return NULL;
+    }
+    return (void *)s;
+}
+
+extern "C" void td_cu_stream_free(void *stream) {
+    if (stream) (void)cudaStreamDestroy(TD_CU_STREAM(stream));
+}
+
+static int copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, const char *name, void *stream) {
+    if (!bytes) return 0;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, TD_CU_STREAM(stream));
+    if (e != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "%s(%zu bytes)", name, bytes);
+        return td_cu_fail(what, e);
+    }
+    return 0;
+}
+
+extern "C" int td_cu_h2d(void *dst, const void *src, size_t bytes, void *stream) {
+    return copy(dst, src, bytes, cudaMemcpyHostToDevice, "cudaMemcpyAsync host to device", stream);
+}
+
+extern "C" int td_cu_d2h(void *dst, const void *src, size_t bytes, void *stream) {
+    if (copy(dst, src, bytes, cudaMemcpyDeviceToHost, "cudaMemcpyAsync device to host", stream)) return -1;
+    return td_cu_sync(stream);
+}
+
+extern "C" int td_cu_d2d(void *dst, const void *src, size_t bytes, void *stream) {
+    return copy(dst, src, bytes, cudaMemcpyDeviceToDevice, "cudaMemcpyAsync device to device", stream);
+}
+
+extern "C" int td_cu_zero(void *dst, size_t bytes, void *stream) {
+    if (!bytes) return 0;
+    cudaError_t e = cudaMemsetAsync(dst, 0, bytes, TD_CU_STREAM(stream));
+    if (e != cudaSuccess) {
+        char what[64];
+        snprintf(what, sizeof what, "cudaMemsetAsync(%zu bytes)", bytes);
+        return td_cu_fail(what, e);
+    }
+    return 0;
+}
+
+extern "C" int td_cu_sync(void *stream) {
+    cudaError_t e = cudaStreamSynchronize(TD_CU_STREAM(stream));
+    return e == cudaSuccess ? 0 : td_cu_fail("cudaStreamSynchronize", e);
+}

@@ -1,0 +1,891 @@
+/* The CUDA kernels (src/kernels/cuda/cuda.h) against the CPU scalar references, on random inputs of Qwen3-0.6B's
+ * sizes and odd small ones, each held to the contract cuda.h states for it:
+ *   bit-exact: matmul (against a host loop acc = fmaf(x, w, acc), k ascending, every weight type, bf16 inputs or
+ *              not, with and without a row list), embed, rope, store_rows, add_rows, gather_rows, the conv state;
+ *   within a few ulps (the device's expf is not glibc's: CUDA documents 2 ulp): sigmoid gate, silu_mul, the conv
+ *              output;
+ *   within 1e-6 relative (the double sum's order): rmsnorm; within 1e-5 relative (fp32 rounding: tree sums,
+ *              online softmax, fmaf): attention and DeltaNet.
+ * Then batch invariance, bit for bit: a row computed alone, among 7 or 144 rows, at another row index, with other
+ * sequences, groups and cell layouts around it, gives the same bits; and DeltaNet's and the conv's prefix property:
+ * a sequence run in one launch or split over two (state carried in device memory) gives the same outputs and state.
+ * Without a usable CUDA device it prints why and exits 77 (skipped). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cuda/cuda.h"
+#include "test_util.h"
+#include "util/dtype.h"
+#include "util/half.h"
+
+static uint64_t seed = 0x7d5eedull;
+
+/* ---- plumbing ---- */
+
+#define CU(call) cu_ok((call) == 0, #call, __LINE__)
+static int cu_ok(int ok, const char *what, int line) {
+    if (!ok) {
+        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, line, what, td_cu_error());
+        td_test_failures++;
+    }
+    return ok;
+}
+
+/* A device copy of h (bytes), or zeros when h is NULL. */
+static void *up(const void *h, size_t bytes) {
+    void *d = td_cu_malloc(bytes);
+    if (!d) {
+        fprintf(stderr, "td_cu_malloc(%zu): %s\n", bytes, td_cu_error());
+        exit(1);
+    }
+    if (h) CU(td_cu_h2d(d, h, bytes, NULL));
+    else CU(td_cu_zero(d, bytes, NULL));
+    return d;
+}
+
+static void down(void *h, const void *d, size_t bytes) { CU(td_cu_d2h(h, d, bytes, NULL)); }
+
+static float uni(float lo, float hi) { return td_test_uniform(&seed, lo, hi); }
+static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
+
+static float *rnd(int64_t n, float lo, float hi) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++) p[i] = uni(lo, hi);
+    return p;
+}
+
+static void shuffle(int32_t *a, int64_t n) {
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = irand(i + 1);
+        int32_t t = a[i];
+        a[i] = a[j], a[j] = t;
+    }
+}
+
+/* Distance in units in the last place (NaN against NaN: 0; NaN against a number: huge). */
+static int64_t ulps(float a, float b) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? 0 : INT64_MAX / 2;
+    int32_t i, j;
+    memcpy(&i, &a, 4);
+    memcpy(&j, &b, 4);
+    int64_t x = i < 0 ? (int64_t)INT32_MIN - i : i, y = j < 0 ? (int64_t)INT32_MIN - j : j;
+    return x > y ? x - y : y - x;
+}
+
+/* ---- verdicts: one line per check ---- */
+
+/* a and b (n floats) must be equal bit for bit. */
+static void bits(const char *name, const float *a, const float *b, int64_t n) {
+    int64_t differ = 0;
+    double md = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (memcmp(&a[i], &b[i], sizeof *a)) {
+            if (differ++ < 3) fprintf(stderr, "  %s: [%lld] %.9g vs %.9g\n", name, (long long)i, a[i], b[i]);
+            double d = fabs((double)a[i] - b[i]);
+            if (!(d <= md)) md = d;
+        }
+    }
+    printf("  %-58s %s", name, differ ? "NOT bit-exact" : "bit-exact");
+    if (differ) printf(" (%lld of %lld differ, max |diff| %.3g)", (long long)differ, (long long)n, md);
+    printf("\n");
+    CHECKF(differ == 0, "%s", name);
+}
+
+static void within_ulps(const char *name, const float *a, const float *b, int64_t n, int64_t tol) {
+    int64_t worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t u = ulps(a[i], b[i]);
+        if (u > worst) worst = u;
+    }
+    printf("  %-58s max %lld ulp (allowed %lld)\n", name, (long long)worst, (long long)tol);
+    CHECKF(worst <= tol, "%s: %lld ulp", name, (long long)worst);
+}
+
+static void within_rel(const char *name, const float *a, const float *b, int64_t n, double tol) {
+    double e = td_test_rel_diff(a, b, n);
+    printf("  %-58s max rel diff %.3g (allowed %.3g)\n", name, e, tol);
+    CHECKF(e <= tol, "%s: %g", name, e);
+}
+
+/* ---- weights ---- */
+
+static const int wtypes[] = {TD_DTYPE_F32, TD_DTYPE_F16, TD_DTYPE_BF16, TD_DTYPE_Q8_0, TD_DTYPE_Q4_0};
+
+typedef struct weight {
+    td_mat h;    /* host view, for td_row_to_f32 */
+    td_cu_mat d; /* the same bytes on the device */
+} weight;
+
+static weight weight_new(int type, int64_t rows, int64_t cols) {
+    size_t rb = td_dtype_row_bytes((td_dtype)type, cols);
+    unsigned char *buf = malloc(rb * (size_t)rows);
+    float *tmp = malloc((size_t)cols * sizeof *tmp);
+    for (int64_t r = 0; r < rows; r++) {
+        unsigned char *row = buf + (size_t)r * rb;
+        for (int64_t k = 0; k < cols; k++) tmp[k] = uni(-1.0f, 1.0f);
+        if (type == TD_DTYPE_F32) memcpy(row, tmp, (size_t)cols * sizeof *tmp);
+        for (int64_t k = 0; k < cols && (type == TD_DTYPE_F16 || type == TD_DTYPE_BF16); k++) {
+            uint16_t v = type == TD_DTYPE_F16 ? td_f32_to_f16(tmp[k]) : td_f32_to_bf16(tmp[k]);
+            memcpy(row + 2 * k, &v, 2);
+        }
+        if (type == TD_DTYPE_Q8_0) td_quantize_q8_0(tmp, (td_block_q8_0 *)row, cols);
+        if (type == TD_DTYPE_Q4_0) td_quantize_q4_0(tmp, (td_block_q4_0 *)row, cols);
+    }
+    free(tmp);
+    weight w;
+    w.h = (td_mat){(td_dtype)type, rows, cols, rb, buf, NULL};
+    w.d = (td_cu_mat){type, rows, cols, rb, up(buf, rb * (size_t)rows)};
+    return w;
+}
+
+static void weight_free(weight *w) {
+    free((void *)w->h.data);
+    td_cu_free((void *)w->d.data);
+}
+
+/* The header's order, on the host: acc = fmaf(xk, W[row(j), k], acc), k ascending from +0.0f. */
+static void ref_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_mat *w,
+                       const int32_t *rows, int64_t n_out, int bf16_in) {
+    int64_t K = w->cols;
+    float *xr = malloc((size_t)(T * K) * sizeof *xr), *wr = malloc((size_t)K * sizeof *wr);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < K; k++) {
+            float v = x[t * ldx + k];
+            xr[t * K + k] = bf16_in ? td_bf16_to_f32(td_f32_to_bf16(v)) : v;
+        }
+    for (int64_t j = 0; j < n_out; j++) {
+        td_row_to_f32(wr, w, rows ? rows[j] : j);
+        for (int64_t t = 0; t < T; t++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k++) acc = fmaf(xr[t * K + k], wr[k], acc);
+            y[t * ldy + j] = acc;
+        }
+    }
+    free(xr);
+    free(wr);
+}
+
+/* One product on the device: y [T, ldy] (unwritten entries keep 7.0f) from x [T, ldx]. */
+static float *dev_matmul(const float *x, int64_t ldx, int64_t T, const weight *w, const int32_t *rows_d,
+                         int64_t n_out, int64_t ldy, int bf16_in) {
+    size_t yn = (size_t)(T * ldy);
+    float *y = malloc(yn * sizeof *y);
+    for (size_t i = 0; i < yn; i++) y[i] = 7.0f;
+    float *xd = up(x, (size_t)(T * ldx) * sizeof *x), *yd = up(y, yn * sizeof *y);
+    CU(td_cu_matmul(yd, ldy, xd, ldx, T, &w->d, rows_d, n_out, bf16_in, NULL));
+    down(y, yd, yn * sizeof *y);
+    td_cu_free(xd);
+    td_cu_free(yd);
+    return y;
+}
+
+static void test_matmul(void) {
+    printf("matmul: against acc = fmaf(x, w, acc), k ascending (bit-exact)\n");
+    static const int64_t shapes[][3] = {/* T, n_out, cols */
+                                        {1, 1024, 1024}, {3, 1000, 97}, {7, 96, 3072}, {64, 1024, 96},
+                                        {144, 67, 1024}, {300, 70, 96}};
+    for (size_t ti = 0; ti < sizeof wtypes / sizeof *wtypes; ti++) {
+        int type = wtypes[ti], quant = td_dtype_is_block((td_dtype)type);
+        for (int bf = 0; bf < 2; bf++)
+            for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+                int64_t T = shapes[si][0], n_out = shapes[si][1], cols = shapes[si][2];
+                if (quant && cols % 32) cols += 32 - cols % 32;
+                int use_rows = si % 2 == 1; /* every other shape through a row list (rows out of order, repeats) */
+                int64_t wrows = use_rows ? n_out + 17 : n_out, ldx = cols + 3, ldy = n_out + 2;
+                weight w = weight_new(type, wrows, cols);
+                int32_t *rows = NULL, *rows_d = NULL;
+                if (use_rows) {
+                    rows = malloc((size_t)n_out * sizeof *rows);
+                    for (int64_t j = 0; j < n_out; j++) rows[j] = (int32_t)irand(wrows);
+                    rows_d = up(rows, (size_t)n_out * sizeof *rows);
+                }
+                float *x = rnd(T * ldx, -2.0f, 2.0f);
+                float *y = dev_matmul(x, ldx, T, &w, rows_d, n_out, ldy, bf);
+                float *ref = malloc((size_t)(T * ldy) * sizeof *ref);
+                for (int64_t i = 0; i < T * ldy; i++) ref[i] = 7.0f;
+                ref_matmul(ref, ldy, x, ldx, T, &w.h, rows, n_out, bf);
+                char name[128];
+                snprintf(name, sizeof name, "%s bf16_in=%d T=%lld n_out=%lld cols=%lld%s",
+                         td_dtype_name((td_dtype)type), bf, (long long)T, (long long)n_out, (long long)cols,
+                         use_rows ? " rows" : "");
+                bits(name, y, ref, T * ldy); /* padding columns included: still 7.0f */
+                free(x), free(y), free(ref), free(rows);
+                td_cu_free(rows_d);
+                weight_free(&w);
+            }
+    }
+    printf("matmul: batch invariance (one row at T = 1 / 7 / 144, row 0 / 3 / 100)\n");
+    for (size_t ti = 0; ti < sizeof wtypes / sizeof *wtypes; ti++) {
+        int type = wtypes[ti], bf = type == TD_DTYPE_BF16;
+        int64_t cols = 1024, n_out = 200;
+        weight w = weight_new(type, n_out, cols);
+        float *target = rnd(cols, -2.0f, 2.0f), *first = NULL;
+        static const int64_t runs[][2] = {{1, 0}, {7, 3}, {144, 100}};
+        for (int r = 0; r < 3; r++) {
+            int64_t T = runs[r][0], at = runs[r][1];
+            float *x = rnd(T * cols, -2.0f, 2.0f);
+            memcpy(x + at * cols, target, (size_t)cols * sizeof *x);
+            float *y = dev_matmul(x, cols, T, &w, NULL, n_out, n_out, bf);
+            if (!first) {
+                first = malloc((size_t)n_out * sizeof *first);
+                memcpy(first, y, (size_t)n_out * sizeof *first);
+            } else {
+                char name[96];
+                snprintf(name, sizeof name, "%s T=%lld row %lld vs T=1", td_dtype_name((td_dtype)type), (long long)T,
+                         (long long)at);
+                bits(name, y + at * n_out, first, n_out);
+            }
+            free(x), free(y);
+        }
+        free(target), free(first);
+        weight_free(&w);
+    }
+}
+
+static void test_embed(void) {
+    printf("embed: against td_row_to_f32 (bit-exact)\n");
+    for (size_t ti = 0; ti < sizeof wtypes / sizeof *wtypes; ti++) {
+        int64_t vocab = 50, cols = 1024, T = 7;
+        weight w = weight_new(wtypes[ti], vocab, cols);
+        int32_t tok[7];
+        for (int64_t t = 0; t < T; t++) tok[t] = (int32_t)irand(vocab);
+        int32_t *tok_d = up(tok, sizeof tok);
+        float *xd = up(NULL, (size_t)(T * cols) * sizeof(float));
+        float *x = malloc((size_t)(T * cols) * sizeof *x), *ref = malloc((size_t)(T * cols) * sizeof *ref);
+        CU(td_cu_embed(xd, &w.d, tok_d, T, NULL));
+        down(x, xd, (size_t)(T * cols) * sizeof *x);
+        for (int64_t t = 0; t < T; t++) td_row_to_f32(ref + t * cols, &w.h, tok[t]);
+        bits(td_dtype_name((td_dtype)wtypes[ti]), x, ref, T * cols);
+        free(x), free(ref);
+        td_cu_free(tok_d), td_cu_free(xd);
+        weight_free(&w);
+    }
+}
+
+/* ---- row operations ---- */
+
+static void test_rmsnorm(void) {
+    printf("rmsnorm: against td_rmsnorm (1e-6: the order of the double sum)\n");
+    static const int64_t shapes[][2] = {{1, 1024}, {7, 1024}, {144, 1024}, {3, 97}, {300, 96}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int zc = 0; zc < 2; zc++) {
+            int64_t T = shapes[si][0], n = shapes[si][1];
+            float *x = rnd(T * n, -3.0f, 3.0f), *w = rnd(n, -1.0f, 1.5f), *y = malloc((size_t)(T * n) * sizeof *y);
+            float *ref = malloc((size_t)(T * n) * sizeof *ref);
+            float *xd = up(x, (size_t)(T * n) * 4), *wd = up(w, (size_t)n * 4), *yd = up(NULL, (size_t)(T * n) * 4);
+            CU(td_cu_rmsnorm(yd, xd, wd, T, 1, n, 0, n, 1e-6f, zc, NULL));
+            down(y, yd, (size_t)(T * n) * 4);
+            for (int64_t t = 0; t < T; t++) td_rmsnorm(ref + t * n, x + t * n, w, n, 1e-6f, zc);
+            char name[64];
+            snprintf(name, sizeof name, "rows T=%lld n=%lld zero_centred=%d", (long long)T, (long long)n, zc);
+            within_rel(name, y, ref, T * n, 1e-6);
+            free(x), free(w), free(y), free(ref);
+            td_cu_free(xd), td_cu_free(wd), td_cu_free(yd);
+        }
+    { /* per-head, in place: Hq = 16 heads of hd = 128, 256 apart (a gated q row), per = 16 */
+        int64_t T = 7, H = 16, hd = 128, stride = 256, ld = H * stride, n = T * ld;
+        float *x = rnd(n, -3.0f, 3.0f), *w = rnd(hd, -1.0f, 1.0f), *y = malloc((size_t)n * 4);
+        float *xd = up(x, (size_t)n * 4), *wd = up(w, (size_t)hd * 4);
+        CU(td_cu_rmsnorm(xd, xd, wd, T * H, H, ld, stride, hd, 1e-6f, 1, NULL));
+        down(y, xd, (size_t)n * 4);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                float *xh = x + t * ld + h * stride;
+                td_rmsnorm(xh, xh, w, hd, 1e-6f, 1);
+            }
+        within_rel("per head, in place, T=7 H=16 hd=128 stride=256", y, x, n, 1e-6);
+        free(x), free(w), free(y);
+        td_cu_free(xd), td_cu_free(wd);
+    }
+    { /* batch invariance */
+        int64_t n = 1024;
+        float *target = rnd(n, -3.0f, 3.0f), *w = rnd(n, -1.0f, 1.0f), first[1024];
+        float *wd = up(w, (size_t)n * 4);
+        static const int64_t runs[][2] = {{1, 0}, {7, 3}, {144, 100}};
+        for (int r = 0; r < 3; r++) {
+            int64_t T = runs[r][0], at = runs[r][1];
+            float *x = rnd(T * n, -3.0f, 3.0f), y[1024];
+            memcpy(x + at * n, target, (size_t)n * 4);
+            float *xd = up(x, (size_t)(T * n) * 4);
+            CU(td_cu_rmsnorm(xd, xd, wd, T, 1, n, 0, n, 1e-6f, 0, NULL));
+            down(r ? y : first, xd + at * n, (size_t)n * 4);
+            char name[64];
+            snprintf(name, sizeof name, "invariance: T=%lld row %lld vs T=1", (long long)T, (long long)at);
+            if (r) bits(name, y, first, n);
+            free(x);
+            td_cu_free(xd);
+        }
+        free(target), free(w);
+        td_cu_free(wd);
+    }
+}
+
+static void test_rope(void) {
+    printf("rope: against td_rope (bit-exact)\n");
+    static const int64_t cases[][4] = {{7, 16, 128, 128}, {144, 8, 128, 128}, {3, 4, 256, 64}}; /* T, H, hd, rot */
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        int64_t T = cases[ci][0], H = cases[ci][1], hd = cases[ci][2], rot = cases[ci][3];
+        int64_t ldh = hd + 5, ldt = H * ldh + 3, n = T * ldt;
+        float *x = rnd(n, -2.0f, 2.0f), *y = malloc((size_t)n * 4), *cs = malloc((size_t)(T * rot) * 4);
+        float inv[512];
+        td_rope_inv_freq(inv, rot, 1000000.0);
+        for (int64_t t = 0; t < T; t++) td_rope_table(cs + t * rot, rot, inv, (int32_t)irand(40000));
+        float *xd = up(x, (size_t)n * 4), *csd = up(cs, (size_t)(T * rot) * 4);
+        CU(td_cu_rope(xd, csd, T, H, ldt, ldh, rot, NULL));
+        down(y, xd, (size_t)n * 4);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) td_rope(x + t * ldt + h * ldh, rot, cs + t * rot);
+        char name[64];
+        snprintf(name, sizeof name, "T=%lld H=%lld hd=%lld rot=%lld", (long long)T, (long long)H, (long long)hd,
+                 (long long)rot);
+        bits(name, y, x, n);
+        free(x), free(y), free(cs);
+        td_cu_free(xd), td_cu_free(csd);
+    }
+}
+
+static void test_store_gather(void) {
+    printf("store_rows, gather_rows: bit-exact (f16: td_f32_to_f16, NaN / inf / subnormals included)\n");
+    int64_t T = 7, dim = 1024, ld = dim + 9, ncells = 40;
+    float *rows = rnd(T * ld, -70000.0f, 70000.0f);
+    for (int64_t t = 0; t < T; t++) { /* small values: f16 subnormals and underflow; and specials */
+        for (int64_t i = 0; i < 64; i++) rows[t * ld + i] = uni(-1e-4f, 1e-4f);
+        for (int64_t i = 64; i < 80; i++) rows[t * ld + i] = uni(-1e-7f, 1e-7f);
+        rows[t * ld + 80] = NAN, rows[t * ld + 81] = INFINITY, rows[t * ld + 82] = -INFINITY, rows[t * ld + 83] = -0.0f;
+        rows[t * ld + 84] = 65519.0f, rows[t * ld + 85] = 65520.0f;
+    }
+    int32_t cell[7], order[40];
+    for (int i = 0; i < 40; i++) order[i] = i;
+    shuffle(order, 40);
+    memcpy(cell, order, sizeof cell);
+    int32_t *cell_d = up(cell, sizeof cell);
+    float *rows_d = up(rows, (size_t)(T * ld) * 4);
+    for (int f16 = 0; f16 < 2; f16++) {
+        size_t es = f16 ? 2 : 4, bytes = (size_t)(ncells * dim) * es;
+        unsigned char *cache = malloc(bytes), *ref = malloc(bytes);
+        memset(ref, 0x5a, bytes);
+        void *cache_d = up(ref, bytes);
+        CU(td_cu_store_rows(cache_d, f16, rows_d, ld, cell_d, T, dim, NULL));
+        down(cache, cache_d, bytes);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < dim; i++) {
+                unsigned char *dst = ref + ((size_t)cell[t] * (size_t)dim + (size_t)i) * es;
+                if (f16) {
+                    uint16_t h = td_f32_to_f16(rows[t * ld + i]);
+                    memcpy(dst, &h, 2);
+                } else {
+                    memcpy(dst, &rows[t * ld + i], 4);
+                }
+            }
+        int same = memcmp(cache, ref, bytes) == 0;
+        printf("  %-58s %s\n", f16 ? "store_rows f16" : "store_rows f32", same ? "bit-exact" : "NOT bit-exact");
+        CHECKF(same, "store_rows f16=%d", f16);
+        free(cache), free(ref);
+        td_cu_free(cache_d);
+    }
+    { /* gather: 9 rows out of 40, with repeats */
+        int64_t R = 9, n = 1024;
+        float *src = rnd(ncells * n, -1.0f, 1.0f), *dst = malloc((size_t)(R * n) * 4);
+        float *ref = malloc((size_t)(R * n) * 4);
+        int32_t idx[9];
+        for (int64_t r = 0; r < R; r++) idx[r] = (int32_t)irand(ncells);
+        float *src_d = up(src, (size_t)(ncells * n) * 4), *dst_d = up(NULL, (size_t)(R * n) * 4);
+        int32_t *idx_d = up(idx, sizeof idx);
+        CU(td_cu_gather_rows(dst_d, src_d, idx_d, R, n, NULL));
+        down(dst, dst_d, (size_t)(R * n) * 4);
+        for (int64_t r = 0; r < R; r++) memcpy(ref + r * n, src + idx[r] * n, (size_t)n * 4);
+        bits("gather_rows R=9 n=1024", dst, ref, R * n);
+        free(src), free(dst), free(ref);
+        td_cu_free(src_d), td_cu_free(dst_d), td_cu_free(idx_d);
+    }
+    free(rows);
+    td_cu_free(cell_d), td_cu_free(rows_d);
+}
+
+static void test_gates(void) {
+    printf("sigmoid_gate, silu_mul: within 4 ulp (the device's expf)\n");
+    { /* the gate sits in q's rows: [T, H, 2 hd], gate = second half of each head */
+        int64_t T = 7, H = 16, hd = 128, ldx = H * hd, ldg = H * 2 * hd;
+        float *x = rnd(T * ldx, -3.0f, 3.0f), *q = rnd(T * ldg, -8.0f, 8.0f), *y = malloc((size_t)(T * ldx) * 4);
+        float *xd = up(x, (size_t)(T * ldx) * 4), *qd = up(q, (size_t)(T * ldg) * 4);
+        CU(td_cu_sigmoid_gate(xd, ldx, qd + hd, ldg, 2 * hd, T, H, hd, NULL));
+        down(y, xd, (size_t)(T * ldx) * 4);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) td_sigmoid_gate(x + t * ldx + h * hd, q + t * ldg + h * 2 * hd + hd, hd);
+        within_ulps("sigmoid_gate T=7 H=16 hd=128", y, x, T * ldx, 4);
+        free(x), free(q), free(y);
+        td_cu_free(xd), td_cu_free(qd);
+    }
+    {
+        int64_t n = 7 * 3072 + 5;
+        float *g = rnd(n, -12.0f, 12.0f), *u = rnd(n, -3.0f, 3.0f), *y = malloc((size_t)n * 4);
+        float *gd = up(g, (size_t)n * 4), *ud = up(u, (size_t)n * 4);
+        CU(td_cu_silu_mul(gd, ud, n, NULL));
+        down(y, gd, (size_t)n * 4);
+        td_silu_mul(g, u, n);
+        within_ulps("silu_mul n=21509", y, g, n, 4);
+        free(g), free(u), free(y);
+        td_cu_free(gd), td_cu_free(ud);
+    }
+}
+
+static void test_residual(void) {
+    printf("add_rows, check_rows: bit-exact sums; fault = (code << 32) | token, the smallest wins\n");
+    int64_t R = 7, n = 1024, ld = n + 16;
+    float *x = rnd(R * n, -1.0f, 1.0f), *y = rnd(R * n, -1.0f, 1.0f), *out = malloc((size_t)(R * n) * 4);
+    int32_t tok[7] = {10, 11, 12, 13, 14, 15, 16};
+    uint64_t fault = UINT64_MAX, got;
+    float *xd = up(x, (size_t)(R * n) * 4), *yd = up(y, (size_t)(R * n) * 4);
+    int32_t *tok_d = up(tok, sizeof tok);
+    uint64_t *fault_d = up(&fault, sizeof fault);
+    CU(td_cu_add_rows(xd, yd, R, n, tok_d, fault_d, 7, NULL));
+    down(out, xd, (size_t)(R * n) * 4);
+    down(&got, fault_d, sizeof got);
+    for (int64_t i = 0; i < R * n; i++) x[i] += y[i];
+    bits("add_rows R=7 n=1024", out, x, R * n);
+    CHECKF(got == UINT64_MAX, "add_rows on finite rows set the fault to %llx", (unsigned long long)got);
+    /* NaN in row 5 and inf in row 3 (from y): code 7, token 13 */
+    float nan = NAN, inf = INFINITY;
+    CU(td_cu_h2d(yd + 5 * n + 17, &nan, 4, NULL));
+    CU(td_cu_h2d(yd + 3 * n + 1000, &inf, 4, NULL));
+    CU(td_cu_add_rows(xd, yd, R, n, tok_d, fault_d, 7, NULL));
+    down(&got, fault_d, sizeof got);
+    CHECKF(got == ((7ull << 32) | 13), "add_rows fault %llx", (unsigned long long)got);
+    /* a smaller code wins whatever the token */
+    CU(td_cu_add_rows(xd + 5 * n, yd + 5 * n, 1, n, tok_d + 6, fault_d, 3, NULL));
+    down(&got, fault_d, sizeof got);
+    CHECKF(got == ((3ull << 32) | 16), "add_rows fault after code 3 %llx", (unsigned long long)got);
+    printf("  %-58s %s\n", "add_rows faults", got == ((3ull << 32) | 16) ? "as stated" : "WRONG");
+    /* check_rows, rows ld apart: NaN in the gaps is not looked at; row 4 holds -inf; tok = r without row_tok */
+    float *c = rnd(R * ld, -1.0f, 1.0f);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t i = n; i < ld; i++) c[r * ld + i] = NAN;
+    float *cd = up(c, (size_t)(R * ld) * 4);
+    fault = UINT64_MAX;
+    CU(td_cu_h2d(fault_d, &fault, sizeof fault, NULL));
+    CU(td_cu_check_rows(cd, R, n, ld, NULL, fault_d, 9, NULL));
+    down(&got, fault_d, sizeof got);
+    CHECKF(got == UINT64_MAX, "check_rows looked past n: %llx", (unsigned long long)got);
+    float minf = -INFINITY;
+    CU(td_cu_h2d(cd + 4 * ld + 3, &minf, 4, NULL));
+    CU(td_cu_h2d(cd + 6 * ld + 0, &nan, 4, NULL));
+    CU(td_cu_check_rows(cd, R, n, ld, NULL, fault_d, 9, NULL));
+    down(&got, fault_d, sizeof got);
+    CHECKF(got == ((9ull << 32) | 4), "check_rows fault %llx", (unsigned long long)got);
+    printf("  %-58s %s\n", "check_rows faults", got == ((9ull << 32) | 4) ? "as stated" : "WRONG");
+    free(x), free(y), free(out), free(c);
+    td_cu_free(xd), td_cu_free(yd), td_cu_free(tok_d), td_cu_free(fault_d), td_cu_free(cd);
+}
+
+/* ---- attention ---- */
+
+/* A KV cache of n_seq sequences, n_ctx positions each, in shuffled cache rows; sequence 1 shares sequence 0's first
+ * 50 cells (a shared prefix). */
+typedef struct kvcase {
+    int64_t Hq, Hkv, hd, qhs, kv_dim, n_ctx, n_seq, n_rows;
+    int f16;
+    void *kc, *vc;      /* host: float or uint16 */
+    int32_t *cells;     /* [n_seq, n_ctx] */
+    void *kc_d, *vc_d;
+    int32_t *cells_d;
+} kvcase;
+
+static kvcase kv_new(int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, int f16, int64_t n_ctx, int64_t n_seq) {
+    kvcase c = {.Hq = Hq, .Hkv = Hkv, .hd = hd, .qhs = qhs, .kv_dim = Hkv * hd, .n_ctx = n_ctx, .n_seq = n_seq,
+                .n_rows = n_ctx * n_seq + 13, .f16 = f16};
+    size_t es = f16 ? 2 : 4, bytes = (size_t)(c.n_rows * c.kv_dim) * es;
+    c.kc = malloc(bytes), c.vc = malloc(bytes);
+    for (int64_t i = 0; i < c.n_rows * c.kv_dim; i++) {
+        float k = uni(-1.5f, 1.5f), v = uni(-1.0f, 1.0f);
+        if (f16) ((uint16_t *)c.kc)[i] = td_f32_to_f16(k), ((uint16_t *)c.vc)[i] = td_f32_to_f16(v);
+        else ((float *)c.kc)[i] = k, ((float *)c.vc)[i] = v;
+    }
+    int32_t *perm = malloc((size_t)c.n_rows * sizeof *perm);
+    for (int64_t i = 0; i < c.n_rows; i++) perm[i] = (int32_t)i;
+    shuffle(perm, c.n_rows);
+    c.cells = malloc((size_t)(n_seq * n_ctx) * sizeof *c.cells);
+    memcpy(c.cells, perm, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
+    if (n_seq > 1) memcpy(c.cells + n_ctx, c.cells, 50 * sizeof *c.cells);
+    free(perm);
+    c.kc_d = up(c.kc, bytes), c.vc_d = up(c.vc, bytes);
+    c.cells_d = up(c.cells, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
+    return c;
+}
+
+static void kv_free(kvcase *c) {
+    free(c->kc), free(c->vc), free(c->cells);
+    td_cu_free(c->kc_d), td_cu_free(c->vc_d), td_cu_free(c->cells_d);
+}
+
+/* out [T, Hq * hd] on the host, from q [T, Hq * qhs]. */
+static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
+                            const int32_t *cells_d) {
+    int64_t ldq = c->Hq * c->qhs, ldo = c->Hq * c->hd;
+    float *qd = up(q, (size_t)(T * ldq) * 4), *od = up(NULL, (size_t)(T * ldo) * 4);
+    int32_t *seq_d = up(seq, (size_t)T * 4), *pos_d = up(pos, (size_t)T * 4);
+    CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx, seq_d, pos_d,
+                       T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), NULL));
+    float *out = malloc((size_t)(T * ldo) * 4);
+    down(out, od, (size_t)(T * ldo) * 4);
+    td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
+    return out;
+}
+
+static void test_attention(void) {
+    printf("attention: against td_attn_rows_ref (1e-5 relative: fmaf dots, online softmax over chunks of 128)\n");
+    static const int64_t cases[][5] = {/* Hq, Hkv, hd, q head stride, T */
+                                       {16, 8, 128, 128, 144}, {4, 1, 64, 64, 300}, {8, 2, 256, 512, 7},
+                                       {2, 2, 72, 80, 3}, {16, 8, 128, 128, 1}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            int64_t Hq = cases[ci][0], Hkv = cases[ci][1], hd = cases[ci][2], qhs = cases[ci][3], T = cases[ci][4];
+            int64_t n_ctx = 300, n_seq = 3, ldq = Hq * qhs, ldo = Hq * hd;
+            kvcase c = kv_new(Hq, Hkv, hd, qhs, f16, n_ctx, n_seq);
+            float *q = rnd(T * ldq, -3.0f, 3.0f);
+            int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+            static const int32_t edge[] = {0, 1, 127, 128, 129, 255, 256, 299};
+            for (int64_t t = 0; t < T; t++) {
+                seq[t] = (int32_t)irand(n_seq);
+                pos[t] = t < 8 ? edge[(t + (int64_t)ci) % 8] : (int32_t)irand(n_ctx);
+            }
+            float *out = dev_attention(&c, q, seq, pos, T, c.cells_d), *ref = malloc((size_t)(T * ldo) * 4);
+            float *scratch = malloc((size_t)td_attn_rows_scratch(1, n_ctx, hd, f16) * 4);
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t h = 0; h < Hq; h++) {
+                    int64_t kvh = h / (Hq / Hkv), es = f16 ? 2 : 4;
+                    td_attn_keys keys = {(const char *)c.kc + kvh * hd * es, (const char *)c.vc + kvh * hd * es, f16,
+                                         c.cells + seq[t] * n_ctx, c.kv_dim, NULL, NULL, 0};
+                    const float *qr = q + t * ldq + h * qhs;
+                    float *orow = ref + t * ldo + h * hd;
+                    int64_t n = pos[t] + 1;
+                    td_attn_rows_ref(&qr, &orow, &n, 1, &keys, hd, 1.0f / sqrtf((float)hd), scratch);
+                }
+            char name[96];
+            snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s", (long long)Hq, (long long)Hkv,
+                     (long long)hd, (long long)T, f16 ? "f16" : "f32");
+            within_rel(name, out, ref, T * ldo, 1e-5);
+            free(q), free(seq), free(pos), free(out), free(ref), free(scratch);
+            kv_free(&c);
+        }
+
+    printf("attention: batch invariance (other tokens, sequence slot, cell layout)\n");
+    for (int f16 = 0; f16 < 2; f16++) {
+        int64_t Hq = 16, Hkv = 8, hd = 128, n_ctx = 300, ldq = Hq * hd;
+        kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
+        float *target = rnd(ldq, -3.0f, 3.0f), *first = NULL;
+        int32_t tpos = 261; /* three chunks */
+        static const int64_t runs[][2] = {{1, 0}, {7, 4}, {144, 77}};
+        for (int r = 0; r < 4; r++) {
+            int64_t T = runs[r < 3 ? r : 2][0], at = runs[r < 3 ? r : 2][1];
+            float *q = rnd(T * ldq, -3.0f, 3.0f);
+            memcpy(q + at * ldq, target, (size_t)ldq * 4);
+            int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+            for (int64_t t = 0; t < T; t++) seq[t] = (int32_t)irand(3), pos[t] = (int32_t)irand(n_ctx);
+            seq[at] = 0, pos[at] = tpos;
+            int32_t *cells_d = c.cells_d, *moved = NULL;
+            if (r == 3) {
+                /* the target's sequence moves to slot 2 of a new table whose other slots are fresh, and its keys
+                 * and values to other cache rows (same bytes) */
+                moved = malloc((size_t)(3 * n_ctx) * 4);
+                for (int64_t i = 0; i < 3 * n_ctx; i++) moved[i] = (int32_t)irand(c.n_rows);
+                size_t es = f16 ? 2 : 4, rb = (size_t)c.kv_dim * es;
+                for (int64_t p = 0; p <= tpos; p++) /* distinct rows: 7 and n_rows = 913 are coprime */
+                    moved[2 * n_ctx + p] = (int32_t)((p * 7 + 5) % c.n_rows);
+                /* a second cache holding seq 0's rows at their new places */
+                unsigned char *k2 = malloc((size_t)c.n_rows * rb), *v2 = malloc((size_t)c.n_rows * rb);
+                memcpy(k2, c.kc, (size_t)c.n_rows * rb), memcpy(v2, c.vc, (size_t)c.n_rows * rb);
+                for (int64_t p = 0; p <= tpos; p++) {
+                    memcpy(k2 + (size_t)moved[2 * n_ctx + p] * rb, (unsigned char *)c.kc + (size_t)c.cells[p] * rb, rb);
+                    memcpy(v2 + (size_t)moved[2 * n_ctx + p] * rb, (unsigned char *)c.vc + (size_t)c.cells[p] * rb, rb);
+                }
+                CU(td_cu_h2d(c.kc_d, k2, (size_t)c.n_rows * rb, NULL));
+                CU(td_cu_h2d(c.vc_d, v2, (size_t)c.n_rows * rb, NULL));
+                CU(td_cu_sync(NULL));
+                free(k2), free(v2);
+                for (int64_t t = 0; t < T; t++)
+                    if (seq[t] == 2) seq[t] = 1;
+                seq[at] = 2;
+                cells_d = up(moved, (size_t)(3 * n_ctx) * 4);
+            }
+            float *out = dev_attention(&c, q, seq, pos, T, cells_d);
+            if (!first) {
+                first = out;
+            } else {
+                char name[96];
+                snprintf(name, sizeof name, "kv %s: T=%lld row %lld%s vs T=1", f16 ? "f16" : "f32", (long long)T,
+                         (long long)at, r == 3 ? ", moved cells and slot" : "");
+                bits(name, out + at * ldq, first, ldq); /* ldo = ldq here */
+                free(out);
+            }
+            if (moved) td_cu_free(cells_d);
+            free(q), free(seq), free(pos), free(moved);
+        }
+        free(target), free(first);
+        kv_free(&c);
+    }
+}
+
+/* ---- Gated DeltaNet ---- */
+
+/* Groups on the device; freed by groups_free. */
+typedef struct groups {
+    td_cu_groups g;
+    int32_t *seq_d, *off_d, *tok_d;
+} groups;
+
+static groups groups_new(const int32_t *gseq, const int32_t *off, const int32_t *tok, int64_t n_groups) {
+    groups r;
+    r.seq_d = up(gseq, (size_t)n_groups * 4);
+    r.off_d = up(off, (size_t)(n_groups + 1) * 4);
+    r.tok_d = up(tok, (size_t)(off[n_groups] > 0 ? off[n_groups] : 1) * 4);
+    r.g = (td_cu_groups){r.seq_d, r.off_d, r.tok_d, n_groups};
+    return r;
+}
+
+static void groups_free(groups *r) { td_cu_free(r->seq_d), td_cu_free(r->off_d), td_cu_free(r->tok_d); }
+
+/* Three groups (sequences 2, 0, 3 of 4) of 1, 7 and 64 tokens, their rows shuffled over the batch of 72. */
+#define DN_T 72
+static const int32_t dn_seq[3] = {2, 0, 3}, dn_off[4] = {0, 1, 8, 72};
+static void dn_rows(int32_t *tok) {
+    for (int32_t i = 0; i < DN_T; i++) tok[i] = i;
+    shuffle(tok, DN_T);
+}
+
+static void test_conv(void) {
+    printf("conv: against td_conv_step (outputs within 4 ulp: expf; state bit-exact); invariance; prefix split\n");
+    int64_t K = 4, C = 1000, ss = (K - 1) * C + 8, n_seq = 4;
+    int32_t tok[DN_T];
+    dn_rows(tok);
+    float *x = rnd(DN_T * C, -2.0f, 2.0f), *w = rnd(C * K, -1.0f, 1.0f), *st = rnd(n_seq * ss, -2.0f, 2.0f);
+    float *out = malloc((size_t)(DN_T * C) * 4), *ref = malloc((size_t)(DN_T * C) * 4);
+    float *st_ref = malloc((size_t)(n_seq * ss) * 4), *st_got = malloc((size_t)(n_seq * ss) * 4);
+    memcpy(st_ref, st, (size_t)(n_seq * ss) * 4);
+    float *xd = up(x, (size_t)(DN_T * C) * 4), *wd = up(w, (size_t)(C * K) * 4), *od = up(NULL, (size_t)(DN_T * C) * 4);
+    float *sd = up(st, (size_t)(n_seq * ss) * 4);
+    groups g = groups_new(dn_seq, dn_off, tok, 3);
+    CU(td_cu_conv(od, xd, sd, ss, wd, K, C, &g.g, NULL));
+    down(out, od, (size_t)(DN_T * C) * 4);
+    down(st_got, sd, (size_t)(n_seq * ss) * 4);
+    for (int gi = 0; gi < 3; gi++)
+        for (int32_t i = dn_off[gi]; i < dn_off[gi + 1]; i++)
+            td_conv_step(ref + tok[i] * C, st_ref + dn_seq[gi] * ss, x + tok[i] * C, w, K, C, 0, C);
+    within_ulps("conv K=4 C=1000, groups of 1 / 7 / 64 tokens", out, ref, DN_T * C, 4);
+    bits("conv state (sequence 1 untouched)", st_got, st_ref, n_seq * ss);
+    /* invariance: group 1 (sequence 0, 7 tokens) alone, its tokens at rows 0..6 */
+    {
+        int32_t off1[2] = {0, 7}, seq1[1] = {0}, tok1[7];
+        float *x1 = malloc((size_t)(7 * C) * 4), *o1 = malloc((size_t)(7 * C) * 4), *s1 = malloc((size_t)ss * 4);
+        for (int i = 0; i < 7; i++) tok1[i] = i, memcpy(x1 + i * C, x + tok[1 + i] * C, (size_t)C * 4);
+        float *x1d = up(x1, (size_t)(7 * C) * 4), *o1d = up(NULL, (size_t)(7 * C) * 4), *s1d = up(st, (size_t)ss * 4);
+        groups g1 = groups_new(seq1, off1, tok1, 1);
+        CU(td_cu_conv(o1d, x1d, s1d, ss, wd, K, C, &g1.g, NULL));
+        down(o1, o1d, (size_t)(7 * C) * 4);
+        down(s1, s1d, (size_t)ss * 4);
+        float *want = malloc((size_t)(7 * C) * 4);
+        for (int i = 0; i < 7; i++) memcpy(want + i * C, out + tok[1 + i] * C, (size_t)C * 4);
+        bits("conv: a group alone vs among others (outputs)", o1, want, 7 * C);
+        bits("conv: a group alone vs among others (state)", s1, st_got, ss);
+        free(x1), free(o1), free(s1), free(want);
+        td_cu_free(x1d), td_cu_free(o1d), td_cu_free(s1d);
+        groups_free(&g1);
+    }
+    /* prefix: group 2 (sequence 3, 64 tokens) as 21 + 43 tokens over two launches */
+    {
+        float *o2 = malloc((size_t)(DN_T * C) * 4), *s2 = malloc((size_t)(n_seq * ss) * 4);
+        float *o2d = up(NULL, (size_t)(DN_T * C) * 4), *s2d = up(st, (size_t)(n_seq * ss) * 4);
+        int32_t seqa[1] = {3}, offa[2] = {0, 21}, offb[2] = {0, 43};
+        groups ga = groups_new(seqa, offa, tok + 8, 1), gb = groups_new(seqa, offb, tok + 29, 1);
+        CU(td_cu_conv(o2d, xd, s2d, ss, wd, K, C, &ga.g, NULL));
+        CU(td_cu_conv(o2d, xd, s2d, ss, wd, K, C, &gb.g, NULL));
+        down(o2, o2d, (size_t)(DN_T * C) * 4);
+        down(s2, s2d, (size_t)(n_seq * ss) * 4);
+        float *a = malloc((size_t)(64 * C) * 4), *b = malloc((size_t)(64 * C) * 4);
+        for (int i = 0; i < 64; i++) {
+            memcpy(a + i * C, o2 + tok[8 + i] * C, (size_t)C * 4);
+            memcpy(b + i * C, out + tok[8 + i] * C, (size_t)C * 4);
+        }
+        bits("conv: 64 tokens as 21 + 43 (outputs)", a, b, 64 * C);
+        bits("conv: 64 tokens as 21 + 43 (state)", s2 + 3 * ss, st_got + 3 * ss, ss);
+        free(o2), free(s2), free(a), free(b);
+        td_cu_free(o2d), td_cu_free(s2d);
+        groups_free(&ga), groups_free(&gb);
+    }
+    free(x), free(w), free(st), free(out), free(ref), free(st_ref), free(st_got);
+    td_cu_free(xd), td_cu_free(wd), td_cu_free(od), td_cu_free(sd);
+    groups_free(&g);
+}
+
+typedef struct dncase {
+    int64_t Hk, Hv, dk, dv, ldu, ss, n_seq;
+    float eps;
+    float *u, *z, *b, *a, *a_log, *dt_bias, *norm_w, *state; /* host inputs */
+    float *u_d, *z_d, *b_d, *a_d, *a_log_d, *dt_bias_d, *norm_w_d;
+} dncase;
+
+static dncase dn_new(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv) {
+    dncase c = {.Hk = Hk, .Hv = Hv, .dk = dk, .dv = dv, .ldu = 2 * Hk * dk + Hv * dv + 3, .ss = Hv * dk * dv + 5,
+                .n_seq = 4, .eps = 1e-6f};
+    c.u = rnd(DN_T * c.ldu, -1.0f, 1.0f), c.z = rnd(DN_T * Hv * dv, -3.0f, 3.0f);
+    c.b = rnd(DN_T * Hv, -3.0f, 3.0f), c.a = rnd(DN_T * Hv, -4.0f, 4.0f);
+    c.a_log = rnd(Hv, -2.0f, 1.0f), c.dt_bias = rnd(Hv, -1.0f, 1.0f), c.norm_w = rnd(dv, 0.5f, 1.5f);
+    c.state = rnd(c.n_seq * c.ss, -0.2f, 0.2f);
+    c.u_d = up(c.u, (size_t)(DN_T * c.ldu) * 4), c.z_d = up(c.z, (size_t)(DN_T * Hv * dv) * 4);
+    c.b_d = up(c.b, (size_t)(DN_T * Hv) * 4), c.a_d = up(c.a, (size_t)(DN_T * Hv) * 4);
+    c.a_log_d = up(c.a_log, (size_t)Hv * 4), c.dt_bias_d = up(c.dt_bias, (size_t)Hv * 4);
+    c.norm_w_d = up(c.norm_w, (size_t)dv * 4);
+    return c;
+}
+
+static void dn_free(dncase *c) {
+    free(c->u), free(c->z), free(c->b), free(c->a), free(c->a_log), free(c->dt_bias), free(c->norm_w), free(c->state);
+    td_cu_free(c->u_d), td_cu_free(c->z_d), td_cu_free(c->b_d), td_cu_free(c->a_d), td_cu_free(c->a_log_d);
+    td_cu_free(c->dt_bias_d), td_cu_free(c->norm_w_d);
+}
+
+/* Runs td_cu_deltanet from c->state (or from state_d when given, which is then updated); core [DN_T, Hv * dv] and
+ * the final state come back on the host. */
+static void dn_run(const dncase *c, const groups *g, float *core, float *state, float *state_d) {
+    size_t sb = (size_t)(c->n_seq * c->ss) * 4, cb = (size_t)(DN_T * c->Hv * c->dv) * 4;
+    float *sd = state_d ? state_d : up(c->state, sb), *cd = up(NULL, cb);
+    CU(td_cu_deltanet(cd, c->u_d, c->ldu, c->z_d, c->b_d, c->a_d, c->a_log_d, c->dt_bias_d, c->norm_w_d, sd, c->ss,
+                      c->Hk, c->Hv, c->dk, c->dv, c->eps, &g->g, NULL));
+    down(core, cd, cb);
+    down(state, sd, sb);
+    if (!state_d) td_cu_free(sd);
+    td_cu_free(cd);
+}
+
+/* The CPU engine's recurrence_task (token-by-token form) over one group. */
+static void dn_ref_group(const dncase *c, float *core, float *state, int32_t seq, const int32_t *tok, int64_t n) {
+    float q[1024], k[1024], o[1024];
+    float scale = (float)(1.0 / sqrt((double)c->dk));
+    for (int64_t h = 0; h < c->Hv; h++) {
+        int64_t kh = h / (c->Hv / c->Hk);
+        float *S = state + seq * c->ss + h * c->dk * c->dv;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t t = tok[i];
+            const float *u = c->u + t * c->ldu;
+            for (int64_t x = 0; x < c->dk; x++) q[x] = u[kh * c->dk + x], k[x] = u[c->Hk * c->dk + kh * c->dk + x];
+            td_l2norm(q, c->dk, 1e-6f);
+            td_l2norm(k, c->dk, 1e-6f);
+            for (int64_t x = 0; x < c->dk; x++) q[x] *= scale;
+            const float *v = u + 2 * c->Hk * c->dk + h * c->dv;
+            float beta = 1.0f / (1.0f + expf(-c->b[t * c->Hv + h]));
+            float g = -expf(c->a_log[h]) * td_softplus(c->a[t * c->Hv + h] + c->dt_bias[h]);
+            td_deltanet_step_ref(S, q, k, v, g, beta, c->dk, c->dv, o);
+            td_gated_rmsnorm(core + t * c->Hv * c->dv + h * c->dv, o, c->z + t * c->Hv * c->dv + h * c->dv, c->norm_w,
+                             c->dv, c->eps);
+        }
+    }
+}
+
+static void test_deltanet(void) {
+    printf("deltanet: against td_deltanet_step_ref + td_gated_rmsnorm (1e-5 relative: the l2norm's tree sum, expf)\n");
+    static const int64_t cases[][4] = {{4, 8, 128, 128}, {2, 2, 64, 96}, {1, 2, 256, 256}}; /* Hk, Hv, dk, dv */
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        dncase c = dn_new(cases[ci][0], cases[ci][1], cases[ci][2], cases[ci][3]);
+        int64_t cn = DN_T * c.Hv * c.dv, sn = c.n_seq * c.ss;
+        int32_t tok[DN_T];
+        dn_rows(tok);
+        groups g = groups_new(dn_seq, dn_off, tok, 3);
+        float *core = malloc((size_t)cn * 4), *state = malloc((size_t)sn * 4);
+        float *rcore = calloc((size_t)cn, 4), *rstate = malloc((size_t)sn * 4);
+        memcpy(rstate, c.state, (size_t)sn * 4);
+        dn_run(&c, &g, core, state, NULL);
+        for (int gi = 0; gi < 3; gi++)
+            dn_ref_group(&c, rcore, rstate, dn_seq[gi], tok + dn_off[gi], dn_off[gi + 1] - dn_off[gi]);
+        char name[96];
+        snprintf(name, sizeof name, "Hk=%lld Hv=%lld dk=%lld dv=%lld: outputs", (long long)c.Hk, (long long)c.Hv,
+                 (long long)c.dk, (long long)c.dv);
+        within_rel(name, core, rcore, cn, 1e-5);
+        snprintf(name, sizeof name, "Hk=%lld Hv=%lld dk=%lld dv=%lld: state", (long long)c.Hk, (long long)c.Hv,
+                 (long long)c.dk, (long long)c.dv);
+        within_rel(name, state, rstate, sn, 1e-5);
+        bits("  sequence 1 (in no group) untouched", state + c.ss, c.state + c.ss, c.ss);
+
+        /* invariance: group 1 (sequence 0, 7 tokens) alone, same token rows, no other group */
+        {
+            int32_t seq1[1] = {0}, off1[2] = {0, 7};
+            groups g1 = groups_new(seq1, off1, tok + 1, 1);
+            float *core1 = malloc((size_t)cn * 4), *state1 = malloc((size_t)sn * 4);
+            dn_run(&c, &g1, core1, state1, NULL);
+            float *a = malloc((size_t)(7 * c.Hv * c.dv) * 4), *b = malloc((size_t)(7 * c.Hv * c.dv) * 4);
+            for (int i = 0; i < 7; i++) {
+                memcpy(a + i * c.Hv * c.dv, core1 + tok[1 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
+                memcpy(b + i * c.Hv * c.dv, core + tok[1 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
+            }
+            bits("  a group alone vs among others (outputs)", a, b, 7 * c.Hv * c.dv);
+            bits("  a group alone vs among others (state)", state1, state, c.ss);
+            free(core1), free(state1), free(a), free(b);
+            groups_free(&g1);
+        }
+        /* prefix: group 2 (sequence 3, 64 tokens) as 21 + 43 tokens over two launches, the state kept on the device */
+        {
+            int32_t seqa[1] = {3}, offa[2] = {0, 21}, offb[2] = {0, 43};
+            groups ga = groups_new(seqa, offa, tok + 8, 1), gb = groups_new(seqa, offb, tok + 29, 1);
+            float *core2 = malloc((size_t)cn * 4), *core3 = malloc((size_t)cn * 4), *state2 = malloc((size_t)sn * 4);
+            float *sd = up(c.state, (size_t)sn * 4);
+            dn_run(&c, &ga, core2, state2, sd);
+            dn_run(&c, &gb, core3, state2, sd);
+            float *a = malloc((size_t)(64 * c.Hv * c.dv) * 4), *b = malloc((size_t)(64 * c.Hv * c.dv) * 4);
+            for (int i = 0; i < 64; i++) {
+                const float *src = i < 21 ? core2 : core3;
+                memcpy(a + i * c.Hv * c.dv, src + tok[8 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
+                memcpy(b + i * c.Hv * c.dv, core + tok[8 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
+            }
+            bits("  64 tokens as 21 + 43 (outputs)", a, b, 64 * c.Hv * c.dv);
+            bits("  64 tokens as 21 + 43 (state)", state2 + 3 * c.ss, state + 3 * c.ss, c.ss);
+            free(core2), free(core3), free(state2), free(a), free(b);
+            td_cu_free(sd);
+            groups_free(&ga), groups_free(&gb);
+        }
+        free(core), free(state), free(rcore), free(rstate);
+        groups_free(&g);
+        dn_free(&c);
+    }
+}
+
+static void test_errors(void) {
+    printf("errors\n");
+    void *p = td_cu_malloc((size_t)1 << 50);
+    CHECKF(p == NULL && strstr(td_cu_error(), "cudaMalloc(") != NULL, "td_cu_malloc(2^50): %s", td_cu_error());
+    printf("  %-58s \"%s\"\n", "td_cu_malloc(2^50)", td_cu_error());
+    td_cu_free(p);
+    td_cu_mat bad = {TD_DTYPE_OTHER, 1, 32, 64, NULL};
+    CHECK(td_cu_matmul(NULL, 1, NULL, 32, 1, &bad, NULL, 1, 0, NULL) == -1 && td_cu_error()[0]);
+    printf("  %-58s \"%s\"\n", "td_cu_matmul on an OTHER weight", td_cu_error());
+    /* a later good launch is not blamed for the earlier errors */
+    float *x = up(NULL, 64 * 4), *u = up(NULL, 64 * 4);
+    CU(td_cu_silu_mul(x, u, 64, NULL));
+    CU(td_cu_sync(NULL));
+    td_cu_free(x), td_cu_free(u);
+}
+
+int main(void) {
+    char name[256];
+    int64_t total = 0;
+    if (td_cu_probe(name, sizeof name, &total) != 0) {
+        printf("test_cuda_kernels: skipped: %s\n", td_cu_error());
+        return 77;
+    }
+    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    test_matmul();
+    test_embed();
+    test_rmsnorm();
+    test_rope();
+    test_store_gather();
+    test_gates();
+    test_residual();
+    test_attention();
+    test_conv();
+    test_deltanet();
+    test_errors();
+    CU(td_cu_sync(NULL));
+    return td_test_finish("test_cuda_kernels");
+}
