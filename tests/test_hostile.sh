@@ -89,7 +89,7 @@ pred '[0.6, 0.4]' '[[0.6, 0.4], [0.3, 0.7]]' >"$tmp/p6.jsonl"
 expect 0 '' -- "$BIN" metrics --predictions "$tmp/p6.jsonl"
 
 # ---- non-finite weights and adapters --------------------------------------------------------------------------------
-cp -r "$M" "$tmp/nan"
+cp -rL "$M" "$tmp/nan"
 node -e '
 const fs = require("fs"), p = process.argv[1], b = fs.readFileSync(p);
 const n = Number(b.readBigUInt64LE(0)), h = JSON.parse(b.subarray(8, 8 + n).toString());
@@ -159,7 +159,7 @@ fi
 
 # ---- safetensors that are not fully indexed -------------------------------------------------------------------------
 hole() { # name js-edit-of-header(h) — moves data so that one byte belongs to no tensor
-    rm -rf "$tmp/$1" && cp -r "$M" "$tmp/$1"
+    rm -rf "$tmp/$1" && cp -rL "$M" "$tmp/$1"
     node -e '
 const fs = require("fs"), p = process.argv[1], b = fs.readFileSync(p);
 const n = Number(b.readBigUInt64LE(0)), h = JSON.parse(b.subarray(8, 8 + n).toString()), data = b.subarray(8 + n);
@@ -181,7 +181,7 @@ expect nz 'GGUF general.name is not valid UTF-8 at byte 0' -- "$BIN" export --mo
 [ -e "$tmp/n.gguf" ] && fail "a GGUF with an invalid name was written"
 
 # ---- outputs over inputs --------------------------------------------------------------------------------------------
-cp -r "$M" "$tmp/own"
+cp -rL "$M" "$tmp/own"
 sum0=$(sha256sum "$tmp/own/model.safetensors" | cut -c1-64)
 expect nz 'refusing to write over a file of the model' -- "$BIN" export --model "$tmp/own" --quant f32 -o "$tmp/own/model.safetensors"
 [ "$(sha256sum "$tmp/own/model.safetensors" | cut -c1-64)" = "$sum0" ] || fail "export destroyed its own input"
