@@ -161,7 +161,7 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     add_cpu(pl, &a->pre_kv, p->n_seq_max > 1 ? 2 * n_ctx * kv_dim : 0, sizeof(float), 0);
     add(pl, &ctx->inv_freq, c->rotary_dim / 2, sizeof(float), 0);
 
-    pl->total += sizeof(td_ctx) + td_pool_bytes((int)threads);
+    pl->total += sizeof(td_ctx) + td_pool_bytes(pl->cuda ? 1 : (int)threads); /* the GPU needs no worker threads */
 }
 
 /* The parameters as the context will use them, or an error naming what is wrong. */
@@ -242,7 +242,7 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
         ok = (*pl.b[i].at = td_aligned_alloc(TD_BUF_ALIGN, pl.b[i].bytes)) != NULL;
         if (ok && pl.b[i].zero) memset(*pl.b[i].at, 0, pl.b[i].bytes);
     }
-    ok = ok && dev_ok && (ctx->pool = td_pool_new(p.n_threads)) != NULL;
+    ok = ok && dev_ok && (ctx->pool = td_pool_new(pl.cuda ? 1 : p.n_threads)) != NULL;
     if (!ok) {
         td_ctx_free(ctx);
         return dev_ok ? td_fail_nomem("the context buffers (reduce n_ctx, n_batch or n_seq_max)")
