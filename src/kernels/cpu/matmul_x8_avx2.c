@@ -20,6 +20,9 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 
+#ifndef SMALL_T
+#define SMALL_T 16 /* up to this many tokens the tiled path prefetches rows ahead */
+#endif
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T0
 #endif
@@ -140,8 +143,13 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
         int64_t n_tiles = (T + cmax - 1) / cmax, base = T / n_tiles, extra = T % n_tiles;
         for (int64_t i = 0, t = 0; i < n_tiles; t += base + (i < extra), i++) {
             int C = (int)(base + (i < extra));
-            for (int64_t j = jb; j < je; j++)
+            for (int64_t j = jb; j < je; j++) {
+                if (i == 0 && T <= SMALL_T && !rows && j + PREFETCH_ROWS < p->rows) /* a few tokens (continuous
+                    batching's steps): the first tile reads each row from memory; ask for it early, as decode does */
+                    for (size_t off = 0; off < p->row_bytes; off += 64)
+                        _mm_prefetch((const char *)td_qpack_row(p, j + PREFETCH_ROWS) + off, PF_HINT);
                 tile_any(type, C, p, td_qpack_row(p, rows ? rows[j] : j), xq, t, y + t * ldy + j, ldy);
+            }
         }
     }
 }
