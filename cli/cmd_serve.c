@@ -34,7 +34,9 @@ static const char usage_text[] =
     "  --ctx N               positions per request, prompt + new tokens (default: the model's trained context)\n"
     "  --timeout S           close connections idle for S seconds; a body must arrive within S (default 30)\n"
     "  --max-connections N   open connections at once (default 64)\n"
-    "  --memory MB           memory budget of /v1/decide's context (default 1024)\n"
+    "  --memory MB           memory budget of each context (default 1024): the generation engine's (KV rows of\n"
+    "                        running requests and cached sessions, LRU-evicted) and /v1/decide's\n"
+    "  --kv f32|f16          KV cache precision (default f32; f16 halves each KV row: more cached rows per budget)\n"
     "  --threads N           worker threads (default: all cores); results do not depend on it\n"
     "  --device cpu|cuda     where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
     "  --precision fp32|bf16 with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
@@ -49,7 +51,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model_dir = NULL, *adapter = NULL, *host = NULL, *port_s = NULL, *key = NULL, *name = NULL,
                *par_s = NULL, *queue_s = NULL, *body_s = NULL, *maxtok_s = NULL, *ctx_s = NULL, *timeout_s = NULL,
                *conn_s = NULL, *mem_s = NULL, *threads_s = NULL,
-               *device_s = NULL, *precision_s = NULL;
+               *device_s = NULL, *precision_s = NULL, *kv_s = NULL;
     int quiet = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},    {"adapter", 1, &adapter, NULL},
                             {"host", 1, &host, NULL},          {"port", 1, &port_s, NULL},
@@ -60,7 +62,7 @@ int cmd_serve(int argc, char **argv) {
                             {"max-connections", 1, &conn_s, NULL}, {"memory", 1, &mem_s, NULL},
                             {"threads", 1, &threads_s, NULL},  {"quiet", 0, NULL, &quiet},
                             {"device", 1, &device_s, NULL},    {"precision", 1, &precision_s, NULL},
-                            {NULL, 0, NULL, NULL}};
+                            {"kv", 1, &kv_s, NULL},            {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "serve", NULL, 0, NULL);
     if (r == 1) {
         fputs(usage_text, stdout);
@@ -101,6 +103,7 @@ int cmd_serve(int argc, char **argv) {
     p.api_key = key;
     p.model_name = name;
     if (!quiet) p.log = log_line;
+    if (cli_kv("serve", kv_s, &p.kv_f16)) return 2;
     if ((r = cli_device("serve", device_s, precision_s, &p.device, &p.device_bf16, NULL, 0)) != 0) return r;
 
     /* the server's threads inherit this mask: SIGINT and SIGTERM reach sigwait below, and a client that goes away

@@ -850,7 +850,9 @@ typedef struct td_server_params {
     int32_t timeout_s;         /* a connection idle this long is closed; a body must arrive within it. 30 */
     int32_t max_connections;   /* open connections at once (each has a thread). 64 */
     int32_t n_threads;         /* worker threads of the model's contexts. 1 */
-    int64_t memory_mb;         /* budget of /v1/decide's context (td_decide_params.memory_mb). 1024 */
+    int64_t memory_mb;         /* budget of each context: the generation engine's (td_gen_params.cache_bytes) and
+                                  /v1/decide's (td_decide_params.memory_mb). 1024 */
+    int32_t kv_f16;            /* 1: KV caches in f16 (half a KV row: more rows in the same budget) */
     int32_t device;            /* td_device of every context (decide and generation); default CPU */
     int32_t device_bf16;       /* td_ctx_params.device_bf16 */
     td_log_fn log;             /* one line per request (level 0) and the daemon's own complaints (1); NULL: silent */

@@ -66,6 +66,8 @@ printf '{"text": "ok"\n' >"$tmp/bad2.jsonl"
 expect 1 "bad2.jsonl:1:" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --jsonl "$tmp/bad2.jsonl"
 expect 1 "text is not valid UTF-8" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --text $'\xff'
 expect 2 "say what to measure" -- "$BIN" bench --model "$FX/qwen3-tiny-tied"
+expect 2 "--kv must be f32 or f16, not 'f8'" -- "$BIN" serve --model "$FX/qwen3-tiny-tied" --kv f8
+"$BIN" serve --help | grep -q -- "--kv f32|f16" || fail "serve --help does not describe --kv"
 
 # --device and --precision: on every command that computes, checked before the model loads
 for c in decide evaluate generate chat serve run logits bench "bench serve"; do

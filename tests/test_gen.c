@@ -287,7 +287,29 @@ static void test_model(const char *dir) {
     td_model_free(m);
 }
 
+/* kv_f16 halves a KV row, so the same budget caches more rows (the sequences' tables, the activations and the CPU's
+ * attention scratch do not shrink): on the demo model (6 layers) at least 1.5x the free rows of f32. */
+static void test_kv_f16_rows(void) {
+    td_model *m = NULL;
+    CHECKF(td_model_load(td_test_path("models/demo-qwen3"), NULL, &m) == TD_OK, "%s", td_last_error());
+    if (!m) return;
+    int32_t rows[2] = {0, 0};
+    for (int f16 = 0; f16 < 2; f16++) {
+        td_gen_params gp = td_gen_default_params();
+        gp.cache_bytes = (int64_t)64 << 20;
+        gp.kv_f16 = f16;
+        td_gen *g = NULL;
+        CHECKF(td_gen_new(m, &gp, &g) == TD_OK, "%s", td_last_error());
+        if (g) rows[f16] = td_gen_get_stats(g).free_rows;
+        td_gen_free(g);
+    }
+    CHECKF(rows[1] >= rows[0] * 3 / 2, "kv_f16: %d free rows against %d in f32 (64 MB)", rows[1], rows[0]);
+    printf("kv_f16: %d free rows in 64 MB against %d in f32\n", rows[1], rows[0]);
+    td_model_free(m);
+}
+
 int main(void) {
+    test_kv_f16_rows();
     test_model("fixtures/models/qwen3-tiny-tied");
     test_model("fixtures/models/qwen35-tiny-text");
     return td_test_finish("test_gen");

@@ -272,6 +272,7 @@ td_status td_server_gen_start(td_server *s) {
     gp.max_queue = s->p.parallel + s->p.queue_max + 1;
     gp.max_sequences = 2 * s->p.parallel + 16;
     gp.n_threads = s->p.n_threads;
+    gp.kv_f16 = s->p.kv_f16;
     gp.device = s->p.device;
     gp.device_bf16 = s->p.device_bf16;
     gp.cache_bytes = s->p.memory_mb * ((int64_t)1 << 20);

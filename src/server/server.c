@@ -426,6 +426,7 @@ td_status td_server_start(const td_model *model, const td_server_params *params,
     dp.n_threads = p.n_threads;
     dp.memory_mb = p.memory_mb;
     dp.cache_head = 1;
+    dp.kv_f16 = p.kv_f16;
     dp.device = p.device;
     dp.device_bf16 = p.device_bf16;
     if (st == TD_OK) st = td_decider_new(model, &dp, &s->decider);
