@@ -49,6 +49,12 @@ static inline const void *td_mat_row(const td_mat *w, int64_t r) {
     return (const char *)w->data + (size_t)r * w->row_bytes;
 }
 
+/* Asks for a weight row, every cache line of its `bytes`, into L1 (prefetcht0): the decode and small-batch products
+ * stream rows from memory once each and ask for them PREFETCH_ROWS ahead. */
+static inline void td_prefetch_row(const void *row, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)row + off, 0, 3);
+}
+
 /* Y[t, j] = dot(X[t, :cols], W[row(j), :]) for t in [0, T), j in [j0, j1), where row(j) = rows ? rows[j] : j.
  * X has leading dimension ldx floats, Y has ldy. For Q8_0 / Q4_0 weights the activations come quantised:
  * xq points at a td_qrows (quant.h) holding T rows of cols / 32 Q8_0 blocks, and x is not read; each block

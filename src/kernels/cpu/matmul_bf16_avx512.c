@@ -82,11 +82,9 @@ void td_matmul_bf16_avx512(const td_mat *w, const int32_t *rows, const void *xq,
     const uint16_t *wr[4];
     if (T < DECODE_T) {
         for (int64_t j = j0; !rows && j < j1 && j < j0 + PREFETCH_ROWS; j++) /* the first rows, all at once */
-            for (size_t off = 0; off < w->row_bytes; off += 64) _mm_prefetch((const char *)td_mat_row(w, j) + off, _MM_HINT_T0);
+            td_prefetch_row(td_mat_row(w, j), w->row_bytes);
         for (int64_t j = j0; j < j1; j++) {
-            if (!rows && j + PREFETCH_ROWS < w->rows)
-                for (size_t off = 0; off < w->row_bytes; off += 64)
-                    _mm_prefetch((const char *)td_mat_row(w, j + PREFETCH_ROWS) + off, _MM_HINT_T0);
+            if (!rows && j + PREFETCH_ROWS < w->rows) td_prefetch_row(td_mat_row(w, j + PREFETCH_ROWS), w->row_bytes);
             wr[0] = td_mat_row(w, rows ? rows[j] : j);
             for (int64_t t = 0; t < T; t++) tile_any(1, 1, wr, cols, x, t, y + t * ldy + j, ldy);
         }

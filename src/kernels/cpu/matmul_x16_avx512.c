@@ -162,11 +162,9 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
     if (T < DECODE_T) { /* decode: rows stream from memory once each, asked for PREFETCH_ROWS ahead (past the
                            range too: a thread's next range follows it) */
         for (int64_t j = j0; !rows && j < j1 && j < j0 + PREFETCH_ROWS; j++)
-            for (size_t off = 0; off < p->row_bytes; off += 64) _mm_prefetch((const char *)td_qpack_row(p, j) + off, _MM_HINT_T0);
+            td_prefetch_row(td_qpack_row(p, j), p->row_bytes);
         for (int64_t j = j0; j < j1; j++) {
-            if (!rows && j + PREFETCH_ROWS < p->rows)
-                for (size_t off = 0; off < p->row_bytes; off += 64)
-                    _mm_prefetch((const char *)td_qpack_row(p, j + PREFETCH_ROWS) + off, _MM_HINT_T0);
+            if (!rows && j + PREFETCH_ROWS < p->rows) td_prefetch_row(td_qpack_row(p, j + PREFETCH_ROWS), p->row_bytes);
             const uint8_t *row = td_qpack_row(p, rows ? rows[j] : j);
             for (int64_t t = 0; t < T; t++) y[t * ldy + j] = row_dot(type, row, gb, xrow_at(xr, t), nbg);
         }
@@ -180,8 +178,7 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
         for (int64_t j = j0; j < j1; j += 4) {
             int R = j1 - j < 4 ? (int)(j1 - j) : 4;
             for (int64_t a = j + PREFETCH_ROWS; ahead && a < j + PREFETCH_ROWS + 4 && a < p->rows; a++)
-                for (size_t off = 0; off < p->row_bytes; off += 64)
-                    _mm_prefetch((const char *)td_qpack_row(p, a) + off, _MM_HINT_T0);
+                td_prefetch_row(td_qpack_row(p, a), p->row_bytes);
             for (int r = 0; r < R; r++) wr[r] = td_qpack_row(p, rows ? rows[j + r] : j + r);
             for (int64_t t = t0; t < t1; t += 2) {
                 int C = t1 - t < 2 ? 1 : 2;

@@ -23,9 +23,6 @@
 #ifndef SMALL_T
 #define SMALL_T 16 /* up to this many tokens the tiled path prefetches rows ahead */
 #endif
-#ifndef PF_HINT
-#define PF_HINT _MM_HINT_T0
-#endif
 #ifndef PREFETCH_ROWS
 #define PREFETCH_ROWS 8
 #endif
@@ -121,13 +118,11 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
     const td_qpack *p = w->pack;
     if (T < 4) {
         for (int64_t j = j0; !rows && j < j1 && j < j0 + PREFETCH_ROWS; j++) /* the first rows, all at once */
-            for (size_t off = 0; off < p->row_bytes; off += 64)
-                _mm_prefetch((const char *)td_qpack_row(p, j) + off, PF_HINT);
+            td_prefetch_row(td_qpack_row(p, j), p->row_bytes);
         for (int64_t j = j0; j < j1; j++) {
             if (!rows && j + PREFETCH_ROWS < p->rows) /* rows stream from memory once: ask for them early (past
                                                           the range too: a thread's next range follows it) */
-                for (size_t off = 0; off < p->row_bytes; off += 64)
-                    _mm_prefetch((const char *)td_qpack_row(p, j + PREFETCH_ROWS) + off, PF_HINT);
+                td_prefetch_row(td_qpack_row(p, j + PREFETCH_ROWS), p->row_bytes);
             const uint8_t *row = td_qpack_row(p, rows ? rows[j] : j);
             for (int64_t t = 0; t < T; t++) tile_any(type, 1, p, row, xq, t, y + t * ldy + j, ldy);
         }
@@ -146,8 +141,7 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
             for (int64_t j = jb; j < je; j++) {
                 if (i == 0 && T <= SMALL_T && !rows && j + PREFETCH_ROWS < p->rows) /* a few tokens (continuous
                     batching's steps): the first tile reads each row from memory; ask for it early, as decode does */
-                    for (size_t off = 0; off < p->row_bytes; off += 64)
-                        _mm_prefetch((const char *)td_qpack_row(p, j + PREFETCH_ROWS) + off, PF_HINT);
+                    td_prefetch_row(td_qpack_row(p, j + PREFETCH_ROWS), p->row_bytes);
                 tile_any(type, C, p, td_qpack_row(p, rows ? rows[j] : j), xq, t, y + t * ldy + j, ldy);
             }
         }
