@@ -105,29 +105,33 @@ template <int TYPE> __device__ __forceinline__ float td_dev_weight(const unsigne
 
 /* ---- fixed-tree block reductions ---- */
 
-template <typename T> __device__ __forceinline__ T td_dev_warp_sum(T v) {
-#pragma unroll
-    for (int s = 16; s > 0; s >>= 1) v = v + __shfl_down_sync(0xffffffffu, v, s);
-    return v; /* lane 0 holds the sum */
-}
+struct td_dev_add {
+    template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct td_dev_max {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 
-__device__ __forceinline__ float td_dev_warp_max(float v) {
+/* op over the warp's 32 values by halving strides 16, 8, 4, 2, 1: lane 0 holds the result. */
+template <typename T, typename Op> __device__ __forceinline__ T td_dev_warp_reduce(T v, Op op) {
 #pragma unroll
-    for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, s));
+    for (int s = 16; s > 0; s >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, s));
     return v;
 }
 
-/* The sum of v over the NT threads of the block, the same fixed tree for every call; every thread gets it. sh holds
- * NT / 32 + 1 values; all threads must call (it synchronises the block, also before returning, so sh can be reused). */
-template <int NT, typename T> __device__ __forceinline__ T td_dev_block_sum(T v, T *sh) {
+/* op over the NT threads of the block, the same fixed tree for every call (each warp, then warp 0 over the warps'
+ * results, `identity` filling the lanes beyond NT / 32); every thread gets it. sh holds NT / 32 + 1 values; all
+ * threads must call (it synchronises the block, also before returning, so sh can be reused). */
+template <int NT, typename T, typename Op>
+__device__ __forceinline__ T td_dev_block_reduce(T v, T *sh, T identity, Op op) {
     static_assert(NT % 32 == 0 && NT <= 1024, "block of whole warps");
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = td_dev_warp_sum(v);
+    v = td_dev_warp_reduce(v, op);
     if (lane == 0) sh[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        v = lane < NT / 32 ? sh[lane] : (T)0;
-        v = td_dev_warp_sum(v);
+        v = lane < NT / 32 ? sh[lane] : identity;
+        v = td_dev_warp_reduce(v, op);
         if (lane == 0) sh[NT / 32] = v;
     }
     __syncthreads();
@@ -136,21 +140,12 @@ template <int NT, typename T> __device__ __forceinline__ T td_dev_block_sum(T v,
     return r;
 }
 
-/* The maximum over the block (exact in any order); sh holds NT / 32 + 1 values, as above. */
+/* The sum over the block (float or double), and the maximum (exact in any order), by td_dev_block_reduce's tree. */
+template <int NT, typename T> __device__ __forceinline__ T td_dev_block_sum(T v, T *sh) {
+    return td_dev_block_reduce<NT>(v, sh, (T)0, td_dev_add());
+}
 template <int NT> __device__ __forceinline__ float td_dev_block_max(float v, float *sh) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = td_dev_warp_max(v);
-    if (lane == 0) sh[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < NT / 32 ? sh[lane] : -INFINITY;
-        v = td_dev_warp_max(v);
-        if (lane == 0) sh[NT / 32] = v;
-    }
-    __syncthreads();
-    float r = sh[NT / 32];
-    __syncthreads();
-    return r;
+    return td_dev_block_reduce<NT>(v, sh, -INFINITY, td_dev_max());
 }
 
 #endif
