@@ -467,10 +467,14 @@ td_status td_ctx_seq_fork(td_ctx *ctx, int32_t src, int32_t dst, int32_t n_pos) 
                        "td_ctx_seq_fork: sequence %d is at position %d; a hybrid (DeltaNet) model can only fork at a "
                        "sequence's end (keep a snapshot by forking into a spare sequence at position %d)",
                        src, kv->seqs[src].len, n_pos);
-    if (ctx->hybrid && ctx->dev && (st = td_eng_dev_state_copy(ctx, dst, src)) != TD_OK) return st;
-    if (ctx->hybrid && !ctx->dev) /* the recurrent state is constant-size: copied, not shared */
-        memcpy(ctx->dn.data + (int64_t)dst * ctx->dn.floats, ctx->dn.data + (int64_t)src * ctx->dn.floats,
-               (size_t)ctx->dn.floats * sizeof(float));
+    if (ctx->hybrid) { /* the recurrent state is constant-size: copied, not shared */
+        if (ctx->dev) {
+            if ((st = td_eng_dev_state_copy(ctx, dst, src)) != TD_OK) return st;
+        } else {
+            memcpy(ctx->dn.data + (int64_t)dst * ctx->dn.floats, ctx->dn.data + (int64_t)src * ctx->dn.floats,
+                   (size_t)ctx->dn.floats * sizeof(float));
+        }
+    }
     for (int32_t i = 0; i < n_pos; i++) {
         int32_t cell = kv->seqs[src].cells[i];
         kv->seqs[dst].cells[i] = cell;
@@ -493,9 +497,13 @@ td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos) {
                        "td_ctx_seq_truncate: DeltaNet state cannot be rolled back to position %d of sequence %d; "
                        "keep a snapshot (a fork at that position) instead",
                        n_pos, seq);
-    if (ctx->hybrid && n_pos == 0 && ctx->dev && (st = td_eng_dev_state_zero(ctx, seq)) != TD_OK) return st;
-    if (ctx->hybrid && n_pos == 0 && !ctx->dev)
-        memset(ctx->dn.data + (int64_t)seq * ctx->dn.floats, 0, (size_t)ctx->dn.floats * sizeof(float));
+    if (ctx->hybrid && n_pos == 0) {
+        if (ctx->dev) {
+            if ((st = td_eng_dev_state_zero(ctx, seq)) != TD_OK) return st;
+        } else {
+            memset(ctx->dn.data + (int64_t)seq * ctx->dn.floats, 0, (size_t)ctx->dn.floats * sizeof(float));
+        }
+    }
     for (int32_t i = n_pos; i < s->len; i++) {
         int32_t cell = s->cells[i];
         if (--kv->refcount[cell] == 0) kv->free_list[kv->n_free++] = cell;

@@ -7,12 +7,6 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
-/* The host's copy of what each sequence's cell table holds on the device ([n_seq_max, n_ctx], -1: unknown), so a
- * pass uploads only the part of a table that changed (a fork or truncation rewrites tables on the host only). */
-typedef struct dev_host {
-    int32_t *cells_on_dev;
-} dev_host;
-
 td_status td_dev_fail(const char *what) { return td_fail(TD_ERR_DEVICE, "%s: %s", what, td_cu_error()); }
 
 td_status td_eng_dev_probe(td_device device, char *desc, size_t desc_len) {
@@ -49,7 +43,7 @@ static void *dev_buf(td_status *st, size_t bytes, const char *what) {
 td_status td_eng_dev_open(td_ctx *ctx) {
     const td_model *m = ctx->model;
     const td_ctx_params *p = &ctx->p;
-    td_dev_ctx *dv = td_calloc(1, sizeof *dv + sizeof(dev_host));
+    td_dev_ctx *dv = td_calloc(1, sizeof *dv);
     if (!dv) return td_fail_nomem("a CUDA context");
     ctx->dev = dv;
     td_status st = td_dev_weights_get(m, &dv->w);
@@ -58,10 +52,9 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     const int64_t B = p->n_batch;
     dv->n_ints = 8 * B + 2;
     dv->h_ints = td_malloc((size_t)dv->n_ints * sizeof(int32_t));
-    dev_host *h = (dev_host *)(dv + 1);
-    h->cells_on_dev = td_malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
-    if (!dv->h_ints || !h->cells_on_dev) return td_fail_nomem("a CUDA context's staging buffers");
-    memset(h->cells_on_dev, 0xff, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
+    dv->cells_on_dev = td_malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
+    if (!dv->h_ints || !dv->cells_on_dev) return td_fail_nomem("a CUDA context's staging buffers");
+    memset(dv->cells_on_dev, 0xff, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
     dv->ints = dev_buf(&st, (size_t)dv->n_ints * sizeof(int32_t), "the pass's indices");
     dv->head_rows = dev_buf(&st, (size_t)m->head.rows * sizeof(int32_t), "the head's rows");
     dv->rope_cs = dev_buf(&st, (size_t)B * (size_t)m->cfg.rotary_dim * sizeof(float), "the RoPE tables");
@@ -83,7 +76,7 @@ void td_eng_dev_close(td_ctx *ctx) {
     td_cu_free(dv->fault);
     if (dv->stream) td_cu_stream_free(dv->stream);
     td_free(dv->h_ints);
-    td_free(((dev_host *)(dv + 1))->cells_on_dev);
+    td_free(dv->cells_on_dev);
     td_free(dv);
     ctx->dev = NULL;
 }
@@ -98,7 +91,6 @@ static void stage(td_dev_ctx *dv, int64_t *at, const int32_t *src, int64_t n, in
 td_status td_dev_upload_pass(td_ctx *ctx) {
     td_dev_ctx *dv = ctx->dev;
     const td_pass *ps = &ctx->pass;
-    dev_host *h = (dev_host *)(dv + 1);
     int64_t n = ps->n_tokens, at = 0, n_ctx = ctx->p.n_ctx;
     stage(dv, &at, ps->tok_id, n, &dv->tok_id);
     stage(dv, &at, ps->tok_seq, n, &dv->tok_seq);
@@ -115,7 +107,7 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     for (int32_t g = 0; g < ps->n_groups; g++) { /* each sequence's table, from its first changed position */
         int32_t seq = ps->grp_seq[g], len = ctx->kv.seqs[seq].len;
         const int32_t *cells = ctx->kv.seqs[seq].cells;
-        int32_t *known = h->cells_on_dev + (int64_t)seq * n_ctx, i = 0;
+        int32_t *known = dv->cells_on_dev + (int64_t)seq * n_ctx, i = 0;
         while (i < len && known[i] == cells[i]) i++;
         if (i == len) continue;
         if (td_cu_h2d(dv->cells + (int64_t)seq * n_ctx + i, cells + i, (size_t)(len - i) * sizeof(int32_t),

@@ -45,6 +45,8 @@ struct td_dev_ctx {
     int32_t *head_rows;                                       /* [head rows]: td_ctx_set_output_rows's list */
     float *rope_cs;  /* [n_batch, rotary_dim] */
     int32_t *cells;  /* [n_seq_max, n_ctx] the sequences' cell tables (each pass uploads its sequences' rows) */
+    int32_t *cells_on_dev; /* host: what `cells` holds ([n_seq_max, n_ctx], -1 unknown), so a pass uploads only the
+                              changed tail of a table (forks and truncations rewrite tables on the host only) */
     float *out;      /* [n_outputs_max, head rows] the outputs before they are copied to act.out */
     uint64_t *fault; /* the smallest (step code << 32 | token) that went non-finite in the pass; UINT64_MAX: none */
 };
