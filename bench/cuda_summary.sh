@@ -16,7 +16,7 @@ jq -cn --slurpfile steps "$d/cuda.jsonl" \
     --argjson cb "$(ours decide bf16 'criteria_per_s, prefix_ms, suffix_ms_per_criterion')" \
     --argjson cf "$(ours decide fp32 'criteria_per_s, prefix_ms, suffix_ms_per_criterion')" \
     --argjson tf "$(out transformers)" \
-    --arg kernels "$(lines kernels 'all checks|failed')" \
+    --arg kernels "$(lines kernels '^[a-z_, ]+:|max|all checks|failed')" \
     --arg engine "$(lines engine '^(parity|demo models|decide|test_cuda_engine|qwen|models/)')" \
     --arg clients "$(lines clients '^\{"check"|^clients')" \
     --arg fixture "$(lines fixture '^\{')" \
