@@ -15,14 +15,29 @@ Families (base models): ticket_triage, order_invoice, access_request, product_re
 scheduling, job_application, incident_report, answer_grading, doc_labeling. The adapter family
 shipment_tracking is never used to train the base models.
 
+Paraphrase augmentation (train split only; --no-paraphrase turns it off): a tiny model knows no English beyond
+this data, so it cannot tell that a test wording ("Kindly end my Pro membership") means what a training wording
+("Please cancel my Pro subscription") means. paraphrase.py rewrites training evidence, questions and option
+descriptions with synonyms (and frames some questions). A rewrite that brings in a test-only wording (a literal
+piece of >= 12 characters of a test-only variant, a short variant of two or more words, the pattern of a variant
+with slots, or a whole short one; see Guard) is dropped for the original text. The test split is not touched: its
+output is byte-identical with or without this.
+
     python3 scripts/train/gen_decisions.py --split test --groups 110 --seed 15 --out fixtures/eval/heldout.jsonl
     python3 scripts/train/gen_decisions.py --split train --groups 400000 --seed 1 --out train.jsonl --workers 16
 """
 import argparse
 import json
+import os
 import random
+import re
 import sys
 import zlib
+
+try:
+    from paraphrase import frame_question, paraphrase
+except ImportError:  # the test split does not need it; the train split says so (see generate)
+    paraphrase = frame_question = None
 
 BASE_FAMILIES = ["ticket_triage", "order_invoice", "access_request", "product_review", "sensor_readings",
                  "scheduling", "job_application", "incident_report", "answer_grading", "doc_labeling"]
@@ -33,13 +48,26 @@ def _is_test_item(s):
     return zlib.crc32(s.encode("utf-8")) % 4 == 0
 
 
+_POOLS, _POOL_REFS = {}, []   # (id(pool), test) -> the pool's items of that split; the pools, kept alive
+
+
+def _strings(items):
+    """The strings in items (lists of wordings may hold tuples and lists of strings: QA, NUMQA)."""
+    for x in items:
+        if isinstance(x, str):
+            yield x
+        elif isinstance(x, (tuple, list)):
+            yield from _strings(x)
+
+
 class Ctx:
     """The random source of one split: every pick honours the split."""
 
     def __init__(self, rng, split):
         self.r = rng
         self.test = split == "test"
-        self._pools = {}
+        self.slots = []               # names, products, places, plans ... of this group: never paraphrased
+        self.test_wordings = set()    # train: the test-only variants of every list this group chose from
 
     def v(self, variants):
         """A variant of a list of wordings, from this split's positions."""
@@ -50,17 +78,34 @@ class Ctx:
             idx = [n - 1] if self.test else list(range(n - 1))
         else:
             idx = [i for i in range(n) if (i % 4 == 3) == self.test]
+        if not self.test:
+            for i in ([n - 1] if n < 4 else range(3, n, 4)):
+                x = variants[i]
+                if isinstance(x, str):
+                    self.test_wordings.add(x)
+                else:
+                    self.test_wordings.update(_strings(x))
         return variants[self.r.choice(idx)]
 
     def pick(self, pool, k=None):
-        key = id(pool)
-        sub = self._pools.get(key)
-        if sub is None:
+        key = (id(pool), self.test)
+        sub = _POOLS.get(key)
+        if sub is None:  # the pools are module-level lists: their split is worked out once per process
             sub = [x for x in pool if _is_test_item(x) == self.test]
-            self._pools[key] = sub
+            _POOLS[key] = sub
+            _POOL_REFS.append(pool)
         if k is None:
-            return self.r.choice(sub)
-        return self.r.sample(sub, k)
+            x = self.r.choice(sub)
+            self.slots.append(x)
+            return x
+        xs = self.r.sample(sub, k)
+        self.slots.extend(xs)
+        return xs
+
+    def slot(self, x):
+        """x is a value (a plan, a meeting topic), not a wording: paraphrasing leaves it alone."""
+        self.slots.extend(_strings([x]))
+        return x
 
     def num(self, lo, hi):
         """An integer in [lo, hi]; values >= 10 honour the split."""
@@ -237,7 +282,7 @@ def fam_ticket_triage(ctx):
     name = person(ctx)
     fn = name.split()[0]
     app = ctx.pick(APP)
-    plan = ctx.v(["Pro", "Team", "Basic", "Enterprise", "Starter", "Plus", "Business", "Premium"])
+    plan = ctx.slot(ctx.v(["Pro", "Team", "Basic", "Enterprise", "Starter", "Plus", "Business", "Premium"]))
     price_i, price = ctx.money(12, 480)
     kind = ctx.r.choice(["double_charge", "wrong_amount", "locked", "twofa", "crash", "export", "feature",
                          "late", "damaged", "cancel"])
@@ -748,9 +793,9 @@ def fam_scheduling(ctx):
     room0, room1 = ctx.pick(ROOM, 2)
     moved = ctx.coin(0.4)
     cancelled = not moved and ctx.coin(0.5)
-    topic = ctx.v(["budget review", "design sync", "onboarding session", "quarterly planning", "vendor call",
-                   "safety briefing", "sprint demo", "interview panel", "client workshop", "team retro",
-                   "training on the new tool", "lease negotiation"])
+    topic = ctx.slot(ctx.v(["budget review", "design sync", "onboarding session", "quarterly planning", "vendor call",
+                            "safety briefing", "sprint demo", "interview panel", "client workshop", "team retro",
+                            "training on the new tool", "lease negotiation"]))
     clock = lambda h: ctx.v(["%d:00", "%02d:00", "%d:00", "%d.00"]) % h if h <= 12 else ctx.v(["%d:00", "%02d:00", "%d:00", "%d.00"]) % h
     lines = []
     lines.append(ctx.v(["The {t} is booked for {d} at {h} in {r}.", "{t}: {d}, {h}, {r}.",
@@ -966,6 +1011,7 @@ def fam_answer_grading(ctx):
         q = q.format(**fill)
         parts = [p.format(**fill) for p in parts]
         wrong = [w.format(**fill) for w in wrong if w.format(**fill) not in parts]
+        ctx.slot((parts, wrong))  # the grade compares the student's words with these: never paraphrased
         grade = ctx.r.choice(["correct", "partial", "incorrect"])
         if grade == "correct":
             said = parts[:]
@@ -1146,10 +1192,154 @@ def fam_shipment_tracking(ctx):
 FAMILIES = {f: globals()["fam_" + f] for f in BASE_FAMILIES + [ADAPTER_FAMILY]}
 
 
-def make_group(ctx, family, gid, max_q=4):
+# ----------------------------------------------------------------------------------------------- augmentation
+P_EVIDENCE, P_QUESTION, P_OPTION, P_FRAME = 0.6, 0.5, 0.3, 0.25   # per group / per question / per option
+RATE = 0.55                                                       # per table phrase found in a chosen text
+_SLOT = re.compile(r"\{[^{}]*\}|%[-+0#]*\d*(?:\.\d+)?[sdfr]|\d+")   # {slot}, %s, digits
+_WORD = re.compile(r"[a-z0-9]+")
+KEY = 12   # a test-only fragment is a literal piece of >= 12 characters
+_WORDINGS = {}
+
+
+def _norm(s):
+    return " ".join(s.lower().split())
+
+
+def _trim(s):
+    return re.sub(r"^[^a-z0-9]+|[^a-z0-9]+$", "", s)
+
+
+def _wordings(variant):
+    """What a test-only variant looks like inside a text: (fragments, template).
+    fragments: its literal pieces between {slots} (%s, digits), lower-case, whitespace normalised, trimmed of
+    punctuation, of >= 12 characters; a variant without slots of two or more words ("Sent back") is one too.
+    template: for a variant whose pieces are all shorter ("Wants {a} a year."): (a word of it, a regex of it with
+    the slots matching anything), else None."""
+    w = _WORDINGS.get(variant)
+    if w is None:
+        pieces = _SLOT.split(variant)
+        for i, p in enumerate(pieces):
+            if i > 0 and p[:1].isalnum():          # "{n}-sided": a word glued to a slot belongs to it
+                p = re.sub(r"^\w+", "", p)
+            if i < len(pieces) - 1 and p[-1:].isalnum():
+                p = re.sub(r"\w+$", "", p)
+            pieces[i] = _norm(p)
+        frags = [_trim(p) for p in pieces if len(_trim(p)) >= KEY]
+        if len(pieces) == 1 and len(_WORD.findall(pieces[0])) >= 2 and not frags:
+            frags = [_trim(pieces[0])]
+        tpl = None
+        lit = [p for p in pieces if p]
+        if len(pieces) > 1 and not frags and sum(bool(re.search("[a-z]", p)) for p in lit) >= 2:
+            rx = r"(?<![a-z0-9])" + r".{1,60}?".join(re.escape(p) for p in lit)
+            anchor = max(re.findall("[a-z]{3,}", " ".join(lit)) or [""], key=len)
+            if anchor:
+                tpl = (anchor, re.compile(rx))
+        _WORDINGS[variant] = w = (tuple(frags), tpl)
+    return w
+
+
+class Guard:
+    """The test-only wordings a training text must not contain (see _wordings): fragments as substrings (those
+    under 12 characters as whole words), templates, and, for short variants ("Unresolved"), the whole text."""
+
+    def __init__(self, variants):
+        self.variants = frozenset(variants)
+        self.words, self.whole, self.memo = {}, set(), {}   # word -> (fragments starting with it, templates)
+        for v in self.variants:
+            self.whole.add(_trim(_norm(v)))
+            frags, tpl = _wordings(v)
+            for f in frags:
+                self.words.setdefault(_WORD.match(f).group(), (set(), set()))[0].add(f)
+            if tpl:
+                self.words.setdefault(tpl[0], (set(), set()))[1].add(tpl[1])
+
+    def found(self, text):
+        """The test-only wordings in text (memoised: questions and options repeat)."""
+        if not self.words:
+            return frozenset()
+        hit = self.memo.get(text)
+        if hit is None:
+            t, hit, rxs = _norm(text), set(), set()
+            for m in _WORD.finditer(t):
+                w = self.words.get(m.group())
+                if w is None:
+                    continue
+                for f in w[0]:
+                    e = m.start() + len(f)
+                    if t.startswith(f, m.start()) and (len(f) >= KEY or not t[e:e + 1].isalnum()):
+                        hit.add(f)
+                rxs.update(w[1])
+            hit.update(rx.pattern for rx in rxs if rx.search(t))
+            if len(self.memo) > 100000:
+                self.memo.clear()
+            self.memo[text] = hit = frozenset(hit)
+        return hit
+
+    def adds(self, new, old):
+        """Whether the rewrite `new` of `old` brings in a test-only wording that `old` does not have."""
+        if _trim(_norm(new)) in self.whole:
+            return True
+        f = self.found(new)
+        return bool(f) and not f <= self.found(old)
+
+
+_CENSUS = None
+
+
+def census_guard():
+    """Every test-only variant the families choose from, found once per process by running each family on fixed
+    seeds (deterministic: the same in every worker). A group's own Ctx only knows the lists it chose from; this
+    also keeps a rewrite from producing a test-only wording of another list ("Not mentioned" is one of
+    order_invoice's, "stated" -> "mentioned" happens everywhere)."""
+    global _CENSUS
+    if _CENSUS is None:
+        seen = set()
+        for fam in sorted(FAMILIES):
+            for i in range(300):
+                ctx = Ctx(random.Random("census/%s/%d" % (fam, i)), "train")
+                make_group(ctx, fam, "census")
+                seen |= ctx.test_wordings
+        _CENSUS = Guard(seen)
+    return _CENSUS
+
+
+def augment(ctx, ev, qs):
+    """Paraphrased evidence (P_EVIDENCE, once for the group), questions (P_QUESTION, plus a frame P_FRAME) and
+    option descriptions (P_OPTION each); all draws from ctx.r. A rewrite that brings in a test-only wording (one
+    the original text does not already contain), or that makes two options of a question read the same, is
+    dropped for the original."""
+    glob = census_guard()
+    own = Guard(ctx.test_wordings - glob.variants)  # formatted ones ("Issue with Taskly"); mostly none
+
+    def clean(new, old):
+        return new if new == old or not (own.adds(new, old) or glob.adds(new, old)) else old
+
+    def para(text, p, please=True):
+        if not ctx.coin(p):
+            return text
+        return clean(paraphrase(text, ctx.r, RATE, ctx.slots, please=please), text)
+
+    ev = para(ev, P_EVIDENCE)
+    out = []
+    for q in qs:
+        question = para(q["question"], P_QUESTION)
+        if ctx.coin(P_FRAME):
+            framed = frame_question(question, ctx.r)
+            if framed:
+                question = clean(framed, question)
+        opts = [{"id": o["id"], "description": para(o["description"], P_OPTION, please=False)} for o in q["options"]]
+        if len({_norm(o["description"]) for o in opts}) < len(opts):
+            opts = q["options"]
+        out.append({"question": question, "options": opts, "answer": q["answer"]})
+    return ev, out
+
+
+def make_group(ctx, family, gid, max_q=4, augmented=False):
     ev, qs = FAMILIES[family](ctx)
     ctx.r.shuffle(qs)
     qs = qs[:ctx.r.randint(1, min(max_q, len(qs)))]
+    if augmented:
+        ev, qs = augment(ctx, ev, qs)
     rows = []
     for j, q in enumerate(qs):
         rows.append({"id": "%s-%s-%d" % (family, gid, j + 1), "family": family, "evidence": ev,
@@ -1157,18 +1347,23 @@ def make_group(ctx, family, gid, max_q=4):
     return rows
 
 
-def generate(split, families, n_groups, seed, start=0):
-    """n_groups evidence groups, families in turn; group i uses its own seeded generator (seed, split, i)."""
+def generate(split, families, n_groups, seed, start=0, augmented=True):
+    """n_groups evidence groups, families in turn; group i uses its own seeded generator (seed, split, i).
+    augmented: paraphrase augmentation (train split only; the test split is never augmented)."""
+    augmented = augmented and split == "train"
+    if augmented and paraphrase is None:
+        sys.exit("gen_decisions.py: paraphrase.py must sit next to this file for the train split "
+                 "(or pass --no-paraphrase)")
     for i in range(start, start + n_groups):
         fam = families[i % len(families)]
         ctx = Ctx(random.Random("%s/%s/%d" % (seed, split, i)), split)
-        yield from make_group(ctx, fam, "%s%d" % (split[:2], i))
+        yield from make_group(ctx, fam, "%s%d" % (split[:2], i), augmented=augmented)
 
 
 def _worker(args):
-    split, families, n, seed, start, path = args
+    split, families, n, seed, start, path, augmented = args
     with open(path, "w", encoding="utf-8") as f:
-        for row in generate(split, families, n, seed, start):
+        for row in generate(split, families, n, seed, start, augmented):
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
 
@@ -1181,18 +1376,18 @@ def main():
     ap.add_argument("--families", default="base", help="base, adapter, or a comma list")
     ap.add_argument("--out", required=True)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--no-paraphrase", action="store_true", help="train split: no paraphrase augmentation")
     a = ap.parse_args()
     fams = BASE_FAMILIES if a.families == "base" else [ADAPTER_FAMILY] if a.families == "adapter" else a.families.split(",")
     if a.workers <= 1:
-        _worker((a.split, fams, a.groups, a.seed, 0, a.out))
+        _worker((a.split, fams, a.groups, a.seed, 0, a.out, not a.no_paraphrase))
         return
     import multiprocessing as mp
     per = (a.groups + a.workers - 1) // a.workers
-    jobs = [(a.split, fams, min(per, a.groups - w * per), a.seed, w * per, "%s.part%d" % (a.out, w))
-            for w in range(a.workers) if a.groups - w * per > 0]
+    jobs = [(a.split, fams, min(per, a.groups - w * per), a.seed, w * per, "%s.part%d" % (a.out, w),
+             not a.no_paraphrase) for w in range(a.workers) if a.groups - w * per > 0]
     with mp.Pool(len(jobs)) as pool:
         parts = pool.map(_worker, jobs)
-    import os
     with open(a.out, "w", encoding="utf-8") as f:
         for p in parts:
             with open(p, encoding="utf-8") as g:

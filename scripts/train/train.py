@@ -6,11 +6,12 @@ scripts/train/device.sh copies next to it: gen_decisions.py, the pretraining cor
 extract_corpus.py) and the tokenizer template (tokenizer.json / tokenizer_config.json of
 fixtures/tokenizers/qwen3-trunc2048, whose structure, regex, normalizer and added tokens are Qwen3's).
 
-    python3 train.py --work /tmp/w --out OUTDIR [--scale smoke|full] [--seed 15]
+    python3 train.py all --work /tmp/w --out OUTDIR [--scale smoke|full] [--seed 15] [--round N --init-dir DIR]
 
 Steps (all seeded; see scripts/train/README.md for what was run and how long it took):
- 1. decision data: gen_decisions.py, train split only (base families; the adapter family separately), 16 workers;
- 2. tokenizer: byte-level BPE (tokenizers' BpeTrainer) on the corpus + rendered training prompts + a line of
+ 1. decision data: gen_decisions.py, train split only (base families; the adapter family separately), 14 workers,
+    rewritten in part by paraphrase.py; 30% of rows again with their options rotated;
+ 2. tokenizer (or --tokenizer-dir: one this script trained before, reused): byte-level BPE (tokenizers' BpeTrainer) on the corpus + rendered training prompts + a line of
     "Answer: X" for every letter A..T (so that " A".." T" are single tokens), vocabulary 8192 with the 26 added
     tokens of Qwen3 (ChatML), Qwen3's Split regex, NFC; written into Qwen3's tokenizer.json structure;
  3. tokenisation: prompts exactly as typedecide renders them (head = instruction + "\\nEvidence:\\n" + evidence, with
@@ -19,7 +20,9 @@ Steps (all seeded; see scripts/train/README.md for what was run and how long it 
  4. models, trained at once in separate processes on the one GPU: demo-qwen3, demo-qwen35 and demo-qwen3 again
     with the same seed (the reproducibility check): a pretraining phase on the corpus, then the decision data with
     corpus batches mixed in; loss = mean token cross-entropy of the text + mean cross-entropy of the answer letter;
-    bf16 autocast, AdamW, cosine schedule; saved with save_pretrained in bf16;
+    bf16 autocast, AdamW, cosine schedule; Qwen3 trains as qwen3_train.Qwen3Train (compiled, deterministic) and is
+    saved through Qwen3ForCausalLM; saved with save_pretrained in bf16. --round 2 --init-dir DIR continues from a
+    round's saved models on newly generated groups (one device call runs at most 10 minutes);
  5. adapter: PEFT LoRA on demo-qwen3 trained on the shipment_tracking family, which the base models never saw.
 """
 import argparse
@@ -43,17 +46,19 @@ QWEN3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[
 
 SCALES = {
     #          groups of decisions, adapter groups, corpus MB for the tokenizer, pretrain steps, decision steps,
-    #          adapter steps, tokens per step
-    "smoke": dict(groups=40000, adapter_groups=4000, tok_mb=8, pre_steps=60, dec_steps=240, dec_steps_qwen35=240,
-                  adapter_steps=60, step_tokens=98304, val_every=100),
-    "full": dict(groups=300000, adapter_groups=20000, tok_mb=40, pre_steps=250, dec_steps=2600, dec_steps_qwen35=1400,
-                 adapter_steps=300, step_tokens=32768, val_every=500),
+    #          adapter steps, tokens per step; rot: share of training rows that also appear with their options
+    #          cyclically rotated
+    "smoke": dict(groups=20000, adapter_groups=4000, tok_mb=8, pre_steps=20, dec_steps=100, dec_steps_qwen35=40,
+                  adapter_steps=40, step_tokens=65536, step_tokens_qwen35=65536, val_every=60, rot=0.3),
+    "full": dict(groups=300000, adapter_groups=20000, tok_mb=40, pre_steps=150, dec_steps=2400, dec_steps_qwen35=800,
+                 adapter_steps=400, step_tokens=65536, step_tokens_qwen35=65536, val_every=500, rot=0.3),
 }
 QWEN3_CFG = dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                  intermediate_size=512)
 QWEN35_CFG = dict(hidden_size=256, num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                   intermediate_size=256, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=64,
                   linear_value_head_dim=64, linear_conv_kernel_dim=4)
+QWEN3_THETA = 1e6
 MAX_POS = 2048
 ANSWER_WEIGHT = 3.0          # loss = text cross-entropy + ANSWER_WEIGHT * answer-letter cross-entropy
 
@@ -146,10 +151,21 @@ def train_tokenizer(work, corpus_text, sample_rows, tmpl_dir, out_dir):
 
 
 # ------------------------------------------------------------------------------------------------ tokenisation
-def tokenize_rows(tok, rows, rng, shot_rate, eot, letter_ids, max_len):
-    """-> list of (ids, answer position) for each row; some groups get 1-3 worked examples from their family."""
+def rotated(row, r):
+    """The row with its options cyclically rotated by r places (the answer id moves with its option)."""
+    o = row["options"]
+    return dict(row, options=o[r:] + o[:r])
+
+
+def tokenize_rows(tok, rows, rng, shot_rate, eot, letter_ids, max_len, rot_rate=0.0):
+    """-> list of (ids, answer position) for each row; some groups get 1-3 worked examples from their family, and a
+    share rot_rate of rows is added again with its options rotated (the same question, the answer at another letter:
+    what cyclic debiasing asks of the model)."""
     import numpy as np
     groups = groups_of(rows)
+    if rot_rate > 0:
+        groups = [g + [rotated(r, rng.randrange(1, len(r["options"]))) for r in g if rng.random() < rot_rate]
+                  for g in groups]
     by_fam = {}
     for gi, g in enumerate(groups):
         by_fam.setdefault(g[0]["family"], []).append(gi)
@@ -186,6 +202,14 @@ def pack_seqs(seqs, path):
     np.save(path + ".ans.npy", np.array([a for _, a in seqs], dtype=np.int64))
 
 
+def data_seed(a, name):
+    """The generator's seed for one file: round 1 is "15-train"; a later round draws new training groups
+    ("15r2-train") and keeps the same validation rows ("15-val")."""
+    if a.round > 1 and not name.startswith("val"):
+        return "%sr%d-%s" % (a.seed, a.round, name)
+    return "%s-%s" % (a.seed, name)
+
+
 def prepare(a, sc):
     import numpy as np
     from tokenizers import Tokenizer
@@ -196,8 +220,8 @@ def prepare(a, sc):
     jobs = [("train", "base", sc["groups"], "train.jsonl"), ("train", "adapter", sc["adapter_groups"], "adapter.jsonl"),
             ("test", "base", 400, "val.jsonl"), ("test", "adapter", 200, "val_adapter.jsonl")]
     procs = [subprocess.Popen([sys.executable, gen, "--split", sp, "--families", fam, "--groups", str(n),
-                               "--seed", "%s-%s" % (a.seed, name.split(".")[0]), "--out", os.path.join(work, name),
-                               "--workers", str(12 if n > 10000 else 1)]) for sp, fam, n, name in jobs]
+                               "--seed", data_seed(a, name.split(".")[0]), "--out", os.path.join(work, name),
+                               "--workers", str(14 if n > 10000 else 1)]) for sp, fam, n, name in jobs]
     for p in procs:
         assert p.wait() == 0
     rows = read_jsonl(os.path.join(work, "train.jsonl"))
@@ -207,9 +231,15 @@ def prepare(a, sc):
     sample = groups_of(rows[:400000])
     sample = [sample[i] for i in sorted(rng.sample(range(len(sample)), min(60000, len(sample))))]
     tok_dir = os.path.join(work, "tokenizer")
-    h1 = train_tokenizer(work, corpus[:int(sc["tok_mb"] * 1e6)], sample, a.tokenizer_template, tok_dir)
-    h2 = train_tokenizer(work, corpus[:int(sc["tok_mb"] * 1e6)], sample, a.tokenizer_template, tok_dir + "-rerun")
-    log("tokenizer trained twice: %s (%.0f s)" % ("identical" if h1 == h2 else "DIFFERENT", time.time() - t0))
+    if a.tokenizer_dir:  # a tokenizer trained by an earlier run of this script, reused as it is
+        os.makedirs(tok_dir, exist_ok=True)
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copyfile(os.path.join(a.tokenizer_dir, f), os.path.join(tok_dir, f))
+        h1 = hashlib.sha256(open(os.path.join(tok_dir, "tokenizer.json"), "rb").read()).hexdigest()
+        log("tokenizer: reused from %s, sha256 %s" % (a.tokenizer_dir, h1[:16]))
+    else:
+        h1 = train_tokenizer(work, corpus[:int(sc["tok_mb"] * 1e6)], sample, a.tokenizer_template, tok_dir)
+        log("tokenizer trained (%.0f s)" % (time.time() - t0))
     tok = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
     eot = tok.token_to_id("<|endoftext|>")
     base = tok.encode("Answer:", add_special_tokens=False).ids
@@ -227,7 +257,7 @@ def prepare(a, sc):
                             ("val", os.path.join(work, "val.jsonl"), 0.0),
                             ("val_adapter", os.path.join(work, "val_adapter.jsonl"), 0.0)):
         rs = src if isinstance(src, list) else read_jsonl(src)
-        seqs = tokenize_rows(tok, rs, drng, rate, eot, letter_ids, 1024)
+        seqs = tokenize_rows(tok, rs, drng, rate, eot, letter_ids, 1024, sc["rot"] if name == "dec" else 0.0)
         pack_seqs(seqs, os.path.join(work, name))
         if name.startswith("val"):  # the number of options and the family of every row, for the quick evaluation
             keep = [r for r in rs]
@@ -235,7 +265,7 @@ def prepare(a, sc):
         ntok = sum(len(s) for s, _ in seqs)
         log("%s: %d sequences, %d tokens, longest %d" % (name, len(seqs), ntok, max(len(s) for s, _ in seqs)))
     json.dump({"eot": eot, "letter_ids": letter_ids, "vocab": N_BPE + 26, "tokenizer_sha256": h1,
-               "tokenizer_rerun_identical": h1 == h2, "prep_seconds": time.time() - t0},
+               "tokenizer_reused_from": a.tokenizer_dir or None, "prep_seconds": time.time() - t0},
               open(os.path.join(work, "prep.json"), "w"))
 
 
@@ -247,7 +277,7 @@ def build_model(arch, vocab, eot, im_end):
                   eos_token_id=im_end, pad_token_id=eot)
     if arch == "qwen3":
         cfg = Qwen3Config(**QWEN3_CFG, **common, use_sliding_window=False,
-                          rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+                          rope_parameters={"rope_type": "default", "rope_theta": QWEN3_THETA})
         return Qwen3ForCausalLM(cfg)
     n = QWEN35_CFG["num_hidden_layers"]
     cfg = Qwen3_5TextConfig(**QWEN35_CFG, **common,
@@ -304,11 +334,78 @@ def corpus_batch(corpus, rng, step_tokens, L=512):
     return ids, np.ones((n, L), dtype=np.float32), None
 
 
-def quick_eval(model, data, meta, letter_ids, dev):
+class HFNet:
+    """A transformers causal LM seen as a Net (the adapter stage)."""
+
+    def __init__(self, model):
+        self.module = model
+
+    def hidden(self, ids):
+        return self.module.model(input_ids=ids, use_cache=False).last_hidden_state
+
+    hidden_eval = hidden
+
+    def logits(self, h):
+        return self.module.lm_head(h)
+
+
+class Net:
+    """The model in training, whichever implementation computes it: hidden(ids) -> final hidden states [B, L, H],
+    logits(h) -> [.., V]. Qwen3 trains as qwen3_train.Qwen3Train (compiled, deterministic) and is saved through
+    Qwen3ForCausalLM; Qwen3.5 trains as transformers' Qwen3_5ForCausalLM itself."""
+
+    def __init__(self, arch, V, eot, im_end, dev, compile_):
+        import torch
+        self.arch = arch
+        if arch == "qwen3":
+            from qwen3_train import Qwen3Train
+            self.module = Qwen3Train(dict(QWEN3_CFG, vocab_size=V, rms_norm_eps=1e-6, rope_theta=QWEN3_THETA,
+                                          initializer_range=0.02)).to(dev)
+            # dynamic: one graph for every batch shape (the length buckets change B and L from step to step;
+            # compiling per shape spent most of a smoke run recompiling)
+            self.fwd = torch.compile(self.module, dynamic=True) if compile_ else self.module
+        else:
+            self.module = build_model(arch, V, eot, im_end).to(dev)
+            self.fwd = lambda ids: self.module.model(input_ids=ids, use_cache=False).last_hidden_state
+
+    def hidden(self, ids):
+        try:
+            return self.fwd(ids)
+        except Exception as e:  # torch.compile failing on this machine: train eagerly (the same arithmetic)
+            if self.fwd is self.module:
+                raise
+            log("torch.compile failed (%s: %s); training eagerly" % (type(e).__name__, str(e)[:300]))
+            self.fwd = self.module
+            return self.fwd(ids)
+
+    def load(self, d):
+        """Weights from a checkpoint this script saved (a later round continues from it)."""
+        import torch
+        if self.arch == "qwen3":
+            from safetensors.torch import load_file
+            sd = {k: v.float() for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+            missing, unexpected = self.module.load_state_dict(sd, strict=False)
+            assert not unexpected and missing == ["lm_head.weight"], (missing, unexpected)
+        else:
+            from transformers import Qwen3_5ForCausalLM
+            src = Qwen3_5ForCausalLM.from_pretrained(d, dtype=torch.float32)
+            self.module.load_state_dict(src.state_dict())
+
+    def hidden_eval(self, ids):
+        """Uncompiled (evaluation shapes would each compile a graph of their own)."""
+        if self.arch == "qwen3":
+            return self.module(ids)
+        return self.fwd(ids)
+
+    def logits(self, h):
+        return self.module.lm_head(h)
+
+
+def quick_eval(net, data, meta, letter_ids, dev):
     """Readout accuracy on held-out rows (PyTorch; only a training-time check, the reported figures come from
     typedecide on the saved files)."""
     import torch
-    model.eval()
+    net.module.eval()
     hits, fam = 0, {}
     order = sorted(range(len(data)), key=lambda i: data.lens[i])
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
@@ -319,17 +416,17 @@ def quick_eval(model, data, meta, letter_ids, dev):
             for j, i in enumerate(idx):
                 s = data.row(i)[:data.ans[i]]
                 ids[j, :len(s)] = torch.from_numpy(s.astype("int64"))
-            h = model.model(input_ids=ids.to(dev), use_cache=False).last_hidden_state
+            h = net.hidden_eval(ids.to(dev))
             for j, i in enumerate(idx):
                 k, f = meta[i]
-                lg = model.lm_head(h[j, data.ans[i] - 1]).float()[letter_ids[:k]]
+                lg = net.logits(h[j, data.ans[i] - 1]).float()[letter_ids[:k]]
                 gold = int(data.row(i)[data.ans[i]])
                 ok = int(letter_ids[int(lg.argmax())] == gold)
                 hits += ok
                 fam.setdefault(f, [0, 0])
                 fam[f][0] += ok
                 fam[f][1] += 1
-    model.train()
+    net.module.train()
     return hits / len(data), {f: round(a / n, 3) for f, (a, n) in sorted(fam.items())}
 
 
@@ -337,25 +434,34 @@ def train_model(a, sc):
     import numpy as np
     import torch
     import torch.nn.functional as F
-    from transformers import GenerationConfig
-    torch.manual_seed(a.seed)
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.manual_seed(a.seed * 100 + a.round)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    # Qwen3 (our module, plain matrix products) runs fully deterministic: an op without a deterministic kernel
+    # stops the run. transformers' Qwen3.5 only warns (its DeltaNet fallback was not checked op by op).
+    torch.use_deterministic_algorithms(True, warn_only=a.arch != "qwen3")
     prep = json.load(open(os.path.join(a.work, "prep.json")))
     eot, letter_ids, V = prep["eot"], prep["letter_ids"], prep["vocab"]
     im_end = eot + 2
     dev = "cuda"
-    model = build_model(a.arch, V, eot, im_end).to(dev)
-    n_params = sum(p.numel() for p in model.parameters())
-    log("%s: %d parameters (%.2f M), config %s" % (a.name, n_params, n_params / 1e6, a.arch))
+    net = Net(a.arch, V, eot, im_end, dev, a.compile and a.arch == "qwen3")
+    params = list(net.module.parameters())
+    n_params = sum(p.numel() for p in params)
+    log("%s: %d parameters (%.2f M), config %s, compiled %s" % (a.name, n_params, n_params / 1e6, a.arch,
+                                                              net.fwd is not net.module and a.arch == "qwen3"))
     corpus = np.load(os.path.join(a.work, "corpus.npy"), mmap_mode="r")
     dec = Data(a.work, "dec")
     val = Data(a.work, "val")
     meta = json.load(open(os.path.join(a.work, "val.meta.json")))
-    rng = np.random.default_rng(a.seed)
+    rng = np.random.default_rng([a.seed, a.round])
+    if a.init_dir:
+        net.load(os.path.join(a.init_dir, a.name.replace("-rerun", "")))
+        log("%s: round %d starts from %s" % (a.name, a.round, a.init_dir))
     dec_steps = sc["dec_steps_qwen35"] if a.arch == "qwen35" else sc["dec_steps"]
-    total = sc["pre_steps"] + dec_steps
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8, fused=True)
+    step_tokens = sc["step_tokens_qwen35"] if a.arch == "qwen35" else sc["step_tokens"]
+    pre_steps = sc["pre_steps"] if a.round == 1 else 0
+    total = pre_steps + dec_steps
+    opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8, fused=True)
     warm = 100
 
     def lr_at(s):
@@ -372,14 +478,14 @@ def train_model(a, sc):
             log("%s: STOPPED at step %d of %d: the run's deadline passed" % (a.name, step, total))
             stopped = step
             break
-        use_corpus = step < sc["pre_steps"] or step % 8 == 7
-        ids, mask, ans = corpus_batch(corpus, rng, sc["step_tokens"]) if use_corpus else dec.batch(rng, sc["step_tokens"])
+        use_corpus = step < pre_steps or step % 8 == 7
+        ids, mask, ans = corpus_batch(corpus, rng, step_tokens) if use_corpus else dec.batch(rng, step_tokens)
         ids_t = torch.from_numpy(ids).to(dev, non_blocking=True)
         mask_t = torch.from_numpy(mask).to(dev, non_blocking=True)
         tokens += ids.size
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            h = model.model(input_ids=ids_t, use_cache=False).last_hidden_state
-            logits = model.lm_head(h[:, :-1]).float()
+            h = net.hidden(ids_t)
+            logits = net.logits(h[:, :-1]).float()
         ce = F.cross_entropy(logits.reshape(-1, V), ids_t[:, 1:].reshape(-1), reduction="none").view(ids.shape[0], -1)
         text_loss = (ce * mask_t[:, :-1]).sum() / mask_t[:, :-1].sum()
         loss = text_loss
@@ -389,7 +495,7 @@ def train_model(a, sc):
             loss = loss + ANSWER_WEIGHT * a_loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         if step % 50 == 0 or step == total - 1:
             lv = float(text_loss)
@@ -398,31 +504,57 @@ def train_model(a, sc):
                 a.name, step, total, lv, av, lr_at(step), time.time() - t0, tokens / (time.time() - t0) / 1e6))
             hist.append([step, lv, av])
         if (step + 1) % sc["val_every"] == 0 or step == total - 1:
-            acc, fam = quick_eval(model, val, meta, letter_ids, dev)
+            acc, fam = quick_eval(net, val, meta, letter_ids, dev)
             log("%s step %d val accuracy %.3f %s" % (a.name, step + 1, acc, json.dumps(fam)))
     torch.cuda.synchronize()
     secs = time.time() - t0
-    acc, fam = quick_eval(model, val, meta, letter_ids, dev)
+    acc, fam = quick_eval(net, val, meta, letter_ids, dev)
     out = os.path.join(a.out, a.name)
-    save_model(model, out, a.work, eot, im_end)
+    check = save_model(net, out, a.work, V, eot, im_end, val, dev)
+    wsha = hashlib.sha256(open(os.path.join(out, "model.safetensors"), "rb").read()).hexdigest()
     json.dump({"name": a.name, "arch": a.arch, "seed": a.seed, "params": n_params, "steps": total,
-               "pre_steps": sc["pre_steps"], "dec_steps": dec_steps, "stopped_at": stopped, "step_tokens": sc["step_tokens"],
-               "answer_weight": ANSWER_WEIGHT,
+               "pre_steps": pre_steps, "dec_steps": dec_steps, "round": a.round, "init": a.init_dir or None, "stopped_at": stopped, "step_tokens": step_tokens,
+               "answer_weight": ANSWER_WEIGHT, "compiled": bool(a.compile and a.arch == "qwen3"),
                "tokens": tokens, "train_seconds": secs, "lr": a.lr, "torch_val_accuracy": acc, "torch_val_family": fam,
+               "saved_vs_trained_max_abs_logit_diff": check, "model_sha256": wsha,
                "loss_history": hist, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__},
               open(os.path.join(a.out, a.name + ".train.json"), "w"), indent=1)
-    log("%s done: %.1f s, %d tokens, val accuracy %.3f" % (a.name, secs, tokens, acc))
+    log("%s done: %.1f s, %d tokens, val accuracy %.3f, weights sha256 %s" % (a.name, secs, tokens, acc, wsha[:16]))
 
 
-def save_model(model, out, work, eot, im_end):
+def save_model(net, out, work, V, eot, im_end, val, dev):
+    """Saves through transformers in bf16. A Qwen3 trained as Qwen3Train is loaded into Qwen3ForCausalLM first, and
+    the two must give the same fp32 logits on held-out rows (-> the largest difference, returned)."""
     import torch
     from transformers import GenerationConfig
+    diff = None
+    if net.arch == "qwen3":
+        hf = build_model("qwen3", V, eot, im_end).to(dev)
+        missing, unexpected = hf.load_state_dict(net.module.state_dict(), strict=False)
+        assert not unexpected and not [m for m in missing if m != "lm_head.weight"], (missing, unexpected)
+        hf.tie_weights()
+        hf.eval()
+        net.module.eval()
+        with torch.no_grad():
+            rows = [torch.from_numpy(val.row(i)[:val.ans[i]].astype("int64")) for i in range(8)]
+            diff = 0.0
+            for r in rows:
+                ids = r[None].to(dev)
+                ref = hf(input_ids=ids, use_cache=False).logits.float()
+                ours = net.module.head(net.module(ids)).float()
+                diff = max(diff, float((ref - ours).abs().max()))
+        log("saved Qwen3ForCausalLM vs the trained module, fp32 logits on 8 held-out rows: max |diff| %.2e" % diff)
+        assert diff < 1e-3, diff
+        model = hf
+    else:
+        model = net.module
     model.generation_config = GenerationConfig(bos_token_id=eot, eos_token_id=[im_end, eot], pad_token_id=eot,
                                                do_sample=True, temperature=0.6, top_k=20, top_p=0.95)
     model = model.to(torch.bfloat16)
     model.save_pretrained(out)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(os.path.join(work, "tokenizer", f), os.path.join(out, f))
+    return diff
 
 
 def train_adapter(a, sc):
@@ -439,7 +571,7 @@ def train_adapter(a, sc):
     data = Data(a.work, "adapter")
     val = Data(a.work, "val_adapter")
     meta = json.load(open(os.path.join(a.work, "val_adapter.meta.json")))
-    acc0, _ = quick_eval(base, val, meta, letter_ids, dev)
+    acc0, _ = quick_eval(HFNet(base), val, meta, letter_ids, dev)
     cfg = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     pm = get_peft_model(base, cfg)
@@ -465,7 +597,7 @@ def train_adapter(a, sc):
         if step % 50 == 0:
             log("adapter step %d loss %.3f" % (step, float(loss.detach())))
     secs = time.time() - t0
-    acc1, _ = quick_eval(pm.base_model.model, val, meta, letter_ids, dev)
+    acc1, _ = quick_eval(HFNet(pm.base_model.model), val, meta, letter_ids, dev)
     d = os.path.join(a.out, "demo-qwen3-shipment-lora")
     pm.save_pretrained(d)
     c = json.load(open(os.path.join(d, "adapter_config.json")))
@@ -485,6 +617,10 @@ def main():
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--corpus", default=os.path.join(HERE, "corpus.txt.xz"))
     ap.add_argument("--tokenizer-template", default=os.path.join(HERE, "tokenizer-template"))
+    ap.add_argument("--round", type=int, default=1, help="2, 3, ...: continue from --init-dir on new training groups")
+    ap.add_argument("--init-dir", default="", help="a folder with demo-qwen3 and demo-qwen35 saved by an earlier round")
+    ap.add_argument("--tokenizer-dir", default="", help="reuse this directory's tokenizer.json instead of training one")
+    ap.add_argument("--no-compile", dest="compile", action="store_false", help="train Qwen3 eagerly")
     ap.add_argument("--arch", default="qwen3")
     ap.add_argument("--name", default="demo-qwen3")
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -503,7 +639,8 @@ def main():
     prepare(a, sc)
     t1 = time.time()
     me = [sys.executable, os.path.abspath(__file__), "model", "--work", a.work, "--out", a.out, "--scale", a.scale,
-          "--seed", str(a.seed), "--lr", str(a.lr)]
+          "--seed", str(a.seed), "--lr", str(a.lr), "--round", str(a.round)] + ([] if a.compile else ["--no-compile"]) + \
+        (["--init-dir", a.init_dir] if a.init_dir else [])
     if a.model_budget:
         me += ["--deadline", str(t0 + a.model_budget)]
     runs = [("qwen3", "demo-qwen3"), ("qwen35", "demo-qwen35"), ("qwen3", "demo-qwen3-rerun")]
@@ -521,7 +658,8 @@ def main():
     if rcs[0] == 0:
         train_adapter(a, sc)
     t3 = time.time()
-    json.dump({"scale": a.scale, "seed": a.seed, "prepare_seconds": t1 - t0, "models_seconds": t2 - t1,
+    json.dump({"scale": a.scale, "seed": a.seed, "round": a.round, "init": a.init_dir or None, "lr": a.lr,
+               "prepare_seconds": t1 - t0, "models_seconds": t2 - t1,
                "adapter_seconds": t3 - t2, "total_seconds": t3 - t0, "returncodes": rcs,
                "prep": json.load(open(os.path.join(a.work, "prep.json")))},
               open(os.path.join(a.out, "run.json"), "w"), indent=1)
