@@ -5,9 +5,9 @@ Why: the held-out test split of gen_decisions.py is written with wordings no tra
 evidence, questions and option descriptions are paraphrases of the training ones ("Please cancel my Pro
 subscription" in training, "Kindly end my Pro membership" in the test). The demo models are 5-8 M parameters and
 know no English beyond their training data, so nothing tells them that "end" ~ "cancel", "membership" ~
-"subscription" or "money back" ~ "refund": they learn the training wordings (0.85 on training rows) and fail on the
-paraphrases (0.45 held out). Rewriting training text with synonyms from a curated table teaches those
-equivalences.
+"subscription" or "money back" ~ "refund": the first demo models learned the training wordings (0.85 on training rows)
+and failed on the paraphrases (0.45 held out). Rewriting training text with synonyms from a curated table teaches
+those equivalences.
 
 What: `paraphrase(text, rng, rate)` replaces whole words and short phrases of the table below (word boundaries,
 case kept: "Cancel" -> "End"), each found occurrence with probability `rate`, the replacement drawn from `rng`.
