@@ -67,6 +67,18 @@ def log(*a):
     print("[%s]" % time.strftime("%H:%M:%S"), *a, flush=True)
 
 
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def copy_tokenizer(src_dir, dst_dir):
+    """tokenizer.json and tokenizer_config.json of src_dir into dst_dir."""
+    os.makedirs(dst_dir, exist_ok=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(os.path.join(src_dir, f), os.path.join(dst_dir, f))
+
+
 def render_suffix(row):
     s = "\nCriterion: " + row["question"] + "\nOptions:"
     for i, o in enumerate(row["options"]):
@@ -145,7 +157,7 @@ def train_tokenizer(work, corpus_text, sample_rows, tmpl_dir, out_dir):
     for c in LETTERS:
         ids = t2.encode("Answer: " + c, add_special_tokens=False).ids
         assert ids[:len(base)] == base and len(ids) == len(base) + 1, ("letter not one token", c, ids)
-    h = hashlib.sha256(open(os.path.join(out_dir, "tokenizer.json"), "rb").read()).hexdigest()
+    h = sha256_file(os.path.join(out_dir, "tokenizer.json"))
     log("tokenizer: %d tokens, sha256 %s" % (t2.get_vocab_size(), h[:16]))
     return h
 
@@ -232,10 +244,8 @@ def prepare(a, sc):
     sample = [sample[i] for i in sorted(rng.sample(range(len(sample)), min(60000, len(sample))))]
     tok_dir = os.path.join(work, "tokenizer")
     if a.tokenizer_dir:  # a tokenizer trained by an earlier run of this script, reused as it is
-        os.makedirs(tok_dir, exist_ok=True)
-        for f in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copyfile(os.path.join(a.tokenizer_dir, f), os.path.join(tok_dir, f))
-        h1 = hashlib.sha256(open(os.path.join(tok_dir, "tokenizer.json"), "rb").read()).hexdigest()
+        copy_tokenizer(a.tokenizer_dir, tok_dir)
+        h1 = sha256_file(os.path.join(tok_dir, "tokenizer.json"))
         log("tokenizer: reused from %s, sha256 %s" % (a.tokenizer_dir, h1[:16]))
     else:
         h1 = train_tokenizer(work, corpus[:int(sc["tok_mb"] * 1e6)], sample, a.tokenizer_template, tok_dir)
@@ -335,10 +345,12 @@ def corpus_batch(corpus, rng, step_tokens, L=512):
 
 
 class HFNet:
-    """A transformers causal LM seen as a Net (the adapter stage)."""
+    """A model in training or evaluation: hidden(ids) -> final hidden states [B, L, H], logits(h) -> [.., V].
+    This one is a transformers causal LM as it is (Qwen3.5, and the adapter stage's models)."""
+    compiled = False
 
-    def __init__(self, model):
-        self.module = model
+    def __init__(self, module):
+        self.module = module
 
     def hidden(self, ids):
         return self.module.model(input_ids=ids, use_cache=False).last_hidden_state
@@ -348,25 +360,26 @@ class HFNet:
     def logits(self, h):
         return self.module.lm_head(h)
 
-
-class Net:
-    """The model in training, whichever implementation computes it: hidden(ids) -> final hidden states [B, L, H],
-    logits(h) -> [.., V]. Qwen3 trains as qwen3_train.Qwen3Train (compiled, deterministic) and is saved through
-    Qwen3ForCausalLM; Qwen3.5 trains as transformers' Qwen3_5ForCausalLM itself."""
-
-    def __init__(self, arch, V, eot, im_end, dev, compile_):
+    def load(self, d):
+        """Weights from a checkpoint this script saved (a later round continues from it)."""
         import torch
-        self.arch = arch
-        if arch == "qwen3":
-            from qwen3_train import Qwen3Train
-            self.module = Qwen3Train(dict(QWEN3_CFG, vocab_size=V, rms_norm_eps=1e-6, rope_theta=QWEN3_THETA,
-                                          initializer_range=0.02)).to(dev)
-            # dynamic: one graph for every batch shape (the length buckets change B and L from step to step;
-            # compiling per shape spent most of a smoke run recompiling)
-            self.fwd = torch.compile(self.module, dynamic=True) if compile_ else self.module
-        else:
-            self.module = build_model(arch, V, eot, im_end).to(dev)
-            self.fwd = lambda ids: self.module.model(input_ids=ids, use_cache=False).last_hidden_state
+        src = type(self.module).from_pretrained(d, dtype=torch.float32)
+        self.module.load_state_dict(src.state_dict())
+
+
+class Qwen3Net(HFNet):
+    """Qwen3 trained as qwen3_train.Qwen3Train (compiled, deterministic); save_model saves it through
+    Qwen3ForCausalLM."""
+
+    def __init__(self, V, dev, compile_):
+        import torch
+        from qwen3_train import Qwen3Train
+        super().__init__(Qwen3Train(dict(QWEN3_CFG, vocab_size=V, rms_norm_eps=1e-6, rope_theta=QWEN3_THETA,
+                                         initializer_range=0.02)).to(dev))
+        # dynamic: one graph for every batch shape (the length buckets change B and L from step to step;
+        # compiling per shape spent most of a smoke run recompiling)
+        self.compiled = compile_
+        self.fwd = torch.compile(self.module, dynamic=True) if compile_ else self.module
 
     def hidden(self, ids):
         try:
@@ -375,30 +388,24 @@ class Net:
             if self.fwd is self.module:
                 raise
             log("torch.compile failed (%s: %s); training eagerly" % (type(e).__name__, str(e)[:300]))
-            self.fwd = self.module
+            self.fwd, self.compiled = self.module, False
             return self.fwd(ids)
-
-    def load(self, d):
-        """Weights from a checkpoint this script saved (a later round continues from it)."""
-        import torch
-        if self.arch == "qwen3":
-            from safetensors.torch import load_file
-            sd = {k: v.float() for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
-            missing, unexpected = self.module.load_state_dict(sd, strict=False)
-            assert not unexpected and missing == ["lm_head.weight"], (missing, unexpected)
-        else:
-            from transformers import Qwen3_5ForCausalLM
-            src = Qwen3_5ForCausalLM.from_pretrained(d, dtype=torch.float32)
-            self.module.load_state_dict(src.state_dict())
 
     def hidden_eval(self, ids):
         """Uncompiled (evaluation shapes would each compile a graph of their own)."""
-        if self.arch == "qwen3":
-            return self.module(ids)
-        return self.fwd(ids)
+        return self.module(ids)
 
-    def logits(self, h):
-        return self.module.lm_head(h)
+    def load(self, d):
+        from safetensors.torch import load_file
+        sd = {k: v.float() for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+        missing, unexpected = self.module.load_state_dict(sd, strict=False)
+        assert not unexpected and missing == ["lm_head.weight"], (missing, unexpected)
+
+
+def make_net(arch, V, eot, im_end, dev, compile_):
+    if arch == "qwen3":
+        return Qwen3Net(V, dev, compile_)
+    return HFNet(build_model(arch, V, eot, im_end).to(dev))
 
 
 def quick_eval(net, data, meta, letter_ids, dev):
@@ -444,11 +451,11 @@ def train_model(a, sc):
     eot, letter_ids, V = prep["eot"], prep["letter_ids"], prep["vocab"]
     im_end = eot + 2
     dev = "cuda"
-    net = Net(a.arch, V, eot, im_end, dev, a.compile and a.arch == "qwen3")
+    net = make_net(a.arch, V, eot, im_end, dev, a.compile)
     params = list(net.module.parameters())
     n_params = sum(p.numel() for p in params)
     log("%s: %d parameters (%.2f M), config %s, compiled %s" % (a.name, n_params, n_params / 1e6, a.arch,
-                                                              net.fwd is not net.module and a.arch == "qwen3"))
+                                                              net.compiled))
     corpus = np.load(os.path.join(a.work, "corpus.npy"), mmap_mode="r")
     dec = Data(a.work, "dec")
     val = Data(a.work, "val")
@@ -511,10 +518,10 @@ def train_model(a, sc):
     acc, fam = quick_eval(net, val, meta, letter_ids, dev)
     out = os.path.join(a.out, a.name)
     check = save_model(net, out, a.work, V, eot, im_end, val, dev)
-    wsha = hashlib.sha256(open(os.path.join(out, "model.safetensors"), "rb").read()).hexdigest()
+    wsha = sha256_file(os.path.join(out, "model.safetensors"))
     json.dump({"name": a.name, "arch": a.arch, "seed": a.seed, "params": n_params, "steps": total,
                "pre_steps": pre_steps, "dec_steps": dec_steps, "round": a.round, "init": a.init_dir or None, "stopped_at": stopped, "step_tokens": step_tokens,
-               "answer_weight": ANSWER_WEIGHT, "compiled": bool(a.compile and a.arch == "qwen3"),
+               "answer_weight": ANSWER_WEIGHT, "compiled": net.compiled,
                "tokens": tokens, "train_seconds": secs, "lr": a.lr, "torch_val_accuracy": acc, "torch_val_family": fam,
                "saved_vs_trained_max_abs_logit_diff": check, "model_sha256": wsha,
                "loss_history": hist, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__},
@@ -528,7 +535,7 @@ def save_model(net, out, work, V, eot, im_end, val, dev):
     import torch
     from transformers import GenerationConfig
     diff = None
-    if net.arch == "qwen3":
+    if isinstance(net, Qwen3Net):
         hf = build_model("qwen3", V, eot, im_end).to(dev)
         missing, unexpected = hf.load_state_dict(net.module.state_dict(), strict=False)
         assert not unexpected and not [m for m in missing if m != "lm_head.weight"], (missing, unexpected)
@@ -552,8 +559,7 @@ def save_model(net, out, work, V, eot, im_end, val, dev):
                                                do_sample=True, temperature=0.6, top_k=20, top_p=0.95)
     model = model.to(torch.bfloat16)
     model.save_pretrained(out)
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(os.path.join(work, "tokenizer", f), os.path.join(out, f))
+    copy_tokenizer(os.path.join(work, "tokenizer"), out)
     return diff
 
 
