@@ -18,7 +18,7 @@ case " $(grep -m1 '^flags' /proc/cpuinfo) " in *" avx512f "*) kind=avx512 ;; *" 
 [ -f "$dir/model.safetensors" ] || "$BIN" synth --preset qwen3-0.6b --tokenizer "$TOK" --out "$dir" >/dev/null 2>&1
 default=$("$BIN" --version | sed -n 's/.*kernels \([a-z0-9]*\).*/\1/p')
 sets=""
-for k in avx512bf16 avx512vnni avx2; do
+for k in amx avx512r16 avx512bf16 avx512vnni avx2; do
     TD_KERNELS=$k "$BIN" --version | grep -q "kernels $k)" && sets="$sets $k"
 done
 echo "kernel_sets: default $default; sets$sets" >&2

@@ -120,7 +120,7 @@ for q in $QUANTS; do
 done
 for q in $QUANTS; do
     f=$WORK/$q.gguf
-    for k in avx512bf16 avx512vnni avx2; do
+    for k in amx avx512r16 avx512bf16 avx512vnni avx2; do
         [ "$k" = "$KERNELS" ] && continue
         TD_KERNELS=$k "$BIN" --version 2>/dev/null | grep -q "kernels $k" || continue
         measure "prefill_kernels_$k" ours "$q" 10 env TD_KERNELS=$k "$BIN" bench prefill --model "$f" --tokens 512 \

@@ -167,7 +167,7 @@ for t in $DECIDE_THREADS; do
 done
 # the kernel sets side by side at the most threads
 tmax=$(for t in $THREADS; do [ "$t" -le "$CORES" ] && echo "$t"; done | tail -1)
-for k in avx512bf16 avx512vnni avx2; do
+for k in amx avx512r16 avx512bf16 avx512vnni avx2; do
     [ "$k" = "$KERNELS" ] && continue
     TD_KERNELS=$k "$BIN" --version 2>/dev/null | grep -q "kernels $k" || continue
     measure "prefill_kernels_$k" ours "$tmax" 15 env TD_KERNELS=$k "$BIN" bench prefill --model "$GGUF" --tokens 512 \

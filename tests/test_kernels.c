@@ -536,7 +536,7 @@ static void case_silu_mul(run *r) {
     "lanes added as a tree, where the reference scales the whole block sum and adds blocks in order"
 #define WHY_PACKED \
     "the x8 / x16 reference spells out the kernel's lanes: exact integer block sums, one fma per block and lane " \
-    "in group order, the same lane tree"
+    "in group order, the same lane tree; r16 (rows in the lanes): exact block sums, one fma per block in order"
 #define WHY_ATTN \
     "8-lane score dot products, td_exp8 (a polynomial, ~1 ulp from expf) in the softmax, fma in the value sums; " \
     "each output is a convex combination of values, so its error stays ~ a few eps"
@@ -567,6 +567,8 @@ static const slot_case table[] = {
     {"quantize_rows x16, 2 levels", TD_QROWS_X16_2, 0, 0, "bytes differing",
      WHY_QUANTIZE "; the second level's remainder is one exact product and one rounded difference in both",
      case_quantize_rows},
+    {"quantize_rows r16, 2 levels", TD_QROWS_R16_2, 0, 0, "bytes differing",
+     WHY_QUANTIZE "; x16's two levels, stored in column order", case_quantize_rows},
     {"quantize_rows x8", TD_QROWS_X8, 0, 0, "bytes differing", WHY_QUANTIZE, case_quantize_rows},
     {"quantize_rows bf16", TD_QROWS_BF16, 0, 0, "bytes differing",
      "the reference's integer rounding (u + 0x7fff + bit 16, flush below FLT_MIN, NaN kept quiet) in 8 lanes",
@@ -587,9 +589,30 @@ _Static_assert(sizeof(td_kernels) == offsetof(td_kernels, matmul) + 6 * sizeof(t
                    sizeof slots / sizeof slots[0] == 6,
                "a new td_kernels slot needs its rows in the kernel table");
 
+/* The AMX set's product with the tile instructions emulated (tests/amx_emulated.c), in a set that is otherwise the
+ * avx512r16 set: on a CPU without AMX it checks the AMX kernel's tiling and epilogue; on one with AMX the real "amx"
+ * set runs beside it. */
+void td_matmul_r16_amx_emulated(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y,
+                                int64_t ldy, int64_t j0, int64_t j1);
+static void matmul_amx_emulated(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
+                                int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1) {
+    if (w->pack && w->pack->lanes == TD_R16_LANES) td_matmul_r16_amx_emulated(w, rows, xq, T, y, ldy, j0, j1);
+    else td_matmul_avx512r16(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
+}
+static td_kernels amx_emulated;
+static const td_kernels *kernels_named(const char *name) {
+    if (strcmp(name, "amx-emulated") != 0) return td_kernels_named(name);
+    const td_kernels *twin = td_kernels_named("avx512r16");
+    if (!twin) return NULL;
+    amx_emulated = *twin;
+    amx_emulated.name = "amx-emulated";
+    amx_emulated.matmul = matmul_amx_emulated;
+    return &amx_emulated;
+}
+
 /* Runs the table: per slot, one line for each kernel set (its contract and the worst error measured), then why. */
 static void test_table(void) {
-    static const char *const names[] = {"scalar", "avx2", "avx512vnni", "avx512bf16"};
+    static const char *const names[] = {"scalar", "avx2", "avx512vnni", "avx512bf16", "avx512r16", "amx-emulated", "amx"};
     enum { N_SETS = sizeof names / sizeof names[0] };
     const td_kernels *sets[N_SETS], *ref = td_kernels_named("scalar");
     CHECK(ref != NULL && td_kernels_named("no such kernels") == NULL);
@@ -604,7 +627,7 @@ static void test_table(void) {
     printf("kernel table: every slot of td_kernels in every kernel set against the scalar set (the reference)\n");
     printf("  %-28s %-11s %-33s %s\n", "slot", "set", "contract", "worst error");
     for (int si = 0; si < N_SETS; si++)
-        if (!(sets[si] = td_kernels_named(names[si]))) printf("  (%s: not run, this CPU cannot run it)\n", names[si]);
+        if (!(sets[si] = kernels_named(names[si]))) printf("  (%s: not run, this CPU cannot run it)\n", names[si]);
     for (size_t ci = 0; ci < sizeof table / sizeof table[0]; ci++) {
         const slot_case *c = &table[ci];
         for (int si = 0; si < N_SETS; si++) {
@@ -616,7 +639,8 @@ static void test_table(void) {
                        c->packed == 1 ? "this set does not pack" : "this set takes BF16 products in fp32");
                 continue;
             }
-            if (c->packed == 1) snprintf(slot, sizeof slot, "%s x%d", c->slot, ks->pack);
+            if (c->packed == 1 && ks->pack == TD_R16_LANES) snprintf(slot, sizeof slot, "%s r16", c->slot);
+            else if (c->packed == 1) snprintf(slot, sizeof slot, "%s x%d", c->slot, ks->pack);
             else snprintf(slot, sizeof slot, "%s", c->slot);
             run r = {c, ks, ref, ks == ref ? 0 : c->tol, 0, 0};
             c->fn(&r);
@@ -662,18 +686,18 @@ static void test_blocks(void) {
 }
 
 /* The packed references against the exact product of the dequantised weights and the unquantised activations:
- * x8's int16 activations and x16's two levels (Q8_0 weights) keep ~15 bits of each activation, within 1e-4 of the
- * magnitude of the terms; x16's one level (Q4_0 weights) is the plain Q8_0 activations, within 1e-5 of the
+ * x8's int16 activations and x16's / r16's two levels (Q8_0 weights) keep ~15 bits of each activation, within 1e-4
+ * of the magnitude of the terms; their one level (Q4_0 weights) is the plain Q8_0 activations, within 1e-5 of the
  * unpacked reference. */
 static void test_packed_accuracy(void) {
     static const int64_t cols_list[] = {32, 96, 544, 4096};
     static const int64_t rows_list[] = {1, 7, 33};
     static const int64_t T_list[] = {1, 3, 4, 5, 9, 67};
     static const td_dtype types[] = {TD_DTYPE_Q8_0, TD_DTYPE_Q4_0};
-    static const int lanes_list[] = {TD_X8_LANES, TD_X16_LANES};
+    static const int lanes_list[] = {TD_X8_LANES, TD_X16_LANES, TD_R16_LANES};
     uint64_t rng = 19;
-    double worst[2] = {0, 0};
-    for (int li = 0; li < 2; li++)
+    double worst[3] = {0, 0, 0};
+    for (int li = 0; li < 3; li++)
         for (int ti = 0; ti < 2; ti++)
             for (int ci = 0; ci < 4; ci++)
                 for (int ri = 0; ri < 3; ri++)
@@ -688,7 +712,10 @@ static void test_packed_accuracy(void) {
                         td_qpack *pk = td_qpack_new(type, rows, cols, wq, rb, lanes);
                         CHECK(pk != NULL);
                         int layout = td_qrows_layout(type, pk);
-                        CHECK(layout == (lanes == TD_X8_LANES ? TD_QROWS_X8 : type == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1));
+                        int levels = type == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1;
+                        CHECK(layout == (lanes == TD_X8_LANES    ? TD_QROWS_X8
+                                         : lanes == TD_R16_LANES ? (levels | TD_QROWS_NATURAL)
+                                                                 : levels));
                         td_mat w = {type, rows, cols, rb, wq, NULL}, wp = {type, rows, cols, rb, wq, pk};
                         for (int64_t j = 0; j < rows; j++) td_row_to_f32(wf + j * cols, &w, j);
                         void *b1 = calloc(1, td_qrows_bytes(T, cols)), *b2 = calloc(1, td_qrows_bytes(T, cols));
@@ -700,11 +727,11 @@ static void test_packed_accuracy(void) {
                         for (int64_t t = 0; t < T; t++) td_dequantize_q8_0(plain.q + t * nb, xd + t * cols, cols);
                         td_matmul_ref(&w, NULL, xf, &plain, T, cols, yr, rows, 0, rows);
                         td_matmul_ref(&wp, NULL, xf, &packed, T, cols, yp, rows, 0, rows);
-                        int vs_plain = layout == TD_QROWS_X16_1;
+                        int vs_plain = (layout & ~TD_QROWS_NATURAL) == TD_QROWS_X16_1;
                         for (int64_t t = 0; t < T; t++)
                             for (int64_t j = 0; j < rows; j++) {
-                                /* x16: the magnitude from the dequantised activations, x8: from the inputs */
-                                const float *xm = lanes == TD_X16_LANES ? xd : xf;
+                                /* x16, r16: the magnitude from the dequantised activations, x8: from the inputs */
+                                const float *xm = lanes != TD_X8_LANES ? xd : xf;
                                 double mag = 0, exact = 0;
                                 for (int64_t k = 0; k < cols; k++) {
                                     mag += fabs((double)wf[j * cols + k] * xm[t * cols + k]);
@@ -719,8 +746,8 @@ static void test_packed_accuracy(void) {
                         td_qpack_free(pk);
                         free(wf), free(xf), free(xd), free(yr), free(yp), free(wq), free(b1), free(b2);
                     }
-    printf("packed references: worst relative difference from the exact product (x16 with Q4_0: from the plain "
-           "reference) x8 %.3g, x16 %.3g\n", worst[0], worst[1]);
+    printf("packed references: worst relative difference from the exact product (x16, r16 with Q4_0: from the plain "
+           "reference) x8 %.3g, x16 %.3g, r16 %.3g\n", worst[0], worst[1], worst[2]);
 }
 
 /* The bf16 reference against the exact product of the BF16 weights and the fp32 activations (the F32 path's

@@ -1,8 +1,10 @@
-/* Run-time choice of kernels: the three kernel sets (scalar, AVX2, AVX-512 VNNI), what this CPU can run, and the
- * TD_KERNELS override. */
+/* Run-time choice of kernels: the kernel sets (scalar, AVX2, AVX-512 VNNI, AVX-512 BF16, AVX-512 r16, AMX), what
+ * this CPU can run, and the TD_KERNELS override. */
 #include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
@@ -26,6 +28,13 @@ static const td_kernels avx512vnni = {"avx512vnni", TD_X16_LANES, 0, td_matmul_a
 static const td_kernels avx512bf16 = {"avx512bf16", TD_X16_LANES, 1, td_matmul_avx512bf16,
                                       td_attn_rows_avx2, td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2,
                                       td_silu_mul_avx2};
+/* The r16 packing (16 weight rows in a vector's lanes): products of batches on AMX tiles, decode on AVX-512 VNNI; and
+ * its twin without tiles, which runs wherever avx512bf16 does (the AMX set's decode path, and a CPU's own check of
+ * the r16 arithmetic). */
+static const td_kernels avx512r16 = {"avx512r16", TD_R16_LANES, 1, td_matmul_avx512r16, td_attn_rows_avx2,
+                                     td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
+static const td_kernels amx = {"amx", TD_R16_LANES, 1, td_matmul_amx, td_attn_rows_avx2, td_deltanet_step_avx2,
+                               quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
 
 int td_kernels_layout(const td_kernels *k, const td_mat *w) {
     if (td_dtype_is_block(w->type)) return td_qrows_layout(w->type, w->pack);
@@ -55,11 +64,26 @@ int td_cpu_has_avx512bf16(void) {
     return td_cpu_has_avx512vnni() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 }
 
+/* AMX-TILE and AMX-INT8 from CPUID leaf 7 (EDX bits 24, 25); Linux hands out the tile data state (XFEATURE 18) to
+ * a process only on request (arch_prctl ARCH_REQ_XCOMP_PERM, 0x1023), which fails where the OS does not enable it. */
+int td_cpu_has_amx(void) {
+    unsigned a, b, c, d;
+    if (!td_cpu_has_avx512bf16() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return 0;
+#ifdef SYS_arch_prctl
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#else
+    return 0;
+#endif
+}
+
 const td_kernels *td_kernels_named(const char *name) {
     if (strcmp(name, scalar.name) == 0) return &scalar;
     if (strcmp(name, avx2.name) == 0) return td_cpu_has_avx2() ? &avx2 : NULL;
     if (strcmp(name, avx512vnni.name) == 0) return td_cpu_has_avx512vnni() ? &avx512vnni : NULL;
     if (strcmp(name, avx512bf16.name) == 0) return td_cpu_has_avx512bf16() ? &avx512bf16 : NULL;
+    if (strcmp(name, avx512r16.name) == 0) return td_cpu_has_avx512bf16() ? &avx512r16 : NULL;
+    if (strcmp(name, amx.name) == 0) return td_cpu_has_amx() ? &amx : NULL;
     return NULL;
 }
 
@@ -77,6 +101,7 @@ const td_kernels *td_kernels_best(void) {
     const char *force = getenv("TD_KERNELS");
     const td_kernels *k = force ? td_kernels_named(force) : NULL;
     if (k) return k;
+    if (td_cpu_has_amx()) return &amx;
     if (td_cpu_has_avx512bf16()) return &avx512bf16;
     if (td_cpu_has_avx512vnni()) return &avx512vnni;
     return td_cpu_has_avx2() ? &avx2 : &scalar;

@@ -80,6 +80,14 @@ void td_matmul_x16_ref(const td_mat *w, const int32_t *rows, const void *xq, int
                        int64_t j0, int64_t j1);
 void td_matmul_x16_avx512(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                           int64_t j0, int64_t j1);
+/* r16-packed weights (16 rows in the lanes) and r16 activations: the scalar reference, the AVX-512 VNNI version and
+ * the AMX version (tdpbsud tiles for 8 tokens or more, the VNNI version below that), all bit-identical. */
+void td_matmul_r16_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                       int64_t j0, int64_t j1);
+void td_matmul_r16_avx512(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                          int64_t j0, int64_t j1);
+void td_matmul_r16_amx(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                       int64_t j0, int64_t j1);
 /* Packed x8 weights and x8 (int16) activations: the scalar reference, and the AVX2 version, which gives
  * bit-identical results (td_matmul_x8_ref spells out the arithmetic). */
 void td_matmul_x8_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
@@ -98,6 +106,11 @@ void td_matmul_avx512(const td_mat *w, const int32_t *rows, const float *x, cons
                       float *y, int64_t ldy, int64_t j0, int64_t j1);
 void td_matmul_avx512bf16(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
                           int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1);
+/* All of td_matmul_avx512bf16, with r16-packed weights on AVX-512 VNNI (the avx512r16 set) or on AMX tiles (amx). */
+void td_matmul_avx512r16(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
+                         float *y, int64_t ldy, int64_t j0, int64_t j1);
+void td_matmul_amx(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
+                   float *y, int64_t ldy, int64_t j0, int64_t j1);
 
 /* Where an attention task's keys and values come from: key i is cell idx[i] of a cache (float, or f16 when kv_f16;
  * rows `stride` elements apart, this head's dim values at the start of each row), except that the first n_pre keys
@@ -206,12 +219,14 @@ int td_kernels_layout(const td_kernels *k, const td_mat *w);
 /* The kernels a model loaded now takes: the set named by TD_KERNELS in the environment when this CPU runs it,
  * else the fastest set this CPU runs (dispatch.c states the measurements behind the choice). */
 const td_kernels *td_kernels_best(void);
-/* The kernel set of that name ("scalar", "avx2", "avx512vnni", "avx512bf16"), or NULL when the name is unknown or
+/* The kernel set of that name ("scalar", "avx2", "avx512vnni", "avx512bf16", "avx512r16", "amx"), or NULL when the name is unknown or
  * this CPU cannot run it. "scalar" is the reference every other set is tested against. */
 const td_kernels *td_kernels_named(const char *name);
 /* 1 if this CPU can run the AVX2 kernels; the AVX-512 VNNI ones. */
 int td_cpu_has_avx2(void);
 int td_cpu_has_avx512vnni(void);
 int td_cpu_has_avx512bf16(void);
+/* AMX-TILE and AMX-INT8 on top of AVX-512 BF16, with the tile registers granted to this process by the kernel. */
+int td_cpu_has_amx(void);
 
 #endif

@@ -114,7 +114,7 @@ void td_matmul_avx2(const td_mat *w, const int32_t *rows, const float *x, const 
         return;
     }
     if (w->pack) { /* packed for other kernels: the reference gives the same bits */
-        td_matmul_x16_ref(w, rows, xq, T, y, ldy, j0, j1);
+        td_matmul_ref(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
         return;
     }
     if (w->type == TD_DTYPE_BF16 && xq) { /* activations rounded to bf16 for other kernels: likewise */

@@ -1,7 +1,7 @@
 /* Matrix product over F32 / F16 / BF16 weights, scalar reference (matmul_avx2.c holds its AVX2 twin): each output
  * is one dot product summed in order of k in fp32. td_matmul_ref is also the scalar kernel set's matmul slot and
- * sends quantised weights to their references (matmul_quant_ref.c, matmul_x8_ref.c, matmul_x16_ref.c), and
- * td_row_to_f32 reads a weight row as the reference does. */
+ * sends quantised weights to their references (matmul_quant_ref.c, matmul_x8_ref.c, matmul_x16_ref.c,
+ * matmul_r16_ref.c), and td_row_to_f32 reads a weight row as the reference does. */
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 #include "util/half.h"
@@ -19,6 +19,7 @@ void td_matmul_ref(const td_mat *w, const int32_t *rows, const float *x, const v
                    float *y, int64_t ldy, int64_t j0, int64_t j1) {
     if (w->pack) {
         if (w->pack->lanes == TD_X8_LANES) td_matmul_x8_ref(w, rows, xq, T, y, ldy, j0, j1);
+        else if (w->pack->lanes == TD_R16_LANES) td_matmul_r16_ref(w, rows, xq, T, y, ldy, j0, j1);
         else td_matmul_x16_ref(w, rows, xq, T, y, ldy, j0, j1);
         return;
     }

@@ -12,20 +12,12 @@
 #include "kernels/cpu/quant.h"
 #include "util/half.h"
 
-/* The unsigned weight byte for element e of lane `lane` in a packed group. */
-static int packed_weight(const td_qpack *p, const uint8_t *group, int lane, int e) {
-    int k = e / 4, i = e % 4;
-    if (p->type == TD_DTYPE_Q8_0) return group[k * TD_X16_CHUNK + lane * 4 + i];
-    uint8_t byte = group[(k % 4) * TD_X16_CHUNK + lane * 4 + i];
-    return k < 4 ? byte & 15 : byte >> 4;
-}
-
 /* The exact integer dot product of lane `lane` of a packed group with one level of activations. */
 static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int8_t *xg, int32_t xsum) {
     int shift = p->type == TD_DTYPE_Q8_0 ? 7 : 3;
     int32_t isum = -(xsum * (1 << shift));
     for (int e = 0; e < TD_QBLOCK; e++)
-        isum += packed_weight(p, group, lane, e) * xg[(e / 4) * TD_X16_CHUNK + lane * 4 + e % 4];
+        isum += td_qpack_weight(p, group, lane, e) * xg[(e / 4) * TD_X16_CHUNK + lane * 4 + e % 4];
     return isum;
 }
 

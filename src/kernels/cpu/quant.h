@@ -43,11 +43,20 @@ void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n);
  *   Q4_0: 8 chunk pairs of 16 bytes: pair p holds chunk p in the low nibbles and chunk p + 8 in the high, as
  *     unsigned q = w + 8 (128 bytes a group; byte lane*2 + i of pair p is byte 2p + i of block lane's qs).
  *     Padding blocks have q = 8 (w = 0).
- * A row is the nbg groups' bytes, then nbg * lanes fp16 scales, padded to 64 bytes. */
+ * A row is the nbg groups' bytes, then nbg * lanes fp16 scales, padded to 64 bytes.
+ * r16 (the AMX set and its AVX-512 VNNI twin: tdpbsud / vpdpbusd with 16 weight ROWS in the 16 lanes, one block a
+ * vector, so lanes = TD_R16_LANES = 1). Rows are taken in slabs of 16 (the last padded with zero rows). A slab holds
+ * its rows' blocks in order, block b in x16's group layout with "lane" meaning the row in the slab: byte r*4 + i of
+ * chunk k is element 4k + i of row r's block (Q8_0: 8 chunks of w + 128, 512 bytes; Q4_0: 4 chunks of nibbles,
+ * 256 bytes), then the nb blocks' fp16 scales, 16 a block (block b's at b * 16 + r), padded to 64 bytes. A Q8_0
+ * block of a slab is, as it lies, an AMX B tile (8 rows of 64 bytes). For r16 packs nbg is the number of blocks
+ * (nb), group_bytes a block's bytes in a slab, and row_bytes a slab's bytes (td_qpack_slab). */
 #define TD_X16_LANES 16                         /* blocks a x16 group, one per 32-bit lane of a zmm register */
 #define TD_X16_CHUNK (4 * TD_X16_LANES)         /* 64: a x16 chunk holds 4 consecutive elements of each block */
 #define TD_X16_GROUP (TD_QBLOCK * TD_X16_LANES) /* 512: elements a x16 group (bytes of its Q8_0 weights, of one
                                                    level of its activations) */
+#define TD_R16_LANES 1                          /* td_qpack.lanes of r16: one block (of 16 rows) a vector */
+#define TD_R16_ROWS 16                          /* rows a r16 slab */
 #define TD_X8_LANES 8                           /* blocks a x8 group, one per 32-bit lane of a ymm register */
 #define TD_X8_CHUNK (2 * TD_X8_LANES)           /* 16: a x8 chunk holds 2 consecutive elements of each block */
 #define TD_X8_GROUP (TD_QBLOCK * TD_X8_LANES)   /* 256: elements a x8 group (bytes of its Q8_0 weights, int16
@@ -66,6 +75,16 @@ typedef struct td_qpack {
 td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes, int lanes);
 void td_qpack_free(td_qpack *p);
 static inline const uint8_t *td_qpack_row(const td_qpack *p, int64_t r) { return p->data + (size_t)r * p->row_bytes; }
+/* Slab s of a r16 pack (rows 16 s .. 16 s + 15). */
+static inline const uint8_t *td_qpack_slab(const td_qpack *p, int64_t s) { return p->data + (size_t)s * p->row_bytes; }
+/* The unsigned weight byte (Q8_0: w + 128, Q4_0: q = w + 8) of element e of lane `lane` in a x16 group (in a r16
+ * block, `lane` is the row in the slab): the references read packed weights through it. */
+static inline int td_qpack_weight(const td_qpack *p, const uint8_t *group, int lane, int e) {
+    int k = e / 4, i = e % 4;
+    if (p->type == TD_DTYPE_Q8_0) return group[k * TD_X16_CHUNK + lane * 4 + i];
+    uint8_t byte = group[(k % 4) * TD_X16_CHUNK + lane * 4 + i];
+    return k < 4 ? byte & 15 : byte >> 4;
+}
 static inline const uint16_t *td_qpack_scales(const td_qpack *p, const uint8_t *row) {
     return (const uint16_t *)(const void *)(row + (size_t)p->nbg * p->group_bytes);
 }
@@ -96,10 +115,17 @@ static inline float td_qpack_lanes_sum(float *acc, int lanes) {
  *     bits, llama.cpp's activations for BF16 weights (a second level, x - h, would give 16 bits but made prefill
  *     slower than fp32 FMA on the converted weights: NOTES.md). h [T * nb * 32] in the natural order of the
  *     columns, rows of nb * 32 values, zero past `cols`.
+ *   r16 (TD_QROWS_R16_1 or _2, for r16 weights): x16's levels, arrays and sizes, but each row's bytes in the
+ *     natural order of the columns (block b's 32 values at b * 32 of the row's nbg * 512 bytes), so that 16 rows of
+ *     a block are one AMX A tile (rows nbg * 512 bytes apart). d, s as x16 (block b of row t at t * nbg * 16 + b).
  * nb = cols / 32 for the block layouts (cols a multiple of 32), ceil(cols / 32) for bf16. */
-enum { TD_QROWS_PLAIN = 0, TD_QROWS_X16_1 = 1, TD_QROWS_X16_2 = 2, TD_QROWS_X8 = 8, TD_QROWS_BF16 = 16 };
+enum {
+    TD_QROWS_PLAIN = 0, TD_QROWS_X16_1 = 1, TD_QROWS_X16_2 = 2, TD_QROWS_X8 = 8, TD_QROWS_BF16 = 16,
+    TD_QROWS_NATURAL = 32, TD_QROWS_R16_1 = TD_QROWS_NATURAL | 1, TD_QROWS_R16_2 = TD_QROWS_NATURAL | 2
+};
 typedef struct td_qrows {
     int x16;            /* x16 levels (1 or 2), else 0 */
+    int natural;        /* 1: x16's arrays with the bytes in column order (r16) */
     int x8;             /* 1: the x8 layout */
     int bf16;           /* 1: the bf16 layout */
     td_block_q8_0 *q;
@@ -110,6 +136,12 @@ typedef struct td_qrows {
     int32_t *s, *s2;
     int64_t cols, nb, nbg;
 } td_qrows;
+
+/* Where chunk k (elements 4k..4k+3) of block `lane` of x16 group g lies in a level's bytes: interleaved (x16) or in
+ * column order (r16). */
+static inline int64_t td_qrows_x16_at(int64_t g, int64_t lane, int k, int natural) {
+    return g * TD_X16_GROUP + (natural ? lane * TD_QBLOCK + 4 * k : k * TD_X16_CHUNK + lane * 4);
+}
 
 /* Bytes of a td_qrows buffer for T rows of `cols` inputs, any layout; td_qrows_bind lays one out over such a
  * buffer (64-byte aligned) in the given layout (TD_QROWS_*). */

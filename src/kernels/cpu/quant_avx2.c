@@ -33,11 +33,13 @@ static inline int32_t sum_lanes(const __m256i *i32) {
     return _mm_cvtsi128_si32(h);
 }
 
-/* One level of block b of row r into the interleaved layout: chunk k (elements 4k..4k+3) at k * 64 + lane * 4. */
-static inline void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane, const __m256i *i32, float scale) {
+/* One level of block b of row r into the interleaved layout: chunk k (elements 4k..4k+3) at k * 64 + lane * 4 (or
+ * in column order, r16: td_qrows_x16_at). */
+static inline void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane, const __m256i *i32, float scale,
+                             int natural) {
     int32_t chunks[TD_QBLOCK / 4];
     _mm256_storeu_si256((__m256i *)(void *)chunks, pack_bytes(i32));
-    for (int k = 0; k < TD_QBLOCK / 4; k++) memcpy(qi + g * TD_X16_GROUP + k * TD_X16_CHUNK + lane * 4, &chunks[k], 4);
+    for (int k = 0; k < TD_QBLOCK / 4; k++) memcpy(qi + td_qrows_x16_at(g, lane, k, natural), &chunks[k], 4);
     d[g * TD_X16_LANES + lane] = scale;
     s[g * TD_X16_LANES + lane] = sum_lanes(i32);
 }
@@ -46,7 +48,7 @@ static inline void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_
  * d2 = max|r| / 127, q2 = roundf(r / d2) clamped to +-127. */
 static void put_x16(const td_qrows *xq, int64_t r, int64_t b, const __m256 *v, const __m256i *q1, float d1) {
     int64_t g = r * xq->nbg + b / TD_X16_LANES, lane = b % TD_X16_LANES;
-    put_level(xq->qi, xq->d, xq->s, g, lane, q1, d1);
+    put_level(xq->qi, xq->d, xq->s, g, lane, q1, d1, xq->natural);
     if (xq->x16 < 2) return;
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 rest[4], m = _mm256_setzero_ps();
@@ -64,7 +66,7 @@ static void put_x16(const td_qrows *xq, int64_t r, int64_t b, const __m256 *v, c
         q = _mm256_min_ps(_mm256_max_ps(q, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
         q2[i] = _mm256_cvtps_epi32(q);
     }
-    put_level(xq->qi2, xq->d2, xq->s2, g, lane, q2, d2);
+    put_level(xq->qi2, xq->d2, xq->s2, g, lane, q2, d2, xq->natural);
 }
 
 /* Block b of row r in the x8 layout: d = amax / 32767, q = roundf(x / d) within +-32767, element pairs scattered

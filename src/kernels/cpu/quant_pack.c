@@ -49,14 +49,43 @@ static void pack_group_x8(td_dtype type, uint8_t *g, int lane, const void *blk) 
     }
 }
 
+/* r16: slabs of 16 rows, each row's blocks in x16's group layout with the row as the lane (quant.h). */
+static td_qpack *pack_r16(td_qpack *p, int64_t rows, int64_t nb, const void *data, size_t row_bytes) {
+    const td_dtype type = p->type;
+    const int64_t slabs = (rows + TD_R16_ROWS - 1) / TD_R16_ROWS;
+    p->nbg = nb;
+    p->group_bytes = (size_t)TD_R16_ROWS * (type == TD_DTYPE_Q8_0 ? TD_QBLOCK : TD_QBLOCK / 2);
+    p->row_bytes = align64((size_t)nb * (p->group_bytes + 2 * (size_t)TD_R16_ROWS));
+    size_t total = (size_t)slabs * p->row_bytes;
+    if (!(p->data = alloc_rows(total))) {
+        td_free(p);
+        return NULL;
+    }
+    memset(p->data, 0, total);
+    size_t bsz = type == TD_DTYPE_Q8_0 ? sizeof(td_block_q8_0) : sizeof(td_block_q4_0);
+    for (int64_t r = 0; r < slabs * TD_R16_ROWS; r++) { /* rows past the matrix: zero weights, scale 0 */
+        uint8_t *slab = p->data + (size_t)(r / TD_R16_ROWS) * p->row_bytes;
+        uint16_t *d = (uint16_t *)(void *)(slab + (size_t)nb * p->group_bytes);
+        int lane = (int)(r % TD_R16_ROWS);
+        for (int64_t b = 0; b < nb; b++) {
+            const void *blk = r < rows ? (const uint8_t *)data + (size_t)r * row_bytes + (size_t)b * bsz : NULL;
+            pack_group_x16(type, slab + (size_t)b * p->group_bytes, lane, blk);
+            if (blk) memcpy(&d[b * TD_R16_ROWS + lane], blk, 2); /* both block types start with their fp16 scale */
+        }
+    }
+    return p;
+}
+
 td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes, int lanes) {
-    if (!td_dtype_is_block(type) || (lanes != TD_X8_LANES && lanes != TD_X16_LANES)) return NULL;
+    if (!td_dtype_is_block(type) || (lanes != TD_X8_LANES && lanes != TD_X16_LANES && lanes != TD_R16_LANES))
+        return NULL;
     td_qpack *p = td_calloc(1, sizeof *p);
     if (!p) return NULL;
     int64_t nb = cols / TD_QBLOCK;
     p->type = type;
     p->lanes = lanes;
     p->rows = rows;
+    if (lanes == TD_R16_LANES) return pack_r16(p, rows, nb, data, row_bytes);
     p->nbg = (nb + lanes - 1) / lanes;
     p->group_bytes = (size_t)lanes * (type == TD_DTYPE_Q8_0 ? TD_QBLOCK : TD_QBLOCK / 2);
     p->row_bytes = align64((size_t)p->nbg * (p->group_bytes + 2 * (size_t)lanes));
@@ -121,7 +150,8 @@ void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t cols, int layout)
         xq->s = (int32_t *)(void *)(xq->d + n * TD_X8_LANES);
         return;
     }
-    int x16 = layout;
+    xq->natural = (layout & TD_QROWS_NATURAL) != 0;
+    int x16 = layout & ~TD_QROWS_NATURAL;
     xq->x16 = x16;
     xq->nbg = (nb + TD_X16_LANES - 1) / TD_X16_LANES;
     if (!x16) {
@@ -156,10 +186,11 @@ td_qrows td_qrows_from(const td_qrows *xq, int64_t t0) {
     return v;
 }
 
-/* One level of a block into the interleaved layout. */
-static void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane, const int8_t *qs, float scale) {
+/* One level of a block into the interleaved layout (natural: in column order). */
+static void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane, const int8_t *qs, float scale,
+                      int natural) {
     int32_t sum = 0;
-    for (int k = 0; k < TD_QBLOCK / 4; k++) memcpy(qi + g * TD_X16_GROUP + k * TD_X16_CHUNK + lane * 4, qs + 4 * k, 4);
+    for (int k = 0; k < TD_QBLOCK / 4; k++) memcpy(qi + td_qrows_x16_at(g, lane, k, natural), qs + 4 * k, 4);
     for (int e = 0; e < TD_QBLOCK; e++) sum += qs[e];
     d[g * TD_X16_LANES + lane] = scale;
     s[g * TD_X16_LANES + lane] = sum;
@@ -168,7 +199,8 @@ static void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane,
 int td_qrows_layout(td_dtype type, const td_qpack *pack) {
     if (!pack) return TD_QROWS_PLAIN;
     if (pack->lanes == TD_X8_LANES) return TD_QROWS_X8;
-    return type == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1;
+    int levels = type == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1;
+    return pack->lanes == TD_R16_LANES ? levels | TD_QROWS_NATURAL : levels;
 }
 
 void td_qrows_put_x8(const td_qrows *xq, int64_t r, int64_t b, const int16_t *qs, float d) {
@@ -192,7 +224,7 @@ void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, cons
         return;
     }
     int64_t g = r * xq->nbg + b / TD_X16_LANES, lane = b % TD_X16_LANES;
-    put_level(xq->qi, xq->d, xq->s, g, lane, qs, d1);
+    put_level(xq->qi, xq->d, xq->s, g, lane, qs, d1, xq->natural);
     if (xq->x16 < 2) return;
     float rest[TD_QBLOCK], amax = 0.0f;
     int8_t q2[TD_QBLOCK];
@@ -205,7 +237,7 @@ void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, cons
         float q = roundf(rest[e] * id2);
         q2[e] = (int8_t)(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
     }
-    put_level(xq->qi2, xq->d2, xq->s2, g, lane, q2, d2);
+    put_level(xq->qi2, xq->d2, xq->s2, g, lane, q2, d2, xq->natural);
 }
 
 void td_qrows_pad(const td_qrows *xq, int64_t r) {

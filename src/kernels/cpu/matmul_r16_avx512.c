@@ -1,0 +1,98 @@
+/* AVX-512 VNNI matrix product over r16-packed Q8_0 / Q4_0 weights (quant.h: 16 weight rows in the 16 lanes) and r16
+ * activations; td_matmul_r16_ref is its scalar reference and the two agree to the bit. It is the AMX set's path for
+ * a few tokens (decode) and its twin set's (avx512r16) whole product; td_matmul_avx512r16 is that set's matmul slot.
+ *
+ * A 64-byte chunk of a slab's block holds 4 consecutive elements of each of the 16 rows, so vpdpbusd with the
+ * token's 4 activation bytes broadcast leaves, after a block's 8 chunks, each row's exact block sum in its lane
+ * (offset by o * sum(x), which the accumulator starts out subtracting); one conversion, one scale product and one
+ * fma per block and level then serve 16 rows. The rows of a slab lie together, so decode streams slabs front to
+ * back and asks for the bytes PREFETCH_BYTES ahead. Lists of rows (the head's letters: a few rows) go to the
+ * reference, which gives the same bits. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant.h"
+
+#ifndef PREFETCH_BYTES
+#define PREFETCH_BYTES 8192 /* about the x16 path's 8 rows ahead at 1,024 columns */
+#endif
+
+static inline __m512i bcast4(const int8_t *x) {
+    int32_t v;
+    memcpy(&v, x, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* One slab (16 rows) times token t: the 16 results in lane order. */
+static inline __attribute__((always_inline)) __m512 slab_dot(td_dtype type, const uint8_t *slab, size_t gb,
+                                                             int64_t nb, const td_qrows *xq, int64_t t, int ahead) {
+    const int two = type == TD_DTYPE_Q8_0, o = type == TD_DTYPE_Q8_0 ? 128 : 8;
+    const __m512i low4 = _mm512_set1_epi8(15);
+    const uint16_t *ws = (const uint16_t *)(const void *)(slab + nb * gb);
+    const int8_t *x1 = xq->qi + t * xq->nbg * TD_X16_GROUP, *x2 = xq->qi2 + t * xq->nbg * TD_X16_GROUP;
+    const float *d1 = xq->d + t * xq->nbg * TD_X16_LANES, *d2 = xq->d2 + t * xq->nbg * TD_X16_LANES;
+    const int32_t *s1 = xq->s + t * xq->nbg * TD_X16_LANES, *s2 = xq->s2 + t * xq->nbg * TD_X16_LANES;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = slab + b * gb;
+        const int8_t *xa = x1 + b * TD_QBLOCK, *xb = x2 + b * TD_QBLOCK;
+        if (ahead)
+            for (size_t l = 0; l < gb; l += 64) _mm_prefetch((const char *)wb + PREFETCH_BYTES + l, _MM_HINT_T0);
+        __m512i a1 = _mm512_set1_epi32(-(s1[b] * o)), b1 = _mm512_setzero_si512();
+        __m512i a2 = two ? _mm512_set1_epi32(-(s2[b] * o)) : a1, b2 = _mm512_setzero_si512();
+        if (type == TD_DTYPE_Q8_0) {
+            _Pragma("GCC unroll 4") for (int k = 0; k < TD_QBLOCK / 4; k += 2) {
+                __m512i w0 = _mm512_loadu_si512(wb + k * TD_X16_CHUNK), w1 = _mm512_loadu_si512(wb + (k + 1) * TD_X16_CHUNK);
+                a1 = _mm512_dpbusd_epi32(a1, w0, bcast4(xa + 4 * k));
+                b1 = _mm512_dpbusd_epi32(b1, w1, bcast4(xa + 4 * k + 4));
+                a2 = _mm512_dpbusd_epi32(a2, w0, bcast4(xb + 4 * k));
+                b2 = _mm512_dpbusd_epi32(b2, w1, bcast4(xb + 4 * k + 4));
+            }
+        } else {
+            _Pragma("GCC unroll 4") for (int k = 0; k < TD_QBLOCK / 8; k++) {
+                __m512i raw = _mm512_loadu_si512(wb + k * TD_X16_CHUNK);
+                __m512i lo = _mm512_and_si512(raw, low4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+                a1 = _mm512_dpbusd_epi32(a1, lo, bcast4(xa + 4 * k));
+                b1 = _mm512_dpbusd_epi32(b1, hi, bcast4(xa + TD_QBLOCK / 2 + 4 * k));
+            }
+        }
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws + b * TD_R16_ROWS)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a1, b1)), _mm512_mul_ps(dw, _mm512_set1_ps(d1[b])), acc);
+        if (two)
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a2, b2)), _mm512_mul_ps(dw, _mm512_set1_ps(d2[b])),
+                                  acc);
+    }
+    return acc;
+}
+
+/* The lanes of slab s that rows [j0, j1) cover. */
+static inline __mmask16 slab_mask(int64_t s, int64_t j0, int64_t j1) {
+    int64_t lo = j0 > s * TD_R16_ROWS ? j0 - s * TD_R16_ROWS : 0;
+    int64_t hi = j1 < (s + 1) * TD_R16_ROWS ? j1 - s * TD_R16_ROWS : TD_R16_ROWS;
+    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
+static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_qpack *p, const td_qrows *xq,
+                                                               int64_t T, float *y, int64_t ldy, int64_t j0,
+                                                               int64_t j1) {
+    for (int64_t s = j0 / TD_R16_ROWS; s * TD_R16_ROWS < j1; s++) {
+        const uint8_t *slab = td_qpack_slab(p, s);
+        __mmask16 m = slab_mask(s, j0, j1);
+        for (int64_t t = 0; t < T; t++)
+            _mm512_mask_storeu_ps(y + t * ldy + s * TD_R16_ROWS, m, slab_dot(type, slab, p->group_bytes, p->nbg, xq, t, t == 0));
+    }
+}
+
+void td_matmul_r16_avx512(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
+                          int64_t j0, int64_t j1) {
+    if (rows) td_matmul_r16_ref(w, rows, xq, T, y, ldy, j0, j1);
+    else if (w->type == TD_DTYPE_Q8_0) matmul_typed(TD_DTYPE_Q8_0, w->pack, xq, T, y, ldy, j0, j1);
+    else matmul_typed(TD_DTYPE_Q4_0, w->pack, xq, T, y, ldy, j0, j1);
+}
+
+void td_matmul_avx512r16(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
+                         float *y, int64_t ldy, int64_t j0, int64_t j1) {
+    if (w->pack && w->pack->lanes == TD_R16_LANES) td_matmul_r16_avx512(w, rows, xq, T, y, ldy, j0, j1);
+    else td_matmul_avx512bf16(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
+}
