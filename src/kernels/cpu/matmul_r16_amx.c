@@ -1,12 +1,12 @@
 /* AMX matrix product over r16-packed Q8_0 / Q4_0 weights and r16 activations (the AMX kernel set's matmul slot,
  * td_matmul_amx): the same results, bit for bit, as td_matmul_r16_ref and td_matmul_r16_avx512.
  *
- * One tdpbsud multiplies a tile of up to 16 tokens' 32 activation bytes of block b (A: signed, rows nbg * 512 bytes
- * apart in the r16 layout) by the slab's block b (B: 8 rows of 64 bytes, as it lies in the pack: row k holds
- * elements 4k..4k+3 of the 16 weight rows, unsigned) into C [tokens][16 rows] of exact block sums: one block per
- * instruction, because every block has its own scale. Each C row then takes the r16 epilogue in AVX-512 (offset,
- * conversion, scale product, fma into that token's accumulator of 16 rows), in block order, so that the float
- * operations are the reference's. Q4_0 blocks are widened to bytes (q, 0..15) before their tile load. Fewer than
+ * One tdpbsud multiplies a tile of up to 16 tokens' 32 activation bytes of block b (A: signed, staged together) by
+ * the slab's block b (B: 8 rows of 64 bytes, as it lies in the pack: row k holds elements 4k..4k+3 of the 16 weight
+ * rows, unsigned; copied to L1 first, Q4_0 widened to bytes) into C [tokens][16 rows] of exact block sums: one block
+ * per instruction, because every block has its own scale. Per level one C tile; each token's two rows combine into
+ * 128 p1 + p2, less the offset sums, and take the r16 epilogue in AVX-512 (conversion, scale product, fma into that
+ * token's accumulator of 16 rows), in block order, so that the float operations are the reference's. Fewer than
  * AMX_MIN_T tokens (decode), and lists of rows, take td_matmul_r16_avx512.
  *
  * Linux gives a process the AMX tile registers only when asked (arch_prctl ARCH_REQ_XCOMP_PERM): dispatch.c asks
@@ -93,51 +93,72 @@ static void configure(int m) {
     TILE_CONFIG(&cfg);
 }
 
-/* Tokens [t0, t0 + m) times slab s, stored for the rows in lanes `mask`. */
-static inline __attribute__((always_inline)) void slab_tile(td_dtype type, const td_qpack *p, const uint8_t *slab,
-                                                            const td_qrows *xq, int64_t t0, int m, float *y,
-                                                            int64_t ldy, __mmask16 mask) {
-    const int two = type == TD_DTYPE_Q8_0, o = type == TD_DTYPE_Q8_0 ? 128 : 8;
-    const int64_t nb = p->nbg, rs = xq->nbg * TD_X16_GROUP, ss = xq->nbg * TD_X16_LANES;
+#define KC 32  /* blocks staged at a time */
+#define NS 16  /* slabs (of 16 rows) whose accumulators are kept at a time */
+
+/* The activations of tokens [t0, t0 + m), blocks [c0, c0 + kc), staged for the tiles: block b's m rows of 32 bytes
+ * together (in the r16 layout a tile's rows lie nbg * 512 bytes apart, which maps them onto a few L1 sets), level 2
+ * likewise, and per block and token the offset sums' share (td_matmul_r16_ref) and the scale d. */
+typedef struct stage {
+    _Alignas(64) int8_t a1[KC][16][TD_QBLOCK], a2[KC][16][TD_QBLOCK];
+    int32_t off[KC][16];
+    float d[KC][16];
+} stage;
+
+static void stage_tokens(stage *st, const td_qrows *xq, int two, int32_t o, int64_t t0, int m, int64_t c0, int kc) {
+    const int64_t rs = xq->nbg * TD_X16_GROUP, ss = xq->nbg * TD_X16_LANES;
+    for (int t = 0; t < m; t++) {
+        const int8_t *x1 = xq->qi + (t0 + t) * rs + c0 * TD_QBLOCK, *x2 = xq->qi2 + (t0 + t) * rs + c0 * TD_QBLOCK;
+        const int64_t at = (t0 + t) * ss + c0;
+        for (int b = 0; b < kc; b++) {
+            _mm256_store_si256((__m256i *)(void *)st->a1[b][t], _mm256_loadu_si256((const __m256i *)(const void *)(x1 + b * TD_QBLOCK)));
+            if (two)
+                _mm256_store_si256((__m256i *)(void *)st->a2[b][t], _mm256_loadu_si256((const __m256i *)(const void *)(x2 + b * TD_QBLOCK)));
+            st->off[b][t] = two ? o * xq->s[at + b] * (1 << TD_R16_SHIFT) + o * xq->s2[at + b] : o * xq->s[at + b];
+            st->d[b][t] = two ? xq->d2[at + b] : xq->d[at + b];
+        }
+    }
+}
+
+/* Blocks [c0, c0 + kc) of slab `slab` for the staged tokens (M of them), into acc[0..M). */
+static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, const td_qpack *p, const uint8_t *slab,
+                                                              const stage *st, int64_t c0, int kc, int M, __m512 *acc) {
+    const int two = type == TD_DTYPE_Q8_0;
     const size_t gb = p->group_bytes;
-    const uint16_t *ws = (const uint16_t *)(const void *)(slab + nb * gb);
+    const uint16_t *ws = (const uint16_t *)(const void *)(slab + p->nbg * gb);
     const __m512i low4 = _mm512_set1_epi8(15);
     _Alignas(64) int32_t c1[16][16], c2[16][16];
-    _Alignas(64) uint8_t wide[TD_QBLOCK / 4][64]; /* a Q4_0 block as bytes */
-    __m512 acc[16];
-    for (int t = 0; t < 16; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *wb = slab + b * gb;
-        if (type == TD_DTYPE_Q4_0) {
+    _Alignas(64) uint8_t wide[TD_QBLOCK / 4][64]; /* the block's B tile, from L1 */
+    for (int b = 0; b < kc; b++) {
+        const uint8_t *wb = slab + (c0 + b) * gb;
+        if (type == TD_DTYPE_Q8_0) {
+            for (int k = 0; k < TD_QBLOCK / 4; k++) _mm512_store_si512(wide[k], _mm512_loadu_si512(wb + k * 64));
+        } else { /* Q4_0 nibbles widened to bytes: chunk k (< 4) from the low nibbles, chunk k + 4 from the high */
             for (int k = 0; k < TD_QBLOCK / 8; k++) {
                 __m512i raw = _mm512_loadu_si512(wb + k * 64);
                 _mm512_store_si512(wide[k], _mm512_and_si512(raw, low4));
                 _mm512_store_si512(wide[k + TD_QBLOCK / 8], _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4));
             }
-            wb = wide[0];
         }
-        TILE_LOAD(B, wb, 64);
-        TILE_LOAD(A1, xq->qi + t0 * rs + b * TD_QBLOCK, (size_t)rs);
+        TILE_LOAD(B, wide, 64);
+        TILE_LOAD(A1, st->a1[b], TD_QBLOCK);
         TILE_ZERO(C1);
         TILE_DPBSUD(C1, A1, B);
         TILE_STORE(C1, c1, 64);
         if (two) {
-            TILE_LOAD(A2, xq->qi2 + t0 * rs + b * TD_QBLOCK, (size_t)rs);
+            TILE_LOAD(A2, st->a2[b], TD_QBLOCK);
             TILE_ZERO(C2);
             TILE_DPBSUD(C2, A2, B);
             TILE_STORE(C2, c2, 64);
         }
-        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws + b * TD_R16_ROWS)));
-        for (int t = 0; t < m; t++) {
-            const int64_t at = (t0 + t) * ss + b;
-            __m512i i1 = _mm512_sub_epi32(_mm512_load_si512(c1[t]), _mm512_set1_epi32(xq->s[at] * o));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(dw, _mm512_set1_ps(xq->d[at])), acc[t]);
-            if (!two) continue;
-            __m512i i2 = _mm512_sub_epi32(_mm512_load_si512(c2[t]), _mm512_set1_epi32(xq->s2[at] * o));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i2), _mm512_mul_ps(dw, _mm512_set1_ps(xq->d2[at])), acc[t]);
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws + (c0 + b) * TD_R16_ROWS)));
+        for (int t = 0; t < M; t++) {
+            __m512i P = _mm512_load_si512(c1[t]);
+            if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_load_si512(c2[t]));
+            P = _mm512_sub_epi32(P, _mm512_set1_epi32(st->off[b][t]));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw, _mm512_set1_ps(st->d[b][t])), acc[t]);
         }
     }
-    for (int t = 0; t < m; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, mask, acc[t]);
 }
 
 static inline __mmask16 slab_mask(int64_t s, int64_t j0, int64_t j1) {
@@ -146,17 +167,38 @@ static inline __mmask16 slab_mask(int64_t s, int64_t j0, int64_t j1) {
     return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
 
+/* Slabs in groups of NS (their accumulators kept between staged chunks), tokens in tiles of 16, blocks in chunks of
+ * KC staged once for the group's slabs: each (row, token) still adds its blocks in order. */
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_qpack *p, const td_qrows *xq,
                                                                int64_t T, float *y, int64_t ldy, int64_t j0,
                                                                int64_t j1) {
+    const int two = type == TD_DTYPE_Q8_0;
+    const int32_t o = two ? 128 : 8;
+    stage st;
+    _Alignas(64) float accm[NS][16][16];
     int configured = 0;
-    for (int64_t t0 = 0; t0 < T; t0 += 16) {
-        int m = T - t0 < 16 ? (int)(T - t0) : 16;
-        if (m != configured) configure(m), configured = m;
-        for (int64_t s = j0 / TD_R16_ROWS; s * TD_R16_ROWS < j1; s++) {
-            float *ys = y + s * TD_R16_ROWS;
-            if (m == 16) slab_tile(type, p, td_qpack_slab(p, s), xq, t0, 16, ys, ldy, slab_mask(s, j0, j1));
-            else slab_tile(type, p, td_qpack_slab(p, s), xq, t0, m, ys, ldy, slab_mask(s, j0, j1));
+    for (int64_t s0 = j0 / TD_R16_ROWS; s0 * TD_R16_ROWS < j1; s0 += NS) {
+        int64_t s1 = (j1 + TD_R16_ROWS - 1) / TD_R16_ROWS;
+        int ns = s1 - s0 < NS ? (int)(s1 - s0) : NS;
+        for (int64_t t0 = 0; t0 < T; t0 += 16) {
+            int m = T - t0 < 16 ? (int)(T - t0) : 16;
+            if (m != configured) configure(m), configured = m;
+            memset(accm, 0, sizeof accm);
+            for (int64_t c0 = 0; c0 < p->nbg; c0 += KC) {
+                int kc = p->nbg - c0 < KC ? (int)(p->nbg - c0) : KC;
+                stage_tokens(&st, xq, two, o, t0, m, c0, kc);
+                for (int i = 0; i < ns; i++) {
+                    __m512 acc[16];
+                    for (int t = 0; t < 16; t++) acc[t] = _mm512_load_ps(accm[i][t]);
+                    if (m == 16) slab_blocks(type, p, td_qpack_slab(p, s0 + i), &st, c0, kc, 16, acc);
+                    else slab_blocks(type, p, td_qpack_slab(p, s0 + i), &st, c0, kc, m, acc);
+                    for (int t = 0; t < 16; t++) _mm512_store_ps(accm[i][t], acc[t]);
+                }
+            }
+            for (int i = 0; i < ns; i++)
+                for (int t = 0; t < m; t++)
+                    _mm512_mask_storeu_ps(y + (t0 + t) * ldy + (s0 + i) * TD_R16_ROWS, slab_mask(s0 + i, j0, j1),
+                                          _mm512_load_ps(accm[i][t]));
         }
     }
 }

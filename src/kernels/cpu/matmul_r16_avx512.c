@@ -4,8 +4,8 @@
  *
  * A 64-byte chunk of a slab's block holds 4 consecutive elements of each of the 16 rows, so vpdpbusd with the
  * token's 4 activation bytes broadcast leaves, after a block's 8 chunks, each row's exact block sum in its lane
- * (offset by o * sum(x), which the accumulator starts out subtracting); one conversion, one scale product and one
- * fma per block and level then serve 16 rows. The rows of a slab lie together, so decode streams slabs front to
+ * (offset by o * sum(x), which is subtracted after); the two levels combine into 128 p1 + p2, and one conversion,
+ * one scale product and one fma per block then serve 16 rows. The rows of a slab lie together, so decode streams slabs front to
  * back and asks for the bytes PREFETCH_BYTES ahead. Lists of rows (the head's letters: a few rows) go to the
  * reference, which gives the same bits. */
 #include <immintrin.h>
@@ -24,6 +24,11 @@ static inline __m512i bcast4(const int8_t *x) {
     return _mm512_set1_epi32(v);
 }
 
+/* The offset sums' share of a block's combined integer (td_matmul_r16_ref): o * s1, or o * (128 s1 + s2). */
+static inline int32_t offset(int two, int32_t o, const int32_t *s1, const int32_t *s2, int64_t b) {
+    return two ? o * s1[b] * (1 << TD_R16_SHIFT) + o * s2[b] : o * s1[b];
+}
+
 /* One slab (16 rows) times token t: the 16 results in lane order. */
 static inline __attribute__((always_inline)) __m512 slab_dot(td_dtype type, const uint8_t *slab, size_t gb,
                                                              int64_t nb, const td_qrows *xq, int64_t t, int ahead) {
@@ -31,7 +36,7 @@ static inline __attribute__((always_inline)) __m512 slab_dot(td_dtype type, cons
     const __m512i low4 = _mm512_set1_epi8(15);
     const uint16_t *ws = (const uint16_t *)(const void *)(slab + nb * gb);
     const int8_t *x1 = xq->qi + t * xq->nbg * TD_X16_GROUP, *x2 = xq->qi2 + t * xq->nbg * TD_X16_GROUP;
-    const float *d1 = xq->d + t * xq->nbg * TD_X16_LANES, *d2 = xq->d2 + t * xq->nbg * TD_X16_LANES;
+    const float *d = (two ? xq->d2 : xq->d) + t * xq->nbg * TD_X16_LANES;
     const int32_t *s1 = xq->s + t * xq->nbg * TD_X16_LANES, *s2 = xq->s2 + t * xq->nbg * TD_X16_LANES;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -39,8 +44,8 @@ static inline __attribute__((always_inline)) __m512 slab_dot(td_dtype type, cons
         const int8_t *xa = x1 + b * TD_QBLOCK, *xb = x2 + b * TD_QBLOCK;
         if (ahead)
             for (size_t l = 0; l < gb; l += 64) _mm_prefetch((const char *)wb + PREFETCH_BYTES + l, _MM_HINT_T0);
-        __m512i a1 = _mm512_set1_epi32(-(s1[b] * o)), b1 = _mm512_setzero_si512();
-        __m512i a2 = two ? _mm512_set1_epi32(-(s2[b] * o)) : a1, b2 = _mm512_setzero_si512();
+        __m512i a1 = _mm512_setzero_si512(), b1 = _mm512_setzero_si512();
+        __m512i a2 = _mm512_setzero_si512(), b2 = _mm512_setzero_si512();
         if (type == TD_DTYPE_Q8_0) {
             _Pragma("GCC unroll 4") for (int k = 0; k < TD_QBLOCK / 4; k += 2) {
                 __m512i w0 = _mm512_loadu_si512(wb + k * TD_X16_CHUNK), w1 = _mm512_loadu_si512(wb + (k + 1) * TD_X16_CHUNK);
@@ -57,11 +62,11 @@ static inline __attribute__((always_inline)) __m512 slab_dot(td_dtype type, cons
                 b1 = _mm512_dpbusd_epi32(b1, hi, bcast4(xa + TD_QBLOCK / 2 + 4 * k));
             }
         }
+        __m512i P = _mm512_add_epi32(a1, b1);
+        if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_add_epi32(a2, b2));
+        P = _mm512_sub_epi32(P, _mm512_set1_epi32(offset(two, o, s1, s2, b)));
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws + b * TD_R16_ROWS)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a1, b1)), _mm512_mul_ps(dw, _mm512_set1_ps(d1[b])), acc);
-        if (two)
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a2, b2)), _mm512_mul_ps(dw, _mm512_set1_ps(d2[b])),
-                                  acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw, _mm512_set1_ps(d[b])), acc);
     }
     return acc;
 }

@@ -57,6 +57,7 @@ void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n);
                                                    level of its activations) */
 #define TD_R16_LANES 1                          /* td_qpack.lanes of r16: one block (of 16 rows) a vector */
 #define TD_R16_ROWS 16                          /* rows a r16 slab */
+#define TD_R16_SHIFT 7                          /* r16 activations: d1 / d2 = 2^7 (quant.h's td_qrows) */
 #define TD_X8_LANES 8                           /* blocks a x8 group, one per 32-bit lane of a ymm register */
 #define TD_X8_CHUNK (2 * TD_X8_LANES)           /* 16: a x8 chunk holds 2 consecutive elements of each block */
 #define TD_X8_GROUP (TD_QBLOCK * TD_X8_LANES)   /* 256: elements a x8 group (bytes of its Q8_0 weights, int16
@@ -117,7 +118,11 @@ static inline float td_qpack_lanes_sum(float *acc, int lanes) {
  *     columns, rows of nb * 32 values, zero past `cols`.
  *   r16 (TD_QROWS_R16_1 or _2, for r16 weights): x16's levels, arrays and sizes, but each row's bytes in the
  *     natural order of the columns (block b's 32 values at b * 32 of the row's nbg * 512 bytes), so that 16 rows of
- *     a block are one AMX A tile (rows nbg * 512 bytes apart). d, s as x16 (block b of row t at t * nbg * 16 + b).
+ *     a block are one AMX A tile (rows nbg * 512 bytes apart); d, s as x16 (block b of row t at t * nbg * 16 + b).
+ *     The second level has the fixed scale d2 = d1 / 128 (TD_R16_SHIFT; q2 = roundf(r / d2) within +-127, never
+ *     clamped while d1 is a normal fp16 number: |r| < 0.57 d1, d1 being the scale rounded to fp16; about 14 bits where x16's adaptive
+ *     second scale gives 15), so that a block's two integer sums combine exactly into one, 128 p1 + p2, scaled once
+ *     by d_w * d2.
  * nb = cols / 32 for the block layouts (cols a multiple of 32), ceil(cols / 32) for bf16. */
 enum {
     TD_QROWS_PLAIN = 0, TD_QROWS_X16_1 = 1, TD_QROWS_X16_2 = 2, TD_QROWS_X8 = 8, TD_QROWS_BF16 = 16,
