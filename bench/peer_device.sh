@@ -11,7 +11,7 @@
 #   device  run(command="bash bench/peer_device.sh", carry=["build-device"], timeout_s=540)
 # Each result is one JSON line in $OUT/peer.jsonl as soon as it is measured (with the load average); $OUT/peer.json
 # sums them up. A step still to start once BUDGET_S (default 480 s) is spent is skipped and listed.
-# Environment: QUANTS ("q8_0 q4_0 bf16"), THREADS (2), CRITERIA (24: the serial per-criterion time does not depend
+# Environment: QUANTS ("q8_0 q4_0 bf16"), SETS (our kernel sets besides the default), THREADS (2), CRITERIA (24: the serial per-criterion time does not depend
 # on the count), BUDGET_S, OUT, BUNDLE (build-device), WORK.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -120,7 +120,7 @@ for q in $QUANTS; do
 done
 for q in $QUANTS; do
     f=$WORK/$q.gguf
-    for k in amx avx512r16 avx512bf16 avx512vnni avx2; do
+    for k in ${SETS:-amx avx512r16 avx512bf16 avx512vnni avx2}; do
         [ "$k" = "$KERNELS" ] && continue
         TD_KERNELS=$k "$BIN" --version 2>/dev/null | grep -q "kernels $k" || continue
         measure "prefill_kernels_$k" ours "$q" 10 env TD_KERNELS=$k "$BIN" bench prefill --model "$f" --tokens 512 \
