@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/avx512_math.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 
@@ -161,12 +162,6 @@ static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, con
     }
 }
 
-static inline __mmask16 slab_mask(int64_t s, int64_t j0, int64_t j1) {
-    int64_t lo = j0 > s * TD_R16_ROWS ? j0 - s * TD_R16_ROWS : 0;
-    int64_t hi = j1 < (s + 1) * TD_R16_ROWS ? j1 - s * TD_R16_ROWS : TD_R16_ROWS;
-    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-
 /* Slabs in groups of NS (their accumulators kept between staged chunks), tokens in tiles of 16, blocks in chunks of
  * KC staged once for the group's slabs: each (row, token) still adds its blocks in order. */
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_qpack *p, const td_qrows *xq,
@@ -197,7 +192,7 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
             }
             for (int i = 0; i < ns; i++)
                 for (int t = 0; t < m; t++)
-                    _mm512_mask_storeu_ps(y + (t0 + t) * ldy + (s0 + i) * TD_R16_ROWS, slab_mask(s0 + i, j0, j1),
+                    _mm512_mask_storeu_ps(y + (t0 + t) * ldy + (s0 + i) * TD_R16_ROWS, td_r16_mask(s0 + i, j0, j1),
                                           _mm512_load_ps(accm[i][t]));
         }
     }

@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/cpu/avx512_math.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 
@@ -71,19 +72,12 @@ static inline __attribute__((always_inline)) __m512 slab_dot(td_dtype type, cons
     return acc;
 }
 
-/* The lanes of slab s that rows [j0, j1) cover. */
-static inline __mmask16 slab_mask(int64_t s, int64_t j0, int64_t j1) {
-    int64_t lo = j0 > s * TD_R16_ROWS ? j0 - s * TD_R16_ROWS : 0;
-    int64_t hi = j1 < (s + 1) * TD_R16_ROWS ? j1 - s * TD_R16_ROWS : TD_R16_ROWS;
-    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_qpack *p, const td_qrows *xq,
                                                                int64_t T, float *y, int64_t ldy, int64_t j0,
                                                                int64_t j1) {
     for (int64_t s = j0 / TD_R16_ROWS; s * TD_R16_ROWS < j1; s++) {
         const uint8_t *slab = td_qpack_slab(p, s);
-        __mmask16 m = slab_mask(s, j0, j1);
+        __mmask16 m = td_r16_mask(s, j0, j1);
         for (int64_t t = 0; t < T; t++)
             _mm512_mask_storeu_ps(y + t * ldy + s * TD_R16_ROWS, m, slab_dot(type, slab, p->group_bytes, p->nbg, xq, t, t == 0));
     }
