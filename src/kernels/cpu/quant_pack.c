@@ -50,18 +50,9 @@ static void pack_group_x8(td_dtype type, uint8_t *g, int lane, const void *blk) 
 }
 
 /* r16: slabs of 16 rows, each row's blocks in x16's group layout with the row as the lane (quant.h). */
-static td_qpack *pack_r16(td_qpack *p, int64_t rows, int64_t nb, const void *data, size_t row_bytes) {
+static void fill_r16(td_qpack *p, int64_t rows, int64_t nb, const void *data, size_t row_bytes) {
     const td_dtype type = p->type;
     const int64_t slabs = (rows + TD_R16_ROWS - 1) / TD_R16_ROWS;
-    p->nbg = nb;
-    p->group_bytes = (size_t)TD_R16_ROWS * (type == TD_DTYPE_Q8_0 ? TD_QBLOCK : TD_QBLOCK / 2);
-    p->row_bytes = align64((size_t)nb * (p->group_bytes + 2 * (size_t)TD_R16_ROWS));
-    size_t total = (size_t)slabs * p->row_bytes;
-    if (!(p->data = alloc_rows(total))) {
-        td_free(p);
-        return NULL;
-    }
-    memset(p->data, 0, total);
     size_t bsz = type == TD_DTYPE_Q8_0 ? sizeof(td_block_q8_0) : sizeof(td_block_q4_0);
     for (int64_t r = 0; r < slabs * TD_R16_ROWS; r++) { /* rows past the matrix: zero weights, scale 0 */
         uint8_t *slab = p->data + (size_t)(r / TD_R16_ROWS) * p->row_bytes;
@@ -73,7 +64,6 @@ static td_qpack *pack_r16(td_qpack *p, int64_t rows, int64_t nb, const void *dat
             if (blk) memcpy(&d[b * TD_R16_ROWS + lane], blk, 2); /* both block types start with their fp16 scale */
         }
     }
-    return p;
 }
 
 td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *data, size_t row_bytes, int lanes) {
@@ -81,20 +71,24 @@ td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *da
         return NULL;
     td_qpack *p = td_calloc(1, sizeof *p);
     if (!p) return NULL;
+    const int r16 = lanes == TD_R16_LANES, per = r16 ? TD_R16_ROWS : lanes; /* blocks (rows, r16) a vector */
     int64_t nb = cols / TD_QBLOCK;
     p->type = type;
     p->lanes = lanes;
     p->rows = rows;
-    if (lanes == TD_R16_LANES) return pack_r16(p, rows, nb, data, row_bytes);
-    p->nbg = (nb + lanes - 1) / lanes;
-    p->group_bytes = (size_t)lanes * (type == TD_DTYPE_Q8_0 ? TD_QBLOCK : TD_QBLOCK / 2);
-    p->row_bytes = align64((size_t)p->nbg * (p->group_bytes + 2 * (size_t)lanes));
-    size_t total = (size_t)rows * p->row_bytes;
+    p->nbg = r16 ? nb : (nb + lanes - 1) / lanes;
+    p->group_bytes = (size_t)per * (type == TD_DTYPE_Q8_0 ? TD_QBLOCK : TD_QBLOCK / 2);
+    p->row_bytes = align64((size_t)p->nbg * (p->group_bytes + 2 * (size_t)per));
+    size_t total = (size_t)(r16 ? (rows + TD_R16_ROWS - 1) / TD_R16_ROWS : rows) * p->row_bytes;
     if (!(p->data = alloc_rows(total))) {
         td_free(p);
         return NULL;
     }
     memset(p->data, 0, total);
+    if (r16) {
+        fill_r16(p, rows, nb, data, row_bytes);
+        return p;
+    }
     size_t bsz = type == TD_DTYPE_Q8_0 ? sizeof(td_block_q8_0) : sizeof(td_block_q4_0);
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *src = (const uint8_t *)data + (size_t)r * row_bytes;
