@@ -39,9 +39,9 @@ static const char usage_text[] =
     "  --kv f32|f16   KV cache precision (default f32)\n"
     "  --device cpu|cuda  where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
     "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
-    "The kernels in use (TD_KERNELS=scalar|avx2|avx512vnni|avx512bf16 forces a set) are named in the output,\n"
-    "with the thread pool's jobs per token (decode) or per pass (prefill); \"device\" is \"cpu\" or the GPU (its\n"
-    "name and memory) and \"precision\" fp32 or bf16.\n";
+    "The kernels in use (TD_KERNELS=scalar|avx2|avx512vnni|avx512bf16|avx512r16|amx forces a set) are named\n"
+    "in the output, with the thread pool's jobs per token (decode) or per pass (prefill); \"device\" is \"cpu\" or\n"
+    "the GPU (its name and memory) and \"precision\" fp32 or bf16.\n";
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

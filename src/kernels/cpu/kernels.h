@@ -11,6 +11,9 @@
  *                                           AVX-512 VNNI set's matmul slot)
  *   matmul_bf16_ref.c / matmul_bf16_avx512.c  BF16 weights x bf16 activations, vdpbf16ps (bit-identical pair; and
  *                                           the AVX-512 BF16 set's matmul slot)
+ *   matmul_r16_ref.c / matmul_r16_avx512.c / matmul_r16_amx.c  packed r16 weights (16 rows in the lanes) x r16
+ *                                           activations, on AVX-512 VNNI and on AMX tiles (bit-identical triple;
+ *                                           and the avx512r16 and amx sets' matmul slots)
  *   quant_ref.c / quant_avx2.c              the activation quantiser (td_quantize_rows_*; bit-identical pair)
  *   attn_ref.c / attn_avx2.c                attention of the query rows of one KV group (td_attn_rows_*)
  *   deltanet_ref.c / deltanet_avx2.c        the Gated DeltaNet step (and, scalar only, the chunked form)
@@ -198,11 +201,11 @@ void td_conv_step(float *out, float *state, const float *x, const float *w, int6
 /* softplus with transformers' threshold: x > 20 -> x, else log1p(exp(x)). */
 float td_softplus(float x);
 
-/* The run-time choice between scalar, AVX2 and AVX-512 VNNI versions. */
+/* The run-time choice between the scalar, AVX2, AVX-512 and AMX versions. */
 typedef struct td_kernels {
-    const char *name; /* "avx512vnni", "avx2" or "scalar" */
+    const char *name; /* "amx", "avx512r16", "avx512bf16", "avx512vnni", "avx2" or "scalar" */
     int pack;         /* Q8_0 / Q4_0 matrices are best packed (td_qpack) with this many lanes (TD_X8_LANES,
-                         TD_X16_LANES), 0: not */
+                         TD_X16_LANES, TD_R16_LANES), 0: not */
     int bf16;         /* 1: BF16 weights take their activations rounded to bf16 (TD_QROWS_BF16), 0: in fp32 */
     td_matmul_fn matmul;
     td_attn_rows_fn attn_rows;
