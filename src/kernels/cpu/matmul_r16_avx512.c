@@ -30,56 +30,83 @@ static inline int32_t offset(int two, int32_t o, const int32_t *s1, const int32_
     return two ? o * s1[b] * (1 << TD_R16_SHIFT) + o * s2[b] : o * s1[b];
 }
 
-/* One slab (16 rows) times token t: the 16 results in lane order. */
-static inline __attribute__((always_inline)) __m512 slab_dot(td_dtype type, const uint8_t *slab, size_t gb,
-                                                             int64_t nb, const td_qrows *xq, int64_t t, int ahead) {
+/* One slab (16 rows) times tokens t0 .. t0 + NT - 1 (NT <= 4; each weight chunk is loaded once for all of them):
+ * out[n] holds token t0 + n's 16 results in lane order. Every token's operations are those of NT = 1. */
+static inline __attribute__((always_inline)) void slab_dots(td_dtype type, int NT, const uint8_t *slab, size_t gb,
+                                                            int64_t nb, const td_qrows *xq, int64_t t0, int ahead,
+                                                            __m512 *out) {
     const int two = type == TD_DTYPE_Q8_0, o = type == TD_DTYPE_Q8_0 ? 128 : 8;
     const __m512i low4 = _mm512_set1_epi8(15);
+    const int64_t rs = xq->nbg * TD_X16_GROUP, ss = xq->nbg * TD_X16_LANES;
     const uint16_t *ws = (const uint16_t *)(const void *)(slab + nb * gb);
-    const int8_t *x1 = xq->qi + t * xq->nbg * TD_X16_GROUP, *x2 = xq->qi2 + t * xq->nbg * TD_X16_GROUP;
-    const float *d = (two ? xq->d2 : xq->d) + t * xq->nbg * TD_X16_LANES;
-    const int32_t *s1 = xq->s + t * xq->nbg * TD_X16_LANES, *s2 = xq->s2 + t * xq->nbg * TD_X16_LANES;
-    __m512 acc = _mm512_setzero_ps();
+    const int8_t *x1 = xq->qi + t0 * rs, *x2 = xq->qi2 + t0 * rs;
+    const float *d = (two ? xq->d2 : xq->d) + t0 * ss;
+    const int32_t *s1 = xq->s + t0 * ss, *s2 = xq->s2 + t0 * ss;
+    __m512 acc[4];
+    for (int n = 0; n < NT; n++) acc[n] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb = slab + b * gb;
-        const int8_t *xa = x1 + b * TD_QBLOCK, *xb = x2 + b * TD_QBLOCK;
+        const int64_t xo = b * TD_QBLOCK;
         if (ahead)
             for (size_t l = 0; l < gb; l += 64) _mm_prefetch((const char *)wb + PREFETCH_BYTES + l, _MM_HINT_T0);
-        __m512i a1 = _mm512_setzero_si512(), b1 = _mm512_setzero_si512();
-        __m512i a2 = _mm512_setzero_si512(), b2 = _mm512_setzero_si512();
+        __m512i a1[4], b1[4], a2[4], b2[4];
+        for (int n = 0; n < NT; n++)
+            a1[n] = b1[n] = a2[n] = b2[n] = _mm512_setzero_si512();
         if (type == TD_DTYPE_Q8_0) {
             _Pragma("GCC unroll 4") for (int k = 0; k < TD_QBLOCK / 4; k += 2) {
                 __m512i w0 = _mm512_loadu_si512(wb + k * TD_X16_CHUNK), w1 = _mm512_loadu_si512(wb + (k + 1) * TD_X16_CHUNK);
-                a1 = _mm512_dpbusd_epi32(a1, w0, bcast4(xa + 4 * k));
-                b1 = _mm512_dpbusd_epi32(b1, w1, bcast4(xa + 4 * k + 4));
-                a2 = _mm512_dpbusd_epi32(a2, w0, bcast4(xb + 4 * k));
-                b2 = _mm512_dpbusd_epi32(b2, w1, bcast4(xb + 4 * k + 4));
+                for (int n = 0; n < NT; n++) {
+                    const int8_t *xa = x1 + n * rs + xo + 4 * k, *xb = x2 + n * rs + xo + 4 * k;
+                    a1[n] = _mm512_dpbusd_epi32(a1[n], w0, bcast4(xa));
+                    b1[n] = _mm512_dpbusd_epi32(b1[n], w1, bcast4(xa + 4));
+                    a2[n] = _mm512_dpbusd_epi32(a2[n], w0, bcast4(xb));
+                    b2[n] = _mm512_dpbusd_epi32(b2[n], w1, bcast4(xb + 4));
+                }
             }
         } else {
             _Pragma("GCC unroll 4") for (int k = 0; k < TD_QBLOCK / 8; k++) {
                 __m512i raw = _mm512_loadu_si512(wb + k * TD_X16_CHUNK);
                 __m512i lo = _mm512_and_si512(raw, low4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
-                a1 = _mm512_dpbusd_epi32(a1, lo, bcast4(xa + 4 * k));
-                b1 = _mm512_dpbusd_epi32(b1, hi, bcast4(xa + TD_QBLOCK / 2 + 4 * k));
+                for (int n = 0; n < NT; n++) {
+                    const int8_t *xa = x1 + n * rs + xo;
+                    a1[n] = _mm512_dpbusd_epi32(a1[n], lo, bcast4(xa + 4 * k));
+                    b1[n] = _mm512_dpbusd_epi32(b1[n], hi, bcast4(xa + TD_QBLOCK / 2 + 4 * k));
+                }
             }
         }
-        __m512i P = _mm512_add_epi32(a1, b1);
-        if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_add_epi32(a2, b2));
-        P = _mm512_sub_epi32(P, _mm512_set1_epi32(offset(two, o, s1, s2, b)));
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws + b * TD_R16_ROWS)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw, _mm512_set1_ps(d[b])), acc);
+        for (int n = 0; n < NT; n++) {
+            __m512i P = _mm512_add_epi32(a1[n], b1[n]);
+            if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_add_epi32(a2[n], b2[n]));
+            P = _mm512_sub_epi32(P, _mm512_set1_epi32(offset(two, o, s1 + n * ss, s2 + n * ss, b)));
+            acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw, _mm512_set1_ps(d[n * ss + b])), acc[n]);
+        }
     }
-    return acc;
+    for (int n = 0; n < NT; n++) out[n] = acc[n];
 }
 
+/* Each slab once per 4 tokens (then 2, then 1): decode streams it, a few tokens share its loads. */
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_qpack *p, const td_qrows *xq,
                                                                int64_t T, float *y, int64_t ldy, int64_t j0,
                                                                int64_t j1) {
     for (int64_t s = j0 / TD_R16_ROWS; s * TD_R16_ROWS < j1; s++) {
         const uint8_t *slab = td_qpack_slab(p, s);
         __mmask16 m = td_r16_mask(s, j0, j1);
-        for (int64_t t = 0; t < T; t++)
-            _mm512_mask_storeu_ps(y + t * ldy + s * TD_R16_ROWS, m, slab_dot(type, slab, p->group_bytes, p->nbg, xq, t, t == 0));
+        float *ys = y + s * TD_R16_ROWS;
+        __m512 v[4];
+        int64_t t = 0;
+        for (; t + 4 <= T; t += 4) {
+            slab_dots(type, 4, slab, p->group_bytes, p->nbg, xq, t, t == 0, v);
+            for (int n = 0; n < 4; n++) _mm512_mask_storeu_ps(ys + (t + n) * ldy, m, v[n]);
+        }
+        for (; t + 2 <= T; t += 2) {
+            slab_dots(type, 2, slab, p->group_bytes, p->nbg, xq, t, t == 0, v);
+            for (int n = 0; n < 2; n++) _mm512_mask_storeu_ps(ys + (t + n) * ldy, m, v[n]);
+        }
+        if (t < T) {
+            slab_dots(type, 1, slab, p->group_bytes, p->nbg, xq, t, t == 0, v);
+            _mm512_mask_storeu_ps(ys + t * ldy, m, v[0]);
+        }
     }
 }
 
