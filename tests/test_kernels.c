@@ -538,7 +538,8 @@ static void case_silu_mul(run *r) {
     "the x8 / x16 reference spells out the kernel's lanes: exact integer block sums, one fma per block and lane " \
     "in group order, the same lane tree; r16 (rows in the lanes): exact block sums, one fma per block in order"
 #define WHY_ATTN \
-    "8-lane score dot products, td_exp8 (a polynomial, ~1 ulp from expf) in the softmax, fma in the value sums; " \
+    "8-lane (AVX-512 sets: 16-lane) score dot products, td_exp8 / td_exp16 (a polynomial, ~1 ulp from expf) in the " \
+    "softmax, fma in the value sums; " \
     "each output is a convex combination of values, so its error stays ~ a few eps"
 #define WHY_QUANTIZE \
     "amax is a max (exact in any order), d and 1/d are computed as the reference does, and the rounding half " \

@@ -15,7 +15,7 @@
  *                                           activations, on AVX-512 VNNI and on AMX tiles (bit-identical triple;
  *                                           and the avx512r16 and amx sets' matmul slots)
  *   quant_ref.c / quant_avx2.c              the activation quantiser (td_quantize_rows_*; bit-identical pair)
- *   attn_ref.c / attn_avx2.c                attention of the query rows of one KV group (td_attn_rows_*)
+ *   attn_ref.c / attn_avx2.c / attn_avx512.c  attention of the query rows of one KV group (td_attn_rows_*)
  *   deltanet_ref.c / deltanet_avx2.c        the Gated DeltaNet step (and, scalar only, the chunked form)
  *   norm_ref.c / norm_avx2.c                RMSNorm
  *   silu_mul_ref.c / silu_mul_avx2.c        the SwiGLU gate
@@ -141,6 +141,8 @@ void td_attn_rows_ref(const float *const *q, float *const *out, const int64_t *n
                       int64_t dim, float scale, float *scratch);
 void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R,
                        const td_attn_keys *keys, int64_t dim, float scale, float *scratch);
+void td_attn_rows_avx512(const float *const *q, float *const *out, const int64_t *n, int64_t R,
+                         const td_attn_keys *keys, int64_t dim, float scale, float *scratch);
 
 /* Gated DeltaNet, one head. S is the [dk, dv] state (row i = key dim i), fp32, dv <= TD_DELTANET_MAX_DV. q, k are
  * already l2-normalised (q also scaled by 1/sqrt(dk)); g is the log decay (<= 0), beta the write strength.

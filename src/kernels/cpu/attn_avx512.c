@@ -1,0 +1,171 @@
+/* Attention of the query rows of one KV group, AVX-512 (td_attn_rows_avx512; attn_ref.c holds the reference,
+ * attn_avx2.c the 8-lane version it widens). Each score is one 16-lane dot product (the tail of dim masked to zero)
+ * with a fixed horizontal sum; the softmax runs 16 lanes at a time (the tail masked); each output element
+ * accumulates rows in key order: nothing depends on the batch or on which rows share a call. */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/avx512_math.h"
+#include "kernels/cpu/kernels.h"
+
+/* The first `n` lanes (n < 16), or all when n >= 16. */
+static inline __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u); }
+
+/* Softmax of x[0..n) in place: 16-lane max and sum (fixed lane trees, the tail masked). */
+static void softmax16(float *x, int64_t n) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n; i += 16) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lanes(n - i), x + i));
+    __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(m)), sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = lanes(n - i);
+        __m512 e = _mm512_maskz_mov_ps(k, td_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vmx)));
+        _mm512_mask_storeu_ps(x + i, k, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / td_hsum16(sum));
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = lanes(n - i);
+        _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
+    }
+}
+
+/* The horizontal sums of 8 vectors as 8 floats, out[j] = sum of a[j]: each halved to 8 lanes (low + high), then
+ * every lane by the same tree ((0+1)+(2+3)) + ((4+5)+(6+7)). */
+static inline void hsum8x16(const __m512 *a, float *out) {
+    __m256 h[8];
+    for (int j = 0; j < 8; j++)
+        h[j] = _mm256_add_ps(_mm512_castps512_ps256(a[j]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[j]), 1)));
+    __m256 t0 = _mm256_hadd_ps(h[0], h[1]), t1 = _mm256_hadd_ps(h[2], h[3]);
+    __m256 t2 = _mm256_hadd_ps(h[4], h[5]), t3 = _mm256_hadd_ps(h[6], h[7]);
+    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31)));
+}
+
+/* Scores of rows (q0, q1) against keys kp[0..3] (all valid): 8 dot products in 16-lane steps (the tail of dim
+ * masked to zero), summed by hsum8x16, times scale. out[c * 4 + j] = row c, key j. */
+static inline void scores_2x4(const float *q0, const float *q1, const float *const *kp, int64_t dim, float scale,
+                              float *out) {
+    __m512 acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < dim; d += 16) {
+        __mmask16 k = lanes(dim - d);
+        __m512 a = _mm512_maskz_loadu_ps(k, q0 + d), b = _mm512_maskz_loadu_ps(k, q1 + d);
+        for (int j = 0; j < 4; j++) {
+            __m512 kv = _mm512_maskz_loadu_ps(k, kp[j] + d);
+            acc[j] = _mm512_fmadd_ps(a, kv, acc[j]);
+            acc[4 + j] = _mm512_fmadd_ps(b, kv, acc[4 + j]);
+        }
+    }
+    hsum8x16(acc, out);
+    for (int j = 0; j < 8; j++) out[j] *= scale;
+}
+
+/* out_r[d0 .. d0 + 16W) (the last vector masked to `tail` lanes) += sum_i p_r[i] v_i over keys c0 .. c1 of rows
+ * r0 (keys below n0) and r1 (below n1; p1 == NULL for none), in key order, starting from zero when c0 == 0 and from
+ * the partial sums stored in out_r otherwise; the keys both rows use are read once. */
+static inline __attribute__((always_inline)) void values_rows(int W, __mmask16 tail, const float *p0, const float *p1,
+                                                              int64_t n0, int64_t n1, int64_t c0, int64_t c1,
+                                                              const float *const *vp, int64_t d0, float *o0,
+                                                              float *o1) {
+    __m512 a[4], b[4];
+    __mmask16 k[4];
+    for (int w = 0; w < W; w++) {
+        k[w] = w == W - 1 ? tail : (__mmask16)0xffff;
+        a[w] = c0 ? _mm512_maskz_loadu_ps(k[w], o0 + d0 + 16 * w) : _mm512_setzero_ps();
+        b[w] = c0 && p1 ? _mm512_maskz_loadu_ps(k[w], o1 + d0 + 16 * w) : _mm512_setzero_ps();
+    }
+    int64_t e0 = n0 < c1 ? n0 : c1, e1 = p1 ? (n1 < c1 ? n1 : c1) : c0;
+    int64_t both = p1 ? (e0 < e1 ? e0 : e1) : c0, i = c0;
+    for (; i < both; i++) {
+        __m512 x = _mm512_set1_ps(p0[i]), y = _mm512_set1_ps(p1[i]);
+        for (int w = 0; w < W; w++) {
+            __m512 v = _mm512_maskz_loadu_ps(k[w], vp[i] + d0 + 16 * w);
+            a[w] = _mm512_fmadd_ps(x, v, a[w]);
+            b[w] = _mm512_fmadd_ps(y, v, b[w]);
+        }
+    }
+    for (int64_t j = i; j < e0; j++) {
+        __m512 x = _mm512_set1_ps(p0[j]);
+        for (int w = 0; w < W; w++) a[w] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(k[w], vp[j] + d0 + 16 * w), a[w]);
+    }
+    for (int64_t j = i; p1 && j < e1; j++) {
+        __m512 y = _mm512_set1_ps(p1[j]);
+        for (int w = 0; w < W; w++) b[w] = _mm512_fmadd_ps(y, _mm512_maskz_loadu_ps(k[w], vp[j] + d0 + 16 * w), b[w]);
+    }
+    for (int w = 0; w < W; w++) {
+        _mm512_mask_storeu_ps(o0 + d0 + 16 * w, k[w], a[w]);
+        if (p1) _mm512_mask_storeu_ps(o1 + d0 + 16 * w, k[w], b[w]);
+    }
+}
+
+#define KEY_CHUNK 64 /* keys per chunk of the score and value passes (attn_avx2.c) */
+
+void td_attn_rows_avx512(const float *const *q, float *const *out, const int64_t *n, int64_t R,
+                         const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
+    const void *k = keys->k, *v = keys->v;
+    const int kv_f16 = keys->kv_f16;
+    const int32_t *idx = keys->idx;
+    const int64_t stride = keys->stride;
+    int64_t max_n = 0;
+    for (int64_t r = 0; r < R; r++) max_n = n[r] > max_n ? n[r] : max_n;
+    float *S = scratch;
+    const float **kp = (const float **)(void *)(scratch + ((R * max_n + 1) & ~(int64_t)1));
+    const float **vp = kp + max_n;
+    float *conv = (float *)(void *)(vp + max_n);
+    /* the rows as floats, read once: in place for a row or two, else copied (or converted from f16) together */
+    int copy = kv_f16 || R > 2;
+    for (int64_t i = 0; i < max_n && i < keys->n_pre; i++) {
+        kp[i] = keys->pre_k + i * dim;
+        vp[i] = keys->pre_v + i * dim;
+    }
+    for (int64_t i = keys->n_pre; i < max_n; i++) {
+        int64_t at = (int64_t)idx[i] * stride;
+        if (!copy) {
+            kp[i] = (const float *)k + at;
+            vp[i] = (const float *)v + at;
+            continue;
+        }
+        float *kc = conv + i * dim, *vc = conv + (max_n + i) * dim;
+        if (kv_f16) {
+            const uint16_t *kh = (const uint16_t *)k + at, *vh = (const uint16_t *)v + at;
+            for (int64_t d = 0; d < dim; d += 16) {
+                __mmask16 m = lanes(dim - d);
+                _mm512_mask_storeu_ps(kc + d, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, kh + d)));
+                _mm512_mask_storeu_ps(vc + d, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, vh + d)));
+            }
+        } else {
+            memcpy(kc, (const float *)k + at, (size_t)dim * sizeof *kc);
+            memcpy(vc, (const float *)v + at, (size_t)dim * sizeof *vc);
+        }
+        kp[i] = kc;
+        vp[i] = vc;
+    }
+    for (int64_t c0 = 0; c0 < max_n; c0 += KEY_CHUNK) /* scores in tiles of 2 rows x 4 keys (padded by repeating */
+        for (int64_t r0 = 0; r0 < R; r0 += 2) {              /* the last), a chunk of keys for all rows at a time */
+            int64_t r1 = r0 + 1 < R ? r0 + 1 : r0, nn = n[r0] > n[r1] ? n[r0] : n[r1];
+            for (int64_t i0 = c0; i0 < nn && i0 < c0 + KEY_CHUNK; i0 += 4) {
+                const float *kt[4];
+                float s8[8];
+                for (int j = 0; j < 4; j++) kt[j] = kp[i0 + j < nn ? i0 + j : nn - 1];
+                scores_2x4(q[r0], q[r1], kt, dim, scale, s8);
+                for (int j = 0; j < 4 && i0 + j < nn; j++) {
+                    if (i0 + j < n[r0]) S[r0 * max_n + i0 + j] = s8[j];
+                    if (r1 != r0 && i0 + j < n[r1]) S[r1 * max_n + i0 + j] = s8[4 + j];
+                }
+            }
+        }
+    for (int64_t r = 0; r < R; r++) softmax16(S + r * max_n, n[r]);
+    const __mmask16 tail = lanes(dim % 16 ? dim % 16 : 16);
+    for (int64_t c0 = 0; c0 < max_n; c0 += KEY_CHUNK) /* values: pairs of rows, 64 columns at a time, by chunks */
+        for (int64_t r0 = 0; r0 < R; r0 += 2) {
+            const float *p0 = S + r0 * max_n, *p1 = r0 + 1 < R ? S + (r0 + 1) * max_n : NULL;
+            int64_t n1 = p1 ? n[r0 + 1] : 0, c1 = c0 + KEY_CHUNK;
+            float *o1 = p1 ? out[r0 + 1] : NULL;
+            int64_t d = 0;
+            for (; d + 64 <= dim; d += 64)
+                values_rows(4, 0xffff, p0, p1, n[r0], n1, c0, c1, vp, d, out[r0], o1);
+            for (; d + 16 < dim; d += 16) values_rows(1, 0xffff, p0, p1, n[r0], n1, c0, c1, vp, d, out[r0], o1);
+            if (d < dim) values_rows(1, tail, p0, p1, n[r0], n1, c0, c1, vp, d, out[r0], o1);
+        }
+}
