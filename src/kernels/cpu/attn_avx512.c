@@ -15,7 +15,8 @@ static inline __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xffff : 
 /* Softmax of x[0..n) in place: 16-lane max and sum (fixed lane trees, the tail masked). */
 static void softmax16(float *x, int64_t n) {
     __m512 m = _mm512_set1_ps(-INFINITY);
-    for (int64_t i = 0; i < n; i += 16) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lanes(n - i), x + i));
+    for (int64_t i = 0; i < n; i += 16)
+        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lanes(n - i), x + i));
     __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(m)), sum = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = lanes(n - i);
@@ -35,7 +36,8 @@ static void softmax16(float *x, int64_t n) {
 static inline void hsum8x16(const __m512 *a, float *out) {
     __m256 h[8];
     for (int j = 0; j < 8; j++)
-        h[j] = _mm256_add_ps(_mm512_castps512_ps256(a[j]), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[j]), 1)));
+        h[j] = _mm256_add_ps(_mm512_castps512_ps256(a[j]),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[j]), 1)));
     __m256 t0 = _mm256_hadd_ps(h[0], h[1]), t1 = _mm256_hadd_ps(h[2], h[3]);
     __m256 t2 = _mm256_hadd_ps(h[4], h[5]), t3 = _mm256_hadd_ps(h[6], h[7]);
     __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);

@@ -96,9 +96,10 @@ const td_kernels *td_kernels_named(const char *name) {
  *                       decode 1.1x, prefill 1.4x on the Intel Xeon, at a stated distance from F32 (kernels.h).
  *   AMX tiles           amx against avx512bf16 / avx512vnni on the GPU host's Intel Xeon (AMX), 2 threads
  *                       (bench/results/peer-qwen3-0.6b-xeon16-amx-set.json): one criterion (45 tokens over 256)
- *                       191 ms at Q8_0 (avx512bf16: 217 in an earlier call of the same script), the fastest prefill at Q4_0 (271 against 265 / 209),
- *                       prefill and decode otherwise within that busy host's noise (Q8_0 prefill 224 against 201 /
- *                       237, decode 0.97-0.98x). The amx set's BF16 products are avx512bf16's.
+ *                       191 ms at Q8_0 (avx512bf16: 217 in an earlier call of the same script), the fastest
+ *                       prefill at Q4_0 (271 against 265 / 209), prefill and decode otherwise within that busy
+ *                       host's noise (Q8_0 prefill 224 against 201 / 237, decode 0.97-0.98x); a quieter call: Q8_0
+ *                       prefill 260 against avx512bf16's 211 (amx-set-q8_0-call3.json). BF16 products as avx512bf16.
  * A model takes its set once, at load (td_model_pack): packed layouts and activation formats fix its arithmetic, so
  * the choice never depends on a pass's shape (a row's result must not depend on its batch); within a set the
  * kernels choose their path by shape (decode streams rows, batches tile them), every path bit-identical. */

@@ -112,9 +112,10 @@ static void stage_tokens(stage *st, const td_qrows *xq, int two, int32_t o, int6
         const int8_t *x1 = xq->qi + (t0 + t) * rs + c0 * TD_QBLOCK, *x2 = xq->qi2 + (t0 + t) * rs + c0 * TD_QBLOCK;
         const int64_t at = (t0 + t) * ss + c0;
         for (int b = 0; b < kc; b++) {
-            _mm256_store_si256((__m256i *)(void *)st->a1[b][t], _mm256_loadu_si256((const __m256i *)(const void *)(x1 + b * TD_QBLOCK)));
-            if (two)
-                _mm256_store_si256((__m256i *)(void *)st->a2[b][t], _mm256_loadu_si256((const __m256i *)(const void *)(x2 + b * TD_QBLOCK)));
+            const __m256i *v1 = (const __m256i *)(const void *)(x1 + b * TD_QBLOCK);
+            const __m256i *v2 = (const __m256i *)(const void *)(x2 + b * TD_QBLOCK);
+            _mm256_store_si256((__m256i *)(void *)st->a1[b][t], _mm256_loadu_si256(v1));
+            if (two) _mm256_store_si256((__m256i *)(void *)st->a2[b][t], _mm256_loadu_si256(v2));
             st->off[b][t] = two ? o * xq->s[at + b] * (1 << TD_R16_SHIFT) + o * xq->s2[at + b] : o * xq->s[at + b];
             st->d[b][t] = two ? xq->d2[at + b] : xq->d[at + b];
         }

@@ -5,9 +5,10 @@
  * A 64-byte chunk of a slab's block holds 4 consecutive elements of each of the 16 rows, so vpdpbusd with the
  * token's 4 activation bytes broadcast leaves, after a block's 8 chunks, each row's exact block sum in its lane
  * (offset by o * sum(x), which is subtracted after); the two levels combine into 128 p1 + p2, and one conversion,
- * one scale product and one fma per block then serve 16 rows. The rows of a slab lie together, so decode streams slabs front to
- * back and asks for the bytes PREFETCH_BYTES ahead. Lists of rows (the head's letters: a few rows) go to the
- * reference, which gives the same bits. */
+ * one scale product and one fma per block then serve 16 rows. The rows of a slab lie together, so decode streams
+ * slabs front to back and asks for the bytes PREFETCH_BYTES ahead; up to 4 tokens share each weight load (a batch
+ * reads each slab once per 4 tokens: this path is for a few tokens, AMX tiles take the rest). Lists of rows (the
+ * head's letters: a few rows) go to the reference, which gives the same bits. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -54,7 +55,8 @@ static inline __attribute__((always_inline)) void slab_dots(td_dtype type, int N
             a1[n] = b1[n] = a2[n] = b2[n] = _mm512_setzero_si512();
         if (type == TD_DTYPE_Q8_0) {
             _Pragma("GCC unroll 4") for (int k = 0; k < TD_QBLOCK / 4; k += 2) {
-                __m512i w0 = _mm512_loadu_si512(wb + k * TD_X16_CHUNK), w1 = _mm512_loadu_si512(wb + (k + 1) * TD_X16_CHUNK);
+                __m512i w0 = _mm512_loadu_si512(wb + k * TD_X16_CHUNK);
+                __m512i w1 = _mm512_loadu_si512(wb + (k + 1) * TD_X16_CHUNK);
                 for (int n = 0; n < NT; n++) {
                     const int8_t *xa = x1 + n * rs + xo + 4 * k, *xb = x2 + n * rs + xo + 4 * k;
                     a1[n] = _mm512_dpbusd_epi32(a1[n], w0, bcast4(xa));

@@ -120,9 +120,9 @@ static inline float td_qpack_lanes_sum(float *acc, int lanes) {
  *     natural order of the columns (block b's 32 values at b * 32 of the row's nbg * 512 bytes), so that 16 rows of
  *     a block are one AMX A tile (rows nbg * 512 bytes apart); d, s as x16 (block b of row t at t * nbg * 16 + b).
  *     The second level has the fixed scale d2 = d1 / 128 (TD_R16_SHIFT; q2 = roundf(r / d2) within +-127, never
- *     clamped while d1 is a normal fp16 number: |r| < 0.57 d1, d1 being the scale rounded to fp16; about 14 bits where x16's adaptive
- *     second scale gives 15), so that a block's two integer sums combine exactly into one, 128 p1 + p2, scaled once
- *     by d_w * d2.
+ *     clamped while d1 is a normal fp16 number: |r| < 0.57 d1, d1 being the scale rounded to fp16; ~14 bits where
+ *     x16's adaptive second scale gives 15), so that a block's two integer sums combine exactly into one,
+ *     128 p1 + p2, scaled once by d_w * d2.
  * nb = cols / 32 for the block layouts (cols a multiple of 32), ceil(cols / 32) for bf16. */
 enum {
     TD_QROWS_PLAIN = 0, TD_QROWS_X16_1 = 1, TD_QROWS_X16_2 = 2, TD_QROWS_X8 = 8, TD_QROWS_BF16 = 16,
