@@ -111,15 +111,12 @@ static inline __attribute__((always_inline)) void values_rows(int W, const float
  * (or value) rows stay in the first-level cache while every row pair reads them (a multiple of the 4-key tile). */
 #define KEY_CHUNK 64
 
-void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R,
-                       const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
+void td_attn_gather_avx2(const td_attn_keys *keys, int64_t R, int64_t max_n, int64_t dim, float *scratch,
+                         const float ***kp_out, const float ***vp_out) {
     const void *k = keys->k, *v = keys->v;
     const int kv_f16 = keys->kv_f16;
     const int32_t *idx = keys->idx;
     const int64_t stride = keys->stride;
-    int64_t max_n = 0;
-    for (int64_t r = 0; r < R; r++) max_n = n[r] > max_n ? n[r] : max_n;
-    float *S = scratch;
     const float **kp = (const float **)(void *)(scratch + ((R * max_n + 1) & ~(int64_t)1));
     const float **vp = kp + max_n;
     float *conv = (float *)(void *)(vp + max_n);
@@ -153,6 +150,17 @@ void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *
         kp[i] = kc;
         vp[i] = vc;
     }
+    *kp_out = kp;
+    *vp_out = vp;
+}
+
+void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R,
+                       const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
+    int64_t max_n = 0;
+    for (int64_t r = 0; r < R; r++) max_n = n[r] > max_n ? n[r] : max_n;
+    float *S = scratch;
+    const float **kp, **vp;
+    td_attn_gather_avx2(keys, R, max_n, dim, scratch, &kp, &vp);
     for (int64_t c0 = 0; c0 < max_n; c0 += KEY_CHUNK) /* scores in tiles of 2 rows x 4 keys (padded by repeating */
     for (int64_t r0 = 0; r0 < R; r0 += 2) {                 /* the last), a chunk of keys for all rows at a time */
         int64_t r1 = r0 + 1 < R ? r0 + 1 : r0, nn = n[r0] > n[r1] ? n[r0] : n[r1];

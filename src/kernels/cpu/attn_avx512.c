@@ -4,7 +4,6 @@
  * accumulates rows in key order: nothing depends on the batch or on which rows share a call. */
 #include <immintrin.h>
 #include <math.h>
-#include <string.h>
 
 #include "kernels/cpu/avx512_math.h"
 #include "kernels/cpu/kernels.h"
@@ -105,44 +104,11 @@ static inline __attribute__((always_inline)) void values_rows(int W, __mmask16 t
 
 void td_attn_rows_avx512(const float *const *q, float *const *out, const int64_t *n, int64_t R,
                          const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
-    const void *k = keys->k, *v = keys->v;
-    const int kv_f16 = keys->kv_f16;
-    const int32_t *idx = keys->idx;
-    const int64_t stride = keys->stride;
     int64_t max_n = 0;
     for (int64_t r = 0; r < R; r++) max_n = n[r] > max_n ? n[r] : max_n;
     float *S = scratch;
-    const float **kp = (const float **)(void *)(scratch + ((R * max_n + 1) & ~(int64_t)1));
-    const float **vp = kp + max_n;
-    float *conv = (float *)(void *)(vp + max_n);
-    /* the rows as floats, read once: in place for a row or two, else copied (or converted from f16) together */
-    int copy = kv_f16 || R > 2;
-    for (int64_t i = 0; i < max_n && i < keys->n_pre; i++) {
-        kp[i] = keys->pre_k + i * dim;
-        vp[i] = keys->pre_v + i * dim;
-    }
-    for (int64_t i = keys->n_pre; i < max_n; i++) {
-        int64_t at = (int64_t)idx[i] * stride;
-        if (!copy) {
-            kp[i] = (const float *)k + at;
-            vp[i] = (const float *)v + at;
-            continue;
-        }
-        float *kc = conv + i * dim, *vc = conv + (max_n + i) * dim;
-        if (kv_f16) {
-            const uint16_t *kh = (const uint16_t *)k + at, *vh = (const uint16_t *)v + at;
-            for (int64_t d = 0; d < dim; d += 16) {
-                __mmask16 m = lanes(dim - d);
-                _mm512_mask_storeu_ps(kc + d, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, kh + d)));
-                _mm512_mask_storeu_ps(vc + d, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, vh + d)));
-            }
-        } else {
-            memcpy(kc, (const float *)k + at, (size_t)dim * sizeof *kc);
-            memcpy(vc, (const float *)v + at, (size_t)dim * sizeof *vc);
-        }
-        kp[i] = kc;
-        vp[i] = vc;
-    }
+    const float **kp, **vp;
+    td_attn_gather_avx2(keys, R, max_n, dim, scratch, &kp, &vp); /* the rows as floats, as the AVX2 version has them */
     for (int64_t c0 = 0; c0 < max_n; c0 += KEY_CHUNK) /* scores in tiles of 2 rows x 4 keys (padded by repeating */
         for (int64_t r0 = 0; r0 < R; r0 += 2) {              /* the last), a chunk of keys for all rows at a time */
             int64_t r1 = r0 + 1 < R ? r0 + 1 : r0, nn = n[r0] > n[r1] ? n[r0] : n[r1];

@@ -143,6 +143,11 @@ void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *
                        const td_attn_keys *keys, int64_t dim, float scale, float *scratch);
 void td_attn_rows_avx512(const float *const *q, float *const *out, const int64_t *n, int64_t R,
                          const td_attn_keys *keys, int64_t dim, float scale, float *scratch);
+/* The SIMD versions' first step: row pointers kp, vp [max_n] (in scratch, after R * max_n scores) to every key and
+ * value row as fp32: the gathered prefix as given, the cache's rows in place or (f16, or more than two query rows)
+ * copied together. */
+void td_attn_gather_avx2(const td_attn_keys *keys, int64_t R, int64_t max_n, int64_t dim, float *scratch,
+                         const float ***kp, const float ***vp);
 
 /* Gated DeltaNet, one head. S is the [dk, dv] state (row i = key dim i), fp32, dv <= TD_DELTANET_MAX_DV. q, k are
  * already l2-normalised (q also scaled by 1/sqrt(dk)); g is the log decay (<= 0), beta the write strength.
@@ -224,8 +229,8 @@ int td_kernels_layout(const td_kernels *k, const td_mat *w);
 /* The kernels a model loaded now takes: the set named by TD_KERNELS in the environment when this CPU runs it,
  * else the fastest set this CPU runs (dispatch.c states the measurements behind the choice). */
 const td_kernels *td_kernels_best(void);
-/* The kernel set of that name ("scalar", "avx2", "avx512vnni", "avx512bf16", "avx512r16", "amx"), or NULL when the name is unknown or
- * this CPU cannot run it. "scalar" is the reference every other set is tested against. */
+/* The kernel set of that name ("scalar", "avx2", "avx512vnni", "avx512bf16", "avx512r16", "amx"), or NULL when the
+ * name is unknown or this CPU cannot run it. "scalar" is the reference every other set is tested against. */
 const td_kernels *td_kernels_named(const char *name);
 /* 1 if this CPU can run the AVX2 kernels; the AVX-512 VNNI ones. */
 int td_cpu_has_avx2(void);
