@@ -4,7 +4,7 @@
  * transformers' float64 logits of the same checkpoint (Qwen3.5), ours must be within 1e-4 of those too: that is
  * the check that does not depend on how either side rounds. TD_CHUNKED=1 runs the chunked DeltaNet form.
  * Every kernel set this CPU runs is checked in turn (TD_KERNELS at load). A set that rounds the activations of
- * BF16 products to bf16 (avx512bf16, avx512r16, amx: vdpbf16ps, as llama.cpp does) is held to its stated tolerance instead,
+ * BF16 products to bf16 (td_kernels.bf16: vdpbf16ps, as llama.cpp does) is held to its stated tolerance instead,
  * TOL_BF16 of the reference's largest |logit|, with the greedy continuation still identical.
  * Two fixtures pin transformers 5.17's tying rule: qwen3-tiny-both-differ (tie_word_embeddings true, but the file
  * holds lm_head.weight with other values than the embedding: not tied) and qwen35-tiny-vl-untied-top (VL layout,
@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/cpu/kernels.h"
 #include "test_util.h"
 #include "typedecide.h"
 
@@ -62,8 +63,7 @@ static int check_model(const char *name) {
     }
     int32_t V = td_model_n_vocab(m);
     CHECKF(V == json_integer_value(json_object_get(ref, "vocab_size")), "%s: vocab size", name);
-    const char *kn = td_model_kernels(m); /* the sets that round BF16 products' activations to bf16 */
-    const int bf16_acts = strcmp(kn, "avx512bf16") == 0 || strcmp(kn, "avx512r16") == 0 || strcmp(kn, "amx") == 0;
+    const int bf16_acts = td_kernels_named(td_model_kernels(m))->bf16; /* BF16 products round activations to bf16 */
     json_t *prompts = json_object_get(ref, "prompts"), *files = json_object_get(ref, "logits_files");
     json_t *greedy = json_object_get(ref, "greedy");
     int n_new = (int)json_integer_value(json_object_get(ref, "greedy_new_tokens"));

@@ -687,8 +687,8 @@ static void test_blocks(void) {
 }
 
 /* The packed references against the exact product of the dequantised weights and the unquantised activations:
- * x8's int16 activations and x16's / r16's two levels (Q8_0 weights) keep ~15 bits of each activation, within 1e-4
- * of the magnitude of the terms; their one level (Q4_0 weights) is the plain Q8_0 activations, within 1e-5 of the
+ * x8's int16 activations and x16's two levels (Q8_0 weights) keep ~15 bits of each activation, r16's ~14 (its
+ * second level's scale is fixed: quant.h), within 1e-4 of the magnitude of the terms; their one level (Q4_0 weights) is the plain Q8_0 activations, within 1e-5 of the
  * unpacked reference. */
 static void test_packed_accuracy(void) {
     static const int64_t cols_list[] = {32, 96, 544, 4096};

@@ -116,8 +116,8 @@ static void stage_tokens(stage *st, const td_qrows *xq, int two, int32_t o, int6
             const __m256i *v2 = (const __m256i *)(const void *)(x2 + b * TD_QBLOCK);
             _mm256_store_si256((__m256i *)(void *)st->a1[b][t], _mm256_loadu_si256(v1));
             if (two) _mm256_store_si256((__m256i *)(void *)st->a2[b][t], _mm256_loadu_si256(v2));
-            st->off[b][t] = two ? o * xq->s[at + b] * (1 << TD_R16_SHIFT) + o * xq->s2[at + b] : o * xq->s[at + b];
-            st->d[b][t] = two ? xq->d2[at + b] : xq->d[at + b];
+            st->off[b][t] = td_r16_offset(xq, at + b, o);
+            st->d[b][t] = td_r16_scale(xq, at + b);
         }
     }
 }
@@ -127,7 +127,7 @@ static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, con
                                                               const stage *st, int64_t c0, int kc, int M, __m512 *acc) {
     const int two = type == TD_DTYPE_Q8_0;
     const size_t gb = p->group_bytes;
-    const uint16_t *ws = (const uint16_t *)(const void *)(slab + p->nbg * gb);
+    const uint16_t *ws = td_qpack_scales(p, slab);
     const __m512i low4 = _mm512_set1_epi8(15);
     _Alignas(64) int32_t c1[16][16], c2[16][16];
     _Alignas(64) uint8_t wide[TD_QBLOCK / 4][64]; /* the block's B tile, from L1 */

@@ -26,23 +26,18 @@ static inline __m512i bcast4(const int8_t *x) {
     return _mm512_set1_epi32(v);
 }
 
-/* The offset sums' share of a block's combined integer (td_matmul_r16_ref): o * s1, or o * (128 s1 + s2). */
-static inline int32_t offset(int two, int32_t o, const int32_t *s1, const int32_t *s2, int64_t b) {
-    return two ? o * s1[b] * (1 << TD_R16_SHIFT) + o * s2[b] : o * s1[b];
-}
-
 /* One slab (16 rows) times tokens t0 .. t0 + NT - 1 (NT <= 4; each weight chunk is loaded once for all of them):
  * out[n] holds token t0 + n's 16 results in lane order. Every token's operations are those of NT = 1. */
-static inline __attribute__((always_inline)) void slab_dots(td_dtype type, int NT, const uint8_t *slab, size_t gb,
-                                                            int64_t nb, const td_qrows *xq, int64_t t0, int ahead,
-                                                            __m512 *out) {
+static inline __attribute__((always_inline)) void slab_dots(td_dtype type, int NT, const td_qpack *p,
+                                                            const uint8_t *slab, const td_qrows *xq, int64_t t0,
+                                                            int ahead, __m512 *out) {
+    const size_t gb = p->group_bytes;
+    const int64_t nb = p->nbg;
+    const uint16_t *ws = td_qpack_scales(p, slab);
     const int two = type == TD_DTYPE_Q8_0, o = type == TD_DTYPE_Q8_0 ? 128 : 8;
     const __m512i low4 = _mm512_set1_epi8(15);
     const int64_t rs = xq->nbg * TD_X16_GROUP, ss = xq->nbg * TD_X16_LANES;
-    const uint16_t *ws = (const uint16_t *)(const void *)(slab + nb * gb);
     const int8_t *x1 = xq->qi + t0 * rs, *x2 = xq->qi2 + t0 * rs;
-    const float *d = (two ? xq->d2 : xq->d) + t0 * ss;
-    const int32_t *s1 = xq->s + t0 * ss, *s2 = xq->s2 + t0 * ss;
     __m512 acc[4];
     for (int n = 0; n < NT; n++) acc[n] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -80,8 +75,10 @@ static inline __attribute__((always_inline)) void slab_dots(td_dtype type, int N
         for (int n = 0; n < NT; n++) {
             __m512i P = _mm512_add_epi32(a1[n], b1[n]);
             if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_add_epi32(a2[n], b2[n]));
-            P = _mm512_sub_epi32(P, _mm512_set1_epi32(offset(two, o, s1 + n * ss, s2 + n * ss, b)));
-            acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw, _mm512_set1_ps(d[n * ss + b])), acc[n]);
+            const int64_t at = (t0 + n) * ss + b;
+            P = _mm512_sub_epi32(P, _mm512_set1_epi32(td_r16_offset(xq, at, o)));
+            __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(td_r16_scale(xq, at)));
+            acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), scale, acc[n]);
         }
     }
     for (int n = 0; n < NT; n++) out[n] = acc[n];
@@ -98,15 +95,15 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
         __m512 v[4];
         int64_t t = 0;
         for (; t + 4 <= T; t += 4) {
-            slab_dots(type, 4, slab, p->group_bytes, p->nbg, xq, t, t == 0, v);
+            slab_dots(type, 4, p, slab, xq, t, t == 0, v);
             for (int n = 0; n < 4; n++) _mm512_mask_storeu_ps(ys + (t + n) * ldy, m, v[n]);
         }
         for (; t + 2 <= T; t += 2) {
-            slab_dots(type, 2, slab, p->group_bytes, p->nbg, xq, t, t == 0, v);
+            slab_dots(type, 2, p, slab, xq, t, t == 0, v);
             for (int n = 0; n < 2; n++) _mm512_mask_storeu_ps(ys + (t + n) * ldy, m, v[n]);
         }
         if (t < T) {
-            slab_dots(type, 1, slab, p->group_bytes, p->nbg, xq, t, t == 0, v);
+            slab_dots(type, 1, p, slab, xq, t, t == 0, v);
             _mm512_mask_storeu_ps(ys + t * ldy, m, v[0]);
         }
     }

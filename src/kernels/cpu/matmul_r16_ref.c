@@ -30,13 +30,9 @@ static float dot_r16(const td_qpack *p, const uint8_t *slab, int lane, const td_
         const uint8_t *block = slab + b * p->group_bytes;
         int64_t at = t * xq->nbg * TD_X16_LANES + b;
         float w = td_f16_to_f32(dw[b * TD_R16_ROWS + lane]);
-        int32_t P = raw_sum(p, block, lane, x1 + b * TD_QBLOCK) - o * xq->s[at];
-        if (xq->x16 < 2) {
-            acc = fmaf((float)P, w * xq->d[at], acc);
-            continue;
-        }
-        P = P * (1 << TD_R16_SHIFT) + raw_sum(p, block, lane, x2 + b * TD_QBLOCK) - o * xq->s2[at];
-        acc = fmaf((float)P, w * xq->d2[at], acc);
+        int32_t P = raw_sum(p, block, lane, x1 + b * TD_QBLOCK);
+        if (xq->x16 > 1) P = P * (1 << TD_R16_SHIFT) + raw_sum(p, block, lane, x2 + b * TD_QBLOCK);
+        acc = fmaf((float)(P - td_r16_offset(xq, at, o)), w * td_r16_scale(xq, at), acc);
     }
     return acc;
 }

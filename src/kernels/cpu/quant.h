@@ -148,6 +148,19 @@ static inline int64_t td_qrows_x16_at(int64_t g, int64_t lane, int k, int natura
     return g * TD_X16_GROUP + (natural ? lane * TD_QBLOCK + 4 * k : k * TD_X16_CHUNK + lane * 4);
 }
 
+/* The scale of a x16 / r16 block's second level, given its first level's d1 and the largest |r| of its remainder:
+ * r16's fixed d1 / 128, else max|r| / 127. Both quantisers take it from here. */
+static inline float td_qrows_level2_scale(const td_qrows *xq, float d1, float amax) {
+    return xq->natural ? d1 / (float)(1 << TD_R16_SHIFT) : amax / 127.0f;
+}
+
+/* r16: the offset sums' share of the combined integer of block `at` (t * nbg * 16 + b), weights offset by o (128 for
+ * Q8_0, 8 for Q4_0): o s1, or with two levels o (128 s1 + s2); and the scale that integer takes (d1, or d2). */
+static inline int32_t td_r16_offset(const td_qrows *xq, int64_t at, int32_t o) {
+    return xq->x16 > 1 ? o * xq->s[at] * (1 << TD_R16_SHIFT) + o * xq->s2[at] : o * xq->s[at];
+}
+static inline float td_r16_scale(const td_qrows *xq, int64_t at) { return xq->x16 > 1 ? xq->d2[at] : xq->d[at]; }
+
 /* Bytes of a td_qrows buffer for T rows of `cols` inputs, any layout; td_qrows_bind lays one out over such a
  * buffer (64-byte aligned) in the given layout (TD_QROWS_*). */
 size_t td_qrows_bytes(int64_t T, int64_t cols);

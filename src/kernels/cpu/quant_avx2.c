@@ -59,7 +59,7 @@ static void put_x16(const td_qrows *xq, int64_t r, int64_t b, const __m256 *v, c
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    float d2 = xq->natural ? d1 / (float)(1 << TD_R16_SHIFT) : _mm_cvtss_f32(m4) / 127.0f;
+    float d2 = td_qrows_level2_scale(xq, d1, _mm_cvtss_f32(m4));
     float id2 = d2 != 0.0f ? 1.0f / d2 : 0.0f;
     __m256i q2[4];
     for (int i = 0; i < 4; i++) {

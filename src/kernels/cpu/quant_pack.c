@@ -226,7 +226,7 @@ void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, cons
         rest[e] = x ? x[e] - d1 * (float)qs[e] : 0.0f; /* exact product, one rounding in the difference */
         amax = fabsf(rest[e]) > amax ? fabsf(rest[e]) : amax;
     }
-    float d2 = xq->natural ? d1 / (float)(1 << TD_R16_SHIFT) : amax / 127.0f; /* r16: a fixed ratio */
+    float d2 = td_qrows_level2_scale(xq, d1, amax);
     float id2 = d2 != 0.0f ? 1.0f / d2 : 0.0f;
     for (int e = 0; e < TD_QBLOCK; e++) {
         float q = roundf(rest[e] * id2);
