@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/attn_tiles.h"
 #include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/kernels.h"
 
@@ -107,10 +108,6 @@ static inline __attribute__((always_inline)) void values_rows(int W, const float
     }
 }
 
-/* Keys per chunk of the score and value passes: all rows go over one chunk before the next, so the chunk's key
- * (or value) rows stay in the first-level cache while every row pair reads them (a multiple of the 4-key tile). */
-#define KEY_CHUNK 64
-
 void td_attn_gather_avx2(const td_attn_keys *keys, int64_t R, int64_t max_n, int64_t dim, float *scratch,
                          const float ***kp_out, const float ***vp_out) {
     const void *k = keys->k, *v = keys->v;
@@ -154,47 +151,23 @@ void td_attn_gather_avx2(const td_attn_keys *keys, int64_t R, int64_t max_n, int
     *vp_out = vp;
 }
 
+/* Every column of a pair of rows' value sums over keys c0 .. c1 (td_attn_values_fn): 32 columns at a time, then 8,
+ * then the last dim % 8 one at a time, each in key order. */
+static void values_cols(const float *p0, const float *p1, int64_t n0, int64_t n1, int64_t c0, int64_t c1,
+                        const float *const *vp, int64_t dim, float *o0, float *o1) {
+    int64_t d = 0;
+    for (; d + 32 <= dim; d += 32) values_rows(4, p0, p1, n0, n1, c0, c1, vp, d, o0, o1);
+    for (; d + 8 <= dim; d += 8) values_rows(1, p0, p1, n0, n1, c0, c1, vp, d, o0, o1);
+    for (; d < dim; d++) {
+        float a = c0 ? o0[d] : 0.0f, b = c0 && p1 ? o1[d] : 0.0f;
+        for (int64_t i = c0; i < n0 && i < c1; i++) a += p0[i] * vp[i][d];
+        for (int64_t i = c0; p1 && i < n1 && i < c1; i++) b += p1[i] * vp[i][d];
+        o0[d] = a;
+        if (p1) o1[d] = b;
+    }
+}
+
 void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R,
                        const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
-    int64_t max_n = 0;
-    for (int64_t r = 0; r < R; r++) max_n = n[r] > max_n ? n[r] : max_n;
-    float *S = scratch;
-    const float **kp, **vp;
-    td_attn_gather_avx2(keys, R, max_n, dim, scratch, &kp, &vp);
-    for (int64_t c0 = 0; c0 < max_n; c0 += KEY_CHUNK) /* scores in tiles of 2 rows x 4 keys (padded by repeating */
-    for (int64_t r0 = 0; r0 < R; r0 += 2) {                 /* the last), a chunk of keys for all rows at a time */
-        int64_t r1 = r0 + 1 < R ? r0 + 1 : r0, nn = n[r0] > n[r1] ? n[r0] : n[r1];
-        for (int64_t i0 = c0; i0 < nn && i0 < c0 + KEY_CHUNK; i0 += 4) {
-            const float *kt[4];
-            float s8[8];
-            for (int j = 0; j < 4; j++) kt[j] = kp[i0 + j < nn ? i0 + j : nn - 1];
-            scores_2x4(q[r0], q[r1], kt, dim, scale, s8);
-            for (int j = 0; j < 4 && i0 + j < nn; j++) {
-                if (i0 + j < n[r0]) S[r0 * max_n + i0 + j] = s8[j];
-                if (r1 != r0 && i0 + j < n[r1]) S[r1 * max_n + i0 + j] = s8[4 + j];
-            }
-        }
-    }
-    for (int64_t r = 0; r < R; r++) softmax8(S + r * max_n, n[r]);
-    for (int64_t c0 = 0; c0 < max_n; c0 += KEY_CHUNK) /* values: pairs of rows, 32 columns at a time, by chunks */
-        for (int64_t r0 = 0; r0 < R; r0 += 2) {
-            const float *p0 = S + r0 * max_n, *p1 = r0 + 1 < R ? S + (r0 + 1) * max_n : NULL;
-            int64_t n1 = p1 ? n[r0 + 1] : 0, c1 = c0 + KEY_CHUNK;
-            float *o1 = p1 ? out[r0 + 1] : NULL;
-            int64_t d = 0;
-            for (; d + 32 <= dim; d += 32) values_rows(4, p0, p1, n[r0], n1, c0, c1, vp, d, out[r0], o1);
-            for (; d + 8 <= dim; d += 8) values_rows(1, p0, p1, n[r0], n1, c0, c1, vp, d, out[r0], o1);
-        }
-    for (int64_t r0 = 0; r0 < R; r0 += 2) {
-        const float *p0 = S + r0 * max_n, *p1 = r0 + 1 < R ? S + (r0 + 1) * max_n : NULL;
-        int64_t n1 = p1 ? n[r0 + 1] : 0;
-        float *o1 = p1 ? out[r0 + 1] : NULL;
-        for (int64_t d = dim & ~(int64_t)7; d < dim; d++) { /* the last dim % 8 columns, in key order */
-            float a = 0.0f, b = 0.0f;
-            for (int64_t i = 0; i < n[r0]; i++) a += p0[i] * vp[i][d];
-            for (int64_t i = 0; p1 && i < n1; i++) b += p1[i] * vp[i][d];
-            out[r0][d] = a;
-            if (p1) o1[d] = b;
-        }
-    }
+    td_attn_tiles(scores_2x4, softmax8, values_cols, q, out, n, R, keys, dim, scale, scratch);
 }

@@ -15,7 +15,8 @@
  *                                           activations, on AVX-512 VNNI and on AMX tiles (bit-identical triple;
  *                                           and the avx512r16 and amx sets' matmul slots)
  *   quant_ref.c / quant_avx2.c              the activation quantiser (td_quantize_rows_*; bit-identical pair)
- *   attn_ref.c / attn_avx2.c / attn_avx512.c  attention of the query rows of one KV group (td_attn_rows_*)
+ *   attn_ref.c / attn_avx2.c / attn_avx512.c  attention of the query rows of one KV group (td_attn_rows_*; the
+ *                                           SIMD two walk their tiles by attn_tiles.h)
  *   deltanet_ref.c / deltanet_avx2.c        the Gated DeltaNet step (and, scalar only, the chunked form)
  *   norm_ref.c / norm_avx2.c                RMSNorm
  *   silu_mul_ref.c / silu_mul_avx2.c        the SwiGLU gate
