@@ -6,11 +6,12 @@ scripts/train/device.sh copies next to it: gen_decisions.py, the pretraining cor
 extract_corpus.py) and the tokenizer template (tokenizer.json / tokenizer_config.json of
 fixtures/tokenizers/qwen3-trunc2048, whose structure, regex, normalizer and added tokens are Qwen3's).
 
-    python3 train.py all --work /tmp/w --out OUTDIR [--scale smoke|full] [--seed 15] [--round N --init-dir DIR]
+    python3 train.py all --work /tmp/w --out OUTDIR [--scale smoke|full|lexicon] [--seed 15] [--round N --init-dir DIR]
 
 Steps (all seeded; see scripts/train/README.md for what was run and how long it took):
  1. decision data: gen_decisions.py, train split only (base families; the adapter family separately), 14 workers,
-    rewritten in part by paraphrase.py; 30% of rows again with their options rotated;
+    rewritten in part by paraphrase.py; word-meaning decisions from WordNet (lexicon.py rows, family "lexicon");
+    30% of rows again with their options rotated;
  2. tokenizer (or --tokenizer-dir: one this script trained before, reused): byte-level BPE (tokenizers' BpeTrainer) on the corpus + rendered training prompts + a line of
     "Answer: X" for every letter A..T (so that " A".." T" are single tokens), vocabulary 8192 with the 26 added
     tokens of Qwen3 (ChatML), Qwen3's Split regex, NFC; written into Qwen3's tokenizer.json structure;
@@ -45,14 +46,18 @@ QWEN3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 SCALES = {
-    #          groups of decisions, adapter groups, corpus MB for the tokenizer, pretrain steps, decision steps,
+    #          groups of decisions, groups of word-meaning decisions (lexicon.py), adapter groups, corpus MB for the tokenizer, pretrain steps, decision steps,
     #          adapter steps, tokens per step; rot: share of training rows that also appear with their options
     #          cyclically rotated
-    "smoke": dict(groups=20000, adapter_groups=4000, tok_mb=8, pre_steps=20, dec_steps=100, dec_steps_qwen35=40,
+    "smoke": dict(groups=20000, lex_groups=10000, adapter_groups=4000, tok_mb=8, pre_steps=20, dec_steps=100,
+                  dec_steps_qwen35=40,
                   adapter_steps=40, step_tokens=65536, step_tokens_qwen35=65536, val_every=60, rot=0.3),
-    "full": dict(groups=300000, adapter_groups=20000, tok_mb=40, pre_steps=150, dec_steps=2400, dec_steps_qwen35=800,
-                 adapter_steps=400, step_tokens=65536, step_tokens_qwen35=65536, val_every=500, rot=0.3),
+    "full": dict(groups=300000, lex_groups=0, adapter_groups=20000, tok_mb=40, pre_steps=150, dec_steps=2400,
+                 dec_steps_qwen35=800, adapter_steps=400, step_tokens=65536, step_tokens_qwen35=65536, val_every=500,
+                 rot=0.3),
 }
+# the WordNet experiment (2026-12-02, NOTES "Demo models"): full + 200,000 lexicon groups + 300 pretraining steps
+SCALES["lexicon"] = dict(SCALES["full"], lex_groups=200000, pre_steps=300)
 QWEN3_CFG = dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                  intermediate_size=512)
 QWEN35_CFG = dict(hidden_size=256, num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
@@ -234,13 +239,20 @@ def prepare(a, sc):
     procs = [subprocess.Popen([sys.executable, gen, "--split", sp, "--families", fam, "--groups", str(n),
                                "--seed", data_seed(a, name.split(".")[0]), "--out", os.path.join(work, name),
                                "--workers", str(14 if n > 10000 else 1)]) for sp, fam, n, name in jobs]
+    if sc["lex_groups"]:
+        procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "lexicon.py"), "rows", "--lexicon", a.lexicon,
+                                       "--groups", str(sc["lex_groups"]), "--seed", data_seed(a, "lexicon"),
+                                       "--out", os.path.join(work, "lexicon.jsonl")]))
     for p in procs:
         assert p.wait() == 0
     rows = read_jsonl(os.path.join(work, "train.jsonl"))
-    log("decision rows: %d train (%.0f s)" % (len(rows), time.time() - t0))
+    n_task = len(rows)
+    if sc["lex_groups"]:
+        rows += read_jsonl(os.path.join(work, "lexicon.jsonl"))
+    log("decision rows: %d train + %d lexicon (%.0f s)" % (n_task, len(rows) - n_task, time.time() - t0))
     corpus = lzma.open(a.corpus, "rt", encoding="utf-8").read()
     rng = random.Random("tok-%s" % a.seed)
-    sample = groups_of(rows[:400000])
+    sample = groups_of(rows[:min(n_task, 400000)])
     sample = [sample[i] for i in sorted(rng.sample(range(len(sample)), min(60000, len(sample))))]
     tok_dir = os.path.join(work, "tokenizer")
     if a.tokenizer_dir:  # a tokenizer trained by an earlier run of this script, reused as it is
@@ -254,8 +266,11 @@ def prepare(a, sc):
     eot = tok.token_to_id("<|endoftext|>")
     base = tok.encode("Answer:", add_special_tokens=False).ids
     letter_ids = [tok.encode("Answer: " + c, add_special_tokens=False).ids[len(base)] for c in LETTERS]
-    # corpus: documents separated by <|endoftext|>
+    # corpus (+ WordNet's senses as dictionary sentences): documents separated by <|endoftext|>
     docs = [d.strip() for d in corpus.split("\f") if d.strip()]
+    if sc["lex_groups"]:  # WordNet's common senses as dictionary sentences, twice (lexicon.prose)
+        import lexicon
+        docs += lexicon.prose(lexicon.load(a.lexicon)) * 2
     ids = []
     for e in tok.encode_batch(docs, add_special_tokens=False):
         ids.extend(e.ids)
@@ -622,6 +637,7 @@ def main():
     ap.add_argument("--scale", default="full", choices=sorted(SCALES))
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--corpus", default=os.path.join(HERE, "corpus.txt.xz"))
+    ap.add_argument("--lexicon", default=os.path.join(HERE, "lexicon.tsv.xz"), help="lexicon.py extract's output")
     ap.add_argument("--tokenizer-template", default=os.path.join(HERE, "tokenizer-template"))
     ap.add_argument("--round", type=int, default=1, help="2, 3, ...: continue from --init-dir on new training groups")
     ap.add_argument("--init-dir", default="", help="a folder with demo-qwen3 and demo-qwen35 saved by an earlier round")
