@@ -6,9 +6,9 @@
 #   here    bench/amx_quick_device.sh --prepare [LLAMA_BENCH]   fills build-quick/ (git-ignored): the binary built
 #           without MPI, the libraries the device lacks (and libgomp for a llama-bench built here), the tokenizer
 #   device  run(command="bash bench/amx_quick_device.sh", carry=["build-quick"], timeout_s=230)
-# The call of 2026-12-02 (bench/results/amx-set-q8_0-call3.json) carried a llama-bench built on the development VM
-# with GGML_NATIVE=OFF and the host's AVX-512 / AMX flags; it printed nothing there (its stderr is now kept in
-# $OUT/llama.err).
+# Two calls of 2026-12-02 (bench/results/amx-set-q8_0-call3.json, split-variants-xeon16-amx.json) carried a
+# llama-bench built on the development VM with GGML_NATIVE=OFF and the host's AVX-512 / AMX flags: it dies of SIGILL
+# there at once (its AMX path; NOTES). Build llama.cpp on the host (bench/peer_device.sh) for a ratio.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=build-quick

