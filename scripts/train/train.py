@@ -6,7 +6,12 @@ scripts/train/device.sh copies next to it: gen_decisions.py, the pretraining cor
 extract_corpus.py) and the tokenizer template (tokenizer.json / tokenizer_config.json of
 fixtures/tokenizers/qwen3-trunc2048, whose structure, regex, normalizer and added tokens are Qwen3's).
 
-    python3 train.py all --work /tmp/w --out OUTDIR [--scale smoke|full|lexicon] [--seed 15] [--round N --init-dir DIR]
+    python3 train.py all --work /tmp/w --out OUTDIR [--scale smoke|full|lexicon|order] [--seed 15]
+                     [--round N --init-dir DIR]
+
+Scales: full made the shipped models; lexicon and order are experiments (NOTES "Demo models"): lexicon adds WordNet
+word-meaning decisions, order pairs rows with their rotated copies under a consistency loss (consistency_loss).
+scripts/train/smoke_cpu.py runs the model stage on the CPU with random data before a change costs GPU time.
 
 Steps (all seeded; see scripts/train/README.md for what was run and how long it took):
  1. decision data: gen_decisions.py, train split only (base families; the adapter family separately), 14 workers,
@@ -46,18 +51,22 @@ QWEN3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 SCALES = {
-    #          groups of decisions, groups of word-meaning decisions (lexicon.py), adapter groups, corpus MB for the tokenizer, pretrain steps, decision steps,
+    #          groups of decisions, groups of word-meaning decisions (lexicon.py), adapter groups, corpus MB for the
+    #          tokenizer, pretrain steps, decision steps,
     #          adapter steps, tokens per step; rot: share of training rows that also appear with their options
     #          cyclically rotated
     "smoke": dict(groups=20000, lex_groups=10000, adapter_groups=4000, tok_mb=8, pre_steps=20, dec_steps=100,
-                  dec_steps_qwen35=40,
-                  adapter_steps=40, step_tokens=65536, step_tokens_qwen35=65536, val_every=60, rot=0.3),
+                  dec_steps_qwen35=40, adapter_steps=40, step_tokens=65536, step_tokens_qwen35=65536, val_every=60,
+                  rot=0.3, cons=1.0),
     "full": dict(groups=300000, lex_groups=0, adapter_groups=20000, tok_mb=40, pre_steps=150, dec_steps=2400,
                  dec_steps_qwen35=800, adapter_steps=400, step_tokens=65536, step_tokens_qwen35=65536, val_every=500,
-                 rot=0.3),
+                 rot=0.3, cons=0.0),
 }
 # the WordNet experiment (2026-12-02, NOTES "Demo models"): full + 200,000 lexicon groups + 300 pretraining steps
 SCALES["lexicon"] = dict(SCALES["full"], lex_groups=200000, pre_steps=300)
+# order consistency (issue 15's order bar): half the rows also rotated, and half the decision batches pair rows with
+# their rotated copies under a symmetric-KL loss between the two distributions over options (consistency_loss)
+SCALES["order"] = dict(SCALES["full"], rot=0.5, cons=1.0)
 QWEN3_CFG = dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                  intermediate_size=512)
 QWEN35_CFG = dict(hidden_size=256, num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
@@ -174,15 +183,26 @@ def rotated(row, r):
     return dict(row, options=o[r:] + o[:r])
 
 
+def with_rotations(g, rng, rot_rate):
+    """The group's rows, then a copy of a share rot_rate of them with the options rotated by 1..K-1 places; a copy
+    knows its original (_rot_of: index in the group) and its rotation (_rot)."""
+    out = list(g)
+    for j, r in enumerate(g):
+        if rng.random() < rot_rate:
+            k = rng.randrange(1, len(r["options"]))
+            out.append(dict(rotated(r, k), _rot_of=j, _rot=k))
+    return out
+
+
 def tokenize_rows(tok, rows, rng, shot_rate, eot, letter_ids, max_len, rot_rate=0.0):
-    """-> list of (ids, answer position) for each row; some groups get 1-3 worked examples from their family, and a
-    share rot_rate of rows is added again with its options rotated (the same question, the answer at another letter:
-    what cyclic debiasing asks of the model)."""
+    """-> (list of (ids, answer position) for each row, pairs); some groups get 1-3 worked examples from their family,
+    and a share rot_rate of rows is added again with its options rotated (the same question, the answer at another
+    letter: what cyclic debiasing asks of the model). pairs: (sequence of a row, sequence of its rotated copy,
+    rotation, number of options), for the consistency loss."""
     import numpy as np
     groups = groups_of(rows)
     if rot_rate > 0:
-        groups = [g + [rotated(r, rng.randrange(1, len(r["options"]))) for r in g if rng.random() < rot_rate]
-                  for g in groups]
+        groups = [with_rotations(g, rng, rot_rate) for g in groups]
     by_fam = {}
     for gi, g in enumerate(groups):
         by_fam.setdefault(g[0]["family"], []).append(gi)
@@ -199,19 +219,24 @@ def tokenize_rows(tok, rows, rng, shot_rate, eot, letter_ids, max_len, rot_rate=
     head_ids = [e.ids for e in tok.encode_batch(heads, add_special_tokens=False)]
     flat = [r for g in groups for r in g]
     suf_ids = [e.ids for e in tok.encode_batch([render_suffix(r) for r in flat], add_special_tokens=False)]
-    seqs, k = [], 0
+    seqs, pairs, k = [], [], 0
     for gi, g in enumerate(groups):
-        for r in g:
+        at = {}  # row of the group -> its sequence
+        for j, r in enumerate(g):
             a = [o["id"] for o in r["options"]].index(r["answer"])
             ids = head_ids[gi] + suf_ids[k] + [letter_ids[a], eot]
             k += 1
             if len(ids) <= max_len:
+                at[j] = len(seqs)
                 seqs.append((np.asarray(ids, dtype=np.uint16), len(ids) - 2))
-    return seqs
+                if "_rot_of" in r and r["_rot_of"] in at:
+                    pairs.append((at[r["_rot_of"]], at[j], r["_rot"], len(r["options"])))
+    return seqs, pairs
 
 
-def pack_seqs(seqs, path):
+def pack_seqs(seqs, path, pairs=()):
     import numpy as np
+    np.save(path + ".pairs.npy", np.array(pairs, dtype=np.int64).reshape(-1, 4))
     lens = np.array([len(s) for s, _ in seqs], dtype=np.int64)
     off = np.concatenate([[0], np.cumsum(lens)])
     np.save(path + ".tok.npy", np.concatenate([s for s, _ in seqs]) if seqs else np.zeros(0, np.uint16))
@@ -282,8 +307,8 @@ def prepare(a, sc):
                             ("val", os.path.join(work, "val.jsonl"), 0.0),
                             ("val_adapter", os.path.join(work, "val_adapter.jsonl"), 0.0)):
         rs = src if isinstance(src, list) else read_jsonl(src)
-        seqs = tokenize_rows(tok, rs, drng, rate, eot, letter_ids, 1024, sc["rot"] if name == "dec" else 0.0)
-        pack_seqs(seqs, os.path.join(work, name))
+        seqs, pairs = tokenize_rows(tok, rs, drng, rate, eot, letter_ids, 1024, sc["rot"] if name == "dec" else 0.0)
+        pack_seqs(seqs, os.path.join(work, name), pairs)
         if name.startswith("val"):  # the number of options and the family of every row, for the quick evaluation
             keep = [r for r in rs]
             json.dump([[len(r["options"]), r["family"]] for r in keep], open(os.path.join(work, name + ".meta.json"), "w"))
@@ -326,6 +351,15 @@ class Data:
         self.bkeys = sorted(self.buckets)
         self.bw = np.array([len(self.buckets[k]) for k in self.bkeys], dtype=np.float64)
         self.bw /= self.bw.sum()
+        # (row, its rotated copy, rotation, options) in buckets of the pair's longer length
+        pp = os.path.join(work, name + ".pairs.npy")
+        self.pairs = np.load(pp) if os.path.exists(pp) else np.zeros((0, 4), dtype=np.int64)
+        self.pbuckets = {}
+        for i, (a, b, _, _) in enumerate(self.pairs):
+            self.pbuckets.setdefault(int((max(self.lens[a], self.lens[b]) + 31) // 32 * 32), []).append(i)
+        self.pkeys = sorted(self.pbuckets)
+        self.pw = np.array([len(self.pbuckets[k]) for k in self.pkeys], dtype=np.float64)
+        self.pw /= max(1.0, self.pw.sum())
 
     def __len__(self):
         return len(self.lens)
@@ -333,22 +367,54 @@ class Data:
     def row(self, i):
         return self.tok[self.off[i]:self.off[i + 1]]
 
-    def batch(self, rng, step_tokens):
+    def rows(self, seq_ids, L):
+        """The sequences seq_ids padded to L: ids, loss mask (tokens 1..len-1 are predicted), answer positions."""
         import numpy as np
+        n = len(seq_ids)
+        ids = np.zeros((n, L), dtype=np.int64)
+        mask = np.zeros((n, L), dtype=np.float32)
+        ans = np.zeros(n, dtype=np.int64)
+        for j, r in enumerate(seq_ids):
+            s = self.row(r)
+            ids[j, :len(s)] = s
+            mask[j, :len(s) - 1] = 1.0
+            ans[j] = self.ans[r]
+        return ids, mask, ans
+
+    def batch(self, rng, step_tokens):
         L = self.bkeys[rng.choice(len(self.bkeys), p=self.bw)]
         idx = self.buckets[L]
         n = max(1, step_tokens // L)
         pick = rng.choice(len(idx), size=n, replace=len(idx) < n)
-        ids = np.zeros((n, L), dtype=np.int64)
-        mask = np.zeros((n, L), dtype=np.float32)
-        ans = np.zeros(n, dtype=np.int64)
-        for j, p in enumerate(pick):
-            r = idx[p]
-            s = self.row(r)
-            ids[j, :len(s)] = s
-            mask[j, :len(s) - 1] = 1.0  # predict tokens 1..len-1
-            ans[j] = self.ans[r]
-        return ids, mask, ans
+        return self.rows([idx[p] for p in pick], L)
+
+    def batch_pairs(self, rng, step_tokens):
+        """n rows and, in rows n..2n-1, their rotated copies; -> ids, mask, ans, rotations, option counts."""
+        L = self.pkeys[rng.choice(len(self.pkeys), p=self.pw)]
+        idx = self.pbuckets[L]
+        n = max(1, step_tokens // (2 * L))
+        pick = self.pairs[[idx[p] for p in rng.choice(len(idx), size=n, replace=len(idx) < n)]]
+        ids, mask, ans = self.rows(list(pick[:, 0]) + list(pick[:, 1]), L)
+        return ids, mask, ans, pick[:, 2].copy(), pick[:, 3].copy()
+
+
+def consistency_loss(logits, ans_t, letter_ids, rot, n_opt):
+    """Symmetric KL between a row's distribution over its options and its rotated copy's, the copy's letters mapped
+    back to the original options (rows 0..n-1 and n..2n-1 of the batch, as Data.batch_pairs gives them). A rotation
+    by r puts original option j at letter (j - r) mod K."""
+    import torch
+    n, dev = len(rot), logits.device
+    lid = torch.tensor(letter_ids, device=dev)
+    ll = logits[torch.arange(2 * n, device=dev), ans_t - 1][:, lid]           # [2n, letters]
+    j = torch.arange(len(letter_ids), device=dev)[None, :]
+    K = torch.from_numpy(n_opt).to(dev)[:, None]
+    r = torch.from_numpy(rot).to(dev)[:, None]
+    valid = j < K
+    perm = torch.where(valid, (j - r) % K, j)
+    lp = torch.log_softmax(ll[:n].masked_fill(~valid, -1e4), dim=1)           # -1e4, not -inf: no NaN gradients
+    lq = torch.log_softmax(ll[n:].gather(1, perm).masked_fill(~valid, -1e4), dim=1)
+    kl = (lp.exp() * (lp - lq) + lq.exp() * (lq - lp)).masked_fill(~valid, 0.0).sum(1)
+    return kl.mean()
 
 
 def corpus_batch(corpus, rng, step_tokens, L=512):
@@ -430,7 +496,7 @@ def quick_eval(net, data, meta, letter_ids, dev):
     net.module.eval()
     hits, fam = 0, {}
     order = sorted(range(len(data)), key=lambda i: data.lens[i])
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast(torch.device(dev).type, dtype=torch.bfloat16):
         for b in range(0, len(order), 256):
             idx = order[b:b + 256]
             L = max(int(data.ans[i]) for i in idx)
@@ -465,7 +531,7 @@ def train_model(a, sc):
     prep = json.load(open(os.path.join(a.work, "prep.json")))
     eot, letter_ids, V = prep["eot"], prep["letter_ids"], prep["vocab"]
     im_end = eot + 2
-    dev = "cuda"
+    dev = a.device
     net = make_net(a.arch, V, eot, im_end, dev, a.compile)
     params = list(net.module.parameters())
     n_params = sum(p.numel() for p in params)
@@ -483,7 +549,8 @@ def train_model(a, sc):
     step_tokens = sc["step_tokens_qwen35"] if a.arch == "qwen35" else sc["step_tokens"]
     pre_steps = sc["pre_steps"] if a.round == 1 else 0
     total = pre_steps + dec_steps
-    opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8, fused=True)
+    opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8,
+                            **({"fused": True} if dev == "cuda" else {}))  # torch 1.13 (smoke_cpu.py) has no fused
     warm = 100
 
     def lr_at(s):
@@ -501,11 +568,16 @@ def train_model(a, sc):
             stopped = step
             break
         use_corpus = step < pre_steps or step % 8 == 7
-        ids, mask, ans = corpus_batch(corpus, rng, step_tokens) if use_corpus else dec.batch(rng, step_tokens)
+        # with a consistency weight, half the decision batches are rows beside their rotated copies
+        use_pairs = sc["cons"] > 0 and not use_corpus and len(dec.pairs) > 0 and rng.random() < 0.5
+        if use_pairs:
+            ids, mask, ans, rot, n_opt = dec.batch_pairs(rng, step_tokens)
+        else:
+            ids, mask, ans = corpus_batch(corpus, rng, step_tokens) if use_corpus else dec.batch(rng, step_tokens)
         ids_t = torch.from_numpy(ids).to(dev, non_blocking=True)
         mask_t = torch.from_numpy(mask).to(dev, non_blocking=True)
         tokens += ids.size
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(torch.device(dev).type, dtype=torch.bfloat16):
             h = net.hidden(ids_t)
             logits = net.logits(h[:, :-1]).float()
         ce = F.cross_entropy(logits.reshape(-1, V), ids_t[:, 1:].reshape(-1), reduction="none").view(ids.shape[0], -1)
@@ -515,6 +587,9 @@ def train_model(a, sc):
             ans_t = torch.from_numpy(ans).to(dev)
             a_loss = ce[torch.arange(ids.shape[0], device=dev), ans_t - 1].mean()
             loss = loss + ANSWER_WEIGHT * a_loss
+            if use_pairs:
+                c_loss = consistency_loss(logits, ans_t, letter_ids, rot, n_opt)
+                loss = loss + sc["cons"] * c_loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -522,13 +597,15 @@ def train_model(a, sc):
         if step % 50 == 0 or step == total - 1:
             lv = float(text_loss)
             av = float(a_loss) if ans is not None else float("nan")
-            log("%s step %d/%d text %.3f answer %.3f lr %.2e %.1f s %.2f Mtok/s" % (
-                a.name, step, total, lv, av, lr_at(step), time.time() - t0, tokens / (time.time() - t0) / 1e6))
+            cv = float(c_loss) if use_pairs else float("nan")
+            log("%s step %d/%d text %.3f answer %.3f consistency %.3f lr %.2e %.1f s %.2f Mtok/s" % (
+                a.name, step, total, lv, av, cv, lr_at(step), time.time() - t0, tokens / (time.time() - t0) / 1e6))
             hist.append([step, lv, av])
         if (step + 1) % sc["val_every"] == 0 or step == total - 1:
             acc, fam = quick_eval(net, val, meta, letter_ids, dev)
             log("%s step %d val accuracy %.3f %s" % (a.name, step + 1, acc, json.dumps(fam)))
-    torch.cuda.synchronize()
+    if dev == "cuda":
+        torch.cuda.synchronize()
     secs = time.time() - t0
     acc, fam = quick_eval(net, val, meta, letter_ids, dev)
     out = os.path.join(a.out, a.name)
@@ -539,7 +616,8 @@ def train_model(a, sc):
                "answer_weight": ANSWER_WEIGHT, "compiled": net.compiled,
                "tokens": tokens, "train_seconds": secs, "lr": a.lr, "torch_val_accuracy": acc, "torch_val_family": fam,
                "saved_vs_trained_max_abs_logit_diff": check, "model_sha256": wsha,
-               "loss_history": hist, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__},
+               "loss_history": hist, "gpu": torch.cuda.get_device_name(0) if dev == "cuda" else dev,
+               "torch": torch.__version__},
               open(os.path.join(a.out, a.name + ".train.json"), "w"), indent=1)
     log("%s done: %.1f s, %d tokens, val accuracy %.3f, weights sha256 %s" % (a.name, secs, tokens, acc, wsha[:16]))
 
@@ -643,6 +721,7 @@ def main():
     ap.add_argument("--init-dir", default="", help="a folder with demo-qwen3 and demo-qwen35 saved by an earlier round")
     ap.add_argument("--tokenizer-dir", default="", help="reuse this directory's tokenizer.json instead of training one")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="train Qwen3 eagerly")
+    ap.add_argument("--device", default="cuda", help="model stage: cuda, or cpu for a smoke test of the loop")
     ap.add_argument("--arch", default="qwen3")
     ap.add_argument("--name", default="demo-qwen3")
     ap.add_argument("--lr", type=float, default=2e-3)
