@@ -91,7 +91,17 @@ def prepare(a, work, tok):
     letter_ids = [e.ids[len(base)] for e in tok.encode_batch(["Answer: " + c for c in train.LETTERS])]
     eot = 8166
     rng = random.Random("ft-shots-%s" % a.seed)
-    for name, rate, rot in (("ft", 0.15, 1.0), ("val", 0.0, 0.0)):
+    todo = [("ft", 0.15, 1.0), ("val", 0.0, 0.0)]
+    if a.unknowable > 0:  # a group's questions under ANOTHER group's evidence: nothing there says the answer
+        groups = train.groups_of(train.read_jsonl(os.path.join(work, "ft.jsonl")))
+        urng = random.Random("ft-unknowable-%s" % a.seed)
+        with open(os.path.join(work, "unk.jsonl"), "w", encoding="utf-8") as f:
+            for gi, g in enumerate(groups):
+                other = groups[(gi + urng.randrange(1, len(groups))) % len(groups)][0]["evidence"]
+                for r in g[:2]:
+                    f.write(json.dumps(dict(r, evidence=other), ensure_ascii=False) + "\n")
+        todo.append(("unk", 0.0, 1.0))
+    for name, rate, rot in todo:
         rows = train.read_jsonl(os.path.join(work, name + ".jsonl"))
         seqs, pairs = train.tokenize_rows(tok, rows, rng, rate, eot, letter_ids, 1024, rot)
         train.pack_seqs(seqs, os.path.join(work, name), pairs)
@@ -112,6 +122,9 @@ def main():
     ap.add_argument("--step-tokens", type=int, default=12288)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bin", default="build/typedecide")
+    ap.add_argument("--unknowable", type=float, default=0.0,
+                    help="weight of the consistency loss on rows whose evidence is another group's (a third of each "
+                         "step's tokens; no answer or text loss on them); 0: none")
     a = ap.parse_args()
     torch.manual_seed(int("".join(c for c in a.seed if c.isdigit()) or 0))
     torch.set_num_threads(a.threads)
@@ -126,6 +139,7 @@ def main():
         missing, unexpected = net.module.load_state_dict(sd, strict=False)
         assert not unexpected and missing == ["lm_head.weight"], (missing, unexpected)
         ft, val = train.Data(work, "ft"), train.Data(work, "val")
+        unk = train.Data(work, "unk") if a.unknowable > 0 else None
         meta = json.load(open(os.path.join(work, "val.meta.json")))
         acc0, fam0 = train.quick_eval(net, val, meta, letter_ids, "cpu")
         print("before: val accuracy %.3f %s (%.0f s)" % (acc0, json.dumps(fam0), time.time() - t0), flush=True)
@@ -137,7 +151,7 @@ def main():
         for step in range(a.steps):
             for g in opt.param_groups:
                 g["lr"] = a.lr * min(1.0, (step + 1) / 10) * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * step / a.steps)))
-            ids, mask, ans, rot, n_opt = ft.batch_pairs(rng, a.step_tokens)
+            ids, mask, ans, rot, n_opt = ft.batch_pairs(rng, a.step_tokens * 2 // 3 if unk else a.step_tokens)
             ids_t, mask_t, ans_t = torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(ans)
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 logits = net.logits(net.hidden(ids_t)[:, :-1]).float()
@@ -147,14 +161,24 @@ def main():
             answer = ce[torch.arange(ids.shape[0]), ans_t - 1].mean()
             cons = train.consistency_loss(logits, ans_t, letter_ids, rot, n_opt)
             loss = text + train.ANSWER_WEIGHT * answer + cons
+            cons_unk = torch.zeros(())
+            if unk:
+                u_ids, _, u_ans, u_rot, u_opt = unk.batch_pairs(rng, a.step_tokens // 3)
+                u_ids_t, u_ans_t = torch.from_numpy(u_ids), torch.from_numpy(u_ans)
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    u_logits = net.logits(net.hidden(u_ids_t)[:, :-1]).float()
+                cons_unk = train.consistency_loss(u_logits, u_ans_t, letter_ids, u_rot, u_opt)
+                loss = loss + a.unknowable * cons_unk
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            hist.append([step, round(float(text), 4), round(float(answer), 4), round(float(cons), 4)])
+            hist.append([step, round(float(text), 4), round(float(answer), 4), round(float(cons), 4),
+                         round(float(cons_unk), 4)])
             if step % 10 == 0 or step == a.steps - 1:
-                print("step %d/%d text %.3f answer %.3f consistency %.3f (%.0f s)" % (
-                    step, a.steps, float(text), float(answer), float(cons), time.time() - t0), flush=True)
+                print("step %d/%d text %.3f answer %.3f consistency %.3f unknowable %.3f (%.0f s)" % (
+                    step, a.steps, float(text), float(answer), float(cons), float(cons_unk), time.time() - t0),
+                    flush=True)
         acc1, fam1 = train.quick_eval(net, val, meta, letter_ids, "cpu")
         print("after: val accuracy %.3f %s (%.0f s)" % (acc1, json.dumps(fam1), time.time() - t0), flush=True)
     os.makedirs(a.out, exist_ok=True)
@@ -164,6 +188,7 @@ def main():
         with open(os.path.join(a.model, f), "rb") as src, open(os.path.join(a.out, f), "wb") as dst:
             dst.write(src.read())
     json.dump({"from": a.model, "steps": a.steps, "groups": a.groups, "seed": a.seed, "lr": a.lr,
+               "unknowable": a.unknowable,
                "step_tokens": a.step_tokens, "threads": a.threads, "seconds": time.time() - t0,
                "torch": torch.__version__, "val_before": [acc0, fam0], "val_after": [acc1, fam1],
                "model_sha256": train.sha256_file(os.path.join(a.out, "model.safetensors")), "loss_history": hist},
