@@ -12,6 +12,11 @@ config and tokenizer files. Seeded; the same thread count gives the same weights
 
     /usr/bin/python3 scripts/train/finetune_cpu.py --model models/demo-qwen3 --out /tmp/ft [--steps 120]
         [--groups 6000] [--seed 15] [--lr 2e-4] [--step-tokens 12288] [--threads 2] [--bin build/typedecide]
+        [--unknowable W]
+
+--unknowable W also trains consistency where the answer cannot be known: a third of each step's tokens are a group's
+questions under another group's evidence, with rotated copies, under W x consistency_loss and no other loss. Both
+runs of 2026-12-02 (NOTES "Demo models", bench/results/demo-finetune-order-cpu.json) were measured, not shipped.
 """
 import argparse
 import json
