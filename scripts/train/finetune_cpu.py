@@ -157,21 +157,13 @@ def main():
             for g in opt.param_groups:
                 g["lr"] = a.lr * min(1.0, (step + 1) / 10) * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * step / a.steps)))
             ids, mask, ans, rot, n_opt = ft.batch_pairs(rng, a.step_tokens * 2 // 3 if unk else a.step_tokens)
-            ids_t, mask_t, ans_t = torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(ans)
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                logits = net.logits(net.hidden(ids_t)[:, :-1]).float()
-            ce = torch.nn.functional.cross_entropy(logits.reshape(-1, V), ids_t[:, 1:].reshape(-1),
-                                                   reduction="none").view(ids.shape[0], -1)
-            text = (ce * mask_t[:, :-1]).sum() / mask_t[:, :-1].sum()
-            answer = ce[torch.arange(ids.shape[0]), ans_t - 1].mean()
+            logits, ans_t, text, answer = train.batch_losses(net, ids, mask, ans, V, "cpu")
             cons = train.consistency_loss(logits, ans_t, letter_ids, rot, n_opt)
             loss = text + train.ANSWER_WEIGHT * answer + cons
             cons_unk = torch.zeros(())
-            if unk:
-                u_ids, _, u_ans, u_rot, u_opt = unk.batch_pairs(rng, a.step_tokens // 3)
-                u_ids_t, u_ans_t = torch.from_numpy(u_ids), torch.from_numpy(u_ans)
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    u_logits = net.logits(net.hidden(u_ids_t)[:, :-1]).float()
+            if unk:  # the consistency loss alone: nothing else of these rows is trained
+                u_ids, u_mask, u_ans, u_rot, u_opt = unk.batch_pairs(rng, a.step_tokens // 3)
+                u_logits, u_ans_t, _, _ = train.batch_losses(net, u_ids, u_mask, u_ans, V, "cpu")
                 cons_unk = train.consistency_loss(u_logits, u_ans_t, letter_ids, u_rot, u_opt)
                 loss = loss + a.unknowable * cons_unk
             opt.zero_grad(set_to_none=True)

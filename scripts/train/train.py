@@ -417,6 +417,24 @@ def consistency_loss(logits, ans_t, letter_ids, rot, n_opt):
     return kl.mean()
 
 
+def batch_losses(net, ids, mask, ans, V, dev):
+    """One batch through net (bf16 autocast): -> logits at every position but the last (fp32), the answer positions
+    on the device (None without answers), the mean text cross-entropy over the mask, and the mean cross-entropy of
+    the answer letter (None without answers)."""
+    import torch
+    import torch.nn.functional as F
+    ids_t = torch.from_numpy(ids).to(dev, non_blocking=True)
+    mask_t = torch.from_numpy(mask).to(dev, non_blocking=True)
+    with torch.autocast(torch.device(dev).type, dtype=torch.bfloat16):
+        logits = net.logits(net.hidden(ids_t)[:, :-1]).float()
+    ce = F.cross_entropy(logits.reshape(-1, V), ids_t[:, 1:].reshape(-1), reduction="none").view(ids.shape[0], -1)
+    text = (ce * mask_t[:, :-1]).sum() / mask_t[:, :-1].sum()
+    if ans is None:
+        return logits, None, text, None
+    ans_t = torch.from_numpy(ans).to(dev)
+    return logits, ans_t, text, ce[torch.arange(ids.shape[0], device=dev), ans_t - 1].mean()
+
+
 def corpus_batch(corpus, rng, step_tokens, L=512):
     import numpy as np
     n = step_tokens // L
@@ -521,7 +539,6 @@ def quick_eval(net, data, meta, letter_ids, dev):
 def train_model(a, sc):
     import numpy as np
     import torch
-    import torch.nn.functional as F
     torch.manual_seed(a.seed * 100 + a.round)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -574,18 +591,10 @@ def train_model(a, sc):
             ids, mask, ans, rot, n_opt = dec.batch_pairs(rng, step_tokens)
         else:
             ids, mask, ans = corpus_batch(corpus, rng, step_tokens) if use_corpus else dec.batch(rng, step_tokens)
-        ids_t = torch.from_numpy(ids).to(dev, non_blocking=True)
-        mask_t = torch.from_numpy(mask).to(dev, non_blocking=True)
         tokens += ids.size
-        with torch.autocast(torch.device(dev).type, dtype=torch.bfloat16):
-            h = net.hidden(ids_t)
-            logits = net.logits(h[:, :-1]).float()
-        ce = F.cross_entropy(logits.reshape(-1, V), ids_t[:, 1:].reshape(-1), reduction="none").view(ids.shape[0], -1)
-        text_loss = (ce * mask_t[:, :-1]).sum() / mask_t[:, :-1].sum()
+        logits, ans_t, text_loss, a_loss = batch_losses(net, ids, mask, ans, V, dev)
         loss = text_loss
         if ans is not None:
-            ans_t = torch.from_numpy(ans).to(dev)
-            a_loss = ce[torch.arange(ids.shape[0], device=dev), ans_t - 1].mean()
             loss = loss + ANSWER_WEIGHT * a_loss
             if use_pairs:
                 c_loss = consistency_loss(logits, ans_t, letter_ids, rot, n_opt)
@@ -659,7 +668,6 @@ def save_model(net, out, work, V, eot, im_end, val, dev):
 def train_adapter(a, sc):
     import numpy as np
     import torch
-    import torch.nn.functional as F
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen3ForCausalLM
     torch.manual_seed(a.seed)
@@ -674,6 +682,7 @@ def train_adapter(a, sc):
     cfg = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     pm = get_peft_model(base, cfg)
+    lora_net = HFNet(pm.base_model.model)  # the base model with the LoRA layers in it
     opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=2e-3, weight_decay=0.0)
     rng = np.random.default_rng(a.seed)
     t0 = time.time()
@@ -681,22 +690,15 @@ def train_adapter(a, sc):
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = 2e-3 * min(1.0, (step + 1) / 30) * (0.1 + 0.9 * (1 - step / steps))
-        ids, mask, ans = data.batch(rng, 16384)
-        ids_t = torch.from_numpy(ids).to(dev)
-        mask_t = torch.from_numpy(mask).to(dev)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            h = pm.base_model.model.model(input_ids=ids_t, use_cache=False).last_hidden_state
-            logits = pm.base_model.model.lm_head(h[:, :-1]).float()
-        ce = F.cross_entropy(logits.reshape(-1, V), ids_t[:, 1:].reshape(-1), reduction="none").view(ids.shape[0], -1)
-        loss = (ce * mask_t[:, :-1]).sum() / mask_t[:, :-1].sum() + \
-            ce[torch.arange(ids.shape[0], device=dev), torch.from_numpy(ans).to(dev) - 1].mean()
+        _, _, text, answer = batch_losses(lora_net, *data.batch(rng, 16384), V, dev)
+        loss = text + answer
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         if step % 50 == 0:
             log("adapter step %d loss %.3f" % (step, float(loss.detach())))
     secs = time.time() - t0
-    acc1, _ = quick_eval(HFNet(pm.base_model.model), val, meta, letter_ids, dev)
+    acc1, _ = quick_eval(lora_net, val, meta, letter_ids, dev)
     d = os.path.join(a.out, "demo-qwen3-shipment-lora")
     pm.save_pretrained(d)
     c = json.load(open(os.path.join(d, "adapter_config.json")))
