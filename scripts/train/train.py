@@ -398,10 +398,10 @@ class Data:
         return ids, mask, ans, pick[:, 2].copy(), pick[:, 3].copy()
 
 
-def consistency_loss(logits, ans_t, letter_ids, rot, n_opt):
-    """Symmetric KL between a row's distribution over its options and its rotated copy's, the copy's letters mapped
-    back to the original options (rows 0..n-1 and n..2n-1 of the batch, as Data.batch_pairs gives them). A rotation
-    by r puts original option j at letter (j - r) mod K."""
+def paired_option_logprobs(logits, ans_t, letter_ids, rot, n_opt):
+    """A row's log-distribution over its options and its rotated copy's, the copy's letters mapped back to the
+    original options (rows 0..n-1 and n..2n-1 of the batch, as Data.batch_pairs gives them): -> lp, lq [n, letters]
+    and the mask of the options that exist. A rotation by r puts original option j at letter (j - r) mod K."""
     import torch
     n, dev = len(rot), logits.device
     lid = torch.tensor(letter_ids, device=dev)
@@ -413,6 +413,12 @@ def consistency_loss(logits, ans_t, letter_ids, rot, n_opt):
     perm = torch.where(valid, (j - r) % K, j)
     lp = torch.log_softmax(ll[:n].masked_fill(~valid, -1e4), dim=1)           # -1e4, not -inf: no NaN gradients
     lq = torch.log_softmax(ll[n:].gather(1, perm).masked_fill(~valid, -1e4), dim=1)
+    return lp, lq, valid
+
+
+def consistency_loss(logits, ans_t, letter_ids, rot, n_opt):
+    """Symmetric KL between a row's distribution over its options and its rotated copy's (paired_option_logprobs)."""
+    lp, lq, valid = paired_option_logprobs(logits, ans_t, letter_ids, rot, n_opt)
     kl = (lp.exp() * (lp - lq) + lq.exp() * (lq - lp)).masked_fill(~valid, 0.0).sum(1)
     return kl.mean()
 

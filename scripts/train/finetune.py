@@ -1,22 +1,26 @@
 #!/usr/bin/python3
-"""Order-consistency fine-tuning of a saved demo-qwen3 on this VM's CPU (issue 15's order bar), no GPU.
+"""Order-consistency fine-tuning of a saved demo-qwen3 (issue 15's order bar), on this VM's CPU or the GPU machine.
 
 The shipped models put the same answer at a different letter for 37% of held-out rows (18% in their own wordings)
 when the options are rotated. This continues a saved Qwen3 demo model on NEW training-split rows of the generator
 (train.py's rendering, paraphrasing, 15% worked examples), each batch rows beside copies with rotated options, under
 train.py's loss (text + 3 x answer letter) plus its consistency_loss (symmetric KL between a row's distribution over
-options and its copy's). Tokenised by typedecide's own tokenizer (`typedecide tokenize --jsonl`, byte-identical to
-Hugging Face's, tests/test_tokenizer*), trained as qwen3_train.Qwen3Train with torch on the CPU (Debian's
-python3-torch; bf16 autocast, as on the GPU), saved as BF16 safetensors under Hugging Face's names beside the input's
-config and tokenizer files. Seeded; the same thread count gives the same weights.
+options and its copy's). Tokenised by Hugging Face's `tokenizers` where it is installed (the GPU machine), else by
+typedecide's own tokenizer (`typedecide tokenize --jsonl`, byte-identical to Hugging Face's, tests/test_tokenizer*);
+trained as qwen3_train.Qwen3Train with torch (bf16 autocast) on --device (cpu: Debian's python3-torch here; cuda),
+saved as BF16 safetensors under Hugging Face's names beside the input's config and tokenizer files. Seeded and
+deterministic (torch.use_deterministic_algorithms; on CUDA with CUBLAS_WORKSPACE_CONFIG=:4096:8): the same device and
+thread count give the same weights.
 
-    /usr/bin/python3 scripts/train/finetune_cpu.py --model models/demo-qwen3 --out /tmp/ft [--steps 120]
+    /usr/bin/python3 scripts/train/finetune.py --model models/demo-qwen3 --out /tmp/ft [--steps 120]
         [--groups 6000] [--seed 15] [--lr 2e-4] [--step-tokens 12288] [--threads 2] [--bin build/typedecide]
-        [--unknowable W]
+        [--unknowable W] [--consistency W] [--sharpen T] [--device cpu|cuda] [--budget S]
 
 --unknowable W also trains consistency where the answer cannot be known: a third of each step's tokens are a group's
 questions under another group's evidence, with rotated copies, under W x consistency_loss and no other loss. Both
-runs of 2026-12-02 (NOTES "Demo models", bench/results/demo-finetune-order-cpu.json) were measured, not shipped.
+runs of 2026-12-02 on the CPU (then named finetune_cpu.py; NOTES "Demo models",
+bench/results/demo-finetune-order-cpu.json) were measured, not shipped. --consistency W weighs the consistency loss
+on the answerable rows (default 1); --sharpen T replaces the symmetric KL of every pair by consensus_loss.
 """
 import argparse
 import json
@@ -86,6 +90,43 @@ def write_safetensors_bf16(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
+class HfTokenizer:
+    """Hugging Face's tokenizers on the model's tokenizer.json (the GPU machine has the library)."""
+
+    def __init__(self, model):
+        import tokenizers
+        self.t = tokenizers.Tokenizer.from_file(os.path.join(model, "tokenizer.json"))
+
+    def encode_batch(self, texts, add_special_tokens=False):
+        return self.t.encode_batch(texts, add_special_tokens=add_special_tokens)
+
+
+def make_tokenizer(a):
+    try:
+        tok = HfTokenizer(a.model)
+        print("tokenizer: Hugging Face tokenizers", flush=True)
+    except ImportError:
+        tok = CliTokenizer(a.bin, a.model)
+        print("tokenizer: %s tokenize" % a.bin, flush=True)
+    return tok
+
+
+def consensus_loss(logits, ans_t, letter_ids, rot, n_opt, temp):
+    """Cross-entropy of a row's and its rotated copy's distributions over options against their shared consensus,
+    softmax(mean of the two log-distributions / temp), held fixed: below temp 1 the consensus is sharper than either,
+    so an unsure pair is pushed to one decisive choice by content, whatever its letter (a tie that flips between
+    rotations is what makes a row order-unstable; symmetric KL is already ~0 for two near-uniform copies)."""
+    lp, lq, valid = train.paired_option_logprobs(logits, ans_t, letter_ids, rot, n_opt)
+    target = torch.softmax(((lp + lq) / (2 * temp)).masked_fill(~valid, -1e4), dim=1).detach()
+    return (-(target * (lp + lq)).masked_fill(~valid, 0.0).sum(1) / 2).mean()
+
+
+def pair_loss(a, logits, ans_t, letter_ids, rot, n_opt):
+    if a.sharpen > 0:
+        return consensus_loss(logits, ans_t, letter_ids, rot, n_opt, a.sharpen)
+    return train.consistency_loss(logits, ans_t, letter_ids, rot, n_opt)
+
+
 def prepare(a, work, tok):
     gen = os.path.join(HERE, "gen_decisions.py")
     for split, seed, groups, name in (("train", "%s-ft-train" % a.seed, a.groups, "ft"),
@@ -127,6 +168,13 @@ def main():
     ap.add_argument("--step-tokens", type=int, default=12288)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bin", default="build/typedecide")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument("--budget", type=float, default=0.0,
+                    help="seconds after the start at which training stops and saves what it has (0: none)")
+    ap.add_argument("--consistency", type=float, default=1.0,
+                    help="weight of the consistency loss on the answerable rows (default 1)")
+    ap.add_argument("--sharpen", type=float, default=0.0,
+                    help="T > 0: the pair loss is consensus_loss at temperature T instead of symmetric KL")
     ap.add_argument("--unknowable", type=float, default=0.0,
                     help="weight of the consistency loss on rows whose evidence is another group's (a third of each "
                          "step's tokens; no answer or text loss on them); 0: none")
@@ -134,19 +182,20 @@ def main():
     torch.manual_seed(int("".join(c for c in a.seed if c.isdigit()) or 0))
     torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)
-    tok = CliTokenizer(a.bin, a.model)
+    tok = make_tokenizer(a)
+    dev = a.device
     t0 = time.time()
     with tempfile.TemporaryDirectory() as work:
         letter_ids = prepare(a, work, tok)
         cfg = json.load(open(os.path.join(a.model, "config.json")))
-        net = train.Qwen3Net(cfg["vocab_size"], "cpu", False)
+        net = train.Qwen3Net(cfg["vocab_size"], dev, False)
         sd = read_safetensors(os.path.join(a.model, "model.safetensors"))
-        missing, unexpected = net.module.load_state_dict(sd, strict=False)
+        missing, unexpected = net.module.load_state_dict({k: v.to(dev) for k, v in sd.items()}, strict=False)
         assert not unexpected and missing == ["lm_head.weight"], (missing, unexpected)
         ft, val = train.Data(work, "ft"), train.Data(work, "val")
         unk = train.Data(work, "unk") if a.unknowable > 0 else None
         meta = json.load(open(os.path.join(work, "val.meta.json")))
-        acc0, fam0 = train.quick_eval(net, val, meta, letter_ids, "cpu")
+        acc0, fam0 = train.quick_eval(net, val, meta, letter_ids, dev)
         print("before: val accuracy %.3f %s (%.0f s)" % (acc0, json.dumps(fam0), time.time() - t0), flush=True)
         params = list(net.module.parameters())
         opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0, eps=1e-8)
@@ -154,38 +203,42 @@ def main():
         V = cfg["vocab_size"]
         hist = []
         for step in range(a.steps):
+            if a.budget and time.time() - t0 > a.budget:
+                print("budget of %.0f s spent: stopping after %d steps" % (a.budget, step), flush=True)
+                break
             for g in opt.param_groups:
                 g["lr"] = a.lr * min(1.0, (step + 1) / 10) * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * step / a.steps)))
             ids, mask, ans, rot, n_opt = ft.batch_pairs(rng, a.step_tokens * 2 // 3 if unk else a.step_tokens)
-            logits, ans_t, text, answer = train.batch_losses(net, ids, mask, ans, V, "cpu")
-            cons = train.consistency_loss(logits, ans_t, letter_ids, rot, n_opt)
-            loss = text + train.ANSWER_WEIGHT * answer + cons
+            logits, ans_t, text, answer = train.batch_losses(net, ids, mask, ans, V, dev)
+            cons = pair_loss(a, logits, ans_t, letter_ids, rot, n_opt)
+            loss = text + train.ANSWER_WEIGHT * answer + a.consistency * cons
             cons_unk = torch.zeros(())
             if unk:  # the consistency loss alone: nothing else of these rows is trained
                 u_ids, u_mask, u_ans, u_rot, u_opt = unk.batch_pairs(rng, a.step_tokens // 3)
-                u_logits, u_ans_t, _, _ = train.batch_losses(net, u_ids, u_mask, u_ans, V, "cpu")
-                cons_unk = train.consistency_loss(u_logits, u_ans_t, letter_ids, u_rot, u_opt)
+                u_logits, u_ans_t, _, _ = train.batch_losses(net, u_ids, u_mask, u_ans, V, dev)
+                cons_unk = pair_loss(a, u_logits, u_ans_t, letter_ids, u_rot, u_opt)
                 loss = loss + a.unknowable * cons_unk
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            hist.append([step, round(float(text), 4), round(float(answer), 4), round(float(cons), 4),
-                         round(float(cons_unk), 4)])
+            hist.append([step, round(float(text.detach()), 4), round(float(answer.detach()), 4),
+                         round(float(cons.detach()), 4), round(float(cons_unk.detach()), 4)])
             if step % 10 == 0 or step == a.steps - 1:
                 print("step %d/%d text %.3f answer %.3f consistency %.3f unknowable %.3f (%.0f s)" % (
                     step, a.steps, float(text), float(answer), float(cons), float(cons_unk), time.time() - t0),
                     flush=True)
-        acc1, fam1 = train.quick_eval(net, val, meta, letter_ids, "cpu")
+        acc1, fam1 = train.quick_eval(net, val, meta, letter_ids, dev)
         print("after: val accuracy %.3f %s (%.0f s)" % (acc1, json.dumps(fam1), time.time() - t0), flush=True)
     os.makedirs(a.out, exist_ok=True)
     write_safetensors_bf16(os.path.join(a.out, "model.safetensors"),
-                           {k: v for k, v in net.module.state_dict().items() if k != "lm_head.weight"})
+                           {k: v.cpu() for k, v in net.module.state_dict().items() if k != "lm_head.weight"})
     for f in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
         with open(os.path.join(a.model, f), "rb") as src, open(os.path.join(a.out, f), "wb") as dst:
             dst.write(src.read())
-    json.dump({"from": a.model, "steps": a.steps, "groups": a.groups, "seed": a.seed, "lr": a.lr,
-               "unknowable": a.unknowable,
+    json.dump({"from": a.model, "steps": a.steps, "steps_done": len(hist), "groups": a.groups, "seed": a.seed, "lr": a.lr,
+               "unknowable": a.unknowable, "consistency": a.consistency, "sharpen": a.sharpen, "device": dev,
+               "gpu": torch.cuda.get_device_name(0) if dev == "cuda" else None,
                "step_tokens": a.step_tokens, "threads": a.threads, "seconds": time.time() - t0,
                "torch": torch.__version__, "val_before": [acc0, fam0], "val_after": [acc1, fam1],
                "model_sha256": train.sha256_file(os.path.join(a.out, "model.safetensors")), "loss_history": hist},
