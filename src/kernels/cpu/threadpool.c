@@ -1,6 +1,7 @@
 #include "kernels/cpu/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #endif
 
 #define SPIN_ITERS 20000 /* ~50-100 us of pause instructions before a worker goes to sleep */
+#define YIELD_EVERY 256  /* a waiting thread offers its core this often: a descheduled peer may need it */
 
 typedef struct worker {
     struct td_pool *pool;
@@ -87,7 +89,8 @@ static void *worker_main(void *arg) {
         while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
                !atomic_load_explicit(&p->quit, memory_order_acquire)) {
             if (++spins < SPIN_ITERS) {
-                cpu_relax();
+                if (spins % YIELD_EVERY == 0) sched_yield();
+                else cpu_relax();
                 continue;
             }
             pthread_mutex_lock(&p->mu);
@@ -188,7 +191,10 @@ static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *
         pthread_mutex_unlock(&p->mu);
     }
     run_part(p, 0);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) cpu_relax();
+    for (int spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
+        if (spins % YIELD_EVERY == 0) sched_yield();
+        else cpu_relax();
+    }
 }
 
 void td_pool_run(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg) { dispatch(p, n, grain, fn, arg, 0); }
