@@ -18,6 +18,12 @@
 #define SPIN_ITERS 20000 /* ~50-100 us of pause instructions before a worker goes to sleep */
 #define YIELD_EVERY 256  /* a waiting thread offers its core this often: a descheduled peer may need it */
 
+/* One step of a thread's wait for others: a pause, and now and then the core offered to the scheduler. */
+static void wait_step(int spins) {
+    if (spins % YIELD_EVERY == 0) sched_yield();
+    else cpu_relax();
+}
+
 typedef struct worker {
     struct td_pool *pool;
     int index;
@@ -89,8 +95,7 @@ static void *worker_main(void *arg) {
         while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
                !atomic_load_explicit(&p->quit, memory_order_acquire)) {
             if (++spins < SPIN_ITERS) {
-                if (spins % YIELD_EVERY == 0) sched_yield();
-                else cpu_relax();
+                wait_step(spins);
                 continue;
             }
             pthread_mutex_lock(&p->mu);
@@ -191,10 +196,7 @@ static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *
         pthread_mutex_unlock(&p->mu);
     }
     run_part(p, 0);
-    for (int spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) {
-        if (spins % YIELD_EVERY == 0) sched_yield();
-        else cpu_relax();
-    }
+    for (int spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) wait_step(spins);
 }
 
 void td_pool_run(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg) { dispatch(p, n, grain, fn, arg, 0); }
