@@ -190,7 +190,7 @@ def main():
         cfg = json.load(open(os.path.join(a.model, "config.json")))
         net = train.Qwen3Net(cfg["vocab_size"], dev, False)
         sd = read_safetensors(os.path.join(a.model, "model.safetensors"))
-        missing, unexpected = net.module.load_state_dict({k: v.to(dev) for k, v in sd.items()}, strict=False)
+        missing, unexpected = net.module.load_state_dict(sd, strict=False)  # copied onto the device's parameters
         assert not unexpected and missing == ["lm_head.weight"], (missing, unexpected)
         ft, val = train.Data(work, "ft"), train.Data(work, "val")
         unk = train.Data(work, "unk") if a.unknowable > 0 else None
@@ -222,12 +222,10 @@ def main():
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            hist.append([step, round(float(text.detach()), 4), round(float(answer.detach()), 4),
-                         round(float(cons.detach()), 4), round(float(cons_unk.detach()), 4)])
+            hist.append([step] + [round(float(x.detach()), 4) for x in (text, answer, cons, cons_unk)])
             if step % 10 == 0 or step == a.steps - 1:
                 print("step %d/%d text %.3f answer %.3f consistency %.3f unknowable %.3f (%.0f s)" % (
-                    step, a.steps, float(text), float(answer), float(cons), float(cons_unk), time.time() - t0),
-                    flush=True)
+                    step, a.steps, *hist[-1][1:], time.time() - t0), flush=True)
         acc1, fam1 = train.quick_eval(net, val, meta, letter_ids, dev)
         print("after: val accuracy %.3f %s (%.0f s)" % (acc1, json.dumps(fam1), time.time() - t0), flush=True)
     os.makedirs(a.out, exist_ok=True)
@@ -236,7 +234,8 @@ def main():
     for f in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
         with open(os.path.join(a.model, f), "rb") as src, open(os.path.join(a.out, f), "wb") as dst:
             dst.write(src.read())
-    json.dump({"from": a.model, "steps": a.steps, "steps_done": len(hist), "groups": a.groups, "seed": a.seed, "lr": a.lr,
+    json.dump({"from": a.model, "steps": a.steps, "steps_done": len(hist), "groups": a.groups, "seed": a.seed,
+               "lr": a.lr,
                "unknowable": a.unknowable, "consistency": a.consistency, "sharpen": a.sharpen, "device": dev,
                "gpu": torch.cuda.get_device_name(0) if dev == "cuda" else None,
                "step_tokens": a.step_tokens, "threads": a.threads, "seconds": time.time() - t0,
