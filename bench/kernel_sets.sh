@@ -42,9 +42,6 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 node - >"bench/results/kernel-sets-qwen3-0.6b-$kind.json" <<NODE
 const runs = [$runs];
-// a run as kept in the file: bench's JSON without what every run of the table shares (model, shape, machine)
-const slim = r => ({...r, result: Object.fromEntries(Object.entries(r.result).filter(([k]) =>
-  ["kernels", "load_s", "tokens_per_s", "pool_jobs_per_pass", "pool_jobs_per_token"].includes(k)))});
 const med = a => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const table = {};
 for (const q of "$QUANTS".split(" ")) for (const m of ["prefill", "decode"]) {
@@ -58,12 +55,11 @@ for (const q of "$QUANTS".split(" ")) for (const m of ["prefill", "decode"]) {
   row.default_over_fastest = +(row["$default"].median / best[1].median).toFixed(3);
   table[q + "_" + m + "_tokens_per_s"] = row;
 }
-console.log(JSON.stringify({
+console.log(require(require("path").resolve("bench/result_json.js"))({
   what: "every kernel set this CPU runs, forced by TD_KERNELS, on the synthetic qwen3-0.6b, $THREADS threads, $ROUNDS rounds alternating the sets (medians); default_over_fastest: the default set's median over the fastest set's (bench/kernel_sets.sh)",
   date: new Date().toISOString(),
   machine: {kind: "$kind", cpu: "$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')", cores: $(nproc),
             flags: "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16)$' | tr '\n' ' ' | sed 's/ $//')"},
-  default: "$default", table}, null, 1).replace(/\n}$/, ",\n \"runs\": [\n" + runs.map(r => JSON.stringify(slim(r))).join(",\n") +
-  "\n ]\n}"));
+  default: "$default", table}, runs, ["kernels", "load_s", "tokens_per_s", "pool_jobs_per_pass", "pool_jobs_per_token"]));
 NODE
 echo "kernel_sets: wrote bench/results/kernel-sets-qwen3-0.6b-$kind.json" >&2

@@ -67,12 +67,10 @@ node - "$out/runs.json" >"$result" <<NODE
 const runs = [$runs];
 const fs = require("fs");
 fs.writeFileSync(process.argv[2], JSON.stringify(runs));
-// a run as kept in the result file (every field stays in runs.json): the measurements, not what every run shares
+// what a run keeps of its result in the result file (every field stays in runs.json)
 const KEEP = ["kernels", "load_s", "tokens_per_s", "pool_jobs_per_pass", "pool_jobs_per_token", "criteria_per_s",
               "ms_per_criterion", "suffix_ms_per_criterion", "prefix_ms", "build_commit", "n_threads", "n_prompt",
               "n_gen", "n_depth", "avg_ns", "avg_ts", "stddev_ts"];
-const pick = o => Object.fromEntries(Object.entries(o).filter(([k]) => KEEP.includes(k)));
-const slim = r => ({...r, result: Array.isArray(r.result) ? r.result.map(pick) : pick(r.result)});
 const quants = "$QUANTS".split(" ");
 const of = name => runs.filter(x => x.name === name);
 const med = a => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
@@ -99,13 +97,12 @@ for (const q of quants) {
     decide_144_criteria_per_s: {serial: sercps, batch: batcps, batch_over_serial: r3(batcps.median / sercps.median)},
   };
 }
-console.log(JSON.stringify({
+console.log(require(require("path").resolve("bench/result_json.js"))({
   what: "typedecide vs llama.cpp (llama-bench) on the same GGUF files, 2 threads, $ROUNDS rounds alternating the engines (medians; every value in 'all', the load average of each in runs): synthetic qwen3-0.6b exported by typedecide; llama.cpp's one criterion is -p 45 -d 256 (45 tokens after a 256-token context, full-vocabulary head on the last token); ours is a criterion's own time over the prefilled evidence (serial: one 45-token pass and the 4-letter readout; batch: total time / 144, evidence included)",
   date: new Date().toISOString(),
   machine: {kind: "$kind", cpu: "$cpu", cores: $(nproc), kernel: "$(uname -r)", flags: "$flags", typedecide_kernels: kernels},
   peer: {llama_cpp: "llama-bench built by scripts/build_llama_bench.sh from node-llama-cpp 3.21.1's source bundle (llama.cpp release tag v0.4.0 per llama.cpp.info.json), Release, GGML_NATIVE=ON", path: "$LLAMA_BENCH"},
   exports: {$exports},
-  table}, null, 1).replace(/\n}$/, ",\n \"runs\": [\n" + runs.map(r => JSON.stringify(slim(r))).join(",\n") +
-  "\n ]\n}"));
+  table}, runs, KEEP));
 NODE
 log "wrote $result"
