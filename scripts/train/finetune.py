@@ -14,13 +14,17 @@ thread count give the same weights.
 
     /usr/bin/python3 scripts/train/finetune.py --model models/demo-qwen3 --out /tmp/ft [--steps 120]
         [--groups 6000] [--seed 15] [--lr 2e-4] [--step-tokens 12288] [--threads 2] [--bin build/typedecide]
-        [--unknowable W] [--consistency W] [--sharpen T] [--device cpu|cuda] [--budget S]
+        [--unknowable W] [--consistency W] [--sharpen T] [--device cpu|cuda] [--budget S] [--compile]
+        [--adapter-steps N] [--adapter-groups 20000] [--swap-options F]
 
 --unknowable W also trains consistency where the answer cannot be known: a third of each step's tokens are a group's
 questions under another group's evidence, with rotated copies, under W x consistency_loss and no other loss. Both
 runs of 2026-12-02 on the CPU (then named finetune_cpu.py; NOTES "Demo models",
 bench/results/demo-finetune-order-cpu.json) were measured, not shipped. --consistency W weighs the consistency loss
 on the answerable rows (default 1); --sharpen T replaces the symmetric KL of every pair by consensus_loss.
+--compile trains under torch.compile (one dynamic graph, as train.py; CUDA). --adapter-steps N then trains the
+shipment_tracking LoRA adapter on the fine-tuned model (train.lora_adapter, as train.py's adapter stage, on new rows
+of that family) and saves it in OUT/shipment-lora (needs peft and CUDA).
 """
 import argparse
 import json
@@ -141,11 +145,21 @@ def prepare(a, work, tok):
     if a.unknowable > 0:  # a group's questions under ANOTHER group's evidence: nothing there says the answer
         groups = train.groups_of(train.read_jsonl(os.path.join(work, "ft.jsonl")))
         urng = random.Random("ft-unknowable-%s" % a.seed)
+        by_k = {}  # rows by their number of options, for --swap-options
+        for g in groups:
+            for r in g:
+                by_k.setdefault(len(r["options"]), []).append(r)
         with open(os.path.join(work, "unk.jsonl"), "w", encoding="utf-8") as f:
             for gi, g in enumerate(groups):
                 other = groups[(gi + urng.randrange(1, len(groups))) % len(groups)][0]["evidence"]
                 for r in g[:2]:
-                    f.write(json.dumps(dict(r, evidence=other), ensure_ascii=False) + "\n")
+                    # --swap-options: the evidence and question kept, another row's options
+                    if a.swap_options > 0 and urng.random() < a.swap_options:
+                        o = by_k[len(r["options"])][urng.randrange(len(by_k[len(r["options"])]))]["options"]
+                        u = dict(r, options=o, answer=o[0]["id"])
+                    else:
+                        u = dict(r, evidence=other)
+                    f.write(json.dumps(u, ensure_ascii=False) + "\n")
         todo.append(("unk", 0.0, 1.0))
     for name, rate, rot in todo:
         rows = train.read_jsonl(os.path.join(work, name + ".jsonl"))
@@ -155,6 +169,27 @@ def prepare(a, work, tok):
             json.dump([[len(r["options"]), r["family"]] for r in rows], open(os.path.join(work, "val.meta.json"), "w"))
         print("%s: %d sequences, %d pairs" % (name, len(seqs), len(pairs)), flush=True)
     return letter_ids
+
+
+def adapter(a, tok, letter_ids, V):
+    """The LoRA adapter of the fine-tuned model in a.out, on new shipment_tracking rows (train.lora_adapter)."""
+    gen = os.path.join(HERE, "gen_decisions.py")
+    with tempfile.TemporaryDirectory() as work:
+        for split, seed, groups, name in (("train", "%s-ft-adapter" % a.seed, a.adapter_groups, "adapter"),
+                                          ("test", "%s-val-adapter" % a.seed, 200, "val_adapter")):
+            subprocess.run([sys.executable, gen, "--split", split, "--families", "adapter", "--groups", str(groups),
+                            "--seed", seed, "--out", os.path.join(work, name + ".jsonl"),
+                            "--workers", str(8 if groups > 10000 else 1)], check=True)
+            rows = train.read_jsonl(os.path.join(work, name + ".jsonl"))
+            seqs, _ = train.tokenize_rows(tok, rows, random.Random("ft-adapter-%s" % a.seed), 0.0, 8166, letter_ids,
+                                          1024)
+            train.pack_seqs(seqs, os.path.join(work, name))
+            if name == "val_adapter":
+                json.dump([[len(r["options"]), r["family"]] for r in rows],
+                          open(os.path.join(work, name + ".meta.json"), "w"))
+        seed = int("".join(c for c in a.seed if c.isdigit()) or 0)
+        return train.lora_adapter(a.out, work, os.path.join(a.out, "shipment-lora"), a.adapter_steps, seed,
+                                  letter_ids, V)
 
 
 def main():
@@ -178,6 +213,14 @@ def main():
     ap.add_argument("--unknowable", type=float, default=0.0,
                     help="weight of the consistency loss on rows whose evidence is another group's (a third of each "
                          "step's tokens; no answer or text loss on them); 0: none")
+    ap.add_argument("--swap-options", type=float, default=0.0,
+                    help="share (0-1) of the unknowable rows that keep their evidence and question but take another "
+                         "row's options (unfamiliar options, as held-out wordings are to the model) instead of "
+                         "another group's evidence")
+    ap.add_argument("--compile", action="store_true", help="train under torch.compile (dynamic shapes)")
+    ap.add_argument("--adapter-steps", type=int, default=0,
+                    help="then train the shipment_tracking LoRA adapter for N steps into OUT/shipment-lora (0: none)")
+    ap.add_argument("--adapter-groups", type=int, default=20000, help="shipment_tracking groups for the adapter")
     a = ap.parse_args()
     torch.manual_seed(int("".join(c for c in a.seed if c.isdigit()) or 0))
     torch.set_num_threads(a.threads)
@@ -188,7 +231,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         letter_ids = prepare(a, work, tok)
         cfg = json.load(open(os.path.join(a.model, "config.json")))
-        net = train.Qwen3Net(cfg["vocab_size"], dev, False)
+        net = train.Qwen3Net(cfg["vocab_size"], dev, a.compile)
         sd = read_safetensors(os.path.join(a.model, "model.safetensors"))
         missing, unexpected = net.module.load_state_dict(sd, strict=False)  # copied onto the device's parameters
         assert not unexpected and missing == ["lm_head.weight"], (missing, unexpected)
@@ -236,13 +279,22 @@ def main():
             dst.write(src.read())
     json.dump({"from": a.model, "steps": a.steps, "steps_done": len(hist), "groups": a.groups, "seed": a.seed,
                "lr": a.lr,
-               "unknowable": a.unknowable, "consistency": a.consistency, "sharpen": a.sharpen, "device": dev,
+               "unknowable": a.unknowable, "swap_options": a.swap_options, "consistency": a.consistency,
+               "sharpen": a.sharpen, "device": dev,
                "gpu": torch.cuda.get_device_name(0) if dev == "cuda" else None,
                "step_tokens": a.step_tokens, "threads": a.threads, "seconds": time.time() - t0,
                "torch": torch.__version__, "val_before": [acc0, fam0], "val_after": [acc1, fam1],
-               "model_sha256": train.sha256_file(os.path.join(a.out, "model.safetensors")), "loss_history": hist},
-              open(os.path.join(a.out, "finetune.json"), "w"), indent=1)
-    print("saved %s (%.0f s)" % (a.out, time.time() - t0))
+               "model_sha256": train.sha256_file(os.path.join(a.out, "model.safetensors")), "compile": a.compile,
+               "loss_history": hist}, open(os.path.join(a.out, "finetune.json"), "w"), indent=1)
+    print("saved %s (%.0f s)" % (a.out, time.time() - t0), flush=True)
+    if a.adapter_steps:
+        acc0, acc1, secs = adapter(a, tok, letter_ids, cfg["vocab_size"])
+        json.dump({"steps": a.adapter_steps, "groups": a.adapter_groups, "seed": a.seed, "train_seconds": secs,
+                   "torch_val_accuracy_base": acc0, "torch_val_accuracy_adapter": acc1, "r": 8, "alpha": 16,
+                   "adapter_sha256": train.sha256_file(os.path.join(a.out, "shipment-lora",
+                                                                    "adapter_model.safetensors"))},
+                  open(os.path.join(a.out, "shipment-lora", "adapter.train.json"), "w"), indent=1)
+        print("adapter saved (%.0f s)" % (time.time() - t0), flush=True)
 
 
 if __name__ == "__main__":
