@@ -21,6 +21,11 @@
 #           per token. A step still to start once BUDGET_S (default 420 s) is spent is skipped and listed, so that
 #           whatever was measured comes back inside the call's limit.
 #
+# Experiments: PATCH=bench/X.patch at --prepare builds the binary from a scratch worktree with that patch applied
+# (nothing of it lands in the library); on the device DECODE_ENVS="name:VAR=VALUE ..." measures decode once per
+# variant (the binary run with that environment) instead of once, STEPS (default "prefill decode decide kernels")
+# leaves steps out, ROUNDS (default 1) repeats the thread-count loop.
+#
 # Locally (to test the logic at 1-2 threads): THREADS="1 2" DECIDE_THREADS=2 CRITERIA=12 LLAMA_BENCH=<built one>
 # OUT=/tmp/scaling bash bench/scaling_device.sh. Environment: THREADS, DECIDE_THREADS, CRITERIA (144), BUDGET_S,
 # LLAMA_BENCH (skip the build), OUT, BUNDLE (build-device), WORK (scratch, default ${TMPDIR:-/tmp}/td-scaling).
@@ -32,11 +37,18 @@ BUNDLE=${BUNDLE:-build-device}
 if [ "${1:-}" = "--prepare" ]; then
     set -e
     # a release build without MPI: the device has no Open MPI, and the tool links it when it is found
-    cmake -S . -B build-nompi -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
-    cmake --build build-nompi --target typedecide_cli -j"$(nproc)" >/dev/null
+    SRC=.
+    if [ -n "${PATCH:-}" ]; then
+        SRC=${TMPDIR:-/tmp}/td-scaling-patched
+        rm -rf "$SRC" && git worktree prune && git worktree add -q --detach "$SRC" HEAD
+        trap 'git worktree remove --force "$SRC"' EXIT
+        git -C "$SRC" apply "$PWD/$PATCH"
+    fi
+    cmake -S "$SRC" -B "$SRC/build-nompi" -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
+    cmake --build "$SRC/build-nompi" --target typedecide_cli -j"$(nproc)" >/dev/null
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
-    cp build-nompi/typedecide "$BUNDLE/"
-    bundle_libs build-nompi/typedecide "$BUNDLE/lib"
+    cp "$SRC/build-nompi/typedecide" "$BUNDLE/"
+    bundle_libs "$SRC/build-nompi/typedecide" "$BUNDLE/lib"
     src=$(mktemp -d)
     git -c advice.detachedHead=false clone -q tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle "$src/llama.cpp"
     git -C "$src/llama.cpp" archive --format=tar --prefix=llama.cpp/ HEAD CMakeLists.txt LICENSE cmake ggml src \
@@ -46,7 +58,7 @@ if [ "${1:-}" = "--prepare" ]; then
     xz -9 -T0 -c "$src/llama.tar" >"$BUNDLE/llama-src.tar.xz"
     bundle_tokenizer "$BUNDLE"
     cat >"$BUNDLE/manifest.txt" <<EOF
-typedecide commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src cli include || echo " (with uncommitted changes)")
+typedecide commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src cli include || echo " (with uncommitted changes)")${PATCH:+ with $PATCH applied}
 built on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(ldd --version | head -1)
 llama.cpp $(git -C "$src/llama.cpp" rev-parse HEAD) from node-llama-cpp's bundle ($(cat tests/node/node_modules/node-llama-cpp/llama/llama.cpp.info.json | tr -d '\n '))
 EOF
@@ -62,6 +74,9 @@ CORES=$(nproc)
 THREADS=${THREADS:-1 2 4 8 16}
 DECIDE_THREADS=${DECIDE_THREADS:-2 16}
 CRITERIA=${CRITERIA:-144}
+STEPS=${STEPS:-prefill decode decide kernels}
+ROUNDS=${ROUNDS:-1}
+DECODE_ENVS=${DECODE_ENVS:-}
 OUT=${OUT:-$PWD/scaling-out}
 WORK=${WORK:-${TMPDIR:-/tmp}/td-scaling}
 mkdir -p "$OUT" "$WORK"
@@ -141,13 +156,22 @@ if [ -n "${build_pid:-}" ]; then
 fi
 [ -x "$LLAMA" ] || { say "no llama-bench: ours alone"; LLAMA=; }
 
+step_on() { [[ " $STEPS " == *" $1 "* ]]; }
 # prefill and decode at each thread count, the engines alternating
+for round in $(seq "$ROUNDS"); do
 for t in $THREADS; do
     [ "$t" -le "$CORES" ] || { skipped="$skipped${skipped:+, }t=$t (only $CORES cores)"; continue; }
-    measure prefill ours "$t" 20 "$BIN" bench prefill --model "$GGUF" --tokens 512 --threads "$t" --repeat 2
+    step_on prefill && measure prefill ours "$t" 20 "$BIN" bench prefill --model "$GGUF" --tokens 512 --threads "$t" --repeat 2
     [ -n "$LLAMA" ] && measure prefill_decode llama.cpp "$t" 30 "$LLAMA" -m "$GGUF" -t "$t" -p 512 -n 64 -r 2 -o json
-    measure decode ours "$t" 15 "$BIN" bench decode --model "$GGUF" --tokens 64 --threads "$t" --repeat 2
+    step_on decode && [ -z "$DECODE_ENVS" ] &&
+        measure decode ours "$t" 15 "$BIN" bench decode --model "$GGUF" --tokens 64 --threads "$t" --repeat 2
+    for v in $DECODE_ENVS; do
+        measure "decode_${v%%:*}" ours "$t" 15 env "${v#*:}" "$BIN" bench decode --model "$GGUF" --tokens 64 \
+            --threads "$t" --repeat 2
+    done
 done
+done
+step_on decide || DECIDE_THREADS=
 # criteria over one evidence: batched first (the production mode), then llama.cpp's one criterion, then serial
 for t in $DECIDE_THREADS; do
     [ "$t" -le "$CORES" ] || continue
@@ -165,7 +189,8 @@ for t in $DECIDE_THREADS; do
 done
 # the kernel sets side by side at the most threads
 tmax=$(for t in $THREADS; do [ "$t" -le "$CORES" ] && echo "$t"; done | tail -1)
-for k in amx avx512r16 avx512bf16 avx512vnni avx2; do
+step_on kernels || tmax=
+for k in ${tmax:+amx avx512r16 avx512bf16 avx512vnni avx2}; do
     [ "$k" = "$KERNELS" ] && continue
     TD_KERNELS=$k "$BIN" --version 2>/dev/null | grep -q "kernels $k" || continue
     measure "prefill_kernels_$k" ours "$tmax" 15 env TD_KERNELS=$k "$BIN" bench prefill --model "$GGUF" --tokens 512 \
@@ -186,12 +211,15 @@ for r in rows:
         continue
     if r["engine"] == "ours" and r["step"] in ("prefill", "decode"):
         e = table.setdefault(r["step"], {}).setdefault(t, {})
-        e["ours"] = res["tokens_per_s"]
+        e.setdefault("ours_all", []).append(res["tokens_per_s"])
         e["ours_pool_jobs"] = res.get("pool_jobs_per_pass", res.get("pool_jobs_per_token"))
+    elif r["step"].startswith("decode_") and "_kernels_" not in r["step"]:  # DECODE_ENVS variants
+        table.setdefault("decode_variants", {}).setdefault(r["step"][7:], {}).setdefault(t, []).append(
+            res["tokens_per_s"])
     elif r["step"] == "prefill_decode":
         for x in res:
             step = "prefill" if x["n_gen"] == 0 else "decode"
-            table.setdefault(step, {}).setdefault(t, {})["llama_cpp"] = round(x["avg_ts"], 3)
+            table.setdefault(step, {}).setdefault(t, {}).setdefault("llama_cpp_all", []).append(round(x["avg_ts"], 3))
     elif r["step"] == "one_criterion":
         table.setdefault("one_criterion_ms", {}).setdefault(t, {})["llama_cpp_p45_d256"] = round(res[0]["avg_ns"] / 1e6, 3)
     elif r["step"].startswith("decide_"):
@@ -199,6 +227,23 @@ for r in rows:
         e.update({k: res[k] for k in ("criteria_per_s", "ms_per_criterion", "suffix_ms_per_criterion", "prefix_ms")})
     elif "_kernels_" in r["step"]:
         table.setdefault("kernel_sets", {}).setdefault(r["step"], {})[t] = res["tokens_per_s"]
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else round((v[len(v) // 2 - 1] + v[len(v) // 2]) / 2, 3)
+for step in ("prefill", "decode"):
+    for e in table.get(step, {}).values():  # one round: the value; several: the median, every value kept
+        for eng in ("ours", "llama_cpp"):
+            v = e.pop(eng + "_all", None)
+            if v:
+                e[eng] = median(v)
+                if len(v) > 1:
+                    e[eng + "_all"] = v
+for name, per_t in table.get("decode_variants", {}).items():
+    for t, v in list(per_t.items()):
+        llama = table.get("decode", {}).get(t, {}).get("llama_cpp")
+        per_t[t] = {"ours": median(v), "ours_all": v}
+        if llama:
+            per_t[t]["ours_over_llama_cpp"] = round(median(v) / llama, 3)
 for step in ("prefill", "decode"):
     rows_ = table.get(step, {})
     for eng in ("ours", "llama_cpp"):

@@ -30,28 +30,41 @@ typedef struct worker {
     pthread_t thread;
 } worker;
 
+/* A share is one atomic word: the job's generation (low GEN_BITS), the share's next chunk and its end. A thread takes
+ * a chunk only from a word of the generation it is working on, so a worker that wakes up late (descheduled while
+ * the others finished the job) finds either nothing left or a newer job's word, never a chunk it would run with the
+ * wrong job. */
+#define GEN_BITS 20
+#define IDX_BITS 22
+#define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
+#define MAX_CHUNKS ((int64_t)IDX_MASK)
+static uint64_t share_word(uint64_t gen, int64_t next, int64_t end) {
+    return (gen & ((UINT64_C(1) << GEN_BITS) - 1)) | (uint64_t)next << GEN_BITS | (uint64_t)end << (GEN_BITS + IDX_BITS);
+}
+
 struct td_pool {
     int n_threads;
     worker *workers;
-    /* the current job */
+    /* the current job: written by the caller before it publishes the generation, read by a thread only after it took
+     * a chunk of that generation (the job cannot end, and these cannot change, before that chunk is done) */
     td_pool_fn fn;
     void *arg;
-    int64_t n, grain;
-    int dynamic;                     /* 1: threads take chunks from their own share, then from the others' */
-    int64_t jobs;                    /* jobs handed to the workers (the caller's thread alone: not counted) */
-    _Alignas(64) struct share {      /* a thread's share of the chunks: [next, end), taken from the front */
-        atomic_int_fast64_t next;
-        int64_t end;
-        char pad[64 - sizeof(atomic_int_fast64_t) - sizeof(int64_t)];
+    int64_t n, grain, chunks;
+    int dynamic;                   /* 1: chunks of `grain` items; 0: one chunk per thread, its range_of */
+    int64_t jobs;                  /* jobs handed to the workers (the caller's thread alone: not counted) */
+    _Alignas(64) struct share {    /* a thread's share of the chunks, taken from the front */
+        _Atomic uint64_t word;
+        char pad[64 - sizeof(uint64_t)];
     } share[TD_POOL_MAX_THREADS];
-    atomic_uint_fast64_t generation; /* bumped for each job; workers wait for a change */
-    atomic_int pending;              /* workers still running the current job */
+    _Alignas(64) atomic_int_fast64_t done; /* chunks of the current job finished */
+    _Alignas(64) atomic_uint_fast64_t generation; /* bumped for each job; workers wait for a change */
     atomic_int sleepers;
     atomic_int quit;
     pthread_mutex_t mu;
     pthread_cond_t wake;
 };
 
+/* Thread t's contiguous range of whole grains (the static jobs' chunk t). */
 static void range_of(const struct td_pool *p, int t, int64_t *b, int64_t *e) {
     int64_t grains = (p->n + p->grain - 1) / p->grain;
     int64_t per = grains / p->n_threads, extra = grains % p->n_threads;
@@ -61,28 +74,36 @@ static void range_of(const struct td_pool *p, int t, int64_t *b, int64_t *e) {
     *e = g1 * p->grain < p->n ? g1 * p->grain : p->n;
 }
 
-/* Takes the next chunk of thread u's share; -1 when it is empty. */
-static int64_t take(struct td_pool *p, int u) {
-    struct share *sh = &p->share[u];
-    if (atomic_load_explicit(&sh->next, memory_order_relaxed) >= sh->end) return -1;
-    int64_t c = atomic_fetch_add_explicit(&sh->next, 1, memory_order_relaxed);
-    return c < sh->end ? c : -1;
+/* Takes the next chunk of share u for job generation g; -1 when it is empty or holds another job. */
+static int64_t take(struct td_pool *p, int u, uint64_t g) {
+    _Atomic uint64_t *w = &p->share[u].word;
+    uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+    for (;;) {
+        int64_t next = (int64_t)(v >> GEN_BITS & IDX_MASK), end = (int64_t)(v >> (GEN_BITS + IDX_BITS) & IDX_MASK);
+        if ((v ^ g) & ((UINT64_C(1) << GEN_BITS) - 1) || next >= end) return -1;
+        if (atomic_compare_exchange_weak_explicit(w, &v, v + (UINT64_C(1) << GEN_BITS), memory_order_acquire,
+                                                  memory_order_acquire))
+            return next;
+    }
 }
 
-static void run_part(struct td_pool *p, int t) {
-    if (p->dynamic) { /* own share in order (so a thread walks contiguous memory), then help the others */
-        for (int k = 0; k < p->n_threads; k++) {
-            int u = (t + k) % p->n_threads;
-            for (int64_t c; (c = take(p, u)) >= 0;) {
-                int64_t b = c * p->grain;
-                p->fn(p->arg, b, b + p->grain < p->n ? b + p->grain : p->n, t);
+/* Thread t's part of job g: its own share first, in order (so that it walks contiguous memory), then whatever is left
+ * of the others' (a descheduled thread's share is done by those that run). Each finished chunk is counted. */
+static void run_part(struct td_pool *p, int t, uint64_t g) {
+    for (int k = 0; k < p->n_threads; k++) {
+        int u = (t + k) % p->n_threads;
+        for (int64_t c; (c = take(p, u, g)) >= 0;) {
+            int64_t b, e;
+            if (p->dynamic) {
+                b = c * p->grain;
+                e = b + p->grain < p->n ? b + p->grain : p->n;
+            } else {
+                range_of(p, (int)c, &b, &e);
             }
+            if (b < e) p->fn(p->arg, b, e, t);
+            atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
         }
-        return;
     }
-    int64_t b, e;
-    range_of(p, t, &b, &e);
-    if (b < e) p->fn(p->arg, b, e, t);
 }
 
 static void *worker_main(void *arg) {
@@ -107,8 +128,7 @@ static void *worker_main(void *arg) {
         }
         if (atomic_load(&p->quit)) return NULL;
         seen = g;
-        run_part(p, w->index);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        run_part(p, w->index, g);
     }
 }
 
@@ -131,8 +151,8 @@ td_pool *td_pool_new(int n_threads) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     atomic_init(&p->generation, 0);
-    atomic_init(&p->pending, 0);
-    for (int t = 0; t < TD_POOL_MAX_THREADS; t++) atomic_init(&p->share[t].next, 0);
+    atomic_init(&p->done, 0);
+    for (int t = 0; t < TD_POOL_MAX_THREADS; t++) atomic_init(&p->share[t].word, share_word(0, 0, 0));
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->quit, 0);
     if (n_threads > 1) {
@@ -168,6 +188,8 @@ int td_pool_n_threads(const td_pool *p) { return p ? p->n_threads : 1; }
 
 int64_t td_pool_jobs(const td_pool *p) { return p ? p->jobs : 0; }
 
+/* The caller publishes the job and works on it too, then waits until every chunk is done: not for every worker to
+ * have looked at it (one that was descheduled finds the job finished when it runs again). */
 static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg, int dynamic) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
@@ -175,28 +197,29 @@ static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *
         fn(arg, 0, n, 0);
         return;
     }
+    if (dynamic && (n + grain - 1) / grain > MAX_CHUNKS) grain = (n + MAX_CHUNKS - 1) / MAX_CHUNKS;
     p->dynamic = dynamic;
     p->jobs++;
-    if (dynamic) {
-        int64_t chunks = (n + grain - 1) / grain;
-        for (int t = 0; t < p->n_threads; t++) {
-            atomic_store_explicit(&p->share[t].next, chunks * t / p->n_threads, memory_order_relaxed);
-            p->share[t].end = chunks * (t + 1) / p->n_threads;
-        }
-    }
     p->fn = fn;
     p->arg = arg;
     p->n = n;
     p->grain = grain;
-    atomic_store_explicit(&p->pending, p->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add(&p->generation, 1); /* seq_cst: pairs with a sleeper's sleepers++ then re-check */
+    p->chunks = dynamic ? (n + grain - 1) / grain : p->n_threads;
+    uint64_t g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    for (int t = 0; t < p->n_threads; t++) /* dynamic: contiguous runs of chunks; static: chunk t */
+        atomic_store_explicit(&p->share[t].word,
+                              dynamic ? share_word(g, p->chunks * t / p->n_threads, p->chunks * (t + 1) / p->n_threads)
+                                      : share_word(g, t, t + 1),
+                              memory_order_release); /* a thread that takes from it sees the job above */
+    atomic_store(&p->generation, g); /* seq_cst: publishes the above; pairs with a sleeper's sleepers++ then re-check */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    run_part(p, 0);
-    for (int spins = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++) wait_step(spins);
+    run_part(p, 0, g);
+    for (int spins = 1; atomic_load_explicit(&p->done, memory_order_acquire) < p->chunks; spins++) wait_step(spins);
 }
 
 void td_pool_run(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg) { dispatch(p, n, grain, fn, arg, 0); }
