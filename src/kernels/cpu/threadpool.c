@@ -35,11 +35,12 @@ typedef struct worker {
  * the others finished the job) finds either nothing left or a newer job's word, never a chunk it would run with the
  * wrong job. */
 #define GEN_BITS 20
+#define GEN_MASK ((UINT64_C(1) << GEN_BITS) - 1)
 #define IDX_BITS 22
 #define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
 #define MAX_CHUNKS ((int64_t)IDX_MASK)
 static uint64_t share_word(uint64_t gen, int64_t next, int64_t end) {
-    return (gen & ((UINT64_C(1) << GEN_BITS) - 1)) | (uint64_t)next << GEN_BITS | (uint64_t)end << (GEN_BITS + IDX_BITS);
+    return (gen & GEN_MASK) | (uint64_t)next << GEN_BITS | (uint64_t)end << (GEN_BITS + IDX_BITS);
 }
 
 struct td_pool {
@@ -49,7 +50,7 @@ struct td_pool {
      * a chunk of that generation (the job cannot end, and these cannot change, before that chunk is done) */
     td_pool_fn fn;
     void *arg;
-    int64_t n, grain, chunks;
+    int64_t n, grain;
     int dynamic;                   /* 1: chunks of `grain` items; 0: one chunk per thread, its range_of */
     int64_t jobs;                  /* jobs handed to the workers (the caller's thread alone: not counted) */
     _Alignas(64) struct share {    /* a thread's share of the chunks, taken from the front */
@@ -80,7 +81,7 @@ static int64_t take(struct td_pool *p, int u, uint64_t g) {
     uint64_t v = atomic_load_explicit(w, memory_order_acquire);
     for (;;) {
         int64_t next = (int64_t)(v >> GEN_BITS & IDX_MASK), end = (int64_t)(v >> (GEN_BITS + IDX_BITS) & IDX_MASK);
-        if ((v ^ g) & ((UINT64_C(1) << GEN_BITS) - 1) || next >= end) return -1;
+        if (((v ^ g) & GEN_MASK) || next >= end) return -1;
         if (atomic_compare_exchange_weak_explicit(w, &v, v + (UINT64_C(1) << GEN_BITS), memory_order_acquire,
                                                   memory_order_acquire))
             return next;
@@ -204,13 +205,12 @@ static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *
     p->arg = arg;
     p->n = n;
     p->grain = grain;
-    p->chunks = dynamic ? (n + grain - 1) / grain : p->n_threads;
+    const int nt = p->n_threads;
+    const int64_t chunks = dynamic ? (n + grain - 1) / grain : nt;
     uint64_t g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    for (int t = 0; t < p->n_threads; t++) /* dynamic: contiguous runs of chunks; static: chunk t */
-        atomic_store_explicit(&p->share[t].word,
-                              dynamic ? share_word(g, p->chunks * t / p->n_threads, p->chunks * (t + 1) / p->n_threads)
-                                      : share_word(g, t, t + 1),
+    for (int t = 0; t < nt; t++) /* contiguous runs of chunks (static: chunk t alone) */
+        atomic_store_explicit(&p->share[t].word, share_word(g, chunks * t / nt, chunks * (t + 1) / nt),
                               memory_order_release); /* a thread that takes from it sees the job above */
     atomic_store(&p->generation, g); /* seq_cst: publishes the above; pairs with a sleeper's sleepers++ then re-check */
     if (atomic_load(&p->sleepers) > 0) {
@@ -219,7 +219,7 @@ static void dispatch(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *
         pthread_mutex_unlock(&p->mu);
     }
     run_part(p, 0, g);
-    for (int spins = 1; atomic_load_explicit(&p->done, memory_order_acquire) < p->chunks; spins++) wait_step(spins);
+    for (int spins = 1; atomic_load_explicit(&p->done, memory_order_acquire) < chunks; spins++) wait_step(spins);
 }
 
 void td_pool_run(td_pool *p, int64_t n, int64_t grain, td_pool_fn fn, void *arg) { dispatch(p, n, grain, fn, arg, 0); }
