@@ -131,15 +131,26 @@ def pair_loss(a, logits, ans_t, letter_ids, rot, n_opt):
     return train.consistency_loss(logits, ans_t, letter_ids, rot, n_opt)
 
 
+EOT = 8166  # <|endoftext|> in the demo models' tokenizer
+
+
+def seed_number(seed):
+    """The digits of --seed ("15" -> 15): torch's and the adapter's seed."""
+    return int("".join(c for c in seed if c.isdigit()) or 0)
+
+
+def generate(work, name, *args):
+    """gen_decisions.py ARGS... into work/name.jsonl -> its rows."""
+    out = os.path.join(work, name + ".jsonl")
+    subprocess.run([sys.executable, os.path.join(HERE, "gen_decisions.py"), *args, "--out", out], check=True)
+    return train.read_jsonl(out)
+
+
 def prepare(a, work, tok):
-    gen = os.path.join(HERE, "gen_decisions.py")
-    for split, seed, groups, name in (("train", "%s-ft-train" % a.seed, a.groups, "ft"),
-                                      ("test", "%s-val" % a.seed, 400, "val")):
-        subprocess.run([sys.executable, gen, "--split", split, "--groups", str(groups), "--seed", seed,
-                        "--out", os.path.join(work, name + ".jsonl")], check=True)
+    generate(work, "ft", "--split", "train", "--groups", str(a.groups), "--seed", "%s-ft-train" % a.seed)
+    generate(work, "val", "--split", "test", "--groups", "400", "--seed", "%s-val" % a.seed)
     base = tok.encode_batch(["Answer:"])[0].ids
     letter_ids = [e.ids[len(base)] for e in tok.encode_batch(["Answer: " + c for c in train.LETTERS])]
-    eot = 8166
     rng = random.Random("ft-shots-%s" % a.seed)
     todo = [("ft", 0.15, 1.0), ("val", 0.0, 0.0)]
     if a.unknowable > 0:  # a group's questions under ANOTHER group's evidence: nothing there says the answer
@@ -163,33 +174,21 @@ def prepare(a, work, tok):
         todo.append(("unk", 0.0, 1.0))
     for name, rate, rot in todo:
         rows = train.read_jsonl(os.path.join(work, name + ".jsonl"))
-        seqs, pairs = train.tokenize_rows(tok, rows, rng, rate, eot, letter_ids, 1024, rot)
-        train.pack_seqs(seqs, os.path.join(work, name), pairs)
-        if name == "val":
-            json.dump([[len(r["options"]), r["family"]] for r in rows], open(os.path.join(work, "val.meta.json"), "w"))
+        seqs, pairs = train.pack_rows(tok, rows, rng, rate, EOT, letter_ids, rot, work, name)
         print("%s: %d sequences, %d pairs" % (name, len(seqs), len(pairs)), flush=True)
     return letter_ids
 
 
 def adapter(a, tok, letter_ids, V):
     """The LoRA adapter of the fine-tuned model in a.out, on new shipment_tracking rows (train.lora_adapter)."""
-    gen = os.path.join(HERE, "gen_decisions.py")
     with tempfile.TemporaryDirectory() as work:
         for split, seed, groups, name in (("train", "%s-ft-adapter" % a.seed, a.adapter_groups, "adapter"),
                                           ("test", "%s-val-adapter" % a.seed, 200, "val_adapter")):
-            subprocess.run([sys.executable, gen, "--split", split, "--families", "adapter", "--groups", str(groups),
-                            "--seed", seed, "--out", os.path.join(work, name + ".jsonl"),
-                            "--workers", str(8 if groups > 10000 else 1)], check=True)
-            rows = train.read_jsonl(os.path.join(work, name + ".jsonl"))
-            seqs, _ = train.tokenize_rows(tok, rows, random.Random("ft-adapter-%s" % a.seed), 0.0, 8166, letter_ids,
-                                          1024)
-            train.pack_seqs(seqs, os.path.join(work, name))
-            if name == "val_adapter":
-                json.dump([[len(r["options"]), r["family"]] for r in rows],
-                          open(os.path.join(work, name + ".meta.json"), "w"))
-        seed = int("".join(c for c in a.seed if c.isdigit()) or 0)
-        return train.lora_adapter(a.out, work, os.path.join(a.out, "shipment-lora"), a.adapter_steps, seed,
-                                  letter_ids, V)
+            rows = generate(work, name, "--split", split, "--families", "adapter", "--groups", str(groups),
+                            "--seed", seed, "--workers", str(8 if groups > 10000 else 1))
+            train.pack_rows(tok, rows, random.Random("ft-adapter-%s" % a.seed), 0.0, EOT, letter_ids, 0.0, work, name)
+        return train.lora_adapter(a.out, work, os.path.join(a.out, "shipment-lora"), a.adapter_steps,
+                                  seed_number(a.seed), letter_ids, V)
 
 
 def main():
@@ -222,7 +221,7 @@ def main():
                     help="then train the shipment_tracking LoRA adapter for N steps into OUT/shipment-lora (0: none)")
     ap.add_argument("--adapter-groups", type=int, default=20000, help="shipment_tracking groups for the adapter")
     a = ap.parse_args()
-    torch.manual_seed(int("".join(c for c in a.seed if c.isdigit()) or 0))
+    torch.manual_seed(seed_number(a.seed))
     torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)
     tok = make_tokenizer(a)

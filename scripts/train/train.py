@@ -244,6 +244,16 @@ def pack_seqs(seqs, path, pairs=()):
     np.save(path + ".ans.npy", np.array([a for _, a in seqs], dtype=np.int64))
 
 
+def pack_rows(tok, rows, rng, shot_rate, eot, letter_ids, rot_rate, work, name):
+    """tokenize_rows and pack_seqs into work/name.*; a validation set (name val...) also gets name.meta.json, the
+    number of options and the family of every row, for quick_eval. -> the sequences and pairs."""
+    seqs, pairs = tokenize_rows(tok, rows, rng, shot_rate, eot, letter_ids, 1024, rot_rate)
+    pack_seqs(seqs, os.path.join(work, name), pairs)
+    if name.startswith("val"):
+        json.dump([[len(r["options"]), r["family"]] for r in rows], open(os.path.join(work, name + ".meta.json"), "w"))
+    return seqs, pairs
+
+
 def data_seed(a, name):
     """The generator's seed for one file: round 1 is "15-train"; a later round draws new training groups
     ("15r2-train") and keeps the same validation rows ("15-val")."""
@@ -307,11 +317,7 @@ def prepare(a, sc):
                             ("val", os.path.join(work, "val.jsonl"), 0.0),
                             ("val_adapter", os.path.join(work, "val_adapter.jsonl"), 0.0)):
         rs = src if isinstance(src, list) else read_jsonl(src)
-        seqs, pairs = tokenize_rows(tok, rs, drng, rate, eot, letter_ids, 1024, sc["rot"] if name == "dec" else 0.0)
-        pack_seqs(seqs, os.path.join(work, name), pairs)
-        if name.startswith("val"):  # the number of options and the family of every row, for the quick evaluation
-            keep = [r for r in rs]
-            json.dump([[len(r["options"]), r["family"]] for r in keep], open(os.path.join(work, name + ".meta.json"), "w"))
+        seqs, _ = pack_rows(tok, rs, drng, rate, eot, letter_ids, sc["rot"] if name == "dec" else 0.0, work, name)
         ntok = sum(len(s) for s, _ in seqs)
         log("%s: %d sequences, %d tokens, longest %d" % (name, len(seqs), ntok, max(len(s) for s, _ in seqs)))
     json.dump({"eot": eot, "letter_ids": letter_ids, "vocab": N_BPE + 26, "tokenizer_sha256": h1,
