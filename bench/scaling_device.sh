@@ -189,8 +189,9 @@ for t in $DECIDE_THREADS; do
 done
 # the kernel sets side by side at the most threads
 tmax=$(for t in $THREADS; do [ "$t" -le "$CORES" ] && echo "$t"; done | tail -1)
-step_on kernels || tmax=
-for k in ${tmax:+amx avx512r16 avx512bf16 avx512vnni avx2}; do
+KSETS="amx avx512r16 avx512bf16 avx512vnni avx2"
+step_on kernels || KSETS=
+for k in $KSETS; do
     [ "$k" = "$KERNELS" ] && continue
     TD_KERNELS=$k "$BIN" --version 2>/dev/null | grep -q "kernels $k" || continue
     measure "prefill_kernels_$k" ours "$tmax" 15 env TD_KERNELS=$k "$BIN" bench prefill --model "$GGUF" --tokens 512 \
