@@ -24,6 +24,37 @@ bundle_llama() {
     cp "$2" "$1/llama-bench" && strip "$1/llama-bench" && cp -L /lib/x86_64-linux-gnu/libgomp.so.1 "$1/lib/"
 }
 
+# bundle_llama_src DIR: llama.cpp's source as an xz git archive of node-llama-cpp's bundle (ggml, src, include,
+# common, cmake, vendor, tools, scripts/ui-assets.cmake, an empty app/CMakeLists.txt), DIR/llama-src.tar.xz, and its
+# commit in DIR/llama.txt
+bundle_llama_src() {
+    local src
+    src=$(mktemp -d)
+    git -c advice.detachedHead=false clone -q tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle "$src/llama.cpp"
+    git -C "$src/llama.cpp" archive --format=tar --prefix=llama.cpp/ HEAD CMakeLists.txt LICENSE cmake ggml src \
+        include common vendor tools scripts/ui-assets.cmake >"$src/llama.tar"
+    mkdir -p "$src/app/llama.cpp/app" && : >"$src/app/llama.cpp/app/CMakeLists.txt"
+    tar -C "$src/app" -rf "$src/llama.tar" llama.cpp/app/CMakeLists.txt
+    xz -9 -T0 -c "$src/llama.tar" >"$1/llama-src.tar.xz"
+    echo "llama.cpp $(git -C "$src/llama.cpp" rev-parse HEAD) from node-llama-cpp's bundle ($(tr -d '\n ' \
+        <tests/node/node_modules/node-llama-cpp/llama/llama.cpp.info.json))" >"$1/llama.txt"
+    rm -rf "$src"
+}
+
+# bundle_llama_build DIR WORK JOBS: llama-bench from DIR/llama-src.tar.xz, built on this machine (Release,
+# GGML_NATIVE=ON) into WORK/llama.cpp/build/bin/llama-bench
+bundle_llama_build() {
+    (
+        set -e
+        rm -rf "$2/llama.cpp" && mkdir -p "$2"
+        tar -C "$2" -xJf "$1/llama-src.tar.xz"
+        cmake -S "$2/llama.cpp" -B "$2/llama.cpp/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+            -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+            -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON
+        cmake --build "$2/llama.cpp/build" --target llama-bench -j"$3"
+    )
+}
+
 # bundle_q8_model DIR WORK: the synthetic qwen3-0.6b exported to WORK/q8_0.gguf by the bundle's typedecide
 bundle_q8_model() {
     xz -dc "$1/tokenizer.json.xz" >"$2/tok.json"

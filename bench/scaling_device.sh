@@ -49,20 +49,13 @@ if [ "${1:-}" = "--prepare" ]; then
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
     cp "$SRC/build-nompi/typedecide" "$BUNDLE/"
     bundle_libs "$SRC/build-nompi/typedecide" "$BUNDLE/lib"
-    src=$(mktemp -d)
-    git -c advice.detachedHead=false clone -q tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle "$src/llama.cpp"
-    git -C "$src/llama.cpp" archive --format=tar --prefix=llama.cpp/ HEAD CMakeLists.txt LICENSE cmake ggml src \
-        include common vendor tools scripts/ui-assets.cmake >"$src/llama.tar"
-    mkdir -p "$src/app/llama.cpp/app" && : >"$src/app/llama.cpp/app/CMakeLists.txt"
-    tar -C "$src/app" -rf "$src/llama.tar" llama.cpp/app/CMakeLists.txt
-    xz -9 -T0 -c "$src/llama.tar" >"$BUNDLE/llama-src.tar.xz"
+    bundle_llama_src "$BUNDLE"
     bundle_tokenizer "$BUNDLE"
     cat >"$BUNDLE/manifest.txt" <<EOF
 typedecide commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src cli include || echo " (with uncommitted changes)")${PATCH:+ with $PATCH applied}
 built on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(ldd --version | head -1)
-llama.cpp $(git -C "$src/llama.cpp" rev-parse HEAD) from node-llama-cpp's bundle ($(cat tests/node/node_modules/node-llama-cpp/llama/llama.cpp.info.json | tr -d '\n '))
+$(cat "$BUNDLE/llama.txt")
 EOF
-    rm -rf "$src"
     du -sh "$BUNDLE" "$BUNDLE"/* >&2
     echo "scaling_device: $BUNDLE ready; on the device: run(command=\"bash bench/scaling_device.sh\", carry=[\"$BUNDLE\"], timeout_s=480)" >&2
     exit 0
@@ -128,15 +121,7 @@ LLAMA=${LLAMA_BENCH:-}
 if [ -z "$LLAMA" ]; then
     LLAMA=$WORK/llama.cpp/build/bin/llama-bench
     if [ ! -x "$LLAMA" ]; then
-        (
-            set -e
-            rm -rf "$WORK/llama.cpp" && mkdir -p "$WORK"
-            tar -C "$WORK" -xJf "$BUNDLE/llama-src.tar.xz"
-            cmake -S "$WORK/llama.cpp" -B "$WORK/llama.cpp/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-                -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-                -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON
-            cmake --build "$WORK/llama.cpp/build" --target llama-bench -j"$CORES"
-        ) >"$OUT/llama-build.log" 2>&1 &
+        bundle_llama_build "$BUNDLE" "$WORK" "$CORES" >"$OUT/llama-build.log" 2>&1 &
         build_pid=$!
     fi
 fi

@@ -23,13 +23,20 @@
 #ifndef AMX_MIN_T
 #define AMX_MIN_T 8 /* fewer tokens than this take the AVX-512 VNNI path */
 #endif
+#ifndef AMX_B_COPY
+#define AMX_B_COPY 1 /* Q8_0 B tiles copied to L1 first (0: loaded from the pack as they lie) */
+#endif
 
-/* Tile registers (macros: the intrinsics want the literal number): sums, activations (two levels), weights. */
-#define C1 0
-#define C2 1
-#define A1 2
-#define A2 3
-#define B 4
+/* Tile registers (macros: the intrinsics want the literal number): activations (two levels), the weights of two
+ * slabs, and per slab and level one tile of sums: all eight. */
+#define A1 0
+#define A2 1
+#define B0 2
+#define B1 3
+#define C10 4 /* level 1, slab 0 */
+#define C20 5 /* level 2, slab 0 */
+#define C11 6
+#define C21 7
 
 /* LDTILECFG's 64-byte operand, palette 1. */
 typedef struct tilecfg {
@@ -88,9 +95,9 @@ static void configure(int m) {
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    cfg.rows[C1] = cfg.rows[C2] = (uint8_t)m, cfg.colsb[C1] = cfg.colsb[C2] = 64;
+    for (int c = C10; c <= C21; c++) cfg.rows[c] = (uint8_t)m, cfg.colsb[c] = 64;
     cfg.rows[A1] = cfg.rows[A2] = (uint8_t)m, cfg.colsb[A1] = cfg.colsb[A2] = TD_QBLOCK;
-    cfg.rows[B] = TD_QBLOCK / 4, cfg.colsb[B] = 64;
+    cfg.rows[B0] = cfg.rows[B1] = TD_QBLOCK / 4, cfg.colsb[B0] = cfg.colsb[B1] = 64;
     TILE_CONFIG(&cfg);
 }
 
@@ -122,49 +129,82 @@ static void stage_tokens(stage *st, const td_qrows *xq, int two, int32_t o, int6
     }
 }
 
-/* Blocks [c0, c0 + kc) of slab `slab` for the staged tokens (M of them), into acc[0..M). */
-static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, const td_qpack *p, const uint8_t *slab,
-                                                              const stage *st, int64_t c0, int kc, int M, __m512 *acc) {
+/* Slab block b's B tile into L1 (`wide`), Q4_0 widened to bytes: chunk k (< 4) from the low nibbles, chunk k + 4
+ * from the high. */
+static inline __attribute__((always_inline)) void weights_tile(td_dtype type, const uint8_t *wb,
+                                                               uint8_t wide[TD_QBLOCK / 4][64]) {
+    if (type == TD_DTYPE_Q8_0) {
+        for (int k = 0; k < TD_QBLOCK / 4; k++) _mm512_store_si512(wide[k], _mm512_loadu_si512(wb + k * 64));
+        return;
+    }
+    const __m512i low4 = _mm512_set1_epi8(15);
+    for (int k = 0; k < TD_QBLOCK / 8; k++) {
+        __m512i raw = _mm512_loadu_si512(wb + k * 64);
+        _mm512_store_si512(wide[k], _mm512_and_si512(raw, low4));
+        _mm512_store_si512(wide[k + TD_QBLOCK / 8], _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4));
+    }
+}
+
+/* Blocks [c0, c0 + kc) of one slab or two (np) for the staged tokens (M of them), into acc[slab][token]. The two
+ * slabs share the activation tiles, and their (up to) four products are independent, so that the tile unit has
+ * several in flight while the previous block's epilogue runs. */
+static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, const td_qpack *p,
+                                                              const uint8_t *const slab[2], int np, const stage *st,
+                                                              int64_t c0, int kc, int M, float (*acc)[16][16]) {
     const int two = type == TD_DTYPE_Q8_0;
     const size_t gb = p->group_bytes;
-    const uint16_t *ws = td_qpack_scales(p, slab);
-    const __m512i low4 = _mm512_set1_epi8(15);
-    _Alignas(64) int32_t c1[16][16], c2[16][16];
-    _Alignas(64) uint8_t wide[TD_QBLOCK / 4][64]; /* the block's B tile, from L1 */
+    const uint16_t *ws[2] = {td_qpack_scales(p, slab[0]), np > 1 ? td_qpack_scales(p, slab[1]) : NULL};
+    _Alignas(64) int32_t c1[2][16][16], c2[2][16][16];
+    _Alignas(64) uint8_t wide[2][TD_QBLOCK / 4][64];
     for (int b = 0; b < kc; b++) {
-        const uint8_t *wb = slab + (c0 + b) * gb;
-        if (type == TD_DTYPE_Q8_0) {
-            for (int k = 0; k < TD_QBLOCK / 4; k++) _mm512_store_si512(wide[k], _mm512_loadu_si512(wb + k * 64));
-        } else { /* Q4_0 nibbles widened to bytes: chunk k (< 4) from the low nibbles, chunk k + 4 from the high */
-            for (int k = 0; k < TD_QBLOCK / 8; k++) {
-                __m512i raw = _mm512_loadu_si512(wb + k * 64);
-                _mm512_store_si512(wide[k], _mm512_and_si512(raw, low4));
-                _mm512_store_si512(wide[k + TD_QBLOCK / 8], _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4));
+        const uint8_t *bt[2] = {wide[0][0], wide[1][0]};
+        for (int i = 0; i < np; i++) {
+            if (type == TD_DTYPE_Q8_0 && !AMX_B_COPY) bt[i] = slab[i] + (c0 + b) * gb;
+            else weights_tile(type, slab[i] + (c0 + b) * gb, wide[i]);
+        }
+        TILE_LOAD(A1, st->a1[b], TD_QBLOCK);
+        if (two) TILE_LOAD(A2, st->a2[b], TD_QBLOCK);
+        TILE_LOAD(B0, bt[0], 64);
+        TILE_ZERO(C10);
+        TILE_DPBSUD(C10, A1, B0);
+        if (two) {
+            TILE_ZERO(C20);
+            TILE_DPBSUD(C20, A2, B0);
+        }
+        if (np > 1) {
+            TILE_LOAD(B1, bt[1], 64);
+            TILE_ZERO(C11);
+            TILE_DPBSUD(C11, A1, B1);
+            if (two) {
+                TILE_ZERO(C21);
+                TILE_DPBSUD(C21, A2, B1);
             }
         }
-        TILE_LOAD(B, wide, 64);
-        TILE_LOAD(A1, st->a1[b], TD_QBLOCK);
-        TILE_ZERO(C1);
-        TILE_DPBSUD(C1, A1, B);
-        TILE_STORE(C1, c1, 64);
-        if (two) {
-            TILE_LOAD(A2, st->a2[b], TD_QBLOCK);
-            TILE_ZERO(C2);
-            TILE_DPBSUD(C2, A2, B);
-            TILE_STORE(C2, c2, 64);
+        TILE_STORE(C10, c1[0], 64);
+        if (two) TILE_STORE(C20, c2[0], 64);
+        if (np > 1) {
+            TILE_STORE(C11, c1[1], 64);
+            if (two) TILE_STORE(C21, c2[1], 64);
         }
-        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws + (c0 + b) * TD_R16_ROWS)));
+        __m512 dw[2];
+        for (int i = 0; i < np; i++)
+            dw[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws[i] + (c0 + b) * TD_R16_ROWS)));
         for (int t = 0; t < M; t++) {
-            __m512i P = _mm512_load_si512(c1[t]);
-            if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_load_si512(c2[t]));
-            P = _mm512_sub_epi32(P, _mm512_set1_epi32(st->off[b][t]));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw, _mm512_set1_ps(st->d[b][t])), acc[t]);
+            const __m512i off = _mm512_set1_epi32(st->off[b][t]);
+            const __m512 d = _mm512_set1_ps(st->d[b][t]);
+            for (int i = 0; i < np; i++) {
+                __m512i P = _mm512_load_si512(c1[i][t]);
+                if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_load_si512(c2[i][t]));
+                P = _mm512_sub_epi32(P, off);
+                _mm512_store_ps(acc[i][t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw[i], d),
+                                                          _mm512_load_ps(acc[i][t])));
+            }
         }
     }
 }
 
 /* Slabs in groups of NS (their accumulators kept between staged chunks), tokens in tiles of 16, blocks in chunks of
- * KC staged once for the group's slabs: each (row, token) still adds its blocks in order. */
+ * KC staged once for the group's slabs, taken two slabs at a time: each (row, token) still adds its blocks in order. */
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_qpack *p, const td_qrows *xq,
                                                                int64_t T, float *y, int64_t ldy, int64_t j0,
                                                                int64_t j1) {
@@ -183,12 +223,12 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
             for (int64_t c0 = 0; c0 < p->nbg; c0 += KC) {
                 int kc = p->nbg - c0 < KC ? (int)(p->nbg - c0) : KC;
                 stage_tokens(&st, xq, two, o, t0, m, c0, kc);
-                for (int i = 0; i < ns; i++) {
-                    __m512 acc[16];
-                    for (int t = 0; t < 16; t++) acc[t] = _mm512_load_ps(accm[i][t]);
-                    if (m == 16) slab_blocks(type, p, td_qpack_slab(p, s0 + i), &st, c0, kc, 16, acc);
-                    else slab_blocks(type, p, td_qpack_slab(p, s0 + i), &st, c0, kc, m, acc);
-                    for (int t = 0; t < 16; t++) _mm512_store_ps(accm[i][t], acc[t]);
+                for (int i = 0; i < ns; i += 2) {
+                    const uint8_t *const slab[2] = {td_qpack_slab(p, s0 + i),
+                                                    i + 1 < ns ? td_qpack_slab(p, s0 + i + 1) : NULL};
+                    int np = i + 1 < ns ? 2 : 1;
+                    if (m == 16 && np == 2) slab_blocks(type, p, slab, 2, &st, c0, kc, 16, accm + i);
+                    else slab_blocks(type, p, slab, np, &st, c0, kc, m, accm + i);
                 }
             }
             for (int i = 0; i < ns; i++)

@@ -1,0 +1,114 @@
+/* What one token of decode cannot beat: the read bandwidth of T threads streaming a buffer the size of a model's
+ * weights (default 639 MB, the synthetic qwen3-0.6b at Q8_0), each thread its contiguous share, as a decode's
+ * products read their rows. Not part of the engine: bench/ab_device.sh compiles it on the machine it measures
+ * (cc -O2 -march=native -pthread bench/membw.c -o membw) and reports the decode ceiling it implies beside both
+ * engines' decode speeds.
+ *
+ *   membw [--mb N] [--threads T] [--repeat R] [--prefetch BYTES]
+ *
+ * Prints one JSON line: per repeat the GB/s of a whole pass (all threads started together, the slowest one's end),
+ * the best and the median. --prefetch adds a software prefetch that far ahead (0: none, the default). The buffer is
+ * 2 MB-aligned and advised for huge pages, as the engine's packed weights are. */
+#define _GNU_SOURCE
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+typedef struct job {
+    const uint8_t *p;
+    size_t n;
+    size_t prefetch;
+    pthread_barrier_t *start;
+    uint64_t sink;
+    double end;
+} job;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Reads n bytes (a multiple of 256) 64 at a time into four xor chains, so that the loads, not the arithmetic, bound
+ * it. */
+static void *reader(void *arg) {
+    job *j = arg;
+    pthread_barrier_wait(j->start);
+    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+    for (size_t i = 0; i < j->n; i += 256) {
+        if (j->prefetch) _mm_prefetch((const char *)j->p + i + j->prefetch, _MM_HINT_T0);
+        a = _mm512_xor_si512(a, _mm512_load_si512(j->p + i));
+        b = _mm512_xor_si512(b, _mm512_load_si512(j->p + i + 64));
+        c = _mm512_xor_si512(c, _mm512_load_si512(j->p + i + 128));
+        d = _mm512_xor_si512(d, _mm512_load_si512(j->p + i + 192));
+    }
+    j->sink = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(_mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d))));
+    j->end = now();
+    return NULL;
+}
+
+static int cmp(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+int main(int argc, char **argv) {
+    size_t mb = 639, prefetch = 0;
+    int threads = 1, repeat = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--mb") && v) mb = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(argv[i], "--threads") && v) threads = atoi(v), i++;
+        else if (!strcmp(argv[i], "--repeat") && v) repeat = atoi(v), i++;
+        else if (!strcmp(argv[i], "--prefetch") && v) prefetch = strtoull(v, NULL, 10), i++;
+        else {
+            fprintf(stderr, "usage: membw [--mb N] [--threads T] [--repeat R] [--prefetch BYTES]\n");
+            return 2;
+        }
+    }
+    if (mb == 0 || threads < 1 || threads > 1024 || repeat < 1 || repeat > 1000) {
+        fprintf(stderr, "membw: --mb, --threads (1-1024) and --repeat (1-1000) must be positive\n");
+        return 2;
+    }
+    const size_t huge = (size_t)2 << 20, bytes = mb << 20, share = (bytes / (size_t)threads) & ~(size_t)255;
+    uint8_t *buf = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+    if (!buf || share == 0) {
+        fprintf(stderr, "membw: cannot allocate %zu MB in %d shares\n", mb, threads);
+        return 1;
+    }
+    madvise(buf, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+    for (size_t i = 0; i < bytes; i++) buf[i] = (uint8_t)(i * 131);
+    double *gbs = calloc((size_t)repeat, sizeof *gbs);
+    job *jobs = calloc((size_t)threads, sizeof *jobs);
+    pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+    uint64_t sink = 0;
+    for (int r = 0; r < repeat; r++) {
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+        for (int t = 0; t < threads; t++) {
+            jobs[t] = (job){buf + (size_t)t * share, share, prefetch, &start, 0, 0};
+            pthread_create(&tid[t], NULL, reader, &jobs[t]);
+        }
+        double t0 = now(), end = 0;
+        pthread_barrier_wait(&start);
+        t0 = now();
+        for (int t = 0; t < threads; t++) {
+            pthread_join(tid[t], NULL);
+            sink ^= jobs[t].sink;
+            if (jobs[t].end > end) end = jobs[t].end;
+        }
+        pthread_barrier_destroy(&start);
+        gbs[r] = (double)share * threads / (end - t0) / 1e9;
+    }
+    printf("{\"mb\": %zu, \"threads\": %d, \"prefetch\": %zu, \"gb_per_s\": [", mb, threads, prefetch);
+    for (int r = 0; r < repeat; r++) printf("%s%.2f", r ? ", " : "", gbs[r]);
+    qsort(gbs, (size_t)repeat, sizeof *gbs, cmp);
+    printf("], \"best\": %.2f, \"median\": %.2f, \"sink\": %u}\n", gbs[repeat - 1], gbs[repeat / 2], (unsigned)(sink & 1));
+    free(gbs), free(jobs), free(tid), free(buf);
+    return 0;
+}
