@@ -16,7 +16,9 @@
 #           round; then the read bandwidth of 1, 2, 4, 8, 16 threads streaming 639 MB (membw), the ceiling of a
 #           Q8_0 decode. One JSON line per measurement in $OUT/ab.jsonl, with the load average; $OUT/ab.json the
 #           medians and ratios. A step still to start once BUDGET_S (default 540 s) is spent is skipped.
-# Environment: THREADS (2), ROUNDS (2), QUANTS ("q8_0 q4_0"), BUDGET_S, OUT, WORK.
+# Environment: THREADS (2), ROUNDS (2), QUANTS ("q8_0 q4_0"), NO_DECODE (builds measured without decode: variants of
+# the batch kernels only), SETS (kernel sets the "new" build also runs forced, TD_KERNELS, measured as new@SET:
+# the default against the others), BUDGET_S, OUT, WORK.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/bundle.sh
@@ -115,11 +117,16 @@ for round in $(seq "$ROUNDS"); do
         M=$WORK/$q.gguf
         [ -n "$LLAMA" ] && measure llama_pp512_tg64 llama.cpp "$q" 30 "$LLAMA" -m "$M" -t "$T" -p 512 -n 64 -r 2 -o json
         [ -n "$LLAMA" ] && measure llama_p45_d256 llama.cpp "$q" 15 "$LLAMA" -m "$M" -t "$T" -p 45 -n 0 -d 256 -r 3 -o json
-        for b in $order; do
-            measure prefill "$b" "$q" 15 $B/typedecide-$b bench prefill --model "$M" --tokens 512 --threads "$T" --repeat 2
-            measure decide_serial "$b" "$q" 15 $B/typedecide-$b bench decide --model "$M" --prefix 256 --criteria 8 \
-                --suffix 45 --options 4 --serial --threads "$T" --repeat 1
-            measure decode "$b" "$q" 12 $B/typedecide-$b bench decode --model "$M" --tokens 64 --threads "$T" --repeat 2
+        for b in $order ${SETS:+$(printf 'new@%s ' $SETS)}; do
+            bin=$B/typedecide-${b%@*} env=()
+            [ "$b" = "${b#*@}" ] || env=(TD_KERNELS="${b#*@}")
+            measure prefill "$b" "$q" 15 env ${env[@]+"${env[@]}"} "$bin" bench prefill --model "$M" --tokens 512 \
+                --threads "$T" --repeat 2
+            measure decide_serial "$b" "$q" 15 env ${env[@]+"${env[@]}"} "$bin" bench decide --model "$M" --prefix 256 \
+                --criteria 8 --suffix 45 --options 4 --serial --threads "$T" --repeat 1
+            [[ " ${NO_DECODE:-} " == *" $b "* ]] ||
+                measure decode "$b" "$q" 12 env ${env[@]+"${env[@]}"} "$bin" bench decode --model "$M" --tokens 64 \
+                    --threads "$T" --repeat 2
         done
     done
     say "round $round done"

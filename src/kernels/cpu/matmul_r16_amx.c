@@ -3,11 +3,14 @@
  *
  * One tdpbsud multiplies a tile of up to 16 tokens' 32 activation bytes of block b (A: signed, staged together) by
  * the slab's block b (B: 8 rows of 64 bytes, as it lies in the pack: row k holds elements 4k..4k+3 of the 16 weight
- * rows, unsigned; copied to L1 first, Q4_0 widened to bytes) into C [tokens][16 rows] of exact block sums: one block
- * per instruction, because every block has its own scale. Per level one C tile; each token's two rows combine into
- * 128 p1 + p2, less the offset sums, and take the r16 epilogue in AVX-512 (conversion, scale product, fma into that
- * token's accumulator of 16 rows), in block order, so that the float operations are the reference's. Fewer than
- * AMX_MIN_T tokens (decode), and lists of rows, take td_matmul_r16_avx512.
+ * rows, unsigned; Q4_0 widened to bytes in L1) into C [tokens][16 rows] of exact block sums: one block per
+ * instruction, because every block has its own scale. Two slabs share the activation tiles, so the four products of
+ * a block (two slabs, two levels) are in flight while the previous block's epilogue runs. The last level's sums start
+ * from minus the offset sums (a staged tile), so each token's two rows combine into 128 p1 + p2 - offsets with one
+ * shift and one add, and take the r16 epilogue in AVX-512 (conversion, scale product, fma into that token's
+ * accumulator of 16 rows), in block order, so that the float operations are the reference's. Fewer than AMX_MIN_T
+ * tokens (decode), and lists of rows, take td_matmul_r16_avx512. Measured variants (NOTES, issue 16): B copied to L1
+ * first, the offsets subtracted in the epilogue, or both slabs' accumulators in memory were each slower.
  *
  * Linux gives a process the AMX tile registers only when asked (arch_prctl ARCH_REQ_XCOMP_PERM): dispatch.c asks
  * before it offers the set. Compiled with -DTD_AMX_EMULATE (tests/test_kernels.c), the tile instructions are C loops
@@ -23,10 +26,6 @@
 #ifndef AMX_MIN_T
 #define AMX_MIN_T 8 /* fewer tokens than this take the AVX-512 VNNI path */
 #endif
-#ifndef AMX_B_COPY
-#define AMX_B_COPY 1 /* Q8_0 B tiles copied to L1 first (0: loaded from the pack as they lie) */
-#endif
-
 /* Tile registers (macros: the intrinsics want the literal number): activations (two levels), the weights of two
  * slabs, and per slab and level one tile of sums: all eight. */
 #define A1 0
@@ -101,7 +100,7 @@ static void configure(int m) {
     TILE_CONFIG(&cfg);
 }
 
-#define KC 32  /* blocks staged at a time */
+#define KC 16  /* blocks staged at a time */
 #define NS 16  /* slabs (of 16 rows) whose accumulators are kept at a time */
 
 /* The activations of tokens [t0, t0 + m), blocks [c0, c0 + kc), staged for the tiles: block b's m rows of 32 bytes
@@ -109,7 +108,7 @@ static void configure(int m) {
  * likewise, and per block and token the offset sums' share (td_matmul_r16_ref) and the scale d. */
 typedef struct stage {
     _Alignas(64) int8_t a1[KC][16][TD_QBLOCK], a2[KC][16][TD_QBLOCK];
-    int32_t off[KC][16];
+    _Alignas(64) int32_t noff[KC][16][16]; /* minus the offset sums, in all 16 columns: the sums' starting tile */
     float d[KC][16];
 } stage;
 
@@ -123,20 +122,14 @@ static void stage_tokens(stage *st, const td_qrows *xq, int two, int32_t o, int6
             const __m256i *v2 = (const __m256i *)(const void *)(x2 + b * TD_QBLOCK);
             _mm256_store_si256((__m256i *)(void *)st->a1[b][t], _mm256_loadu_si256(v1));
             if (two) _mm256_store_si256((__m256i *)(void *)st->a2[b][t], _mm256_loadu_si256(v2));
-            st->off[b][t] = td_r16_offset(xq, at + b, o);
+            _mm512_store_si512(st->noff[b][t], _mm512_set1_epi32(-td_r16_offset(xq, at + b, o)));
             st->d[b][t] = td_r16_scale(xq, at + b);
         }
     }
 }
 
-/* Slab block b's B tile into L1 (`wide`), Q4_0 widened to bytes: chunk k (< 4) from the low nibbles, chunk k + 4
- * from the high. */
-static inline __attribute__((always_inline)) void weights_tile(td_dtype type, const uint8_t *wb,
-                                                               uint8_t wide[TD_QBLOCK / 4][64]) {
-    if (type == TD_DTYPE_Q8_0) {
-        for (int k = 0; k < TD_QBLOCK / 4; k++) _mm512_store_si512(wide[k], _mm512_loadu_si512(wb + k * 64));
-        return;
-    }
+/* A Q4_0 slab block's B tile, widened to bytes: chunk k (< 4) from the low nibbles, chunk k + 4 from the high. */
+static inline __attribute__((always_inline)) void q4_tile(const uint8_t *wb, uint8_t wide[TD_QBLOCK / 4][64]) {
     const __m512i low4 = _mm512_set1_epi8(15);
     for (int k = 0; k < TD_QBLOCK / 8; k++) {
         __m512i raw = _mm512_loadu_si512(wb + k * 64);
@@ -156,27 +149,35 @@ static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, con
     const uint16_t *ws[2] = {td_qpack_scales(p, slab[0]), np > 1 ? td_qpack_scales(p, slab[1]) : NULL};
     _Alignas(64) int32_t c1[2][16][16], c2[2][16][16];
     _Alignas(64) uint8_t wide[2][TD_QBLOCK / 4][64];
+    __m512 acc0[16]; /* the first slab's accumulators stay in registers through the chunk */
+    for (int t = 0; t < M; t++) acc0[t] = _mm512_load_ps(acc[0][t]);
+/* a block's sums start at zero, the last level's at minus the offset sums (so that no subtraction is left) */
+#define START(c, last) \
+    do { \
+        if (last) TILE_LOAD(c, st->noff[b], 64); \
+        else TILE_ZERO(c); \
+    } while (0)
     for (int b = 0; b < kc; b++) {
         const uint8_t *bt[2] = {wide[0][0], wide[1][0]};
         for (int i = 0; i < np; i++) {
-            if (type == TD_DTYPE_Q8_0 && !AMX_B_COPY) bt[i] = slab[i] + (c0 + b) * gb;
-            else weights_tile(type, slab[i] + (c0 + b) * gb, wide[i]);
+            if (type == TD_DTYPE_Q8_0) bt[i] = slab[i] + (c0 + b) * gb; /* the B tile as it lies in the pack */
+            else q4_tile(slab[i] + (c0 + b) * gb, wide[i]);
         }
         TILE_LOAD(A1, st->a1[b], TD_QBLOCK);
         if (two) TILE_LOAD(A2, st->a2[b], TD_QBLOCK);
         TILE_LOAD(B0, bt[0], 64);
-        TILE_ZERO(C10);
+        START(C10, !two);
         TILE_DPBSUD(C10, A1, B0);
         if (two) {
-            TILE_ZERO(C20);
+            START(C20, 1);
             TILE_DPBSUD(C20, A2, B0);
         }
         if (np > 1) {
             TILE_LOAD(B1, bt[1], 64);
-            TILE_ZERO(C11);
+            START(C11, !two);
             TILE_DPBSUD(C11, A1, B1);
             if (two) {
-                TILE_ZERO(C21);
+                START(C21, 1);
                 TILE_DPBSUD(C21, A2, B1);
             }
         }
@@ -190,17 +191,17 @@ static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, con
         for (int i = 0; i < np; i++)
             dw[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws[i] + (c0 + b) * TD_R16_ROWS)));
         for (int t = 0; t < M; t++) {
-            const __m512i off = _mm512_set1_epi32(st->off[b][t]);
             const __m512 d = _mm512_set1_ps(st->d[b][t]);
             for (int i = 0; i < np; i++) {
                 __m512i P = _mm512_load_si512(c1[i][t]);
                 if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_load_si512(c2[i][t]));
-                P = _mm512_sub_epi32(P, off);
-                _mm512_store_ps(acc[i][t], _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw[i], d),
-                                                          _mm512_load_ps(acc[i][t])));
+                __m512 *a = i == 0 ? &acc0[t] : (__m512 *)(void *)acc[i][t];
+                *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw[i], d), *a);
             }
         }
     }
+    for (int t = 0; t < M; t++) _mm512_store_ps(acc[0][t], acc0[t]);
+#undef START
 }
 
 /* Slabs in groups of NS (their accumulators kept between staged chunks), tokens in tiles of 16, blocks in chunks of
