@@ -157,6 +157,23 @@ static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, con
         if (last) TILE_LOAD(c, st->noff[b], 64); \
         else TILE_ZERO(c); \
     } while (0)
+/* one slab's products: its B tile (bt), times both levels' A into its sums cl1 and cl2 */
+#define PRODUCTS(bt, cl1, cl2, src) \
+    do { \
+        TILE_LOAD(bt, src, 64); \
+        START(cl1, !two); \
+        TILE_DPBSUD(cl1, A1, bt); \
+        if (two) { \
+            START(cl2, 1); \
+            TILE_DPBSUD(cl2, A2, bt); \
+        } \
+    } while (0)
+/* and its sums out to c1[i], c2[i] for the epilogue */
+#define SUMS(cl1, cl2, i) \
+    do { \
+        TILE_STORE(cl1, c1[i], 64); \
+        if (two) TILE_STORE(cl2, c2[i], 64); \
+    } while (0)
     for (int b = 0; b < kc; b++) {
         const uint8_t *bt[2] = {wide[0][0], wide[1][0]};
         for (int i = 0; i < np; i++) {
@@ -165,28 +182,10 @@ static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, con
         }
         TILE_LOAD(A1, st->a1[b], TD_QBLOCK);
         if (two) TILE_LOAD(A2, st->a2[b], TD_QBLOCK);
-        TILE_LOAD(B0, bt[0], 64);
-        START(C10, !two);
-        TILE_DPBSUD(C10, A1, B0);
-        if (two) {
-            START(C20, 1);
-            TILE_DPBSUD(C20, A2, B0);
-        }
-        if (np > 1) {
-            TILE_LOAD(B1, bt[1], 64);
-            START(C11, !two);
-            TILE_DPBSUD(C11, A1, B1);
-            if (two) {
-                START(C21, 1);
-                TILE_DPBSUD(C21, A2, B1);
-            }
-        }
-        TILE_STORE(C10, c1[0], 64);
-        if (two) TILE_STORE(C20, c2[0], 64);
-        if (np > 1) {
-            TILE_STORE(C11, c1[1], 64);
-            if (two) TILE_STORE(C21, c2[1], 64);
-        }
+        PRODUCTS(B0, C10, C20, bt[0]);
+        if (np > 1) PRODUCTS(B1, C11, C21, bt[1]);
+        SUMS(C10, C20, 0);
+        if (np > 1) SUMS(C11, C21, 1);
         __m512 dw[2];
         for (int i = 0; i < np; i++)
             dw[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws[i] + (c0 + b) * TD_R16_ROWS)));
@@ -202,6 +201,8 @@ static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, con
     }
     for (int t = 0; t < M; t++) _mm512_store_ps(acc[0][t], acc0[t]);
 #undef START
+#undef PRODUCTS
+#undef SUMS
 }
 
 /* Slabs in groups of NS (their accumulators kept between staged chunks), tokens in tiles of 16, blocks in chunks of
