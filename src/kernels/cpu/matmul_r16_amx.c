@@ -105,10 +105,11 @@ static void configure(int m) {
 
 /* The activations of tokens [t0, t0 + m), blocks [c0, c0 + kc), staged for the tiles: block b's m rows of 32 bytes
  * together (in the r16 layout a tile's rows lie nbg * 512 bytes apart, which maps them onto a few L1 sets), level 2
- * likewise, and per block and token the offset sums' share (td_matmul_r16_ref) and the scale d. */
+ * likewise, and per block and token minus the offset sums' share (td_matmul_r16_ref), 16 times over (a row of the
+ * tile the last level's sums start from), and the scale d. */
 typedef struct stage {
     _Alignas(64) int8_t a1[KC][16][TD_QBLOCK], a2[KC][16][TD_QBLOCK];
-    _Alignas(64) int32_t noff[KC][16][16]; /* minus the offset sums, in all 16 columns: the sums' starting tile */
+    _Alignas(64) int32_t noff[KC][16][16];
     float d[KC][16];
 } stage;
 
