@@ -2,8 +2,9 @@
 # What the products' work split does at 8 and 16 threads on the GPU host's CPU (issue 16: decode at 16 threads read
 # 0.84x llama.cpp, and AVX2's x8 decode beat the x16 one there). The split (src/engine/ops.c: rows per item, items
 # per thread) never changes a bit of a result, only who computes which rows; bench/split_variants.patch makes its
-# constants overridable (TD_SPLIT_ITEMS, TD_SPLIT_DECODE_ROWS, TD_SPLIT_MIN_ROWS, TD_SPLIT_PREFILL_ROWS) in a scratch
-# worktree build; nothing of it is in the library. The call also runs test_kernels on the real AMX tiles and
+# constants overridable (TD_SPLIT_ITEMS, TD_SPLIT_DECODE_ROWS, TD_SPLIT_MIN_ROWS, TD_SPLIT_PREFILL_ROWS,
+# TD_SPLIT_MIN_PREFILL_ROWS) in a scratch worktree build; nothing of it is in the library. The call also runs
+# test_kernels on the real AMX tiles and
 # llama-bench (built here, carried) at 8 and 16 threads. One JSON line per measurement in $OUT/final.jsonl.
 #   here    bench/split_variants.sh --prepare [LLAMA_BENCH]     fills build-split/ (git-ignored; a llama-bench built
 #           here dies of SIGILL on that host: NOTES)
