@@ -9,6 +9,7 @@
 #   here    bench/split_variants.sh --prepare [LLAMA_BENCH]     fills build-split/ (git-ignored; a llama-bench built
 #           here dies of SIGILL on that host: NOTES)
 #   device  run(command="bash bench/split_variants.sh", carry=["build-split"], timeout_s=330)
+#           (ONLY_PREFILL=1 LIMIT=100: the default split against cutting tokens first, prefill at 16 and 8 threads)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/bundle.sh
@@ -46,7 +47,22 @@ left() { [ $(($(date +%s) - START)) -lt "$LIMIT" ]; }
 # name: environment
 DECODE=("d0:" "d1:TD_SPLIT_ITEMS=1" "d2:TD_SPLIT_ITEMS=2" "d3:TD_SPLIT_ITEMS=1 TD_SPLIT_DECODE_ROWS=256"
         "d4:TD_SPLIT_ITEMS=8")
-PREFILL=("p0:" "p1:TD_SPLIT_ITEMS=2" "p2:TD_SPLIT_ITEMS=8" "p3:TD_SPLIT_PREFILL_ROWS=128")
+PREFILL=("p0:" "p1:TD_SPLIT_ITEMS=2" "p2:TD_SPLIT_ITEMS=8" "p3:TD_SPLIT_PREFILL_ROWS=128"
+         "p4:TD_SPLIT_MIN_PREFILL_ROWS=256")
+# ONLY_PREFILL=1: the prefill variants alone (p0 and p4 at 16 and 8 threads, alternating), for a short call
+if [ -n "${ONLY_PREFILL:-}" ]; then
+    for round in 1 2 3; do
+        for t in 16 8; do
+            for v in "${PREFILL[0]}" "${PREFILL[4]}"; do
+                left || break
+                rec "prefill_t${t}_${v%%:*}" "$(env ${v#*:} $B/typedecide bench prefill --model "$M" --tokens 512 \
+                    --threads $t --repeat 2 2>/dev/null)"
+            done
+        done
+    done
+    cat "$L"
+    exit 0
+fi
 for round in 1 2; do
     left || break
     [ -x $LB ] && rec llama_t8_16 "$($LB -m "$M" -t 8,16 -p 512 -n 32 -r 2 -o json 2>>"$OUT/llama.err" | tr '\n' ' ')"
