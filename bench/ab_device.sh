@@ -5,7 +5,7 @@
 #
 #   here    bench/ab_device.sh --prepare [NAME=CFLAGS ...]
 #           fills build-ab/ (git-ignored): "base", a release build of the committed HEAD (a scratch worktree);
-#           "new", the working tree; one more build of the working tree per NAME=CFLAGS (e.g. copy0=-DAMX_B_COPY=0,
+#           "new", the working tree; one more build of the working tree per NAME=CFLAGS (e.g. mint16=-DAMX_MIN_T=16,
 #           a compile-time variant); test_kernels of the working tree; the libraries the host lacks; llama.cpp's
 #           source (bench/bundle.sh); the tokenizer; bench/membw.c is in the tree and compiled there.
 #   device  run(command="OUT=\$OUT bash bench/ab_device.sh", carry=["build-ab"], timeout_s=590)

@@ -94,9 +94,9 @@ int main(int argc, char **argv) {
             jobs[t] = (job){buf + (size_t)t * share, share, prefetch, &start, 0, 0};
             pthread_create(&tid[t], NULL, reader, &jobs[t]);
         }
-        double t0 = now(), end = 0;
+        double end = 0;
         pthread_barrier_wait(&start);
-        t0 = now();
+        const double t0 = now();
         for (int t = 0; t < threads; t++) {
             pthread_join(tid[t], NULL);
             sink ^= jobs[t].sink;

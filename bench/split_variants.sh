@@ -4,8 +4,8 @@
 # per thread) never changes a bit of a result, only who computes which rows; bench/split_variants.patch makes its
 # constants overridable (TD_SPLIT_ITEMS, TD_SPLIT_DECODE_ROWS, TD_SPLIT_MIN_ROWS, TD_SPLIT_PREFILL_ROWS,
 # TD_SPLIT_MIN_PREFILL_ROWS) in a scratch worktree build; nothing of it is in the library. The call also runs
-# test_kernels on the real AMX tiles and
-# llama-bench (built here, carried) at 8 and 16 threads. One JSON line per measurement in $OUT/final.jsonl.
+# test_kernels on the real AMX tiles and llama-bench (built here, carried) at 8 and 16 threads. One JSON line per
+# measurement in $OUT/final.jsonl.
 #   here    bench/split_variants.sh --prepare [LLAMA_BENCH]     fills build-split/ (git-ignored; a llama-bench built
 #           here dies of SIGILL on that host: NOTES)
 #   device  run(command="bash bench/split_variants.sh", carry=["build-split"], timeout_s=330)
