@@ -74,14 +74,18 @@ static void quantize_row(td_ctx *ctx, int64_t t, const void *arg, int thread) {
 /* Chunks of weight rows: for decode at most TD_DECODE_ROWS, for a batch of tokens at most TD_PREFILL_ROWS, large
  * enough that a block of weight rows stays in cache for the tokens of an item. A job wants at least
  * TD_ITEMS_PER_THREAD items a thread (so that threads finishing early find work, and no thread idles while
- * another runs a product's last chunks): chunks shrink to TD_MIN_ROWS rows, then a batch's tokens are cut into
- * blocks of at least TD_MIN_TOKENS. At 2 threads qwen3-0.6b's 1024-row products (o, down) go from 4 chunks of 256
- * rows to 8 of 128; at 16 threads from 4 items (12 threads idle for a third of the arithmetic) to 16 chunks of 64
- * rows x 4 blocks of 128 tokens of a 512-token prefill. */
+ * another runs a product's last chunks). A batch's tokens are cut first, into blocks of at least
+ * TD_FIRST_TOKENS (a multiple of the AMX tile's 16 rows): an item keeps its TD_PREFILL_ROWS rows, over which the
+ * kernels spread what they do once per token tile (staging the activations); then chunks shrink to
+ * TD_MIN_PREFILL_ROWS rows (to TD_MIN_ROWS for decode), then blocks to TD_MIN_TOKENS. A 512-token prefill of
+ * qwen3-0.6b at 16 threads: the 1024-row products (o, down) become 4 chunks of 256 rows x 16 blocks of 32 tokens (the
+ * rows were cut to 64 before: 27% more time inside the products, bench/results/scaling-probe-xeon16-amx.json); at 2
+ * threads 4 x 2 blocks of 256 tokens; a 45-token suffix still splits by rows (8 chunks of 128 at 2 threads). */
 #define TD_DECODE_ROWS 64
 #define TD_PREFILL_ROWS 256
 #define TD_MIN_ROWS 16
 #define TD_MIN_PREFILL_ROWS 64
+#define TD_FIRST_TOKENS 32
 #define TD_MIN_TOKENS 16
 #define TD_ITEMS_PER_THREAD 4
 
@@ -91,21 +95,27 @@ static int64_t count_chunks(const td_eng_product *p, int n, int64_t grain) {
     return c;
 }
 
-/* The job's shape: row grain, token blocks. Depends on the thread count, never on anything a result depends on. */
+/* Blocks of tokens (at least `least` each, up to as many as make `want` items of `chunks` row chunks). */
+static int64_t token_blocks(int64_t T, int64_t chunks, int64_t want, int64_t least) {
+    int64_t n = (want + chunks - 1) / chunks, most = T / least > 1 ? T / least : 1;
+    return n < most ? n : most;
+}
+
+/* The job's shape: row grain, token blocks of a multiple of 16 tokens. Depends on the thread count and the batch's
+ * size, never on anything a result depends on. */
 static void split(products *j, int threads) {
     const int64_t want = (int64_t)TD_ITEMS_PER_THREAD * threads;
     const int decode = j->T < 4;
     int64_t grain = decode ? TD_DECODE_ROWS : TD_PREFILL_ROWS, min = decode ? TD_MIN_ROWS : TD_MIN_PREFILL_ROWS;
-    while (grain / 2 >= min && count_chunks(j->p, j->n, grain) < want) grain /= 2;
-    int64_t chunks = count_chunks(j->p, j->n, grain), n_tb = 1;
-    if (!decode && chunks < want) {
-        n_tb = (want + chunks - 1) / chunks;
-        int64_t most = j->T / TD_MIN_TOKENS > 1 ? j->T / TD_MIN_TOKENS : 1;
-        n_tb = n_tb < most ? n_tb : most;
-    }
+    int64_t n_tb = decode ? 1 : token_blocks(j->T, count_chunks(j->p, j->n, grain), want, TD_FIRST_TOKENS);
+    while (grain / 2 >= min && count_chunks(j->p, j->n, grain) * n_tb < want) grain /= 2;
+    int64_t chunks = count_chunks(j->p, j->n, grain);
+    if (!decode && chunks * n_tb < want) n_tb = token_blocks(j->T, chunks, want, TD_MIN_TOKENS);
+    int64_t tb = (j->T + n_tb - 1) / n_tb;
+    if (!decode && tb < j->T) tb = (tb + 15) / 16 * 16;
     j->grain = grain;
-    j->tb = (j->T + n_tb - 1) / n_tb;
-    j->n_tb = (j->T + j->tb - 1) / j->tb;
+    j->tb = tb;
+    j->n_tb = (j->T + tb - 1) / tb;
     for (int i = 0; i < j->n; i++) j->first[i + 1] = j->first[i] + (j->p[i].n_out + grain - 1) / grain * j->n_tb;
 }
 
