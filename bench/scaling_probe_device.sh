@@ -8,8 +8,9 @@
 # inside the job's items, so a job that waits on a slow thread (items/wall < threads) is told from one whose items
 # themselves got slower (items at 2 threads > items at 1). Nothing of the patch is in the library. NO_LLAMA=1: ours
 # alone; LIMIT: seconds after which no measurement starts (420). PLAN=split: instead, the products' work split
-# (bench/split_variants.patch, built in too: TD_SPLIT_* knobs) at 16, 8, 4 and 2 threads, the default against cutting
-# a batch's tokens before its rows (TD_SPLIT_MIN_PREFILL_ROWS=256 or 128), llama-bench beside them, three rounds.
+# (bench/split_variants.patch, built in too: TD_SPLIT_* knobs) at 16, 8, 4 and 2 threads, llama-bench beside them,
+# three rounds: p0 = rows cut to 64 before tokens (the default until this script's call), p4 / p5 = rows kept at
+# 256 / 128 and tokens cut instead, "now" = the default since (tokens first; p0, p4, p5 were measured).
 #   here    bench/scaling_probe_device.sh --prepare      fills build-probe/ (git-ignored)
 #   device  run(command="OUT=\$OUT bash bench/scaling_probe_device.sh", carry=["build-probe"], timeout_s=500)
 #   here    python3 bench/op_profile.py build-probe/typedecide OUT/probe.jsonl   (per-op table, names from nm)
@@ -20,11 +21,7 @@ B=build-probe
 if [ "${1:-}" = "--prepare" ]; then
     set -e
     W=${WORK:-/tmp/td-probe}
-    rm -rf "$W" && git worktree prune && git worktree add -q --detach "$W" HEAD
-    trap 'git worktree remove --force "$W"' EXIT
-    git -C "$W" apply "$PWD/bench/op_profile.patch" "$PWD/bench/split_variants.patch"
-    cmake -S "$W" -B "$W/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
-    cmake --build "$W/build" --target typedecide_cli -j"$(nproc)" >/dev/null
+    bundle_patched "$W" typedecide_cli bench/op_profile.patch bench/split_variants.patch
     rm -rf $B && mkdir -p $B/lib && cp "$W/build/typedecide" $B/ # not stripped: the summary names jobs from nm
     bundle_libs $B/typedecide $B/lib
     bundle_llama_src $B
@@ -75,9 +72,10 @@ llama() { # NAME PIN THREADS
     [ -n "$LB" ] && one "$1" "$2" "$3" "$LB" -m "$M" -t "$3" -p 512 -n 0 -r 3 -o json
 }
 if [ "${PLAN:-}" = split ]; then
+    R=TD_SPLIT_FIRST_TOKENS=100000 # p0, p4, p5 as measured (rows first); "now": the default
     for round in 1 2 3; do
         for t in 16 8 4 2; do
-            for v in "p0:" "p4:TD_SPLIT_MIN_PREFILL_ROWS=256" "p5:TD_SPLIT_MIN_PREFILL_ROWS=128"; do
+            for v in "p0:$R" "p4:$R TD_SPLIT_MIN_PREFILL_ROWS=256" "p5:$R TD_SPLIT_MIN_PREFILL_ROWS=128" "now:"; do
                 one "ours_t${t}_${v%%:*}" - "$t" env TD_KERNELS=amx ${v#*:} $B/typedecide bench prefill --model "$M" \
                     --tokens 512 --threads "$t" --repeat 2
             done

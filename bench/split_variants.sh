@@ -3,13 +3,15 @@
 # 0.84x llama.cpp, and AVX2's x8 decode beat the x16 one there). The split (src/engine/ops.c: rows per item, items
 # per thread) never changes a bit of a result, only who computes which rows; bench/split_variants.patch makes its
 # constants overridable (TD_SPLIT_ITEMS, TD_SPLIT_DECODE_ROWS, TD_SPLIT_MIN_ROWS, TD_SPLIT_PREFILL_ROWS,
-# TD_SPLIT_MIN_PREFILL_ROWS) in a scratch worktree build; nothing of it is in the library. The call also runs
-# test_kernels on the real AMX tiles and llama-bench (built here, carried) at 8 and 16 threads. One JSON line per
-# measurement in $OUT/final.jsonl.
+# TD_SPLIT_MIN_PREFILL_ROWS, TD_SPLIT_FIRST_TOKENS) in a scratch worktree build; nothing of it is in the library.
+# TD_SPLIT_FIRST_TOKENS=100000 gives the split this script measured (rows cut before tokens; tokens are cut first
+# since 2026-12-02's sixth session). The call also runs test_kernels on the real AMX tiles and llama-bench (built
+# here, carried) at 8 and 16 threads. One JSON line per measurement in $OUT/final.jsonl.
 #   here    bench/split_variants.sh --prepare [LLAMA_BENCH]     fills build-split/ (git-ignored; a llama-bench built
 #           here dies of SIGILL on that host: NOTES)
 #   device  run(command="bash bench/split_variants.sh", carry=["build-split"], timeout_s=330)
-#           (ONLY_PREFILL=1 LIMIT=100: the default split against cutting tokens first, prefill at 16 and 8 threads)
+#           (ONLY_PREFILL=1 LIMIT=100: p0 against p4, prefill at 16 and 8 threads; bench/scaling_probe_device.sh's
+#           PLAN=split does this with an op profile)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/bundle.sh
@@ -17,11 +19,7 @@ B=build-split
 if [ "${1:-}" = "--prepare" ]; then
     set -e
     W=${WORK:-/tmp/td-split}
-    rm -rf "$W" && git worktree prune && git worktree add -q --detach "$W" HEAD
-    trap 'git worktree remove --force "$W"' EXIT
-    git -C "$W" apply "$PWD/bench/split_variants.patch"
-    cmake -S "$W" -B "$W/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
-    cmake --build "$W/build" --target typedecide_cli test_kernels -j"$(nproc)" >/dev/null
+    bundle_patched "$W" "typedecide_cli test_kernels" bench/split_variants.patch
     rm -rf $B && mkdir -p $B/lib && cp "$W/build/typedecide" "$W/build/tests/test_kernels" $B/
     strip $B/typedecide $B/test_kernels
     bundle_libs $B/typedecide $B/lib
@@ -47,8 +45,9 @@ left() { [ $(($(date +%s) - START)) -lt "$LIMIT" ]; }
 # name: environment
 DECODE=("d0:" "d1:TD_SPLIT_ITEMS=1" "d2:TD_SPLIT_ITEMS=2" "d3:TD_SPLIT_ITEMS=1 TD_SPLIT_DECODE_ROWS=256"
         "d4:TD_SPLIT_ITEMS=8")
-PREFILL=("p0:" "p1:TD_SPLIT_ITEMS=2" "p2:TD_SPLIT_ITEMS=8" "p3:TD_SPLIT_PREFILL_ROWS=128"
-         "p4:TD_SPLIT_MIN_PREFILL_ROWS=256")
+R=TD_SPLIT_FIRST_TOKENS=100000 # rows first, as when this was measured
+PREFILL=("p0:$R" "p1:$R TD_SPLIT_ITEMS=2" "p2:$R TD_SPLIT_ITEMS=8" "p3:$R TD_SPLIT_PREFILL_ROWS=128"
+         "p4:$R TD_SPLIT_MIN_PREFILL_ROWS=256")
 # ONLY_PREFILL=1: the prefill variants alone (p0 and p4 at 16 and 8 threads, alternating), for a short call
 if [ -n "${ONLY_PREFILL:-}" ]; then
     for round in 1 2 3; do
