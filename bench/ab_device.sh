@@ -4,7 +4,8 @@
 # time. Two halves:
 #
 #   here    bench/ab_device.sh --prepare [NAME=CFLAGS ...]
-#           fills build-ab/ (git-ignored): "base", a release build of the committed HEAD (a scratch worktree);
+#           fills build-ab/ (git-ignored): "base", a release build of the committed HEAD, or of BASE (a commit), in a
+#           scratch worktree;
 #           "new", the working tree; one more build of the working tree per NAME=CFLAGS (e.g. mint16=-DAMX_MIN_T=16,
 #           a compile-time variant); test_kernels of the working tree; the libraries the host lacks; llama.cpp's
 #           source (bench/bundle.sh); the tokenizer; bench/membw.c is in the tree and compiled there.
@@ -28,7 +29,7 @@ if [ "${1:-}" = "--prepare" ]; then
     set -e
     shift
     W=${TMPDIR:-/tmp}/td-ab-base
-    rm -rf "$W" && git worktree prune && git worktree add -q --detach "$W" HEAD
+    rm -rf "$W" && git worktree prune && git worktree add -q --detach "$W" "${BASE:-HEAD}"
     trap 'git worktree remove --force "$W"' EXIT
     rm -rf $B && mkdir -p $B/lib
     build() { # SRC BUILD-DIR NAME CFLAGS TARGETS...
