@@ -10,7 +10,8 @@
  * shift and one add, and take the r16 epilogue in AVX-512 (conversion, scale product, fma into that token's
  * accumulator of 16 rows), in block order, so that the float operations are the reference's. Fewer than AMX_MIN_T
  * tokens (decode), and lists of rows, take td_matmul_r16_avx512. Measured variants (NOTES, issue 16): B copied to L1
- * first, the offsets subtracted in the epilogue, or both slabs' accumulators in memory were each slower.
+ * first, the offsets subtracted in the epilogue, or both slabs' accumulators in memory were each slower. The first
+ * token tile of a group of slabs reads the weights from memory (the others from L2), so it prefetches a pair ahead.
  *
  * Linux gives a process the AMX tile registers only when asked (arch_prctl ARCH_REQ_XCOMP_PERM): dispatch.c asks
  * before it offers the set. Compiled with -DTD_AMX_EMULATE (tests/test_kernels.c), the tile instructions are C loops
@@ -144,7 +145,8 @@ static inline __attribute__((always_inline)) void q4_tile(const uint8_t *wb, uin
  * several in flight while the previous block's epilogue runs. */
 static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, const td_qpack *p,
                                                               const uint8_t *const slab[2], int np, const stage *st,
-                                                              int64_t c0, int kc, int M, float (*acc)[16][16]) {
+                                                              int64_t c0, int kc, int M, float (*acc)[16][16],
+                                                              const uint8_t *const next[2]) {
     const int two = type == TD_DTYPE_Q8_0;
     const size_t gb = p->group_bytes;
     const uint16_t *ws[2] = {td_qpack_scales(p, slab[0]), np > 1 ? td_qpack_scales(p, slab[1]) : NULL};
@@ -177,6 +179,8 @@ static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, con
     } while (0)
     for (int b = 0; b < kc; b++) {
         const uint8_t *bt[2] = {wide[0][0], wide[1][0]};
+        for (int i = 0; next && i < 2; i++) /* the blocks the next pair will take, while this pair computes */
+            for (size_t l = 0; next[i] && l < gb; l += 64) _mm_prefetch((const char *)next[i] + b * gb + l, _MM_HINT_T0);
         for (int i = 0; i < np; i++) {
             if (type == TD_DTYPE_Q8_0) bt[i] = slab[i] + (c0 + b) * gb; /* the B tile as it lies in the pack */
             else q4_tile(slab[i] + (c0 + b) * gb, wide[i]);
@@ -230,8 +234,19 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
                     const uint8_t *const slab[2] = {td_qpack_slab(p, s0 + i),
                                                     i + 1 < ns ? td_qpack_slab(p, s0 + i + 1) : NULL};
                     int np = i + 1 < ns ? 2 : 1;
-                    if (m == 16 && np == 2) slab_blocks(type, p, slab, 2, &st, c0, kc, 16, accm + i);
-                    else slab_blocks(type, p, slab, np, &st, c0, kc, m, accm + i);
+                    /* The first token tile reads the weights from memory: it asks for the next pair's blocks of
+                     * this chunk (after the last pair, the first pair's next chunk) a pair ahead. */
+                    const uint8_t *next[2] = {NULL, NULL};
+                    if (t0 == 0 && i + 2 < ns) {
+                        next[0] = td_qpack_slab(p, s0 + i + 2) + c0 * p->group_bytes;
+                        next[1] = i + 3 < ns ? td_qpack_slab(p, s0 + i + 3) + c0 * p->group_bytes : NULL;
+                    } else if (t0 == 0 && c0 + KC < p->nbg) {
+                        next[0] = td_qpack_slab(p, s0) + (c0 + KC) * p->group_bytes;
+                        next[1] = ns > 1 ? td_qpack_slab(p, s0 + 1) + (c0 + KC) * p->group_bytes : NULL;
+                    }
+                    const uint8_t *const *pf = t0 == 0 ? next : NULL;
+                    if (m == 16 && np == 2) slab_blocks(type, p, slab, 2, &st, c0, kc, 16, accm + i, pf);
+                    else slab_blocks(type, p, slab, np, &st, c0, kc, m, accm + i, pf);
                 }
             }
             for (int i = 0; i < ns; i++)
