@@ -11,7 +11,8 @@
  * accumulator of 16 rows), in block order, so that the float operations are the reference's. Fewer than AMX_MIN_T
  * tokens (decode), and lists of rows, take td_matmul_r16_avx512. Measured variants (NOTES, issue 16): B copied to L1
  * first, the offsets subtracted in the epilogue, or both slabs' accumulators in memory were each slower. The first
- * token tile of a group of slabs reads the weights from memory (the others from L2), so it prefetches a pair ahead.
+ * token tile of a group of slabs reads the weights from memory (the others from L2), so for Q8_0 it prefetches a pair
+ * ahead.
  *
  * Linux gives a process the AMX tile registers only when asked (arch_prctl ARCH_REQ_XCOMP_PERM): dispatch.c asks
  * before it offers the set. Compiled with -DTD_AMX_EMULATE (tests/test_kernels.c), the tile instructions are C loops
@@ -234,8 +235,9 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
                     const uint8_t *const slab[2] = {td_qpack_slab(p, s0 + i),
                                                     i + 1 < ns ? td_qpack_slab(p, s0 + i + 1) : NULL};
                     int np = i + 1 < ns ? 2 : 1;
-                    /* The first token tile reads the weights from memory: it asks for the next pair's blocks of
-                     * this chunk (after the last pair, the first pair's next chunk) a pair ahead. */
+                    /* The first token tile reads the weights from memory: Q8_0's asks for the next pair's blocks
+                     * of this chunk (after the last pair, the first pair's next chunk) a pair ahead (measured: a
+                     * shorter Q8_0 criterion; Q4_0's widening loads did better without). */
                     const uint8_t *next[2] = {NULL, NULL};
                     if (t0 == 0 && i + 2 < ns) {
                         next[0] = td_qpack_slab(p, s0 + i + 2) + c0 * p->group_bytes;
@@ -244,7 +246,7 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
                         next[0] = td_qpack_slab(p, s0) + (c0 + KC) * p->group_bytes;
                         next[1] = ns > 1 ? td_qpack_slab(p, s0 + 1) + (c0 + KC) * p->group_bytes : NULL;
                     }
-                    const uint8_t *const *pf = t0 == 0 ? next : NULL;
+                    const uint8_t *const *pf = t0 == 0 && two ? next : NULL;
                     if (m == 16 && np == 2) slab_blocks(type, p, slab, 2, &st, c0, kc, 16, accm + i, pf);
                     else slab_blocks(type, p, slab, np, &st, c0, kc, m, accm + i, pf);
                 }

@@ -6,9 +6,7 @@
  * token's 4 activation bytes broadcast leaves, after a block's 8 chunks, each row's exact block sum in its lane
  * (offset by o * sum(x), which is subtracted after); the two levels combine into 128 p1 + p2, and one conversion,
  * one scale product and one fma per block then serve 16 rows. The rows of a slab lie together, so decode streams
- * slabs front to back, DECODE_SLABS at a time with their blocks interleaved (several streams keep more of a core's
- * memory requests in flight than one), and asks for the bytes PREFETCH_BYTES ahead; up to 4 tokens share each weight
- * load (a batch
+ * slabs front to back and asks for the bytes PREFETCH_BYTES ahead; up to 4 tokens share each weight load (a batch
  * reads each slab once per 4 tokens: this path is for a few tokens, AMX tiles take the rest). Lists of rows (the
  * head's letters: a few rows) go to the reference, which gives the same bits. */
 #include <immintrin.h>
@@ -20,10 +18,6 @@
 
 #ifndef PREFETCH_BYTES
 #define PREFETCH_BYTES 8192 /* about the x16 path's 8 rows ahead at 1,024 columns */
-#endif
-
-#ifndef DECODE_SLABS
-#define DECODE_SLABS 4 /* slabs one token's product streams at once */
 #endif
 
 static inline __m512i bcast4(const int8_t *x) {
@@ -90,71 +84,6 @@ static inline __attribute__((always_inline)) void slab_dots(td_dtype type, int N
     for (int n = 0; n < NT; n++) out[n] = acc[n];
 }
 
-/* One token (decode) times NS slabs (slab[0..NS)), their blocks interleaved: block b of each slab, then b + 1, so
- * that NS streams are read at once. out[i] holds slab i's 16 results; each slab's operations are slab_dots'. */
-static inline __attribute__((always_inline)) void slabs_dot1(td_dtype type, int NS, const td_qpack *p,
-                                                             const uint8_t *const *slab, const td_qrows *xq, int64_t t0,
-                                                             __m512 *out) {
-    const size_t gb = p->group_bytes;
-    const int64_t nb = p->nbg;
-    const int two = type == TD_DTYPE_Q8_0, o = type == TD_DTYPE_Q8_0 ? 128 : 8;
-    const __m512i low4 = _mm512_set1_epi8(15);
-    const int64_t rs = xq->nbg * TD_X16_GROUP, ss = xq->nbg * TD_X16_LANES;
-    const int8_t *x1 = xq->qi + t0 * rs, *x2 = xq->qi2 + t0 * rs;
-    __m512 acc[DECODE_SLABS];
-    for (int i = 0; i < NS; i++) acc[i] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const int64_t xo = b * TD_QBLOCK, at = t0 * ss + b;
-        const __m512 dx = _mm512_set1_ps(td_r16_scale(xq, at));
-        const __m512i off = _mm512_set1_epi32(td_r16_offset(xq, at, o));
-        for (int i = 0; i < NS; i++) {
-            const uint8_t *wb = slab[i] + b * gb;
-            for (size_t l = 0; l < gb; l += 64) _mm_prefetch((const char *)wb + PREFETCH_BYTES + l, _MM_HINT_T0);
-            __m512i a1 = _mm512_setzero_si512(), b1 = a1, a2 = a1, b2 = a1;
-            if (type == TD_DTYPE_Q8_0) {
-                _Pragma("GCC unroll 4") for (int k = 0; k < TD_QBLOCK / 4; k += 2) {
-                    __m512i w0 = _mm512_loadu_si512(wb + k * TD_X16_CHUNK);
-                    __m512i w1 = _mm512_loadu_si512(wb + (k + 1) * TD_X16_CHUNK);
-                    const int8_t *xa = x1 + xo + 4 * k, *xb = x2 + xo + 4 * k;
-                    a1 = _mm512_dpbusd_epi32(a1, w0, bcast4(xa));
-                    b1 = _mm512_dpbusd_epi32(b1, w1, bcast4(xa + 4));
-                    a2 = _mm512_dpbusd_epi32(a2, w0, bcast4(xb));
-                    b2 = _mm512_dpbusd_epi32(b2, w1, bcast4(xb + 4));
-                }
-            } else {
-                _Pragma("GCC unroll 4") for (int k = 0; k < TD_QBLOCK / 8; k++) {
-                    __m512i raw = _mm512_loadu_si512(wb + k * TD_X16_CHUNK);
-                    __m512i lo = _mm512_and_si512(raw, low4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
-                    a1 = _mm512_dpbusd_epi32(a1, lo, bcast4(x1 + xo + 4 * k));
-                    b1 = _mm512_dpbusd_epi32(b1, hi, bcast4(x1 + xo + TD_QBLOCK / 2 + 4 * k));
-                }
-            }
-            const uint16_t *ws = td_qpack_scales(p, slab[i]);
-            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws + b * TD_R16_ROWS)));
-            __m512i P = _mm512_add_epi32(a1, b1);
-            if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_add_epi32(a2, b2));
-            P = _mm512_sub_epi32(P, off);
-            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw, dx), acc[i]);
-        }
-    }
-    for (int i = 0; i < NS; i++) out[i] = acc[i];
-}
-
-/* One token over slabs s0 .. s1, DECODE_SLABS at a time (the rest one by one). */
-static inline __attribute__((always_inline)) void decode_typed(td_dtype type, const td_qpack *p, const td_qrows *xq,
-                                                               float *y, int64_t j0, int64_t j1) {
-    int64_t s = j0 / TD_R16_ROWS, s1 = (j1 + TD_R16_ROWS - 1) / TD_R16_ROWS;
-    __m512 v[DECODE_SLABS];
-    for (; s < s1; ) {
-        const uint8_t *slab[DECODE_SLABS];
-        int ns = s1 - s < DECODE_SLABS ? 1 : DECODE_SLABS;
-        for (int i = 0; i < ns; i++) slab[i] = td_qpack_slab(p, s + i);
-        if (ns == DECODE_SLABS) slabs_dot1(type, DECODE_SLABS, p, slab, xq, 0, v);
-        else slabs_dot1(type, 1, p, slab, xq, 0, v);
-        for (int i = 0; i < ns; i++, s++) _mm512_mask_storeu_ps(y + s * TD_R16_ROWS, td_r16_mask(s, j0, j1), v[i]);
-    }
-}
-
 /* Each slab once per 4 tokens (then 2, then 1): decode streams it, a few tokens share its loads. */
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_qpack *p, const td_qrows *xq,
                                                                int64_t T, float *y, int64_t ldy, int64_t j0,
@@ -183,10 +112,7 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
 void td_matmul_r16_avx512(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                           int64_t j0, int64_t j1) {
     if (rows) td_matmul_r16_ref(w, rows, xq, T, y, ldy, j0, j1);
-    else if (T == 1 && DECODE_SLABS > 1) {
-        if (w->type == TD_DTYPE_Q8_0) decode_typed(TD_DTYPE_Q8_0, w->pack, xq, y, j0, j1);
-        else decode_typed(TD_DTYPE_Q4_0, w->pack, xq, y, j0, j1);
-    } else if (w->type == TD_DTYPE_Q8_0) matmul_typed(TD_DTYPE_Q8_0, w->pack, xq, T, y, ldy, j0, j1);
+    else if (w->type == TD_DTYPE_Q8_0) matmul_typed(TD_DTYPE_Q8_0, w->pack, xq, T, y, ldy, j0, j1);
     else matmul_typed(TD_DTYPE_Q4_0, w->pack, xq, T, y, ldy, j0, j1);
 }
 
