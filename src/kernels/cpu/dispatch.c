@@ -18,23 +18,26 @@ static void quant_ref(const float *x, int64_t ldx, const void *xq, int64_t r0, i
 static void quant_avx2(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1) {
     td_quantize_rows_avx2(x, ldx, xq, r0, r1);
 }
+static void quant_avx512(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1) {
+    td_quantize_rows_avx512(x, ldx, xq, r0, r1);
+}
 
 static const td_kernels scalar = {"scalar", 0, 0, td_matmul_ref, td_attn_rows_ref, td_deltanet_step_ref,
                                   quant_ref, td_rmsnorm, td_silu_mul};
 static const td_kernels avx2 = {"avx2", TD_X8_LANES, 0, td_matmul_avx2, td_attn_rows_avx2, td_deltanet_step_avx2,
                                 quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
 static const td_kernels avx512vnni = {"avx512vnni", TD_X16_LANES, 0, td_matmul_avx512, td_attn_rows_avx512,
-                                      td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
+                                      td_deltanet_step_avx2, quant_avx512, td_rmsnorm_avx2, td_silu_mul_avx2};
 static const td_kernels avx512bf16 = {"avx512bf16", TD_X16_LANES, 1, td_matmul_avx512bf16,
-                                      td_attn_rows_avx512, td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2,
+                                      td_attn_rows_avx512, td_deltanet_step_avx2, quant_avx512, td_rmsnorm_avx2,
                                       td_silu_mul_avx2};
 /* The r16 packing (16 weight rows in a vector's lanes): products of batches on AMX tiles, decode on AVX-512 VNNI; and
  * its twin without tiles, which runs wherever avx512bf16 does (the AMX set's decode path, and a CPU's own check of
  * the r16 arithmetic). */
 static const td_kernels avx512r16 = {"avx512r16", TD_R16_LANES, 1, td_matmul_avx512r16, td_attn_rows_avx512,
-                                     td_deltanet_step_avx2, quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
+                                     td_deltanet_step_avx2, quant_avx512, td_rmsnorm_avx2, td_silu_mul_avx2};
 static const td_kernels amx = {"amx", TD_R16_LANES, 1, td_matmul_amx, td_attn_rows_avx512, td_deltanet_step_avx2,
-                               quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
+                               quant_avx512, td_rmsnorm_avx2, td_silu_mul_avx2};
 
 int td_kernels_layout(const td_kernels *k, const td_mat *w) {
     if (td_dtype_is_block(w->type)) return td_qrows_layout(w->type, w->pack);

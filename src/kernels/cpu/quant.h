@@ -195,5 +195,7 @@ void td_qrows_pad(const td_qrows *xq, int64_t r);
 typedef void (*td_quantize_rows_fn)(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
 void td_quantize_rows_ref(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
 void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
+/* AVX-512 for the x16 and r16 layouts (the others through td_quantize_rows_avx2): the same bytes again. */
+void td_quantize_rows_avx512(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
 
 #endif
