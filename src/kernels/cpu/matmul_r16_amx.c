@@ -4,15 +4,20 @@
  * One tdpbsud multiplies a tile of up to 16 tokens' 32 activation bytes of block b (A: signed, staged together) by
  * the slab's block b (B: 8 rows of 64 bytes, as it lies in the pack: row k holds elements 4k..4k+3 of the 16 weight
  * rows, unsigned; Q4_0 widened to bytes in L1) into C [tokens][16 rows] of exact block sums: one block per
- * instruction, because every block has its own scale. Two slabs share the activation tiles, so the four products of
- * a block (two slabs, two levels) are in flight while the previous block's epilogue runs. The last level's sums start
- * from minus the offset sums (a staged tile), so each token's two rows combine into 128 p1 + p2 - offsets with one
- * shift and one add, and take the r16 epilogue in AVX-512 (conversion, scale product, fma into that token's
- * accumulator of 16 rows), in block order, so that the float operations are the reference's. Fewer than AMX_MIN_T
- * tokens (decode), and lists of rows, take td_matmul_r16_avx512. Measured variants (NOTES, issue 16): B copied to L1
- * first, the offsets subtracted in the epilogue, or both slabs' accumulators in memory were each slower. The first
- * token tile of a group of slabs reads the weights from memory (the others from L2), so for Q8_0 it prefetches a pair
- * ahead.
+ * instruction, because every block has its own scale. The last level's sums start from minus the offset sums (a
+ * staged tile), so each token's two rows combine into 128 p1 + p2 - offsets with one shift and one add, and take the
+ * r16 epilogue in AVX-512 (conversion, scale product, fma into that token's accumulator of 16 rows), in block order,
+ * so that the float operations are the reference's. A slab's blocks run in a three-stage pipeline (slab_blocks).
+ * Fewer than AMX_MIN_T tokens (decode), and lists of rows, take td_matmul_r16_avx512.
+ *
+ * Measured (NOTES, issue 16; bench/amx_probe.sh times this file and variants of it on one core of the AMX host):
+ * the epilogue's time adds to the tile work's, however the two are interleaved; per block of 32 rows x 16 tokens
+ * about 75 ns of tile work (of which ~20 the stores of the sums) and ~40 of epilogue; one activation level instead of
+ * two would take 40% off (the fidelity kept for Q8_0 weights costs that). Slower variants: B copied to L1 first, the
+ * offsets subtracted in the epilogue, both slabs' accumulators in memory, two slabs sharing the activation tiles
+ * with the epilogue right after (or a block behind) their products (5-10% slower than one slab in a pipeline). The
+ * first token tile of a group of slabs reads the weights from memory (the others from L2), so for Q8_0 it
+ * prefetches a slab ahead.
  *
  * Linux gives a process the AMX tile registers only when asked (arch_prctl ARCH_REQ_XCOMP_PERM): dispatch.c asks
  * before it offers the set. Compiled with -DTD_AMX_EMULATE (tests/test_kernels.c), the tile instructions are C loops
@@ -28,16 +33,15 @@
 #ifndef AMX_MIN_T
 #define AMX_MIN_T 8 /* fewer tokens than this take the AVX-512 VNNI path */
 #endif
-/* Tile registers (macros: the intrinsics want the literal number): activations (two levels), the weights of two
- * slabs, and per slab and level one tile of sums: all eight. */
+/* Tile registers (macros: the intrinsics want the literal number): activations (two levels), the slab's weights,
+ * and two sets of sums (per level), one for even blocks and one for odd. */
 #define A1 0
 #define A2 1
 #define B0 2
-#define B1 3
-#define C10 4 /* level 1, slab 0 */
-#define C20 5 /* level 2, slab 0 */
-#define C11 6
-#define C21 7
+#define C1A 4 /* level 1, even blocks */
+#define C2A 5 /* level 2, even blocks */
+#define C1B 6 /* odd blocks */
+#define C2B 7
 
 /* LDTILECFG's 64-byte operand, palette 1. */
 typedef struct tilecfg {
@@ -96,9 +100,9 @@ static void configure(int m) {
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int c = C10; c <= C21; c++) cfg.rows[c] = (uint8_t)m, cfg.colsb[c] = 64;
+    for (int c = C1A; c <= C2B; c++) cfg.rows[c] = (uint8_t)m, cfg.colsb[c] = 64;
     cfg.rows[A1] = cfg.rows[A2] = (uint8_t)m, cfg.colsb[A1] = cfg.colsb[A2] = TD_QBLOCK;
-    cfg.rows[B0] = cfg.rows[B1] = TD_QBLOCK / 4, cfg.colsb[B0] = cfg.colsb[B1] = 64;
+    cfg.rows[B0] = TD_QBLOCK / 4, cfg.colsb[B0] = 64;
     TILE_CONFIG(&cfg);
 }
 
@@ -141,78 +145,75 @@ static inline __attribute__((always_inline)) void q4_tile(const uint8_t *wb, uin
     }
 }
 
-/* Blocks [c0, c0 + kc) of one slab or two (np) for the staged tokens (M of them), into acc[slab][token]. The two
- * slabs share the activation tiles, and their (up to) four products are independent, so that the tile unit has
- * several in flight while the previous block's epilogue runs. */
-static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, const td_qpack *p,
-                                                              const uint8_t *const slab[2], int np, const stage *st,
-                                                              int64_t c0, int kc, int M, float (*acc)[16][16],
-                                                              const uint8_t *const next[2]) {
+/* Blocks [c0, c0 + kc) of one slab for the staged tokens (M of them), into acc[token], in three stages a block apart:
+ * block b's products into the sums of its parity, block b - 1's sums stored, block b - 2's epilogue. Each set of
+ * sums is free again a whole block before it is reused, and the epilogue reads sums stored a block earlier. The
+ * slab's 16 accumulators stay in registers. next (or NULL): the bytes the next slab will take, asked for a block at a
+ * time while this one computes. */
+static inline __attribute__((always_inline)) void slab_blocks(td_dtype type, const td_qpack *p, const uint8_t *slab,
+                                                              const stage *st, int64_t c0, int kc, int M,
+                                                              float (*acc)[16], const uint8_t *next) {
     const int two = type == TD_DTYPE_Q8_0;
     const size_t gb = p->group_bytes;
-    const uint16_t *ws[2] = {td_qpack_scales(p, slab[0]), np > 1 ? td_qpack_scales(p, slab[1]) : NULL};
+    const uint16_t *ws = td_qpack_scales(p, slab);
     _Alignas(64) int32_t c1[2][16][16], c2[2][16][16];
-    _Alignas(64) uint8_t wide[2][TD_QBLOCK / 4][64];
-    __m512 acc0[16]; /* the first slab's accumulators stay in registers through the chunk */
-    for (int t = 0; t < M; t++) acc0[t] = _mm512_load_ps(acc[0][t]);
-/* a block's sums start at zero, the last level's at minus the offset sums (so that no subtraction is left) */
+    _Alignas(64) uint8_t wide[TD_QBLOCK / 4][64];
+    __m512 a[16];
+    for (int t = 0; t < M; t++) a[t] = _mm512_load_ps(acc[t]);
 #define START(c, last) \
     do { \
         if (last) TILE_LOAD(c, st->noff[b], 64); \
         else TILE_ZERO(c); \
     } while (0)
-/* one slab's products: its B tile (bt), times both levels' A into its sums cl1 and cl2 */
-#define PRODUCTS(bt, cl1, cl2, src) \
+#define PRODUCTS(cl1, cl2) \
     do { \
-        TILE_LOAD(bt, src, 64); \
         START(cl1, !two); \
-        TILE_DPBSUD(cl1, A1, bt); \
+        TILE_DPBSUD(cl1, A1, B0); \
         if (two) { \
             START(cl2, 1); \
-            TILE_DPBSUD(cl2, A2, bt); \
+            TILE_DPBSUD(cl2, A2, B0); \
         } \
     } while (0)
-/* and its sums out to c1[i], c2[i] for the epilogue */
-#define SUMS(cl1, cl2, i) \
+#define SUMS(cl1, cl2, q) \
     do { \
-        TILE_STORE(cl1, c1[i], 64); \
-        if (two) TILE_STORE(cl2, c2[i], 64); \
+        TILE_STORE(cl1, c1[q], 64); \
+        if (two) TILE_STORE(cl2, c2[q], 64); \
     } while (0)
-    for (int b = 0; b < kc; b++) {
-        const uint8_t *bt[2] = {wide[0][0], wide[1][0]};
-        for (int i = 0; next && i < 2; i++) /* the blocks the next pair will take, while this pair computes */
-            for (size_t l = 0; next[i] && l < gb; l += 64) _mm_prefetch((const char *)next[i] + b * gb + l, _MM_HINT_T0);
-        for (int i = 0; i < np; i++) {
-            if (type == TD_DTYPE_Q8_0) bt[i] = slab[i] + (c0 + b) * gb; /* the B tile as it lies in the pack */
-            else q4_tile(slab[i] + (c0 + b) * gb, wide[i]);
+    for (int b = 0; b < kc + 2; b++) {
+        if (b < kc) { /* block b's products */
+            const uint8_t *bt = wide[0];
+            if (next)
+                for (size_t l = 0; l < gb; l += 64) _mm_prefetch((const char *)next + b * gb + l, _MM_HINT_T0);
+            if (type == TD_DTYPE_Q8_0) bt = slab + (c0 + b) * gb;
+            else q4_tile(slab + (c0 + b) * gb, wide);
+            TILE_LOAD(A1, st->a1[b], TD_QBLOCK);
+            if (two) TILE_LOAD(A2, st->a2[b], TD_QBLOCK);
+            TILE_LOAD(B0, bt, 64);
+            if (b & 1) PRODUCTS(C1B, C2B);
+            else PRODUCTS(C1A, C2A);
         }
-        TILE_LOAD(A1, st->a1[b], TD_QBLOCK);
-        if (two) TILE_LOAD(A2, st->a2[b], TD_QBLOCK);
-        PRODUCTS(B0, C10, C20, bt[0]);
-        if (np > 1) PRODUCTS(B1, C11, C21, bt[1]);
-        SUMS(C10, C20, 0);
-        if (np > 1) SUMS(C11, C21, 1);
-        __m512 dw[2];
-        for (int i = 0; i < np; i++)
-            dw[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(ws[i] + (c0 + b) * TD_R16_ROWS)));
+        if (b >= 1 && b <= kc) { /* block b - 1's sums out */
+            if ((b - 1) & 1) SUMS(C1B, C2B, 1);
+            else SUMS(C1A, C2A, 0);
+        }
+        if (b < 2) continue;
+        const int e = b - 2, q = e & 1; /* block b - 2's epilogue */
+        const __m256i dh = _mm256_loadu_si256((const __m256i *)(const void *)(ws + (c0 + e) * TD_R16_ROWS));
+        const __m512 dw = _mm512_cvtph_ps(dh);
         for (int t = 0; t < M; t++) {
-            const __m512 d = _mm512_set1_ps(st->d[b][t]);
-            for (int i = 0; i < np; i++) {
-                __m512i P = _mm512_load_si512(c1[i][t]);
-                if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_load_si512(c2[i][t]));
-                __m512 *a = i == 0 ? &acc0[t] : (__m512 *)(void *)acc[i][t];
-                *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw[i], d), *a);
-            }
+            __m512i P = _mm512_load_si512(c1[q][t]);
+            if (two) P = _mm512_add_epi32(_mm512_slli_epi32(P, TD_R16_SHIFT), _mm512_load_si512(c2[q][t]));
+            a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(dw, _mm512_set1_ps(st->d[e][t])), a[t]);
         }
     }
-    for (int t = 0; t < M; t++) _mm512_store_ps(acc[0][t], acc0[t]);
+    for (int t = 0; t < M; t++) _mm512_store_ps(acc[t], a[t]);
 #undef START
 #undef PRODUCTS
 #undef SUMS
 }
 
 /* Slabs in groups of NS (their accumulators kept between staged chunks), tokens in tiles of 16, blocks in chunks of
- * KC staged once for the group's slabs, taken two slabs at a time: each (row, token) still adds its blocks in order. */
+ * KC staged once for the group's slabs, taken a slab at a time: each (row, token) still adds its blocks in order. */
 static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, const td_qpack *p, const td_qrows *xq,
                                                                int64_t T, float *y, int64_t ldy, int64_t j0,
                                                                int64_t j1) {
@@ -231,24 +232,16 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
             for (int64_t c0 = 0; c0 < p->nbg; c0 += KC) {
                 int kc = p->nbg - c0 < KC ? (int)(p->nbg - c0) : KC;
                 stage_tokens(&st, xq, two, o, t0, m, c0, kc);
-                for (int i = 0; i < ns; i += 2) {
-                    const uint8_t *const slab[2] = {td_qpack_slab(p, s0 + i),
-                                                    i + 1 < ns ? td_qpack_slab(p, s0 + i + 1) : NULL};
-                    int np = i + 1 < ns ? 2 : 1;
-                    /* The first token tile reads the weights from memory: Q8_0's asks for the next pair's blocks
-                     * of this chunk (after the last pair, the first pair's next chunk) a pair ahead (measured: a
-                     * shorter Q8_0 criterion; Q4_0's widening loads did better without). */
-                    const uint8_t *next[2] = {NULL, NULL};
-                    if (t0 == 0 && i + 2 < ns) {
-                        next[0] = td_qpack_slab(p, s0 + i + 2) + c0 * p->group_bytes;
-                        next[1] = i + 3 < ns ? td_qpack_slab(p, s0 + i + 3) + c0 * p->group_bytes : NULL;
-                    } else if (t0 == 0 && c0 + KC < p->nbg) {
-                        next[0] = td_qpack_slab(p, s0) + (c0 + KC) * p->group_bytes;
-                        next[1] = ns > 1 ? td_qpack_slab(p, s0 + 1) + (c0 + KC) * p->group_bytes : NULL;
-                    }
-                    const uint8_t *const *pf = t0 == 0 && two ? next : NULL;
-                    if (m == 16 && np == 2) slab_blocks(type, p, slab, 2, &st, c0, kc, 16, accm + i, pf);
-                    else slab_blocks(type, p, slab, np, &st, c0, kc, m, accm + i, pf);
+                for (int i = 0; i < ns; i++) {
+                    /* The first token tile reads the weights from memory: Q8_0's asks for the next slab's blocks of
+                     * this chunk (after the last slab, the first slab's next chunk) a slab ahead (measured: a shorter
+                     * Q8_0 criterion; Q4_0's widening loads did better without). */
+                    const uint8_t *next = NULL;
+                    const size_t gb = p->group_bytes;
+                    if (t0 == 0 && two && i + 1 < ns) next = td_qpack_slab(p, s0 + i + 1) + c0 * gb;
+                    else if (t0 == 0 && two && c0 + KC < p->nbg) next = td_qpack_slab(p, s0) + (c0 + KC) * gb;
+                    if (m == 16) slab_blocks(type, p, td_qpack_slab(p, s0 + i), &st, c0, kc, 16, accm[i], next);
+                    else slab_blocks(type, p, td_qpack_slab(p, s0 + i), &st, c0, kc, m, accm[i], next);
                 }
             }
             for (int i = 0; i < ns; i++)
