@@ -26,6 +26,16 @@ static inline float amax32(__m512 a, __m512 b) {
     return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
 }
 
+/* The sum of 16 int32 lanes, wrapping as the AVX2 quantiser's does (inputs that are not finite give INT_MIN lanes):
+ * SIMD adds only, since _mm512_reduce_add_epi32 adds as C ints, whose overflow is undefined. */
+static inline int32_t sum16(__m512i v) {
+    __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4e));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
+    return _mm_cvtsi128_si32(q);
+}
+
 /* One level of block b of row r (its 32 integers in two vectors) into xq's arrays (qi, d, s or qi2, d2, s2). */
 static inline void put_level(const td_qrows *xq, int8_t *qi, float *d, int32_t *s, int64_t r, int64_t b, __m512i lo,
                              __m512i hi, float scale) {
@@ -42,7 +52,7 @@ static inline void put_level(const td_qrows *xq, int8_t *qi, float *d, int32_t *
         for (int k = 0; k < TD_QBLOCK / 4; k++) memcpy(qi + td_qrows_x16_at(g, lane, k, 0), &chunks[k], 4);
     }
     d[g * TD_X16_LANES + lane] = scale;
-    s[g * TD_X16_LANES + lane] = _mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi));
+    s[g * TD_X16_LANES + lane] = sum16(_mm512_add_epi32(lo, hi));
 }
 
 /* Block b of row r: level 1 as td_quantize_q8_0 (d = amax / 127 rounded to fp16 for the scale, 1 / d unrounded for
