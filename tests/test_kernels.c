@@ -195,8 +195,8 @@ static uint8_t *quant_operands(td_dtype type, int64_t rows, int64_t cols, int64_
  * and the unquantised activations (packed). */
 static void case_matmul_quant(run *r) {
     static const int64_t cols_list[] = {32, 96, 224, 544, 4096}; /* 1, 3, 7, 17, 128 blocks: padded groups */
-    /* 300 rows: 19 slabs of 16 (r16), more than the AMX kernel keeps at a time, in pairs with one left over; for one
-     * token, r16's decode streams in fours with three left over */
+    /* 300 rows: 19 slabs of 16 (r16), more than the AMX kernel keeps at a time (a group of 16, then 3); for one token,
+     * r16's decode path over all 19 */
     static const int64_t rows_list[] = {1, 7, 33, 300};
     static const int64_t T_list[] = {1, 3, 4, 5, 9, 67}; /* decode and prefill paths, tile remainders */
     const td_dtype type = (td_dtype)r->c->arg;

@@ -15,7 +15,7 @@
  * about 75 ns of tile work (of which ~20 the stores of the sums) and ~40 of epilogue; one activation level instead of
  * two would take 40% off (the fidelity kept for Q8_0 weights costs that). Slower variants: B copied to L1 first, the
  * offsets subtracted in the epilogue, both slabs' accumulators in memory, two slabs sharing the activation tiles
- * with the epilogue right after (or a block behind) their products (5-10% slower than one slab in a pipeline). The
+ * with the epilogue right after (or a block behind) their products (4-10% slower than one slab in a pipeline). The
  * first token tile of a group of slabs reads the weights from memory (the others from L2), so for Q8_0 it
  * prefetches a slab ahead.
  *
