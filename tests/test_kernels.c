@@ -304,7 +304,8 @@ static void case_matmul_bf16(run *r) {
 /* ---- attention ---- */
 
 /* attn_rows (arg: 1 = f16 cache, 2 = the first keys gathered beforehand as fp32 rows, as the engine does once
- * per layer for a batch's shared prefix), over three families of shapes: groups of R rows of uneven lengths (like
+ * per layer for a batch's shared prefix (as many as the shortest row reads) or for a prefill's sequence (as many as
+ * the longest row reads), in turn), over three families of shapes: groups of R rows of uneven lengths (like
  * causal rows), single rows of 1, 7, 33 and 300 keys (one query head), and one long group. Every row's result is
  * also the same alone as in any group (the engine groups rows differently in batched, serial and fresh runs), with
  * or without gathered keys, and from an f16 cache as from an f32 cache holding the same values. */
@@ -335,8 +336,9 @@ static void case_attn_rows(run *r) {
         }
         int32_t *idx = malloc((size_t)cells * sizeof *idx);
         for (int64_t i = 0; i < cells; i++) idx[i] = (int32_t)((i * 7 + 3) % cells); /* scattered cells */
-        float *pk = floats(min_n * dim), *pv = floats(min_n * dim);
-        for (int64_t i = 0; i < min_n; i++)
+        int64_t n_pre = cfg % 2 ? max_n : min_n;
+        float *pk = floats(n_pre * dim), *pv = floats(n_pre * dim);
+        for (int64_t i = 0; i < n_pre; i++)
             for (int64_t d = 0; d < dim; d++)
                 pk[i * dim + d] = kf[(int64_t)idx[i] * stride + d], pv[i * dim + d] = vf[(int64_t)idx[i] * stride + d];
         float *qs = floats(R * dim), *o_ref = floats(R * dim), *o = floats(R * dim), *o2 = floats(R * dim);
@@ -349,7 +351,7 @@ static void case_attn_rows(run *r) {
         }
         td_attn_keys keys = {f16 ? (const void *)kh : kf, f16 ? (const void *)vh : vf, f16, idx, stride, NULL, NULL, 0};
         td_attn_keys plain = keys, as_f32 = {kf, vf, 0, idx, stride, NULL, NULL, 0};
-        if (gathered) keys.pre_k = pk, keys.pre_v = pv, keys.n_pre = min_n;
+        if (gathered) keys.pre_k = pk, keys.pre_v = pv, keys.n_pre = n_pre;
         r->ref->attn_rows(qp, pr, n, R, &keys, dim, 0.125f, scratch);
         r->ks->attn_rows(qp, pa, n, R, &keys, dim, 0.125f, scratch);
         for (int64_t i = 0; i < R; i++)
@@ -366,10 +368,10 @@ static void case_attn_rows(run *r) {
         if (gathered) {
             r->ks->attn_rows(qp, pb, n, R, &plain, dim, 0.125f, scratch);
             same_bits(r, o2, o, (size_t)(R * dim) * sizeof(float), "%lld gathered keys change the result (dim %lld R %lld)",
-                      (long long)min_n, (long long)dim, (long long)R);
+                      (long long)n_pre, (long long)dim, (long long)R);
         }
         if (f16) {
-            if (gathered) as_f32.pre_k = pk, as_f32.pre_v = pv, as_f32.n_pre = min_n;
+            if (gathered) as_f32.pre_k = pk, as_f32.pre_v = pv, as_f32.n_pre = n_pre;
             r->ks->attn_rows(qp, pb, n, R, &as_f32, dim, 0.125f, scratch);
             same_bits(r, o2, o, (size_t)(R * dim) * sizeof(float), "an f16 cache differs from an f32 cache of its values (dim %lld R %lld)",
                       (long long)dim, (long long)R);

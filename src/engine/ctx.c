@@ -158,7 +158,7 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     int64_t C = TD_DELTANET_CHUNK, dk = c->lin_k_dim, dv = c->lin_v_dim;
     a->dn_work_floats = ctx->hybrid ? 2 * C * dk + 2 * C * dv + 2 * C + td_deltanet_chunk_work(C, dk, dv) : 0;
     add_cpu(pl, &a->dn_work, p->deltanet_chunked ? threads * a->dn_work_floats : 0, sizeof(float), 0);
-    add_cpu(pl, &a->pre_kv, p->n_seq_max > 1 ? 2 * n_ctx * kv_dim : 0, sizeof(float), 0);
+    add_cpu(pl, &a->pre_kv, kv_dim ? 2 * n_ctx * kv_dim : 0, sizeof(float), 0);
     add(pl, &ctx->inv_freq, c->rotary_dim / 2, sizeof(float), 0);
 
     pl->total += sizeof(td_ctx) + td_pool_bytes(pl->cuda ? 1 : (int)threads); /* the GPU needs no worker threads */

@@ -96,8 +96,9 @@ typedef struct td_acts {
     int64_t attn_floats;
     float *dn_work;        /* [n_threads, dn_work_floats] the chunked DeltaNet form's scratch */
     int64_t dn_work_floats;
-    float *pre_kv;         /* [2][n_ctx * kv_dim] a prefix every sequence of the pass shares, gathered per layer
-                              as fp32 rows [Hkv][n_pre][hd], keys then values (n_seq_max > 1 only) */
+    float *pre_kv;         /* [2][n_ctx * kv_dim] keys every attention task of a layer reads, gathered once per
+                              layer as fp32 rows [Hkv][pre][hd], keys then values: a prefix every sequence of the
+                              pass shares, or a long single sequence's keys (td_eng_attention) */
 } td_acts;
 
 struct td_ctx {

@@ -47,10 +47,10 @@ static inline __m256 hsum8(const __m256 *a) {
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/* Scores of rows (r0, r1) against keys i0..i0+3 (pointers kp[i], all valid): 8 dot products in 8-lane steps,
- * summed by hsum8, the tail of dim added after. out[c * 4 + j] = row c, key j. */
+/* Scores of rows (q0, q1) against keys kp[0..3] (td_attn_scores_fn, KT = 4): 8 dot products in 8-lane steps,
+ * summed by hsum8, the tail of dim added after, times scale. */
 static inline void scores_2x4(const float *q0, const float *q1, const float *const *kp, int64_t dim, float scale,
-                              float *out) {
+                              float *s0, float *s1, int c0, int c1) {
     int64_t d8 = dim & ~(int64_t)7;
     __m256 acc[8];
     for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
@@ -62,13 +62,15 @@ static inline void scores_2x4(const float *q0, const float *q1, const float *con
             acc[4 + j] = _mm256_fmadd_ps(b, kv, acc[4 + j]);
         }
     }
-    __m256 s = hsum8(acc);
-    _mm256_storeu_ps(out, s);
+    float out[8];
+    _mm256_storeu_ps(out, hsum8(acc));
     for (int j = 0; j < 8; j++) {
         const float *qr = j < 4 ? q0 : q1, *kr = kp[j % 4];
         for (int64_t d = d8; d < dim; d++) out[j] += qr[d] * kr[d];
         out[j] *= scale;
     }
+    for (int j = 0; j < c0; j++) s0[j] = out[j];
+    for (int j = 0; j < c1; j++) s1[j] = out[4 + j];
 }
 
 /* out_r[d0 .. d0 + 8W) += sum_i p_r[i] v_i over keys c0 .. c1 of rows r0 (keys below n0) and r1 (below n1; r1 == NULL
@@ -169,5 +171,5 @@ static void values_cols(const float *p0, const float *p1, int64_t n0, int64_t n1
 
 void td_attn_rows_avx2(const float *const *q, float *const *out, const int64_t *n, int64_t R,
                        const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
-    td_attn_tiles(scores_2x4, softmax8, values_cols, q, out, n, R, keys, dim, scale, scratch);
+    td_attn_tiles(4, scores_2x4, softmax8, values_cols, q, out, n, R, keys, dim, scale, scratch);
 }

@@ -31,36 +31,53 @@ static void softmax16(float *x, int64_t n) {
     }
 }
 
-/* The horizontal sums of 8 vectors as 8 floats, out[j] = sum of a[j]: each halved to 8 lanes (low + high), then
- * every lane by the same tree ((0+1)+(2+3)) + ((4+5)+(6+7)). */
-static inline void hsum8x16(const __m512 *a, float *out) {
-    __m256 h[8];
-    for (int j = 0; j < 8; j++)
-        h[j] = _mm256_add_ps(_mm512_castps512_ps256(a[j]),
-                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[j]), 1)));
-    __m256 t0 = _mm256_hadd_ps(h[0], h[1]), t1 = _mm256_hadd_ps(h[2], h[3]);
-    __m256 t2 = _mm256_hadd_ps(h[4], h[5]), t3 = _mm256_hadd_ps(h[6], h[7]);
-    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31)));
+/* Two vectors' halves added, a's in lanes 0-7, b's in 8-15: lane l of each half = x[l] + x[l + 8]. */
+static inline __m512 halves(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
-/* Scores of rows (q0, q1) against keys kp[0..3] (all valid): 8 dot products in 16-lane steps (the tail of dim
- * masked to zero), summed by hsum8x16, times scale. out[c * 4 + j] = row c, key j. */
-static inline void scores_2x4(const float *q0, const float *q1, const float *const *kp, int64_t dim, float scale,
-                              float *out) {
-    __m512 acc[8];
-    for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_ps();
-    for (int64_t d = 0; d < dim; d += 16) {
-        __mmask16 k = lanes(dim - d);
-        __m512 a = _mm512_maskz_loadu_ps(k, q0 + d), b = _mm512_maskz_loadu_ps(k, q1 + d);
-        for (int j = 0; j < 4; j++) {
-            __m512 kv = _mm512_maskz_loadu_ps(k, kp[j] + d);
-            acc[j] = _mm512_fmadd_ps(a, kv, acc[j]);
-            acc[4 + j] = _mm512_fmadd_ps(b, kv, acc[4 + j]);
-        }
+/* Adjacent lanes added, in each 128-bit lane: [m0 + m1, m2 + m3, n0 + n1, n2 + n3]. */
+static inline __m512 pairs(__m512 m, __m512 n) {
+    return _mm512_add_ps(_mm512_shuffle_ps(m, n, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(m, n, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* The horizontal sums of 16 vectors as one vector, lane j = the sum of a[j], every one by the tree
+ * h_l = x[l] + x[l + 8], then ((h0 + h1) + (h2 + h3)) + ((h4 + h5) + (h6 + h7)) (hsum8x16's before): 45 shuffles
+ * and adds for 16 sums. The halves are taken in the order that puts the sums in lane order. */
+static inline __m512 hsum16(const __m512 *a) {
+    __m512 t0 = pairs(halves(a[0], a[4]), halves(a[1], a[5])), t1 = pairs(halves(a[2], a[6]), halves(a[3], a[7]));
+    __m512 t2 = pairs(halves(a[8], a[12]), halves(a[9], a[13])), t3 = pairs(halves(a[10], a[14]), halves(a[11], a[15]));
+    __m512 u0 = pairs(t0, t1), u1 = pairs(t2, t3);
+    return _mm512_add_ps(_mm512_shuffle_f32x4(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* acc[j] += q0 * key j, acc[8 + j] += q1 * key j over 16 lanes of dim from d (the lanes of mask k; 0xffff: all). */
+static inline __attribute__((always_inline)) void dots_2x8(__m512 *acc, const float *q0, const float *q1,
+                                                           const float *const *kp, int64_t d, __mmask16 k) {
+    __m512 a = _mm512_maskz_loadu_ps(k, q0 + d), b = _mm512_maskz_loadu_ps(k, q1 + d);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+        __m512 kv = _mm512_maskz_loadu_ps(k, kp[j] + d);
+        acc[j] = _mm512_fmadd_ps(a, kv, acc[j]);
+        acc[8 + j] = _mm512_fmadd_ps(b, kv, acc[8 + j]);
     }
-    hsum8x16(acc, out);
-    for (int j = 0; j < 8; j++) out[j] *= scale;
+}
+
+/* Scores of rows (q0, q1) against keys kp[0..7] (td_attn_scores_fn, KT = 8): 16 dot products in 16-lane steps (the
+ * tail of dim masked to zero), summed by hsum16, times scale; lanes 0-7 row 0's, 8-15 row 1's. */
+static inline void scores_2x8(const float *q0, const float *q1, const float *const *kp, int64_t dim, float scale,
+                              float *s0, float *s1, int c0, int c1) {
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
+    int64_t d = 0;
+    for (; d + 16 <= dim; d += 16) dots_2x8(acc, q0, q1, kp, d, 0xffff);
+    if (d < dim) dots_2x8(acc, q0, q1, kp, d, lanes(dim - d));
+    __m512 s = _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale));
+    _mm512_mask_storeu_ps(s0, (__mmask16)((1u << c0) - 1u), s);
+    if (c1)
+        _mm256_mask_storeu_ps(s1, (__mmask8)((1u << c1) - 1u),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
 }
 
 /* out_r[d0 .. d0 + 16W) (the last vector masked to `tail` lanes) += sum_i p_r[i] v_i over keys c0 .. c1 of rows
@@ -114,5 +131,5 @@ static void values_cols(const float *p0, const float *p1, int64_t n0, int64_t n1
 
 void td_attn_rows_avx512(const float *const *q, float *const *out, const int64_t *n, int64_t R,
                          const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
-    td_attn_tiles(scores_2x4, softmax16, values_cols, q, out, n, R, keys, dim, scale, scratch);
+    td_attn_tiles(8, scores_2x8, softmax16, values_cols, q, out, n, R, keys, dim, scale, scratch);
 }

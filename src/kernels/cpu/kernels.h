@@ -130,7 +130,7 @@ typedef struct td_attn_keys {
 } td_attn_keys;
 
 /* Attention of R query rows that share their keys (the heads of one KV group, for consecutive tokens of one
- * sequence): row r attends to the first n[r] keys (n[r] >= keys->n_pre),
+ * sequence): row r attends to the first n[r] keys (fewer than keys->n_pre or more),
  *     s_i = dot(q_r, k_i) * scale, p = softmax(s), out_r = sum_i p_i v_i   (i in key order),
  * with each key and value row read (and converted from f16 when kv_f16) once for all R rows. Each row's result is
  * the same whichever rows share the call and whether or not its first keys came gathered. scratch holds
