@@ -6,7 +6,7 @@
 #   here    bench/amx_quick_device.sh --prepare [LLAMA_BENCH]   fills build-quick/ (git-ignored): the binary built
 #           without MPI, the libraries the device lacks (and libgomp for a llama-bench built here), the tokenizer
 #   device  run(command="bash bench/amx_quick_device.sh", carry=["build-quick"], timeout_s=230)
-# Two calls of 2026-12-02 (bench/results/amx-set-q8_0-call3.json, split-variants-xeon16-amx.json) carried a
+# Two calls of 2026-12-02 (bench/results/amx-set-q8_0-call3.json; split-variants-xeon16-amx.json, git history at 55e7245) carried a
 # llama-bench built on the development VM with GGML_NATIVE=OFF and the host's AVX-512 / AMX flags: it dies of SIGILL
 # there at once (its AMX path; NOTES). Build llama.cpp on the host (bench/peer_device.sh) for a ratio.
 set -uo pipefail

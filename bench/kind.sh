@@ -4,8 +4,8 @@
 # 16-core Xeon with AMX has its own files (…-xeon16-amx.json), written by the device scripts.
 cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo) "
 case "$cpu_flags" in
-    *" avx512f "*) kind=avx512
-        grep -q -m1 '^vendor_id.*AuthenticAMD' /proc/cpuinfo && kind=avx512-epyc ;;
+    *" avx512f "*) kind=avx512 # (an if: a failed grep as the file's last status would stop a `set -e` caller)
+        if grep -q -m1 '^vendor_id.*AuthenticAMD' /proc/cpuinfo; then kind=avx512-epyc; fi ;;
     *" avx2 "*) kind=avx2 ;;
     *) kind=scalar ;;
 esac
