@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
+#include "probe.h"
 
 typedef void (*product_fn)(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                            int64_t j0, int64_t j1);
@@ -26,18 +27,6 @@ static const struct {
     const char *name;
     product_fn fn;
 } variants[] = {AMX_PROBE_VARIANTS(ENTRY)};
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t rng = 88172645463325252ull;
-static float uniform(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
 
 int main(int argc, char **argv) {
     int64_t rows = 3072, cols = 1024, T = 256;

@@ -13,18 +13,7 @@
 #include <time.h>
 
 #include "kernels/cpu/kernels.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t rng = 88172645463325252ull;
-static float uniform(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
+#include "probe.h"
 
 static void *xalloc(size_t n) {
     void *p = aligned_alloc(64, (n + 63) / 64 * 64);
