@@ -1,8 +1,9 @@
 /* How fast the attention kernels are on this CPU, alone: the tasks of one KV head of a prefill as the engine makes
  * them (blocks of --block tokens, --group query heads per KV head: rows = block x group, row r of token p attends to
  * keys 0..p), keys and values in an fp32 cache of --kvdim floats a row, one thread. For every kernel set this CPU
- * runs: ns per (row, key) pair (best of --reps), and the largest difference from the scalar reference. Not part of
- * the engine; built by bench/attn_probe.sh against build/'s library.
+ * runs: ns per (row, key) pair (best of --reps), the largest difference from the scalar reference and a hash of the
+ * output's bits. Not part of the engine; built against build/'s library: cc -O2 -march=native -Isrc -Iinclude
+ * bench/attn_probe.c build/libtypedecide.a -lpcre2-8 -lutf8proc -ljansson -lm -lpthread
  *
  *   attn_probe [--tokens P] [--dim D] [--group G] [--block B] [--kvdim K] [--reps N] [--pre N] [--only SET]
  * (--only: that set alone, unchecked: for a profiler) */
