@@ -305,8 +305,10 @@ static td_status validate(const td_ctx *ctx, const td_batch *b) {
     return TD_OK;
 }
 
-/* Groups the pass's tokens by sequence, keeping batch (= position) order inside each group, and finds the prefix
- * that all groups share (the same cells at the same positions, all written before this pass). */
+/* Groups the pass's tokens by sequence, keeping batch (= position) order inside each group, and finds the keys every
+ * attention task reads (gathered once per layer, td_eng_attention): the prefix that all groups share (the same cells
+ * at the same positions, all written before this pass), or, for one sequence whose tokens make several tasks (a
+ * prefill), all of its keys. */
 static void group_by_sequence(td_ctx *ctx) {
     td_pass *ps = &ctx->pass;
     int32_t n = ps->n_tokens;
@@ -324,7 +326,11 @@ static void group_by_sequence(td_ctx *ctx) {
     }
     ps->grp_off[ps->n_groups] = k;
     ps->n_pre = 0;
-    if (ps->n_groups < 2 || !ctx->act.pre_kv) return;
+    if (!ctx->act.pre_kv) return;
+    if (ps->n_groups == 1) {
+        if (k > ctx->attn_tokens) ps->n_pre = ps->tok_pos[ps->grp_tok[k - 1]] + 1;
+        return;
+    }
     const td_seq *s0 = &ctx->kv.seqs[ps->grp_seq[0]];
     int32_t pre = ps->tok_pos[ps->grp_tok[0]];
     for (int32_t g = 1; g < ps->n_groups && pre > 0; g++) {

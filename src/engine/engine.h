@@ -63,8 +63,9 @@ typedef struct td_pass {
     int32_t *grp_seq; /* [n_batch] sequence of each group */
     int32_t *grp_off; /* [n_batch + 1] group g holds grp_tok[grp_off[g] .. grp_off[g+1]) */
     int32_t *grp_tok; /* [n_batch] batch indices */
-    int32_t n_pre;    /* positions before every group's first token whose cells all the groups share (a prefix
-                         forked to all of them); 0 when fewer than 2 groups or too short to matter */
+    int32_t n_pre;    /* keys every attention task reads, gathered once per layer: positions before every group's
+                         first token whose cells all the groups share (a prefix forked to all of them; 0 when too
+                         short to matter), or all of a single sequence's keys when its tokens make several tasks */
     float *rope_cs;   /* [n_batch, rotary_dim] each token's cosines and sines (td_rope_table) */
     uint8_t *row_bad; /* [n_batch] a row of the residual stream held NaN or infinity after the last step */
 } td_pass;

@@ -213,7 +213,6 @@ typedef struct attn_args {
     const void *kc, *vc;
     int64_t ldq, q_head_stride;
     int64_t n_blocks; /* tasks per KV head: blocks of ctx->attn_tokens tokens of one sequence, over all groups */
-    int64_t pre;      /* the first keys of group 0's sequence, gathered once for every task (gather_prefix) */
 } attn_args;
 
 static int64_t group_blocks(const td_ctx *ctx, int32_t g) {
@@ -249,7 +248,7 @@ static void attn_task(td_ctx *ctx, int64_t task, const void *arg, int thread) {
         }
     }
     const td_seq *s = &ctx->kv.seqs[ps->grp_seq[g]];
-    int64_t es = ctx->kv.f16 ? 2 : 4, pre = a->pre, kv_dim = ctx->kv.dim;
+    int64_t es = ctx->kv.f16 ? 2 : 4, pre = ps->n_pre, kv_dim = ctx->kv.dim;
     const float *pre_k = ctx->act.pre_kv, *pre_v = pre_k ? pre_k + (int64_t)ctx->p.n_ctx * kv_dim : NULL;
     td_attn_keys keys = {(const char *)a->kc + kvh * hd * es, (const char *)a->vc + kvh * hd * es,
                          ctx->kv.f16, s->cells, kv_dim,
@@ -262,7 +261,7 @@ static void gather_prefix(td_ctx *ctx, int64_t h, const void *arg, int thread) {
     (void)thread;
     const attn_args *a = arg;
     const td_pass *ps = &ctx->pass;
-    int64_t hd = ctx->model->cfg.head_dim, pre = a->pre, kv_dim = ctx->kv.dim;
+    int64_t hd = ctx->model->cfg.head_dim, pre = ps->n_pre, kv_dim = ctx->kv.dim;
     const int32_t *cells = ctx->kv.seqs[ps->grp_seq[0]].cells;
     for (int which = 0; which < 2; which++) {
         const void *cache = which ? a->vc : a->kc;
@@ -277,16 +276,12 @@ static void gather_prefix(td_ctx *ctx, int64_t h, const void *arg, int thread) {
     }
 }
 
-/* Keys every task reads are gathered once per layer (as fp32 rows: a cache's rows of one head lie a whole KV row
- * apart, so the kernels would otherwise copy them per task): a prefix all the pass's sequences share, or, for one
- * sequence split into several blocks of tokens (a prefill), all of its keys. A copy changes no bit. */
+/* The keys every task reads (td_pass.n_pre) are gathered once per layer as fp32 rows: a cache's rows of one head lie
+ * a whole KV row apart, so the kernels would otherwise copy them per task. A copy changes no bit. */
 void td_eng_attention(td_ctx *ctx, int il, const float *q, int64_t ldq, int64_t q_head_stride) {
-    const td_pass *ps = &ctx->pass;
     int64_t blocks = 0;
-    for (int32_t g = 0; g < ps->n_groups; g++) blocks += group_blocks(ctx, g);
-    int64_t pre = ps->n_pre;
-    if (ps->n_groups == 1 && blocks > 1 && ctx->act.pre_kv) pre = ps->tok_pos[ps->grp_tok[ps->grp_off[1] - 1]] + 1;
-    attn_args a = {q, ctx->kv.k[il], ctx->kv.v[il], ldq, q_head_stride, blocks, pre};
-    if (pre) td_eng_for(ctx, ctx->model->cfg.n_head_kv, gather_prefix, &a);
+    for (int32_t g = 0; g < ctx->pass.n_groups; g++) blocks += group_blocks(ctx, g);
+    attn_args a = {q, ctx->kv.k[il], ctx->kv.v[il], ldq, q_head_stride, blocks};
+    if (ctx->pass.n_pre) td_eng_for(ctx, ctx->model->cfg.n_head_kv, gather_prefix, &a);
     td_eng_for_dynamic(ctx, blocks * ctx->model->cfg.n_head_kv, attn_task, &a);
 }

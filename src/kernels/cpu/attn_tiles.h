@@ -28,6 +28,11 @@ typedef void (*td_attn_softmax_fn)(float *x, int64_t n);
 typedef void (*td_attn_values_fn)(const float *p0, const float *p1, int64_t n0, int64_t n1, int64_t c0, int64_t c1,
                                   const float *const *vp, int64_t dim, float *o0, float *o1);
 
+/* How many of a tile's KT keys from i0 a row of n keys reads. */
+static inline int td_attn_tile_keys(int64_t n, int64_t i0, int KT) {
+    return n <= i0 ? 0 : n - i0 >= KT ? KT : (int)(n - i0);
+}
+
 static inline __attribute__((always_inline)) void td_attn_tiles(int KT, td_attn_scores_fn scores,
                                                                 td_attn_softmax_fn softmax,
                                                                 td_attn_values_fn values, const float *const *q,
@@ -43,11 +48,10 @@ static inline __attribute__((always_inline)) void td_attn_tiles(int KT, td_attn_
         for (int64_t r0 = 0; r0 < R; r0 += 2) {
             int64_t r1 = r0 + 1 < R ? r0 + 1 : r0, nn = n[r0] > n[r1] ? n[r0] : n[r1];
             for (int64_t i0 = c0; i0 < nn && i0 < c0 + TD_ATTN_KEY_CHUNK; i0 += KT) {
-                const float *kt[8];
+                const float *kt[8]; /* KT <= 8 */
                 for (int j = 0; j < KT; j++) kt[j] = kp[i0 + j < nn ? i0 + j : nn - 1];
-                int64_t v0 = n[r0] - i0, v1 = r1 != r0 ? n[r1] - i0 : 0;
                 scores(q[r0], q[r1], kt, dim, scale, S + r0 * max_n + i0, S + r1 * max_n + i0,
-                       (int)(v0 < 0 ? 0 : v0 > KT ? KT : v0), (int)(v1 < 0 ? 0 : v1 > KT ? KT : v1));
+                       td_attn_tile_keys(n[r0], i0, KT), r1 != r0 ? td_attn_tile_keys(n[r1], i0, KT) : 0);
             }
         }
     for (int64_t r = 0; r < R; r++) softmax(S + r * max_n, n[r]);
