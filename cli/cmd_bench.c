@@ -20,7 +20,8 @@ static const char usage_text[] =
     "Prints one JSON object: load time (config, mapped weights, tokenizer), and the median / min / max\n"
     "tokens per second over R repeats.\n"
     "  prefill   run N prompt tokens in one pass (default N = 512)\n"
-    "  decode    generate N tokens one at a time after a 16-token prompt (default N = 128)\n"
+    "  decode    N passes of one token each after a 16-token prompt (default N = 128), each with the whole\n"
+    "            vocabulary's logits; the ids are drawn, not sampled (as llama-bench's tg: the forward pass alone)\n"
     "  decide    C criteria of S suffix tokens and K options over one P-token evidence prefix (random ids):\n"
     "            criteria per second and ms per criterion with the evidence's prefill shared among them;\n"
     "            prefix_ms (the evidence alone) and suffix_ms_per_criterion (a criterion's own cost over the\n"
@@ -87,13 +88,10 @@ static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads
     }
     t0 = cli_now();
     j0 = td_ctx_pool_jobs(ctx);
-    for (int32_t i = 0; i < n; i++) {
-        const float *lg = td_ctx_output(ctx, 0);
-        int32_t best = 0;
-        for (int32_t k = 1; k < V; k++)
-            if (lg[k] > lg[best]) best = k;
+    for (int32_t i = 0; i < n; i++) { /* the next id drawn, not sampled: the forward pass alone, as llama-bench's tg */
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
         td_batch_clear(b);
-        td_batch_add(b, best, 0, prompt + i, 1);
+        td_batch_add(b, (int32_t)((s >> 33) % (uint64_t)V), 0, prompt + i, 1);
         if ((st = td_ctx_decode(ctx, b)) != TD_OK) {
             cli_fail("bench", st);
             goto done;

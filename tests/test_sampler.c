@@ -52,6 +52,26 @@ int main(void) {
     const float tie[3] = {5, 7, 7};
     counts(p, tie, 3, 3, c);
     CHECK(c[1] == 3);
+    /* greedy over long rows (the vectorised scan's blocks of 16 and its tail): the lowest id of the largest value,
+     * NaN never winning (a NaN first logit gives id 0, as a plain `x[i] > x[best]` scan does), -0 equal to +0 */
+    const float pool[9] = {0.0f, -0.0f, 1, -1, NAN, INFINITY, -INFINITY, 2, 2};
+    float row[70];
+    uint64_t r = 1;
+    for (int it = 0; it < 20000; it++) {
+        int32_t n = 1 + (int32_t)(it % 70), want = 0;
+        for (int32_t i = 0; i < n; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            row[i] = pool[(r >> 33) % 9];
+            if (row[i] > row[want]) want = i;
+        }
+        td_sampler *s = make(p, n);
+        int32_t got = td_sampler_sample(s, row);
+        td_sampler_free(s);
+        if (got != want) {
+            CHECKF(0, "greedy over %d logits: id %d, want %d", n, got, want);
+            break;
+        }
+    }
 
     p.temperature = 1;
     p.top_k = 1; /* top_k 1 is greedy whatever the seed */

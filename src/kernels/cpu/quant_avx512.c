@@ -77,13 +77,131 @@ static void quantize_block(const td_qrows *xq, int64_t r, int64_t b, const float
     put_level(xq, xq->qi2, xq->d2, xq->s2, r, b, p0, p1, d2);
 }
 
+/* ---- a whole group of 16 blocks at once ----------------------------------------------------------------------
+ * The same arithmetic as quantize_block, with what a block does alone done for 16 of them in one vector: the
+ * blocks' largest magnitudes and sums come out of one reduction tree (lane j = block j), the scales and their
+ * inverses are one division each, and x16's interleaved bytes are one transpose and 8 stores a level instead of 128
+ * 4-byte stores. max and wrapping integer adds do not depend on their order, the divisions and conversions are
+ * the same IEEE operations lane by lane: the bytes are those of quantize_block (test_kernels against the
+ * reference). A decode's quantiser ran serially between the products: 45 ns a block here, ~0.3 ms a token. */
+
+/* One step of the reduction tree: a and b each hold partial results of several blocks; the result holds the same
+ * blocks' partials combined two by two (imm_lo / imm_hi pick the two halves each block's partials are in). */
+#define TREE_F32X4(op, a, b, imm_lo, imm_hi) op(_mm512_shuffle_f32x4(a, b, imm_lo), _mm512_shuffle_f32x4(a, b, imm_hi))
+#define TREE_PS(op, a, b, imm_lo, imm_hi) op(_mm512_shuffle_ps(a, b, imm_lo), _mm512_shuffle_ps(a, b, imm_hi))
+
+/* Lane j of the result: op over the 16 lanes of v[j] (op a max or a wrapping add on floats' bits). The tree leaves
+ * block 4k + q in lane 4q + k; the last permute puts it in lane 4k + q. */
+#define REDUCE16(op, v, out)                                                                                           \
+    do {                                                                                                               \
+        __m512 m8_[8], m4_[4], m2_[2];                                                                                 \
+        for (int i_ = 0; i_ < 8; i_++) m8_[i_] = TREE_F32X4(op, v[2 * i_], v[2 * i_ + 1], 0x44, 0xee);                \
+        for (int i_ = 0; i_ < 4; i_++) m4_[i_] = TREE_F32X4(op, m8_[2 * i_], m8_[2 * i_ + 1], 0x88, 0xdd);            \
+        for (int i_ = 0; i_ < 2; i_++) m2_[i_] = TREE_PS(op, m4_[2 * i_], m4_[2 * i_ + 1], 0x44, 0xee);               \
+        out = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),          \
+                                    TREE_PS(op, m2_[0], m2_[1], 0x88, 0xdd));                                          \
+    } while (0)
+
+static inline __m512 add_bits(__m512 a, __m512 b) {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+
+/* x16's interleaved group from the blocks' bytes: z[i] holds block i's 8 words (4 bytes each: chunk k = elements
+ * 4k..4k+3) then block i + 8's; chunk k of the group is word k of blocks 0..15. Three steps, each swapping one bit
+ * of the register index (block bits 2, 1, 0) with the same bit of the lane (the word's bits 2, 1, 0), leave chunk k
+ * in z[k], block j in lane j. */
+static void store_interleaved(int8_t *dst, __m512i z[8]) {
+    for (int s = 2; s >= 0; s--) {
+        int32_t lo[16], hi[16];
+        for (int l = 0; l < 16; l++) {
+            int from_b = (l >> s) & 1;
+            lo[l] = from_b << 4 | (l & ~(1 << s));
+            hi[l] = from_b << 4 | (l | 1 << s);
+        }
+        __m512i ilo = _mm512_loadu_si512(lo), ihi = _mm512_loadu_si512(hi);
+        for (int i = 0; i < 8; i++) {
+            if (i & 1 << s) continue;
+            __m512i a = z[i], b = z[i | 1 << s];
+            z[i] = _mm512_permutex2var_epi32(a, ilo, b);
+            z[i | 1 << s] = _mm512_permutex2var_epi32(a, ihi, b);
+        }
+    }
+    for (int k = 0; k < 8; k++) _mm512_storeu_si512(dst + k * TD_X16_CHUNK, z[k]);
+}
+
+/* One level of a group: block j's integers in q[2j], q[2j + 1]; its bytes, scales d and sums into the level's
+ * arrays (qi, d, s) at group g. */
+static void put_group_level(const td_qrows *xq, int8_t *qi, float *d, int32_t *s, int64_t g, const __m512i q[32],
+                            __m512 scale) {
+    __m512 sums[16];
+    __m256i bytes[16];
+    for (int j = 0; j < 16; j++) {
+        bytes[j] = _mm256_set_m128i(_mm512_cvtsepi32_epi8(q[2 * j + 1]), _mm512_cvtsepi32_epi8(q[2 * j]));
+        sums[j] = _mm512_castsi512_ps(_mm512_add_epi32(q[2 * j], q[2 * j + 1]));
+    }
+    int8_t *dst = qi + g * TD_X16_GROUP;
+    if (xq->natural) {
+        for (int j = 0; j < 16; j++) _mm256_storeu_si256((__m256i *)(void *)(dst + j * TD_QBLOCK), bytes[j]);
+    } else {
+        __m512i z[8];
+        for (int i = 0; i < 8; i++) z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(bytes[i]), bytes[i + 8], 1);
+        store_interleaved(dst, z);
+    }
+    __m512 sum;
+    REDUCE16(add_bits, sums, sum);
+    _mm512_storeu_ps(d + g * TD_X16_LANES, scale);
+    _mm512_storeu_si512(s + g * TD_X16_LANES, _mm512_castps_si512(sum));
+}
+
+/* 1 / v where v != 0 (NaN included, as `d != 0.0f ? 1.0f / d : 0.0f`), else 0. */
+static inline __m512 inverse_or_zero(__m512 v) {
+    return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_set1_ps(1.0f), v);
+}
+
+/* Group g (blocks 16 g .. 16 g + 15) of row r, xb its 512 values: quantize_block's arithmetic, 16 blocks a vector. */
+static void quantize_group(const td_qrows *xq, int64_t r, int64_t g, const float *xb) {
+    __m512 v[32], a[16], amax;
+    __m512i q[32];
+    for (int i = 0; i < 32; i++) v[i] = _mm512_loadu_ps(xb + 16 * i);
+    for (int j = 0; j < 16; j++) a[j] = _mm512_max_ps(_mm512_abs_ps(v[2 * j]), _mm512_abs_ps(v[2 * j + 1]));
+    REDUCE16(_mm512_max_ps, a, amax);
+    __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f)), id = inverse_or_zero(d);
+    __m512 d1 = _mm512_cvtph_ps(_mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT));
+    float idj[16], d1j[16];
+    _mm512_storeu_ps(idj, id);
+    _mm512_storeu_ps(d1j, d1);
+    for (int i = 0; i < 32; i++) q[i] = _mm512_cvtps_epi32(round_away16(_mm512_mul_ps(v[i], _mm512_set1_ps(idj[i / 2]))));
+    const int64_t gr = r * xq->nbg + g;
+    put_group_level(xq, xq->qi, xq->d, xq->s, gr, q, d1);
+    if (xq->x16 < 2) return;
+    for (int i = 0; i < 32; i++) /* the remainders, in v */
+        v[i] = _mm512_sub_ps(v[i], _mm512_mul_ps(_mm512_set1_ps(d1j[i / 2]), _mm512_cvtepi32_ps(q[i])));
+    __m512 d2;
+    if (xq->natural) {
+        d2 = _mm512_div_ps(d1, _mm512_set1_ps((float)(1 << TD_R16_SHIFT))); /* td_qrows_level2_scale */
+    } else {
+        for (int j = 0; j < 16; j++) a[j] = _mm512_max_ps(_mm512_abs_ps(v[2 * j]), _mm512_abs_ps(v[2 * j + 1]));
+        REDUCE16(_mm512_max_ps, a, amax);
+        d2 = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+    }
+    float id2j[16];
+    _mm512_storeu_ps(id2j, inverse_or_zero(d2));
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    for (int i = 0; i < 32; i++)
+        q[i] = _mm512_cvtps_epi32(
+            _mm512_min_ps(_mm512_max_ps(round_away16(_mm512_mul_ps(v[i], _mm512_set1_ps(id2j[i / 2]))), lo), hi));
+    put_group_level(xq, xq->qi2, xq->d2, xq->s2, gr, q, d2);
+}
+
 void td_quantize_rows_avx512(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1) {
     if (!xq->x16) {
         td_quantize_rows_avx2(x, ldx, xq, r0, r1);
         return;
     }
+    const int64_t full = xq->nb / TD_X16_LANES; /* whole groups; the last blocks one at a time */
     for (int64_t r = r0; r < r1; r++) {
-        for (int64_t b = 0; b < xq->nb; b++) quantize_block(xq, r, b, x + r * ldx + b * TD_QBLOCK);
+        for (int64_t g = 0; g < full; g++) quantize_group(xq, r, g, x + r * ldx + g * TD_X16_GROUP);
+        for (int64_t b = full * TD_X16_LANES; b < xq->nb; b++) quantize_block(xq, r, b, x + r * ldx + b * TD_QBLOCK);
         td_qrows_pad(xq, r);
     }
 }
