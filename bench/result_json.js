@@ -1,9 +1,18 @@
 // The text of a bench result file, shared by bench/peer.sh and bench/kernel_sets.sh: HEAD (what, machine, table, ...)
-// indented, then "runs", one run per line, each run's result cut to the fields named in KEEP (an array result, such
-// as llama-bench's, field by field in each element): what was measured, not what every run shares.
+// indented, each innermost object (one whose values are numbers, strings or arrays of them: a median and its
+// values) on one line; then "runs", one run per line, each run's result cut to the fields named in KEEP (an array
+// result, such as llama-bench's, field by field in each element): what was measured, not what every run shares.
+const scalar = v => v === null || typeof v !== "object";
+const flat = v => scalar(v) || (Array.isArray(v) && v.every(scalar));
+const line = v => scalar(v) ? JSON.stringify(v) : Array.isArray(v) ? "[" + v.map(line).join(", ") + "]"
+  : "{" + Object.entries(v).map(([k, x]) => JSON.stringify(k) + ": " + line(x)).join(", ") + "}";
+const text = (v, pad) => {
+  if (flat(v) || Object.values(v).every(flat)) return line(v);
+  const inner = pad + " ";
+  return "{\n" + Object.entries(v).map(([k, x]) => inner + JSON.stringify(k) + ": " + text(x, inner)).join(",\n") + "\n" + pad + "}";
+};
 module.exports = (head, runs, keep) => {
   const pick = o => Object.fromEntries(Object.entries(o).filter(([k]) => keep.includes(k)));
   const slim = r => ({...r, result: Array.isArray(r.result) ? r.result.map(pick) : pick(r.result)});
-  return JSON.stringify(head, null, 1).replace(/\n}$/, ",\n \"runs\": [\n" +
-    runs.map(r => JSON.stringify(slim(r))).join(",\n") + "\n ]\n}");
+  return text(head, "").replace(/\n}$/, ",\n \"runs\": [\n" + runs.map(r => JSON.stringify(slim(r))).join(",\n") + "\n ]\n}");
 };
