@@ -109,16 +109,19 @@ static inline __m512 add_bits(__m512 a, __m512 b) {
 /* x16's interleaved group from the blocks' bytes: z[i] holds block i's 8 words (4 bytes each: chunk k = elements
  * 4k..4k+3) then block i + 8's; chunk k of the group is word k of blocks 0..15. Three steps, each swapping one bit
  * of the register index (block bits 2, 1, 0) with the same bit of the lane (the word's bits 2, 1, 0), leave chunk k
- * in z[k], block j in lane j. */
+ * in z[k], block j in lane j. Step s pairs z[i] (bit s clear) with z[i | 1 << s]: lane l of the first takes lane
+ * l & ~(1 << s), of the second l | 1 << s, from the first register when bit s of l is clear, else from the second
+ * (index + 16). The indices as constants (built in the loop they were computed for every group). */
+static const int32_t swap_lo[3][16] = {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+                                       {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                                       {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}};
+static const int32_t swap_hi[3][16] = {{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31},
+                                       {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+                                       {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}};
+
 static void store_interleaved(int8_t *dst, __m512i z[8]) {
     for (int s = 2; s >= 0; s--) {
-        int32_t lo[16], hi[16];
-        for (int l = 0; l < 16; l++) {
-            int from_b = (l >> s) & 1;
-            lo[l] = from_b << 4 | (l & ~(1 << s));
-            hi[l] = from_b << 4 | (l | 1 << s);
-        }
-        __m512i ilo = _mm512_loadu_si512(lo), ihi = _mm512_loadu_si512(hi);
+        const __m512i ilo = _mm512_loadu_si512(swap_lo[s]), ihi = _mm512_loadu_si512(swap_hi[s]);
         for (int i = 0; i < 8; i++) {
             if (i & 1 << s) continue;
             __m512i a = z[i], b = z[i | 1 << s];
