@@ -16,10 +16,7 @@
  * so that a hybrid model meets its turn boundaries as in a real chat. */
 static void fill(int32_t *ids, int32_t n, uint64_t seed, int32_t lo, int32_t span, int32_t im_start, int32_t im_end) {
     uint64_t s = seed;
-    for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = lo + (int32_t)((s >> 33) % (uint64_t)span);
-    }
+    for (int32_t i = 0; i < n; i++) ids[i] = lo + bench_draw_id(&s, span);
     if (im_start < 0 || im_end < 0) return;
     for (int32_t i = 0; i + 1 < n; i += 60) { /* a turn every 60 tokens */
         if (i) ids[i - 1] = im_end;

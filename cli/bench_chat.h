@@ -10,6 +10,12 @@ typedef struct bench_device {
     char desc[256];
 } bench_device;
 
+/* The benches' pseudo-random token ids: the next id in [0, span) of the LCG stream s (the same ids on every machine). */
+static inline int32_t bench_draw_id(uint64_t *s, int32_t span) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (int32_t)((*s >> 33) % (uint64_t)span);
+}
+
 int bench_chat(const char *model_dir, long long threads, long long repeat, const char *history_s, const char *turn_s,
                int32_t kv_f16, const bench_device *dv);
 

@@ -71,10 +71,7 @@ static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads
         goto done;
     }
     uint64_t s = 12345;
-    for (int32_t i = 0; i < prompt; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        td_batch_add(b, (int32_t)((s >> 33) % (uint64_t)(V < 1000 ? V : 1000)), 0, i, i == prompt - 1);
-    }
+    for (int32_t i = 0; i < prompt; i++) td_batch_add(b, bench_draw_id(&s, V < 1000 ? V : 1000), 0, i, i == prompt - 1);
     double t0 = cli_now();
     int64_t j0 = td_ctx_pool_jobs(ctx);
     if ((st = td_ctx_decode(ctx, b)) != TD_OK) {
@@ -89,9 +86,8 @@ static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads
     t0 = cli_now();
     j0 = td_ctx_pool_jobs(ctx);
     for (int32_t i = 0; i < n; i++) { /* the next id drawn, not sampled: the forward pass alone, as llama-bench's tg */
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
         td_batch_clear(b);
-        td_batch_add(b, (int32_t)((s >> 33) % (uint64_t)V), 0, prompt + i, 1);
+        td_batch_add(b, bench_draw_id(&s, V), 0, prompt + i, 1);
         if ((st = td_ctx_decode(ctx, b)) != TD_OK) {
             cli_fail("bench", st);
             goto done;
