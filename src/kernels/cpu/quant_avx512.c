@@ -111,7 +111,7 @@ static inline __m512 add_bits(__m512 a, __m512 b) {
  * of the register index (block bits 2, 1, 0) with the same bit of the lane (the word's bits 2, 1, 0), leave chunk k
  * in z[k], block j in lane j. Step s pairs z[i] (bit s clear) with z[i | 1 << s]: lane l of the first takes lane
  * l & ~(1 << s), of the second l | 1 << s, from the first register when bit s of l is clear, else from the second
- * (index + 16). The indices as constants (built in the loop they were computed for every group). */
+ * (index + 16). */
 static const int32_t swap_lo[3][16] = {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
                                        {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
                                        {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}};
