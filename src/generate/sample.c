@@ -93,8 +93,8 @@ static uint64_t next_u64(uint64_t *s) {
 }
 
 /* The lowest index of the largest value, NaN never winning (x[0] NaN: 0), as the scan `if (x[i] > x[best]) best = i`
- * gives it, in two passes the compiler vectorises: the maximum (16 running maxima, then the first index holding it).
- * The scan was a chain of dependent compares: 0.56 ms over 151,936 logits here, now 0.03 ms. */
+ * gives it, in two passes the compiler vectorises: the maximum (16 running maxima), then the first index holding it.
+ * The scan was a chain of dependent compares. */
 static int32_t argmax(const float *x, int32_t n) {
     if (n <= 0 || isnan(x[0])) return 0;
     float lane[16], m;

@@ -83,7 +83,7 @@ static void quantize_block(const td_qrows *xq, int64_t r, int64_t b, const float
  * inverses are one division each, and x16's interleaved bytes are one transpose and 8 stores a level instead of 128
  * 4-byte stores. max and wrapping integer adds do not depend on their order, the divisions and conversions are
  * the same IEEE operations lane by lane: the bytes are those of quantize_block (test_kernels against the
- * reference). A decode's quantiser ran serially between the products: 45 ns a block here, ~0.3 ms a token. */
+ * reference). A decode's quantiser runs serially between the products (NOTES.md). */
 
 /* One step of the reduction tree: a and b each hold partial results of several blocks; the result holds the same
  * blocks' partials combined two by two (imm_lo / imm_hi pick the two halves each block's partials are in). */
