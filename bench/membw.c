@@ -4,10 +4,12 @@
  * (cc -O2 -march=native -pthread bench/membw.c -o membw) and reports the decode ceiling it implies beside both
  * engines' decode speeds.
  *
- *   membw [--mb N] [--threads T] [--repeat R] [--prefetch BYTES]
+ *   membw [--mb N] [--threads T] [--repeat R] [--prefetch BYTES] [--streams S]
  *
  * Prints one JSON line: per repeat the GB/s of a whole pass (all threads started together, the slowest one's end),
- * the best and the median. --prefetch adds a software prefetch that far ahead (0: none, the default). The buffer is
+ * the best and the median. --prefetch adds a software prefetch that far ahead (0: none, the default). --streams S (default 1) cuts each
+ * thread's share into S equal parts read in lockstep, 256 bytes of each in turn: S concurrent sequential streams
+ * per core, as a kernel that read S row slabs at once would. The buffer is
  * 2 MB-aligned and advised for huge pages, as the engine's packed weights are. */
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -23,6 +25,7 @@ typedef struct job {
     const uint8_t *p;
     size_t n;
     size_t prefetch;
+    int streams;
     pthread_barrier_t *start;
     uint64_t sink;
     double end;
@@ -34,19 +37,22 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Reads n bytes (a multiple of 256) 64 at a time into four xor chains, so that the loads, not the arithmetic, bound
- * it. */
+/* Reads n bytes 64 at a time into four xor chains, so that the loads, not the arithmetic, bound it: the share's
+ * S parts (each a multiple of 256 bytes; a remainder under 256 x S is left unread) 256 bytes of each in turn. */
 static void *reader(void *arg) {
     job *j = arg;
     pthread_barrier_wait(j->start);
     __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-    for (size_t i = 0; i < j->n; i += 256) {
-        if (j->prefetch) _mm_prefetch((const char *)j->p + i + j->prefetch, _MM_HINT_T0);
-        a = _mm512_xor_si512(a, _mm512_load_si512(j->p + i));
-        b = _mm512_xor_si512(b, _mm512_load_si512(j->p + i + 64));
-        c = _mm512_xor_si512(c, _mm512_load_si512(j->p + i + 128));
-        d = _mm512_xor_si512(d, _mm512_load_si512(j->p + i + 192));
-    }
+    const size_t part = (j->n / (size_t)j->streams) & ~(size_t)255;
+    for (size_t i = 0; i < part; i += 256)
+        for (int s = 0; s < j->streams; s++) {
+            const uint8_t *q = j->p + (size_t)s * part + i;
+            if (j->prefetch) _mm_prefetch((const char *)q + j->prefetch, _MM_HINT_T0);
+            a = _mm512_xor_si512(a, _mm512_load_si512(q));
+            b = _mm512_xor_si512(b, _mm512_load_si512(q + 64));
+            c = _mm512_xor_si512(c, _mm512_load_si512(q + 128));
+            d = _mm512_xor_si512(d, _mm512_load_si512(q + 192));
+        }
     j->sink = (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(_mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d))));
     j->end = now();
     return NULL;
@@ -59,25 +65,27 @@ static int cmp(const void *x, const void *y) {
 
 int main(int argc, char **argv) {
     size_t mb = 639, prefetch = 0;
-    int threads = 1, repeat = 5;
+    int threads = 1, repeat = 5, streams = 1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--mb") && v) mb = strtoull(v, NULL, 10), i++;
         else if (!strcmp(argv[i], "--threads") && v) threads = atoi(v), i++;
         else if (!strcmp(argv[i], "--repeat") && v) repeat = atoi(v), i++;
         else if (!strcmp(argv[i], "--prefetch") && v) prefetch = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(argv[i], "--streams") && v) streams = atoi(v), i++;
         else {
-            fprintf(stderr, "usage: membw [--mb N] [--threads T] [--repeat R] [--prefetch BYTES]\n");
+            fprintf(stderr, "usage: membw [--mb N] [--threads T] [--repeat R] [--prefetch BYTES] [--streams S]\n");
             return 2;
         }
     }
-    if (mb == 0 || threads < 1 || threads > 1024 || repeat < 1 || repeat > 1000) {
-        fprintf(stderr, "membw: --mb, --threads (1-1024) and --repeat (1-1000) must be positive\n");
+    if (mb == 0 || threads < 1 || threads > 1024 || repeat < 1 || repeat > 1000 || streams < 1 || streams > 256) {
+        fprintf(stderr, "membw: --mb, --threads (1-1024), --repeat (1-1000) and --streams (1-256) must be positive\n");
         return 2;
     }
     const size_t huge = (size_t)2 << 20, bytes = mb << 20, share = (bytes / (size_t)threads) & ~(size_t)255;
+    const size_t read = (share / (size_t)streams & ~(size_t)255) * (size_t)streams; /* what a thread reads */
     uint8_t *buf = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
-    if (!buf || share == 0) {
+    if (!buf || read == 0) {
         fprintf(stderr, "membw: cannot allocate %zu MB in %d shares\n", mb, threads);
         return 1;
     }
@@ -91,7 +99,7 @@ int main(int argc, char **argv) {
         pthread_barrier_t start;
         pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
         for (int t = 0; t < threads; t++) {
-            jobs[t] = (job){buf + (size_t)t * share, share, prefetch, &start, 0, 0};
+            jobs[t] = (job){buf + (size_t)t * share, share, prefetch, streams, &start, 0, 0};
             pthread_create(&tid[t], NULL, reader, &jobs[t]);
         }
         double end = 0;
@@ -103,9 +111,10 @@ int main(int argc, char **argv) {
             if (jobs[t].end > end) end = jobs[t].end;
         }
         pthread_barrier_destroy(&start);
-        gbs[r] = (double)share * threads / (end - t0) / 1e9;
+        gbs[r] = (double)read * threads / (end - t0) / 1e9;
     }
-    printf("{\"mb\": %zu, \"threads\": %d, \"prefetch\": %zu, \"gb_per_s\": [", mb, threads, prefetch);
+    printf("{\"mb\": %zu, \"threads\": %d, \"prefetch\": %zu, \"streams\": %d, \"gb_per_s\": [", mb, threads, prefetch,
+           streams);
     for (int r = 0; r < repeat; r++) printf("%s%.2f", r ? ", " : "", gbs[r]);
     qsort(gbs, (size_t)repeat, sizeof *gbs, cmp);
     printf("], \"best\": %.2f, \"median\": %.2f, \"sink\": %u}\n", gbs[repeat - 1], gbs[repeat / 2], (unsigned)(sink & 1));

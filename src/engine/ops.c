@@ -88,7 +88,9 @@ static void quantize_row(td_ctx *ctx, int64_t t, const void *arg, int thread) {
 #define TD_MIN_PREFILL_ROWS 64
 #define TD_FIRST_TOKENS 32
 #define TD_MIN_TOKENS 16
-#define TD_ITEMS_PER_THREAD 4
+#ifndef TD_ITEMS_PER_THREAD
+#define TD_ITEMS_PER_THREAD 4 /* a compile-time constant; -D sets another for bench/ab_device.sh's variants */
+#endif
 
 static int64_t count_chunks(const td_eng_product *p, int n, int64_t grain) {
     int64_t c = 0;
