@@ -73,24 +73,32 @@ static void quantize_row(td_ctx *ctx, int64_t t, const void *arg, int thread) {
 }
 
 /* Chunks of weight rows: for decode at most TD_DECODE_ROWS, for a batch of tokens at most TD_PREFILL_ROWS, large
- * enough that a block of weight rows stays in cache for the tokens of an item. A job wants at least
- * TD_ITEMS_PER_THREAD items a thread (so that threads finishing early find work, and no thread idles while
- * another runs a product's last chunks). A batch's tokens are cut first, into blocks of at least
- * TD_FIRST_TOKENS (a multiple of the AMX tile's 16 rows): an item keeps its TD_PREFILL_ROWS rows, over which the
- * kernels spread what they do once per token tile (staging the activations); then chunks shrink to
+ * enough that a block of weight rows stays in cache for the tokens of an item. A job wants at least TD_ITEMS items
+ * a thread, TD_LONG_ITEMS for a batch of at least TD_LONG_BATCH tokens (so that threads finishing early find work,
+ * and no thread idles while another runs a product's last chunks). A batch's tokens are cut first, into blocks of at
+ * least TD_FIRST_TOKENS (a multiple of the AMX tile's 16 rows): an item keeps its TD_PREFILL_ROWS rows, over which
+ * the kernels spread what they do once per token tile (staging the activations); then chunks shrink to
  * TD_MIN_PREFILL_ROWS rows (to TD_MIN_ROWS for decode), then blocks to TD_MIN_TOKENS. A 512-token prefill of
- * qwen3-0.6b at 16 threads: the 1024-row products (o, down) become 4 chunks of 256 rows x 16 blocks of 32 tokens (the
+ * qwen3-0.6b at 16 threads: the 1024-row products (o, down) become 8 chunks of 128 rows x 16 blocks of 32 tokens (the
  * rows were cut to 64 before: 27% more time inside the products, bench/results/scaling-probe-xeon16-amx.json); at 2
- * threads 4 x 2 blocks of 256 tokens; a 45-token suffix still splits by rows (8 chunks of 128 at 2 threads). */
+ * threads 4 x 4 blocks of 128 tokens; a 45-token suffix still splits by rows (8 chunks of 128 at 2 threads).
+ * Measured on the AMX host (bench/results/items-ab-xeon16-amx.json, items-ab-2t-xeon16-amx.json): 8 items a thread
+ * instead of 4 took prefill 512 from 564 to 667 tokens/s at 4 threads (every round faster), 1664 -> 1868 at 16, 341
+ * -> 374 at 2; but decode 5% slower at 4 threads and a 45-token criterion slower at 2 (its rows cut to 64), so
+ * decode and short batches keep 4. */
 #define TD_DECODE_ROWS 64
 #define TD_PREFILL_ROWS 256
 #define TD_MIN_ROWS 16
 #define TD_MIN_PREFILL_ROWS 64
 #define TD_FIRST_TOKENS 32
 #define TD_MIN_TOKENS 16
-#ifndef TD_ITEMS_PER_THREAD
-#define TD_ITEMS_PER_THREAD 4 /* a compile-time constant; -D sets another for bench/ab_device.sh's variants */
+#ifndef TD_ITEMS /* compile-time constants; -D sets others for bench/ab_device.sh's variants */
+#define TD_ITEMS 4
 #endif
+#ifndef TD_LONG_ITEMS
+#define TD_LONG_ITEMS 8
+#endif
+#define TD_LONG_BATCH 128
 
 static int64_t count_chunks(const td_eng_product *p, int n, int64_t grain) {
     int64_t c = 0;
@@ -107,8 +115,8 @@ static int64_t token_blocks(int64_t T, int64_t chunks, int64_t want, int64_t lea
 /* The job's shape: row grain, token blocks of a multiple of 16 tokens. Depends on the thread count and the batch's
  * size, never on anything a result depends on. */
 static void split(products *j, int threads) {
-    const int64_t want = (int64_t)TD_ITEMS_PER_THREAD * threads;
     const int decode = j->T < 4;
+    const int64_t want = (int64_t)(j->T >= TD_LONG_BATCH ? TD_LONG_ITEMS : TD_ITEMS) * threads;
     int64_t grain = decode ? TD_DECODE_ROWS : TD_PREFILL_ROWS, min = decode ? TD_MIN_ROWS : TD_MIN_PREFILL_ROWS;
     int64_t n_tb = decode ? 1 : token_blocks(j->T, count_chunks(j->p, j->n, grain), want, TD_FIRST_TOKENS);
     while (grain / 2 >= min && count_chunks(j->p, j->n, grain) * n_tb < want) grain /= 2;
