@@ -7,10 +7,10 @@
  *   membw [--mb N] [--threads T] [--repeat R] [--prefetch BYTES] [--streams S]
  *
  * Prints one JSON line: per repeat the GB/s of a whole pass (all threads started together, the slowest one's end),
- * the best and the median. --prefetch adds a software prefetch that far ahead (0: none, the default). --streams S (default 1) cuts each
- * thread's share into S equal parts read in lockstep, 256 bytes of each in turn: S concurrent sequential streams
- * per core, as a kernel that read S row slabs at once would. The buffer is
- * 2 MB-aligned and advised for huge pages, as the engine's packed weights are. */
+ * the best and the median. --prefetch adds a software prefetch that far ahead (0: none, the default). --streams S
+ * (default 1) cuts each thread's share into S equal parts read in lockstep, 256 bytes of each in turn: S concurrent
+ * sequential streams per core, as a kernel that read S row slabs at once would. The buffer is 2 MB-aligned and
+ * advised for huge pages, as the engine's packed weights are. */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <pthread.h>
@@ -23,7 +23,7 @@
 
 typedef struct job {
     const uint8_t *p;
-    size_t n;
+    size_t part; /* bytes of each stream, a multiple of 256 */
     size_t prefetch;
     int streams;
     pthread_barrier_t *start;
@@ -37,16 +37,15 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Reads n bytes 64 at a time into four xor chains, so that the loads, not the arithmetic, bound it: the share's
- * S parts (each a multiple of 256 bytes; a remainder under 256 x S is left unread) 256 bytes of each in turn. */
+/* Reads S parts of `part` bytes from p, 256 bytes of each in turn, 64 at a time into four xor chains, so that the
+ * loads, not the arithmetic, bound it. */
 static void *reader(void *arg) {
     job *j = arg;
     pthread_barrier_wait(j->start);
     __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-    const size_t part = (j->n / (size_t)j->streams) & ~(size_t)255;
-    for (size_t i = 0; i < part; i += 256)
+    for (size_t i = 0; i < j->part; i += 256)
         for (int s = 0; s < j->streams; s++) {
-            const uint8_t *q = j->p + (size_t)s * part + i;
+            const uint8_t *q = j->p + (size_t)s * j->part + i;
             if (j->prefetch) _mm_prefetch((const char *)q + j->prefetch, _MM_HINT_T0);
             a = _mm512_xor_si512(a, _mm512_load_si512(q));
             b = _mm512_xor_si512(b, _mm512_load_si512(q + 64));
@@ -83,7 +82,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const size_t huge = (size_t)2 << 20, bytes = mb << 20, share = (bytes / (size_t)threads) & ~(size_t)255;
-    const size_t read = (share / (size_t)streams & ~(size_t)255) * (size_t)streams; /* what a thread reads */
+    /* each stream a multiple of 256 bytes: a remainder under 256 x S of a share is left unread */
+    const size_t part = (share / (size_t)streams) & ~(size_t)255, read = part * (size_t)streams;
     uint8_t *buf = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
     if (!buf || read == 0) {
         fprintf(stderr, "membw: cannot allocate %zu MB in %d shares\n", mb, threads);
@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
         pthread_barrier_t start;
         pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
         for (int t = 0; t < threads; t++) {
-            jobs[t] = (job){buf + (size_t)t * share, share, prefetch, streams, &start, 0, 0};
+            jobs[t] = (job){buf + (size_t)t * share, part, prefetch, streams, &start, 0, 0};
             pthread_create(&tid[t], NULL, reader, &jobs[t]);
         }
         double end = 0;
