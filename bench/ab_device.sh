@@ -19,7 +19,8 @@
 #           medians and ratios. A step still to start once BUDGET_S (default 540 s) is spent is skipped.
 # Environment: THREADS (2), ROUNDS (2), QUANTS ("q8_0 q4_0"), NO_DECODE (builds measured without decode: variants of
 # the batch kernels only), SETS (kernel sets the "new" build also runs forced, TD_KERNELS, measured as new@SET:
-# the default against the others), BUDGET_S, OUT, WORK.
+# the default against the others; an entry BUILD@SET forces SET on that build, e.g. base@avx512bf16), BUDGET_S, OUT,
+# WORK.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/bundle.sh
@@ -118,7 +119,7 @@ for round in $(seq "$ROUNDS"); do
         M=$WORK/$q.gguf
         [ -n "$LLAMA" ] && measure llama_pp512_tg64 llama.cpp "$q" 30 "$LLAMA" -m "$M" -t "$T" -p 512 -n 64 -r 2 -o json
         [ -n "$LLAMA" ] && measure llama_p45_d256 llama.cpp "$q" 15 "$LLAMA" -m "$M" -t "$T" -p 45 -n 0 -d 256 -r 3 -o json
-        for b in $order ${SETS:+$(printf 'new@%s ' $SETS)}; do
+        for b in $order $(for s in ${SETS:-}; do case $s in *@*) echo "$s" ;; *) echo "new@$s" ;; esac; done); do
             bin=$B/typedecide-${b%@*} env=()
             [ "$b" = "${b#*@}" ] || env=(TD_KERNELS="${b#*@}")
             measure prefill "$b" "$q" 15 env ${env[@]+"${env[@]}"} "$bin" bench prefill --model "$M" --tokens 512 \

@@ -7,16 +7,16 @@
  * as the activations are). Tiles (R rows x C tokens) only
  * decide how many dot products share each load: a dot product's operations never depend on its neighbours, so
  * results depend neither on the batch nor on the row range or the thread count.
- * Decode (T < DECODE_T) streams each row from memory once, asking for the rows PREFETCH_ROWS ahead (as the packed
- * kernels do); prefill walks blocks of TB tokens, whose activations stay in L2, past the weight rows. */
+ * Decode (T < DECODE_T) streams each row from memory once, asking for the rows DECODE_AHEAD ahead into L2 (as the
+ * x16 kernel does); prefill walks blocks of TB tokens, whose activations stay in L2, past the weight rows. */
 #include <immintrin.h>
 
 #include "kernels/cpu/avx512_math.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 
-#ifndef PREFETCH_ROWS
-#define PREFETCH_ROWS 4 /* rows of 2 KB and more */
+#ifndef DECODE_AHEAD
+#define DECODE_AHEAD 8 /* rows of 2 KB and more, asked for into L2 */
 #endif
 #ifndef DECODE_T
 #define DECODE_T 5
@@ -81,10 +81,10 @@ void td_matmul_bf16_avx512(const td_mat *w, const int32_t *rows, const void *xq,
     const int64_t cols = w->cols;
     const uint16_t *wr[4];
     if (T < DECODE_T) {
-        for (int64_t j = j0; !rows && j < j1 && j < j0 + PREFETCH_ROWS; j++) /* the first rows, all at once */
-            td_prefetch_row(td_mat_row(w, j), w->row_bytes);
+        for (int64_t j = j0; !rows && j < j1 && j < j0 + DECODE_AHEAD; j++) /* the first rows, all at once */
+            td_prefetch_row_l2(td_mat_row(w, j), w->row_bytes);
         for (int64_t j = j0; j < j1; j++) {
-            if (!rows && j + PREFETCH_ROWS < w->rows) td_prefetch_row(td_mat_row(w, j + PREFETCH_ROWS), w->row_bytes);
+            if (!rows && j + DECODE_AHEAD < w->rows) td_prefetch_row_l2(td_mat_row(w, j + DECODE_AHEAD), w->row_bytes);
             wr[0] = td_mat_row(w, rows ? rows[j] : j);
             for (int64_t t = 0; t < T; t++) tile_any(1, 1, wr, cols, x, t, y + t * ldy + j, ldy);
         }

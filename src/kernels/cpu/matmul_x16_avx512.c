@@ -9,9 +9,10 @@
  * (512 multiply-adds) per weight row and token and activation level (two for Q8_0 weights, one for Q4_0:
  * td_qrows_layout). Tiles (R rows x C tokens) only decide how many dot products share
  * each load: a dot product's operations never depend on its neighbours.
- * Decode (T < DECODE_T) streams each row from memory once, asking for the rows PREFETCH_ROWS ahead, as the x8
- * kernel does: the 6-row tiles it replaced pulled ~7 GB/s on one core of the Intel Xeon (AVX-512) where one
- * row at a time pulls ~13 (the core's read bandwidth), and decode ran at 0.6x the x8 kernel's speed. The tiled path
+ * Decode (T < DECODE_T) streams each row from memory once, asking for the rows DECODE_AHEAD ahead into L2: the 6-row
+ * tiles it replaced pulled ~7 GB/s on one core of the Intel Xeon (AVX-512) where one row at a time pulls ~13 (the
+ * core's read bandwidth), and decode ran at 0.6x the x8 kernel's speed; asked for into L1 (8 rows ahead, as the x8
+ * kernel does), Q8_0 decode on an AMD EPYC Zen 4 read 37-41 tokens/s at 2 threads, into L2 42-58. The tiled path
  * asks for rows ahead too when its token block is small (T <= SMALL_T: continuous batching's 8-sequence steps), where
  * each row block is done too soon for the hardware prefetcher: 8 streams through `serve` went from 2.6-3.0x to
  * 3.3-3.9x one stream's tokens/s on the Intel Xeon VM (2 threads). */
@@ -24,6 +25,9 @@
 #define TB 128 /* tokens per block: their x16 activations stay in L2 while the weight rows stream past */
 #ifndef PREFETCH_ROWS
 #define PREFETCH_ROWS 8
+#endif
+#ifndef DECODE_AHEAD
+#define DECODE_AHEAD 16 /* rows the streaming path asks for ahead, into L2 */
 #endif
 #ifndef SMALL_T
 #define SMALL_T 16 /* up to this many tokens the tiled path prefetches rows ahead */
@@ -159,12 +163,12 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
     const int64_t nbg = p->nbg;
     const size_t gb = p->group_bytes;
     const uint8_t *wr[8];
-    if (T < DECODE_T) { /* decode: rows stream from memory once each, asked for PREFETCH_ROWS ahead (past the
+    if (T < DECODE_T) { /* decode: rows stream from memory once each, asked for DECODE_AHEAD ahead into L2 (past the
                            range too: a thread's next range follows it) */
-        for (int64_t j = j0; !rows && j < j1 && j < j0 + PREFETCH_ROWS; j++)
-            td_prefetch_row(td_qpack_row(p, j), p->row_bytes);
+        for (int64_t j = j0; !rows && j < j1 && j < j0 + DECODE_AHEAD; j++)
+            td_prefetch_row_l2(td_qpack_row(p, j), p->row_bytes);
         for (int64_t j = j0; j < j1; j++) {
-            if (!rows && j + PREFETCH_ROWS < p->rows) td_prefetch_row(td_qpack_row(p, j + PREFETCH_ROWS), p->row_bytes);
+            if (!rows && j + DECODE_AHEAD < p->rows) td_prefetch_row_l2(td_qpack_row(p, j + DECODE_AHEAD), p->row_bytes);
             const uint8_t *row = td_qpack_row(p, rows ? rows[j] : j);
             for (int64_t t = 0; t < T; t++) y[t * ldy + j] = row_dot(type, row, gb, xrow_at(xr, t), nbg);
         }
