@@ -6,8 +6,10 @@
 cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo) "
 case "$cpu_flags" in
     *" avx512f "*) kind=avx512 # (an if: a failed grep as the file's last status would stop a `set -e` caller)
-        if grep -q -m1 '^vendor_id.*AuthenticAMD' /proc/cpuinfo; then kind=avx512-epyc; fi
-        if [ "$kind" = avx512-epyc ] && grep -q -m1 '^cpu family[[:space:]]*: 25$' /proc/cpuinfo; then kind=avx512-zen4; fi ;;
+        if grep -q -m1 '^vendor_id.*AuthenticAMD' /proc/cpuinfo; then
+            kind=avx512-epyc
+            if grep -q -m1 '^cpu family[[:space:]]*: 25$' /proc/cpuinfo; then kind=avx512-zen4; fi
+        fi ;;
     *" avx2 "*) kind=avx2 ;;
     *) kind=scalar ;;
 esac

@@ -12,8 +12,7 @@
  * sequential streams per core, as a kernel that read S row slabs at once would. --keep MB --hint H reads the first
  * MB / T of each share plainly and the rest with a hint against caching it (nta: prefetchnta 1 KB ahead; flush:
  * clflushopt after the read), to see whether a part kept in the last-level cache reads faster across passes. The
- * buffer is 2 MB-aligned and
- * advised for huge pages, as the engine's packed weights are. */
+ * buffer is 2 MB-aligned and advised for huge pages, as the engine's packed weights are. */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <pthread.h>
@@ -29,7 +28,7 @@ typedef struct job {
     size_t part; /* bytes of each stream, a multiple of 256 */
     size_t prefetch;
     int streams;
-    size_t keep; /* bytes of the share read plainly; the rest with `hint` */
+    size_t keep; /* bytes of each stream read plainly (the share's MB / T in all); the rest with `hint` */
     int hint;    /* 0 plain, 1 prefetchnta ahead, 2 clflushopt after reading */
     pthread_barrier_t *start;
     uint64_t sink;
@@ -91,7 +90,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--keep") && v) keep_mb = strtoull(v, NULL, 10), i++;
         else if (!strcmp(argv[i], "--hint") && v) hint = !strcmp(v, "nta") ? 1 : !strcmp(v, "flush") ? 2 : -1, i++;
         else {
-            fprintf(stderr, "usage: membw [--mb N] [--threads T] [--repeat R] [--prefetch BYTES] [--streams S] [--keep MB --hint nta|flush]\n");
+            fprintf(stderr, "usage: membw [--mb N] [--threads T] [--repeat R] [--prefetch BYTES] [--streams S] "
+                            "[--keep MB --hint nta|flush]\n");
             return 2;
         }
     }
@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
     const size_t huge = (size_t)2 << 20, bytes = mb << 20, share = (bytes / (size_t)threads) & ~(size_t)255;
     /* each stream a multiple of 256 bytes: a remainder under 256 x S of a share is left unread */
     const size_t part = (share / (size_t)streams) & ~(size_t)255, read = part * (size_t)streams;
+    const size_t keep = (keep_mb << 20) / (size_t)threads / (size_t)streams; /* of each stream */
     uint8_t *buf = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
     if (!buf || read == 0) {
         fprintf(stderr, "membw: cannot allocate %zu MB in %d shares\n", mb, threads);
@@ -121,7 +122,7 @@ int main(int argc, char **argv) {
         pthread_barrier_t start;
         pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
         for (int t = 0; t < threads; t++) {
-            jobs[t] = (job){buf + (size_t)t * share, part, prefetch, streams, (keep_mb << 20) / (size_t)threads, hint, &start, 0, 0, 0};
+            jobs[t] = (job){buf + (size_t)t * share, part, prefetch, streams, keep, hint, &start, 0, 0, 0};
             pthread_create(&tid[t], NULL, reader, &jobs[t]);
         }
         double begin = 0, end = 0;
@@ -135,8 +136,9 @@ int main(int argc, char **argv) {
         pthread_barrier_destroy(&start);
         gbs[r] = (double)read * threads / (end - begin) / 1e9;
     }
-    printf("{\"mb\": %zu, \"threads\": %d, \"prefetch\": %zu, \"streams\": %d, \"keep_mb\": %zu, \"hint\": %d, \"gb_per_s\": [", mb, threads, prefetch,
-           streams, keep_mb, hint);
+    printf("{\"mb\": %zu, \"threads\": %d, \"prefetch\": %zu, \"streams\": %d, \"keep_mb\": %zu, \"hint\": %d, "
+           "\"gb_per_s\": [",
+           mb, threads, prefetch, streams, keep_mb, hint);
     for (int r = 0; r < repeat; r++) printf("%s%.2f", r ? ", " : "", gbs[r]);
     qsort(gbs, (size_t)repeat, sizeof *gbs, cmp);
     printf("], \"best\": %.2f, \"median\": %.2f, \"sink\": %u}\n", gbs[repeat - 1], gbs[repeat / 2], (unsigned)(sink & 1));

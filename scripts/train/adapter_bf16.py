@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Rewrites a PEFT adapter's F32 tensors as BF16 (round to nearest even), as PEFT itself saves an adapter trained in
 bf16: the same names, shapes, order and metadata, half the bytes. The shipped shipment_tracking adapter was trained
-in fp32 and saved so (797 KB); its BF16 copy (399 KB) keeps the tracked tree under the limit that travels to the GPU
+in fp32 and saved so (797 KB); its BF16 copy (404 KB) keeps the tracked tree under the limit that travels to the GPU
 machine. Stdlib only.
 
     python3 scripts/train/adapter_bf16.py IN.safetensors OUT.safetensors
