@@ -6,7 +6,8 @@
 # ROUNDS rounds (default 3); in each, every measurement once, the two engines alternating, with the load average
 # beside it; the table holds the medians over rounds (and every value). The file is named by the machine's kind,
 # bench/results/peer-qwen3-0.6b-<kind>.json (bench/kind.sh); it records the CPU, its SIMD flags and the kernels
-# typedecide chose for each model.
+# typedecide chose for each model. KIND names the file instead (a stand-in: `TD_KERNELS=avx2 KIND=avx2-on-avx512-zen4`
+# with an AVX2-only llama-bench from `LLAMA_AVX2=1 scripts/build_llama_bench.sh`, where no AVX2-only machine is at hand).
 # llama-bench comes from scripts/build_llama_bench.sh (built outside the repo from node-llama-cpp's source bundle);
 # set LLAMA_BENCH to use another. QUANTS (default "q8_0 q4_0 bf16") narrows the table.
 set -euo pipefail
@@ -23,6 +24,7 @@ out=${TMPDIR:-/tmp}/td-peer
 mkdir -p "$out" bench/results
 flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_int8|amx_bf16)$' | tr '\n' ' ' | sed 's/ $//')
 . bench/kind.sh
+kind=${KIND:-$kind}
 result=bench/results/peer-qwen3-0.6b-$kind.json
 [ -f "$dir/model.safetensors" ] || "$BIN" synth --preset qwen3-0.6b --tokenizer "$TOK" --out "$dir" >/dev/null 2>&1
 log() { echo "peer: $*" >&2; }
