@@ -59,9 +59,9 @@ static inline void td_prefetch_row(const void *row, size_t bytes) {
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)row + off, 0, 3);
 }
 
-/* The same into L2 (prefetcht1): the AVX-512 decode paths ask for rows this way, further ahead (measured on an AMD
- * EPYC Zen 4: Q8_0 decode 37-41 -> 42-58 tokens/s at 2 threads, every round; on the Intel Xeon with AMX L1 and L2
- * within the noise, NOTES). */
+/* The same into L2 (prefetcht1): the decode paths (x16, BF16, x8) ask for rows this way, further ahead (measured on
+ * an AMD EPYC Zen 4: Q8_0 decode 37-41 -> 42-58 tokens/s at 2 threads, every round, and the AVX2 set there 27-34 ->
+ * 38-43; on the Intel Xeon with AMX L1 and L2 within the noise, NOTES). */
 static inline void td_prefetch_row_l2(const void *row, size_t bytes) {
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)row + off, 0, 2);
 }
