@@ -12,7 +12,7 @@
  * Decode (T < DECODE_T) streams each row from memory once, asking for the rows DECODE_AHEAD ahead into L2: the 6-row
  * tiles it replaced pulled ~7 GB/s on one core of the Intel Xeon (AVX-512) where one row at a time pulls ~13 (the
  * core's read bandwidth), and decode ran at 0.6x the x8 kernel's speed; asked for into L1 (8 rows ahead, as the x8
- * kernel does), Q8_0 decode on an AMD EPYC Zen 4 read 37-41 tokens/s at 2 threads, into L2 42-58. The tiled path
+ * kernel did), Q8_0 decode on an AMD EPYC Zen 4 read 37-41 tokens/s at 2 threads, into L2 42-58. The tiled path
  * asks for rows ahead too when its token block is small (T <= SMALL_T: continuous batching's 8-sequence steps), where
  * each row block is done too soon for the hardware prefetcher: 8 streams through `serve` went from 2.6-3.0x to
  * 3.3-3.9x one stream's tokens/s on the Intel Xeon VM (2 threads). */
