@@ -428,8 +428,7 @@ static long qrows_diff(const td_qrows *a, const td_qrows *b, int64_t T) {
     if (a->bf16) return bytes_diff(a->h, b->h, nq * TD_QBLOCK * sizeof(uint16_t));
     if (a->x8)
         return bytes_diff(a->qw, b->qw, ng * TD_X8_GROUP * sizeof(int16_t)) +
-               bytes_diff(a->d, b->d, ng * TD_X8_LANES * sizeof(float)) +
-               bytes_diff(a->s, b->s, ng * TD_X8_LANES * sizeof(int32_t));
+               bytes_diff(a->d, b->d, ng * TD_X8_LANES * sizeof(float));
     if (!a->x16) return bytes_diff(a->q, b->q, nq * sizeof(td_block_q8_0)) + bytes_diff(a->d, b->d, nq * sizeof(float));
     long diff = bytes_diff(a->qi, b->qi, ng * TD_X16_GROUP) + bytes_diff(a->d, b->d, ng * TD_X16_LANES * sizeof(float)) +
                 bytes_diff(a->s, b->s, ng * TD_X16_LANES * sizeof(int32_t));

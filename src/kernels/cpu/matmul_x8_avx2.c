@@ -5,7 +5,9 @@
  * vpmaddwd against the same chunk of the activations adds 2 products into each block's own 32-bit lane, so after
  * the 16 chunks of a group every lane holds its block's complete integer dot product (exact: |sum| < 2^27). One
  * conversion, one scale product and one fma then serve 8 blocks (256 multiply-adds) per weight row and token.
- * Q4_0 weights are unsigned nibbles q = w + 8; the lanes subtract 8 * (the block's sum of activations).
+ * Q4_0 weights are signed nibbles (quant.h): a sign-extending load and arithmetic shifts widen a pair of chunks, and
+ * nothing is left to subtract (packed as unsigned q = w + 8, the lanes' correction by 8 x the block's sum of
+ * activations cost its loads and, in GCC's code, spills: 62 against 59 GMAC/s, bench/x8_probe.sh).
  *
  * A tile is one weight row and C <= 8 consecutive tokens: the row's chunk is widened once and multiplied with the
  * C tokens' chunks straight from memory, so the C accumulators, the widened chunk and a temporary fit the 16 ymm
@@ -45,12 +47,11 @@ static inline __attribute__((always_inline)) void keep_in_registers(__m256i *ia,
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) __asm__("" : "+x"(ia[c]));
 }
 
-/* One packed row times C consecutive tokens whose activations start at xqw / xd / xs; y[c * ldy] = result. */
+/* One packed row times C consecutive tokens whose activations start at xqw / xd; y[c * ldy] = result. */
 static inline __attribute__((always_inline)) void tile(td_dtype type, int C, const uint8_t *row, const uint16_t *ws,
-                                                       const int16_t *xqw, const float *xd, const int32_t *xs,
-                                                       int64_t nbg, float *y, int64_t ldy) {
+                                                       const int16_t *xqw, const float *xd, int64_t nbg, float *y,
+                                                       int64_t ldy) {
     const size_t gb = type == TD_DTYPE_Q8_0 ? TD_X8_GROUP : TD_X8_GROUP / 2; /* weight bytes a group */
-    const __m256i low4 = _mm256_set1_epi16(15);
     __m256 acc[MAX_C];
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t g = 0; g < nbg; g++) {
@@ -71,8 +72,8 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int C, con
         } else {
             _Pragma("GCC unroll 2") for (int p = 0; p < CHUNKS / 2; p++) {
                 const __m128i *wp = (const __m128i *)(const void *)(wg + p * TD_X8_CHUNK);
-                __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128(wp));
-                __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_srli_epi16(raw, 4);
+                __m256i raw = _mm256_cvtepi8_epi16(_mm_loadu_si128(wp));
+                __m256i lo = _mm256_srai_epi16(_mm256_slli_epi16(raw, 12), 12), hi = _mm256_srai_epi16(raw, 4);
                 _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
                     const int16_t *xg = xqw + (c * nbg + g) * TD_X8_GROUP;
                     __m256i xlo = _mm256_load_si256((const __m256i *)(const void *)(xg + p * TD_X8_CHUNK));
@@ -80,10 +81,6 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int C, con
                     ia[c] = _mm256_add_epi32(ia[c], _mm256_add_epi32(_mm256_madd_epi16(lo, xlo), _mm256_madd_epi16(hi, xhi)));
                 }
                 keep_in_registers(ia, C);
-            }
-            _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
-                __m256i s = _mm256_loadu_si256((const __m256i *)(const void *)(xs + (c * nbg + g) * TD_X8_LANES));
-                ia[c] = _mm256_sub_epi32(ia[c], _mm256_slli_epi32(s, 3));
             }
         }
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(ws + g * TD_X8_LANES)));
@@ -103,16 +100,15 @@ static inline __attribute__((always_inline)) void tile_any(td_dtype type, int C,
     const uint16_t *ws = td_qpack_scales(p, row);
     const int16_t *q = xq->qw + t * nbg * TD_X8_GROUP;
     const float *d = xq->d + t * nbg * TD_X8_LANES;
-    const int32_t *s = xq->s + t * nbg * TD_X8_LANES;
     switch (C) {
-    case 8: tile(type, 8, row, ws, q, d, s, nbg, y, ldy); break;
-    case 7: tile(type, 7, row, ws, q, d, s, nbg, y, ldy); break;
-    case 6: tile(type, 6, row, ws, q, d, s, nbg, y, ldy); break;
-    case 5: tile(type, 5, row, ws, q, d, s, nbg, y, ldy); break;
-    case 4: tile(type, 4, row, ws, q, d, s, nbg, y, ldy); break;
-    case 3: tile(type, 3, row, ws, q, d, s, nbg, y, ldy); break;
-    case 2: tile(type, 2, row, ws, q, d, s, nbg, y, ldy); break;
-    default: tile(type, 1, row, ws, q, d, s, nbg, y, ldy); break;
+    case 8: tile(type, 8, row, ws, q, d, nbg, y, ldy); break;
+    case 7: tile(type, 7, row, ws, q, d, nbg, y, ldy); break;
+    case 6: tile(type, 6, row, ws, q, d, nbg, y, ldy); break;
+    case 5: tile(type, 5, row, ws, q, d, nbg, y, ldy); break;
+    case 4: tile(type, 4, row, ws, q, d, nbg, y, ldy); break;
+    case 3: tile(type, 3, row, ws, q, d, nbg, y, ldy); break;
+    case 2: tile(type, 2, row, ws, q, d, nbg, y, ldy); break;
+    default: tile(type, 1, row, ws, q, d, nbg, y, ldy); break;
     }
 }
 

@@ -3,7 +3,7 @@
  *
  * For weight row j and token t, lane l (0..7) accumulates over the groups g in order
  *     acc_l = fma((float)p, d_w * d_x, acc_l),   p = sum of the 32 products w * q of block 8g + l (exact integers;
- *                                                for Q4_0, sum q_w * q - 8 * sum q with q_w = w + 8),
+ *                                                Q4_0's w = q_w - 8, stored as a signed nibble),
  * where q are the block's int16 activations, and the result is the lanes added as a tree: a_i = acc_i + acc_{i+4},
  * then + 2, + 1 (the order of an AVX2 horizontal sum). */
 #include <math.h>
@@ -12,16 +12,17 @@
 #include "kernels/cpu/quant.h"
 #include "util/half.h"
 
-/* The weight of element e of block `lane` in a packed group: signed for Q8_0, q_w = w + 8 for Q4_0. */
+/* The weight of element e of block `lane` in a packed group (signed byte for Q8_0, signed nibble for Q4_0). */
 static int packed_weight(const td_qpack *p, const uint8_t *group, int lane, int e) {
     if (p->type == TD_DTYPE_Q8_0) return (int8_t)group[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2];
     int j = e % (TD_QBLOCK / 2); /* element j (low nibble) and j + 16 (high nibble) of a Q4_0 block share byte j */
     uint8_t byte = group[(j / 2) * TD_X8_CHUNK + lane * 2 + j % 2];
-    return e < TD_QBLOCK / 2 ? byte & 15 : byte >> 4;
+    int nibble = e < TD_QBLOCK / 2 ? byte & 15 : byte >> 4;
+    return nibble < 8 ? nibble : nibble - 16;
 }
 
-static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int16_t *xg, int32_t xsum) {
-    int32_t isum = p->type == TD_DTYPE_Q4_0 ? -8 * xsum : 0;
+static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int16_t *xg) {
+    int32_t isum = 0;
     for (int e = 0; e < TD_QBLOCK; e++)
         isum += packed_weight(p, group, lane, e) * xg[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2];
     return isum;
@@ -35,7 +36,7 @@ static float dot_x8(const td_qpack *p, const uint8_t *row, const td_qrows *xq, i
         const int16_t *xg = xq->qw + (t * xq->nbg + g) * TD_X8_GROUP;
         for (int lane = 0; lane < TD_X8_LANES; lane++) {
             int64_t at = (t * xq->nbg + g) * TD_X8_LANES + lane;
-            int32_t isum = block_sum(p, group, lane, xg, xq->s[at]);
+            int32_t isum = block_sum(p, group, lane, xg);
             acc[lane] = fmaf((float)isum, td_f16_to_f32(dw[g * TD_X8_LANES + lane]) * xq->d[at], acc[lane]);
         }
     }

@@ -40,9 +40,10 @@ void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n);
  * x8 (AVX2: vpmaddwd, int16 weights x int16 activations, 2 products a lane). Groups of 8 blocks; in a group,
  * byte lane*2 + i of chunk k (16 bytes) is element 2k + i of block lane.
  *   Q8_0: 16 chunks of signed bytes w (256 bytes a group), widened to int16 as they are loaded.
- *   Q4_0: 8 chunk pairs of 16 bytes: pair p holds chunk p in the low nibbles and chunk p + 8 in the high, as
- *     unsigned q = w + 8 (128 bytes a group; byte lane*2 + i of pair p is byte 2p + i of block lane's qs).
- *     Padding blocks have q = 8 (w = 0).
+ *   Q4_0: 8 chunk pairs of 16 bytes: pair p holds chunk p in the low nibbles and chunk p + 8 in the high, each
+ *     the 4-bit two's complement of w = q - 8 (q ^ 8: 128 bytes a group; byte lane*2 + i of pair p is byte 2p + i
+ *     of block lane's qs, xor 0x88), so that a sign-extending load and arithmetic shifts give w as int16, and no
+ *     offset is left to subtract. Padding blocks are zero.
  * A row is the nbg groups' bytes, then nbg * lanes fp16 scales, padded to 64 bytes.
  * r16 (the AMX set and its AVX-512 VNNI twin: tdpbsud / vpdpbusd with 16 weight ROWS in the 16 lanes, one block a
  * vector, so lanes = TD_R16_LANES = 1). Rows are taken in slabs of 16 (the last padded with zero rows). A slab holds
@@ -109,8 +110,7 @@ static inline float td_qpack_lanes_sum(float *acc, int lanes) {
  *     * 16] the sums of each block's 32 values; level 2 in qi2, d2, s2. Padding blocks are all zero.
  *   x8 (TD_QROWS_X8, for x8 weights): each block of 32 as int16, d = amax / 32767 in fp32 and q = roundf(x / d)
  *     (|q| <= 32767): about 15 bits, the precision of x16's two levels at the cost of one. qw [T * nbg * 256]
- *     int16 interleaved as td_qpack's x8 chunks, d [T * nbg * 8], s [T * nbg * 8] the blocks' sums of q (for
- *     Q4_0's offset). Padding blocks are all zero.
+ *     int16 interleaved as td_qpack's x8 chunks, d [T * nbg * 8]. Padding blocks are all zero.
  *   bf16 (TD_QROWS_BF16, for BF16 weights on AVX-512 BF16): each value as bf16, h = bf16(x), rounded to nearest
  *     even with inputs below FLT_MIN flushed to zero, as vcvtneps2bf16 does (td_f32_to_bf16_daz): 8 significant
  *     bits, llama.cpp's activations for BF16 weights (a second level, x - h, would give 16 bits but made prefill

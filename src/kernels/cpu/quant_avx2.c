@@ -87,7 +87,6 @@ static void put_x8(const td_qrows *xq, int64_t r, int64_t b, const __m256 *v, fl
     int16_t *qg = xq->qw + g * TD_X8_GROUP;
     for (int k = 0; k < TD_QBLOCK / 2; k++) memcpy(qg + k * TD_X8_CHUNK + lane * 2, &pairs[k], 4);
     xq->d[g * TD_X8_LANES + lane] = d;
-    xq->s[g * TD_X8_LANES + lane] = sum_lanes(i32);
 }
 
 /* td_f32_to_bf16_daz of 8 floats, in the same integer steps: zero exponent -> signed zero, NaN -> quiet NaN, else

@@ -38,14 +38,15 @@ static void pack_group_x16(td_dtype type, uint8_t *g, int lane, const void *blk)
     }
 }
 
-/* x8: byte lane*2 + i of chunk k is element 2k + i; Q4_0's pair p is bytes 2p, 2p + 1 of each block's qs. */
+/* x8: byte lane*2 + i of chunk k is element 2k + i; Q4_0's pair p is bytes 2p, 2p + 1 of each block's qs, each
+ * nibble q turned into the 4-bit two's complement of w = q - 8 (q ^ 8). */
 static void pack_group_x8(td_dtype type, uint8_t *g, int lane, const void *blk) {
     if (type == TD_DTYPE_Q8_0) {
         for (int e = 0; e < TD_QBLOCK; e++)
             g[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2] = blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0;
     } else {
         for (int j = 0; j < TD_QBLOCK / 2; j++)
-            g[(j / 2) * TD_X8_CHUNK + lane * 2 + j % 2] = blk ? ((const td_block_q4_0 *)blk)->qs[j] : 0x88;
+            g[(j / 2) * TD_X8_CHUNK + lane * 2 + j % 2] = blk ? ((const td_block_q4_0 *)blk)->qs[j] ^ 0x88 : 0;
     }
 }
 
@@ -117,7 +118,7 @@ size_t td_qrows_bytes(int64_t T, int64_t cols) {
     size_t plain = align64((size_t)(T * nb) * sizeof(td_block_q8_0)) + align64((size_t)(T * nb) * sizeof(float));
     int64_t nbg16 = (nb + TD_X16_LANES - 1) / TD_X16_LANES, nbg8 = (nb + TD_X8_LANES - 1) / TD_X8_LANES;
     size_t x16 = 2 * (size_t)(T * nbg16) * (TD_X16_GROUP + TD_X16_LANES * (sizeof(float) + sizeof(int32_t)));
-    size_t x8 = (size_t)(T * nbg8) * (TD_X8_GROUP * sizeof(int16_t) + TD_X8_LANES * (sizeof(float) + sizeof(int32_t)));
+    size_t x8 = (size_t)(T * nbg8) * (TD_X8_GROUP * sizeof(int16_t) + TD_X8_LANES * sizeof(float));
     size_t bf16 = (size_t)(T * nb) * TD_QBLOCK * sizeof(uint16_t);
     size_t most = plain > x16 ? plain : x16;
     most = most > x8 ? most : x8;
@@ -141,7 +142,6 @@ void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t cols, int layout)
         size_t n = (size_t)(T * xq->nbg);
         xq->qw = (int16_t *)(void *)p;
         xq->d = (float *)(void *)(xq->qw + n * TD_X8_GROUP);
-        xq->s = (int32_t *)(void *)(xq->d + n * TD_X8_LANES);
         return;
     }
     xq->natural = (layout & TD_QROWS_NATURAL) != 0;
@@ -168,7 +168,7 @@ td_qrows td_qrows_from(const td_qrows *xq, int64_t t0) {
         v.h = xq->h + (size_t)(t0 * xq->nb) * TD_QBLOCK;
     } else if (xq->x8) {
         size_t g = (size_t)(t0 * xq->nbg);
-        v.qw = xq->qw + g * TD_X8_GROUP, v.d = xq->d + g * TD_X8_LANES, v.s = xq->s + g * TD_X8_LANES;
+        v.qw = xq->qw + g * TD_X8_GROUP, v.d = xq->d + g * TD_X8_LANES;
     } else if (xq->x16) {
         size_t g = (size_t)(t0 * xq->nbg);
         v.qi = xq->qi + g * TD_X16_GROUP, v.qi2 = xq->qi2 + g * TD_X16_GROUP;
@@ -199,13 +199,8 @@ int td_qrows_layout(td_dtype type, const td_qpack *pack) {
 
 void td_qrows_put_x8(const td_qrows *xq, int64_t r, int64_t b, const int16_t *qs, float d) {
     int64_t g = r * xq->nbg + b / TD_X8_LANES, lane = b % TD_X8_LANES;
-    int32_t sum = 0;
-    for (int e = 0; e < TD_QBLOCK; e++) {
-        xq->qw[g * TD_X8_GROUP + (e / 2) * TD_X8_CHUNK + lane * 2 + e % 2] = qs[e];
-        sum += qs[e];
-    }
+    for (int e = 0; e < TD_QBLOCK; e++) xq->qw[g * TD_X8_GROUP + (e / 2) * TD_X8_CHUNK + lane * 2 + e % 2] = qs[e];
     xq->d[g * TD_X8_LANES + lane] = d;
-    xq->s[g * TD_X8_LANES + lane] = sum;
 }
 
 void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, const int8_t *qs, uint16_t d) {
