@@ -17,8 +17,10 @@
 #           round; then the read bandwidth of 1, 2, 4, 8, 16 threads streaming 639 MB (membw), the ceiling of a
 #           Q8_0 decode. One JSON line per measurement in $OUT/ab.jsonl, with the load average; $OUT/ab.json the
 #           medians and ratios. A step still to start once BUDGET_S (default 540 s) is spent is skipped.
-# Environment: THREADS (2), ROUNDS (2), QUANTS ("q8_0 q4_0"), NO_DECODE (builds measured without decode: variants of
-# the batch kernels only), SETS (kernel sets the "new" build also runs forced, TD_KERNELS, measured as new@SET:
+# Environment: THREADS (2; a list such as "1 2 4" measures every step at each count, and ab.json's table is then
+# keyed by "<T> threads"), STEPS (ours measured: "prefill decide decode" by default; without prefill, llama-bench
+# runs -p 0 -n 64, without decide, no -d 256 run), ROUNDS (2), QUANTS ("q8_0 q4_0"), NO_DECODE (builds measured
+# without decode: variants of the batch kernels only), SETS (kernel sets the "new" build also runs forced, TD_KERNELS, measured as new@SET:
 # the default against the others; an entry BUILD@SET forces SET on that build, e.g. base@avx512bf16), BUDGET_S, OUT,
 # WORK.
 set -uo pipefail
@@ -57,7 +59,9 @@ fi
 
 START=$(date +%s)
 BUDGET_S=${BUDGET_S:-540}
-T=${THREADS:-2}
+THREAD_LIST=${THREADS:-2}
+STEPS=${STEPS:-prefill decide decode}
+has() { [[ " $STEPS " == *" $1 "* ]]; }
 ROUNDS=${ROUNDS:-2}
 QUANTS=${QUANTS:-q8_0 q4_0}
 OUT=${OUT:-$PWD/ab-out}
@@ -81,8 +85,8 @@ measure() {
     local res cmd=${*//\"/\\\"}
     res=$(timeout "$(left)" "$@" 2>>"$WORK/stderr" | tr '\n' ' ') || res=null
     [ -n "$res" ] || res=null
-    printf '{"step": "%s", "build": "%s", "quant": "%s", "s": %d, "load": "%s", "command": "%s", "result": %s}\n' \
-        "$step" "$build" "$q" $(($(date +%s) - START)) "$(cut -d' ' -f1-3 /proc/loadavg)" "$cmd" "$res" >>"$L"
+    printf '{"step": "%s", "build": "%s", "quant": "%s", "threads": %d, "s": %d, "load": "%s", "command": "%s", "result": %s}\n' \
+        "$step" "$build" "$q" "$T" $(($(date +%s) - START)) "$(cut -d' ' -f1-3 /proc/loadavg)" "$cmd" "$res" >>"$L"
 }
 BUILDS=$(cd $B && ls typedecide-* | sed 's/^typedecide-//' | tr '\n' ' ')
 {
@@ -115,21 +119,26 @@ say "llama-bench: ${LLAMA:-none}"
 for round in $(seq "$ROUNDS"); do
     order=$BUILDS
     [ $((round % 2)) = 0 ] && order=$(echo "$BUILDS" | tr ' ' '\n' | tac | tr '\n' ' ')
+    for T in $THREAD_LIST; do
     for q in $QUANTS; do
         M=$WORK/$q.gguf
-        [ -n "$LLAMA" ] && measure llama_pp512_tg64 llama.cpp "$q" 30 "$LLAMA" -m "$M" -t "$T" -p 512 -n 64 -r 2 -o json
-        [ -n "$LLAMA" ] && measure llama_p45_d256 llama.cpp "$q" 15 "$LLAMA" -m "$M" -t "$T" -p 45 -n 0 -d 256 -r 3 -o json
+        pp=512
+        has prefill || pp=0
+        [ -n "$LLAMA" ] && measure llama_pp512_tg64 llama.cpp "$q" 30 "$LLAMA" -m "$M" -t "$T" -p $pp -n 64 -r 2 -o json
+        [ -n "$LLAMA" ] && has decide &&
+            measure llama_p45_d256 llama.cpp "$q" 15 "$LLAMA" -m "$M" -t "$T" -p 45 -n 0 -d 256 -r 3 -o json
         for b in $order $(for s in ${SETS:-}; do case $s in *@*) echo "$s" ;; *) echo "new@$s" ;; esac; done); do
             bin=$B/typedecide-${b%@*} env=()
             [ "$b" = "${b#*@}" ] || env=(TD_KERNELS="${b#*@}")
-            measure prefill "$b" "$q" 15 env ${env[@]+"${env[@]}"} "$bin" bench prefill --model "$M" --tokens 512 \
-                --threads "$T" --repeat 2
-            measure decide_serial "$b" "$q" 15 env ${env[@]+"${env[@]}"} "$bin" bench decide --model "$M" --prefix 256 \
-                --criteria 8 --suffix 45 --options 4 --serial --threads "$T" --repeat 1
-            [[ " ${NO_DECODE:-} " == *" $b "* ]] ||
+            has prefill && measure prefill "$b" "$q" 15 env ${env[@]+"${env[@]}"} "$bin" bench prefill --model "$M" \
+                --tokens 512 --threads "$T" --repeat 2
+            has decide && measure decide_serial "$b" "$q" 15 env ${env[@]+"${env[@]}"} "$bin" bench decide --model "$M" \
+                --prefix 256 --criteria 8 --suffix 45 --options 4 --serial --threads "$T" --repeat 1
+            has decode && [[ " ${NO_DECODE:-} " != *" $b "* ]] &&
                 measure decode "$b" "$q" 12 env ${env[@]+"${env[@]}"} "$bin" bench decode --model "$M" --tokens 64 \
                     --threads "$T" --repeat 2
         done
+    done
     done
     say "round $round done"
 done
@@ -137,9 +146,11 @@ for t in 1 2 4 8 16; do
     [ "$t" -le "$CORES" ] && measure membw membw q8_0 8 "$WORK/membw" --mb 639 --threads "$t" --repeat 5
 done
 
-python3 - "$L" "$OUT/ab.json" "$T" "$skipped" <<'PY' || say "no python3: the log alone"
+python3 - "$L" "$OUT/ab.json" "$THREAD_LIST" "$skipped" <<'PY' || say "no python3: the log alone"
 import json, sys
-log, out, threads, skipped = sys.argv[1:5]
+log, out, thread_list, skipped = sys.argv[1:5]
+threads = thread_list.split()
+many = len(threads) > 1
 rows = [json.loads(l) for l in open(log) if l.strip()]
 vals = {}
 def add(q, what, build, v):
@@ -149,6 +160,8 @@ for r in rows:
     if res is None or "step" not in r or r["step"] == "test_kernels":
         continue
     q, s = r["quant"], r["step"]
+    if many and s != "membw":
+        q = "%d threads %s" % (r["threads"], q)
     if s == "llama_pp512_tg64":
         for x in res:
             add(q, "prefill_512_tokens_per_s" if x["n_gen"] == 0 else "decode_tokens_per_s", "llama.cpp", x["avg_ts"])
@@ -177,10 +190,13 @@ for q, whats in vals.items():
                 if b != "llama.cpp":
                     x["over_llama_cpp"] = round(x["median"] / ref, 3)
 bw = {t: x["median"] for t, x in table.get("membw", {}).get("gb_per_s_median", {}).items()}
-if bw.get(threads):  # the decode ceiling: the 639 MB of a Q8_0 token at that bandwidth
-    table.setdefault("q8_0", {})["decode_ceiling_tokens_per_s"] = round(bw[threads] * 1e9 / 639446592, 2)
-json.dump({"what": "builds of typedecide and llama.cpp (built here, GGML_NATIVE=ON) at %s threads, synthetic qwen3-0.6b; bench/ab_device.sh" % threads,
-           "threads": int(threads), "skipped": skipped, "table": table}, open(out, "w"), indent=1)
+for t in threads:
+    key = "%s threads q8_0" % t if many else "q8_0"
+    if bw.get(t) and key in table:  # the decode ceiling: the 639 MB of a Q8_0 token at that bandwidth
+        table[key]["decode_ceiling_tokens_per_s"] = round(bw[t] * 1e9 / 639446592, 2)
+json.dump({"what": "builds of typedecide and llama.cpp (built here, GGML_NATIVE=ON) at %s threads, synthetic qwen3-0.6b; bench/ab_device.sh" % thread_list,
+           "threads": [int(t) for t in threads] if many else int(threads[0]), "skipped": skipped, "table": table},
+          open(out, "w"), indent=1)
 print(json.dumps(table, indent=1))
 PY
 say "done${skipped:+; skipped: $skipped}"

@@ -12,9 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/quant.h"
-#include "probe.h"
+#include "probe_product.h"
 
 typedef void (*product_fn)(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                            int64_t j0, int64_t j1);
@@ -50,19 +48,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "amx_probe: this CPU (or its OS) offers no AMX tiles\n");
         return 1;
     }
-    size_t rb = td_dtype_row_bytes(TD_DTYPE_Q8_0, cols);
-    float *wf = malloc((size_t)rows * cols * sizeof *wf), *xf = malloc((size_t)T * cols * sizeof *xf);
-    uint8_t *wq = malloc((size_t)rows * rb);
-    float *y = malloc((size_t)T * rows * sizeof *y), *yr = malloc((size_t)T * rows * sizeof *yr);
-    for (int64_t i = 0; i < rows * cols; i++) wf[i] = uniform();
-    for (int64_t i = 0; i < T * cols; i++) xf[i] = uniform();
-    for (int64_t j = 0; j < rows; j++) td_quantize_q8_0(wf + j * cols, (td_block_q8_0 *)(void *)(wq + j * rb), cols);
-    td_qpack *pk = td_qpack_new(TD_DTYPE_Q8_0, rows, cols, wq, rb, TD_R16_LANES);
-    td_mat w = {TD_DTYPE_Q8_0, rows, cols, rb, wq, pk};
-    void *qbuf = aligned_alloc(64, (td_qrows_bytes(T, cols) + 63) / 64 * 64);
-    td_qrows xq;
-    td_qrows_bind(&xq, qbuf, T, cols, td_qrows_layout(TD_DTYPE_Q8_0, pk));
-    td_quantize_rows_ref(xf, cols, &xq, 0, T);
+    probe_product pp;
+    probe_product_new(&pp, TD_DTYPE_Q8_0, rows, cols, T, TD_R16_LANES);
+    const td_mat w = pp.w;
+    const td_qrows xq = pp.xq;
+    float *y = pp.y, *yr = pp.yr;
     td_matmul_r16_ref(&w, NULL, &xq, T, yr, rows, 0, rows);
     double iters = (double)(rows / 32) * (double)(cols / 32) * (double)((T + 15) / 16);
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
@@ -79,7 +69,6 @@ int main(int argc, char **argv) {
                variants[v].name, (long long)rows, (long long)cols, (long long)T, best,
                (double)rows * cols * T / best / 1e9, best / iters * 1e9, exact ? "true" : "false");
     }
-    td_qpack_free(pk);
-    free(qbuf), free(wf), free(xf), free(wq), free(y), free(yr);
+    probe_product_free(&pp);
     return 0;
 }

@@ -10,9 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/quant.h"
-#include "probe.h"
+#include "probe_product.h"
 
 
 static int cmp_double(const void *a, const void *b) {
@@ -43,22 +41,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "x8_probe: rows >= 1, cols a multiple of 256, tokens >= 1, reps 1..99\n");
         return 2;
     }
-    size_t rb = td_dtype_row_bytes(type, cols);
-    float *wf = malloc((size_t)rows * cols * sizeof *wf), *xf = malloc((size_t)T * cols * sizeof *xf);
-    uint8_t *wq = malloc((size_t)rows * rb);
-    float *y = malloc((size_t)T * rows * sizeof *y), *yr = malloc((size_t)T * rows * sizeof *yr);
-    for (int64_t i = 0; i < rows * cols; i++) wf[i] = uniform();
-    for (int64_t i = 0; i < T * cols; i++) xf[i] = uniform();
-    for (int64_t j = 0; j < rows; j++) {
-        if (type == TD_DTYPE_Q8_0) td_quantize_q8_0(wf + j * cols, (td_block_q8_0 *)(void *)(wq + j * rb), cols);
-        else td_quantize_q4_0(wf + j * cols, (td_block_q4_0 *)(void *)(wq + j * rb), cols);
-    }
-    td_qpack *pk = td_qpack_new(type, rows, cols, wq, rb, TD_X8_LANES);
-    td_mat w = {type, rows, cols, rb, wq, pk};
-    void *qbuf = aligned_alloc(64, (td_qrows_bytes(T, cols) + 63) / 64 * 64);
-    td_qrows xq;
-    td_qrows_bind(&xq, qbuf, T, cols, td_qrows_layout(type, pk));
-    td_quantize_rows_ref(xf, cols, &xq, 0, T);
+    probe_product pp;
+    probe_product_new(&pp, type, rows, cols, T, TD_X8_LANES);
+    const td_mat w = pp.w;
+    const td_qrows xq = pp.xq;
+    float *y = pp.y, *yr = pp.yr;
     td_matmul_x8_ref(&w, NULL, &xq, T, yr, rows, 0, rows);
     double times[99];
     memset(y, 0, (size_t)T * rows * sizeof *y);
@@ -75,7 +62,6 @@ int main(int argc, char **argv) {
            "\"gmac_s_best\": %.2f, \"gmac_s_median\": %.2f, \"matches_reference\": %s}\n",
            name, type == TD_DTYPE_Q8_0 ? "q8_0" : "q4_0", (long long)rows, (long long)cols, (long long)T,
            macs / times[0] / 1e9, macs / times[reps / 2] / 1e9, exact ? "true" : "false");
-    td_qpack_free(pk);
-    free(qbuf), free(wf), free(xf), free(wq), free(y), free(yr);
+    probe_product_free(&pp);
     return 0;
 }
