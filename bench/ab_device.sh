@@ -20,7 +20,9 @@
 # Environment: THREADS (2; a list such as "1 2 4" measures every step at each count, and ab.json's table is then
 # keyed by "<T> threads"), STEPS (ours measured: "prefill decide decode" by default; without prefill, llama-bench
 # runs -p 0 -n 64, without decide, no -d 256 run), ROUNDS (2), QUANTS ("q8_0 q4_0"), NO_DECODE (builds measured
-# without decode: variants of the batch kernels only), SETS (kernel sets the "new" build also runs forced, TD_KERNELS, measured as new@SET:
+# without decode: variants of the batch kernels only), BUILDS (the builds measured, default all; "" with SETS measures
+# forced sets alone), LLAMA_NATIVE (OFF: llama.cpp built with ggml's portable AVX2 set, the peer of SETS=avx2 where
+# no AVX2-only machine is at hand), SETS (kernel sets the "new" build also runs forced, TD_KERNELS, measured as new@SET:
 # the default against the others; an entry BUILD@SET forces SET on that build, e.g. base@avx512bf16), BUDGET_S, OUT,
 # WORK.
 set -uo pipefail
@@ -88,11 +90,11 @@ measure() {
     printf '{"step": "%s", "build": "%s", "quant": "%s", "threads": %d, "s": %d, "load": "%s", "command": "%s", "result": %s}\n' \
         "$step" "$build" "$q" "$T" $(($(date +%s) - START)) "$(cut -d' ' -f1-3 /proc/loadavg)" "$cmd" "$res" >>"$L"
 }
-BUILDS=$(cd $B && ls typedecide-* | sed 's/^typedecide-//' | tr '\n' ' ')
+BUILDS=${BUILDS-$(cd $B && ls typedecide-* | sed 's/^typedecide-//' | tr '\n' ' ')}
 {
     echo "== lscpu"; lscpu 2>/dev/null
     echo "== flags"; grep -m1 flags /proc/cpuinfo
-    echo "== builds"; cat $B/builds.txt
+    echo "== builds"; cat $B/builds.txt; echo "measured: ${BUILDS:-none} ${SETS:-}; llama.cpp GGML_NATIVE=${LLAMA_NATIVE:-ON}"
     for b in $BUILDS; do echo "== $b"; $B/typedecide-$b --version; done
 } >"$OUT/machine.txt" 2>&1
 say "$CORES cores, builds: $BUILDS"

@@ -54,13 +54,14 @@ bundle_llama_src() {
 }
 
 # bundle_llama_build DIR WORK JOBS: llama-bench from DIR/llama-src.tar.xz, built on this machine (Release,
-# GGML_NATIVE=ON) into WORK/llama.cpp/build/bin/llama-bench
+# GGML_NATIVE=ON, or LLAMA_NATIVE=OFF: ggml's portable x86 set, AVX2 without AVX-512) into
+# WORK/llama.cpp/build/bin/llama-bench
 bundle_llama_build() {
     (
         set -e
         rm -rf "$2/llama.cpp" && mkdir -p "$2"
         tar -C "$2" -xJf "$1/llama-src.tar.xz"
-        cmake -S "$2/llama.cpp" -B "$2/llama.cpp/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+        cmake -S "$2/llama.cpp" -B "$2/llama.cpp/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE="${LLAMA_NATIVE:-ON}" \
             -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
             -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON
         cmake --build "$2/llama.cpp/build" --target llama-bench -j"$3"
