@@ -11,6 +11,9 @@
 # (bench/split_variants.patch, built in too: TD_SPLIT_* knobs) at 16, 8, 4 and 2 threads, llama-bench beside them,
 # three rounds: p0 = rows cut to 64 before tokens (the default until this script's call), p4 / p5 = rows kept at
 # 256 / 128 and tokens cut instead, "now" = the default since (tokens first; p0, p4, p5 were measured).
+# PLAN=crit: why one 45-token criterion costs more a token than prefill in the AVX2 set on this Intel core: the set
+# SET (avx2) at 2 threads, prefill 512 and `bench decide --serial` (45 tokens over 256), Q4_0 and Q8_0, three rounds,
+# for the profiled build and each of VARIANTS given to --prepare (NAME=CFLAGS separated by ";", e.g. "st64=-DSMALL_T=64"); no llama.
 #   here    bench/scaling_probe_device.sh --prepare      fills build-probe/ (git-ignored)
 #   device  run(command="OUT=\$OUT bash bench/scaling_probe_device.sh", carry=["build-probe"], timeout_s=500)
 #   here    python3 bench/op_profile.py build-probe/typedecide OUT/probe.jsonl   (per-op table, names from nm)
@@ -23,6 +26,14 @@ if [ "${1:-}" = "--prepare" ]; then
     W=${WORK:-/tmp/td-probe}
     bundle_patched "$W" typedecide_cli bench/op_profile.patch bench/split_variants.patch
     rm -rf $B && mkdir -p $B/lib && cp "$W/build/typedecide" $B/ # not stripped: the summary names jobs from nm
+    IFS=';' read -ra vs <<<"${VARIANTS:-}"
+    for v in "${vs[@]}"; do # NAME=CFLAGS;...: the same patched tree built with compile-time knobs, B/typedecide-NAME
+        cmake -S "$W" -B "$W/build-${v%%=*}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
+            -DCMAKE_C_FLAGS="${v#*=}" >/dev/null
+        cmake --build "$W/build-${v%%=*}" --target typedecide_cli -j"$(nproc)" >/dev/null
+        cp "$W/build-${v%%=*}/typedecide" "$B/typedecide-${v%%=*}"
+        echo "${v%%=*}: CFLAGS=${v#*=}" >>$B/variants.txt
+    done
     bundle_libs $B/typedecide $B/lib
     bundle_llama_src $B
     bundle_tokenizer $B
@@ -43,7 +54,7 @@ L=$OUT/probe.jsonl
 } >"$OUT/topology.txt" 2>&1
 CORES=$(nproc)
 build_pid=
-[ -n "${NO_LLAMA:-}" ] || { bundle_llama_build $B "$W" "$CORES" >"$OUT/llama-build.log" 2>&1 & build_pid=$!; }
+[ -n "${NO_LLAMA:-}" ] || [ "${PLAN:-}" = crit ] || { bundle_llama_build $B "$W" "$CORES" >"$OUT/llama-build.log" 2>&1 & build_pid=$!; }
 bundle_q8_model $B "$W"
 M=$W/q8_0.gguf
 [ -z "$build_pid" ] || wait $build_pid
@@ -71,6 +82,23 @@ ours() { # NAME SET PIN THREADS
 llama() { # NAME PIN THREADS
     [ -n "$LB" ] && one "$1" "$2" "$3" "$LB" -m "$M" -t "$3" -p 512 -n 0 -r 3 -o json
 }
+if [ "${PLAN:-}" = crit ]; then # the AVX2 set's 45-token criterion against its prefill, per op, Q4_0 and Q8_0
+    "$B/typedecide" synth --preset qwen3-0.6b --tokenizer "$W/tok.json" --out "$W/m" >/dev/null 2>&1
+    "$B/typedecide" export --model "$W/m" --quant q4_0 -o "$W/q4_0.gguf" >/dev/null 2>&1
+    for round in 1 2 3; do
+        for bin in $B/typedecide $B/typedecide-*; do
+            n=${bin##*/typedecide}; n=${n#-}
+            for q in q4_0 q8_0; do
+                one "${n:-now}_${q}_prefill" - 2 env TD_KERNELS=${SET:-avx2} "$bin" bench prefill \
+                    --model "$W/$q.gguf" --tokens 512 --threads 2 --repeat 1
+                one "${n:-now}_${q}_crit" - 2 env TD_KERNELS=${SET:-avx2} "$bin" bench decide --serial \
+                    --model "$W/$q.gguf" --prefix 256 --criteria 4 --suffix 45 --options 4 --threads 2 --repeat 2
+            done
+        done
+    done
+    echo "done in $(($(date +%s) - START)) s" >>"$OUT/topology.txt"
+    exit 0
+fi
 if [ "${PLAN:-}" = split ]; then
     R=TD_SPLIT_FIRST_TOKENS=100000 # p0, p4, p5 as measured (rows first); "now": the default
     for round in 1 2 3; do

@@ -185,6 +185,13 @@ static uint8_t *quant_operands(td_dtype type, int64_t rows, int64_t cols, int64_
         else td_quantize_q4_0(w + j * cols, (td_block_q4_0 *)(void *)(wq + j * rb), cols);
     }
     if (type == TD_DTYPE_Q8_0) ((td_block_q8_0 *)(void *)wq)->qs[5] = -128;
+    /* the extremes of x8's 16-bit Q4_0 sums (tile_q4): a token whose values are all -127, rows whose q are all 0
+     * (w = -8: each half of a lane sums to 8 x 16 x 127, the most) and all 15 */
+    if (T > 3)
+        for (int64_t k = 0; k < cols; k++) x[(T - 1) * cols + k] = -2.0f;
+    for (int64_t j = 0; type == TD_DTYPE_Q4_0 && rows > 2 && j < 2; j++)
+        for (int64_t b = 0; b < cols / TD_QBLOCK; b++)
+            memset(((td_block_q4_0 *)(void *)(wq + (rows - 1 - j) * rb))[b].qs, j ? 0xff : 0, TD_QBLOCK / 2);
     *wf = w, *xf = x;
     return wq;
 }
@@ -426,9 +433,12 @@ static long bytes_diff(const void *a, const void *b, size_t n) {
 static long qrows_diff(const td_qrows *a, const td_qrows *b, int64_t T) {
     size_t ng = (size_t)(T * a->nbg), nq = (size_t)(T * a->nb);
     if (a->bf16) return bytes_diff(a->h, b->h, nq * TD_QBLOCK * sizeof(uint16_t));
-    if (a->x8)
+    if (a->x8 == 1)
         return bytes_diff(a->qw, b->qw, ng * TD_X8_GROUP * sizeof(int16_t)) +
                bytes_diff(a->d, b->d, ng * TD_X8_LANES * sizeof(float));
+    if (a->x8)
+        return bytes_diff(a->qi, b->qi, ng * TD_X8_GROUP) + bytes_diff(a->d, b->d, ng * TD_X8_LANES * sizeof(float)) +
+               bytes_diff(a->c, b->c, ng * 2 * TD_X8_LANES * sizeof(int16_t));
     if (!a->x16) return bytes_diff(a->q, b->q, nq * sizeof(td_block_q8_0)) + bytes_diff(a->d, b->d, nq * sizeof(float));
     long diff = bytes_diff(a->qi, b->qi, ng * TD_X16_GROUP) + bytes_diff(a->d, b->d, ng * TD_X16_LANES * sizeof(float)) +
                 bytes_diff(a->s, b->s, ng * TD_X16_LANES * sizeof(int32_t));
@@ -575,6 +585,8 @@ static const slot_case table[] = {
     {"quantize_rows r16, 2 levels", TD_QROWS_R16_2, 0, 0, "bytes differing",
      WHY_QUANTIZE "; x16's two levels, stored in column order", case_quantize_rows},
     {"quantize_rows x8", TD_QROWS_X8, 0, 0, "bytes differing", WHY_QUANTIZE, case_quantize_rows},
+    {"quantize_rows x8 Q4_0", TD_QROWS_X8_Q4, 0, 0, "bytes differing",
+     WHY_QUANTIZE "; the values' offset sums by lane halves", case_quantize_rows},
     {"quantize_rows bf16", TD_QROWS_BF16, 0, 0, "bytes differing",
      "the reference's integer rounding (u + 0x7fff + bit 16, flush below FLT_MIN, NaN kept quiet) in 8 lanes",
      case_quantize_rows},
@@ -691,9 +703,9 @@ static void test_blocks(void) {
 }
 
 /* The packed references against the exact product of the dequantised weights and the unquantised activations:
- * x8's int16 activations and x16's two levels (Q8_0 weights) keep ~15 bits of each activation, r16's ~14 (its
- * second level's scale is fixed: quant.h), within 1e-4 of the magnitude of the terms; their one level (Q4_0 weights) is the plain Q8_0 activations, within 1e-5 of the
- * unpacked reference. */
+ * for Q8_0 weights, x8's int16 activations and x16's two levels keep ~15 bits of each activation, r16's ~14 (its
+ * second level's scale is fixed: quant.h), within 1e-4 of the magnitude of the terms; for Q4_0 weights all three
+ * take one level, the plain Q8_0 activations, within 1e-5 of the unpacked reference. */
 static void test_packed_accuracy(void) {
     static const int64_t cols_list[] = {32, 96, 544, 4096};
     static const int64_t rows_list[] = {1, 7, 33};
@@ -718,7 +730,8 @@ static void test_packed_accuracy(void) {
                         CHECK(pk != NULL);
                         int layout = td_qrows_layout(type, pk);
                         int levels = type == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1;
-                        CHECK(layout == (lanes == TD_X8_LANES    ? TD_QROWS_X8
+                        int x8 = type == TD_DTYPE_Q8_0 ? TD_QROWS_X8 : TD_QROWS_X8_Q4;
+                        CHECK(layout == (lanes == TD_X8_LANES    ? x8
                                          : lanes == TD_R16_LANES ? (levels | TD_QROWS_NATURAL)
                                                                  : levels));
                         td_mat w = {type, rows, cols, rb, wq, NULL}, wp = {type, rows, cols, rb, wq, pk};
@@ -732,11 +745,11 @@ static void test_packed_accuracy(void) {
                         for (int64_t t = 0; t < T; t++) td_dequantize_q8_0(plain.q + t * nb, xd + t * cols, cols);
                         td_matmul_ref(&w, NULL, xf, &plain, T, cols, yr, rows, 0, rows);
                         td_matmul_ref(&wp, NULL, xf, &packed, T, cols, yp, rows, 0, rows);
-                        int vs_plain = (layout & ~TD_QROWS_NATURAL) == TD_QROWS_X16_1;
+                        int vs_plain = (layout & ~TD_QROWS_NATURAL) == TD_QROWS_X16_1 || layout == TD_QROWS_X8_Q4;
                         for (int64_t t = 0; t < T; t++)
                             for (int64_t j = 0; j < rows; j++) {
-                                /* x16, r16: the magnitude from the dequantised activations, x8: from the inputs */
-                                const float *xm = lanes != TD_X8_LANES ? xd : xf;
+                                /* the magnitude from the dequantised activations, x8 (int16): from the inputs */
+                                const float *xm = layout != TD_QROWS_X8 ? xd : xf;
                                 double mag = 0, exact = 0;
                                 for (int64_t k = 0; k < cols; k++) {
                                     mag += fabs((double)wf[j * cols + k] * xm[t * cols + k]);
@@ -751,7 +764,7 @@ static void test_packed_accuracy(void) {
                         td_qpack_free(pk);
                         free(wf), free(xf), free(xd), free(yr), free(yp), free(wq), free(b1), free(b2);
                     }
-    printf("packed references: worst relative difference from the exact product (x16, r16 with Q4_0: from the plain "
+    printf("packed references: worst relative difference from the exact product (with Q4_0: from the plain "
            "reference) x8 %.3g, x16 %.3g, r16 %.3g\n", worst[0], worst[1], worst[2]);
 }
 

@@ -47,41 +47,25 @@ static inline __attribute__((always_inline)) void keep_in_registers(__m256i *ia,
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) __asm__("" : "+x"(ia[c]));
 }
 
-/* One packed row times C consecutive tokens whose activations start at xqw / xd; y[c * ldy] = result. */
-static inline __attribute__((always_inline)) void tile(td_dtype type, int C, const uint8_t *row, const uint16_t *ws,
-                                                       const int16_t *xqw, const float *xd, int64_t nbg, float *y,
-                                                       int64_t ldy) {
-    const size_t gb = type == TD_DTYPE_Q8_0 ? TD_X8_GROUP : TD_X8_GROUP / 2; /* weight bytes a group */
+/* Q8_0: one packed row times C consecutive tokens whose activations start at xqw / xd; y[c * ldy] = result. */
+static inline __attribute__((always_inline)) void tile_q8(int C, const uint8_t *row, const uint16_t *ws,
+                                                          const int16_t *xqw, const float *xd, int64_t nbg, float *y,
+                                                          int64_t ldy) {
     __m256 acc[MAX_C];
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t g = 0; g < nbg; g++) {
-        const uint8_t *wg = row + g * gb;
+        const uint8_t *wg = row + g * TD_X8_GROUP;
         __m256i ia[MAX_C];
         _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) ia[c] = _mm256_setzero_si256();
-        if (type == TD_DTYPE_Q8_0) {
-            _Pragma("GCC unroll 2") for (int k = 0; k < CHUNKS; k++) {
-                const __m128i *wk = (const __m128i *)(const void *)(wg + k * TD_X8_CHUNK);
-                __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk));
-                _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
-                    const int16_t *xk = xqw + (c * nbg + g) * TD_X8_GROUP + k * TD_X8_CHUNK;
-                    const __m256i *xv = (const __m256i *)(const void *)xk;
-                    ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(wv, _mm256_load_si256(xv)));
-                }
-                keep_in_registers(ia, C);
+        _Pragma("GCC unroll 2") for (int k = 0; k < CHUNKS; k++) {
+            const __m128i *wk = (const __m128i *)(const void *)(wg + k * TD_X8_CHUNK);
+            __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(wk));
+            _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
+                const int16_t *xk = xqw + (c * nbg + g) * TD_X8_GROUP + k * TD_X8_CHUNK;
+                const __m256i *xv = (const __m256i *)(const void *)xk;
+                ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(wv, _mm256_load_si256(xv)));
             }
-        } else {
-            _Pragma("GCC unroll 2") for (int p = 0; p < CHUNKS / 2; p++) {
-                const __m128i *wp = (const __m128i *)(const void *)(wg + p * TD_X8_CHUNK);
-                __m256i raw = _mm256_cvtepi8_epi16(_mm_loadu_si128(wp));
-                __m256i lo = _mm256_srai_epi16(_mm256_slli_epi16(raw, 12), 12), hi = _mm256_srai_epi16(raw, 4);
-                _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
-                    const int16_t *xg = xqw + (c * nbg + g) * TD_X8_GROUP;
-                    __m256i xlo = _mm256_load_si256((const __m256i *)(const void *)(xg + p * TD_X8_CHUNK));
-                    __m256i xhi = _mm256_load_si256((const __m256i *)(const void *)(xg + (p + CHUNKS / 2) * TD_X8_CHUNK));
-                    ia[c] = _mm256_add_epi32(ia[c], _mm256_add_epi32(_mm256_madd_epi16(lo, xlo), _mm256_madd_epi16(hi, xhi)));
-                }
-                keep_in_registers(ia, C);
-            }
+            keep_in_registers(ia, C);
         }
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(ws + g * TD_X8_LANES)));
         _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
@@ -92,23 +76,72 @@ static inline __attribute__((always_inline)) void tile(td_dtype type, int C, con
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) y[c * ldy] = td_hsum8(acc[c]);
 }
 
+/* Q4_0: the same with x8 Q4_0 activations (bytes xqi, offsets xc, scales xd). Each 16-bit half of a lane starts at
+ * its offset, -8 x the sum of its 16 activations, and gathers their 16 products q x (q = w + 8) by vpmaddubsw, pairs
+ * at a time; every partial sum is -8 S + (a subset of the q x), within +-8 x 16 x 127 = +-16256 (|x| <= 127), so
+ * 16 bits hold it exactly and saturation never happens. vpmaddwd by ones then adds the halves into the lane. */
+static inline __attribute__((always_inline)) void tile_q4(int C, const uint8_t *row, const uint16_t *ws,
+                                                          const int8_t *xqi, const int16_t *xc, const float *xd,
+                                                          int64_t nbg, float *y, int64_t ldy) {
+    const __m256i nib = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 acc[MAX_C];
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < nbg; g++) {
+        const uint8_t *wg = row + g * (TD_X8_GROUP / 2);
+        __m256i is[MAX_C];
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++)
+            is[c] = _mm256_loadu_si256((const __m256i *)(const void *)(xc + (c * nbg + g) * 2 * TD_X8_LANES));
+        _Pragma("GCC unroll 2") for (int k = 0; k < CHUNKS / 4; k++) { /* chunk k in the low nibbles, k + 4 high */
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)(wg + k * TD_X8_QCHUNK));
+            __m256i lo = _mm256_and_si256(raw, nib), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+            _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
+                const int8_t *xg = xqi + (c * nbg + g) * TD_X8_GROUP;
+                __m256i xlo = _mm256_load_si256((const __m256i *)(const void *)(xg + k * TD_X8_QCHUNK));
+                __m256i xhi = _mm256_load_si256((const __m256i *)(const void *)(xg + (k + 4) * TD_X8_QCHUNK));
+                is[c] = _mm256_add_epi16(is[c], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo),
+                                                                 _mm256_maddubs_epi16(hi, xhi)));
+            }
+            keep_in_registers(is, C);
+        }
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(ws + g * TD_X8_LANES)));
+        _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) {
+            __m256 dx = _mm256_loadu_ps(xd + (c * nbg + g) * TD_X8_LANES);
+            __m256i ia = _mm256_madd_epi16(is[c], ones);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), _mm256_mul_ps(dw, dx), acc[c]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) y[c * ldy] = td_hsum8(acc[c]);
+}
+
 /* Row j's packed bytes times tokens [t, t + C) (1 <= C <= 8), each C its own unrolled instance. */
+#define TILE_CASES(CALL)                                                                                              \
+    switch (C) {                                                                                                      \
+    case 8: CALL(8); break;                                                                                           \
+    case 7: CALL(7); break;                                                                                           \
+    case 6: CALL(6); break;                                                                                           \
+    case 5: CALL(5); break;                                                                                           \
+    case 4: CALL(4); break;                                                                                           \
+    case 3: CALL(3); break;                                                                                           \
+    case 2: CALL(2); break;                                                                                           \
+    default: CALL(1); break;                                                                                          \
+    }
 static inline __attribute__((always_inline)) void tile_any(td_dtype type, int C, const td_qpack *p,
                                                            const uint8_t *row, const td_qrows *xq, int64_t t,
                                                            float *y, int64_t ldy) {
     const int64_t nbg = xq->nbg;
     const uint16_t *ws = td_qpack_scales(p, row);
-    const int16_t *q = xq->qw + t * nbg * TD_X8_GROUP;
     const float *d = xq->d + t * nbg * TD_X8_LANES;
-    switch (C) {
-    case 8: tile(type, 8, row, ws, q, d, nbg, y, ldy); break;
-    case 7: tile(type, 7, row, ws, q, d, nbg, y, ldy); break;
-    case 6: tile(type, 6, row, ws, q, d, nbg, y, ldy); break;
-    case 5: tile(type, 5, row, ws, q, d, nbg, y, ldy); break;
-    case 4: tile(type, 4, row, ws, q, d, nbg, y, ldy); break;
-    case 3: tile(type, 3, row, ws, q, d, nbg, y, ldy); break;
-    case 2: tile(type, 2, row, ws, q, d, nbg, y, ldy); break;
-    default: tile(type, 1, row, ws, q, d, nbg, y, ldy); break;
+    if (type == TD_DTYPE_Q4_0) {
+        const int8_t *q = xq->qi + t * nbg * TD_X8_GROUP;
+        const int16_t *o = xq->c + t * nbg * 2 * TD_X8_LANES;
+#define Q4(n) tile_q4(n, row, ws, q, o, d, nbg, y, ldy)
+        TILE_CASES(Q4)
+#undef Q4
+    } else {
+        const int16_t *q = xq->qw + t * nbg * TD_X8_GROUP;
+#define Q8(n) tile_q8(n, row, ws, q, d, nbg, y, ldy)
+        TILE_CASES(Q8)
+#undef Q8
     }
 }
 
@@ -130,7 +163,7 @@ static inline __attribute__((always_inline)) void matmul_typed(td_dtype type, co
     }
     int64_t rb = (int64_t)(L2_ROWS_BYTES / p->row_bytes);
     if (rb < 1) rb = 1;
-    int64_t cmax = L1_X_BYTES / (xq->nbg * TD_X8_GROUP * (int64_t)sizeof(int16_t)); /* a token's activations */
+    int64_t cmax = L1_X_BYTES / (xq->nbg * TD_X8_GROUP * (type == TD_DTYPE_Q8_0 ? 2 : 1)); /* a token's activations */
     cmax = cmax < 2 ? 2 : cmax > MAX_C ? MAX_C : cmax;
     for (int64_t jb = j0; jb < j1; jb += rb) {
         int64_t je = j1 - jb < rb ? j1 : jb + rb;

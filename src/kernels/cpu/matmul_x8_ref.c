@@ -3,28 +3,24 @@
  *
  * For weight row j and token t, lane l (0..7) accumulates over the groups g in order
  *     acc_l = fma((float)p, d_w * d_x, acc_l),   p = sum of the 32 products w * q of block 8g + l (exact integers;
- *                                                Q4_0's w = q_w - 8, stored as a signed nibble),
- * where q are the block's int16 activations, and the result is the lanes added as a tree: a_i = acc_i + acc_{i+4},
- * then + 2, + 1 (the order of an AVX2 horizontal sum). */
+ *                                                Q4_0's w = q_w - 8),
+ * where q are the block's activations (Q8_0 weights: int16, Q4_0: the Q8_0 values), and the result is the lanes
+ * added as a tree: a_i = acc_i + acc_{i+4}, then + 2, + 1 (the order of an AVX2 horizontal sum). */
 #include <math.h>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 #include "util/half.h"
 
-/* The weight of element e of block `lane` in a packed group (signed byte for Q8_0, signed nibble for Q4_0). */
-static int packed_weight(const td_qpack *p, const uint8_t *group, int lane, int e) {
-    if (p->type == TD_DTYPE_Q8_0) return (int8_t)group[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2];
-    int j = e % (TD_QBLOCK / 2); /* element j (low nibble) and j + 16 (high nibble) of a Q4_0 block share byte j */
-    uint8_t byte = group[(j / 2) * TD_X8_CHUNK + lane * 2 + j % 2];
-    int nibble = e < TD_QBLOCK / 2 ? byte & 15 : byte >> 4;
-    return nibble < 8 ? nibble : nibble - 16;
-}
-
-static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int16_t *xg) {
+/* Block `lane` of a packed group times its activations: Q8_0 signed bytes x int16, Q4_0 q - 8 x Q8_0 values. */
+static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const td_qrows *xq, int64_t at) {
     int32_t isum = 0;
-    for (int e = 0; e < TD_QBLOCK; e++)
-        isum += packed_weight(p, group, lane, e) * xg[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2];
+    for (int e = 0; e < TD_QBLOCK && p->type == TD_DTYPE_Q8_0; e++) {
+        int i = (e / 2) * TD_X8_CHUNK + lane * 2 + e % 2;
+        isum += (int8_t)group[i] * xq->qw[at * TD_X8_GROUP + i];
+    }
+    for (int e = 0; e < TD_QBLOCK && p->type == TD_DTYPE_Q4_0; e++)
+        isum += (td_qpack_weight(p, group, lane, e) - 8) * xq->qi[at * TD_X8_GROUP + (e / 4) * TD_X8_QCHUNK + lane * 4 + e % 4];
     return isum;
 }
 
@@ -33,10 +29,9 @@ static float dot_x8(const td_qpack *p, const uint8_t *row, const td_qrows *xq, i
     float acc[TD_X8_LANES] = {0};
     for (int64_t g = 0; g < p->nbg; g++) {
         const uint8_t *group = row + g * p->group_bytes;
-        const int16_t *xg = xq->qw + (t * xq->nbg + g) * TD_X8_GROUP;
         for (int lane = 0; lane < TD_X8_LANES; lane++) {
             int64_t at = (t * xq->nbg + g) * TD_X8_LANES + lane;
-            int32_t isum = block_sum(p, group, lane, xg);
+            int32_t isum = block_sum(p, group, lane, xq, t * xq->nbg + g);
             acc[lane] = fmaf((float)isum, td_f16_to_f32(dw[g * TD_X8_LANES + lane]) * xq->d[at], acc[lane]);
         }
     }

@@ -37,13 +37,14 @@ void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n);
  * bytes each) is element 4k + i of block lane.
  *   Q8_0: 8 chunks of unsigned bytes w + 128 (512 bytes a group).
  *   Q4_0: 4 chunks of bytes (chunk k in the low nibbles, chunk k + 4 in the high), unsigned q = w + 8 (256 bytes).
- * x8 (AVX2: vpmaddwd, int16 weights x int16 activations, 2 products a lane). Groups of 8 blocks; in a group,
- * byte lane*2 + i of chunk k (16 bytes) is element 2k + i of block lane.
- *   Q8_0: 16 chunks of signed bytes w (256 bytes a group), widened to int16 as they are loaded.
- *   Q4_0: 8 chunk pairs of 16 bytes: pair p holds chunk p in the low nibbles and chunk p + 8 in the high, each
- *     the 4-bit two's complement of w = q - 8 (q ^ 8: 128 bytes a group; byte lane*2 + i of pair p is byte 2p + i
- *     of block lane's qs, xor 0x88), so that a sign-extending load and arithmetic shifts give w as int16, and no
- *     offset is left to subtract. Padding blocks are zero.
+ * x8 (AVX2). Groups of 8 blocks, one a 32-bit lane of a ymm register.
+ *   Q8_0 (vpmaddwd, int16 weights x int16 activations, 2 products a lane): byte lane*2 + i of chunk k (16 bytes)
+ *     is element 2k + i of block lane: 16 chunks of signed bytes w (256 bytes a group), widened to int16 as they
+ *     are loaded. Padding blocks are zero.
+ *   Q4_0 (vpmaddubsw, unsigned weight bytes x signed activation bytes, 4 products a lane): x16's Q4_0 layout with
+ *     8 lanes: byte lane*4 + i of chunk k (k = 0..7, 32 bytes) is element 4k + i of block lane, 4 chunks of bytes
+ *     (chunk k in the low nibbles, chunk k + 4 in the high), unsigned q = w + 8 (128 bytes a group). Padding
+ *     blocks are q = 8 (w = 0).
  * A row is the nbg groups' bytes, then nbg * lanes fp16 scales, padded to 64 bytes.
  * r16 (the AMX set and its AVX-512 VNNI twin: tdpbsud / vpdpbusd with 16 weight ROWS in the 16 lanes, one block a
  * vector, so lanes = TD_R16_LANES = 1). Rows are taken in slabs of 16 (the last padded with zero rows). A slab holds
@@ -63,6 +64,7 @@ void td_dequantize_q4_0(const td_block_q4_0 *x, float *y, int64_t n);
 #define TD_X8_CHUNK (2 * TD_X8_LANES)           /* 16: a x8 chunk holds 2 consecutive elements of each block */
 #define TD_X8_GROUP (TD_QBLOCK * TD_X8_LANES)   /* 256: elements a x8 group (bytes of its Q8_0 weights, int16
                                                    activations) */
+#define TD_X8_QCHUNK (4 * TD_X8_LANES)          /* 32: a x8 Q4_0 chunk holds 4 consecutive elements of each block */
 typedef struct td_qpack {
     td_dtype type;
     int lanes;          /* TD_X8_LANES or TD_X16_LANES */
@@ -80,11 +82,11 @@ static inline const uint8_t *td_qpack_row(const td_qpack *p, int64_t r) { return
 /* Slab s of a r16 pack (rows 16 s .. 16 s + 15). */
 static inline const uint8_t *td_qpack_slab(const td_qpack *p, int64_t s) { return p->data + (size_t)s * p->row_bytes; }
 /* The unsigned weight byte (Q8_0: w + 128, Q4_0: q = w + 8) of element e of lane `lane` in a x16 group (in a r16
- * block, `lane` is the row in the slab): the references read packed weights through it. */
+ * block, `lane` is the row in the slab), or in a x8 Q4_0 group: the references read packed weights through it. */
 static inline int td_qpack_weight(const td_qpack *p, const uint8_t *group, int lane, int e) {
-    int k = e / 4, i = e % 4;
-    if (p->type == TD_DTYPE_Q8_0) return group[k * TD_X16_CHUNK + lane * 4 + i];
-    uint8_t byte = group[(k % 4) * TD_X16_CHUNK + lane * 4 + i];
+    int k = e / 4, i = e % 4, chunk = p->lanes == TD_X8_LANES ? TD_X8_QCHUNK : TD_X16_CHUNK;
+    if (p->type == TD_DTYPE_Q8_0) return group[k * chunk + lane * 4 + i];
+    uint8_t byte = group[(k % 4) * chunk + lane * 4 + i];
     return k < 4 ? byte & 15 : byte >> 4;
 }
 static inline const uint16_t *td_qpack_scales(const td_qpack *p, const uint8_t *row) {
@@ -108,9 +110,15 @@ static inline float td_qpack_lanes_sum(float *acc, int lanes) {
  *     on a full-size model, see NOTES.md; Q4_0 weights, whose own rounding dominates, get one). For each level:
  *     qi [T * nbg * 512] bytes interleaved as td_qpack's Q8_0 chunks (signed), d [T * nbg * 16] scales, s [T * nbg
  *     * 16] the sums of each block's 32 values; level 2 in qi2, d2, s2. Padding blocks are all zero.
- *   x8 (TD_QROWS_X8, for x8 weights): each block of 32 as int16, d = amax / 32767 in fp32 and q = roundf(x / d)
- *     (|q| <= 32767): about 15 bits, the precision of x16's two levels at the cost of one. qw [T * nbg * 256]
+ *   x8 (TD_QROWS_X8, for x8 Q8_0 weights): each block of 32 as int16, d = amax / 32767 in fp32 and q = roundf(x /
+ *     d) (|q| <= 32767): about 15 bits, the precision of x16's two levels at the cost of one. qw [T * nbg * 256]
  *     int16 interleaved as td_qpack's x8 chunks, d [T * nbg * 8]. Padding blocks are all zero.
+ *   x8 Q4_0 (TD_QROWS_X8_Q4, for x8 Q4_0 weights): x16's one level with 8 lanes: the Q8_0 values q1 (|q1| <= 127)
+ *     and scale d1, qi [T * nbg * 256] bytes interleaved as td_qpack's x8 Q4_0 chunks (byte lane*4 + i of chunk k
+ *     is element 4k + i), d [T * nbg * 8], and c [T * nbg * 16] int16 offsets: c[2 lane + h] = -8 x the sum of
+ *     block lane's elements 4k + 2h and 4k + 2h + 1 over k, the share of q = w + 8's offset that lands in each
+ *     16-bit half of the lane (vpmaddubsw adds byte pairs 4k, 4k + 1 into the low half, 4k + 2, 4k + 3 into the
+ *     high). Padding blocks are all zero.
  *   bf16 (TD_QROWS_BF16, for BF16 weights on AVX-512 BF16): each value as bf16, h = bf16(x), rounded to nearest
  *     even with inputs below FLT_MIN flushed to zero, as vcvtneps2bf16 does (td_f32_to_bf16_daz): 8 significant
  *     bits, llama.cpp's activations for BF16 weights (a second level, x - h, would give 16 bits but made prefill
@@ -126,12 +134,13 @@ static inline float td_qpack_lanes_sum(float *acc, int lanes) {
  * nb = cols / 32 for the block layouts (cols a multiple of 32), ceil(cols / 32) for bf16. */
 enum {
     TD_QROWS_PLAIN = 0, TD_QROWS_X16_1 = 1, TD_QROWS_X16_2 = 2, TD_QROWS_X8 = 8, TD_QROWS_BF16 = 16,
-    TD_QROWS_NATURAL = 32, TD_QROWS_R16_1 = TD_QROWS_NATURAL | 1, TD_QROWS_R16_2 = TD_QROWS_NATURAL | 2
+    TD_QROWS_NATURAL = 32, TD_QROWS_R16_1 = TD_QROWS_NATURAL | 1, TD_QROWS_R16_2 = TD_QROWS_NATURAL | 2,
+    TD_QROWS_X8_Q4 = 64
 };
 typedef struct td_qrows {
     int x16;            /* x16 levels (1 or 2), else 0 */
     int natural;        /* 1: x16's arrays with the bytes in column order (r16) */
-    int x8;             /* 1: the x8 layout */
+    int x8;             /* 1: the x8 layout, 2: x8 Q4_0 */
     int bf16;           /* 1: the bf16 layout */
     td_block_q8_0 *q;
     int8_t *qi, *qi2;
@@ -139,6 +148,7 @@ typedef struct td_qrows {
     uint16_t *h;
     float *d, *d2;
     int32_t *s, *s2;
+    int16_t *c;         /* x8 Q4_0's offsets */
     int64_t cols, nb, nbg;
 } td_qrows;
 
@@ -181,16 +191,16 @@ static inline uint16_t td_f32_to_bf16_daz(float f) {
     return (uint16_t)(u >> 16);
 }
 
-/* Stores row r's block b (its 32 inputs x, their Q8_0 values qs and fp16 scale d) in the plain or x16 layout,
- * computing the second level for x16; td_qrows_pad zeroes row r's padding blocks (x16, x8). Shared by the
+/* Stores row r's block b (its 32 inputs x, their Q8_0 values qs and fp16 scale d) in the plain, x16 or x8 Q4_0
+ * layout, computing the second level for x16; td_qrows_pad zeroes row r's padding blocks (x16, x8). Shared by the
  * quantisers so that they differ only in how they compute the first level. td_qrows_put_x8 stores an x8 block
  * (its int16 values and fp32 scale). */
 void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, const int8_t *qs, uint16_t d);
 void td_qrows_put_x8(const td_qrows *xq, int64_t r, int64_t b, const int16_t *qs, float d);
 void td_qrows_pad(const td_qrows *xq, int64_t r);
 
-/* Quantises rows [r0, r1) of X [T, cols] (leading dimension ldx) into xq's layout: plain and x16 as
- * td_quantize_q8_0 does, x8 and bf16 as described above. The AVX2 version gives identical bytes (round half away
+/* Quantises rows [r0, r1) of X [T, cols] (leading dimension ldx) into xq's layout: plain, x16 and x8 Q4_0
+ * as td_quantize_q8_0 does, x8 and bf16 as described above. The AVX2 version gives identical bytes (round half away
  * from zero, like roundf; bf16 by the same integer rounding). */
 typedef void (*td_quantize_rows_fn)(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);
 void td_quantize_rows_ref(const float *x, int64_t ldx, const td_qrows *xq, int64_t r0, int64_t r1);

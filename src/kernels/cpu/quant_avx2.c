@@ -1,7 +1,8 @@
 /* The activation quantiser, AVX2 (td_quantize_rows_avx2; quant_ref.c holds the reference, and the two write the
  * same bytes): each block's amax by a fixed max tree (max is exact, the order does not matter), d and 1/d as the
  * reference computes them, x * (1/d) rounded half away from zero exactly as roundf does, then the layout's
- * stores; bf16 by the reference's integer rounding, 8 lanes at a time. */
+ * stores (plain, x16, x8 Q4_0: td_quantize_q8_0's values; x8: int16); bf16 by the reference's integer rounding,
+ * 8 lanes at a time. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -89,6 +90,20 @@ static void put_x8(const td_qrows *xq, int64_t r, int64_t b, const __m256 *v, fl
     xq->d[g * TD_X8_LANES + lane] = d;
 }
 
+/* Block b of row r in the x8 Q4_0 layout (td_qrows_put's): the values' chunks of 4 (chunk k, lane b % 8), the
+ * scale, and -8 x the sums of the values landing in each 16-bit half of the lane (elements 4k, 4k + 1 and 4k + 2,
+ * 4k + 3: lanes {0, 1, 4, 5} and {2, 3, 6, 7} of the four vectors added). */
+static void put_x8_q4(const td_qrows *xq, int64_t r, int64_t b, const __m256i *i32, float d1) {
+    int32_t chunks[TD_QBLOCK / 4], s[8];
+    _mm256_storeu_si256((__m256i *)(void *)chunks, pack_bytes(i32));
+    _mm256_storeu_si256((__m256i *)(void *)s, _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3])));
+    int64_t g = r * xq->nbg + b / TD_X8_LANES, lane = b % TD_X8_LANES;
+    for (int k = 0; k < TD_QBLOCK / 4; k++) memcpy(xq->qi + g * TD_X8_GROUP + k * TD_X8_QCHUNK + lane * 4, &chunks[k], 4);
+    xq->d[g * TD_X8_LANES + lane] = d1;
+    xq->c[g * 2 * TD_X8_LANES + 2 * lane] = (int16_t)(-8 * (s[0] + s[1] + s[4] + s[5]));
+    xq->c[g * 2 * TD_X8_LANES + 2 * lane + 1] = (int16_t)(-8 * (s[2] + s[3] + s[6] + s[7]));
+}
+
 /* td_f32_to_bf16_daz of 8 floats, in the same integer steps: zero exponent -> signed zero, NaN -> quiet NaN, else
  * u + 0x7fff + (bit 16 of u), the top half. Returns the 8 results in the low 16 bits of each lane. */
 static inline __m256i bf16_daz8(__m256 v) {
@@ -136,7 +151,7 @@ void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int6
             quantize_bf16(xr, xq, r);
             continue;
         }
-        if (xq->x8) {
+        if (xq->x8 == 1) {
             for (int64_t b = 0; b < xq->nb; b++) {
                 __m256 v[4], m = _mm256_setzero_ps();
                 for (int i = 0; i < 4; i++) {
@@ -168,6 +183,10 @@ void td_quantize_rows_avx2(const float *x, int64_t ldx, const td_qrows *xq, int6
             for (int i = 0; i < 4; i++) i32[i] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[i], _mm256_set1_ps(id))));
             if (xq->x16) {
                 put_x16(xq, r, b, v, i32, _cvtsh_ss(dh));
+                continue;
+            }
+            if (xq->x8) {
+                put_x8_q4(xq, r, b, i32, _cvtsh_ss(dh));
                 continue;
             }
             td_block_q8_0 *q = &xq->q[r * xq->nb + b];

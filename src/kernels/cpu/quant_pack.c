@@ -24,30 +24,28 @@ static void *alloc_rows(size_t total) {
     return p;
 }
 
-/* x16: byte lane*4 + i of chunk k is element 4k + i. */
-static void pack_group_x16(td_dtype type, uint8_t *g, int lane, const void *blk) {
+/* x16 (chunk = 64 bytes) and x8 Q4_0 (32): byte lane*4 + i of chunk k is element 4k + i. */
+static void pack_group_x16(td_dtype type, uint8_t *g, int lane, const void *blk, int chunk) {
     for (int e = 0; e < TD_QBLOCK; e++) {
         if (type == TD_DTYPE_Q8_0) { /* w + 128 as an unsigned byte; padding is w = 0 */
-            g[(e / 4) * TD_X16_CHUNK + lane * 4 + e % 4] = (uint8_t)((blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0) ^ 0x80);
+            g[(e / 4) * chunk + lane * 4 + e % 4] = (uint8_t)((blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0) ^ 0x80);
         } else { /* q in 0..15; padding is q = 8 (w = 0) */
             const td_block_q4_0 *b4 = blk;
             int q = b4 ? (e < TD_QBLOCK / 2 ? b4->qs[e] & 15 : b4->qs[e - TD_QBLOCK / 2] >> 4) : 8;
             int k = e / 4;
-            g[(k % 4) * TD_X16_CHUNK + lane * 4 + e % 4] |= (uint8_t)(k < 4 ? q : q << 4);
+            g[(k % 4) * chunk + lane * 4 + e % 4] |= (uint8_t)(k < 4 ? q : q << 4);
         }
     }
 }
 
-/* x8: byte lane*2 + i of chunk k is element 2k + i; Q4_0's pair p is bytes 2p, 2p + 1 of each block's qs, each
- * nibble q turned into the 4-bit two's complement of w = q - 8 (q ^ 8). */
+/* x8 Q8_0: byte lane*2 + i of chunk k is element 2k + i (Q4_0 takes x16's layout with 8 lanes). */
 static void pack_group_x8(td_dtype type, uint8_t *g, int lane, const void *blk) {
-    if (type == TD_DTYPE_Q8_0) {
-        for (int e = 0; e < TD_QBLOCK; e++)
-            g[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2] = blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0;
-    } else {
-        for (int j = 0; j < TD_QBLOCK / 2; j++)
-            g[(j / 2) * TD_X8_CHUNK + lane * 2 + j % 2] = blk ? ((const td_block_q4_0 *)blk)->qs[j] ^ 0x88 : 0;
+    if (type == TD_DTYPE_Q4_0) {
+        pack_group_x16(type, g, lane, blk, TD_X8_QCHUNK);
+        return;
     }
+    for (int e = 0; e < TD_QBLOCK; e++)
+        g[(e / 2) * TD_X8_CHUNK + lane * 2 + e % 2] = blk ? (uint8_t)((const td_block_q8_0 *)blk)->qs[e] : 0;
 }
 
 /* r16: slabs of 16 rows, each row's blocks in x16's group layout with the row as the lane (quant.h). */
@@ -61,7 +59,7 @@ static void fill_r16(td_qpack *p, int64_t rows, int64_t nb, const void *data, si
         int lane = (int)(r % TD_R16_ROWS);
         for (int64_t b = 0; b < nb; b++) {
             const void *blk = r < rows ? (const uint8_t *)data + (size_t)r * row_bytes + (size_t)b * bsz : NULL;
-            pack_group_x16(type, slab + (size_t)b * p->group_bytes, lane, blk);
+            pack_group_x16(type, slab + (size_t)b * p->group_bytes, lane, blk, TD_X16_CHUNK);
             if (blk) memcpy(&d[b * TD_R16_ROWS + lane], blk, 2); /* both block types start with their fp16 scale */
         }
     }
@@ -100,7 +98,7 @@ td_qpack *td_qpack_new(td_dtype type, int64_t rows, int64_t cols, const void *da
             uint8_t *g = qs + (size_t)(b / lanes) * p->group_bytes;
             d[b] = 0;
             if (blk) memcpy(&d[b], blk, 2); /* both block types start with their fp16 scale */
-            if (lanes == TD_X16_LANES) pack_group_x16(type, g, (int)(b % TD_X16_LANES), blk);
+            if (lanes == TD_X16_LANES) pack_group_x16(type, g, (int)(b % TD_X16_LANES), blk, TD_X16_CHUNK);
             else pack_group_x8(type, g, (int)(b % TD_X8_LANES), blk);
         }
     }
@@ -136,12 +134,18 @@ void td_qrows_bind(td_qrows *xq, void *buf, int64_t T, int64_t cols, int layout)
         xq->h = (uint16_t *)(void *)p;
         return;
     }
-    if (layout == TD_QROWS_X8) {
-        xq->x8 = 1;
+    if (layout == TD_QROWS_X8 || layout == TD_QROWS_X8_Q4) {
+        xq->x8 = layout == TD_QROWS_X8 ? 1 : 2;
         xq->nbg = (nb + TD_X8_LANES - 1) / TD_X8_LANES;
         size_t n = (size_t)(T * xq->nbg);
-        xq->qw = (int16_t *)(void *)p;
-        xq->d = (float *)(void *)(xq->qw + n * TD_X8_GROUP);
+        if (xq->x8 == 1) {
+            xq->qw = (int16_t *)(void *)p;
+            xq->d = (float *)(void *)(xq->qw + n * TD_X8_GROUP);
+            return;
+        }
+        xq->qi = (int8_t *)p;
+        xq->d = (float *)(void *)(xq->qi + n * TD_X8_GROUP);
+        xq->c = (int16_t *)(void *)(xq->d + n * TD_X8_LANES);
         return;
     }
     xq->natural = (layout & TD_QROWS_NATURAL) != 0;
@@ -166,9 +170,12 @@ td_qrows td_qrows_from(const td_qrows *xq, int64_t t0) {
     td_qrows v = *xq;
     if (xq->bf16) {
         v.h = xq->h + (size_t)(t0 * xq->nb) * TD_QBLOCK;
-    } else if (xq->x8) {
+    } else if (xq->x8 == 1) {
         size_t g = (size_t)(t0 * xq->nbg);
         v.qw = xq->qw + g * TD_X8_GROUP, v.d = xq->d + g * TD_X8_LANES;
+    } else if (xq->x8) {
+        size_t g = (size_t)(t0 * xq->nbg);
+        v.qi = xq->qi + g * TD_X8_GROUP, v.d = xq->d + g * TD_X8_LANES, v.c = xq->c + g * 2 * TD_X8_LANES;
     } else if (xq->x16) {
         size_t g = (size_t)(t0 * xq->nbg);
         v.qi = xq->qi + g * TD_X16_GROUP, v.qi2 = xq->qi2 + g * TD_X16_GROUP;
@@ -192,7 +199,7 @@ static void put_level(int8_t *qi, float *d, int32_t *s, int64_t g, int64_t lane,
 
 int td_qrows_layout(td_dtype type, const td_qpack *pack) {
     if (!pack) return TD_QROWS_PLAIN;
-    if (pack->lanes == TD_X8_LANES) return TD_QROWS_X8;
+    if (pack->lanes == TD_X8_LANES) return type == TD_DTYPE_Q8_0 ? TD_QROWS_X8 : TD_QROWS_X8_Q4;
     int levels = type == TD_DTYPE_Q8_0 ? TD_QROWS_X16_2 : TD_QROWS_X16_1;
     return pack->lanes == TD_R16_LANES ? levels | TD_QROWS_NATURAL : levels;
 }
@@ -203,8 +210,24 @@ void td_qrows_put_x8(const td_qrows *xq, int64_t r, int64_t b, const int16_t *qs
     xq->d[g * TD_X8_LANES + lane] = d;
 }
 
+/* x8 Q4_0: the values as x16's chunks with 8 lanes, the scale, the offsets of the lane's two halves. */
+static void put_x8_q4(const td_qrows *xq, int64_t r, int64_t b, const int8_t *qs, float d1) {
+    int64_t g = r * xq->nbg + b / TD_X8_LANES, lane = b % TD_X8_LANES;
+    int32_t half[2] = {0, 0};
+    for (int e = 0; e < TD_QBLOCK; e++) {
+        xq->qi[g * TD_X8_GROUP + (e / 4) * TD_X8_QCHUNK + lane * 4 + e % 4] = qs[e];
+        half[(e / 2) % 2] += qs[e];
+    }
+    xq->d[g * TD_X8_LANES + lane] = d1;
+    for (int h = 0; h < 2; h++) xq->c[g * 2 * TD_X8_LANES + 2 * lane + h] = (int16_t)(-8 * half[h]);
+}
+
 void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, const int8_t *qs, uint16_t d) {
     float d1 = td_f16_to_f32(d);
+    if (xq->x8) {
+        put_x8_q4(xq, r, b, qs, d1);
+        return;
+    }
     if (!xq->x16) {
         td_block_q8_0 *blk = &xq->q[r * xq->nb + b];
         blk->d = d;
@@ -231,12 +254,16 @@ void td_qrows_put(const td_qrows *xq, int64_t r, int64_t b, const float *x, cons
 }
 
 void td_qrows_pad(const td_qrows *xq, int64_t r) {
-    if (xq->x8) {
+    static const int8_t zero[TD_QBLOCK];
+    if (xq->x8 == 1) {
         static const int16_t zero16[TD_QBLOCK];
         for (int64_t b = xq->nb; b < xq->nbg * TD_X8_LANES; b++) td_qrows_put_x8(xq, r, b, zero16, 0.0f);
         return;
     }
+    if (xq->x8) {
+        for (int64_t b = xq->nb; b < xq->nbg * TD_X8_LANES; b++) put_x8_q4(xq, r, b, zero, 0.0f);
+        return;
+    }
     if (!xq->x16) return;
-    static const int8_t zero[TD_QBLOCK];
     for (int64_t b = xq->nb; b < xq->nbg * TD_X16_LANES; b++) td_qrows_put(xq, r, b, NULL, zero, 0);
 }

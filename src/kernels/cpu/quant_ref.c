@@ -1,6 +1,6 @@
 /* The activation quantiser, scalar reference (td_quantize_rows_ref; quant_avx2.c holds its AVX2 twin, which writes
- * the same bytes): rows of fp32 activations into a td_qrows layout, plain and x16 as td_quantize_q8_0 does (x16's
- * second level in td_qrows_put), x8 as int16 blocks, bf16 as bf16 values. */
+ * the same bytes): rows of fp32 activations into a td_qrows layout, plain, x16 and x8 Q4_0 as td_quantize_q8_0 does
+ * (x16's second level in td_qrows_put), x8 as int16 blocks, bf16 as bf16 values. */
 #include <math.h>
 
 #include "kernels/cpu/quant.h"
@@ -29,12 +29,12 @@ void td_quantize_rows_ref(const float *x, int64_t ldx, const td_qrows *xq, int64
             quantize_bf16(x + r * ldx, xq, r);
             continue;
         }
-        for (int64_t b = 0; xq->x8 && b < xq->nb; b++) {
+        for (int64_t b = 0; xq->x8 == 1 && b < xq->nb; b++) {
             int16_t q[TD_QBLOCK];
             float d = quantize_i16(x + r * ldx + b * TD_QBLOCK, q);
             td_qrows_put_x8(xq, r, b, q, d);
         }
-        for (int64_t b = 0; !xq->x8 && b < xq->nb; b++) {
+        for (int64_t b = 0; xq->x8 != 1 && b < xq->nb; b++) {
             td_block_q8_0 blk;
             td_quantize_q8_0(x + r * ldx + b * TD_QBLOCK, &blk, TD_QBLOCK);
             td_qrows_put(xq, r, b, x + r * ldx + b * TD_QBLOCK, blk.qs, blk.d);
