@@ -16,6 +16,7 @@ dir=${TMPDIR:-/tmp}/td-synth-qwen3-0.6b
 out=${TMPDIR:-/tmp}/td-fidelity
 mkdir -p "$out" bench/results
 . bench/kind.sh
+kind=${KIND:-$kind} # a stand-in names its file: TD_KERNELS=avx2 KIND=avx2-on-avx512-zen4
 default=$("$BIN" --version | sed -n 's/.*kernels \([a-z0-9]*\).*/\1/p')
 [ -f "$dir/model.safetensors" ] || "$BIN" synth --preset qwen3-0.6b --tokenizer "$TOK" --out "$dir" >/dev/null 2>&1
 tiers="f32 q8_0 q4_0 bf16"

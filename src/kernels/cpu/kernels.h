@@ -6,7 +6,8 @@
  *   matmul_ref.c / matmul_avx2.c            products over F32 / F16 / BF16 weights (and the scalar and AVX2
  *                                           sets' matmul slots, which route the other weight types)
  *   matmul_quant_ref.c / matmul_quant_avx2.c  unpacked Q8_0 / Q4_0 weights x plain Q8_0 activations
- *   matmul_x8_ref.c / matmul_x8_avx2.c      packed x8 weights x int16 activations (bit-identical pair)
+ *   matmul_x8_ref.c / matmul_x8_avx2.c      packed x8 weights x int16 (Q8_0) or int8 (Q4_0) activations
+ *                                           (bit-identical pair)
  *   matmul_x16_ref.c / matmul_x16_avx512.c  packed x16 weights x int8 activations (bit-identical pair; and the
  *                                           AVX-512 VNNI set's matmul slot)
  *   matmul_bf16_ref.c / matmul_bf16_avx512.c  BF16 weights x bf16 activations, vdpbf16ps (bit-identical pair; and
@@ -99,7 +100,7 @@ void td_matmul_r16_avx512(const td_mat *w, const int32_t *rows, const void *xq, 
                           int64_t j0, int64_t j1);
 void td_matmul_r16_amx(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                        int64_t j0, int64_t j1);
-/* Packed x8 weights and x8 (int16) activations: the scalar reference, and the AVX2 version, which gives
+/* Packed x8 weights and x8 activations (quant.h): the scalar reference, and the AVX2 version, which gives
  * bit-identical results (td_matmul_x8_ref spells out the arithmetic). */
 void td_matmul_x8_ref(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,
                       int64_t j0, int64_t j1);

@@ -1,13 +1,17 @@
-/* AVX2 matrix product over packed (x8) Q8_0 / Q4_0 weights and x8 (int16) activations; td_matmul_x8_ref is its
- * scalar reference and the two agree to the bit.
+/* AVX2 matrix product over packed (x8) Q8_0 / Q4_0 weights and their x8 activations (quant.h); td_matmul_x8_ref is
+ * its scalar reference and the two agree to the bit.
  *
- * A 16-byte chunk of a packed group holds 2 consecutive elements of each of 8 blocks; widened to int16, one
- * vpmaddwd against the same chunk of the activations adds 2 products into each block's own 32-bit lane, so after
- * the 16 chunks of a group every lane holds its block's complete integer dot product (exact: |sum| < 2^27). One
- * conversion, one scale product and one fma then serve 8 blocks (256 multiply-adds) per weight row and token.
- * Q4_0 weights are signed nibbles (quant.h): a sign-extending load and arithmetic shifts widen a pair of chunks, and
- * nothing is left to subtract (packed as unsigned q = w + 8, the lanes' correction by 8 x the block's sum of
- * activations cost its loads and, in GCC's code, spills: 11.7% of the kernel's instructions at 512 tokens, NOTES).
+ * Q8_0 (int16 activations, ~15 bits): a 16-byte chunk of a packed group holds 2 consecutive elements of each of 8
+ * blocks; widened to int16, one vpmaddwd against the same chunk of the activations adds 2 products into each
+ * block's own 32-bit lane, so after the 16 chunks of a group every lane holds its block's complete integer dot
+ * product (exact: |sum| < 2^27). One conversion, one scale product and one fma then serve 8 blocks (256
+ * multiply-adds) per weight row and token.
+ * Q4_0 (the Q8_0 values as bytes, the one level every Q4_0 path takes): a 32-byte chunk holds 4 consecutive
+ * elements of each block, unsigned nibbles q = w + 8 against signed activation bytes; one vpmaddubsw adds 32
+ * products into pairs of 16-bit sums, 8 chunks a group gather in 16 bits (tile_q4 states why exactly), and one
+ * vpmaddwd by ones makes each lane's block sum: 2 ops per 32 products where vpmaddwd on widened nibbles took 4
+ * (1.4-1.8x the kernel alone in every pair on Zen 4, NOTES). The -8 x sum(x) that q's offset adds is the starting
+ * value of the 16-bit sums, computed with the activations, so nothing is subtracted per token.
  *
  * A tile is one weight row and C <= 8 consecutive tokens: the row's chunk is widened once and multiplied with the
  * C tokens' chunks straight from memory, so the C accumulators, the widened chunk and a temporary fit the 16 ymm
