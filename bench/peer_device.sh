@@ -11,7 +11,10 @@
 #   device  run(command="bash bench/peer_device.sh", carry=["build-device"], timeout_s=540)
 # Each result is one JSON line in $OUT/peer.jsonl as soon as it is measured (with the load average); $OUT/peer.json
 # sums them up. A step still to start once BUDGET_S (default 480 s) is spent is skipped and listed.
-# Environment: QUANTS ("q8_0 q4_0 bf16"), SETS (our kernel sets besides the default), THREADS (2), CRITERIA (24: the serial per-criterion time does not depend
+# PRECISIONS (default "fp32") adds our figures at other precisions (bf16: --precision bf16, engine "ours-bf16"), for
+# the BF16 model only: the precision changes no other weight type's arithmetic on the CPU.
+# BUILD_ONLY=1 builds the peers and exports the models into WORK, then stops (a later run finds them there).
+# Environment: QUANTS ("q8_0 q4_0 bf16"), PRECISIONS, SETS (our kernel sets besides the default), THREADS (2), CRITERIA (24: the serial per-criterion time does not depend
 # on the count), BUDGET_S, OUT, BUNDLE (build-device), WORK.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +22,7 @@ BUNDLE=${BUNDLE:-build-device}
 START=$(date +%s)
 BUDGET_S=${BUDGET_S:-480}
 QUANTS=${QUANTS:-q8_0 q4_0 bf16}
+PRECISIONS=${PRECISIONS:-fp32}
 T=${THREADS:-2}
 CRITERIA=${CRITERIA:-24}
 OUT=${OUT:-$PWD/peer-out}
@@ -101,22 +105,37 @@ for b in native noamx; do
     grep -qs "amx/mmq.cpp" "$OUT/llama-build-$b.log" && say "llama.cpp $b: with AMX" || say "llama.cpp $b: no AMX"
 done
 say "models and peers ready"
+[ -z "${BUILD_ONLY:-}" ] || exit 0 # BUILD_ONLY=1: the peers and models only (a caller measures later)
 
 for q in $QUANTS; do
     f=$WORK/$q.gguf
     [ -s "$f" ] || continue
-    measure prefill ours "$q" 15 "$BIN" bench prefill --model "$f" --tokens 512 --threads "$T" --repeat 2
+    precs=fp32
+    [ "$q" = bf16 ] && precs=$PRECISIONS
+    for p in $precs; do
+        e=ours
+        [ "$p" = fp32 ] || e=ours-$p
+        measure prefill "$e" "$q" 15 "$BIN" bench prefill --model "$f" --tokens 512 --threads "$T" --repeat 2 --precision "$p"
+    done
     for b in native noamx; do
         L=$WORK/build-$b/bin/llama-bench
         [ -x "$L" ] && measure prefill_decode "llama.cpp-$b" "$q" 30 "$L" -m "$f" -t "$T" -p 512 -n 64 -r 2 -o json
     done
-    measure decode ours "$q" 15 "$BIN" bench decode --model "$f" --tokens 64 --threads "$T" --repeat 2
+    for p in $precs; do
+        e=ours
+        [ "$p" = fp32 ] || e=ours-$p
+        measure decode "$e" "$q" 15 "$BIN" bench decode --model "$f" --tokens 64 --threads "$T" --repeat 2 --precision "$p"
+    done
     for b in native noamx; do
         L=$WORK/build-$b/bin/llama-bench
         [ -x "$L" ] && measure one_criterion "llama.cpp-$b" "$q" 20 "$L" -m "$f" -t "$T" -p 45 -n 0 -d 256 -r 3 -o json
     done
-    measure decide_serial ours "$q" 20 "$BIN" bench decide --model "$f" --prefix 256 --criteria "$CRITERIA" \
-        --suffix 45 --options 4 --serial --threads "$T" --repeat 1
+    for p in $precs; do
+        e=ours
+        [ "$p" = fp32 ] || e=ours-$p
+        measure decide_serial "$e" "$q" 20 "$BIN" bench decide --model "$f" --prefix 256 --criteria "$CRITERIA" \
+            --suffix 45 --options 4 --serial --threads "$T" --repeat 1 --precision "$p"
+    done
 done
 for q in $QUANTS; do
     f=$WORK/$q.gguf
@@ -141,9 +160,10 @@ for r in rows:
     if res is None:
         continue
     e = table.setdefault(q, {})
-    if r["engine"] == "ours" and r["step"] in ("prefill", "decode"):
-        e.setdefault(r["step"] + "_tokens_per_s", {})["ours"] = res["tokens_per_s"]
-        e.setdefault("kernel_sets", {}).setdefault(r["step"], {})[kernels] = res["tokens_per_s"]
+    if r["engine"].startswith("ours") and r["step"] in ("prefill", "decode"):
+        e.setdefault(r["step"] + "_tokens_per_s", {})[r["engine"]] = res["tokens_per_s"]
+        if r["engine"] == "ours":
+            e.setdefault("kernel_sets", {}).setdefault(r["step"], {})[kernels] = res["tokens_per_s"]
     elif r["step"] == "prefill_decode":
         for x in res:
             step = "prefill" if x["n_gen"] == 0 else "decode"
@@ -151,20 +171,23 @@ for r in rows:
     elif r["step"] == "one_criterion":
         e.setdefault("one_criterion_ms", {})[r["engine"] + "_p45_d256"] = r3(res[0]["avg_ns"] / 1e6)
     elif r["step"] == "decide_serial":
-        e.setdefault("one_criterion_ms", {})["ours_serial_suffix"] = res["suffix_ms_per_criterion"]
+        e.setdefault("one_criterion_ms", {})[r["engine"] + "_serial_suffix"] = res["suffix_ms_per_criterion"]
     elif "_kernels_" in r["step"]:
         step, k = r["step"].split("_kernels_")
         e.setdefault("kernel_sets", {}).setdefault(step, {})[k] = res["tokens_per_s"]
 for q, e in table.items():
     for step in ("prefill_tokens_per_s", "decode_tokens_per_s"):
         s = e.get(step, {})
-        for b in ("native", "noamx"):
-            if s.get("ours") and s.get("llama.cpp-" + b):
-                s["ours_over_llama_cpp_" + b] = r3(s["ours"] / s["llama.cpp-" + b])
+        for o in [k for k in s if k.startswith("ours")]:
+            for b in ("native", "noamx"):
+                if s.get(o) and s.get("llama.cpp-" + b):
+                    s[o.replace("-", "_") + "_over_llama_cpp_" + b] = r3(s[o] / s["llama.cpp-" + b])
     c = e.get("one_criterion_ms", {})
-    for b in ("native", "noamx"):
-        if c.get("ours_serial_suffix") and c.get("llama.cpp-%s_p45_d256" % b):
-            c["ours_over_llama_cpp_" + b] = r3(c["ours_serial_suffix"] / c["llama.cpp-%s_p45_d256" % b])
+    for o in [k for k in c if k.startswith("ours")]:
+        for b in ("native", "noamx"):
+            if c.get(o) and c.get("llama.cpp-%s_p45_d256" % b):
+                c[o.replace("-", "_").replace("_serial_suffix", "") + "_over_llama_cpp_" + b] = \
+                    r3(c[o] / c["llama.cpp-%s_p45_d256" % b])
     for step, sets in e.get("kernel_sets", {}).items():
         best = max(sets, key=sets.get)
         sets["fastest"] = best

@@ -85,7 +85,7 @@ int bench_chat(const char *model_dir, long long threads, long long repeat, const
     gp.n_threads = (int32_t)threads;
     gp.kv_f16 = kv_f16;
     gp.device = dv->device;
-    gp.device_bf16 = dv->bf16;
+    gp.precision = dv->precision;
     td_gen *g = NULL, *g2 = NULL;
     int32_t *ids = malloc((size_t)(hmax + turn > 64 ? hmax + turn : 64) * sizeof *ids); /* 64: the warm-up turn */
     double ttft[MAX_H], pre[MAX_H] = {0}, hist_ms[MAX_H];
@@ -144,7 +144,7 @@ int bench_chat(const char *model_dir, long long threads, long long repeat, const
                "\"turn\": %lld, \"repeat\": %lld, \"load_s\": %.4f, "
                "\"history\": [",
                model_dir, td_model_arch(m), td_model_is_hybrid(m) ? "true" : "false", td_cpu_kernels(),
-               kv_f16 ? "f16" : "f32", dv->desc, dv->bf16 ? "bf16" : "fp32", (long long)td_model_n_params(m), threads,
+               kv_f16 ? "f16" : "f32", dv->desc, cli_precision_name(dv->precision), (long long)td_model_n_params(m), threads,
                turn, repeat, load_s);
         for (int i = 0; i < nh; i++) printf("%s%lld", i ? ", " : "", hist[i]);
         printf("], \"ttft_ms\": [");

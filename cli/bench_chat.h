@@ -6,7 +6,7 @@
 
 /* Where a bench computes (cli_device's results): the device, bf16 products, and "cpu" or the GPU's description. */
 typedef struct bench_device {
-    int32_t device, bf16;
+    int32_t device, precision;
     char desc[256];
 } bench_device;
 

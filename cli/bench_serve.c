@@ -40,7 +40,7 @@ static const char usage_text[] =
     "  --memory MB      the server's context budget (default 1024)\n"
     "  --threads T      worker threads (default: all cores)\n"
     "  --device cpu|cuda  where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
-    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
+    CLI_PRECISION_HELP
     "  --url URL        measure another server instead (http://IPV4:PORT with OpenAI's /v1/completions, e.g.\n"
     "                   llama-server --parallel N): the same clients and prompts; replies compared by their text\n"
     "  --name NAME      the \"model\" of the requests (default \"bench\")\n"
@@ -233,9 +233,9 @@ int bench_serve(int argc, char **argv) {
     if (threads_s && cli_int(threads_s, 1, 1024, &threads)) return cli_usage_error("bench", "--threads must be in 1..1024");
     if (url && (device_s || precision_s))
         return cli_usage_error("bench", "--device and --precision apply to the built-in server, not --url");
-    int32_t device = TD_DEVICE_CPU, device_bf16 = 0;
+    int32_t device = TD_DEVICE_CPU, precision = 0;
     char device_desc[256];
-    if ((r = cli_device("bench", device_s, precision_s, &device, &device_bf16, device_desc, sizeof device_desc)) != 0)
+    if ((r = cli_device("bench", device_s, precision_s, &device, &precision, device_desc, sizeof device_desc)) != 0)
         return r;
     signal(SIGPIPE, SIG_IGN);
 
@@ -249,7 +249,7 @@ int bench_serve(int argc, char **argv) {
     p.max_tokens = (int32_t)tokens;
     p.n_threads = (int32_t)threads;
     p.device = device;
-    p.device_bf16 = device_bf16;
+    p.precision = precision;
     p.memory_mb = memory;
     p.max_connections = (int32_t)clients + 8;
     p.timeout_s = 600;
@@ -313,7 +313,7 @@ int bench_serve(int argc, char **argv) {
                "\"concurrent\": {\"requests\": %lld, \"tokens\": %lld, \"seconds\": %.3f, \"tokens_per_s\": %.2f, "
                "\"errors\": %lld}, \"speedup\": %.2f, \"replies_mismatched\": %lld",
                url ? url : model_dir, m ? td_model_arch(m) : "", url ? "" : td_cpu_kernels(), url ? "" : device_desc,
-               url ? "" : device_bf16 ? "bf16" : "fp32",
+               url ? "" : cli_precision_name(precision),
                m ? (long long)td_model_n_params(m) : 0LL, threads, clients, parallel,
                tokens, clients, t_ref, single_s, single_tps, conc_replies, conc_tokens, conc_s, conc_tps, conc_errors,
                conc_tps / single_tps, conc_mismatched);

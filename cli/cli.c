@@ -165,17 +165,22 @@ int cli_kv(const char *cmd, const char *s, int32_t *kv_f16) {
     return cli_usage_error(cmd, "--kv must be f32 or f16, not '%s'", s);
 }
 
-int cli_device(const char *cmd, const char *device_s, const char *precision_s, int32_t *device, int32_t *bf16,
+const char *cli_precision_name(int32_t precision) { return precision == TD_PRECISION_BF16 ? "bf16" : "fp32"; }
+
+int cli_device(const char *cmd, const char *device_s, const char *precision_s, int32_t *device, int32_t *precision,
                char *desc, size_t desc_len) {
     int dev = device_s ? td_device_parse(device_s) : TD_DEVICE_CPU;
     if (dev < 0) return cli_usage_error(cmd, "--device must be cpu or cuda, not '%s'", device_s);
-    if (precision_s && strcmp(precision_s, "fp32") != 0 && strcmp(precision_s, "bf16") != 0)
-        return cli_usage_error(cmd, "--precision must be fp32 or bf16, not '%s'", precision_s);
-    int use_bf16 = precision_s && strcmp(precision_s, "bf16") == 0;
-    if (use_bf16 && dev != TD_DEVICE_CUDA) return cli_usage_error(cmd, "--precision applies to --device cuda");
+    int prec = precision_s ? td_precision_parse(precision_s) : TD_PRECISION_FP32;
+    if (prec < 0) return cli_usage_error(cmd, "--precision must be fp32 or bf16, not '%s'", precision_s);
     *device = (int32_t)dev;
-    *bf16 = use_bf16;
+    *precision = (int32_t)prec;
     if (desc && desc_len) snprintf(desc, desc_len, "cpu");
+    if (dev == TD_DEVICE_CPU && prec == TD_PRECISION_BF16 && !td_cpu_bf16_products())
+        fprintf(stderr,
+                "typedecide %s: note: --precision bf16: the %s kernels%s have no bf16 products, so this CPU computes "
+                "in fp32 (exact)\n",
+                cmd, td_cpu_kernels(), getenv("TD_KERNELS") ? " (TD_KERNELS)" : "");
     if (dev == TD_DEVICE_CPU) return 0;
     char d[256] = "";
     if (td_device_probe((td_device)dev, d, sizeof d) != TD_OK)

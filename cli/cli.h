@@ -45,13 +45,21 @@ td_status cli_load_model(const char *path, int want_tokenizer, int quiet, const 
 int cli_default_threads(void);
 /* --kv: "f32" (0) or "f16" (1); NULL leaves *kv_f16 alone. Returns 0, or prints a usage error and returns 2. */
 int cli_kv(const char *cmd, const char *s, int32_t *kv_f16);
-/* --device cpu|cuda and --precision fp32|bf16 (NULL: cpu, fp32) into *device (td_device) and *bf16
- * (td_ctx_params.device_bf16); both are always written. For cuda the device is probed (td_device_probe) here, before
- * any model is loaded, so a build or machine without one fails at once. desc (NULL, or desc_len bytes) receives "cpu"
- * or the probe's description of the GPU ("NVIDIA H200, 140 GiB"). Returns 0; 2 after a usage error (a value other
- * than those, --precision bf16 without --device cuda); 1 after printing "typedecide CMD: --device cuda: REASON". */
-int cli_device(const char *cmd, const char *device_s, const char *precision_s, int32_t *device, int32_t *bf16,
+/* --device cpu|cuda and --precision fp32|bf16 (NULL: cpu, fp32) into *device (td_device) and *precision
+ * (td_precision); both are always written. For cuda the device is probed (td_device_probe) here, before any model is
+ * loaded, so a build or machine without one fails at once. --precision bf16 on a CPU whose kernels (td_cpu_kernels,
+ * TD_KERNELS) have no bf16 products is accepted with a note on stderr: that CPU computes fp32. desc (NULL, or
+ * desc_len bytes) receives "cpu" or the probe's description of the GPU ("NVIDIA H200, 140 GiB"). Returns 0; 2 after
+ * a usage error (a value other than those); 1 after printing "typedecide CMD: --device cuda: REASON". */
+int cli_device(const char *cmd, const char *device_s, const char *precision_s, int32_t *device, int32_t *precision,
                char *desc, size_t desc_len);
+/* The --precision lines of every --help: what is exact and what is not, in one sentence. */
+#define CLI_PRECISION_HELP                                                                                             \
+    "  --precision fp32|bf16  fp32 (default): exact, F32/F16/BF16 weights with fp32 activations, as transformers;\n"  \
+    "                         bf16: faster, activations rounded to bf16 (CUDA: every product; CPU: BF16 weights\n"    \
+    "                         with AVX-512 BF16 or AMX kernels). Q8_0/Q4_0 weights quantise activations either way\n"
+/* "fp32" or "bf16": the name of a td_precision, for output. */
+const char *cli_precision_name(int32_t precision);
 
 /* Seconds on a monotonic clock. */
 double cli_now(void);

@@ -39,7 +39,7 @@ static const char usage_text[] =
     "  --repeat R     measurements (default 3; one warm-up run is not counted)\n"
     "  --kv f32|f16   KV cache precision (default f32)\n"
     "  --device cpu|cuda  where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
-    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
+    CLI_PRECISION_HELP
     "The kernels in use (TD_KERNELS=scalar|avx2|avx512vnni|avx512bf16|avx512r16|amx forces a set) are named\n"
     "in the output, with the thread pool's jobs per token (decode) or per pass (prefill); \"device\" is \"cpu\" or\n"
     "the GPU (its name and memory) and \"precision\" fp32 or bf16.\n";
@@ -61,7 +61,7 @@ static double run_once(td_model *m, const char *mode, int32_t n, int32_t threads
     cp.n_threads = threads;
     cp.kv_f16 = kv_f16;
     cp.device = dv->device;
-    cp.device_bf16 = dv->bf16;
+    cp.precision = dv->precision;
     td_ctx *ctx = NULL;
     td_batch *b = NULL;
     td_status st;
@@ -130,7 +130,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
     p.n_threads = (int32_t)threads;
     p.kv_f16 = kv_f16;
     p.device = dv->device;
-    p.device_bf16 = dv->bf16;
+    p.precision = dv->precision;
     td_decider *d = NULL;
     if ((st = td_decider_new(m, &p, &d)) != TD_OK) {
         td_model_free(m);
@@ -173,7 +173,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
                "\"suffix_ms_per_criterion_min\": %.3f, \"suffix_ms_per_criterion_max\": %.3f, "
                "\"forwards_per_run\": %lld, \"head_macs_per_criterion\": %lld}\n",
                serial ? "serial" : "batch", model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32",
-               dv->desc, dv->bf16 ? "bf16" : "fp32", P, C,
+               dv->desc, cli_precision_name(dv->precision), P, C,
                S, K, threads, repeat, load_s,
                (double)C / med, 1e3 * med / (double)C, 1e3 * secs[0] / (double)C, 1e3 * secs[repeat - 1] / (double)C,
                head_ms[repeat / 2], crit_ms[repeat / 2], crit_ms[0], crit_ms[repeat - 1],
@@ -220,7 +220,7 @@ int cmd_bench(int argc, char **argv) {
     if (serial && batch) return cli_usage_error("bench", "choose one of --serial and --batch");
     if (cli_kv("bench", kv_s, &kv_f16)) return 2;
     bench_device dv;
-    if ((r = cli_device("bench", device_s, precision_s, &dv.device, &dv.bf16, dv.desc, sizeof dv.desc)) != 0) return r;
+    if ((r = cli_device("bench", device_s, precision_s, &dv.device, &dv.precision, dv.desc, sizeof dv.desc)) != 0) return r;
     if (strcmp(mode, "chat") == 0) return bench_chat(model_dir, threads, repeat, hist_s, turn_s, kv_f16, &dv);
     if (strcmp(mode, "decide") == 0)
         return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, serial, kv_f16, &dv);
@@ -252,7 +252,7 @@ int cmd_bench(int argc, char **argv) {
                "\"threads\": %lld, \"repeat\": %lld, \"load_s\": %.4f, \"tokens_per_s\": %.3f, "
                "\"tokens_per_s_min\": %.3f, \"tokens_per_s_max\": %.3f, \"%s\": %.2f, \"machine\": \"%s %s\"}\n",
                mode, model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32", dv.desc,
-               dv.bf16 ? "bf16" : "fp32", (long long)td_model_n_params(m), n, threads, repeat, load_s, rates[repeat / 2],
+               cli_precision_name(dv.precision), (long long)td_model_n_params(m), n, threads, repeat, load_s, rates[repeat / 2],
                rates[0], rates[repeat - 1], strcmp(mode, "prefill") == 0 ? "pool_jobs_per_pass" : "pool_jobs_per_token",
                strcmp(mode, "prefill") == 0 ? (double)jobs : (double)jobs / (double)n, u.machine, u.release);
     }

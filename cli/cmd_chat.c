@@ -34,7 +34,7 @@ static const char usage_text[] =
     "  --threads N       worker threads (default: all cores)\n"
     "  --kv f32|f16      KV cache precision (default f32; f16 halves its memory)\n"
     "  --device cpu|cuda where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
-    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
+    CLI_PRECISION_HELP
     "  --quiet           no statistics\n"
     "  --verbose         print the effective sampler and each turn's finish reason to stderr\n"
     "\n";
@@ -100,8 +100,8 @@ int cmd_chat(int argc, char **argv) {
         return cli_usage_error("chat", "--threads must be an integer in 1..1024");
     int32_t kv_f16 = 0;
     if (cli_kv("chat", kv_s, &kv_f16)) return 2;
-    int32_t device = TD_DEVICE_CPU, device_bf16 = 0;
-    if ((r = cli_device("chat", device_s, precision_s, &device, &device_bf16, NULL, 0)) != 0) return r;
+    int32_t device = TD_DEVICE_CPU, precision = 0;
+    if ((r = cli_device("chat", device_s, precision_s, &device, &precision, NULL, 0)) != 0) return r;
     int tty = isatty(0);
     int think = !no_think, rc = 0;
     td_model *m = NULL;
@@ -144,7 +144,7 @@ int cmd_chat(int argc, char **argv) {
     gp.n_threads = (int32_t)threads;
     gp.kv_f16 = kv_f16;
     gp.device = device;
-    gp.device_bf16 = device_bf16;
+    gp.precision = precision;
     if ((st = td_gen_new(m, &gp, &g)) != TD_OK) {
         rc = cli_fail("chat", st);
         goto done;

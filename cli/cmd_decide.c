@@ -36,7 +36,7 @@ static const char usage_text[] =
     "  --memory MB          memory budget for the context (default 1024)\n"
     "  --kv f32|f16         KV cache precision (default f32; f16 halves its memory, results differ slightly)\n"
     "  --device cpu|cuda    where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
-    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
+    CLI_PRECISION_HELP
     "  --allowed-mass       also report the share of the full-vocabulary softmax on the option letters\n"
     "  --slot-map FILE      write the letter slot map {version, model, separator, letters, keep, token_to_row}\n"
     "  --show-logits        also print the option letters' raw logits (\"logits\", same order as probs)\n"
@@ -157,7 +157,7 @@ int cmd_decide(int argc, char **argv) {
         if (cli_int(mem_s, 1, 1 << 24, &v)) return cli_usage_error("decide", "--memory must be a size in MB in 1..16777216");
         p.memory_mb = v;
     }
-    if ((r = cli_device("decide", device_s, precision_s, &p.device, &p.device_bf16, NULL, 0)) != 0) return r;
+    if ((r = cli_device("decide", device_s, precision_s, &p.device, &p.precision, NULL, 0)) != 0) return r;
 
     td_rows *rs = NULL;
     size_t ev_len = 0, crit_len = 0;

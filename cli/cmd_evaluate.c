@@ -36,7 +36,7 @@ static const char usage_text[] =
     "  --skip-bad            report bad fixture rows and evaluate the rest (default: stop at the first)\n"
     "  --letters, --instruction, --threads, --memory, --batch-size, --kv   as for decide\n"
     "  --device cpu|cuda     where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
-    "  --precision fp32|bf16 with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
+    CLI_PRECISION_HELP
     "  --max-tokens N        generation length in --mode generate (default 8)\n"
     "  --quiet               no progress on stderr\n";
 
@@ -161,7 +161,7 @@ int cmd_evaluate(int argc, char **argv) {
         if (cli_int(bs_s, 1, 1 << 20, &v)) return cli_usage_error("evaluate", "--batch-size must be in 1..1048576");
         p.max_batch = (int32_t)v;
     }
-    if ((r = cli_device("evaluate", device_s, precision_s, &p.device, &p.device_bf16, NULL, 0)) != 0) return r;
+    if ((r = cli_device("evaluate", device_s, precision_s, &p.device, &p.precision, NULL, 0)) != 0) return r;
 
     unsigned flags = TD_ROWS_ANSWER | TD_ROWS_EVIDENCE | TD_ROWS_UNIQUE_IDS | (skip_bad ? TD_ROWS_SKIP_BAD : 0);
     td_rows *rows = load_rows(fixture, flags), *pool = NULL;

@@ -30,7 +30,7 @@ static const char usage_text[] =
     "  --threads N         worker threads (default: all cores)\n"
     "  --kv f32|f16        KV cache precision (default f32; f16 halves its memory)\n"
     "  --device cpu|cuda   where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
-    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
+    CLI_PRECISION_HELP
     "  --stats             print prefill/decode speed to stderr\n"
     "  --verbose           print the effective sampler, the stop ids and the finish reason to stderr\n"
     "\n";
@@ -76,8 +76,8 @@ int cmd_generate(int argc, char **argv) {
     if (stop && !*stop) return cli_usage_error("generate", "--stop is empty");
     int32_t kv_f16 = 0;
     if (cli_kv("generate", kv_s, &kv_f16)) return 2;
-    int32_t device = TD_DEVICE_CPU, device_bf16 = 0;
-    if ((r = cli_device("generate", device_s, precision_s, &device, &device_bf16, NULL, 0)) != 0) return r;
+    int32_t device = TD_DEVICE_CPU, precision = 0;
+    if ((r = cli_device("generate", device_s, precision_s, &device, &precision, NULL, 0)) != 0) return r;
 
     int rc = 0;
     td_model *m = NULL;
@@ -143,7 +143,7 @@ int cmd_generate(int argc, char **argv) {
     gp.n_threads = (int32_t)threads;
     gp.kv_f16 = kv_f16;
     gp.device = device;
-    gp.device_bf16 = device_bf16;
+    gp.precision = precision;
     if ((st = td_gen_new(m, &gp, &g)) != TD_OK) {
         rc = cli_fail("generate", st);
         goto done;

@@ -8,7 +8,7 @@
 static const char usage_text[] =
     "usage: typedecide logits --model DIR --ids 1,2,3 --out FILE [--adapter DIR] [--threads N] [--device cpu|cuda]\n"
     "\n"
-    "Runs the ids through the model (fp32 compute; --precision bf16 rounds the products' inputs on the GPU) and\n"
+    "Runs the ids through the model (exact fp32 arithmetic unless --precision bf16) and\n"
     "writes the logits of EVERY position to FILE as little-endian float32, shape [n_ids, vocab_size], row-major.\n"
     "Needs no tokenizer files.\n"
     "\n"
@@ -19,7 +19,7 @@ static const char usage_text[] =
     "  --threads N   worker threads (default: all cores); results do not depend on it\n"
     "  --ctx N       allow up to N positions (default: the model's trained context; beyond it, a warning)\n"
     "  --device cpu|cuda  where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
-    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n";
+    CLI_PRECISION_HELP;
 
 int cmd_logits(int argc, char **argv) {
     const char *model_dir = NULL, *ids_s = NULL, *out = NULL, *threads_s = NULL, *adapter = NULL, *ctx_s = NULL,
@@ -50,8 +50,8 @@ int cmd_logits(int argc, char **argv) {
         free(ids);
         return cli_usage_error("logits", "--ids is empty");
     }
-    int32_t device = TD_DEVICE_CPU, device_bf16 = 0;
-    if ((r = cli_device("logits", device_s, precision_s, &device, &device_bf16, NULL, 0)) != 0) {
+    int32_t device = TD_DEVICE_CPU, precision = 0;
+    if ((r = cli_device("logits", device_s, precision_s, &device, &precision, NULL, 0)) != 0) {
         free(ids);
         return r;
     }
@@ -84,7 +84,7 @@ int cmd_logits(int argc, char **argv) {
     cp.n_outputs_max = cp.n_batch;
     cp.n_threads = (int32_t)threads;
     cp.device = device;
-    cp.device_bf16 = device_bf16;
+    cp.precision = precision;
     if ((st = td_ctx_new(m, &cp, &ctx)) != TD_OK || (st = td_batch_new(cp.n_batch, &b)) != TD_OK) {
         rc = cli_fail("logits", st);
         goto done;

@@ -36,7 +36,7 @@ static const char usage_text[] =
     "  --shard I/N          decide only share I of N (0 <= I < N): the k-th document goes to shard k %% N;\n"
     "                       `typedecide merge` joins the shards' files into one run's\n"
     "  --device cpu|cuda    where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
-    "  --precision fp32|bf16  with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
+    CLI_PRECISION_HELP
     "  --threads N          worker threads (default: all cores; under MPI, the cores / ranks on the machine)\n"
     "  --memory MB          memory budget of the decider's context (default 1024)\n"
     "  --batch-size N       at most N criteria per forward pass\n"
@@ -137,7 +137,7 @@ static int merge_parts(const char *out, const char *err, int size, int resume) {
 }
 
 static int write_summary(const char *path, const td_run_stats *s, const char *model, int threads, int ranks,
-                         const char *device, int bf16) {
+                         const char *device, int32_t precision) {
     FILE *f = fopen(path, "w");
     if (!f) return cli_error("run", "%s: cannot write the summary", path);
     double sec = s->seconds > 0 ? s->seconds : 1e-9;
@@ -149,7 +149,7 @@ static int write_summary(const char *path, const td_run_stats *s, const char *mo
             "\"kernels\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"peak_rss_kb\": %ld}\n",
             (long long)s->docs_done, (long long)s->docs_skipped, (long long)s->docs_failed, (long long)s->criteria,
             s->seconds, (double)s->docs_done / sec, (double)s->criteria / sec, model, threads, ranks, td_cpu_kernels(),
-            device, bf16 ? "bf16" : "fp32", rss_kb);
+            device, cli_precision_name(precision), rss_kb);
     return fclose(f) == 0 ? 0 : cli_error("run", "%s: cannot write the summary", path);
 }
 
@@ -193,7 +193,7 @@ int cmd_run(int argc, char **argv) {
     if (cli_kv("run", kv_s, &dp.kv_f16)) return 2;
     if (resume && force) return cli_usage_error("run", "--resume continues the files, --force replaces them: one");
     char device_desc[256];
-    if ((r = cli_device("run", device_s, precision_s, &dp.device, &dp.device_bf16, device_desc, sizeof device_desc)))
+    if ((r = cli_device("run", device_s, precision_s, &dp.device, &dp.precision, device_desc, sizeof device_desc)))
         return r;
     dp.letters = letters;
     dp.allowed_mass = allowed;
@@ -275,7 +275,7 @@ int cmd_run(int argc, char **argv) {
         cli_mpi_finalize();
     }
     if (summary && rank == 0 && (rc == 0 || s.docs_done > 0)) {
-        int src = write_summary(summary, &s, model_dir, dp.n_threads, size, device_desc, dp.device_bf16);
+        int src = write_summary(summary, &s, model_dir, dp.n_threads, size, device_desc, dp.precision);
         if (!rc) rc = src;
     }
     td_decider_free(d);

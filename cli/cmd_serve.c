@@ -39,7 +39,7 @@ static const char usage_text[] =
     "  --kv f32|f16          KV cache precision (default f32; f16 halves each KV row: more cached rows per budget)\n"
     "  --threads N           worker threads (default: all cores); results do not depend on it\n"
     "  --device cpu|cuda     where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
-    "  --precision fp32|bf16 with --device cuda: fp32 products (default) or bf16-rounded inputs, fp32 sums\n"
+    CLI_PRECISION_HELP
     "  --quiet               no request log\n";
 
 static void log_line(void *user, int level, const char *message) {
@@ -104,7 +104,7 @@ int cmd_serve(int argc, char **argv) {
     p.model_name = name;
     if (!quiet) p.log = log_line;
     if (cli_kv("serve", kv_s, &p.kv_f16)) return 2;
-    if ((r = cli_device("serve", device_s, precision_s, &p.device, &p.device_bf16, NULL, 0)) != 0) return r;
+    if ((r = cli_device("serve", device_s, precision_s, &p.device, &p.precision, NULL, 0)) != 0) return r;
 
     /* the server's threads inherit this mask: SIGINT and SIGTERM reach sigwait below, and a client that goes away
      * mid-reply must not kill the process (SIGPIPE) */

@@ -116,11 +116,15 @@ typedef struct td_allocator {
 } td_allocator;
 td_status td_set_allocator(const td_allocator *allocator);
 
-/* The CPU kernels a model loaded now would use: "avx512bf16", "avx512vnni", "avx2" or "scalar", the fastest set
- * this CPU runs (NOTES.md, issue 16: the measurements behind the choice). The environment variable TD_KERNELS
- * forces another set this CPU runs (TD_KERNELS=avx2, avx512vnni, scalar, ...); a name it cannot run is ignored.
- * Static string. td_model_kernels says what a loaded model uses. */
+/* The CPU kernels a model loaded now would use: "amx", "avx512bf16", "avx512vnni", "avx2" or "scalar", the fastest
+ * set this CPU runs (docs and bench/kernel_sets.sh: the measurements behind the choice). Every set computes exactly
+ * by default (td_precision); they differ in speed and in how Q8_0 / Q4_0 products quantise their activations. The
+ * environment variable TD_KERNELS forces another set this CPU runs (TD_KERNELS=avx2, avx512vnni, scalar, ...); a
+ * name it cannot run is ignored. Static string. td_model_kernels says what a loaded model uses. */
 const char *td_cpu_kernels(void);
+/* 1 when the kernels td_cpu_kernels() names have bf16 products (vdpbf16ps: avx512bf16, avx512r16, amx), so that
+ * TD_PRECISION_BF16 changes a CPU context's arithmetic for BF16 weights; 0 when such a context computes in fp32. */
+int td_cpu_bf16_products(void);
 
 /* Logging for diagnostics that are not errors. level: 0 = info, 1 = warning. */
 typedef void (*td_log_fn)(void *user, int level, const char *message);
@@ -337,17 +341,27 @@ typedef struct td_ctx_params {
                                  the first token of each call), equal within fp32 rounding but not bit-identical
                                  across different splits. CPU only: a CUDA context always runs the exact form. */
     int32_t device;           /* td_device: TD_DEVICE_CPU (default) or TD_DEVICE_CUDA */
-    int32_t device_bf16;      /* CUDA: 1 rounds the inputs of every matrix product to bf16 (weights as stored,
-                                 fp32 accumulation); 0 (default) computes in fp32 */
+    int32_t precision;        /* td_precision: TD_PRECISION_FP32 (default) or TD_PRECISION_BF16 */
 } td_ctx_params;
 
 td_ctx_params td_ctx_default_params(void);
+
+/* The arithmetic of a context's matrix products. Exact by default, on every device: F32, F16 and BF16 weights are
+ * multiplied with fp32 activations and fp32 sums, so logits match transformers' fp32 within 1e-4 on any CPU and on
+ * CUDA. TD_PRECISION_BF16 is the faster, less exact choice: the activations of a product are rounded to bf16 before
+ * the multiply (sums stay fp32). On CUDA that holds for every product; on the CPU for the products over BF16 weights,
+ * with the kernel sets that have bf16 products (AVX-512 BF16, AMX: td_cpu_bf16_products); elsewhere the CPU computes
+ * fp32 as by default. Q8_0 / Q4_0 weights always take quantised activations (that is what those formats are, as in
+ * llama.cpp), whatever the precision. */
+typedef enum td_precision { TD_PRECISION_FP32 = 0, TD_PRECISION_BF16 = 1 } td_precision;
+/* "fp32" -> TD_PRECISION_FP32, "bf16" -> TD_PRECISION_BF16; -1 for anything else. */
+int td_precision_parse(const char *name);
 
 /* Where a context computes. A CUDA context keeps the weights (uploaded once per model, as stored: F32, F16, BF16,
  * Q8_0, Q4_0), the KV cache, the DeltaNet states and the activations on the GPU; per td_ctx_decode only the batch
  * goes in and only the requested outputs come out. Its results obey the same invariants as the CPU's (prefix reuse,
  * batch and sequence invariance: bit-identical whatever else is in the batch); they equal the CPU's within fp32
- * rounding (device_bf16: within bf16 rounding of the products' inputs), not bit for bit. */
+ * rounding (precision: within bf16 rounding of the products' inputs), not bit for bit. */
 typedef enum td_device { TD_DEVICE_CPU = 0, TD_DEVICE_CUDA = 1 } td_device;
 
 /* Whether contexts on `device` can be created here: TD_OK with a description of the device in desc (e.g.
@@ -458,7 +472,7 @@ typedef struct td_decide_params {
                                   tokens are the same runs none of them again (td_decide_stats.head_cached counts
                                   these). The probabilities are the same bits either way (prefix reuse is exact). */
     int32_t device;            /* td_device of the decider's contexts (td_ctx_params.device); default CPU */
-    int32_t device_bf16;       /* td_ctx_params.device_bf16 */
+    int32_t precision;       /* td_precision of the contexts (td_ctx_params.precision); default FP32 */
 } td_decide_params;
 
 td_decide_params td_decide_default_params(void);
@@ -854,7 +868,7 @@ typedef struct td_server_params {
                                   /v1/decide's (td_decide_params.memory_mb). 1024 */
     int32_t kv_f16;            /* 1: KV caches in f16 (half a KV row: more rows in the same budget) */
     int32_t device;            /* td_device of every context (decide and generation); default CPU */
-    int32_t device_bf16;       /* td_ctx_params.device_bf16 */
+    int32_t precision;       /* td_precision of the contexts (td_ctx_params.precision); default FP32 */
     td_log_fn log;             /* one line per request (level 0) and the daemon's own complaints (1); NULL: silent */
     void *log_user;
 } td_server_params;
@@ -1098,7 +1112,7 @@ typedef struct td_gen_params {
     int32_t n_threads;     /* default 1; results do not depend on it */
     int32_t kv_f16;        /* 1: KV cache in f16 (half the memory per row) */
     int32_t device;        /* td_device of the context (td_ctx_params.device); default CPU */
-    int32_t device_bf16;   /* td_ctx_params.device_bf16 */
+    int32_t precision;   /* td_precision of the contexts (td_ctx_params.precision); default FP32 */
     int32_t max_queue;     /* most requests waiting; td_gen_submit fails with TD_ERR_STATE beyond. Default 256 */
     td_log_fn log;
     void *log_user;

@@ -81,9 +81,29 @@ expect 2 "--device must be cpu or cuda, not 'gpu'" -- "$BIN" decide --model "$RO
 expect 2 "--device must be cpu or cuda, not 'gpu'" -- "$BIN" generate --model "$FX/qwen3-tiny-tied" --ids 1 --device gpu
 expect 2 "--device must be cpu or cuda, not 'GPU'" -- "$BIN" bench decode --model "$FX/qwen3-tiny-tied" --device GPU
 expect 2 "--precision must be fp32 or bf16, not 'fp16'" -- "$BIN" generate --model "$FX/qwen3-tiny-tied" --ids 1 --precision fp16
-expect 2 "--precision applies to --device cuda" -- "$BIN" decide --model "$ROOT/$D" --criteria x --precision bf16
-expect 2 "--precision applies to --device cuda" -- "$BIN" logits --model "$FX/qwen3-tiny-tied" --ids 1 --out "$tmp/x" --device cpu --precision bf16
-expect 2 "--precision applies to --device cuda" -- "$BIN" bench serve --model "$FX/qwen3-tiny-tied" --precision bf16
+# --precision bf16 on the CPU (a BF16 checkpoint): kernels with bf16 products (avx512bf16, avx512r16, amx) round the
+# activations of BF16 products to bf16, so the logits move; kernels without them (forced here: avx2) compute the
+# default's fp32 bits and say so on stderr. The default is exact whatever the kernels (test_fixtures).
+L=$FX/qwen3-tiny-tied
+lids=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).prompts[0].join(","))' "$L/ref.json")
+"$BIN" logits --model "$L" --ids "$lids" --out "$tmp/l32" 2>"$tmp/err" || fail "logits failed: $(cat "$tmp/err")"
+if TD_KERNELS=avx2 "$BIN" --version | grep -q "kernels avx2)"; then
+    TD_KERNELS=avx2 "$BIN" logits --model "$L" --ids "$lids" --out "$tmp/l16" --precision bf16 2>"$tmp/err" ||
+        fail "logits --precision bf16 failed: $(cat "$tmp/err")"
+    grep -q "note: --precision bf16: the avx2 kernels (TD_KERNELS) have no bf16 products, so this CPU computes in fp32" "$tmp/err" ||
+        fail "logits --precision bf16 on the avx2 kernels does not say that it computes fp32: $(cat "$tmp/err")"
+    TD_KERNELS=avx2 "$BIN" logits --model "$L" --ids "$lids" --out "$tmp/l32a" 2>/dev/null
+    cmp -s "$tmp/l16" "$tmp/l32a" || fail "logits --precision bf16 on the avx2 kernels differ from their fp32 logits"
+fi
+case "$("$BIN" --version)" in
+*"kernels avx512bf16)"* | *"kernels avx512r16)"* | *"kernels amx)"*)
+    "$BIN" logits --model "$L" --ids "$lids" --out "$tmp/l16" --precision bf16 2>"$tmp/err" ||
+        fail "logits --precision bf16 failed: $(cat "$tmp/err")"
+    grep -q "note:" "$tmp/err" && fail "logits --precision bf16 with bf16 products printed a note: $(cat "$tmp/err")"
+    cmp -s "$tmp/l16" "$tmp/l32" && fail "logits --precision bf16 on kernels with bf16 products gave the fp32 bits" ;;
+esac
+"$BIN" bench decode --model "$L" --tokens 2 --repeat 1 --precision bf16 2>/dev/null | grep -q '"device": "cpu", "precision": "bf16"' ||
+    fail "bench decode --precision bf16 does not say so in its JSON"
 "$BIN" generate --model "$FX/qwen3-tiny-tied" --ids 1 -n 2 --device cpu --precision fp32 >/dev/null 2>"$tmp/err" ||
     fail "generate --device cpu --precision fp32 failed: $(cat "$tmp/err")"
 "$BIN" bench decode --model "$FX/qwen3-tiny-tied" --tokens 2 --repeat 1 2>/dev/null | grep -q '"device": "cpu", "precision": "fp32"' ||

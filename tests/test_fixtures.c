@@ -3,9 +3,11 @@
  * 1e-4 of transformers' fp32 logits, and the greedy continuation must be identical. Where the fixture also carries
  * transformers' float64 logits of the same checkpoint (Qwen3.5), ours must be within 1e-4 of those too: that is
  * the check that does not depend on how either side rounds. TD_CHUNKED=1 runs the chunked DeltaNet form.
- * Every kernel set this CPU runs is checked in turn (TD_KERNELS at load). A set that rounds the activations of
- * BF16 products to bf16 (td_kernels.bf16: vdpbf16ps, as llama.cpp does) is held to its stated tolerance instead,
- * TOL_BF16 of the reference's largest |logit|, with the greedy continuation still identical.
+ * Every kernel set this CPU runs is checked in turn (TD_KERNELS at load), each at the default precision and at the
+ * exact tolerance, whatever the set: exact by default on every CPU. A set with bf16 products (td_kernels.bf16:
+ * vdpbf16ps, as llama.cpp does) is then checked once more at TD_PRECISION_BF16, the user's choice of faster, less
+ * exact arithmetic, against that precision's stated tolerance, TOL_BF16 of the reference's largest |logit|, with the
+ * greedy continuation still identical but for near-ties within it.
  * Two fixtures pin transformers 5.17's tying rule: qwen3-tiny-both-differ (tie_word_embeddings true, but the file
  * holds lm_head.weight with other values than the embedding: not tied) and qwen35-tiny-vl-untied-top (VL layout,
  * top-level flag false, text_config's true, its own lm_head.weight: the top level governs, not tied). */
@@ -16,12 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels/cpu/kernels.h"
 #include "test_util.h"
 #include "typedecide.h"
 
 #define TOL 1e-4
-/* bf16 activations carry 8 significant bits (2^-9 relative): the tiny fixtures' short dot products (hidden 64-96)
+/* TD_PRECISION_BF16: bf16 activations carry 8 significant bits (2^-9 relative): the tiny fixtures' short dot products (hidden 64-96)
  * average little of that away and Qwen3.5's recurrent state carries it on. Measured on the Intel Xeon: 0.5-1.3% of
  * the largest |logit| for Qwen3, 1.1-6.3% for Qwen3.5; the synthetic qwen3-0.6b's decisions stay within 0.005 of
  * the fp32 path (NOTES.md, issue 16). */
@@ -38,7 +39,7 @@ static const char *const k_required[] = {
 };
 
 /* Returns 1 if name is a model fixture (it has a ref.json) and was checked, 0 if not. */
-static int check_model(const char *name) {
+static int check_model(const char *name, int32_t precision) {
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s", td_test_path("fixtures/models"));
     snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", name);
@@ -63,7 +64,7 @@ static int check_model(const char *name) {
     }
     int32_t V = td_model_n_vocab(m);
     CHECKF(V == json_integer_value(json_object_get(ref, "vocab_size")), "%s: vocab size", name);
-    const int bf16_acts = td_kernels_named(td_model_kernels(m))->bf16; /* BF16 products round activations to bf16 */
+    const int bf16_acts = precision == TD_PRECISION_BF16; /* BF16 products round activations to bf16 */
     json_t *prompts = json_object_get(ref, "prompts"), *files = json_object_get(ref, "logits_files");
     json_t *greedy = json_object_get(ref, "greedy");
     int n_new = (int)json_integer_value(json_object_get(ref, "greedy_new_tokens"));
@@ -86,6 +87,7 @@ static int check_model(const char *name) {
         cp.n_outputs_max = n;
         cp.n_threads = 2;
         cp.deltanet_chunked = getenv("TD_CHUNKED") != NULL;
+        cp.precision = precision;
         td_ctx *ctx;
         td_batch *b;
         CHECK(td_ctx_new(m, &cp, &ctx) == TD_OK);
@@ -286,15 +288,18 @@ int main(void) {
             printf("kernels %s: not run, this CPU cannot run them\n", k_sets[si]);
             continue;
         }
-        printf("kernels %s:\n", k_sets[si]);
-        int found[sizeof k_required / sizeof *k_required] = {0};
-        for (int i = 0; i < n; i++) {
-            int checked = check_model(names[i]);
+        for (int32_t prec = TD_PRECISION_FP32; prec <= (td_cpu_bf16_products() ? TD_PRECISION_BF16 : TD_PRECISION_FP32);
+             prec++) {
+            printf("kernels %s, precision %s:\n", k_sets[si], prec == TD_PRECISION_BF16 ? "bf16" : "fp32 (default)");
+            int found[sizeof k_required / sizeof *k_required] = {0};
+            for (int i = 0; i < n; i++) {
+                int checked = check_model(names[i], prec);
+                for (size_t k = 0; k < sizeof k_required / sizeof *k_required; k++)
+                    if (strcmp(names[i], k_required[k]) == 0) found[k] = checked;
+            }
             for (size_t k = 0; k < sizeof k_required / sizeof *k_required; k++)
-                if (strcmp(names[i], k_required[k]) == 0) found[k] = checked;
+                CHECKF(found[k], "fixtures/models/%s/ref.json is missing", k_required[k]);
         }
-        for (size_t k = 0; k < sizeof k_required / sizeof *k_required; k++)
-            CHECKF(found[k], "fixtures/models/%s/ref.json is missing", k_required[k]);
     }
     unsetenv("TD_KERNELS");
     for (int i = 0; i < n; i++) free(names[i]);

@@ -276,7 +276,8 @@ static void case_matmul_bf16(run *r) {
                         h = td_f32_to_bf16(td_bf16_to_f32(h) * scale);
                         memcpy((uint8_t *)data + 2 * i, &h, 2);
                     }
-                    int layout = td_kernels_layout(r->ks, &w);
+                    int layout = td_kernels_layout(r->ks, &w, 1); /* a context at TD_PRECISION_BF16 */
+                    CHECK(td_kernels_layout(r->ks, &w, 0) == -1); /* the default: fp32 activations */
                     CHECK(layout == TD_QROWS_BF16);
                     float *x = floats(T * cols), *wf = floats(rows * cols), *yr = floats(T * rows), *ya = floats(T * rows);
                     for (int64_t i = 0; i < T * cols; i++) x[i] = td_test_uniform(&rng, -2.0f, 2.0f) * scale;

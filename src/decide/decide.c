@@ -105,7 +105,7 @@ static td_ctx_params plan_params(const td_decider *d, int32_t n_head, int32_t to
     cp.n_threads = d->p.n_threads;
     cp.kv_f16 = d->p.kv_f16;
     cp.device = d->p.device;
-    cp.device_bf16 = d->p.device_bf16;
+    cp.precision = d->p.precision;
     return cp;
 }
 

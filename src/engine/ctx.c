@@ -62,7 +62,7 @@ static void add_cpu(ctx_plan *pl, void *field, int64_t count, size_t elem, int z
 
 /* The widest input of any product that takes quantised activations with the model's kernels (0 when none does):
  * the width of the activation buffer's rows. */
-static int64_t max_quant_cols(const td_model *m) {
+static int64_t max_quant_cols(const td_model *m, int bf16) {
     const td_kernels *k = m->kernels ? m->kernels : td_kernels_best();
     int64_t mx = 0;
     for (int i = 0; i < m->cfg.n_layer; i++) {
@@ -71,11 +71,11 @@ static int64_t max_quant_cols(const td_model *m) {
                                &l->dn.in_qkv, &l->dn.in_z, &l->dn.in_b, &l->dn.in_a, &l->dn.out};
         int first = l->kind == TD_LAYER_ATTENTION ? 0 : 7, last = l->kind == TD_LAYER_ATTENTION ? 7 : 12;
         for (int j = 0; j < 3; j++) /* the MLP */
-            if (td_kernels_layout(k, all[j]) >= 0 && all[j]->cols > mx) mx = all[j]->cols;
+            if (td_kernels_layout(k, all[j], bf16) >= 0 && all[j]->cols > mx) mx = all[j]->cols;
         for (int j = first < 3 ? 3 : first; j < last; j++) /* the mixer */
-            if (td_kernels_layout(k, all[j]) >= 0 && all[j]->cols > mx) mx = all[j]->cols;
+            if (td_kernels_layout(k, all[j], bf16) >= 0 && all[j]->cols > mx) mx = all[j]->cols;
     }
-    if (td_kernels_layout(k, &m->head) >= 0 && m->head.cols > mx) mx = m->head.cols;
+    if (td_kernels_layout(k, &m->head, bf16) >= 0 && m->head.cols > mx) mx = m->head.cols;
     return mx;
 }
 
@@ -148,7 +148,7 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     add_dev(pl, &a->dn_core, dn_b * value_dim, sizeof(float), 0);
     add_dev(pl, &a->dn_b, dn_b * c->lin_n_v_heads, sizeof(float), 0);
     add_dev(pl, &a->dn_a, dn_b * c->lin_n_v_heads, sizeof(float), 0);
-    a->xq_cols = max_quant_cols(m);
+    a->xq_cols = max_quant_cols(m, p->precision == TD_PRECISION_BF16);
     add_cpu(pl, &a->xq, a->xq_cols ? (int64_t)td_qrows_bytes(B, a->xq_cols) : 0, 1, 0);
     add_dev(pl, &a->out_x, n_out * d, sizeof(float), 0);
     add(pl, &a->out, n_out * m->head.rows, sizeof(float), 0);
@@ -175,6 +175,9 @@ static td_status normalise(const td_ctx_params *params, td_ctx_params *p) {
     if (p->device != TD_DEVICE_CPU && p->device != TD_DEVICE_CUDA)
         return td_fail(TD_ERR_INVALID_ARG, "td_ctx_new: device %d is neither TD_DEVICE_CPU nor TD_DEVICE_CUDA",
                        p->device);
+    if (p->precision != TD_PRECISION_FP32 && p->precision != TD_PRECISION_BF16)
+        return td_fail(TD_ERR_INVALID_ARG,
+                       "td_ctx_new: precision %d is neither TD_PRECISION_FP32 nor TD_PRECISION_BF16", p->precision);
     return TD_OK;
 }
 
@@ -183,6 +186,13 @@ td_status td_device_probe(td_device device, char *desc, size_t desc_len) {
     if (device != TD_DEVICE_CPU) return td_fail(TD_ERR_INVALID_ARG, "td_device_probe: unknown device %d", (int)device);
     if (desc && desc_len) snprintf(desc, desc_len, "CPU (%s kernels)", td_kernels_best()->name);
     return TD_OK;
+}
+
+int td_precision_parse(const char *name) {
+    if (!name) return -1;
+    if (strcmp(name, "fp32") == 0) return TD_PRECISION_FP32;
+    if (strcmp(name, "bf16") == 0) return TD_PRECISION_BF16;
+    return -1;
 }
 
 int td_device_parse(const char *name) {
@@ -230,6 +240,7 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     ctx->model = model;
     ctx->p = p;
     ctx->k = model->kernels ? model->kernels : td_kernels_best(); /* the set the model was packed for */
+    ctx->bf16_acts = p.precision == TD_PRECISION_BF16 && ctx->k->bf16;
     ctx_plan pl;
     plan_ctx(model, &p, ctx, &pl);
     int ok = 1, dev_ok = 1;

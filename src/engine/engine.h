@@ -106,6 +106,7 @@ struct td_ctx {
     const td_model *model;
     td_ctx_params p;
     const td_kernels *k;
+    int bf16_acts;         /* BF16 products take bf16 activations: TD_PRECISION_BF16 and k has bf16 products */
     td_pool *pool;
     td_kv_cache kv;
     td_dn_state dn;

@@ -138,7 +138,7 @@ static void run_products(td_ctx *ctx, const int32_t *rows, const float *x, int64
     split(&j, td_pool_n_threads(ctx->pool));
     td_qrows xq;
     const td_mat *w = p[0].w;
-    int layout = td_kernels_layout(ctx->k, w);
+    int layout = td_kernels_layout(ctx->k, w, ctx->bf16_acts);
     if (layout >= 0) { /* quantised or bf16 activations: the input is converted first, once */
         td_qrows_bind(&xq, ctx->act.xq, T, w->cols, layout);
         j.xq = &xq;

@@ -144,7 +144,7 @@ static td_ctx_params ctx_params(const td_gen_params *p, int32_t n_ctx) {
     cp.n_outputs_max = p->max_running + PLP_CHUNK < p->n_batch ? p->max_running + PLP_CHUNK : p->n_batch;
     cp.kv_f16 = p->kv_f16;
     cp.device = p->device;
-    cp.device_bf16 = p->device_bf16;
+    cp.precision = p->precision;
     return cp;
 }
 

@@ -274,7 +274,7 @@ td_status td_server_gen_start(td_server *s) {
     gp.n_threads = s->p.n_threads;
     gp.kv_f16 = s->p.kv_f16;
     gp.device = s->p.device;
-    gp.device_bf16 = s->p.device_bf16;
+    gp.precision = s->p.precision;
     gp.cache_bytes = s->p.memory_mb * ((int64_t)1 << 20);
     gp.log = s->p.log, gp.log_user = s->p.log_user;
     td_status st = td_gen_new(s->model, &gp, &G->g);

@@ -428,7 +428,7 @@ td_status td_server_start(const td_model *model, const td_server_params *params,
     dp.cache_head = 1;
     dp.kv_f16 = p.kv_f16;
     dp.device = p.device;
-    dp.device_bf16 = p.device_bf16;
+    dp.precision = p.precision;
     if (st == TD_OK) st = td_decider_new(model, &dp, &s->decider);
     if (st == TD_OK) st = td_server_gen_start(s);
     if (st == TD_OK) {

@@ -2,7 +2,7 @@
  * 1. Parity: every fixture model's logits at every position on the GPU against transformers' fp32 logits
  *    (fixtures/models/<name>/ref.json), its fp64 logits where the fixture has them (Qwen3.5), and the CPU's fp32
  *    logits (TD_KERNELS=avx2: fp32 products): fp32 mode within 1e-4 of all three and the greedy continuations equal
- *    transformers'. bf16 mode (device_bf16: every product's inputs rounded to bf16) on these tiny random fixtures
+ *    transformers'. bf16 mode (precision: every product's inputs rounded to bf16) on these tiny random fixtures
  *    (hidden 64-96: a product averages little of the rounding away, and a random network carries it on) is held to
  *    the rule test_fixtures holds the CPU's own bf16 kernel set to, TOL_BF16_REL of the largest |logit|, greedy
  *    equal but for near-ties within it; transformers' own BF16 inference on the same fixtures is measured beside it
@@ -38,7 +38,7 @@ static td_ctx *new_ctx(const td_model *m, int device, int bf16, int32_t n_ctx, i
                        int32_t n_out) {
     td_ctx_params cp = td_ctx_default_params();
     cp.n_ctx = n_ctx, cp.n_batch = n_batch, cp.n_seq_max = n_seq, cp.n_outputs_max = n_out, cp.n_threads = 2;
-    cp.device = device, cp.device_bf16 = bf16;
+    cp.device = device, cp.precision = bf16;
     td_ctx *ctx = NULL;
     td_status st = td_ctx_new(m, &cp, &ctx);
     CHECKF(st == TD_OK, "td_ctx_new (device %d, bf16 %d): %s", device, bf16, td_last_error());
@@ -304,7 +304,7 @@ static void exactness_decider(const td_model *m, int bf16, const char *name, dou
     for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
         td_decide_params p = td_decide_default_params();
         p.mode = runs[r].mode, p.max_batch = runs[r].max_batch, p.device = runs[r].device;
-        p.device_bf16 = runs[r].device == TD_DEVICE_CUDA ? bf16 : 0, p.n_threads = 2, p.memory_mb = 4096;
+        p.precision = runs[r].device == TD_DEVICE_CUDA ? bf16 : 0, p.n_threads = 2, p.memory_mb = 4096;
         td_decider *d = NULL;
         td_status st = td_decider_new(m, &p, &d);
         CHECKF(st == TD_OK, "%s: decider (%s): %s", name, runs[r].what, td_last_error());

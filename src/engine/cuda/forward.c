@@ -133,7 +133,7 @@ td_status td_forward_dev(td_ctx *ctx) {
     td_acts *x = &ctx->act;
     td_pass *ps = &ctx->pass;
     const int64_t d = m->cfg.n_embd;
-    dev_pass p = {ctx, &m->cfg, dv->w, dv->stream, ps->n_tokens, NULL, ctx->p.device_bf16 != 0};
+    dev_pass p = {ctx, &m->cfg, dv->w, dv->stream, ps->n_tokens, NULL, ctx->p.precision == TD_PRECISION_BF16};
     td_status st;
 
     if ((st = td_dev_upload_pass(ctx)) != TD_OK) return st;

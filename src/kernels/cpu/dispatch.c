@@ -39,9 +39,9 @@ static const td_kernels avx512r16 = {"avx512r16", TD_R16_LANES, 1, td_matmul_avx
 static const td_kernels amx = {"amx", TD_R16_LANES, 1, td_matmul_amx, td_attn_rows_avx512, td_deltanet_step_avx2,
                                quant_avx512, td_rmsnorm_avx2, td_silu_mul_avx2};
 
-int td_kernels_layout(const td_kernels *k, const td_mat *w) {
+int td_kernels_layout(const td_kernels *k, const td_mat *w, int bf16_acts) {
     if (td_dtype_is_block(w->type)) return td_qrows_layout(w->type, w->pack);
-    if (w->type == TD_DTYPE_BF16 && k->bf16) return TD_QROWS_BF16;
+    if (w->type == TD_DTYPE_BF16 && k->bf16 && bf16_acts) return TD_QROWS_BF16;
     return -1;
 }
 
@@ -117,3 +117,5 @@ const td_kernels *td_kernels_best(void) {
 }
 
 const char *td_cpu_kernels(void) { return td_kernels_best()->name; }
+
+int td_cpu_bf16_products(void) { return td_kernels_best()->bf16; }

@@ -222,7 +222,8 @@ typedef struct td_kernels {
     const char *name; /* "amx", "avx512r16", "avx512bf16", "avx512vnni", "avx2" or "scalar" */
     int pack;         /* Q8_0 / Q4_0 matrices are best packed (td_qpack) with this many lanes (TD_X8_LANES,
                          TD_X16_LANES, TD_R16_LANES), 0: not */
-    int bf16;         /* 1: BF16 weights take their activations rounded to bf16 (TD_QROWS_BF16), 0: in fp32 */
+    int bf16;         /* 1: the set has bf16 products (BF16 weights x activations rounded to bf16, TD_QROWS_BF16),
+                         used when a context asks for TD_PRECISION_BF16; 0: BF16 weights always take fp32 */
     td_matmul_fn matmul;
     td_attn_rows_fn attn_rows;
     td_deltanet_step_fn deltanet_step;
@@ -232,8 +233,10 @@ typedef struct td_kernels {
 } td_kernels;
 
 /* The layout (TD_QROWS_*, quant.h) in which a product of w takes its activations with kernels k, or -1 when it
- * takes them as fp32. One model's products all follow one kernel set, chosen when it is loaded. */
-int td_kernels_layout(const td_kernels *k, const td_mat *w);
+ * takes them as fp32: quantised weights take the layout of their packing; BF16 weights take bf16 activations only
+ * when bf16_acts (a context that asked for TD_PRECISION_BF16) and the set has bf16 products. One model's products
+ * all follow one kernel set, chosen when it is loaded; the precision is the context's. */
+int td_kernels_layout(const td_kernels *k, const td_mat *w, int bf16_acts);
 
 /* The kernels a model loaded now takes: the set named by TD_KERNELS in the environment when this CPU runs it,
  * else the fastest set this CPU runs (dispatch.c states the measurements behind the choice). */
