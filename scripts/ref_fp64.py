@@ -22,13 +22,13 @@ import torch
 
 
 def load(d, ref):
-    arch = json.load(open(os.path.join(d, "config.json"))).get("architectures", [""])[0]
     import transformers
     if "base" in ref:
         from peft import PeftModel
         base_dir = os.path.join(os.path.dirname(d), ref["base"])
         base = transformers.Qwen3ForCausalLM.from_pretrained(base_dir, dtype=torch.float64, attn_implementation="eager")
         return PeftModel.from_pretrained(base, d).eval()
+    arch = json.load(open(os.path.join(d, "config.json"))).get("architectures", [""])[0]
     cls = getattr(transformers, arch)
     return cls.from_pretrained(d, dtype=torch.float64, attn_implementation="eager").eval()
 

@@ -72,7 +72,8 @@ static double run(td_model *m, const crit_file *cf, const char *evidence, size_t
     }
     json_t *slots = json_loads(td_decider_slot_map(d), 0, NULL), *keep = json_object_get(slots, "keep");
     json_t *want = json_object_get(ref, "letter_ids");
-    for (size_t i = 0; i < json_array_size(keep); i++)
+    CHECKF(json_array_size(want) >= 2 && json_array_size(keep) >= json_array_size(want), "%s: letters", td_model_path(m));
+    for (size_t i = 0; i < json_array_size(want) && i < json_array_size(keep); i++) /* the letters the criteria use */
         CHECKF(json_integer_value(json_array_get(keep, i)) == json_integer_value(json_array_get(want, i)),
                "%s: letter %zu is token %lld, Hugging Face's probe says %lld", td_model_path(m), i,
                (long long)json_integer_value(json_array_get(keep, i)),
