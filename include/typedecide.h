@@ -60,6 +60,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* TD_API marks the functions of this header: the shared library is built with hidden visibility and exports these
+ * names and nothing else (tests/test_exports.sh lists what it exports against what this header declares). Every
+ * new public function is declared with it. */
+#ifndef TD_API
+#if defined(__GNUC__) || defined(__clang__)
+#define TD_API __attribute__((visibility("default")))
+#else
+#define TD_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -86,16 +97,16 @@ typedef enum td_status {
 } td_status;
 
 /* A short constant name for a status ("format error"). Never NULL. */
-const char *td_status_str(td_status status);
+TD_API const char *td_status_str(td_status status);
 
 /* The message of the last failing call on this thread, or "" if none failed yet. Never NULL. */
-const char *td_last_error(void);
+TD_API const char *td_last_error(void);
 
 /* Releases a buffer that the library allocated for the caller. td_free(NULL) is a no-op. */
-void td_free(void *ptr);
+TD_API void td_free(void *ptr);
 
 /* The library's version, "MAJOR.MINOR.PATCH", at run time (TD_VERSION_STRING is the header's). Static string. */
-const char *td_version(void);
+TD_API const char *td_version(void);
 
 /* The allocation hook. Every allocation the library makes goes through these four functions; the default is the
  * C library's. A failing allocation makes the call that needed it return TD_ERR_NOMEM (or, where a call has no
@@ -114,17 +125,17 @@ typedef struct td_allocator {
     void (*free_fn)(void *user, void *ptr);
     void *user;
 } td_allocator;
-td_status td_set_allocator(const td_allocator *allocator);
+TD_API td_status td_set_allocator(const td_allocator *allocator);
 
 /* The CPU kernels a model loaded now would use: "amx", "avx512bf16", "avx512vnni", "avx2" or "scalar", the fastest
  * set this CPU runs (docs and bench/kernel_sets.sh: the measurements behind the choice). Every set computes exactly
  * by default (td_precision); they differ in speed and in how Q8_0 / Q4_0 products quantise their activations. The
  * environment variable TD_KERNELS forces another set this CPU runs (TD_KERNELS=avx2, avx512vnni, scalar, ...); a
  * name it cannot run is ignored. Static string. td_model_kernels says what a loaded model uses. */
-const char *td_cpu_kernels(void);
+TD_API const char *td_cpu_kernels(void);
 /* 1 when the kernels td_cpu_kernels() names have bf16 products (vdpbf16ps: avx512bf16, avx512r16, amx), so that
  * TD_PRECISION_BF16 changes a CPU context's arithmetic for BF16 weights; 0 when such a context computes in fp32. */
-int td_cpu_bf16_products(void);
+TD_API int td_cpu_bf16_products(void);
 
 /* Logging for diagnostics that are not errors. level: 0 = info, 1 = warning. */
 typedef void (*td_log_fn)(void *user, int level, const char *message);
@@ -139,7 +150,7 @@ typedef struct td_tokenizer td_tokenizer;
  * TD_ERR_FORMAT for malformed JSON (the message gives line and column) or inconsistent contents, or for a GGUF
  * file (the message says to use td_tokenizer_load_gguf), and TD_ERR_UNSUPPORTED for a model or pre-tokenizer type
  * this library does not implement. */
-td_status td_tokenizer_load(const char *tokenizer_json_path, td_tokenizer **out);
+TD_API td_status td_tokenizer_load(const char *tokenizer_json_path, td_tokenizer **out);
 
 /* Flags for td_tokenizer_load_gguf(). */
 #define TD_TOKENIZER_NO_NFC 1u /* leave out the NFC normalizer, as llama.cpp does (it never normalizes): the ids are
@@ -160,7 +171,7 @@ td_status td_tokenizer_load(const char *tokenizer_json_path, td_tokenizer **out)
  * length, a merge that is not "a b", an id or string twice, a merge outside the vocabulary, a byte with no token),
  * TD_ERR_UNSUPPORTED (a tokenizer model other than "gpt2", a pre-tokenizer name other than those above, UNKNOWN or
  * BYTE tokens), TD_ERR_INVALID_ARG (NULL, unknown flags). */
-td_status td_tokenizer_load_gguf(const char *gguf_path, unsigned flags, td_tokenizer **out);
+TD_API td_status td_tokenizer_load_gguf(const char *gguf_path, unsigned flags, td_tokenizer **out);
 
 /* Writes the tokenizer as a Hugging Face tokenizer.json, in the form Hugging Face's `tokenizers` saves Qwen's:
  * "version", "truncation", "padding", "added_tokens" (by id, with all six flags), "normalizer" ({"type": "NFC"}
@@ -171,13 +182,13 @@ td_status td_tokenizer_load_gguf(const char *gguf_path, unsigned flags, td_token
  * byte for byte. Not kept, as they change no id: a post-processor other than ByteLevel (this library adds no
  * BOS/EOS), offset trimming, a normalizer Sequence (written as the NFC it amounts to). *json is a new
  * NUL-terminated string (td_free). Errors: TD_ERR_INVALID_ARG, TD_ERR_NOMEM. Safe from any thread. */
-td_status td_tokenizer_to_json(const td_tokenizer *tok, char **json);
+TD_API td_status td_tokenizer_to_json(const td_tokenizer *tok, char **json);
 
 /* Loads a tokenizer from tokenizer.json bytes in memory (not necessarily NUL-terminated). `name` is used in
  * error messages. */
-td_status td_tokenizer_load_bytes(const char *json, size_t len, const char *name, td_tokenizer **out);
+TD_API td_status td_tokenizer_load_bytes(const char *json, size_t len, const char *name, td_tokenizer **out);
 
-void td_tokenizer_free(td_tokenizer *tok);
+TD_API void td_tokenizer_free(td_tokenizer *tok);
 
 /* Flags for td_tokenize(). */
 #define TD_TOKENIZE_PARSE_SPECIAL 1u /* split out added tokens (<|im_start|>, <think>, ...) as their own ids */
@@ -185,23 +196,23 @@ void td_tokenizer_free(td_tokenizer *tok);
 /* Encodes `len` bytes of UTF-8 `text` into token ids, exactly as Hugging Face `tokenizers` does (without adding
  * BOS/EOS: Qwen's tokenizers add none). On success *ids is a new array (release with td_free(); NULL when
  * *n_ids is 0). Invalid UTF-8 is an error (TD_ERR_FORMAT) naming the byte offset. */
-td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, int32_t **ids,
-                      size_t *n_ids);
+TD_API td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, int32_t **ids,
+                             size_t *n_ids);
 
 /* Decodes ids back to UTF-8 text. Added tokens decode to their content. *text is a new NUL-terminated buffer
  * (release with td_free()); *len excludes the NUL. Ids outside the vocabulary fail with TD_ERR_RANGE. */
-td_status td_detokenize(const td_tokenizer *tok, const int32_t *ids, size_t n_ids, char **text, size_t *len);
+TD_API td_status td_detokenize(const td_tokenizer *tok, const int32_t *ids, size_t n_ids, char **text, size_t *len);
 
 /* The raw bytes one token stands for (for streaming output). Returns NULL for ids outside the vocabulary.
  * The pointer is borrowed from the tokenizer; *len receives the byte count. The bytes of a single token may be
  * an incomplete UTF-8 sequence. */
-const char *td_token_bytes(const td_tokenizer *tok, int32_t id, size_t *len);
+TD_API const char *td_token_bytes(const td_tokenizer *tok, int32_t id, size_t *len);
 
 /* The id of a token given by its exact vocabulary string (e.g. "<|im_end|>"), or -1. */
-int32_t td_token_lookup(const td_tokenizer *tok, const char *piece);
+TD_API int32_t td_token_lookup(const td_tokenizer *tok, const char *piece);
 
 /* Number of ids the tokenizer can produce (vocabulary plus added tokens); all ids are < this. */
-int32_t td_tokenizer_n_tokens(const td_tokenizer *tok);
+TD_API int32_t td_tokenizer_n_tokens(const td_tokenizer *tok);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Model                                                                                                         */
@@ -216,7 +227,7 @@ typedef struct td_model_params {
     void *log_user;
 } td_model_params;
 
-td_model_params td_model_default_params(void);
+TD_API td_model_params td_model_default_params(void);
 
 /* Loads a model from a Hugging Face directory (config.json, model.safetensors or model.safetensors.index.json
  * with its shards, optional tokenizer.json, tokenizer_config.json, generation_config.json) or from a GGUF file
@@ -230,53 +241,53 @@ td_model_params td_model_default_params(void);
  * missing tensor, a wrong shape or dtype, offsets outside the file or overlapping, malformed JSON, a stop id
  * outside the vocabulary), TD_ERR_UNSUPPORTED (an architecture, rope scaling or dtype not implemented).
  * A directory without tokenizer files loads fine; td_model_tokenizer() then returns NULL. */
-td_status td_model_load(const char *path, const td_model_params *params, td_model **out);
+TD_API td_status td_model_load(const char *path, const td_model_params *params, td_model **out);
 
-void td_model_free(td_model *model);
+TD_API void td_model_free(td_model *model);
 
 /* The model's tokenizer (borrowed, lives as long as the model) or NULL when the directory had none. */
-const td_tokenizer *td_model_tokenizer(const td_model *model);
+TD_API const td_tokenizer *td_model_tokenizer(const td_model *model);
 
 /* Rows of the output head: logits have this many entries (config.json's vocab_size). */
-int32_t td_model_n_vocab(const td_model *model);
+TD_API int32_t td_model_n_vocab(const td_model *model);
 /* Hidden size of the residual stream. */
-int32_t td_model_n_embd(const td_model *model);
+TD_API int32_t td_model_n_embd(const td_model *model);
 /* Total parameter count of the text model (a tied head counted once). */
-int64_t td_model_n_params(const td_model *model);
+TD_API int64_t td_model_n_params(const td_model *model);
 /* Architecture name as in config.json ("qwen3"). Borrowed. */
-const char *td_model_arch(const td_model *model);
+TD_API const char *td_model_arch(const td_model *model);
 /* The CPU kernel set the model was loaded for (td_cpu_kernels() at load time): its packed copies of quantised
  * weights and its activation formats fix the model's arithmetic, and every context of the model uses it. Static. */
-const char *td_model_kernels(const td_model *model);
+TD_API const char *td_model_kernels(const td_model *model);
 /* 1 when some layers carry a recurrent state (Qwen3.5's Gated DeltaNet): the hybrid rules of td_ctx_seq_fork and
  * td_ctx_seq_truncate apply. 0 for an all-attention model or NULL. */
-int td_model_is_hybrid(const td_model *model);
+TD_API int td_model_is_hybrid(const td_model *model);
 /* Position limit from config.json (max_position_embeddings). */
-int32_t td_model_n_ctx_train(const td_model *model);
+TD_API int32_t td_model_n_ctx_train(const td_model *model);
 /* The path the model was loaded from. Borrowed. */
-const char *td_model_path(const td_model *model);
+TD_API const char *td_model_path(const td_model *model);
 
 /* Stop token ids: generation_config.json's eos_token_id (an id or a list) and tokenizer_config.json's eos_token
  * (GGUF: typedecide.stop_ids, else tokenizer.ggml.eos_token_id and eot_token_id), each once. An id outside the
  * vocabulary fails the load (TD_ERR_FORMAT naming the file). Borrowed array; *n receives the count (may be 0). */
-const int32_t *td_model_stop_ids(const td_model *model, int *n);
+TD_API const int32_t *td_model_stop_ids(const td_model *model, int *n);
 
 /* The chat template text (tokenizer_config.json's chat_template, or a GGUF file's tokenizer.chat_template), or
  * NULL when there is none; *source (may be NULL) receives the file it came from. Borrowed. */
-const char *td_model_chat_template(const td_model *model, const char **source);
+TD_API const char *td_model_chat_template(const td_model *model, const char **source);
 /* The text of generation_config.json, or NULL when the model has none (GGUF files have none). Borrowed. */
-const char *td_model_generation_config(const td_model *model);
+TD_API const char *td_model_generation_config(const td_model *model);
 
 /* Rows of the output head: td_model_n_vocab(), or K for a head pruned to the option letters. Full outputs of a
  * context have this many values. */
-int32_t td_model_head_rows(const td_model *model);
+TD_API int32_t td_model_head_rows(const td_model *model);
 /* 0 for a model whose head was pruned to the option letters: it can decide, not generate. */
-int td_model_can_generate(const td_model *model);
+TD_API int td_model_can_generate(const td_model *model);
 /* The slot map of a pruned head (JSON, borrowed) or NULL. */
-const char *td_model_slot_map(const td_model *model);
+TD_API const char *td_model_slot_map(const td_model *model);
 /* A description of the model as JSON (architecture, parameters, tied or not, every tensor's type, shape and bytes,
  * skipped tensors, slot map): a new string (td_free). */
-td_status td_model_describe(const td_model *model, char **json);
+TD_API td_status td_model_describe(const td_model *model, char **json);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Export                                                                                                        */
@@ -292,7 +303,7 @@ typedef struct td_export_params {
     void *log_user;
 } td_export_params;
 
-td_export_params td_export_default_params(void);
+TD_API td_export_params td_export_default_params(void);
 
 /* Writes the model as a GGUF v3 file with llama.cpp's qwen3 or qwen35 (Qwen3.5) metadata, tensor names and
  * tokenizer, in the layout llama.cpp's own converter writes (Qwen3.5: norms stored as 1 + w, A_log as -exp(A_log),
@@ -303,8 +314,8 @@ td_export_params td_export_default_params(void);
  * unknown tier or a bad letter list, TD_ERR_UNSUPPORTED for a letter that is not one token or a matrix whose rows
  * are not whole blocks of the tier, TD_ERR_STATE without a tokenizer, TD_ERR_IO when the file cannot be written
  * completely (a partial file is removed). */
-td_status td_model_export_gguf(const td_model *model, const td_export_params *params, const char *path,
-                               char **slot_map);
+TD_API td_status td_model_export_gguf(const td_model *model, const td_export_params *params, const char *path,
+                                      char **slot_map);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Batches: tokens tagged (sequence, position, wants-output)                                                     */
@@ -313,14 +324,14 @@ td_status td_model_export_gguf(const td_model *model, const td_export_params *pa
 typedef struct td_batch td_batch;
 
 /* A batch with room for `capacity` tokens (>= 1, else TD_ERR_INVALID_ARG). */
-td_status td_batch_new(int32_t capacity, td_batch **out);
-void td_batch_free(td_batch *batch);
-void td_batch_clear(td_batch *batch);
+TD_API td_status td_batch_new(int32_t capacity, td_batch **out);
+TD_API void td_batch_free(td_batch *batch);
+TD_API void td_batch_clear(td_batch *batch);
 /* Appends one token. `pos` must be the next position of sequence `seq` (its current length, plus the tokens of
  * that sequence already in this batch): sequences grow at the end only; td_ctx_decode() checks this.
  * `want_output` != 0 asks for this token's output (logits or restricted rows). Fails with TD_ERR_RANGE when full. */
-td_status td_batch_add(td_batch *batch, int32_t token, int32_t seq, int32_t pos, int want_output);
-int32_t td_batch_n_tokens(const td_batch *batch);
+TD_API td_status td_batch_add(td_batch *batch, int32_t token, int32_t seq, int32_t pos, int want_output);
+TD_API int32_t td_batch_n_tokens(const td_batch *batch);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Context: activations, KV cache, sequences                                                                     */
@@ -344,7 +355,7 @@ typedef struct td_ctx_params {
     int32_t precision;        /* td_precision: TD_PRECISION_FP32 (default) or TD_PRECISION_BF16 */
 } td_ctx_params;
 
-td_ctx_params td_ctx_default_params(void);
+TD_API td_ctx_params td_ctx_default_params(void);
 
 /* The arithmetic of a context's matrix products. Exact by default, on every device: F32, F16 and BF16 weights are
  * multiplied with fp32 activations and fp32 sums, so logits match transformers' fp32 within 1e-4 on any CPU and on
@@ -355,7 +366,7 @@ td_ctx_params td_ctx_default_params(void);
  * llama.cpp), whatever the precision. */
 typedef enum td_precision { TD_PRECISION_FP32 = 0, TD_PRECISION_BF16 = 1 } td_precision;
 /* "fp32" -> TD_PRECISION_FP32, "bf16" -> TD_PRECISION_BF16; -1 for anything else. */
-int td_precision_parse(const char *name);
+TD_API int td_precision_parse(const char *name);
 
 /* Where a context computes. A CUDA context keeps the weights (uploaded once per model, as stored: F32, F16, BF16,
  * Q8_0, Q4_0), the KV cache, the DeltaNet states and the activations on the GPU; per td_ctx_decode only the batch
@@ -367,17 +378,17 @@ typedef enum td_device { TD_DEVICE_CPU = 0, TD_DEVICE_CUDA = 1 } td_device;
 /* Whether contexts on `device` can be created here: TD_OK with a description of the device in desc (e.g.
  * "NVIDIA H200, 140 GiB"), or TD_ERR_UNSUPPORTED saying why (a build without the CUDA backend, no usable GPU). desc
  * may be NULL. Safe from any thread. */
-td_status td_device_probe(td_device device, char *desc, size_t desc_len);
+TD_API td_status td_device_probe(td_device device, char *desc, size_t desc_len);
 /* "cpu" -> TD_DEVICE_CPU, "cuda" -> TD_DEVICE_CUDA; -1 for anything else. */
-int td_device_parse(const char *name);
+TD_API int td_device_parse(const char *name);
 
 /* Creates a context: all activation buffers, the KV cache and the sequences' states are allocated here, once
  * (td_ctx_memory says how many bytes); td_ctx_decode() does not allocate. The model must outlive the context.
  * Errors: TD_ERR_INVALID_ARG for sizes below 1 or absurdly large (n_ctx > 2^24, n_seq_max > 2^16,
  * n_batch > 2^20), TD_ERR_NOMEM naming what to reduce (host or GPU memory), TD_ERR_UNSUPPORTED for a device this
  * build or machine does not have (td_device_probe's reason). */
-td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx **out);
-void td_ctx_free(td_ctx *ctx);
+TD_API td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx **out);
+TD_API void td_ctx_free(td_ctx *ctx);
 
 /* Runs the model on every token of the batch. A token of sequence s at position p attends to positions 0..p of
  * s (its own earlier tokens and any prefix it was forked from). Each token's result is bit-identical whatever
@@ -388,24 +399,24 @@ void td_ctx_free(td_ctx *ctx);
  * (a weight or adapter holds one, or the activations overflowed; td_ctx_nonfinite says where): the batch's positions
  * are taken back, but on a hybrid model the DeltaNet state of the batch's sequences has seen them, so truncate those
  * sequences to 0 before using them again. */
-td_status td_ctx_decode(td_ctx *ctx, const td_batch *batch);
+TD_API td_status td_ctx_decode(td_ctx *ctx, const td_batch *batch);
 
 /* After td_ctx_decode failed with TD_ERR_NONFINITE: the sequence and position of the first token that went
  * non-finite and the layer (-1: the input embedding; the layer count: the final norm and head). Returns 0, or -1
  * when the last decode did not stop on a non-finite value. */
-int td_ctx_nonfinite(const td_ctx *ctx, int32_t *seq, int32_t *pos, int32_t *layer);
+TD_API int td_ctx_nonfinite(const td_ctx *ctx, int32_t *seq, int32_t *pos, int32_t *layer);
 
 /* Number of outputs of the last decode (tokens that asked for one, in batch order). */
-int32_t td_ctx_n_outputs(const td_ctx *ctx);
+TD_API int32_t td_ctx_n_outputs(const td_ctx *ctx);
 /* Output i of the last decode: td_model_n_vocab() logits, or td_ctx_set_output_rows()'s k values.
  * Borrowed until the next td_ctx_decode(). NULL if i is out of range. */
-const float *td_ctx_output(const td_ctx *ctx, int32_t i);
+TD_API const float *td_ctx_output(const td_ctx *ctx, int32_t i);
 
 /* Restricts outputs to the given rows of the head (e.g. the K option-letter tokens), in the given order: the
  * final norm and only those dot products run. n = 0 restores full logits. The ids are copied (4n bytes, beyond
  * td_ctx_memory). Each value equals, bit for bit, the same row of the full logits. Errors: TD_ERR_RANGE for more
  * rows than the head has, an id outside the vocabulary, or (pruned head) a token the head did not keep. */
-td_status td_ctx_set_output_rows(td_ctx *ctx, const int32_t *rows, int32_t n);
+TD_API td_status td_ctx_set_output_rows(td_ctx *ctx, const int32_t *rows, int32_t n);
 
 /* Sequences and the hybrid rules.
  * A sequence of a Qwen3 (all attention) model is its KV rows: forking shares any prefix of them and truncating
@@ -417,28 +428,28 @@ td_status td_ctx_set_output_rows(td_ctx *ctx, const int32_t *rows, int32_t n);
  * this way, and every criterion forks from it). Sequence ids are 0 .. n_seq_max - 1 (else TD_ERR_RANGE). */
 
 /* Current length (positions) of a sequence; 0 for an empty or unknown one. */
-int32_t td_ctx_seq_len(const td_ctx *ctx, int32_t seq);
+TD_API int32_t td_ctx_seq_len(const td_ctx *ctx, int32_t seq);
 /* Makes `dst` (which must be empty, else TD_ERR_STATE) share the first n_pos positions of `src` without copying
  * their KV rows (the DeltaNet state is copied). Errors: TD_ERR_RANGE when src is shorter than n_pos,
  * TD_ERR_INVALID_ARG when src == dst, TD_ERR_STATE on a hybrid model when n_pos is not src's length. */
-td_status td_ctx_seq_fork(td_ctx *ctx, int32_t src, int32_t dst, int32_t n_pos);
+TD_API td_status td_ctx_seq_fork(td_ctx *ctx, int32_t src, int32_t dst, int32_t n_pos);
 /* Shortens a sequence to n_pos positions (n_pos = 0 empties it and zeroes its DeltaNet state), releasing rows no
  * other sequence uses. Errors: TD_ERR_RANGE when n_pos is beyond its length, TD_ERR_STATE on a hybrid model for
  * any n_pos other than 0 and the length. */
-td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos);
+TD_API td_status td_ctx_seq_truncate(td_ctx *ctx, int32_t seq, int32_t n_pos);
 /* Free KV rows left in the context. */
-int32_t td_ctx_n_free_rows(const td_ctx *ctx);
+TD_API int32_t td_ctx_n_free_rows(const td_ctx *ctx);
 /* Multiply-adds spent in the output head since the context was created (n_outputs x rows x hidden size). */
-int64_t td_ctx_head_macs(const td_ctx *ctx);
+TD_API int64_t td_ctx_head_macs(const td_ctx *ctx);
 /* Jobs the context's worker threads took part in since it was created (each a wake-up and a wait for the
  * slowest thread; 0 with one thread): a measure of the synchronisation a pass costs. */
-int64_t td_ctx_pool_jobs(const td_ctx *ctx);
+TD_API int64_t td_ctx_pool_jobs(const td_ctx *ctx);
 /* Exactly the bytes td_ctx_new() allocates for these parameters through the allocator (the context, its thread
  * pool, KV cache, activations, sequence states, outputs, per-thread scratch; the worker threads' stacks are the
  * system's): both follow one plan. For a CUDA context the same plan's KV cache, states and activations are GPU
  * memory (and the model's weights, uploaded once, are not counted). TD_ERR_INVALID_ARG for parameters td_ctx_new
  * would refuse. */
-td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int64_t *bytes);
+TD_API td_status td_ctx_memory(const td_model *model, const td_ctx_params *params, int64_t *bytes);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Typed readout: decide criteria over shared evidence                                                           */
@@ -475,9 +486,9 @@ typedef struct td_decide_params {
     int32_t precision;       /* td_precision of the contexts (td_ctx_params.precision); default FP32 */
 } td_decide_params;
 
-td_decide_params td_decide_default_params(void);
+TD_API td_decide_params td_decide_default_params(void);
 /* The built-in instruction (borrowed, static). */
-const char *td_decide_default_instruction(void);
+TD_API const char *td_decide_default_instruction(void);
 
 typedef struct td_decider td_decider;
 
@@ -487,14 +498,14 @@ typedef struct td_decider td_decider;
  * that share one), TD_ERR_STATE without a tokenizer or with allowed_mass on a pruned head, TD_ERR_INVALID_ARG for
  * bad params (letters: 1 to 20 distinct printable ASCII characters; memory_mb >= 1). A decider is used by one
  * thread at a time; the model must outlive it. */
-td_status td_decider_new(const td_model *model, const td_decide_params *params, td_decider **out);
-void td_decider_free(td_decider *d);
+TD_API td_status td_decider_new(const td_model *model, const td_decide_params *params, td_decider **out);
+TD_API void td_decider_free(td_decider *d);
 
 /* The slot map as one JSON object {"version", "model", "separator", "letters", "keep", "token_to_row"}:
  * row i of the readout is letter i, token keep[i]. Borrowed; lives as long as the decider. */
-const char *td_decider_slot_map(const td_decider *d);
+TD_API const char *td_decider_slot_map(const td_decider *d);
 /* The option letters in order ("ABCD..."; params.letters or the default). Borrowed; lives as long as the decider. */
-const char *td_decider_letters(const td_decider *d);
+TD_API const char *td_decider_letters(const td_decider *d);
 
 typedef struct td_criterion {
     const char *id;                   /* for messages */
@@ -519,8 +530,8 @@ typedef struct td_decision {
  * TD_ERR_FORMAT for text that is not UTF-8; TD_ERR_RANGE when evidence + suffix exceed the model's context or a
  * criterion does not fit the memory budget. Nothing is written to out on error. The probabilities are the same
  * bits in every mode (batch, serial, fresh), whatever the thread count and whichever criteria share the call. */
-td_status td_decide(td_decider *d, const char *evidence, size_t len, const td_criterion *criteria, int32_t n,
-                    td_decision *out);
+TD_API td_status td_decide(td_decider *d, const char *evidence, size_t len, const td_criterion *criteria, int32_t n,
+                           td_decision *out);
 
 /* A worked example shown before the evidence ("few-shot"): its evidence, its criterion and the index of the
  * correct option (shown as "{suffix} {letter}\n"). */
@@ -533,21 +544,21 @@ typedef struct td_shot {
 
 /* td_decide with worked examples: head = instruction + for each shot "\nEvidence:\n{evidence}{suffix}{sep}{letter}\n"
  * + "\nEvidence:\n" + evidence. The shots are part of the shared head: paid once per call. */
-td_status td_decide_shots(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
-                          const td_criterion *criteria, int32_t n, td_decision *out);
+TD_API td_status td_decide_shots(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
+                                 const td_criterion *criteria, int32_t n, td_decision *out);
 
 /* Free-text answers for comparison with the readout: after the same prompt (head once, each suffix from it),
  * generates greedily up to max_tokens tokens per criterion, stopping at a stop token or a newline after text.
  * texts[i] receives a new NUL-terminated UTF-8 string (td_free). Counts in the decider's stats. Errors as
  * td_decide's, and TD_ERR_STATE on a pruned head (it cannot generate). On error no text is left allocated. */
-td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
-                             const td_criterion *criteria, int32_t n, int32_t max_tokens, char **texts);
+TD_API td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
+                                    const td_criterion *criteria, int32_t n, int32_t max_tokens, char **texts);
 
 /* The same on token ids: head (instruction + evidence) and one suffix per criterion, already tokenised.
  * TD_ERR_RANGE for an id outside the vocabulary or a prompt beyond the model's context, TD_ERR_INVALID_ARG for an
  * empty suffix or more options than letters. */
-td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
-                        const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out);
+TD_API td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
+                               const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out);
 
 /* Readout statistics of the decider since creation: forward passes, heads prefilled (once per call of
  * td_decide*, or once per criterion with TD_DECIDE_FRESH) and their tokens, suffix tokens (each criterion's whole
@@ -560,7 +571,7 @@ typedef struct td_decide_stats {
     int64_t head_cached;   /* calls whose head was already prefilled (cache_head): not counted in head_prefills */
     double head_ms, suffix_ms;
 } td_decide_stats;
-td_decide_stats td_decider_stats(const td_decider *d);
+TD_API td_decide_stats td_decider_stats(const td_decider *d);
 
 /* Flags for td_decision_json(). */
 #define TD_DECISION_ALLOWED_MASS 1u /* "allowed_mass" (the decider was made with allowed_mass) */
@@ -572,8 +583,8 @@ td_decide_stats td_decider_stats(const td_decider *d);
  *    "allowed_mass" (flag), "logits" (flag), "suffix_tokens", "ms" (rounded to 1 us; unless TD_DECISION_NO_MS)}
  * Floats with 9 significant digits (exact for a float). letters: td_decider_letters(). *json: td_free.
  * Errors: TD_ERR_INVALID_ARG (NULL, a decision that does not belong to the criterion). Safe from any thread. */
-td_status td_decision_json(const td_criterion *criterion, const td_decision *decision, const char *letters,
-                           unsigned flags, char **json);
+TD_API td_status td_decision_json(const td_criterion *criterion, const td_decision *decision, const char *letters,
+                                  unsigned flags, char **json);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Evaluation metrics                                                                                            */
@@ -603,12 +614,12 @@ typedef struct td_cost {
  * order-unstable when the argmax option ids of its rotations are not all the same (order metrics are null unless
  * every row has rotations). *json is a new NUL-terminated string (td_free). Errors: TD_ERR_FORMAT for an answer
  * that is not among a row's options, TD_ERR_INVALID_ARG for bins < 1 or an incomplete row. */
-td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td_cost *cost, char **json);
+TD_API td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td_cost *cost, char **json);
 
 /* An SVG page from a metrics JSON object: the reliability diagram (accuracy against confidence per ECE bin, with
  * counts) and per-family balanced accuracy bars. *svg is a new string (td_free). TD_ERR_FORMAT when the JSON is
  * not a td_metrics_json object. */
-td_status td_plot_svg(const char *metrics_json, const char *title, char **svg);
+TD_API td_status td_plot_svg(const char *metrics_json, const char *title, char **svg);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Criteria and fixture rows (JSONL)                                                                             */
@@ -639,26 +650,26 @@ typedef struct td_rows td_rows;
  * row, see TD_ROWS_SKIP_BAD), TD_ERR_NOMEM. A row is bad when it is not a JSON object, lacks an id, a string
  * question or a non-empty options array, has more than TD_DECIDE_MAX_OPTIONS options, an option without an id or
  * a string description, two options with one id, or breaks what the flags require. */
-td_status td_rows_load(const char *path, unsigned flags, td_rows **out);
+TD_API td_status td_rows_load(const char *path, unsigned flags, td_rows **out);
 /* The same from len bytes in memory; `name` stands for the source in messages. */
-td_status td_rows_parse(const char *data, size_t len, const char *name, unsigned flags, td_rows **out);
-void td_rows_free(td_rows *rows);
-int32_t td_rows_count(const td_rows *rows);
+TD_API td_status td_rows_parse(const char *data, size_t len, const char *name, unsigned flags, td_rows **out);
+TD_API void td_rows_free(td_rows *rows);
+TD_API int32_t td_rows_count(const td_rows *rows);
 /* Row i (0-based, in file order), or NULL when out of range. Borrowed. */
-const td_row *td_rows_get(const td_rows *rows, int32_t i);
+TD_API const td_row *td_rows_get(const td_rows *rows, int32_t i);
 /* The bad rows recorded under TD_ROWS_SKIP_BAD, in the order found (parse errors, then repeated ids): message i
  * is "SOURCE:LINE: what is wrong" (borrowed), NULL when out of range. */
-int32_t td_rows_n_bad(const td_rows *rows);
-const char *td_rows_bad(const td_rows *rows, int32_t i);
+TD_API int32_t td_rows_n_bad(const td_rows *rows);
+TD_API const char *td_rows_bad(const td_rows *rows, int32_t i);
 /* FNV-1a 64 of every byte read (identifies the fixture in results). */
-uint64_t td_rows_hash(const td_rows *rows);
+TD_API uint64_t td_rows_hash(const td_rows *rows);
 
 /* Evidence groups: criteria whose evidence texts are byte-identical share one head. group[i] receives the group
  * of text i; groups are numbered 0 .. *n_groups - 1 in order of first appearance (a NULL text is the empty text).
  * order (n entries, may be NULL) receives the indices group by group: group 0's in increasing order, then group
  * 1's, and so on. Decide, evaluate and every other client group criteria with this one function. */
-td_status td_evidence_groups(const char *const *texts, const size_t *lens, int32_t n, int32_t *group,
-                             int32_t *order, int32_t *n_groups);
+TD_API td_status td_evidence_groups(const char *const *texts, const size_t *lens, int32_t n, int32_t *group,
+                                    int32_t *order, int32_t *n_groups);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Evaluation                                                                                                    */
@@ -692,7 +703,7 @@ typedef struct td_eval_params {
     void *progress_user;
 } td_eval_params;
 
-td_eval_params td_eval_default_params(void);
+TD_API td_eval_params td_eval_default_params(void);
 
 typedef struct td_eval td_eval;
 
@@ -701,36 +712,36 @@ typedef struct td_eval td_eval;
  * evidence and an answer among their options (load them with TD_ROWS_EVIDENCE | TD_ROWS_ANSWER), else
  * TD_ERR_FORMAT naming the line; params out of range: TD_ERR_INVALID_ARG; decide errors pass through. The rows
  * (and the shots pool) must outlive the result. */
-td_status td_evaluate(td_decider *d, const td_rows *rows, const td_eval_params *params, td_eval **out);
-void td_eval_free(td_eval *e);
+TD_API td_status td_evaluate(td_decider *d, const td_rows *rows, const td_eval_params *params, td_eval **out);
+TD_API void td_eval_free(td_eval *e);
 /* td_metrics_json of the scored rows (borrowed; lives as long as the result). */
-const char *td_eval_metrics_json(const td_eval *e);
+TD_API const char *td_eval_metrics_json(const td_eval *e);
 /* The results: the metrics (order stability null under the prior, which rotates only its calibration rows) and
  * model, adapter, fixture, fixture_hash, mode, shots, debias, seed, skipped_rows (td_rows_n_bad), evidence_groups,
  * head_prefills, head_tokens, shared_suffix_tokens, slot_map and, with the prior, "prior" (calibration rows, the
  * priors per option count, rows left uncorrected, their extra suffix tokens). Indented JSON, borrowed. */
-const char *td_eval_results_json(const td_eval *e);
+TD_API const char *td_eval_results_json(const td_eval *e);
 /* Writes the predictions JSONL (the input of td_predictions_load): per row id, family, answer, options (ids in
  * shown order), probs, rotations (when rotated), shots (ids of the worked examples), text and unparsed (generate
  * mode), forwards, suffix_tokens and ms. TD_ERR_IO when the file cannot be written completely. */
-td_status td_eval_write_predictions(const td_eval *e, const char *path);
+TD_API td_status td_eval_write_predictions(const td_eval *e, const char *path);
 
 /* The option a generated text names: a leading option letter (after spaces, newlines, '(', '*' or '"'; not followed
  * by a letter or digit), else the longest option description it starts with (case-insensitive); -1 when neither.
  * letters: NULL for "ABCD...T". */
-int32_t td_answer_parse(const char *text, const td_criterion *criterion, const char *letters);
+TD_API int32_t td_answer_parse(const char *text, const td_criterion *criterion, const char *letters);
 
 /* Predictions read back (files of td_eval_write_predictions, or made elsewhere with at least id, answer, options
  * and probs per line). Errors name "SOURCE:LINE". */
 typedef struct td_predictions td_predictions;
-td_status td_predictions_load(const char *path, td_predictions **out);
-td_status td_predictions_parse(const char *data, size_t len, const char *name, td_predictions **out);
-void td_predictions_free(td_predictions *p);
-int32_t td_predictions_count(const td_predictions *p);
-const td_pred *td_predictions_get(const td_predictions *p, int32_t i);
+TD_API td_status td_predictions_load(const char *path, td_predictions **out);
+TD_API td_status td_predictions_parse(const char *data, size_t len, const char *name, td_predictions **out);
+TD_API void td_predictions_free(td_predictions *p);
+TD_API int32_t td_predictions_count(const td_predictions *p);
+TD_API const td_pred *td_predictions_get(const td_predictions *p, int32_t i);
 /* td_metrics_json over the lines, with the cost summed from their forwards, suffix_tokens and ms (null when a line
  * lacks one). *json: td_free. */
-td_status td_predictions_metrics_json(const td_predictions *p, int32_t bins, char **json);
+TD_API td_status td_predictions_metrics_json(const td_predictions *p, int32_t bins, char **json);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Corpus runs: decisions over a whole JSONL corpus, crash-safe and resumable                                    */
@@ -799,7 +810,7 @@ typedef struct td_run_params {
     void *log_user;
 } td_run_params;
 
-td_run_params td_run_default_params(void);
+TD_API td_run_params td_run_default_params(void);
 
 /* Runs the decider over input_path (a JSONL file; read twice: once for the ids and the share's size, once to
  * decide) and appends to out_path (and the errors file). The decider's parameters (letters, instruction, mode,
@@ -810,8 +821,8 @@ td_run_params td_run_default_params(void);
  * fault (TD_ERR_NOMEM, ...) pass through. Whatever was written before a failure stays (synced) and a resumed run
  * continues from it. The decider is used by this call alone meanwhile (one thread); several runs may go on at once
  * in one process with different deciders and files. */
-td_status td_run(td_decider *d, const char *input_path, const char *out_path, const td_run_params *params,
-                 td_run_stats *stats);
+TD_API td_status td_run(td_decider *d, const char *input_path, const char *out_path, const td_run_params *params,
+                        td_run_stats *stats);
 
 /* Joins results (or errors) files of runs over one input, each in input order, into out_path in input order (by
  * their "line" members): the merge of all shards equals the file one unsharded run writes, byte for byte. Streams
@@ -822,7 +833,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
  * files; TD_ERR_IO. */
 #define TD_MERGE_MISSING_OK 1u
 #define TD_MERGE_NO_SYNC 2u
-td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, unsigned flags);
+TD_API td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, unsigned flags);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* HTTP server (libmicrohttpd): OpenAI-compatible generation, /v1/decide, tokenize, the web page                 */
@@ -873,16 +884,16 @@ typedef struct td_server_params {
     void *log_user;
 } td_server_params;
 
-td_server_params td_server_default_params(void);
+TD_API td_server_params td_server_default_params(void);
 
 /* Binds and starts serving on threads of its own; returns at once. The model must outlive the server. Errors:
  * TD_ERR_INVALID_ARG (params out of range, a host that is not an IP address), TD_ERR_IO (the port cannot be bound:
  * the message says why), TD_ERR_STATE (a model without a tokenizer). */
-td_status td_server_start(const td_model *model, const td_server_params *params, td_server **out);
+TD_API td_status td_server_start(const td_model *model, const td_server_params *params, td_server **out);
 /* The port the server listens on (the one picked when params.port was 0). */
-int32_t td_server_port(const td_server *server);
+TD_API int32_t td_server_port(const td_server *server);
 /* Stops listening, cancels requests in progress, joins every thread and frees the server. NULL: no-op. */
-void td_server_free(td_server *server);
+TD_API void td_server_free(td_server *server);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Synthetic checkpoints and shapes                                                                              */
@@ -890,8 +901,8 @@ void td_server_free(td_server *server);
 
 /* Published shapes of the supported families: config.json text of a preset ("qwen3-0.6b", ...; static), or NULL
  * when unknown; and the comma-separated list of names (static). */
-const char *td_synth_preset_config(const char *name);
-const char *td_synth_preset_names(void);
+TD_API const char *td_synth_preset_config(const char *name);
+TD_API const char *td_synth_preset_names(void);
 
 typedef struct td_synth_params {
     const char *tokenizer_json; /* copied beside the weights (with the tokenizer_config.json next to it); NULL: none */
@@ -901,18 +912,18 @@ typedef struct td_synth_params {
     void *progress_user;
 } td_synth_params;
 
-td_synth_params td_synth_default_params(void);
+TD_API td_synth_params td_synth_default_params(void);
 
 /* Writes out_dir/{config.json, model.safetensors, generation_config.json} (and the tokenizer files): random weights
  * in the exact tensor layout of the architecture config_json describes, for benchmarks and tests (the weights mean
  * nothing). Uniform in +-sqrt(3 / fan_in); norms near 1 (near 0 when the architecture scales by 1 + w). Creates
  * out_dir if missing. Errors: the config's (TD_ERR_FORMAT / TD_ERR_UNSUPPORTED), TD_ERR_IO naming the file. */
-td_status td_synth_write(const char *out_dir, const char *config_json, const td_synth_params *params);
+TD_API td_status td_synth_write(const char *out_dir, const char *config_json, const td_synth_params *params);
 
 /* What a config.json implies without any weights: the parameter count of the text model (a tied head counted once),
  * the vocabulary, the hidden size and whether the head is tied. `name` stands for the source in messages. */
-td_status td_config_shape(const char *config_json, size_t len, const char *name, int64_t *n_params, int32_t *n_vocab,
-                          int32_t *n_embd, int *tied);
+TD_API td_status td_config_shape(const char *config_json, size_t len, const char *name, int64_t *n_params, int32_t *n_vocab,
+                                 int32_t *n_embd, int *tied);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Sampling: one chain for every path (generate, chat, the server, decide's generate mode)                       */
@@ -945,47 +956,47 @@ typedef struct td_sampler_params {
 
 /* The library's defaults: greedy (temperature 0), top_k 0 (off), top_p 1, min_p 0, repetition 1, presence and
  * frequency 0, penalty_last_n 64, seed 1. */
-td_sampler_params td_sampler_default_params(void);
+TD_API td_sampler_params td_sampler_default_params(void);
 
 /* The model's sampling defaults: td_sampler_default_params() overridden by the model's generation_config.json
  * (temperature, top_k, top_p, min_p, repetition_penalty; do_sample false means greedy, temperature 0). A model
  * without that file (or a GGUF file) gets the library's defaults. */
-td_sampler_params td_model_sampler_defaults(const td_model *model);
+TD_API td_sampler_params td_model_sampler_defaults(const td_model *model);
 
 /* Checks the fields: temperature finite and >= 0, top_k >= 0, top_p in (0, 1], min_p in [0, 1], repetition in
  * (0, 100], presence and frequency in [-2, 2], penalty_last_n >= -1. TD_ERR_INVALID_ARG naming the field. */
-td_status td_sampler_params_check(const td_sampler_params *p);
+TD_API td_status td_sampler_params_check(const td_sampler_params *p);
 
 /* The effective values as one JSON object {"temperature", "top_k", "top_p", "min_p", "repetition_penalty",
  * "presence_penalty", "frequency_penalty", "penalty_last_n", "seed", "greedy"} (floats with 9 digits).
  * *json: td_free. */
-td_status td_sampler_params_json(const td_sampler_params *p, char **json);
+TD_API td_status td_sampler_params_json(const td_sampler_params *p, char **json);
 
 /* Stateless sampling without penalties: picks the next id from n logits with steps 2-3 of the chain.
  * *rng_state carries the random stream between calls (initialise it to the seed). `scratch` must hold 2 * n
  * floats. Deterministic for a given state. Returns -1 when n <= 0. */
-int32_t td_sample(const float *logits, int32_t n, const td_sampler_params *p, uint64_t *rng_state, float *scratch);
+TD_API int32_t td_sample(const float *logits, int32_t n, const td_sampler_params *p, uint64_t *rng_state, float *scratch);
 
 /* A sampler with state: the parameters, the random stream (started at the seed) and the penalty window.
  * One thread at a time; different samplers on different threads at once. */
 typedef struct td_sampler td_sampler;
 
 /* n_vocab: the logits' length (>= 1). Errors: td_sampler_params_check's, TD_ERR_INVALID_ARG. */
-td_status td_sampler_new(const td_sampler_params *p, int32_t n_vocab, td_sampler **out);
-void td_sampler_free(td_sampler *s);
+TD_API td_status td_sampler_new(const td_sampler_params *p, int32_t n_vocab, td_sampler **out);
+TD_API void td_sampler_free(td_sampler *s);
 /* Shows the sampler a token of the context (prompt or generated): it enters the penalty window. Ids outside
  * 0..n_vocab-1 are ignored. */
-void td_sampler_accept(td_sampler *s, int32_t id);
+TD_API void td_sampler_accept(td_sampler *s, int32_t id);
 /* Empties the window and restarts the random stream at the seed. */
-void td_sampler_reset(td_sampler *s);
+TD_API void td_sampler_reset(td_sampler *s);
 /* Runs the whole chain on n_vocab logits (not modified) and returns the id (it is NOT accepted: call
  * td_sampler_accept when it joins the context). Deterministic for a given state. */
-int32_t td_sampler_sample(td_sampler *s, const float *logits);
+TD_API int32_t td_sampler_sample(td_sampler *s, const float *logits);
 
 /* log-softmax of n logits at position id (the raw model's log-probability, before any sampler step), in double
  * internally. Also the top n_top ids by logit (ties: lower id first) and their log-probabilities when top_ids /
  * top_logprobs are not NULL. Returns the log-probability of id (-INFINITY when id is out of range). */
-float td_logprob(const float *logits, int32_t n, int32_t id, int32_t n_top, int32_t *top_ids, float *top_logprobs);
+TD_API float td_logprob(const float *logits, int32_t n, int32_t id, int32_t n_top, int32_t *top_ids, float *top_logprobs);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Stop rules                                                                                                    */
@@ -1000,14 +1011,14 @@ float td_logprob(const float *logits, int32_t n, int32_t id, int32_t n_top, int3
 typedef struct td_stopper td_stopper;
 
 /* stops: n strings (each 1..256 bytes, copied; n <= 16). TD_ERR_INVALID_ARG for an empty or longer string. */
-td_status td_stopper_new(const char *const *stops, int32_t n, td_stopper **out);
-void td_stopper_free(td_stopper *s);
+TD_API td_status td_stopper_new(const char *const *stops, int32_t n, td_stopper **out);
+TD_API void td_stopper_free(td_stopper *s);
 /* Feeds len bytes of generated text. *out / *out_len receive the text that may be released now (borrowed until
  * the next call). Returns 1 when a stop string matched (nothing after its start is ever released; further calls
  * release nothing), else 0. final = 1: no more text will come: releases everything held that did not match. */
-int td_stopper_feed(td_stopper *s, const char *bytes, size_t len, int final, const char **out, size_t *out_len);
+TD_API int td_stopper_feed(td_stopper *s, const char *bytes, size_t len, int final, const char **out, size_t *out_len);
 /* Index of the stop string that matched, or -1. */
-int32_t td_stopper_matched(const td_stopper *s);
+TD_API int32_t td_stopper_matched(const td_stopper *s);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Chat templates (the ChatML family, rendered natively)                                                         */
@@ -1042,24 +1053,24 @@ typedef struct td_chat_params {
                                   rendered with Python's json.dumps spacing in the system turn; NULL = none */
 } td_chat_params;
 
-td_chat_params td_chat_default_params(void);
+TD_API td_chat_params td_chat_default_params(void);
 
 /* The family of the model's chat template: "qwen3" or "qwen3.5" (static string), or NULL with TD_ERR_UNSUPPORTED
  * (the message says why: no template, or one this library does not render) in *status when status != NULL. */
-const char *td_model_chat_family(const td_model *model, td_status *status);
+TD_API const char *td_model_chat_family(const td_model *model, td_status *status);
 
 /* Renders n messages with the model's template. *text: a new NUL-terminated string (td_free); tokenise it with
  * TD_TOKENIZE_PARSE_SPECIAL. Errors: TD_ERR_UNSUPPORTED (see td_model_chat_family), TD_ERR_INVALID_ARG naming the
  * message (unknown role, a system message not first, no messages, a tool call without a name, Qwen3.5: no user
  * message), TD_ERR_FORMAT for tools_json / tool_calls_json that are not the JSON described. Safe from any thread. */
-td_status td_chat_render(const td_model *model, const td_chat_message *messages, int32_t n,
-                         const td_chat_params *params, char **text);
+TD_API td_status td_chat_render(const td_model *model, const td_chat_message *messages, int32_t n,
+                                const td_chat_params *params, char **text);
 
 /* The same from OpenAI's messages JSON array (len bytes): role, content (a string, null, or an array of
  * {"type": "text", "text"} parts, joined), reasoning_content, tool_calls; other members are ignored.
  * TD_ERR_FORMAT naming the member (e.g. "messages[2].role") for anything else. */
-td_status td_chat_render_json(const td_model *model, const char *messages_json, size_t len,
-                              const td_chat_params *params, char **text);
+TD_API td_status td_chat_render_json(const td_model *model, const char *messages_json, size_t len,
+                                     const td_chat_params *params, char **text);
 
 /* Splits a generated assistant text into reasoning and content, as the templates read them back: the reasoning is
  * what precedes the first "</think>" (after an optional leading "<think>", newlines stripped at both ends), the
@@ -1067,8 +1078,8 @@ td_status td_chat_render_json(const td_model *model, const char *messages_json, 
  * "<think>\n": Qwen3.5 with thinking on) all of it is reasoning still open, else a text that starts with "<think>"
  * is open reasoning and any other text is all content. *reasoning and *content: new strings (td_free), either may
  * be "" (never NULL on success). Works on a partial text (streaming: split the text so far). */
-td_status td_chat_split_reasoning(const char *text, size_t len, int thinking_open, char **reasoning,
-                                  char **content);
+TD_API td_status td_chat_split_reasoning(const char *text, size_t len, int thinking_open, char **reasoning,
+                                         char **content);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Generation: continuous batching with sessions and KV reuse                                                    */
@@ -1118,15 +1129,15 @@ typedef struct td_gen_params {
     void *log_user;
 } td_gen_params;
 
-td_gen_params td_gen_default_params(void);
+TD_API td_gen_params td_gen_default_params(void);
 
 /* Errors: TD_ERR_STATE for a model that cannot generate (pruned head), TD_ERR_INVALID_ARG for bad params,
  * TD_ERR_NOMEM when the budget cannot hold n_ctx rows (or 64 rows). */
-td_status td_gen_new(const td_model *model, const td_gen_params *params, td_gen **out);
-void td_gen_free(td_gen *g);
+TD_API td_status td_gen_new(const td_model *model, const td_gen_params *params, td_gen **out);
+TD_API void td_gen_free(td_gen *g);
 /* KV rows of the pool (after sizing from cache_bytes) and bytes the context took. */
-int32_t td_gen_n_ctx(const td_gen *g);
-int64_t td_gen_memory(const td_gen *g);
+TD_API int32_t td_gen_n_ctx(const td_gen *g);
+TD_API int64_t td_gen_memory(const td_gen *g);
 
 typedef struct td_gen_request {
     const int32_t *prompt;      /* n_prompt >= 1 ids (copied) */
@@ -1147,20 +1158,20 @@ typedef struct td_gen_request {
     int cache;                  /* 1 (default): keep the finished sequence as a cached session; 0: drop it */
 } td_gen_request;
 
-td_gen_request td_gen_default_request(void);
+TD_API td_gen_request td_gen_default_request(void);
 
 /* Queues a request; *id receives its id (> 0, increasing). Nothing runs until td_gen_step. Errors:
  * TD_ERR_INVALID_ARG naming the field (empty prompt, bad sampler, max_tokens < 0, too many or empty stop strings,
  * logprobs out of 0..20), TD_ERR_RANGE for an id outside the vocabulary or prompt + max_tokens beyond the pool's
  * rows (positions beyond the model's trained context are not refused here: clients check td_model_n_ctx_train),
  * TD_ERR_STATE when the queue is full (try later). */
-td_status td_gen_submit(td_gen *g, const td_gen_request *req, int64_t *id);
+TD_API td_status td_gen_submit(td_gen *g, const td_gen_request *req, int64_t *id);
 
 /* Cancels a queued or running request: it ends with TD_GEN_FINISH_CANCELLED (its event comes from the next
  * td_gen_next_event) and its rows are released (its prefix stays as a session when cache is on). Unknown or
  * finished ids: TD_ERR_INVALID_ARG; TD_ERR_NOMEM when its DONE event could not be queued (it is cancelled all the
  * same). */
-td_status td_gen_cancel(td_gen *g, int64_t id);
+TD_API td_status td_gen_cancel(td_gen *g, int64_t id);
 
 /* One batched step: admits queued requests that fit, then runs one td_ctx_decode over all active requests, samples
  * the next token of each that finished its prompt, applies the stop rules and queues the events. *n_active (may
@@ -1171,7 +1182,7 @@ td_status td_gen_cancel(td_gen *g, int64_t id);
  * that could be made are queued, but a client cannot trust the stream of the requests concerned (cancel them).
  * A session or snapshot that cannot be cached for lack of memory is dropped (the results stay exact; later
  * requests reuse less) and also makes the call return TD_ERR_NOMEM. */
-td_status td_gen_step(td_gen *g, int32_t *n_active);
+TD_API td_status td_gen_step(td_gen *g, int32_t *n_active);
 
 typedef enum td_gen_event_kind {
     TD_GEN_EVENT_NONE = 0,   /* no event pending */
@@ -1189,7 +1200,7 @@ typedef enum td_gen_finish {
 } td_gen_finish;
 
 /* "stop", "length", "cancelled", "error" or "" (static). */
-const char *td_gen_finish_str(td_gen_finish f);
+TD_API const char *td_gen_finish_str(td_gen_finish f);
 
 typedef struct td_gen_event {
     td_gen_event_kind kind;
@@ -1224,17 +1235,17 @@ typedef struct td_gen_event {
 
 /* Takes the next pending event into *ev (borrowed until the next td_gen_* call). Returns 1 when there was one,
  * 0 when none (ev->kind = TD_GEN_EVENT_NONE). Events of one request come in order: PROMPT, TOKEN..., DONE. */
-int td_gen_next_event(td_gen *g, td_gen_event *ev);
+TD_API int td_gen_next_event(td_gen *g, td_gen_event *ev);
 
 /* Counters since creation. */
 typedef struct td_gen_stats {
     int64_t submitted, finished, steps, decoded_tokens, prefill_tokens, reused_tokens, evictions;
     int32_t running, queued, sessions, snapshots, free_rows;
 } td_gen_stats;
-td_gen_stats td_gen_get_stats(const td_gen *g);
+TD_API td_gen_stats td_gen_get_stats(const td_gen *g);
 
 /* Drops every cached session and snapshot (not the running requests). */
-void td_gen_clear_cache(td_gen *g);
+TD_API void td_gen_clear_cache(td_gen *g);
 
 #ifdef __cplusplus
 }
