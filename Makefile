@@ -1,18 +1,25 @@
 # Thin wrapper around CMake. `make` builds the release tool; `make check` builds release and ASan+UBSan builds, runs
-# every test in both, the fuzzers, and compiles the CUDA backend (`make cuda`); `make demo` runs the main job.
+# every test in both, the fuzzers, and compiles the CUDA backend (`make cuda`); `make demo` runs the main job;
+# `make install PREFIX=/usr/local` installs the tool, the libraries, the header, pkg-config and CMake files.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 CUDA_BUILD ?= build-cuda
 JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
 
-.PHONY: all build asan fuzz cuda check test demo clean
+.PHONY: all build asan fuzz cuda check test demo install clean
 
 all: build
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
+
+# DESTDIR stages the files (packaging); ldconfig then makes a system prefix's new soname known to the loader.
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix $(PREFIX)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTD_SANITIZE=ON >/dev/null

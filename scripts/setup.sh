@@ -18,6 +18,11 @@ for pkg in libc6-dev libpcre2-dev libutf8proc-dev libjansson-dev libmicrohttpd-d
     libopenmpi-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$pkg")
 done
+# The Python package (python/): Debian's python3 builds it with pip, setuptools and wheel (no registry), and its
+# suite (test_python) needs numpy and pytest.
+for pkg in python3 python3-pip python3-setuptools python3-wheel python3-numpy python3-pytest; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$pkg")
+done
 # Chromium (headless) loads the server's web page in test_serve.
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 # Node.js and npm run the test-only references (Hugging Face tokenizers, llama.cpp, the openai client); any Node

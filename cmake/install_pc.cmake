@@ -1,0 +1,18 @@
+# Writes typedecide.pc at install time: the prefix in it is the one installed to (`cmake --install --prefix P`),
+# which configure time does not know. TD_PC_* come from the install(CODE) that runs just before this script.
+set(TD_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+foreach(dir LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${TD_PC_${dir}}")
+    set(TD_PC_${dir}_PATH "${TD_PC_${dir}}")
+  else()
+    set(TD_PC_${dir}_PATH "\${prefix}/${TD_PC_${dir}}")
+  endif()
+endforeach()
+if(IS_ABSOLUTE "${TD_PC_LIBDIR}")
+  set(td_pc_file "$ENV{DESTDIR}${TD_PC_LIBDIR}/pkgconfig/typedecide.pc")
+else()
+  set(td_pc_file "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/${TD_PC_LIBDIR}/pkgconfig/typedecide.pc")
+endif()
+message(STATUS "Installing: ${td_pc_file}")
+configure_file("${TD_PC_IN}" "${td_pc_file}" @ONLY)
+list(APPEND CMAKE_INSTALL_MANIFEST_FILES "${td_pc_file}")
