@@ -65,16 +65,11 @@ static void add_cpu(ctx_plan *pl, void *field, int64_t count, size_t elem, int z
 static int64_t max_quant_cols(const td_model *m, int bf16) {
     const td_kernels *k = m->kernels ? m->kernels : td_kernels_best();
     int64_t mx = 0;
-    for (int i = 0; i < m->cfg.n_layer; i++) {
-        const td_layer *l = &m->layers[i];
-        const td_mat *all[] = {&l->w_gate, &l->w_up, &l->w_down, &l->attn.wq, &l->attn.wk, &l->attn.wv, &l->attn.wo,
-                               &l->dn.in_qkv, &l->dn.in_z, &l->dn.in_b, &l->dn.in_a, &l->dn.out};
-        int first = l->kind == TD_LAYER_ATTENTION ? 0 : 7, last = l->kind == TD_LAYER_ATTENTION ? 7 : 12;
-        for (int j = 0; j < 3; j++) /* the MLP */
-            if (td_kernels_layout(k, all[j], bf16) >= 0 && all[j]->cols > mx) mx = all[j]->cols;
-        for (int j = first < 3 ? 3 : first; j < last; j++) /* the mixer */
-            if (td_kernels_layout(k, all[j], bf16) >= 0 && all[j]->cols > mx) mx = all[j]->cols;
-    }
+    for (int i = 0; i < m->cfg.n_layer; i++)
+        for (int s = 0; s < TD_W_COUNT; s++) {
+            const td_mat *w = &m->layers[i].w[s];
+            if (w->data && td_kernels_layout(k, w, bf16) >= 0 && w->cols > mx) mx = w->cols;
+        }
     if (td_kernels_layout(k, &m->head, bf16) >= 0 && m->head.cols > mx) mx = m->head.cols;
     return mx;
 }

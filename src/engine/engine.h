@@ -8,9 +8,9 @@
  *   pass  the batch being decoded, as the forward pass sees it: its tokens, grouped by sequence, their RoPE
  *         tables, the rows that want an output.
  *   act   the activations of one pass, sized for n_batch tokens, and per-thread scratch.
- * The forward pass (forward.c) reads like llama2.c's forward(): embed, then per layer a mixer block and an MLP
- * block, then the final norm and the head; every step runs over the pass's rows, split over threads with one
- * helper (td_eng_for). */
+ * The forward pass (forward.c) executes the architecture's description (model/arch.h): embed, then per layer the
+ * steps of its kind, then the final norm and the head; every step runs over the pass's rows, split over threads with
+ * one helper (td_eng_for): row steps in steps.c, products and attention in ops.c, the Gated DeltaNet in deltanet.c. */
 #ifndef TD_ENGINE_ENGINE_H
 #define TD_ENGINE_ENGINE_H
 
@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/threadpool.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "typedecide.h"
 
@@ -163,11 +164,8 @@ void td_eng_matmuls(td_ctx *ctx, const float *x, int64_t T, int64_t ldx, const t
 void td_eng_attention(td_ctx *ctx, int il, const float *q, int64_t ldq, int64_t q_head_stride);
 /* Stores one K or V row (kv_dim floats) into a cache cell, converting to f16 when the cache is f16. */
 void td_eng_store_kv(const td_ctx *ctx, void *cache, int32_t cell, const float *row);
-/* A block's input, xb[t] = RMSNorm(x[t]) * w, and its residual connection, x[t] += xb[t], for every row; the
- * residual also marks the rows that are no longer finite (pass.row_bad). */
-void td_eng_norm_in(td_ctx *ctx, const float *w);
+/* 1 when every value of the row is finite. */
 int td_eng_row_finite(const float *x, int64_t n);
-void td_eng_residual(td_ctx *ctx);
 /* Keeps only the rows of the tokens that want an output (x compacted, in order; pass.n_rows = n_out): what
  * follows the last layer's mixer is per row, and only the output tokens' hidden states are read. */
 void td_eng_keep_outputs(td_ctx *ctx);
@@ -187,10 +185,21 @@ td_status td_eng_nonfinite(td_ctx *ctx, int32_t layer, const char *block, int32_
 
 /* The forward pass over the prepared pass (ctx.c's prepare_pass): embeddings, layers, final norm and head,
  * leaving the outputs in act.out. Stops with TD_ERR_NONFINITE (ctx->fault says where) when a row of the residual
- * stream or an output is NaN or infinite. The blocks it is made of: */
+ * stream or an output is NaN or infinite. */
 td_status td_forward(td_ctx *ctx);
-void td_block_attention(td_ctx *ctx, int il, const td_layer *ly);
-void td_block_deltanet(td_ctx *ctx, int il, const td_layer *ly);
-void td_block_mlp(td_ctx *ctx, const td_layer *ly);
+
+/* The steps it is made of (steps.c). A step's buffers: the activations of a td_buf, and their row width. */
+float *td_eng_buf(td_ctx *ctx, td_buf b);
+int64_t td_eng_buf_width(const td_ctx *ctx, td_buf b);
+/* Floats between query heads in Q: head_dim, or 2 head_dim with an output gate ([query | gate] per head). */
+int64_t td_eng_q_head_stride(const td_ctx *ctx);
+/* 1 for a step that works row by row (in the last layer KEEP_OUTPUTS is not one: it compacts the rows). */
+int td_eng_row_step(const td_step *s, int last_layer);
+/* n row steps of layer il, as one pass over the rows (each row takes them in order). */
+void td_eng_row_steps(td_ctx *ctx, int il, const td_layer *ly, const td_step *steps, int n);
+/* After n products (MATMUL steps): each one's bias, where the layer has it, added to its output rows. */
+void td_eng_add_biases(td_ctx *ctx, const td_layer *ly, const td_step *steps, int n);
+/* The Gated DeltaNet of layer il: DN_QKV, DN_Z, DN_B, DN_A -> DN_CORE (deltanet.c). */
+void td_eng_deltanet(td_ctx *ctx, int il, const td_layer *ly);
 
 #endif

@@ -1,15 +1,19 @@
-/* The forward pass, as transformers computes it, in fp32. Qwen3 and Qwen3.5 share the skeleton:
- *   x = embed[token]                                                          [T, d]
- *   for each layer:
- *       x = x + Mixer(RMSNorm_in(x))     Mixer = softmax attention (Qwen3; Qwen3.5 "full_attention" layers,
- *                                                  gated) or Gated DeltaNet (Qwen3.5 "linear_attention")
- *       x = x + MLP(RMSNorm_post(x))     MLP = down(silu(gate(x)) * up(x)); in the last layer only for the
- *                                                  tokens that want an output: no other hidden state is read
+/* The forward pass on the CPU: the model's architecture description (model/arch.h, one arch_*.c per architecture)
+ * executed step by step, as transformers computes it, in fp32:
+ *   x = embed[token] (x sqrt(hidden) where the architecture scales it)           [T, d]
+ *   for each layer: the steps of its kind (norms, products, RoPE, attention or Gated DeltaNet, the MLP, residuals;
+ *                   arch_*.c lists them top to bottom); after the last layer's mixer only the rows of the tokens
+ *                   that want an output go on (no other hidden state is read)
  *   logits = head(RMSNorm_final(x))      only for the tokens that want an output, and only the head's rows that
  *                                        td_ctx_set_output_rows asked for
- * Qwen3.5's norms scale by (1 + w) instead of w (config.zero_centred_norms). One token's way from id to logits
- * is this file top to bottom; the blocks are block_*.c. */
+ * How the steps run (each output element computed by one fixed sequence of operations, whatever the batch):
+ *   - steps that work row by row and follow each other (norms, RoPE, caching K and V, gates, residuals) run as one
+ *     pass over the rows, each row taking them in order: the same arithmetic as one pass each, fewer passes;
+ *   - consecutive products of one input run as one pass of the pool over it (td_eng_matmuls), the input quantised
+ *     once where the weights take quantised activations; a bias is added after its product;
+ *   - attention and the DeltaNet split their own way (ops.c, deltanet.c). */
 #include "engine/engine.h"
+#include "model/arch.h"
 #include "util/error.h"
 
 static void embed_row(td_ctx *ctx, int64_t t, const void *arg, int thread) {
@@ -54,6 +58,62 @@ static td_status check_rows(td_ctx *ctx, int32_t layer, const char *block) {
     return TD_OK;
 }
 
+/* The products of steps[0..): those that follow each other and read the same buffer, up to TD_ENG_MAX_PRODUCTS;
+ * returns how many steps they were. */
+static int run_products(td_ctx *ctx, const td_layer *ly, const td_step *s, int n) {
+    td_eng_product p[TD_ENG_MAX_PRODUCTS];
+    int k = 0, bias = 0;
+    for (; k < n && k < TD_ENG_MAX_PRODUCTS && s[k].op == TD_OP_MATMUL && s[k].src == s[0].src; k++) {
+        const td_mat *w = &ly->w[s[k].w];
+        p[k] = (td_eng_product){w, w->rows, td_eng_buf(ctx, (td_buf)s[k].dst), td_eng_buf_width(ctx, (td_buf)s[k].dst)};
+        bias |= s[k].bias >= 0 && ly->v[s[k].bias];
+    }
+    td_buf src = (td_buf)s[0].src;
+    td_eng_matmuls(ctx, td_eng_buf(ctx, src), ctx->pass.n_rows, td_eng_buf_width(ctx, src), p, k);
+    if (bias) td_eng_add_biases(ctx, ly, s, k);
+    return k;
+}
+
+/* Runs one layer's steps; il is its index. */
+static td_status run_layer(td_ctx *ctx, int il, const td_layer *ly) {
+    const td_config *c = &ctx->model->cfg;
+    const td_layer_steps *ls = td_arch_layer_steps(c, il);
+    const int last = il == c->n_layer - 1;
+    for (int i = 0; i < ls->n;) {
+        const td_step *s = &ls->steps[i];
+        switch ((td_op)s->op) {
+        case TD_OP_MATMUL: i += run_products(ctx, ly, s, ls->n - i); break;
+        case TD_OP_ATTENTION:
+            td_eng_attention(ctx, il, ctx->act.q, td_eng_buf_width(ctx, TD_B_Q), td_eng_q_head_stride(ctx));
+            i++;
+            break;
+        case TD_OP_DELTANET:
+            td_eng_deltanet(ctx, il, ly);
+            i++;
+            break;
+        case TD_OP_KEEP_OUTPUTS:
+            if (last) td_eng_keep_outputs(ctx);
+            i++;
+            break;
+        default: { /* row steps, as many as follow each other (KEEP_OUTPUTS only parts them in the last layer) */
+            int n = 0;
+            const char *block = NULL;
+            while (i + n < ls->n && td_eng_row_step(&ls->steps[i + n], last)) {
+                if (ls->steps[i + n].op == TD_OP_RESIDUAL) block = ls->steps[i + n].block;
+                n++;
+            }
+            td_eng_row_steps(ctx, il, ly, s, n);
+            i += n;
+            if (block) {
+                td_status st = check_rows(ctx, il, block);
+                if (st != TD_OK) return st;
+            }
+        }
+        }
+    }
+    return TD_OK;
+}
+
 td_status td_forward(td_ctx *ctx) {
     const td_model *m = ctx->model;
     const int64_t d = m->cfg.n_embd;
@@ -61,15 +121,8 @@ td_status td_forward(td_ctx *ctx) {
 
     td_eng_for(ctx, ctx->pass.n_rows, embed_row, NULL);                          /* x [T, d] */
     if ((st = check_rows(ctx, -1, "embedding")) != TD_OK) return st;
-    for (int il = 0; il < m->cfg.n_layer; il++) {
-        const td_layer *ly = &m->layers[il];
-        if (ly->kind == TD_LAYER_ATTENTION) td_block_attention(ctx, il, ly);     /* x += attention */
-        else td_block_deltanet(ctx, il, ly);                                     /* x += DeltaNet */
-        if ((st = check_rows(ctx, il, ly->kind == TD_LAYER_ATTENTION ? "attention" : "DeltaNet")) != TD_OK) return st;
-        if (il == m->cfg.n_layer - 1) td_eng_keep_outputs(ctx);                  /* x [n_out, d] */
-        td_block_mlp(ctx, ly);                                                   /* x += MLP */
-        if ((st = check_rows(ctx, il, "MLP")) != TD_OK) return st;
-    }
+    for (int il = 0; il < m->cfg.n_layer; il++)                                  /* x = layer(x) */
+        if ((st = run_layer(ctx, il, &m->layers[il])) != TD_OK) return st;
     if (ctx->pass.n_out == 0) return TD_OK;
     td_eng_for(ctx, ctx->pass.n_out, final_norm_row, NULL);                      /* out_x [n_out, d] */
     int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : m->head.rows;           /* K letters or the vocabulary */

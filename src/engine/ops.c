@@ -183,24 +183,6 @@ int td_eng_row_finite(const float *x, int64_t n) {
     return !bad;
 }
 
-static void residual_row(td_ctx *ctx, int64_t t, const void *arg, int thread) {
-    (void)arg, (void)thread;
-    int64_t d = ctx->model->cfg.n_embd;
-    td_add(ctx->act.x + t * d, ctx->act.xb + t * d, d);
-    ctx->pass.row_bad[t] = !td_eng_row_finite(ctx->act.x + t * d, d);
-}
-
-void td_eng_residual(td_ctx *ctx) { td_eng_for(ctx, ctx->pass.n_rows, residual_row, NULL); }
-
-static void norm_in_row(td_ctx *ctx, int64_t t, const void *w, int thread) {
-    (void)thread;
-    const td_config *c = &ctx->model->cfg;
-    ctx->k->rmsnorm(ctx->act.xb + t * c->n_embd, ctx->act.x + t * c->n_embd, w, c->n_embd, c->rms_eps,
-                    c->zero_centred_norms);
-}
-
-void td_eng_norm_in(td_ctx *ctx, const float *w) { td_eng_for(ctx, ctx->pass.n_rows, norm_in_row, w); }
-
 void td_eng_store_kv(const td_ctx *ctx, void *cache, int32_t cell, const float *row) {
     int64_t n = ctx->kv.dim;
     if (ctx->kv.f16) {

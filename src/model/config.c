@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/arch.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -33,33 +34,6 @@ static td_status read_rope(const json_t *c, const char *name, td_config *cfg, do
         if ((st = td_json_num(r, "rope_theta", 0, where, &cfg->rope_theta)) != TD_OK) return st;
         if ((st = td_json_num(r, "partial_rotary_factor", 0, where, partial)) != TD_OK) return st;
     }
-    return TD_OK;
-}
-
-static td_status read_layer_types(const json_t *c, const char *name, td_config *cfg) {
-    json_t *lt = json_object_get(c, "layer_types");
-    int32_t interval = 4;
-    td_status st = td_json_i32(c, "full_attention_interval", 0, name, &interval);
-    if (st != TD_OK) return st;
-    if (lt && !json_is_null(lt)) {
-        if (!json_is_array(lt))
-            return td_fail(TD_ERR_FORMAT, "%s: field \"layer_types\" must be an array", name);
-        if ((int32_t)json_array_size(lt) != cfg->n_layer)
-            return td_fail(TD_ERR_FORMAT, "%s: field \"layer_types\" has %zu entries but num_hidden_layers is %d",
-                           name, json_array_size(lt), cfg->n_layer);
-        for (int32_t i = 0; i < cfg->n_layer; i++) {
-            const char *s = json_string_value(json_array_get(lt, (size_t)i));
-            if (s && strcmp(s, "full_attention") == 0) cfg->layer_kind[i] = TD_LAYER_ATTENTION;
-            else if (s && strcmp(s, "linear_attention") == 0) cfg->layer_kind[i] = TD_LAYER_DELTANET;
-            else
-                return td_fail(TD_ERR_FORMAT,
-                               "%s: layer_types[%d] must be \"full_attention\" or \"linear_attention\"", name, i);
-        }
-        return TD_OK;
-    }
-    if (interval < 1) return td_fail(TD_ERR_FORMAT, "%s: full_attention_interval must be >= 1", name);
-    for (int32_t i = 0; i < cfg->n_layer; i++)
-        cfg->layer_kind[i] = (i + 1) % interval == 0 ? TD_LAYER_ATTENTION : TD_LAYER_DELTANET;
     return TD_OK;
 }
 
@@ -120,28 +94,6 @@ static td_status read_text_config(const json_t *c, const char *name, td_config *
     return TD_OK;
 }
 
-static td_status read_deltanet(const json_t *c, const char *name, td_config *cfg) {
-    td_status st;
-    cfg->lin_conv_kernel = 4;
-    if ((st = td_json_i32(c, "linear_num_key_heads", 1, name, &cfg->lin_n_k_heads)) != TD_OK ||
-        (st = td_json_i32(c, "linear_num_value_heads", 1, name, &cfg->lin_n_v_heads)) != TD_OK ||
-        (st = td_json_i32(c, "linear_key_head_dim", 1, name, &cfg->lin_k_dim)) != TD_OK ||
-        (st = td_json_i32(c, "linear_value_head_dim", 1, name, &cfg->lin_v_dim)) != TD_OK ||
-        (st = td_json_i32(c, "linear_conv_kernel_dim", 0, name, &cfg->lin_conv_kernel)) != TD_OK)
-        return st;
-    POSITIVE(lin_n_k_heads, "linear_num_key_heads");
-    POSITIVE(lin_n_v_heads, "linear_num_value_heads");
-    POSITIVE(lin_k_dim, "linear_key_head_dim");
-    POSITIVE(lin_v_dim, "linear_value_head_dim");
-    POSITIVE(lin_conv_kernel, "linear_conv_kernel_dim");
-    if (cfg->lin_n_v_heads % cfg->lin_n_k_heads)
-        return td_fail(TD_ERR_FORMAT, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
-                       name, cfg->lin_n_v_heads, cfg->lin_n_k_heads);
-    if (cfg->lin_k_dim > TD_MAX_HEAD_DIM || cfg->lin_v_dim > TD_MAX_HEAD_DIM || cfg->lin_conv_kernel > 64)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: DeltaNet sizes beyond what this engine supports", name);
-    return read_layer_types(c, name, cfg);
-}
-
 td_status td_config_parse(const char *json, size_t len, const char *name, td_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     json_t *root;
@@ -155,29 +107,22 @@ td_status td_config_parse(const char *json, size_t len, const char *name, td_con
     st = td_json_str(root, "model_type", 1, name, &mt);
     if (st == TD_OK) {
         snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
-        const json_t *text = root;
-        int tied = 0;
-        if (strcmp(mt, "qwen3") == 0) {
-            cfg->arch = TD_ARCH_QWEN3;
-            snprintf(cfg->tensor_prefix, sizeof cfg->tensor_prefix, "model.");
-        } else if (strcmp(mt, "qwen3_5") == 0 || strcmp(mt, "qwen3_5_text") == 0) {
-            cfg->arch = TD_ARCH_QWEN35;
-            cfg->zero_centred_norms = 1;
-            cfg->attn_output_gate = 1;
-            json_t *tc = json_object_get(root, "text_config");
-            if (strcmp(mt, "qwen3_5") == 0 && json_is_object(tc)) { /* vision-language layout */
-                text = tc;
-                snprintf(cfg->tensor_prefix, sizeof cfg->tensor_prefix, "model.language_model.");
-            } else {
-                snprintf(cfg->tensor_prefix, sizeof cfg->tensor_prefix, "model.");
-            }
-        } else {
-            st = td_fail(TD_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (qwen3, qwen3_5)", name, mt);
-        }
+        cfg->arch = td_arch_of_model_type(mt);
+        if (!cfg->arch)
+            st = td_fail(TD_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (%s)", name, mt,
+                         td_arch_model_types());
+    }
+    if (st == TD_OK) {
+        /* a vision-language checkpoint keeps its text model's settings in text_config and its tensors under
+         * model.language_model.; a text-only save is flat, under model. */
+        const json_t *text = root, *tc = json_object_get(root, "text_config");
+        if (json_is_object(tc)) text = tc;
+        snprintf(cfg->tensor_prefix, sizeof cfg->tensor_prefix, text == root ? "model." : "model.language_model.");
         char tname[160];
+        int tied = 0;
         snprintf(tname, sizeof tname, "%s%s", name, text == root ? "" : " text_config");
-        if (st == TD_OK) st = read_text_config(text, tname, cfg);
-        if (st == TD_OK && cfg->arch == TD_ARCH_QWEN35) st = read_deltanet(text, tname, cfg);
+        st = read_text_config(text, tname, cfg);
+        if (st == TD_OK) st = cfg->arch->read_config(root, text, mt, tname, cfg);
         /* transformers 5.17 ties lm_head to the embedding when the model class's own config says so: the TOP-LEVEL
          * tie_word_embeddings, also in a vision-language config (text_config's flag is not read), false when absent
          * (the default of Qwen3Config, Qwen3_5Config and Qwen3_5TextConfig). The loader still unties a head that the

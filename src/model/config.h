@@ -10,12 +10,14 @@
 #define TD_MAX_HEAD_DIM 1024 /* head_dim, and the DeltaNet key and value head dims: checked at load */
 #define TD_MAX_GQA_GROUP 256 /* query heads per key/value head: checked at load */
 
-typedef enum td_arch { TD_ARCH_QWEN3 = 0, TD_ARCH_QWEN35 = 1 } td_arch;
+struct td_arch_desc;
 
-typedef enum td_layer_kind { TD_LAYER_ATTENTION = 0, TD_LAYER_DELTANET = 1 } td_layer_kind;
+/* What a layer mixes the sequence with: softmax attention, or a Gated DeltaNet (Qwen3.5's linear attention). Each
+ * kind has its own step list in the architecture's description (arch.h). */
+typedef enum td_layer_kind { TD_LAYER_ATTENTION = 0, TD_LAYER_DELTANET = 1, TD_LAYER_KINDS } td_layer_kind;
 
 typedef struct td_config {
-    td_arch arch;
+    const struct td_arch_desc *arch; /* the architecture's description (arch.h) */
     char model_type[32];     /* as written in config.json */
     char tensor_prefix[40];  /* "model." or "model.language_model." */
     int32_t n_vocab;         /* vocab_size: rows of the embedding and the head */

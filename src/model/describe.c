@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/arch.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "util/alloc.h"
@@ -53,7 +54,7 @@ td_status td_model_describe(const td_model *m, char **json) {
     json_object_set_new(o, "architecture", json_string(c->model_type));
     json_object_set_new(o, "parameters", json_integer(m->n_params));
     json_object_set_new(o, "layers", json_integer(c->n_layer));
-    if (c->arch == TD_ARCH_QWEN35) {
+    if (c->arch->layers[TD_LAYER_DELTANET].n) {
         int n_dn = 0;
         for (int i = 0; i < c->n_layer; i++) n_dn += m->layers[i].kind == TD_LAYER_DELTANET;
         json_object_set_new(o, "deltanet_layers", json_integer(n_dn));

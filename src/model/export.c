@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/quant.h"
 #include "model/arch.h"
+#include "model/arch_gguf.h"
 #include "model/gguf.h"
 #include "model/gguf_names.h"
 #include "model/model.h"
@@ -109,11 +110,9 @@ typedef struct exporter {
 static td_status add_spec(void *user, const td_tensor_spec *s) {
     exporter *x = user;
     const td_config *c = &x->m->cfg;
-    char gname[96];
-    if (td_gguf_name_of(s->name, c->arch, gname, sizeof gname) != 0)
-        return td_fail(TD_ERR_UNSUPPORTED, "no GGUF name for tensor %s", s->name);
-    td_gguf_layout lay; /* qwen35: what the converter does to this tensor (gguf_names.h) */
-    td_gguf_layout_of(s->name, c, &lay);
+    const char *gname = s->gguf;
+    td_gguf_layout lay; /* what the converter does to this tensor (gguf_names.h) */
+    td_gguf_layout_of(s, c, &lay);
     int64_t ne[3];
     int nd = 0;
     for (int d = s->nd - 1; d >= 0; d--)
@@ -214,136 +213,29 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
     return st;
 }
 
-/* A Hugging Face directory's JSON file (NULL if absent or unreadable, or for a GGUF source). */
-static json_t *dir_json(const char *model_path, const char *file) {
-    if (!td_is_dir(model_path)) return NULL;
-    char *p = td_path_join(model_path, file);
-    json_error_t e;
-    json_t *o = p ? json_load_file(p, 0, &e) : NULL;
-    td_free(p);
-    return o;
-}
-
-/* The text part of a config.json (text_config of a vision-language config). */
-static const json_t *text_config(const json_t *cfg) {
-    const json_t *tc = json_object_get(cfg, "text_config");
-    return json_is_object(tc) ? tc : cfg;
-}
-
-/* tokenizer.ggml.bos_token_id. Qwen3: <|endoftext|>, which is what the converter finds for Qwen3 checkpoints.
- * Qwen3.5 checkpoints name no bos (bos_token null, bos_token_id null), and the converter then writes none: its
- * rule is tokenizer_config.json's bos_token (matched against the added tokens), else config.json's bos_token_id
- * (top level, then text_config). -1: none. */
+/* tokenizer.ggml.bos_token_id: the architecture's fixed one (Qwen3: <|endoftext|>, which is what the converter
+ * finds for Qwen3 checkpoints), else the converter's rule: tokenizer_config.json's bos_token (matched against the
+ * added tokens), else config.json's bos_token_id (top level, then text_config); Qwen3.5 checkpoints name no bos
+ * (bos_token null, bos_token_id null), and the converter then writes none. -1: none. */
 static int32_t bos_id(const td_model *m) {
-    if (m->cfg.arch == TD_ARCH_QWEN3) return td_token_lookup(m->tok, "<|endoftext|>");
+    if (m->cfg.arch->gguf_bos) return td_token_lookup(m->tok, m->cfg.arch->gguf_bos);
     if (m->gguf) {
         int64_t id = -1;
         return td_gguf_get_int(m->gguf, "tokenizer.ggml.bos_token_id", 0, &id) == TD_OK && id >= 0 && id < m->cfg.n_vocab
                    ? (int32_t)id : -1;
     }
     int32_t id = -1;
-    json_t *tc = dir_json(m->path, "tokenizer_config.json"), *cfg = dir_json(m->path, "config.json");
+    json_t *tc = td_arch_dir_json(m->path, "tokenizer_config.json"), *cfg = td_arch_dir_json(m->path, "config.json");
     json_t *b = json_object_get(tc, "bos_token");
     const char *s = json_is_string(b) ? json_string_value(b) : json_string_value(json_object_get(b, "content"));
     if (s) id = td_token_lookup(m->tok, s);
     json_t *ci = json_object_get(cfg, "bos_token_id");
-    if (!json_is_integer(ci)) ci = json_object_get(text_config(cfg), "bos_token_id");
+    if (!json_is_integer(ci)) ci = json_object_get(td_arch_text_config(cfg), "bos_token_id");
     if (id < 0 && json_is_integer(ci) && json_integer_value(ci) >= 0 && json_integer_value(ci) < m->cfg.n_vocab)
         id = (int32_t)json_integer_value(ci);
     json_decref(tc);
     json_decref(cfg);
     return id;
-}
-
-/* qwen35.rope.dimension_sections: mrope_section padded with 0 to 4 entries, [11, 11, 10, 0] when the config has
- * none (the converter's default, and Qwen3.5's). Text never uses it (all position axes are equal), but llama.cpp
- * requires the key. From a GGUF source, its own key. */
-static void rope_sections(const td_model *m, int32_t sec[4]) {
-    static const int32_t dflt[4] = {11, 11, 10, 0};
-    memcpy(sec, dflt, sizeof dflt);
-    const td_gguf_kv *kv = m->gguf ? td_gguf_find(m->gguf, "qwen35.rope.dimension_sections") : NULL;
-    if (kv && kv->type == TD_GGUF_ARRAY && kv->n == 4 && kv->elem_type != TD_GGUF_STRING)
-        for (int i = 0; i < 4; i++) sec[i] = (int32_t)td_gguf_array_int(kv, (uint64_t)i);
-    json_t *cfg = dir_json(m->path, "config.json");
-    const json_t *tc = text_config(cfg);
-    json_t *ms = json_object_get(json_object_get(tc, "rope_parameters"), "mrope_section");
-    if (!json_is_array(ms)) ms = json_object_get(json_object_get(tc, "rope_scaling"), "mrope_section");
-    if (json_is_array(ms) && json_array_size(ms) <= 4) {
-        memset(sec, 0, 4 * sizeof *sec);
-        for (size_t i = 0; i < json_array_size(ms); i++) sec[i] = (int32_t)json_integer_value(json_array_get(ms, i));
-    }
-    json_decref(cfg);
-}
-
-/* qwen35.full_attention_interval, as the layer kinds show it: layer i is attention iff (i + 1) % k == 0. 0 when
- * no interval gives the pattern (then attention.recurrent_layers lists it). */
-static int32_t attention_interval(const td_config *c) {
-    for (int32_t k = 1; k <= c->n_layer + 1; k++) {
-        int ok = 1;
-        for (int32_t i = 0; i < c->n_layer && ok; i++)
-            ok = (c->layer_kind[i] == TD_LAYER_ATTENTION) == ((i + 1) % k == 0);
-        if (ok) return k;
-    }
-    return 0;
-}
-
-/* The architecture's keys, in the order llama.cpp's converter writes them (general.file_type falls among them). */
-static td_status add_arch_keys(td_gguf_writer *w, const td_model *m, uint32_t file_type) {
-    const td_config *c = &m->cfg;
-    int is35 = c->arch == TD_ARCH_QWEN35;
-    const char *a = is35 ? "qwen35" : "qwen3";
-    char k[96];
-    td_status st = TD_OK;
-#define U32(name, v)                                                                                             \
-    do {                                                                                                         \
-        snprintf(k, sizeof k, "%s." name, a);                                                                    \
-        if (st == TD_OK) st = td_gguf_add_u32(w, k, (uint32_t)(v));                                              \
-    } while (0)
-#define F32(name, v)                                                                                             \
-    do {                                                                                                         \
-        snprintf(k, sizeof k, "%s." name, a);                                                                    \
-        if (st == TD_OK) st = td_gguf_add_f32(w, k, (float)(v));                                                 \
-    } while (0)
-    U32("block_count", c->n_layer); /* no multi-token-prediction blocks: no nextn_predict_layers */
-    U32("context_length", c->n_ctx_train);
-    U32("embedding_length", c->n_embd);
-    U32("feed_forward_length", c->n_ff);
-    U32("attention.head_count", c->n_head);
-    U32("attention.head_count_kv", c->n_head_kv);
-    if (!is35) {
-        U32("attention.key_length", c->head_dim);
-        U32("attention.value_length", c->head_dim);
-        F32("rope.freq_base", c->rope_theta);
-        F32("attention.layer_norm_rms_epsilon", c->rms_eps);
-        if (st == TD_OK) st = td_gguf_add_u32(w, "general.file_type", file_type);
-        return st;
-    }
-    int32_t sec[4];
-    rope_sections(m, sec);
-    if (st == TD_OK) st = td_gguf_add_i32_array(w, "qwen35.rope.dimension_sections", sec, 4);
-    F32("rope.freq_base", c->rope_theta);
-    F32("attention.layer_norm_rms_epsilon", c->rms_eps);
-    U32("attention.key_length", c->head_dim);
-    U32("attention.value_length", c->head_dim);
-    if (st == TD_OK) st = td_gguf_add_u32(w, "general.file_type", file_type);
-    U32("ssm.conv_kernel", c->lin_conv_kernel);
-    U32("ssm.state_size", c->lin_k_dim);
-    U32("ssm.group_count", c->lin_n_k_heads);
-    U32("ssm.time_step_rank", c->lin_n_v_heads);
-    U32("ssm.inner_size", c->lin_v_dim * c->lin_n_v_heads);
-    int32_t interval = attention_interval(c);
-    U32("full_attention_interval", interval ? interval : 4);
-    if (!interval) { /* layer_types with no period: one flag per layer, which llama.cpp reads first */
-        int32_t rec[TD_MAX_LAYERS];
-        for (int32_t i = 0; i < c->n_layer; i++) rec[i] = c->layer_kind[i] == TD_LAYER_DELTANET;
-        if (st == TD_OK) st = td_gguf_add_i32_array(w, "qwen35.attention.recurrent_layers", rec, (uint64_t)c->n_layer);
-    }
-    U32("rope.dimension_count", c->rotary_dim);
-#undef U32
-#undef F32
-    /* the converter always writes it; llama.cpp does not read it */
-    if (st == TD_OK) st = td_gguf_add_u32(w, "general.quantization_version", 2);
-    return st;
 }
 
 /* The chat template: a Hugging Face directory's tokenizer_config.json, or a GGUF source's own (new string or NULL). */
@@ -355,7 +247,7 @@ static char *chat_template(const td_model *m) {
                        td_gguf_get_str(m->gguf, "tokenizer.chat_template", 1, &t, &l) == TD_OK
                    ? td_strndup(t, (size_t)l)
                    : NULL;
-    json_t *o = dir_json(m->path, "tokenizer_config.json");
+    json_t *o = td_arch_dir_json(m->path, "tokenizer_config.json");
     json_t *ct = json_object_get(o, "chat_template");
     char *s = json_is_string(ct) ? td_strndup(json_string_value(ct), json_string_length(ct)) : NULL;
     json_decref(o);
@@ -375,9 +267,9 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
     x.embed_quant = x.quant;
     if (p.embed_quant && parse_tier(p.embed_quant, &x.embed_quant))
         return td_fail(TD_ERR_INVALID_ARG, "unknown embedding quantisation \"%s\"", p.embed_quant);
-    if (m->cfg.arch != TD_ARCH_QWEN3 && m->cfg.arch != TD_ARCH_QWEN35)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF export supports qwen3 and qwen3_5 (this model is %s)", m->path,
-                       m->cfg.model_type);
+    if (!m->cfg.arch->gguf_keys)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF export does not support %s (it supports %s)", m->path,
+                       m->cfg.model_type, td_arch_gguf_names());
     if (!m->tok) return td_fail(TD_ERR_STATE, "%s: export needs the tokenizer (tokenizer.json)", m->path);
     if (m->pruned) return td_fail(TD_ERR_STATE, "%s: the head is already pruned", m->path);
     const char *regex = td_vocab_split_regex(m->tok), *pre = regex ? td_gguf_pre_of_regex(regex) : NULL;
@@ -404,13 +296,11 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
     char name[256];
     const char *base = strrchr(m->path, '/');
     snprintf(name, sizeof name, "%s", p.name ? p.name : base && base[1] ? base + 1 : m->path);
-    const char *arch = c->arch == TD_ARCH_QWEN35 ? "qwen35" : "qwen3";
+    const char *arch = c->arch->gguf_arch;
     if (st == TD_OK) st = td_gguf_add_str(x.w, "general.architecture", arch, strlen(arch));
     if (st == TD_OK) st = td_gguf_add_str(x.w, "general.type", "model", 5);
     if (st == TD_OK) st = td_gguf_add_str(x.w, "general.name", name, strlen(name));
-    if (st == TD_OK) st = add_arch_keys(x.w, m, file_type_of(x.quant));
-    if (st == TD_OK && c->arch == TD_ARCH_QWEN3 && td_dtype_is_block(x.quant))
-        st = td_gguf_add_u32(x.w, "general.quantization_version", 2);
+    if (st == TD_OK) st = c->arch->gguf_keys(x.w, m, file_type_of(x.quant));
     if (st == TD_OK) st = add_tokenizer(x.w, m, pre, bos_id(m));
     char *tmpl = chat_template(m);
     if (st == TD_OK && tmpl) st = td_gguf_add_str(x.w, "tokenizer.chat_template", tmpl, strlen(tmpl));

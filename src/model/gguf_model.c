@@ -3,6 +3,7 @@
  * tokenizer comes from the tokenizer.ggml.* arrays (gguf_tokenizer.c). */
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,151 +18,6 @@
 
 static void log_msg(const td_model_params *p, int level, const char *msg) {
     if (p && p->log) p->log(p->log_user, level, msg);
-}
-
-/* The config.json a Qwen3 GGUF stands for. */
-static td_status qwen3_config(const td_gguf *g, const td_gguf_tensor *embd, int tied, json_t *cfg) {
-    static const struct {
-        const char *key, *field;
-        int required;
-    } ints[] = {{"qwen3.embedding_length", "hidden_size", 1},
-                {"qwen3.block_count", "num_hidden_layers", 1},
-                {"qwen3.context_length", "max_position_embeddings", 1},
-                {"qwen3.feed_forward_length", "intermediate_size", 1},
-                {"qwen3.attention.head_count", "num_attention_heads", 1},
-                {"qwen3.attention.head_count_kv", "num_key_value_heads", 0},
-                {"qwen3.attention.key_length", "head_dim", 0}};
-    td_status st;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        int64_t v = -1;
-        if ((st = td_gguf_get_int(g, ints[i].key, ints[i].required, &v)) != TD_OK) return st;
-        if (v >= 0) json_object_set_new(cfg, ints[i].field, json_integer(v));
-    }
-    int64_t vlen = -1, rot = -1;
-    if ((st = td_gguf_get_int(g, "qwen3.attention.value_length", 0, &vlen)) != TD_OK ||
-        (st = td_gguf_get_int(g, "qwen3.rope.dimension_count", 0, &rot)) != TD_OK)
-        return st;
-    int64_t hd = json_integer_value(json_object_get(cfg, "head_dim"));
-    if ((vlen >= 0 && hd && vlen != hd) || (rot >= 0 && hd && rot != hd))
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: qwen3 with value_length or rope.dimension_count different from key_length",
-                       g->map.path);
-    float eps = 1e-6f, theta = 10000.0f;
-    if ((st = td_gguf_get_f32(g, "qwen3.attention.layer_norm_rms_epsilon", 1, &eps)) != TD_OK ||
-        (st = td_gguf_get_f32(g, "qwen3.rope.freq_base", 0, &theta)) != TD_OK)
-        return st;
-    json_object_set_new(cfg, "model_type", json_string("qwen3"));
-    json_object_set_new(cfg, "vocab_size", json_integer(embd->ne[1]));
-    json_object_set_new(cfg, "rms_norm_eps", json_real(eps));
-    json_object_set_new(cfg, "rope_theta", json_real(theta));
-    json_object_set_new(cfg, "tie_word_embeddings", json_boolean(tied));
-    if (json_integer_value(json_object_get(cfg, "hidden_size")) != embd->ne[0])
-        return td_fail(TD_ERR_FORMAT, "%s: token_embd.weight rows have %lld values but qwen3.embedding_length is %lld",
-                       g->map.path, (long long)embd->ne[0], (long long)json_integer_value(json_object_get(cfg, "hidden_size")));
-    return TD_OK;
-}
-
-/* A required (or, with required = 0 and *out preset, optional) positive integer that fits an int32. */
-static td_status get_count(const td_gguf *g, const char *key, int required, int64_t *out) {
-    if (!required && !td_gguf_find(g, key)) return TD_OK; /* absent and optional: keep the default */
-    int64_t v = -1;
-    td_status st = td_gguf_get_int(g, key, 1, &v);
-    if (st != TD_OK) return st;
-    if (v < 1 || v > INT32_MAX)
-        return td_fail(TD_ERR_FORMAT, "%s: metadata %s must be a positive count (is %lld)", g->map.path, key, (long long)v);
-    *out = v;
-    return TD_OK;
-}
-
-/* The config.json a Qwen3.5 ("qwen35") GGUF stands for, in the text-only form (model_type qwen3_5_text, tensors
- * under "model."). Keys as llama.cpp reads them (src/models/qwen35.cpp, llama-model.cpp); *n_rot is
- * rope.dimension_count, which config.json can only express as a factor of head_dim. */
-static td_status qwen35_config(const td_gguf *g, const td_gguf_tensor *embd, int tied, json_t *cfg, int32_t *n_rot) {
-    static const struct {
-        const char *key, *field;
-        int required;
-    } ints[] = {{"qwen35.embedding_length", "hidden_size", 1},
-                {"qwen35.context_length", "max_position_embeddings", 1},
-                {"qwen35.feed_forward_length", "intermediate_size", 1},
-                {"qwen35.attention.head_count", "num_attention_heads", 1},
-                {"qwen35.attention.head_count_kv", "num_key_value_heads", 0},
-                {"qwen35.attention.key_length", "head_dim", 0},
-                {"qwen35.ssm.conv_kernel", "linear_conv_kernel_dim", 1},
-                {"qwen35.ssm.state_size", "linear_key_head_dim", 1},
-                {"qwen35.ssm.group_count", "linear_num_key_heads", 1},
-                {"qwen35.ssm.time_step_rank", "linear_num_value_heads", 1}};
-    const char *path = g->map.path;
-    td_status st;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        int64_t v = -1;
-        if ((st = get_count(g, ints[i].key, ints[i].required, &v)) != TD_OK) return st;
-        if (v >= 0) json_object_set_new(cfg, ints[i].field, json_integer(v));
-    }
-    int64_t n_embd = json_integer_value(json_object_get(cfg, "hidden_size"));
-    int64_t n_head = json_integer_value(json_object_get(cfg, "num_attention_heads"));
-    int64_t hv = json_integer_value(json_object_get(cfg, "linear_num_value_heads"));
-    /* llama.cpp's defaults: key_length n_embd / n_head, rope.dimension_count key_length, interval 4 */
-    int64_t hd = json_object_get(cfg, "head_dim") ? json_integer_value(json_object_get(cfg, "head_dim")) : n_embd / n_head;
-    if (hd < 1)
-        return td_fail(TD_ERR_FORMAT, "%s: no qwen35.attention.key_length and embedding_length < head_count", path);
-    int64_t blocks = 0, nextn = 0, inner = 0, vlen = hd, rot = hd, interval = 4;
-    if ((st = get_count(g, "qwen35.block_count", 1, &blocks)) != TD_OK ||
-        (st = td_gguf_get_int(g, "qwen35.nextn_predict_layers", 0, &nextn)) != TD_OK ||
-        (st = get_count(g, "qwen35.ssm.inner_size", 1, &inner)) != TD_OK ||
-        (st = get_count(g, "qwen35.attention.value_length", 0, &vlen)) != TD_OK ||
-        (st = get_count(g, "qwen35.rope.dimension_count", 0, &rot)) != TD_OK ||
-        (st = get_count(g, "qwen35.full_attention_interval", 0, &interval)) != TD_OK)
-        return st;
-    /* block_count counts the multi-token-prediction blocks the converter keeps after the text layers */
-    if (nextn < 0 || nextn >= blocks)
-        return td_fail(TD_ERR_FORMAT, "%s: qwen35.nextn_predict_layers %lld leaves no text layers of qwen35.block_count %lld",
-                       path, (long long)nextn, (long long)blocks);
-    int64_t n_layer = blocks - nextn;
-    if (n_layer > TD_MAX_LAYERS)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: qwen35.block_count %lld exceeds the limit of %d layers", path,
-                       (long long)blocks, TD_MAX_LAYERS);
-    if (vlen != hd)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: qwen35.attention.value_length %lld differs from key_length %lld", path,
-                       (long long)vlen, (long long)hd);
-    if (rot % 2 || rot > hd)
-        return td_fail(TD_ERR_FORMAT, "%s: qwen35.rope.dimension_count %lld must be even and at most key_length %lld",
-                       path, (long long)rot, (long long)hd);
-    if (inner % hv)
-        return td_fail(TD_ERR_FORMAT, "%s: qwen35.ssm.inner_size %lld is not a multiple of qwen35.ssm.time_step_rank %lld",
-                       path, (long long)inner, (long long)hv);
-    float eps = 1e-6f, theta = 10000.0f;
-    if ((st = td_gguf_get_f32(g, "qwen35.attention.layer_norm_rms_epsilon", 1, &eps)) != TD_OK ||
-        (st = td_gguf_get_f32(g, "qwen35.rope.freq_base", 0, &theta)) != TD_OK)
-        return st;
-    /* which layers are Gated DeltaNet: attention.recurrent_layers (one flag per block) wins over the interval */
-    json_t *types = json_array();
-    const td_gguf_kv *rec = td_gguf_find(g, "qwen35.attention.recurrent_layers");
-    if (rec && (rec->type != TD_GGUF_ARRAY || rec->elem_type == TD_GGUF_STRING || rec->elem_type == TD_GGUF_F32 ||
-                rec->elem_type == TD_GGUF_F64 || rec->n != (uint64_t)blocks)) {
-        json_decref(types);
-        return td_fail(TD_ERR_FORMAT, "%s: metadata qwen35.attention.recurrent_layers must be one integer flag per block "
-                       "(qwen35.block_count %lld)", path, (long long)blocks);
-    }
-    for (int64_t i = 0; i < n_layer; i++) {
-        int recurrent = rec ? td_gguf_array_int(rec, (uint64_t)i) != 0 : (i + 1) % interval != 0;
-        json_array_append_new(types, json_string(recurrent ? "linear_attention" : "full_attention"));
-    }
-    json_t *rope = json_object();
-    json_object_set_new(rope, "rope_type", json_string("default"));
-    json_object_set_new(rope, "rope_theta", json_real(theta));
-    json_object_set_new(rope, "partial_rotary_factor", json_real((double)rot / (double)hd));
-    json_object_set_new(cfg, "rope_parameters", rope);
-    json_object_set_new(cfg, "layer_types", types);
-    json_object_set_new(cfg, "model_type", json_string("qwen3_5_text"));
-    json_object_set_new(cfg, "num_hidden_layers", json_integer(n_layer));
-    json_object_set_new(cfg, "linear_value_head_dim", json_integer(inner / hv));
-    json_object_set_new(cfg, "vocab_size", json_integer(embd->ne[1]));
-    json_object_set_new(cfg, "rms_norm_eps", json_real(eps));
-    json_object_set_new(cfg, "tie_word_embeddings", json_boolean(tied));
-    if (n_embd != embd->ne[0])
-        return td_fail(TD_ERR_FORMAT, "%s: token_embd.weight rows have %lld values but qwen35.embedding_length is %lld",
-                       path, (long long)embd->ne[0], (long long)n_embd);
-    *n_rot = (int32_t)rot;
-    return TD_OK;
 }
 
 /* block_count against the tensors: the highest blk.N in the file must be block_count - 1. A wrong count would
@@ -259,25 +115,25 @@ static td_status reorder_mat(binder *b, const td_gguf_layout *l, td_mat *w) {
 
 static td_status bind(void *user, const td_tensor_spec *s) {
     binder *b = user;
-    char gname[96];
-    if (td_gguf_name_of(s->name, b->m->cfg.arch, gname, sizeof gname) != 0)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: no GGUF name for tensor %s", b->g->map.path, s->name);
+    const char *gname = s->gguf;
     td_gguf_layout lay;
-    td_gguf_layout_of(s->name, &b->m->cfg, &lay);
+    td_gguf_layout_of(s, &b->m->cfg, &lay);
     int64_t want[3];
     int nd = 0;
     for (int d = 0; d < s->nd; d++)
         if (!(lay.squeeze && s->dims[d] == 1)) want[nd++] = s->dims[d];
     const td_gguf_tensor *t = td_gguf_tensor_find(b->g, gname);
+    if (!t && (s->flags & TD_T_OPTIONAL)) return TD_OK;
     if (!t) {
         char hint[256] = "";
         long il = strncmp(gname, "blk.", 4) == 0 ? strtol(gname + 4, NULL, 10) : -1;
-        if (b->m->cfg.arch == TD_ARCH_QWEN35 && il >= 0 && il < b->m->cfg.n_layer) /* which keys made it expected */
+        if (td_model_is_hybrid(b->m) && il >= 0 && il < b->m->cfg.n_layer) /* which keys made it expected */
             snprintf(hint, sizeof hint,
-                     " (text layer %ld of %d = qwen35.block_count - nextn_predict_layers; %s by "
-                     "qwen35.full_attention_interval / attention.recurrent_layers)",
-                     il, b->m->cfg.n_layer,
-                     b->m->cfg.layer_kind[il] == TD_LAYER_DELTANET ? "Gated DeltaNet" : "full attention");
+                     " (text layer %ld of %d = %s.block_count - nextn_predict_layers; %s by "
+                     "%s.full_attention_interval / attention.recurrent_layers)",
+                     il, b->m->cfg.n_layer, b->m->cfg.arch->gguf_arch,
+                     b->m->cfg.layer_kind[il] == TD_LAYER_DELTANET ? "Gated DeltaNet" : "full attention",
+                     b->m->cfg.arch->gguf_arch);
         return td_fail(TD_ERR_FORMAT, "%s: missing tensor %s%s", b->g->map.path, gname, hint);
     }
     b->used[t - b->g->tensors] = 1;
@@ -382,10 +238,10 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
     const char *arch;
     uint64_t al;
     if ((st = td_gguf_get_str(g, "general.architecture", 1, &arch, &al)) != TD_OK) return st;
-    int is35 = al == 6 && memcmp(arch, "qwen35", 6) == 0;
-    if (!is35 && !(al == 5 && memcmp(arch, "qwen3", 5) == 0))
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF architecture \"%.*s\" is not supported here (qwen3, qwen35)", path,
-                       (int)al, arch);
+    const td_arch_desc *desc = td_arch_of_gguf(arch, (size_t)al);
+    if (!desc)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: GGUF architecture \"%.*s\" is not supported here (%s)", path, (int)al,
+                       arch, td_arch_gguf_names());
     const td_gguf_tensor *embd = td_gguf_tensor_find(g, "token_embd.weight"), *out = td_gguf_tensor_find(g, "output.weight");
     if (!embd || embd->n_dims != 2) return td_fail(TD_ERR_FORMAT, "%s: missing 2-D tensor token_embd.weight", path);
     int pruned = 0;
@@ -393,8 +249,10 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
     uint64_t f0 = td_alloc_failures();
     json_t *cfg = json_object();
     int32_t n_rot = 0;
-    st = check_blocks(g, is35 ? "qwen35.block_count" : "qwen3.block_count");
-    if (st == TD_OK) st = is35 ? qwen35_config(g, embd, out == NULL, cfg, &n_rot) : qwen3_config(g, embd, out == NULL, cfg);
+    char blocks_key[96];
+    snprintf(blocks_key, sizeof blocks_key, "%s.block_count", desc->gguf_arch);
+    st = check_blocks(g, blocks_key);
+    if (st == TD_OK) st = desc->gguf_config(g, embd->ne[1], embd->ne[0], out == NULL, cfg, &n_rot);
     char *cfg_text = st == TD_OK ? td_json_dumps_checked(cfg, JSON_COMPACT, f0) : NULL;
     json_decref(cfg);
     if (st == TD_OK && !cfg_text) st = td_fail_nomem("a config");
@@ -412,6 +270,7 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
         td_free(b.used);
         return td_fail_nomem("the layer table");
     }
+    td_arch_set_kinds(&m->cfg, m);
     st = td_arch_tensors(&m->cfg, m, bind, &b);
     if (st == TD_OK && m->cfg.tied) m->head = m->embed;
     int skipped = 0;

@@ -1,19 +1,15 @@
-/* Tensor names and layouts: Hugging Face (model.layers.N.self_attn.q_proj.weight) <-> llama.cpp GGUF
- * (blk.N.attn_q.weight), for llama.cpp's "qwen3" and "qwen35" architectures. */
+/* How llama.cpp's converter lays out a Hugging Face tensor in GGUF, from the flags an architecture's description gives
+ * it (arch.h: the names come from the description too), and the pre-tokenizer names it knows. */
 #ifndef TD_MODEL_GGUF_NAMES_H
 #define TD_MODEL_GGUF_NAMES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/config.h"
+#include "model/arch.h"
 
-/* Writes the GGUF name of a Hugging Face tensor name (with the "model." or "model.language_model." prefix) into out. Returns 0, or -1 for a
- * name with no GGUF counterpart. */
-int td_gguf_name_of(const char *hf, td_arch arch, char *out, size_t n);
-
-/* How llama.cpp's converter stores a Hugging Face tensor besides renaming it and listing its dims innermost first.
- * Only "qwen35" transforms anything (conversion/qwen.py, Qwen3NextModel and _LinearAttentionVReorderBase):
+/* How llama.cpp's converter stores a Hugging Face tensor besides renaming it and listing its dims innermost first
+ * (for qwen35: conversion/qwen.py, Qwen3NextModel and _LinearAttentionVReorderBase):
  *  - plus_one: the zero-centred norms (every "*norm.weight" but the DeltaNet output norm) are stored as 1 + w,
  *    computed in fp32, so that llama.cpp can apply a plain RMSNorm;
  *  - neg_exp: linear_attn.A_log is stored as -exp(A_log) (the decay rate itself, named blk.N.ssm_a);
@@ -29,7 +25,7 @@ typedef struct td_gguf_layout {
     int64_t vhead_start, vhead_size;
 } td_gguf_layout;
 
-void td_gguf_layout_of(const char *hf, const td_config *c, td_gguf_layout *out);
+void td_gguf_layout_of(const td_tensor_spec *s, const td_config *c, td_gguf_layout *out);
 
 /* Value-head reordering along l's axis: for index i of the destination, the index of the source it comes from.
  * to_gguf = 1 when the destination is the GGUF order (export), 0 when it is the Hugging Face order (load). */

@@ -9,36 +9,39 @@
 #include "model/safetensors.h"
 #include "typedecide.h"
 
-/* Full (softmax) attention: Qwen3's, and Qwen3.5's gated variant. */
-typedef struct td_attn_weights {
-    td_mat wq;      /* [Hq * hd, d], or [Hq * 2hd, d] with the output gate (per head: hd query, hd gate) */
-    td_mat wk, wv;  /* [Hkv * hd, d] */
-    td_mat wo;      /* [d, Hq * hd] */
-    float *q_norm;  /* [hd] */
-    float *k_norm;  /* [hd] */
-} td_attn_weights;
-
-/* Gated DeltaNet (Qwen3.5 linear attention). */
-typedef struct td_deltanet_weights {
-    td_mat in_qkv;  /* [2 * Hk * dk + Hv * dv, d], rows laid out [q | k | v] */
-    td_mat in_z;    /* [Hv * dv, d] */
-    td_mat in_b;    /* [Hv, d] */
-    td_mat in_a;    /* [Hv, d] */
-    float *conv_w;  /* [conv_dim, K] depthwise causal conv */
-    float *a_log;   /* [Hv] */
-    float *dt_bias; /* [Hv] */
-    float *norm_w;  /* [dv] gated output norm, plain w */
-    td_mat out;     /* [d, Hv * dv] */
-} td_deltanet_weights;
+/* A layer's weights, by what they do (one slot list for every architecture: an architecture's description,
+ * arch.h, says which slots its layers have and what they are called in its files). */
+typedef enum td_wslot {
+    TD_W_MIX_NORM,      /* [d] the mixer's input norm */
+    TD_W_Q,             /* [Hq * hd, d], or [Hq * 2hd, d] with an output gate (per head: hd query, hd gate) */
+    TD_W_K, TD_W_V,     /* [Hkv * hd, d] */
+    TD_W_O,             /* [d, Hq * hd] */
+    TD_W_Q_BIAS,        /* [Hq * hd] */
+    TD_W_K_BIAS,        /* [Hkv * hd] */
+    TD_W_V_BIAS,        /* [Hkv * hd] */
+    TD_W_Q_NORM,        /* [hd] */
+    TD_W_K_NORM,        /* [hd] */
+    TD_W_DN_QKV,        /* [2 * Hk * dk + Hv * dv, d], rows laid out [q | k | v] */
+    TD_W_DN_Z,          /* [Hv * dv, d] */
+    TD_W_DN_B,          /* [Hv, d] */
+    TD_W_DN_A,          /* [Hv, d] */
+    TD_W_DN_CONV,       /* [conv_dim, K] depthwise causal conv */
+    TD_W_DN_DT_BIAS,    /* [Hv] */
+    TD_W_DN_A_LOG,      /* [Hv] */
+    TD_W_DN_NORM,       /* [dv] gated output norm, plain w */
+    TD_W_DN_OUT,        /* [d, Hv * dv] */
+    TD_W_MIX_POST_NORM, /* [d] the mixer's output norm, before the residual */
+    TD_W_MLP_NORM,      /* [d] the MLP's input norm */
+    TD_W_GATE, TD_W_UP, /* [ff, d] */
+    TD_W_DOWN,          /* [d, ff] */
+    TD_W_MLP_POST_NORM, /* [d] the MLP's output norm, before the residual */
+    TD_W_COUNT
+} td_wslot;
 
 typedef struct td_layer {
     td_layer_kind kind;
-    float *attn_norm; /* [d] */
-    float *ffn_norm;  /* [d] */
-    td_attn_weights attn;
-    td_deltanet_weights dn;
-    td_mat w_gate, w_up; /* [ff, d] */
-    td_mat w_down;       /* [d, ff] */
+    td_mat w[TD_W_COUNT];   /* the matrices of the slots the architecture has for this kind of layer */
+    float *v[TD_W_COUNT];   /* its vectors (norms, biases, DeltaNet parameters), as fp32; NULL when absent */
 } td_layer;
 
 struct td_model {

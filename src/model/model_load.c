@@ -263,6 +263,8 @@ static td_status get_f32(loader *L, const char *name, int nd, const int64_t *dim
 
 static td_status bind_spec(void *user, const td_tensor_spec *spec) {
     loader *L = user;
+    int32_t at;
+    if ((spec->flags & TD_T_OPTIONAL) && !td_strmap_get(&L->names, spec->name, strlen(spec->name), &at)) return TD_OK;
     if (spec->mat) return get_mat(L, spec->name, spec->dims[0], spec->dims[1], spec->why, spec->mat);
     return get_f32(L, spec->name, spec->nd, spec->dims, spec->why, spec->vec);
 }
@@ -302,6 +304,7 @@ static td_status bind_layers(loader *L) {
     m->layers = td_calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
     if (!m->layers) return td_fail_nomem("the layer table");
     untie_stored_head(L);
+    td_arch_set_kinds(&m->cfg, m);
     td_status st = td_arch_tensors(&m->cfg, m, bind_spec, L);
     if (st != TD_OK) return st;
     if (m->cfg.tied) m->head = m->embed; /* tied: lm_head.weight, if stored, holds the same values */

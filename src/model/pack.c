@@ -28,15 +28,8 @@ td_status td_model_pack(td_model *m) {
     int lanes = m->kernels->pack;
     if (!lanes) return TD_OK;
     td_status st = TD_OK;
-    for (int i = 0; i < m->cfg.n_layer && st == TD_OK; i++) {
-        td_layer *l = &m->layers[i];
-        td_mat *all[8];
-        int n = 0;
-        all[n++] = &l->w_gate, all[n++] = &l->w_up, all[n++] = &l->w_down;
-        if (l->kind == TD_LAYER_ATTENTION) all[n++] = &l->attn.wq, all[n++] = &l->attn.wk, all[n++] = &l->attn.wv, all[n++] = &l->attn.wo;
-        else all[n++] = &l->dn.in_qkv, all[n++] = &l->dn.in_z, all[n++] = &l->dn.in_b, all[n++] = &l->dn.in_a, all[n++] = &l->dn.out;
-        for (int k = 0; k < n && st == TD_OK; k++) st = pack_one(m, all[k], lanes);
-    }
+    for (int i = 0; i < m->cfg.n_layer && st == TD_OK; i++)
+        for (int s = 0; s < TD_W_COUNT && st == TD_OK; s++) st = pack_one(m, &m->layers[i].w[s], lanes);
     if (st == TD_OK) st = pack_one(m, &m->head, lanes); /* the embedding keeps its rows for look-ups */
     return st;
 }

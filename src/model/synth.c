@@ -20,7 +20,7 @@
 typedef struct spec_list {
     td_st_write_tensor *t;
     int n, cap;
-    int *is_norm;
+    int *is_norm; /* 0: not a norm; 1: a norm that scales by w; 2: one that scales by (1 + w) */
     td_dtype dtype;
 } spec_list;
 
@@ -49,7 +49,7 @@ static td_status collect(void *user, const td_tensor_spec *s) {
         count *= (uint64_t)s->dims[i];
     }
     t->nbytes = count * td_dtype_size(l->dtype);
-    l->is_norm[l->n] = s->is_norm;
+    l->is_norm[l->n] = s->flags & TD_T_NORM ? (s->zero_centred ? 2 : 1) : 0;
     l->n++;
     return TD_OK;
 }
@@ -69,9 +69,9 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 /* Value of element i of a tensor: chosen so that activations keep unit scale through the network. */
-static float init_value(const td_st_write_tensor *t, int is_norm, int zero_centred, uint64_t *rng) {
+static float init_value(const td_st_write_tensor *t, int is_norm, uint64_t *rng) {
     float u = uniform01(rng) * 2.0f - 1.0f;
-    if (is_norm) return zero_centred && !ends_with(t->name, "linear_attn.norm.weight") ? 0.1f * u : 1.0f + 0.1f * u;
+    if (is_norm) return is_norm == 2 ? 0.1f * u : 1.0f + 0.1f * u;
     if (ends_with(t->name, "A_log")) return logf(1.0f + 15.0f * uniform01(rng));
     if (ends_with(t->name, "dt_bias")) return 0.5f * u;
     if (strstr(t->name, "embed_tokens") || strcmp(t->name, "lm_head.weight") == 0) return 0.05f * u;
@@ -196,7 +196,7 @@ td_status td_synth_write(const char *out_dir, const char *config_json, const td_
         for (uint64_t o = 0; o < count && st == TD_OK; o += cap) {
             size_t m = count - o < cap ? (size_t)(count - o) : cap;
             for (size_t k = 0; k < m; k++) {
-                float v = init_value(t, l.is_norm[i], cfg.zero_centred_norms, &rng);
+                float v = init_value(t, l.is_norm[i], &rng);
                 if (dtype == TD_DTYPE_F32) ((float *)buf)[k] = v;
                 else if (dtype == TD_DTYPE_F16) ((uint16_t *)buf)[k] = td_f32_to_f16(v);
                 else ((uint16_t *)buf)[k] = td_f32_to_bf16(v);

@@ -11,12 +11,10 @@
 #include "engine/engine.h"
 #include "kernels/cuda/cuda.h"
 
+/* A layer's weights on the device, slot for slot the host's td_layer (model.h). */
 typedef struct td_dev_layer {
-    td_cu_mat wq, wk, wv, wo;                 /* attention */
-    td_cu_mat in_qkv, in_z, in_b, in_a, out;  /* Gated DeltaNet */
-    td_cu_mat gate, up, down;                 /* MLP */
-    float *attn_norm, *ffn_norm, *q_norm, *k_norm;
-    float *conv_w, *a_log, *dt_bias, *norm_w;
+    td_cu_mat w[TD_W_COUNT];
+    float *v[TD_W_COUNT];
 } td_dev_layer;
 
 typedef struct td_dev_weights {

@@ -55,39 +55,36 @@ static td_status upload_floats(td_dev_weights *w, const float *src, int64_t n, f
     return st;
 }
 
+/* One tensor of the architecture's description: the device copy goes to the same slot as the host's. */
+typedef struct upload_job {
+    const td_model *m;
+    td_dev_weights *w;
+} upload_job;
+
+static td_status upload_spec(void *user, const td_tensor_spec *s) {
+    const upload_job *j = user;
+    const td_model *m = j->m;
+    td_dev_weights *w = j->w;
+    int64_t n = 1;
+    for (int d = 0; d < s->nd; d++) n *= s->dims[d];
+    if (s->layer < 0) {
+        if (s->mat == &m->embed) return upload_mat(w, &m->embed, &w->embed);
+        if (s->mat == &m->head) return upload_mat(w, &m->head, &w->head);
+        return upload_floats(w, m->final_norm, n, &w->final_norm);
+    }
+    const td_layer *l = &m->layers[s->layer];
+    td_dev_layer *o = &w->layers[s->layer];
+    if (s->mat) return upload_mat(w, s->mat, &o->w[s->mat - l->w]);
+    return *s->vec ? upload_floats(w, *s->vec, n, &o->v[s->vec - l->v]) : TD_OK; /* an optional vector may be absent */
+}
+
 static td_status upload_model(const td_model *m, td_dev_weights *w) {
     const td_config *c = &m->cfg;
-    const int64_t d = c->n_embd, hd = c->head_dim, K = c->lin_conv_kernel, Hv = c->lin_n_v_heads;
-    const int64_t conv_dim = 2 * (int64_t)c->lin_n_k_heads * c->lin_k_dim + Hv * c->lin_v_dim;
     td_status st;
     if (!(w->layers = td_calloc((size_t)c->n_layer, sizeof *w->layers))) return td_fail_nomem("device layers");
-    if ((st = upload_mat(w, &m->embed, &w->embed)) != TD_OK) return st;
-    if (m->head.data == m->embed.data && m->head.rows == m->embed.rows) w->head = w->embed; /* tied */
-    else if ((st = upload_mat(w, &m->head, &w->head)) != TD_OK) return st;
-    if ((st = upload_floats(w, m->final_norm, d, &w->final_norm)) != TD_OK) return st;
-    for (int il = 0; il < c->n_layer; il++) {
-        const td_layer *l = &m->layers[il];
-        td_dev_layer *o = &w->layers[il];
-        const td_mat *mats[] = {&l->attn.wq, &l->attn.wk, &l->attn.wv, &l->attn.wo, &l->dn.in_qkv, &l->dn.in_z,
-                                &l->dn.in_b, &l->dn.in_a, &l->dn.out, &l->w_gate, &l->w_up, &l->w_down};
-        td_cu_mat *outs[] = {&o->wq, &o->wk, &o->wv, &o->wo, &o->in_qkv, &o->in_z,
-                             &o->in_b, &o->in_a, &o->out, &o->gate, &o->up, &o->down};
-        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
-            if ((st = upload_mat(w, mats[i], outs[i])) != TD_OK) return st;
-        if ((st = upload_floats(w, l->attn_norm, d, &o->attn_norm)) != TD_OK ||
-            (st = upload_floats(w, l->ffn_norm, d, &o->ffn_norm)) != TD_OK)
-            return st;
-        if (l->kind == TD_LAYER_ATTENTION) {
-            if ((st = upload_floats(w, l->attn.q_norm, hd, &o->q_norm)) != TD_OK ||
-                (st = upload_floats(w, l->attn.k_norm, hd, &o->k_norm)) != TD_OK)
-                return st;
-        } else if ((st = upload_floats(w, l->dn.conv_w, conv_dim * K, &o->conv_w)) != TD_OK ||
-                   (st = upload_floats(w, l->dn.a_log, Hv, &o->a_log)) != TD_OK ||
-                   (st = upload_floats(w, l->dn.dt_bias, Hv, &o->dt_bias)) != TD_OK ||
-                   (st = upload_floats(w, l->dn.norm_w, c->lin_v_dim, &o->norm_w)) != TD_OK) {
-            return st;
-        }
-    }
+    upload_job j = {m, w};
+    if ((st = td_arch_tensors(c, (td_model *)m, upload_spec, &j)) != TD_OK) return st; /* only reads the model */
+    if (c->tied) w->head = w->embed; /* the same device bytes */
     if (td_cu_sync(NULL) != 0) return td_dev_fail("uploading the weights");
     return TD_OK;
 }

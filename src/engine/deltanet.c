@@ -1,5 +1,5 @@
-/* Gated DeltaNet block (Qwen3.5 "linear_attention" layers): x += out_proj(DeltaNet(RMSNorm_in(x))).
- *   qkv = in_proj_qkv(h) [T, 2Hk*dk + Hv*dv], z = in_proj_z(h) [T, Hv, dv], b, a = in_proj_b/a(h) [T, Hv]
+/* The Gated DeltaNet step (TD_OP_DELTANET; Qwen3.5's "linear_attention" layers project, norm and add around it):
+ * from qkv [T, 2Hk*dk + Hv*dv], z [T, Hv, dv], b, a [T, Hv] (the in_proj products) to core [T, Hv, dv]:
  *   u = silu(causal depthwise conv over each sequence's qkv history)  (state: the last K-1 raw qkv rows)
  *   q, k = l2norm per key head (q also / sqrt(dk)); v per value head (value head h reads key head h / (Hv/Hk))
  *   beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias)
@@ -29,14 +29,14 @@ static void conv_task(td_ctx *ctx, int64_t i, const void *arg, int thread) {
         float *state = td_eng_dn_conv_state(ctx, ps->grp_seq[gi], l->il);
         for (int32_t k = ps->grp_off[gi]; k < ps->grp_off[gi + 1]; k++) {
             int64_t t = ps->grp_tok[k];
-            td_conv_step(ctx->act.dn_conv + t * conv_dim, state, ctx->act.dn_qkv + t * conv_dim, l->ly->dn.conv_w, K,
+            td_conv_step(ctx->act.dn_conv + t * conv_dim, state, ctx->act.dn_qkv + t * conv_dim, l->ly->v[TD_W_DN_CONV], K,
                          conv_dim, c0, c1);
         }
     }
 }
 
 /* q, k, v, beta and g of token t for value head h (key head kh), as the recurrence consumes them. */
-static void head_inputs(td_ctx *ctx, const td_deltanet_weights *w, int64_t t, int64_t h, int64_t kh, float *q,
+static void head_inputs(td_ctx *ctx, const td_layer *w, int64_t t, int64_t h, int64_t kh, float *q,
                         float *k, const float **v, float *beta, float *g) {
     const td_config *c = &ctx->model->cfg;
     int64_t Hv = c->lin_n_v_heads, dk = c->lin_k_dim, dv = c->lin_v_dim;
@@ -49,7 +49,7 @@ static void head_inputs(td_ctx *ctx, const td_deltanet_weights *w, int64_t t, in
     for (int64_t x = 0; x < dk; x++) q[x] *= scale;
     *v = u + 2 * key_dim + h * dv;
     *beta = 1.0f / (1.0f + expf(-ctx->act.dn_b[t * Hv + h]));
-    *g = -expf(w->a_log[h]) * td_softplus(ctx->act.dn_a[t * Hv + h] + w->dt_bias[h]);
+    *g = -expf(w->v[TD_W_DN_A_LOG][h]) * td_softplus(ctx->act.dn_a[t * Hv + h] + w->v[TD_W_DN_DT_BIAS][h]);
 }
 
 /* Task (sequence group gi, value head h): the recurrence over the group's tokens, then the gated output norm. */
@@ -57,7 +57,8 @@ static void recurrence_task(td_ctx *ctx, int64_t task, const void *arg, int thre
     const dn_layer *l = arg;
     const td_pass *ps = &ctx->pass;
     const td_config *c = &ctx->model->cfg;
-    const td_deltanet_weights *w = &l->ly->dn;
+    const td_layer *w = l->ly;
+    const float *norm_w = w->v[TD_W_DN_NORM];
     td_acts *x = &ctx->act;
     int64_t Hv = c->lin_n_v_heads, dk = c->lin_k_dim, dv = c->lin_v_dim, ratio = c->lin_n_v_heads / c->lin_n_k_heads;
     int64_t value_dim = Hv * dv;
@@ -81,7 +82,7 @@ static void recurrence_task(td_ctx *ctx, int64_t task, const void *arg, int thre
             for (int32_t r = 0; r < n; r++) {
                 int64_t t = ps->grp_tok[s0 + r];
                 td_gated_rmsnorm(x->dn_core + t * value_dim + h * dv, co + r * dv, x->dn_z + t * value_dim + h * dv,
-                                 w->norm_w, dv, c->rms_eps);
+                                 norm_w, dv, c->rms_eps);
             }
         }
         return;
@@ -93,27 +94,15 @@ static void recurrence_task(td_ctx *ctx, int64_t task, const void *arg, int thre
         float beta, g;
         head_inputs(ctx, w, t, h, kh, q, k, &v, &beta, &g);
         ctx->k->deltanet_step(S, q, k, v, g, beta, dk, dv, o);
-        td_gated_rmsnorm(x->dn_core + t * value_dim + h * dv, o, x->dn_z + t * value_dim + h * dv, w->norm_w, dv,
+        td_gated_rmsnorm(x->dn_core + t * value_dim + h * dv, o, x->dn_z + t * value_dim + h * dv, norm_w, dv,
                          c->rms_eps);
     }
 }
 
-void td_block_deltanet(td_ctx *ctx, int il, const td_layer *ly) {
+void td_eng_deltanet(td_ctx *ctx, int il, const td_layer *ly) {
     const td_config *c = &ctx->model->cfg;
-    const td_deltanet_weights *w = &ly->dn;
-    td_acts *x = &ctx->act;
-    int64_t T = ctx->pass.n_rows, d = c->n_embd, Hv = c->lin_n_v_heads, conv_dim = ctx->dn.conv_dim;
-    int64_t value_dim = Hv * c->lin_v_dim;
+    int64_t Hv = c->lin_n_v_heads, conv_dim = ctx->dn.conv_dim;
     dn_layer l = {ly, il};
-
-    td_eng_norm_in(ctx, ly->attn_norm);                                       /* xb  [T, d] */
-    td_eng_matmuls(ctx, x->xb, T, d, (const td_eng_product[]){
-        {&w->in_qkv, conv_dim, x->dn_qkv, conv_dim}, /* qkv [T, conv_dim] */
-        {&w->in_z, value_dim, x->dn_z, value_dim},   /* z   [T, Hv, dv]   */
-        {&w->in_b, Hv, x->dn_b, Hv},                 /* b   [T, Hv]       */
-        {&w->in_a, Hv, x->dn_a, Hv}}, 4);            /* a   [T, Hv]       */
     td_eng_for(ctx, (conv_dim + TD_CONV_CHANNELS - 1) / TD_CONV_CHANNELS, conv_task, &l); /* conv [T, conv_dim] */
     td_eng_for_dynamic(ctx, (int64_t)ctx->pass.n_groups * Hv, recurrence_task, &l);      /* core [T, Hv, dv] */
-    td_eng_matmul(ctx, &w->out, NULL, d, x->dn_core, T, value_dim, x->xb, d);           /* xb  [T, d] */
-    td_eng_residual(ctx);                                                                /* x += xb */
 }
