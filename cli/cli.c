@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -281,26 +282,20 @@ int cli_same_file(const char *a, const char *b) {
 }
 
 int cli_refuse_overwrite(const char *cmd, const char *out, const char *const *inputs, int n) {
-    if (!out || strcmp(out, "-") == 0) return 0;
-    for (int i = 0; i < n; i++) {
-        const char *in = inputs[i];
-        if (!in || strcmp(in, "-") == 0) continue;
-        if (cli_same_file(out, in))
-            return cli_error(cmd, "%s: refusing to write over an input of this command (%s)", out, in);
-        if (cli_is_dir(in)) { /* a model directory: none of its files */
-            DIR *d = opendir(in);
-            struct dirent *e;
-            char path[4096];
-            int hit = 0;
-            while (d && !hit && (e = readdir(d))) {
-                snprintf(path, sizeof path, "%s/%s", in, e->d_name);
-                hit = e->d_name[0] != '.' && cli_same_file(out, path);
-            }
-            if (d) closedir(d);
-            if (hit) return cli_error(cmd, "%s: refusing to write over a file of the model %s", out, in);
-        }
-    }
-    return 0;
+    const char *outs[] = {out};
+    return cli_check_paths(cmd, inputs, n, outs, 1);
+}
+
+int cli_check_paths(const char *cmd, const char *const *inputs, int n_in, const char *const *outputs, int n_out) {
+    if (td_paths_check(inputs, n_in, outputs, n_out) == TD_OK) return 0;
+    return cli_fail_msg(cmd);
+}
+
+char *cli_json_string(const char *s) {
+    json_t *j = s ? json_string(s) : NULL;
+    char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    return t;
 }
 
 int cli_is_file(const char *path) {

@@ -86,6 +86,11 @@ int cli_finish_output(const char *cmd);
 int cli_same_file(const char *a, const char *b);
 /* Refuses (prints why, returns 1) when out is one of the inputs, or a file inside an input directory (a model). */
 int cli_refuse_overwrite(const char *cmd, const char *out, const char *const *inputs, int n);
+/* The same for several outputs (td_paths_check): none may be an input, a file of an input directory or another
+ * output, nor exist as anything but a regular file. NULL and "-" entries are skipped. 0, or 1 after printing why. */
+int cli_check_paths(const char *cmd, const char *const *inputs, int n_in, const char *const *outputs, int n_out);
+/* A text as a JSON string literal (quotes, escapes), malloc'ed; NULL when it is not UTF-8 or memory ran out. */
+char *cli_json_string(const char *s);
 
 /* --instruction: the text itself, or the contents of the file it names (at most CLI_MAX_TEXT bytes); NULL after
  * printing why for a directory, or for a path-like argument (no spaces; a '/', or ending in .txt or .md) that names

@@ -5,14 +5,56 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef TD_HAVE_MPI
 #include <mpi.h>
 #endif
 
+static const char *const mpi_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", NULL};
+
+const char *cli_mpi_env(void) {
+    for (int i = 0; mpi_vars[i]; i++)
+        if (getenv(mpi_vars[i])) return mpi_vars[i];
+    return NULL;
+}
+
+/* The parent process of pid and its command name, from /proc (0 when unknown). */
+static int parent_of(int pid, char *comm, size_t n) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    size_t got = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[got] = 0;
+    char *open = strchr(buf, '('), *close = strrchr(buf, ')'); /* "pid (comm) state ppid ...": comm may hold spaces */
+    int ppid = 0;
+    if (!open || !close || close < open || sscanf(close + 1, " %*c %d", &ppid) != 1) return 0;
+    snprintf(comm, n, "%.*s", (int)(close - open - 1), open + 1);
+    return ppid;
+}
+
+/* Variables alone are not a launch: a job script or a shell may export them (copied from another job), and a
+ * process that calls MPI_Init without a launcher behind it either fails or runs as a one-rank "world" that writes
+ * parts instead of the results. A launcher is the parent, or an ancestor when it runs a shell that runs us. */
 int cli_mpi_launched(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK") || getenv("PMI_SIZE");
+    if (!cli_mpi_env()) return 0;
+    static const char *const launchers[] = {"mpirun", "mpiexec", "orterun", "orted", "prterun", "prted", "prte",
+                                            "hydra_pmi_proxy", "mpiexec.hydra", "pmi_proxy", "slurmstepd", "srun",
+                                            "mpispawn", "flux-shell", NULL};
+    int pid = (int)getpid();
+    for (int depth = 0; depth < 16 && pid > 1; depth++) {
+        char comm[64] = "";
+        int ppid = parent_of(pid, comm, sizeof comm);
+        if (depth > 0)
+            for (int i = 0; launchers[i]; i++)
+                if (strcmp(comm, launchers[i]) == 0) return 1;
+        if (ppid <= 0) break;
+        pid = ppid;
+    }
+    return 0;
 }
 
 #ifdef TD_HAVE_MPI

@@ -5,8 +5,11 @@
 
 #include <stdint.h>
 
-/* 1 when an MPI launcher (mpirun, mpiexec, srun with PMI) started this process, read from its environment. */
+/* 1 when an MPI launcher (mpirun, mpiexec, srun, ...) started this process: its variables are in the environment
+ * and the launcher is among this process's ancestors (/proc). */
 int cli_mpi_launched(void);
+/* The name of an MPI launcher variable set in the environment (static), or NULL. */
+const char *cli_mpi_env(void);
 /* 1 when the tool was built with MPI. */
 int cli_mpi_built(void);
 /* The MPI library's name and version (static), or "none". */

@@ -18,6 +18,7 @@
  *   batch and context (the engine's one entry point) . td_batch_*, td_ctx_*
  *   typed readout .................................... td_decider_*, td_decide*
  *   rows, evidence groups, evaluation, metrics ....... td_rows_*, td_evidence_groups, td_evaluate, td_metrics_json
+ *   files: safe outputs, aliasing, fingerprints ..... td_file_write, td_outfile_*, td_paths_check, td_file_*
  *   corpus runs (resumable, sharded) ................. td_run, td_run_merge
  *   synthetic checkpoints ............................ td_synth_*, td_config_shape
  *   sampling, stop rules ............................. td_sampler_*, td_sample, td_logprob, td_stopper_*
@@ -744,6 +745,50 @@ TD_API const td_pred *td_predictions_get(const td_predictions *p, int32_t i);
 TD_API td_status td_predictions_metrics_json(const td_predictions *p, int32_t bins, char **json);
 
 /* ------------------------------------------------------------------------------------------------------------ */
+/* Files: outputs that never destroy what they replace                                                           */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Every file the library writes whole (a GGUF export, predictions, a merged results file) follows one discipline,
+ * which these functions offer to clients: the file is written under a temporary name in the target's own directory
+ * (the target's real directory when the target is a symbolic link), synced and renamed over the target, so that a
+ * reader, or a crash, sees the old file or the whole new one and never a part; a failed write removes only that
+ * temporary file; a target that exists and is not a regular file (a directory, a device such as /dev/full, a pipe)
+ * is refused and left alone. Files the library reads whole (config.json, tokenizer.json, criteria) must be regular
+ * files of at most 256 MiB; the refusal names the file and the cap. */
+#define TD_FILE_NO_REPLACE 1u /* an existing target is TD_ERR_STATE ("PATH exists") instead of being replaced */
+#define TD_FILE_NO_SYNC 2u    /* no fsync of the file and its directory (scratch files) */
+
+/* Writes n bytes as the whole file at path. Errors: TD_ERR_IO naming the path and the reason (a missing directory,
+ * a full disk, a target that is not a regular file), TD_ERR_STATE (TD_FILE_NO_REPLACE and it exists). */
+TD_API td_status td_file_write(const char *path, const void *data, size_t n, unsigned flags);
+
+/* The same, streamed: open, write any number of times, then commit or abort. One thread per handle. */
+typedef struct td_outfile td_outfile;
+TD_API td_status td_outfile_open(const char *path, unsigned flags, td_outfile **out);
+/* After a failed write every later write and the commit fail with the same reason. */
+TD_API td_status td_outfile_write(td_outfile *f, const void *data, size_t n);
+/* Syncs and renames into place; frees f whatever happens (on failure the target is as it was). */
+TD_API td_status td_outfile_commit(td_outfile *f);
+/* Removes the temporary file and frees f; the target is untouched. NULL: no-op. */
+TD_API void td_outfile_abort(td_outfile *f);
+
+/* Refuses outputs that would destroy an input or each other, by file identity (device and inode after symbolic and
+ * hard links; a path that does not exist yet by its directory and name, so that "./o/x" and "o/x" are one file):
+ * TD_ERR_INVALID_ARG "OUT: refusing to write over an input of this command (IN)" when an output is an input, "OUT:
+ * refusing to write over a file of the model IN" when it is an existing file inside an input directory (a model),
+ * "OUT1 and OUT2 are the same file: ..." for two outputs; TD_ERR_IO "OUT: a directory, not a regular file: ..."
+ * for an output that exists and is not a regular file, or whose directory does not exist. NULL entries and "-"
+ * (standard input or output) are skipped. */
+TD_API td_status td_paths_check(const char *const *inputs, int32_t n_inputs, const char *const *outputs,
+                                int32_t n_outputs);
+
+/* A 64-bit fingerprint of a model for provenance records: of a file, its size and 1 MiB of its content sampled
+ * across it; of a directory, the names and fingerprints of its model files (config.json, generation_config.json,
+ * tokenizer.json, tokenizer_config.json, adapter_config.json, *.safetensors, *.safetensors.index.json, *.gguf).
+ * It changes when a model is replaced or retrained, not when it is copied or moved. TD_ERR_IO naming the file. */
+TD_API td_status td_file_fingerprint(const char *path, uint64_t *fingerprint);
+
+/* ------------------------------------------------------------------------------------------------------------ */
 /* Corpus runs: decisions over a whole JSONL corpus, crash-safe and resumable                                    */
 /* ------------------------------------------------------------------------------------------------------------ */
 
@@ -770,11 +815,25 @@ TD_API td_status td_predictions_metrics_json(const td_predictions *p, int32_t bi
  * anything is written (TD_ERR_FORMAT naming the ids and their lines), in every shard.
  *
  * Crash safety: a line is written only when its document is finished; both files are fsync'ed every
- * params.checkpoint_docs documents or params.checkpoint_seconds, and at the end. With params.resume, the results
- * and errors files are first repaired (everything from the first line that is not a complete line of ours, e.g. a
- * torn last line, is cut) and the documents whose ids are in the results file are skipped; bad lines already
- * recorded are not recorded again. A run killed at any point and resumed writes the same lines as one run that was
- * never interrupted. Without resume, existing non-empty files are refused (TD_ERR_STATE) unless params.overwrite.
+ * params.checkpoint_docs documents or params.checkpoint_seconds, and at the end. A run holds an exclusive lock
+ * (flock) on both files while it writes them: a second run on them fails (TD_ERR_STATE) instead of writing every
+ * document twice.
+ *
+ * Provenance: beside the results file lies OUT.provenance.json, one JSON line: the input's size, hash and document
+ * count, the criteria file's size and hash, params.identity, the shard, the errors file and whether the share is
+ * complete (no time and no path of this machine in it). Resume refuses (TD_ERR_STATE, nothing changed) a results
+ * file without one, or whose record differs from this run's, saying what differs. With params.resume, after that
+ * check, the results and errors files are repaired: what stays is their complete lines about documents of this
+ * share, in increasing input line, up to the first document that neither file covers; a torn last line, garbage,
+ * duplicated lines, lines out of input order or of another share are cut (each kind counted in a warning through
+ * params.log), and the documents already in the results file are skipped; bad lines already recorded are not
+ * recorded again. A run killed at any point and resumed writes the same bytes as one run that was never
+ * interrupted. Without resume, existing non-empty files are refused (TD_ERR_STATE) unless params.overwrite.
+ *
+ * Inputs: the input must be a regular file (it is read twice; a pipe or device is refused with the reason); a line
+ * longer than params.max_line_bytes is a bad line, read past without being held in memory; a UTF-8 byte-order mark
+ * before the first line is skipped; an id holding a NUL character is a bad line. Outputs that are an input or each
+ * other are refused (td_paths_check).
  *
  * Shards: the k-th document of the input (0-based, counting non-blank lines, bad ones included) belongs to shard
  * k % n_shards. A run with shard = I decides only its share, so that N runs (processes, machines, a Slurm array)
@@ -808,6 +867,9 @@ typedef struct td_run_params {
     void *progress_user;
     td_log_fn log;              /* repairs and other notes (level 0 info, 1 warning); may be NULL */
     void *log_user;
+    const char *identity;       /* what else the results depend on (the model's fingerprint, the decider's
+                                   settings): recorded in the provenance and compared by resume; NULL: "" */
+    int64_t max_line_bytes;     /* the longest input line read (default 64 MiB); 0: no limit */
 } td_run_params;
 
 TD_API td_run_params td_run_default_params(void);
@@ -824,16 +886,25 @@ TD_API td_run_params td_run_default_params(void);
 TD_API td_status td_run(td_decider *d, const char *input_path, const char *out_path, const td_run_params *params,
                         td_run_stats *stats);
 
-/* Joins results (or errors) files of runs over one input, each in input order, into out_path in input order (by
- * their "line" members): the merge of all shards equals the file one unsharded run writes, byte for byte. Streams
- * (one line per file in memory); writes out_path + ".tmp", syncs it and renames it over out_path, so out_path is
- * either the old file or the whole new one; out_path may be one of the inputs. Flags: TD_MERGE_MISSING_OK (a
- * missing input is an empty one), TD_MERGE_NO_SYNC (no fsync: scratch files). Errors: TD_ERR_FORMAT naming file
- * and line for a line without a "line" number, a torn last line, lines out of order or one line number in two
- * files; TD_ERR_IO. */
+/* Joins the results files of runs over one input (shards, MPI parts), each in input order, into out_path in input
+ * order (by their "line" members), and their errors files (named by their provenance) into errors_path (NULL:
+ * out_path + ".errors", always written, empty when no run met a bad line): the merge of all shards equals the
+ * files one unsharded run writes, byte for byte, provenance included. Every input needs its provenance record;
+ * all must be of one run (input, criteria, identity); together they must cover every document of the input exactly
+ * once, or nothing is written and the message names the shards missing and those that stopped early (with the
+ * input line after which their documents are missing). Streams (one line per file in memory); each output is
+ * written beside itself, synced and renamed, so it is either the old file or the whole new one. The outputs may
+ * not be an input or an input's errors file (TD_ERR_INVALID_ARG) unless TD_MERGE_INTO_INPUT. Flags:
+ * TD_MERGE_MISSING_OK (a missing input is an empty one), TD_MERGE_NO_SYNC (no fsync: scratch files),
+ * TD_MERGE_INTO_INPUT (out_path may be one of the inputs: an earlier merged file that the others extend). Errors:
+ * TD_ERR_FORMAT naming file and line for a line that is not ours, a torn last line, lines out of order or one line
+ * number in two files, a missing provenance, runs that differ, incomplete coverage; TD_ERR_STATE when a run holds
+ * out_path's lock; TD_ERR_IO. */
 #define TD_MERGE_MISSING_OK 1u
 #define TD_MERGE_NO_SYNC 2u
-TD_API td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, unsigned flags);
+#define TD_MERGE_INTO_INPUT 4u
+TD_API td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, const char *errors_path,
+                              unsigned flags);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* HTTP server (libmicrohttpd): OpenAI-compatible generation, /v1/decide, tokenize, the web page                 */

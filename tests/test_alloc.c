@@ -171,7 +171,7 @@ static td_status run_corpus(td_decider *d) {
     rp.resume = 1, rp.overwrite = 0;
     if (st == TD_OK) st = td_run(d, in, out, &rp, NULL);
     const char *parts[] = {out};
-    if (st == TD_OK) st = td_run_merge(parts, 1, merged, TD_MERGE_NO_SYNC);
+    if (st == TD_OK) st = td_run_merge(parts, 1, merged, NULL, TD_MERGE_NO_SYNC);
     return st;
 }
 

@@ -162,11 +162,13 @@ size=$(stat -c %s "$tmp/ref.jsonl")
 for cut in $((size / 3)) $((size - 5)) 1; do
     head -c "$cut" "$tmp/ref.jsonl" >"$tmp/torn.jsonl"
     head -c 40 "$tmp/ref.jsonl.errors" >"$tmp/torn.jsonl.errors"
+    cp "$tmp/ref.jsonl.provenance.json" "$tmp/torn.jsonl.provenance.json" # the same run's record, renamed with it
     $RUN --resume --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/torn.jsonl" 2>"$tmp/err" || fail "resume of a torn file: $(cat "$tmp/err")"
     grep -q "repaired" "$tmp/err" || fail "torn file at $cut: no repair reported"
     cmp -s "$tmp/torn.jsonl" "$tmp/ref.jsonl" && cmp -s "$tmp/torn.jsonl.errors" "$tmp/ref.jsonl.errors" || fail "torn at byte $cut: not repaired to the reference"
 done
 { head -5 "$tmp/ref.jsonl"; printf '\0\0\0\0garbage\n'; sed -n 9p "$tmp/ref.jsonl"; } >"$tmp/torn.jsonl"
+cp "$tmp/ref.jsonl.provenance.json" "$tmp/torn.jsonl.provenance.json"
 $RUN --resume --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/torn.jsonl" 2>/dev/null
 cmp -s "$tmp/torn.jsonl" "$tmp/ref.jsonl" || fail "garbage after line 5: not repaired to the reference"
 

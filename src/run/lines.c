@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "run/run_internal.h"
@@ -24,11 +25,18 @@ td_status td_lines_open(td_lines *r, const char *path) {
         td_lines_close(r);
         return td_fail_nomem("a line buffer");
     }
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    r->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO without a writer must not block us */
     if (r->fd < 0) {
         int e = errno;
         td_lines_close(r);
         return td_fail(TD_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    struct stat st;
+    if (fstat(r->fd, &st) != 0) st.st_mode = 0;
+    if (!S_ISREG(st.st_mode)) {
+        td_status e = td_fail(TD_ERR_IO, "%s: %s, not a regular file", path, td_file_kind(st.st_mode));
+        td_lines_close(r);
+        return e;
     }
     return TD_OK;
 }
@@ -42,6 +50,13 @@ void td_lines_close(td_lines *r) {
 }
 
 static int line_append(td_lines *r, const char *p, size_t n) {
+    if (r->too_long) return 0;
+    if (r->max_len && r->len + n > r->max_len) { /* drop what was kept: the rest is only counted */
+        r->too_long = 1;
+        r->len = 0;
+        r->line[0] = 0;
+        return 0;
+    }
     if (r->len + n + 1 > r->cap) {
         size_t cap = r->cap * 2;
         while (cap < r->len + n + 1) cap *= 2;
@@ -60,6 +75,7 @@ int td_lines_next(td_lines *r) {
     r->len = 0;
     r->line[0] = 0;
     r->complete = 0;
+    r->too_long = 0;
     r->offset = r->next;
     int any = 0;
     for (;;) {
@@ -76,8 +92,16 @@ int td_lines_next(td_lines *r) {
                 r->eof = 1;
                 break;
             }
+            if (r->hash) td_hash64_update(r->hash, r->buf, (size_t)got);
             r->beg = 0;
             r->end = (size_t)got;
+            /* editors write a byte-order mark; it is not part of the first document */
+            if (r->skip_bom && r->bytes == 0 && got >= 3 && memcmp(r->buf, "\xef\xbb\xbf", 3) == 0) {
+                r->beg = 3;
+                r->next = r->offset = 3;
+            }
+            r->bytes += got;
+            if (r->beg == r->end) continue;
         }
         any = 1;
         const char *p = r->buf + r->beg, *nl = memchr(p, '\n', r->end - r->beg);
@@ -113,6 +137,18 @@ td_status td_run_write_all(int fd, const char *path, const char *data, size_t n)
         if (w <= 0) return td_fail(TD_ERR_IO, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
         data += w;
         n -= (size_t)w;
+    }
+    return TD_OK;
+}
+
+td_status td_run_pwrite_all(int fd, const char *path, const char *data, size_t n, int64_t offset) {
+    while (n > 0) {
+        ssize_t w = pwrite(fd, data, n, (off_t)offset);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return td_fail(TD_ERR_IO, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
+        data += w;
+        n -= (size_t)w;
+        offset += w;
     }
     return TD_OK;
 }
@@ -203,9 +239,13 @@ int td_idset_add(td_idset *s, const char *id, size_t len, int32_t line, int32_t 
     return 1;
 }
 
+int td_lineset_add(td_idset *s, int32_t line) { return td_idset_add(s, (const char *)&line, sizeof line, line, NULL); }
+
+int td_lineset_has(const td_idset *s, int32_t line) { return td_idset_has(s, (const char *)&line, sizeof line, NULL); }
+
 td_status td_count_lines(const char *path, int64_t *n) {
     *n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return td_fail(TD_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     char *buf = td_malloc(TD_LINES_CHUNK);
     td_status st = buf ? TD_OK : td_fail_nomem("a read buffer");

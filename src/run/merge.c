@@ -1,10 +1,12 @@
-/* Merging the results (or errors) files of several shards into input order: a streaming k-way merge on each line's
- * "line" member, written to a temporary file that replaces the output only when it is whole and synced. */
+/* Merging the results files of several shards (and their errors files) into input order: a streaming k-way merge
+ * on each line's "line" member, written beside the outputs and renamed over them only when the shards are of one
+ * run and cover its input exactly once. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,54 +20,53 @@ typedef struct part {
     int open;
     int32_t line;  /* "line" of the current line; 0 when the file is exhausted */
     int32_t prev;
+    int64_t count; /* lines merged from this file */
 } part;
 
 /* Moves a part to its next non-blank line and reads its "line" number. */
-static td_status part_next(part *pt) {
+static td_status part_next(part *pt, int errors_file) {
     pt->line = 0;
     if (!pt->open) return TD_OK;
     int got;
-    while ((got = td_lines_next(&pt->r)) == 1 && td_line_blank(pt->r.line, pt->r.len)) {}
+    while ((got = td_lines_next(&pt->r)) == 1 && !pt->r.too_long && td_line_blank(pt->r.line, pt->r.len)) {}
     if (got < 0) return TD_ERR_IO;
     if (got == 0) return TD_OK;
+    if (pt->r.too_long)
+        return td_fail(TD_ERR_FORMAT, "%s:%d: a line longer than %zu bytes", pt->r.path, pt->r.lineno,
+                       (size_t)TD_RUN_MAX_OUTPUT_LINE);
     if (!pt->r.complete)
         return td_fail(TD_ERR_FORMAT, "%s:%d: a torn last line (resume that run first)", pt->r.path, pt->r.lineno);
-    json_error_t e;
-    int oom = 0;
-    json_t *o = td_json_loadb(pt->r.line, pt->r.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
-    json_t *ln = json_object_get(o, "line");
-    int ok = json_is_integer(ln) && json_integer_value(ln) >= 1 && json_integer_value(ln) <= INT32_MAX;
-    if (ok) pt->line = (int32_t)json_integer_value(ln);
-    json_decref(o);
-    if (oom) return td_fail(TD_ERR_NOMEM, "%s:%d: out of memory reading the line", pt->r.path, pt->r.lineno);
-    if (!ok) return td_fail(TD_ERR_FORMAT, "%s:%d: not a results line (no \"line\" number)", pt->r.path, pt->r.lineno);
+    char *id = NULL;
+    int ours = td_run_parse_ours(pt->r.line, pt->r.len, errors_file, &pt->line, &id);
+    td_free(id);
+    if (ours < 0) return td_fail(TD_ERR_NOMEM, "%s:%d: out of memory reading the line", pt->r.path, pt->r.lineno);
+    if (!ours) {
+        pt->line = 0;
+        return td_fail(TD_ERR_FORMAT, "%s:%d: not a%s line of typedecide run", pt->r.path, pt->r.lineno,
+                       errors_file ? "n errors" : " results");
+    }
     if (pt->line <= pt->prev)
         return td_fail(TD_ERR_FORMAT, "%s:%d: input line %d comes after input line %d: not in input order",
                        pt->r.path, pt->r.lineno, pt->line, pt->prev);
     pt->prev = pt->line;
+    pt->count++;
     return TD_OK;
 }
 
-td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, unsigned flags) {
-    const int missing_ok = (flags & TD_MERGE_MISSING_OK) != 0, sync = !(flags & TD_MERGE_NO_SYNC);
-    if (!out_path || n < 0 || (n && !inputs)) return td_fail(TD_ERR_INVALID_ARG, "td_run_merge: bad argument");
+/* Merges the files (those with have[i]) into w, in input order; counts[i] receives the lines of file i, lasts[i] its
+ * last input line. */
+static td_status merge_into(const char *const *paths, const int *have, int32_t n, int errors_file, td_wfile *w,
+                            int64_t *counts, int32_t *lasts, int64_t *total) {
     part *parts = td_calloc((size_t)(n ? n : 1), sizeof *parts);
-    char *tmp = td_malloc(strlen(out_path) + 8);
-    if (!parts || !tmp) {
-        td_free(parts), td_free(tmp);
-        return td_fail_nomem("a merge");
-    }
-    sprintf(tmp, "%s.tmp", out_path);
+    if (!parts) return td_fail_nomem("a merge");
     td_status st = TD_OK;
+    *total = 0;
     for (int32_t i = 0; i < n && st == TD_OK; i++) {
-        struct stat sb;
-        if (!inputs[i]) st = td_fail(TD_ERR_INVALID_ARG, "td_run_merge: input %d is NULL", i);
-        else if (missing_ok && stat(inputs[i], &sb) != 0 && errno == ENOENT) continue;
-        else if ((st = td_lines_open(&parts[i].r, inputs[i])) == TD_OK) parts[i].open = 1;
-        if (st == TD_OK) st = part_next(&parts[i]);
+        if (!have[i] || (errors_file && !td_file_exists(paths[i]))) continue; /* no errors file: no bad lines */
+        if ((st = td_lines_open(&parts[i].r, paths[i])) == TD_OK) parts[i].open = 1;
+        parts[i].r.max_len = TD_RUN_MAX_OUTPUT_LINE;
+        if (st == TD_OK) st = part_next(&parts[i], errors_file);
     }
-    int fd = st == TD_OK ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-    if (st == TD_OK && fd < 0) st = td_fail(TD_ERR_IO, "%s: cannot open for writing: %s", tmp, strerror(errno));
     while (st == TD_OK) {
         int32_t best = -1;
         for (int32_t i = 0; i < n && st == TD_OK; i++) {
@@ -78,20 +79,173 @@ td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_pat
         if (st != TD_OK || best < 0) break;
         part *pt = &parts[best];
         pt->r.line[pt->r.len] = '\n'; /* the buffer always has room for the NUL, which the newline replaces */
-        st = td_run_write_all(fd, tmp, pt->r.line, pt->r.len + 1);
-        if (st == TD_OK) st = part_next(pt);
+        if (fwrite(pt->r.line, 1, pt->r.len + 1, w->f) != pt->r.len + 1)
+            st = td_fail(TD_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+        ++*total;
+        if (st == TD_OK) st = part_next(pt, errors_file);
     }
-    if (fd >= 0) {
-        if (st == TD_OK && sync && fsync(fd) != 0) st = td_fail(TD_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-        if (close(fd) != 0 && st == TD_OK) st = td_fail(TD_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+    for (int32_t i = 0; i < n; i++) {
+        counts[i] = parts[i].count;
+        lasts[i] = parts[i].prev;
+        if (parts[i].open) td_lines_close(&parts[i].r);
+    }
+    td_free(parts);
+    return st;
+}
+
+/* Why the inputs do not cover the corpus: the shards missing and the ones that stopped early. */
+static td_status not_covered(const char *const *inputs, int32_t n, const td_prov *pv, const int *have,
+                             const int64_t *counts, const int32_t *lasts, int64_t covered) {
+    int32_t N = 1;
+    int whole = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (have[i]) {
+            if (pv[i].n_shards == 1) whole = 1;
+            else if (N == 1) N = pv[i].n_shards;
+        }
+    char msg[1500] = "";
+    size_t m = 0;
+#define ADD(...)                                                                                                       \
+    do {                                                                                                               \
+        if (m < sizeof msg) {                                                                                          \
+            int k_ = snprintf(msg + m, sizeof msg - m, __VA_ARGS__);                                                   \
+            m += k_ > 0 ? (size_t)k_ : 0;                                                                              \
+        }                                                                                                              \
+    } while (0)
+    for (int32_t s = 0; !whole && N > 1 && s < N; s++) {
+        int found = 0;
+        for (int32_t i = 0; i < n && !found; i++) found = have[i] && pv[i].n_shards == N && pv[i].shard == s;
+        if (!found)
+            ADD("%sshard %d/%d (no file given: documents %d, %d, %d, ... of the input, every %d-th non-blank line)",
+                m ? "; " : "", s, N, s + 1, s + 1 + N, s + 1 + 2 * N, N);
     }
     for (int32_t i = 0; i < n; i++)
-        if (parts[i].open) td_lines_close(&parts[i].r);
-    if (st == TD_OK && rename(tmp, out_path) != 0)
-        st = td_fail(TD_ERR_IO, "%s: cannot rename to %s: %s", tmp, out_path, strerror(errno));
-    if (st != TD_OK && fd >= 0) unlink(tmp);
-    if (st == TD_OK && sync) st = td_run_sync_dir(out_path); /* the new name on disk */
-    td_free(parts);
-    td_free(tmp);
+        if (have[i] && counts[i] < pv[i].share_docs) {
+            if (lasts[i])
+                ADD("%s%s (shard %d/%d) has %lld of its %lld documents, none after input line %d (resume that run)",
+                    m ? "; " : "", inputs[i], pv[i].shard, pv[i].n_shards, (long long)counts[i],
+                    (long long)pv[i].share_docs, lasts[i]);
+            else
+                ADD("%s%s (shard %d/%d) has none of its %lld documents (resume that run)", m ? "; " : "", inputs[i],
+                    pv[i].shard, pv[i].n_shards, (long long)pv[i].share_docs);
+        }
+#undef ADD
+    int64_t docs = 0;
+    for (int32_t i = 0; i < n && !docs; i++)
+        if (have[i]) docs = pv[i].input_docs;
+    return td_fail(TD_ERR_FORMAT, "the files do not cover the corpus: %lld of its %lld documents (results and errors "
+                                  "lines); missing: %s; nothing was written",
+                   (long long)covered, (long long)docs, m ? msg : "documents that no file holds");
+}
+
+td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, const char *errors_path,
+                       unsigned flags) {
+    const int missing_ok = (flags & TD_MERGE_MISSING_OK) != 0;
+    const unsigned wflags = (flags & TD_MERGE_NO_SYNC) ? TD_WFILE_NO_SYNC : 0;
+    if (!out_path || n < 1 || !inputs) return td_fail(TD_ERR_INVALID_ARG, "td_run_merge: bad argument");
+    td_prov *pv = td_calloc((size_t)n, sizeof *pv);
+    int *have = td_calloc((size_t)n, sizeof *have);
+    char **errs = td_calloc((size_t)n, sizeof *errs), **provs = td_calloc((size_t)n, sizeof *provs);
+    int64_t *counts = td_calloc((size_t)n * 2, sizeof *counts);
+    int32_t *lasts = td_calloc((size_t)n * 2, sizeof *lasts);
+    td_file_id *ids = td_calloc((size_t)n, sizeof *ids);
+    char *err_out = errors_path ? td_strdup(errors_path) : td_malloc(strlen(out_path) + 8);
+    char *prov_out = td_prov_path(out_path);
+    const char **checks = td_calloc((size_t)n * 3, sizeof *checks);
+    td_wfile wr, we;
+    memset(&wr, 0, sizeof wr), memset(&we, 0, sizeof we);
+    int lock_fd = -1;
+    td_status st = TD_OK;
+    if (!pv || !have || !errs || !provs || !counts || !lasts || !ids || !err_out || !prov_out || !checks)
+        st = td_fail_nomem("a merge");
+    if (st == TD_OK && !errors_path) sprintf(err_out, "%s.errors", out_path);
+    /* every input: its provenance, its errors file; one run; no file twice */
+    int32_t first = -1;
+    for (int32_t i = 0; i < n && st == TD_OK; i++) {
+        struct stat sb;
+        if (!inputs[i]) st = td_fail(TD_ERR_INVALID_ARG, "td_run_merge: input %d is NULL", i);
+        else if (missing_ok && stat(inputs[i], &sb) != 0 && errno == ENOENT) continue;
+        else if (!(provs[i] = td_prov_path(inputs[i]))) st = td_fail_nomem("a path");
+        if (st != TD_OK) break;
+        if ((st = td_file_id_of(inputs[i], &ids[i])) != TD_OK) break;
+        if (!ids[i].exists) {
+            st = td_fail(TD_ERR_IO, "%s: no such file", inputs[i]);
+            break;
+        }
+        int missing = 0;
+        st = td_prov_read(provs[i], &pv[i], &missing);
+        if (st != TD_OK && missing) {
+            size_t l = strlen(inputs[i]);
+            int errors_like = l > 7 && strcmp(inputs[i] + l - 7, ".errors") == 0;
+            st = td_fail(TD_ERR_FORMAT, "%s: no provenance record (%s): not a results file of typedecide run%s",
+                         inputs[i], provs[i],
+                         errors_like ? " (an errors file? give the results files: each brings its errors file)" : "");
+        }
+        if (st != TD_OK) break;
+        have[i] = 1;
+        if (!(errs[i] = td_prov_errors_path(&pv[i], inputs[i]))) {
+            st = td_fail_nomem("a path");
+            break;
+        }
+        char why[800];
+        if (first >= 0 && td_prov_differs(&pv[first], &pv[i], why, sizeof why))
+            st = td_fail(TD_ERR_FORMAT, "%s and %s are results of different runs: the second is of %s; nothing was "
+                                        "written", inputs[first], inputs[i], why);
+        for (int32_t j = 0; j < i && st == TD_OK; j++)
+            if (have[j] && td_file_id_same(&ids[i], &ids[j]))
+                st = td_fail(TD_ERR_INVALID_ARG, "%s and %s are the same file: give each shard once", inputs[j], inputs[i]);
+            else if (have[j] && pv[j].n_shards > 1 && pv[j].n_shards == pv[i].n_shards && pv[j].shard == pv[i].shard)
+                st = td_fail(TD_ERR_FORMAT, "%s and %s are both shard %d/%d", inputs[j], inputs[i], pv[i].shard,
+                             pv[i].n_shards);
+        if (first < 0) first = i;
+    }
+    if (st == TD_OK && first < 0) st = td_fail(TD_ERR_IO, "%s: no input file exists", inputs[0]);
+    /* the outputs: never an input (unless asked: an earlier merged file that the parts extend), never each other */
+    const char *outs[] = {out_path, err_out, prov_out};
+    int32_t nc = 0;
+    for (int32_t i = 0; i < n && st == TD_OK; i++)
+        if (have[i]) checks[nc++] = inputs[i], checks[nc++] = errs[i], checks[nc++] = provs[i];
+    if (st == TD_OK) st = td_paths_check(checks, (flags & TD_MERGE_INTO_INPUT) ? 0 : nc, outs, 3);
+    if (st == TD_OK && td_file_exists(out_path)) { /* a run still writing it keeps its lock */
+        lock_fd = open(out_path, O_RDONLY | O_CLOEXEC);
+        if (lock_fd >= 0 && flock(lock_fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+            st = td_fail(TD_ERR_STATE, "%s: a typedecide run is writing it (it holds the file's lock)", out_path);
+    }
+    int64_t n_res = 0, n_err = 0;
+    if (st == TD_OK) st = td_wfile_open(&wr, out_path, wflags);
+    if (st == TD_OK) st = td_wfile_open(&we, err_out, wflags);
+    if (st == TD_OK) st = merge_into(inputs, have, n, 0, &wr, counts, lasts, &n_res);
+    if (st == TD_OK) st = merge_into((const char *const *)errs, have, n, 1, &we, counts + n, lasts + n, &n_err);
+    if (st == TD_OK && n_res + n_err != pv[first].input_docs) {
+        for (int32_t i = 0; i < n; i++) {
+            counts[i] += counts[n + i];
+            if (lasts[n + i] > lasts[i]) lasts[i] = lasts[n + i];
+        }
+        st = not_covered(inputs, n, pv, have, counts, lasts, n_res + n_err);
+    }
+    td_prov out;
+    memset(&out, 0, sizeof out);
+    if (st == TD_OK) {
+        out = pv[first];
+        out.shard = 0, out.n_shards = 1, out.share_docs = pv[first].input_docs, out.complete = 1;
+        size_t ol = strlen(out_path);
+        const char *slash_o = strrchr(out_path, '/'), *slash_e = strrchr(err_out, '/');
+        size_t lo = slash_o ? (size_t)(slash_o - out_path) : 0, le = slash_e ? (size_t)(slash_e - err_out) : 0;
+        int beside = lo == le && strncmp(out_path, err_out, lo) == 0;
+        if (strncmp(err_out, out_path, ol) == 0 && strcmp(err_out + ol, ".errors") == 0) out.errors = NULL;
+        else out.errors = beside ? (char *)(slash_e ? slash_e + 1 : err_out) : err_out;
+    }
+    /* errors, results, then the provenance: a crash between them leaves a provenance that refuses, never one that
+     * vouches for files it does not describe */
+    if (st == TD_OK) st = td_wfile_commit(&we);
+    if (st == TD_OK) st = td_wfile_commit(&wr);
+    if (st == TD_OK) st = td_prov_write(prov_out, &out, wflags);
+    td_wfile_abort(&wr);
+    td_wfile_abort(&we);
+    if (lock_fd >= 0) close(lock_fd);
+    for (int32_t i = 0; pv && i < n; i++) td_prov_free(&pv[i]);
+    for (int32_t i = 0; errs && provs && i < n; i++) td_free(errs[i]), td_free(provs[i]);
+    td_free(pv), td_free(have), td_free(errs), td_free(provs), td_free(counts), td_free(lasts), td_free(ids);
+    td_free(err_out), td_free(prov_out), td_free((void *)checks);
     return st;
 }

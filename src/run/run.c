@@ -2,17 +2,21 @@
  * resumable, over a deterministic share of the input (td_run in typedecide.h is the contract).
  *
  * Two passes over the input. The first reads every line's id: repeated ids fail the run before anything is
- * written (in every shard, since a shard sees all ids), and the share's size is known for progress. The second
- * decides the share's documents in input order with td_decide (so a line's bits are those of `typedecide decide`)
- * and appends each finished line with one write(); the files are fsync'ed at checkpoints. A run that dies leaves
- * complete lines, at most one torn line after them, and nothing else: resume cuts the torn line, skips the ids
- * already written, and appends the rest in the same order, so the file ends up as one uninterrupted run's. */
+ * written (in every shard, since a shard sees all ids), and the share's size is known for progress; it also hashes
+ * the input for the provenance record. The second decides the share's documents in input order with td_decide (so
+ * a line's bits are those of `typedecide decide`) and appends each finished line with one write(); the files are
+ * fsync'ed at checkpoints. A run that dies leaves complete lines, at most one torn line after them, and nothing
+ * else: resume checks the provenance, keeps the longest part of the files that is this run's documents in input
+ * order, cuts the rest, and appends the documents after it in the same order, so the files end up as one
+ * uninterrupted run's. The results file is locked (flock) while a run writes it: a second run on it is refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +28,7 @@
 #include "util/json.h"
 
 #define TD_RUN_MAX_DUPLICATES_NAMED 10
+#define TD_RUN_MAX_LINE_DEFAULT ((int64_t)64 << 20)
 
 td_run_params td_run_default_params(void) {
     td_run_params p;
@@ -33,6 +38,7 @@ td_run_params td_run_default_params(void) {
     p.checkpoint_docs = 64;
     p.checkpoint_seconds = 10.0;
     p.sync = 1;
+    p.max_line_bytes = TD_RUN_MAX_LINE_DEFAULT;
     return p;
 }
 
@@ -53,8 +59,6 @@ static void note(const td_run_params *p, int level, const char *fmt, ...) {
     p->log(p->log_user, level, msg);
 }
 
-/* ---- files -------------------------------------------------------------------------------------------------- */
-
 static td_status sync_fd(int fd, const char *path) {
     if (fsync(fd) != 0) return td_fail(TD_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
     return TD_OK;
@@ -65,106 +69,63 @@ static int64_t file_size(const char *path) {
     return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
 }
 
-/* Reads a results (or errors) file of ours: every complete line that is ours adds its id (its line number, for an
- * errors file) to `seen`. With repair, everything from the first line that is not ours (a torn last line, a crash's
- * garbage) is cut off the file; without it, reading stops there with a warning. A missing file is an empty one. */
-static td_status scan_ours(const td_run_params *p, const char *path, int errors_file, int repair, td_idset *seen) {
-    if (file_size(path) < 0) return TD_OK;
-    td_lines r;
-    int64_t n_lines = 0;
-    td_status st = td_count_lines(path, &n_lines);
-    if (st == TD_OK && td_idset_reserve(seen, seen->count + (size_t)n_lines)) st = td_fail_nomem("the ids already written");
-    if (st == TD_OK) st = td_lines_open(&r, path);
-    if (st != TD_OK) return st;
-    int64_t good_end = 0;
-    int32_t bad_line = 0, n_ok = 0;
-    int got;
-    while ((got = td_lines_next(&r)) == 1) {
-        if (r.complete && td_line_blank(r.line, r.len)) {
-            good_end = r.next;
-            continue;
-        }
-        int32_t line = 0;
-        char *id = NULL;
-        int ours = r.complete ? td_run_parse_ours(r.line, r.len, errors_file, &line, &id) : 0;
-        if (ours < 0) {
-            st = td_fail_nomem("the results already written");
-            break;
-        }
-        if (!ours) {
-            bad_line = r.lineno;
-            break;
-        }
-        char key[16];
-        int kn = snprintf(key, sizeof key, "%d", line);
-        int added = errors_file ? td_idset_add(seen, key, (size_t)kn, line, NULL)
-                                : td_idset_add(seen, id, strlen(id), line, NULL);
-        td_free(id);
-        if (added < 0) {
-            st = td_fail_nomem("the ids already written");
-            break;
-        }
-        n_ok++;
-        good_end = r.next;
-    }
-    if (got < 0) st = TD_ERR_IO;
-    int64_t size = file_size(path);
-    td_lines_close(&r);
-    if (st != TD_OK || !bad_line) return st;
-    if (!repair) {
-        note(p, 1, "%s:%d: not a complete line of a results file; the lines after it are not counted", path, bad_line);
-        return TD_OK;
-    }
-    if (truncate(path, (off_t)good_end) != 0)
-        return td_fail(TD_ERR_IO, "%s: cannot cut the torn line %d: %s", path, bad_line, strerror(errno));
-    note(p, 1, "%s: repaired: cut %lld bytes from line %d on (%d complete lines kept)", path,
-         (long long)(size - good_end), bad_line, n_ok);
-    return TD_OK;
+/* 1 when the JSON id is a string holding a NUL: ids are compared as C strings everywhere (the server refuses them
+ * too), so "a\u0000b" and "a" would be one id. */
+static int id_has_nul(const json_t *v) {
+    return json_is_string(v) && strlen(json_string_value(v)) != json_string_length(v);
 }
 
-/* Opens a results or errors file for appending: with resume after repairing it, else new (an existing non-empty
- * one only with overwrite). */
-static td_status open_output(const td_run_params *p, const char *path, int *fd) {
-    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
-    if (!p->resume) {
-        if (file_size(path) > 0 && !p->overwrite)
-            return td_fail(TD_ERR_STATE, "%s exists: resume continues it, overwrite replaces it", path);
-        flags |= O_TRUNC;
-    }
-    *fd = open(path, flags, 0644);
-    if (*fd < 0) return td_fail(TD_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
-    return TD_OK;
-}
+/* ---- the first pass: ids, duplicates, the share's size, the input's hash --------------------------------------- */
 
-/* ---- the first pass: ids, duplicates, the share's size --------------------------------------------------------- */
+typedef struct first_pass_out {
+    int64_t bytes, docs, share;
+    uint64_t hash;
+    int32_t *share_lines; /* with want_lines: the input line of each document of the share, ascending */
+} first_pass_out;
 
-static td_status first_pass(const char *input, const td_run_params *p, int64_t *share) {
+static td_status first_pass(const char *input, const td_run_params *p, int want_lines, first_pass_out *fo) {
     td_lines r;
     td_idset ids = {0};
+    td_hash64 h;
     int64_t n_lines = 0;
+    memset(fo, 0, sizeof *fo);
+    td_hash64_init(&h);
     td_status st = td_count_lines(input, &n_lines);
     if (st == TD_OK && td_idset_reserve(&ids, (size_t)n_lines)) st = td_fail_nomem("the document ids");
+    if (st == TD_OK && want_lines && !(fo->share_lines = td_malloc(((size_t)n_lines / (size_t)p->n_shards + 1) *
+                                                                   sizeof *fo->share_lines)))
+        st = td_fail_nomem("the document lines");
     if (st == TD_OK) st = td_lines_open(&r, input);
     if (st != TD_OK) {
         td_idset_free(&ids);
+        td_free(fo->share_lines);
+        fo->share_lines = NULL;
         return st;
     }
+    r.hash = &h;
+    r.skip_bom = 1;
+    r.max_len = (size_t)p->max_line_bytes;
     char dups[1024] = "";
     size_t dn = 0;
-    int64_t n_dups = 0, k = 0;
+    int64_t n_dups = 0, k = 0, cap_lines = n_lines / p->n_shards + 1;
     int got;
-    *share = 0;
     while (st == TD_OK && (got = td_lines_next(&r)) == 1) {
-        if (td_line_blank(r.line, r.len)) continue;
+        if (!r.too_long && td_line_blank(r.line, r.len)) continue;
         if (r.lineno == INT32_MAX) {
             st = td_fail(TD_ERR_RANGE, "%s: more than %d lines", input, INT32_MAX - 1);
             break;
         }
-        if (k++ % p->n_shards == p->shard) ++*share;
+        if (k++ % p->n_shards == p->shard) {
+            if (fo->share_lines && fo->share < cap_lines) fo->share_lines[fo->share] = r.lineno;
+            fo->share++;
+        }
+        fo->docs++;
+        if (r.too_long) continue; /* a bad line: its shard reports it */
         json_error_t e;
         int oom = 0;
         json_t *o = td_json_loadb(r.line, r.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
-        char *id = json_is_object(o) ? td_json_id(json_object_get(o, "id"), &oom) : NULL;
+        const json_t *idv = json_is_object(o) ? json_object_get(o, "id") : NULL;
+        char *id = idv && !id_has_nul(idv) ? td_json_id(idv, &oom) : NULL;
         json_decref(o);
         if (oom) {
             td_free(id);
@@ -183,11 +144,19 @@ static td_status first_pass(const char *input, const td_run_params *p, int64_t *
         td_free(id);
     }
     if (got < 0 && st == TD_OK) st = TD_ERR_IO;
+    fo->bytes = r.bytes;
+    fo->hash = td_hash64_final(&h);
     td_idset_free(&ids);
     td_lines_close(&r);
     if (st == TD_OK && n_dups > 0)
         st = td_fail(TD_ERR_FORMAT, "%s: repeated document ids: %s%s", input, dups,
                      n_dups > TD_RUN_MAX_DUPLICATES_NAMED ? "; and more" : "");
+    if (st == TD_OK && fo->share_lines && fo->share > cap_lines) /* the file grew between the count and the read */
+        st = td_fail(TD_ERR_STATE, "%s: changed while it was read", input);
+    if (st != TD_OK) {
+        td_free(fo->share_lines);
+        fo->share_lines = NULL;
+    }
     return st;
 }
 
@@ -202,7 +171,9 @@ typedef struct runner {
     td_criterion *crit;         /* the current document's criteria */
     td_decision *dec;
     int32_t crit_cap;
-    td_idset done, reported;    /* ids in the results; line numbers in the errors */
+    td_idset done, reported;    /* input line numbers in the results; in the errors */
+    const int32_t *share;       /* resume: the input line of every document of the share, ascending */
+    int64_t n_share;
     td_run_stats s;
     int64_t since_sync;
     double t0, last_sync;
@@ -263,12 +234,10 @@ static void utf8_sanitize(char *s) {
 /* Records a bad line (once, however often runs meet it); under strict it then stops the run. */
 static td_status bad_line(runner *rn, int32_t lineno, const char *id) {
     rn->s.docs_failed++;
-    char key[16];
-    int kn = snprintf(key, sizeof key, "%d", lineno);
     char msg[2200];
     snprintf(msg, sizeof msg, "%s:%d: %s", rn->input, lineno, rn->why);
     utf8_sanitize(msg);
-    if (!td_idset_has(&rn->reported, key, (size_t)kn, NULL)) {
+    if (!td_lineset_has(&rn->reported, lineno)) {
         uint64_t f0 = td_alloc_failures();
         json_t *o = json_object();
         json_object_set_new(o, "line", json_integer(lineno));
@@ -277,7 +246,7 @@ static td_status bad_line(runner *rn, int32_t lineno, const char *id) {
         td_status st = write_json_line(rn->err_fd, rn->err_path, o, f0);
         json_decref(o);
         if (st != TD_OK) return st;
-        if (td_idset_add(&rn->reported, key, (size_t)kn, lineno, NULL) < 0) return td_fail_nomem("the errors");
+        if (td_lineset_add(&rn->reported, lineno) < 0) return td_fail_nomem("the errors");
         if ((st = maybe_checkpoint(rn)) != TD_OK) return st;
     }
     if (rn->p->strict) {
@@ -406,8 +375,8 @@ static td_status write_result(runner *rn, const char *id, int32_t lineno, int32_
     return st;
 }
 
-/* One line of the share: skipped when done, else decided and written, or recorded as bad. */
-static td_status run_line(runner *rn, const char *text, size_t len, int32_t lineno) {
+/* One line of the share (not done yet): decided and written, or recorded as bad. */
+static td_status run_line(runner *rn, const char *text, size_t len, int too_long, int32_t lineno) {
     json_error_t e;
     int oom = 0, rc = DOC_OK;
     td_rows *own = NULL;
@@ -416,7 +385,10 @@ static td_status run_line(runner *rn, const char *text, size_t len, int32_t line
     int32_t n = 0;
     double t0;
     json_t *ev;
-    json_t *doc = td_json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
+    json_t *doc = NULL;
+    if (too_long)
+        BAD("the line is longer than %lld bytes, the most a document line may have", (long long)rn->p->max_line_bytes);
+    doc = td_json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
     if (oom) {
         st = td_fail(TD_ERR_NOMEM, "%s:%d: out of memory reading the line", rn->input, lineno);
         goto out;
@@ -430,9 +402,10 @@ static td_status run_line(runner *rn, const char *text, size_t len, int32_t line
         }
         BAD("missing \"id\" (a string or an integer)");
     }
-    if (td_idset_has(&rn->done, id, strlen(id), NULL)) {
-        rn->s.docs_skipped++;
-        goto out;
+    if (id_has_nul(json_object_get(doc, "id"))) {
+        td_free(id);
+        id = NULL;
+        BAD("the \"id\" holds a NUL character");
     }
     ev = json_object_get(doc, "evidence");
     if (!json_is_string(ev)) BAD("document \"%s\": missing string \"evidence\"", id);
@@ -464,10 +437,321 @@ out:
 }
 #undef BAD
 
-/* ---- the run -------------------------------------------------------------------------------------------------------- */
+/* ---- resume: which part of the files is this run's, and the repair -------------------------------------------- */
 
-static td_status load_global(const char *path, td_rows **out) {
-    td_status st = td_rows_load(path, TD_ROWS_UNIQUE_IDS, out);
+/* 1 when line is the input line of a document of the share (share: ascending). */
+static int in_share(const runner *rn, int32_t line) {
+    int64_t lo = 0, hi = rn->n_share;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (rn->share[mid] < line) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < rn->n_share && rn->share[lo] == line;
+}
+
+typedef struct line_list {
+    int32_t *v;
+    size_t n, cap;
+} line_list;
+
+static int list_push(line_list *k, int32_t line) {
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? 2 * k->cap : 256;
+        int32_t *nv = td_realloc(k->v, cap * sizeof *nv);
+        if (!nv) return -1;
+        k->v = nv, k->cap = cap;
+    }
+    k->v[k->n++] = line;
+    return 0;
+}
+
+/* What the first look at a results or errors file found. */
+typedef struct scan_info {
+    line_list kept;       /* input lines of the lines kept: complete, ours, of the share, ascending */
+    int64_t good_end;     /* where the kept part ends when nothing before it is dropped */
+    int64_t size;
+    int32_t cut_line;     /* the first line that is not ours (torn, garbage), 0: none */
+    int dropped;          /* a line before the cut is dropped: the file is rewritten, not only cut */
+} scan_info;
+
+/* Reads a file of ours: the rule for what stays is the same here and in compact(): a complete line of ours (results
+ * or errors) about a document of this share whose input line is above the last one kept; reading stops at the
+ * first line that is not ours (a torn line, a crash's zeros). */
+static td_status scan_file(runner *rn, const char *path, int errors_file, scan_info *si) {
+    memset(si, 0, sizeof *si);
+    si->size = file_size(path);
+    if (si->size <= 0) return TD_OK;
+    td_lines r;
+    td_status st = td_lines_open(&r, path);
+    if (st != TD_OK) return st;
+    r.max_len = TD_RUN_MAX_OUTPUT_LINE;
+    int32_t last = 0;
+    int got;
+    while ((got = td_lines_next(&r)) == 1) {
+        if (!r.complete || r.too_long) {
+            si->cut_line = r.lineno;
+            break;
+        }
+        if (td_line_blank(r.line, r.len)) {
+            si->dropped = 1;
+            continue;
+        }
+        int32_t line = 0;
+        char *id = NULL;
+        int ours = td_run_parse_ours(r.line, r.len, errors_file, &line, &id);
+        td_free(id);
+        if (ours < 0) {
+            st = td_fail_nomem("the lines already written");
+            break;
+        }
+        if (!ours) {
+            si->cut_line = r.lineno;
+            break;
+        }
+        if (line <= last || !in_share(rn, line)) {
+            si->dropped = 1;
+            continue;
+        }
+        if (list_push(&si->kept, line)) {
+            st = td_fail_nomem("the lines already written");
+            break;
+        }
+        last = line;
+        si->good_end = r.next;
+    }
+    if (got < 0 && st == TD_OK) st = TD_ERR_IO;
+    td_lines_close(&r);
+    return st;
+}
+
+/* The first document of the share, in input order, that neither file nor the prior files cover while a later one is
+ * covered: resuming after it would write its line after theirs, so everything from it on is decided again.
+ * INT32_MAX when there is none. */
+static int32_t first_gap(const runner *rn, const line_list *res, const line_list *err) {
+    int32_t top = 0;
+    if (res->n && res->v[res->n - 1] > top) top = res->v[res->n - 1];
+    if (err->n && err->v[err->n - 1] > top) top = err->v[err->n - 1];
+    size_t i = 0, j = 0;
+    for (int64_t s = 0; s < rn->n_share && rn->share[s] <= top; s++) {
+        int32_t L = rn->share[s];
+        while (i < res->n && res->v[i] < L) i++;
+        while (j < err->n && err->v[j] < L) j++;
+        int covered = (i < res->n && res->v[i] == L) || (j < err->n && err->v[j] == L) ||
+                      td_lineset_has(&rn->done, L) || td_lineset_has(&rn->reported, L);
+        if (!covered) return L;
+    }
+    return INT32_MAX;
+}
+
+typedef struct drops {
+    int64_t dup, order, foreign, after_gap, blank, kept;
+} drops;
+
+/* Rewrites a file in place with the lines scan_file() keeps that are below `gap`: each moves down over what is
+ * dropped (a kept line never lands past where it was read, so nothing unread is overwritten), and the file is cut
+ * after the last. A crash meanwhile leaves kept lines, then old bytes that the next resume drops again. */
+static td_status compact(runner *rn, int fd, const char *path, int errors_file, int32_t gap, td_idset *set,
+                         drops *dr, int32_t *cut_line) {
+    memset(dr, 0, sizeof *dr);
+    *cut_line = 0;
+    td_lines r;
+    td_status st = td_lines_open(&r, path);
+    if (st != TD_OK) return st;
+    r.max_len = TD_RUN_MAX_OUTPUT_LINE;
+    int64_t w = 0;
+    int32_t last = 0;
+    int got;
+    while (st == TD_OK && (got = td_lines_next(&r)) == 1) {
+        if (!r.complete || r.too_long) {
+            *cut_line = r.lineno;
+            break;
+        }
+        if (td_line_blank(r.line, r.len)) {
+            dr->blank++;
+            continue;
+        }
+        int32_t line = 0;
+        char *id = NULL;
+        int ours = td_run_parse_ours(r.line, r.len, errors_file, &line, &id);
+        td_free(id);
+        if (ours < 0) st = td_fail_nomem("the lines already written");
+        if (ours <= 0) {
+            if (ours == 0) *cut_line = r.lineno;
+            break;
+        }
+        if (!in_share(rn, line)) dr->foreign++;
+        else if (line <= last) ++*(td_lineset_has(set, line) ? &dr->dup : &dr->order);
+        else if (line >= gap) dr->after_gap++;
+        else {
+            r.line[r.len] = '\n'; /* the buffer always has room for the NUL, which the newline replaces */
+            if (r.offset != w) st = td_run_pwrite_all(fd, path, r.line, r.len + 1, w);
+            if (st == TD_OK && td_lineset_add(set, line) < 0) st = td_fail_nomem("the lines already written");
+            w += (int64_t)r.len + 1;
+            last = line;
+            dr->kept++;
+        }
+    }
+    if (got < 0 && st == TD_OK) st = TD_ERR_IO;
+    td_lines_close(&r);
+    if (st == TD_OK && ftruncate(fd, (off_t)w) != 0)
+        st = td_fail(TD_ERR_IO, "%s: cannot cut it after %lld bytes: %s", path, (long long)w, strerror(errno));
+    return st;
+}
+
+static void report_repair(runner *rn, const char *path, const scan_info *si, const drops *dr, int32_t cut_line,
+                          int64_t kept) {
+    if (cut_line)
+        note(rn->p, 1, "%s: repaired: cut %lld bytes from line %d on (%lld complete lines kept)", path,
+             (long long)(si->size - si->good_end), cut_line, (long long)kept);
+    if (!dr) return;
+    char msg[512] = "";
+    size_t n = 0;
+    const int64_t counts[] = {dr->dup, dr->order, dr->foreign, dr->after_gap, dr->blank};
+    const char *what[][2] = {{"duplicated line", "duplicated lines"},
+                             {"line out of input order", "lines out of input order"},
+                             {"line of no document of this share", "lines of no document of this share"},
+                             {"line after a missing document (decided again)",
+                              "lines after a missing document (decided again)"},
+                             {"blank line", "blank lines"}};
+    for (int i = 0; i < 5; i++)
+        if (counts[i] && n < sizeof msg) {
+            int k = snprintf(msg + n, sizeof msg - n, "%s%lld %s", n ? ", " : "", (long long)counts[i],
+                             what[i][counts[i] != 1]);
+            n += k > 0 ? (size_t)k : 0;
+        }
+    if (n) note(rn->p, 1, "%s: dropped %s", path, msg);
+}
+
+/* Brings the results and errors files back to what one uninterrupted run of the same share would have written up
+ * to some document: their lines of this share in input order, without duplicates, up to the first document that
+ * neither covers; everything else is cut (and reported). rn->done and rn->reported receive the kept lines. */
+static td_status repair(runner *rn) {
+    scan_info res, err;
+    td_status st = scan_file(rn, rn->out_path, 0, &res);
+    if (st == TD_OK) st = scan_file(rn, rn->err_path, 1, &err);
+    else memset(&err, 0, sizeof err);
+    int32_t gap = st == TD_OK ? first_gap(rn, &res.kept, &err.kept) : INT32_MAX;
+    const struct {
+        scan_info *si;
+        int fd;
+        const char *path;
+        td_idset *set;
+    } f[2] = {{&res, rn->out_fd, rn->out_path, &rn->done}, {&err, rn->err_fd, rn->err_path, &rn->reported}};
+    for (int k = 0; k < 2 && st == TD_OK; k++) {
+        scan_info *si = f[k].si;
+        int rewrite = si->dropped || (si->kept.n && si->kept.v[si->kept.n - 1] >= gap);
+        if (rewrite) {
+            drops dr;
+            int32_t cut = 0;
+            st = compact(rn, f[k].fd, f[k].path, k, gap, f[k].set, &dr, &cut);
+            if (st == TD_OK) report_repair(rn, f[k].path, si, &dr, cut, dr.kept);
+            continue;
+        }
+        if (td_idset_reserve(f[k].set, f[k].set->count + si->kept.n)) st = td_fail_nomem("the lines already written");
+        for (size_t i = 0; i < si->kept.n && st == TD_OK; i++)
+            if (td_lineset_add(f[k].set, si->kept.v[i]) < 0) st = td_fail_nomem("the lines already written");
+        if (st == TD_OK && si->size > si->good_end) {
+            if (ftruncate(f[k].fd, (off_t)si->good_end) != 0)
+                st = td_fail(TD_ERR_IO, "%s: cannot cut the torn line %d: %s", f[k].path, si->cut_line, strerror(errno));
+            else report_repair(rn, f[k].path, si, NULL, si->cut_line ? si->cut_line : 1, (int64_t)si->kept.n);
+        }
+    }
+    td_free(res.kept.v);
+    td_free(err.kept.v);
+    return st;
+}
+
+/* Another run's files (MPI: the merged output of an earlier run) whose documents count as done: read, never
+ * changed. Reading stops at a line that is not ours. */
+static td_status scan_prior(runner *rn, const char *path, int errors_file) {
+    if (file_size(path) < 0) return TD_OK;
+    td_lines r;
+    td_status st = td_lines_open(&r, path);
+    if (st != TD_OK) return st;
+    r.max_len = TD_RUN_MAX_OUTPUT_LINE;
+    td_idset *set = errors_file ? &rn->reported : &rn->done;
+    int got;
+    while (st == TD_OK && (got = td_lines_next(&r)) == 1) {
+        if (r.complete && td_line_blank(r.line, r.len)) continue;
+        int32_t line = 0;
+        char *id = NULL;
+        int ours = r.complete && !r.too_long ? td_run_parse_ours(r.line, r.len, errors_file, &line, &id) : 0;
+        td_free(id);
+        if (ours < 0) st = td_fail_nomem("the lines already written");
+        else if (!ours) {
+            note(rn->p, 1, "%s:%d: not a complete line of a results file; the lines after it are not counted", path,
+                 r.lineno);
+            break;
+        } else if (td_lineset_add(set, line) < 0) st = td_fail_nomem("the lines already written");
+    }
+    if (got < 0 && st == TD_OK) st = TD_ERR_IO;
+    td_lines_close(&r);
+    return st;
+}
+
+/* ---- files ------------------------------------------------------------------------------------------------------- */
+
+/* Opens (creating it when missing) and locks a results or errors file for this run alone. */
+static td_status open_locked(const char *path, int *fd, int *created) {
+    *created = file_size(path) < 0;
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*fd < 0) return td_fail(TD_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return td_fail(TD_ERR_IO, "%s: not a regular file: refusing to write there", path);
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0)
+        return errno == EWOULDBLOCK
+                   ? td_fail(TD_ERR_STATE, "%s: another typedecide run is writing it (it holds the file's lock); two "
+                                           "runs on one file would write every document twice",
+                             path)
+                   : td_fail(TD_ERR_IO, "%s: cannot lock it: %s", path, strerror(errno));
+    return TD_OK;
+}
+
+/* The errors file as the provenance names it: NULL for the default (OUT.errors), its name when it lies beside the
+ * results file, else its full path. *oom is set when memory ran out. */
+static char *errors_name(const char *out_path, const char *err_path, int *oom) {
+    size_t ol = strlen(out_path);
+    *oom = 0;
+    if (strncmp(err_path, out_path, ol) == 0 && strcmp(err_path + ol, ".errors") == 0) return NULL;
+    td_file_id a, b;
+    char *dir_o = td_strdup(out_path), *dir_e = td_strdup(err_path);
+    char *slash_o = dir_o ? strrchr(dir_o, '/') : NULL, *slash_e = dir_e ? strrchr(dir_e, '/') : NULL;
+    const char *base = slash_e ? err_path + (slash_e - dir_e) + 1 : err_path;
+    char *name = NULL;
+    if (dir_o && dir_e) {
+        if (slash_o) *slash_o = 0;
+        if (slash_e) *slash_e = 0;
+        int same = td_file_id_of(slash_o ? (*dir_o ? dir_o : "/") : ".", &a) == TD_OK &&
+                   td_file_id_of(slash_e ? (*dir_e ? dir_e : "/") : ".", &b) == TD_OK && td_file_id_same(&a, &b);
+        if (same) name = td_strdup(base);
+        else {
+            char *dir = realpath(slash_e ? (*dir_e ? dir_e : "/") : ".", NULL);
+            name = dir ? td_path_join(dir, base) : td_strdup(err_path);
+            free(dir); /* the C library's */
+        }
+    }
+    td_free(dir_o);
+    td_free(dir_e);
+    *oom = !name;
+    return name;
+}
+
+/* Criteria for every document: read whole (capped), hashed for the provenance, parsed as criteria rows. */
+static td_status load_global(const char *path, td_rows **out, td_prov *pv) {
+    char *data;
+    size_t n;
+    td_status st = td_read_file_max(path, TD_RUN_MAX_CRITERIA, "a criteria file may have", &data, &n);
+    if (st != TD_OK) return st;
+    td_hash64 h;
+    td_hash64_init(&h);
+    td_hash64_update(&h, data, n);
+    pv->has_criteria = 1;
+    pv->criteria_bytes = (int64_t)n;
+    pv->criteria_hash = td_hash64_final(&h);
+    st = td_rows_parse(data, n, path, TD_ROWS_UNIQUE_IDS, out);
+    td_free(data);
     if (st != TD_OK) return st;
     for (int32_t i = 0; i < td_rows_count(*out); i++) {
         const td_row *r = td_rows_get(*out, i);
@@ -482,6 +766,32 @@ static td_status load_global(const char *path, td_rows **out) {
     return TD_OK;
 }
 
+/* Checks the provenance of results the run is about to continue (or count, for a prior file). */
+static td_status check_provenance(const char *results, const td_prov *want, int prior, int *found) {
+    char *pp = td_prov_path(results);
+    if (!pp) return td_fail_nomem("a path");
+    td_prov have;
+    int missing = 0;
+    td_status st = td_prov_read(pp, &have, &missing);
+    *found = st == TD_OK;
+    if (st != TD_OK && missing) st = TD_OK; /* the caller decides whether none may be missing */
+    char why[800];
+    if (st == TD_OK && *found) {
+        if (td_prov_differs(&have, want, why, sizeof why))
+            st = td_fail(TD_ERR_STATE, "%s holds results of %s: --resume continues only the run that wrote it; "
+                                       "nothing was changed (overwrite/--force replaces it)",
+                         results, why);
+        else if (!prior && (have.shard != want->shard || have.n_shards != want->n_shards))
+            st = td_fail(TD_ERR_STATE, "%s holds shard %d/%d, this run is shard %d/%d; nothing was changed", results,
+                         have.shard, have.n_shards, want->shard, want->n_shards);
+    }
+    if (*found) td_prov_free(&have);
+    td_free(pp);
+    return st;
+}
+
+/* ---- the run -------------------------------------------------------------------------------------------------------- */
+
 td_status td_run(td_decider *d, const char *input_path, const char *out_path, const td_run_params *params,
                  td_run_stats *stats) {
     if (stats) memset(stats, 0, sizeof *stats);
@@ -490,61 +800,113 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     if (p.n_shards < 1 || p.shard < 0 || p.shard >= p.n_shards)
         return td_fail(TD_ERR_INVALID_ARG, "shard %d of %d: the shard must be in 0..%d", p.shard, p.n_shards,
                        p.n_shards - 1);
+    if (p.max_line_bytes < 0) return td_fail(TD_ERR_INVALID_ARG, "td_run: max_line_bytes < 0");
     if (p.checkpoint_docs < 1) p.checkpoint_docs = 1;
+    unsigned wflags = p.sync ? 0 : TD_WFILE_NO_SYNC;
     runner rn;
     memset(&rn, 0, sizeof rn);
     rn.d = d, rn.p = &p, rn.input = input_path, rn.out_path = out_path;
     rn.out_fd = rn.err_fd = -1;
     rn.t0 = rn.last_sync = now_s();
-    char *err_path = NULL;
+    char *err_path = NULL, *prov_path = td_prov_path(out_path);
     td_rows *global = NULL;
+    td_prov pv;
+    memset(&pv, 0, sizeof pv);
+    first_pass_out fo;
+    memset(&fo, 0, sizeof fo);
     td_lines r;
     memset(&r, 0, sizeof r);
     r.fd = -1;
+    int out_created = 0, err_created = 0, written = 0;
     if (p.errors_path) err_path = td_strdup(p.errors_path);
     else if ((err_path = td_malloc(strlen(out_path) + 8))) sprintf(err_path, "%s.errors", out_path);
     rn.err_path = err_path;
-    td_status st = err_path ? TD_OK : td_fail_nomem("a file name");
-    if (st == TD_OK && strcmp(err_path, out_path) == 0)
-        st = td_fail(TD_ERR_INVALID_ARG, "%s: the results and the errors need two files", out_path);
-    if (st == TD_OK && p.criteria_path) st = load_global(p.criteria_path, &global);
+    td_status st = err_path && prov_path ? TD_OK : td_fail_nomem("a file name");
+    const char *ins[] = {input_path, p.criteria_path, p.prior_out, p.prior_errors}, *outs[] = {out_path, err_path, prov_path};
+    if (st == TD_OK) st = td_paths_check(ins, 4, outs, 3);
+    struct stat sb;
+    if (st == TD_OK && stat(input_path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        st = td_fail(TD_ERR_IO, "%s: %s, not a regular file: a corpus run reads its input twice (the ids first, then "
+                                "the documents) and --resume reads it again; save the stream to a file and give that",
+                     input_path, td_file_kind(sb.st_mode));
+    if (st == TD_OK && p.criteria_path) st = load_global(p.criteria_path, &global, &pv);
     rn.global = global;
-    if (st == TD_OK) st = first_pass(input_path, &p, &rn.s.docs_total);
-    if (st == TD_OK && p.resume) {
-        st = scan_ours(&p, out_path, 0, 1, &rn.done);
-        if (st == TD_OK) st = scan_ours(&p, err_path, 1, 1, &rn.reported);
-        if (st == TD_OK && p.prior_out) st = scan_ours(&p, p.prior_out, 0, 0, &rn.done);
-        if (st == TD_OK && p.prior_errors) st = scan_ours(&p, p.prior_errors, 1, 0, &rn.reported);
+    if (st == TD_OK) st = first_pass(input_path, &p, p.resume, &fo);
+    rn.s.docs_total = fo.share;
+    rn.share = fo.share_lines, rn.n_share = fo.share;
+    pv.input_bytes = fo.bytes, pv.input_docs = fo.docs, pv.input_hash = fo.hash;
+    pv.identity = (char *)(p.identity ? p.identity : "");
+    pv.shard = p.shard, pv.n_shards = p.n_shards, pv.share_docs = fo.share;
+    int oom = 0;
+    if (st == TD_OK && (pv.errors = errors_name(out_path, err_path, &oom), oom)) st = td_fail_nomem("a file name");
+    if (st == TD_OK) st = open_locked(out_path, &rn.out_fd, &out_created);
+    if (st == TD_OK) st = open_locked(err_path, &rn.err_fd, &err_created);
+    int64_t out_size = file_size(out_path), err_size = file_size(err_path);
+    if (st == TD_OK && !p.resume && (out_size > 0 || err_size > 0)) {
+        if (!p.overwrite)
+            st = td_fail(TD_ERR_STATE, "%s exists: resume continues it, overwrite replaces it",
+                         out_size > 0 ? out_path : err_path);
+        else if (ftruncate(rn.out_fd, 0) != 0 || ftruncate(rn.err_fd, 0) != 0)
+            st = td_fail(TD_ERR_IO, "%s: cannot empty it: %s", out_path, strerror(errno));
     }
-    int created = st == TD_OK && (file_size(out_path) < 0 || file_size(err_path) < 0);
-    if (st == TD_OK) st = open_output(&p, out_path, &rn.out_fd);
-    if (st == TD_OK) st = open_output(&p, err_path, &rn.err_fd);
+    if (st == TD_OK && p.resume) {
+        int found = 0;
+        st = check_provenance(out_path, &pv, 0, &found);
+        if (st == TD_OK && !found && (out_size > 0 || err_size > 0))
+            st = td_fail(TD_ERR_STATE, "%s has no provenance record (%s): it was not written by typedecide run (or "
+                                       "by a version before these records), so resume cannot tell what it holds; "
+                                       "nothing was changed (overwrite/--force replaces it)",
+                         out_size > 0 ? out_path : err_path, prov_path);
+        if (st == TD_OK && p.prior_out && file_size(p.prior_out) >= 0) {
+            int pf = 0;
+            st = check_provenance(p.prior_out, &pv, 1, &pf);
+            if (st == TD_OK) st = scan_prior(&rn, p.prior_out, 0);
+        }
+        if (st == TD_OK && p.prior_errors) st = scan_prior(&rn, p.prior_errors, 1);
+        if (st == TD_OK) st = repair(&rn);
+    }
+    if (st == TD_OK) st = td_prov_write(prov_path, &pv, wflags);
+    written = st == TD_OK;
+    if (st == TD_OK && (lseek(rn.out_fd, 0, SEEK_END) < 0 || lseek(rn.err_fd, 0, SEEK_END) < 0))
+        st = td_fail(TD_ERR_IO, "%s: cannot seek: %s", out_path, strerror(errno));
     if (st == TD_OK) st = checkpoint(&rn); /* the repaired (or new) files, on disk */
-    if (st == TD_OK && created && p.sync) st = td_run_sync_dir(out_path);
+    if (st == TD_OK && (out_created || err_created) && p.sync) st = td_run_sync_dir(out_path);
     if (st == TD_OK) st = td_lines_open(&r, input_path);
+    r.skip_bom = 1;
+    r.max_len = (size_t)p.max_line_bytes;
     int64_t k = 0;
     int got = 0;
     while (st == TD_OK && (got = td_lines_next(&r)) == 1) {
-        if (td_line_blank(r.line, r.len)) continue;
+        if (!r.too_long && td_line_blank(r.line, r.len)) continue;
         if (k++ % p.n_shards != p.shard) continue;
-        st = run_line(&rn, r.line, r.len, r.lineno);
+        if (td_lineset_has(&rn.done, r.lineno)) rn.s.docs_skipped++;
+        else st = run_line(&rn, r.line, r.len, r.too_long, r.lineno);
         rn.s.seconds = now_s() - rn.t0;
         if (p.progress) p.progress(p.progress_user, &rn.s);
     }
     if (got < 0 && st == TD_OK) st = TD_ERR_IO;
-    if (rn.out_fd >= 0 && rn.err_fd >= 0) { /* whatever happened, what was written is kept */
+    if (written) { /* whatever happened, what was written is kept */
         td_status st2 = checkpoint(&rn);
         if (st == TD_OK) st = st2;
+        pv.complete = st == TD_OK;
+        if (st == TD_OK) st = td_prov_write(prov_path, &pv, wflags);
     }
-    if (rn.out_fd >= 0) close(rn.out_fd);
+    if (!written) { /* refused before anything was written: what this call created goes again */
+        if (out_created && rn.out_fd >= 0 && file_size(out_path) == 0) unlink(out_path);
+        if (err_created && rn.err_fd >= 0 && file_size(err_path) == 0) unlink(err_path);
+    }
+    if (rn.out_fd >= 0) close(rn.out_fd); /* and with it the lock */
     if (rn.err_fd >= 0) close(rn.err_fd);
     td_lines_close(&r);
     td_idset_free(&rn.done);
     td_idset_free(&rn.reported);
     td_free(rn.crit);
     td_free(rn.dec);
+    td_free(fo.share_lines);
     td_rows_free(global);
+    td_free(pv.errors);
     td_free(err_path);
+    td_free(prov_path);
     rn.s.seconds = now_s() - rn.t0;
     if (stats) *stats = rn.s;
     return st;

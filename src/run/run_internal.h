@@ -1,4 +1,5 @@
-/* The corpus runner's pieces: a streaming line reader over a file descriptor, whole writes, and a set of ids. */
+/* The corpus runner's pieces: a streaming line reader over a file descriptor, whole writes, a set of ids, and the
+ * provenance record that ties a results file to the run that wrote it. */
 #ifndef TD_RUN_INTERNAL_H
 #define TD_RUN_INTERNAL_H
 
@@ -6,9 +7,10 @@
 #include <stdint.h>
 
 #include "typedecide.h"
+#include "util/fileio.h"
 
-/* Reads a file line by line through one fixed read buffer and one line buffer that grows to the longest line:
- * memory does not depend on the file's size. */
+/* Reads a file line by line through one fixed read buffer and one line buffer that grows to the longest line (up
+ * to max_len): memory does not depend on the file's size. */
 typedef struct td_lines {
     int fd;
     const char *path;    /* borrowed, for messages */
@@ -18,22 +20,31 @@ typedef struct td_lines {
     char *line;          /* the current line, NUL-terminated, without its '\n' */
     size_t len, cap;
     int complete;        /* 1: it ended with '\n'; 0: the file ended first (a torn last line) */
+    int too_long;        /* 1: the line had more than max_len bytes: line holds none of them */
+    size_t max_len;      /* 0: no limit */
+    int skip_bom;        /* 1: a UTF-8 byte-order mark at the very start is not part of line 1 */
     int64_t offset;      /* byte offset of the current line in the file */
     int64_t next;        /* byte offset after it (and its '\n') */
     int32_t lineno;      /* 1-based number of the current line */
+    td_hash64 *hash;     /* when set: every byte read is fed to it */
+    int64_t bytes;       /* bytes read so far */
 } td_lines;
 
-/* Opens path for reading. TD_ERR_IO naming the file. */
+/* Opens path for reading: TD_ERR_IO naming the file when it cannot be opened or is not a regular file (a pipe, a
+ * device, a directory: said which; a FIFO is never waited on). */
 td_status td_lines_open(td_lines *r, const char *path);
 void td_lines_close(td_lines *r);
-/* The next line (blank ones included): 1 and r->line / len / complete / offset / lineno set, 0 at the end of the
- * file, or -1 on a read or allocation failure (the message is set). */
+/* The next line (blank ones included): 1 and r->line / len / complete / too_long / offset / lineno set, 0 at the
+ * end of the file, or -1 on a read or allocation failure (the message is set). A line longer than max_len is read
+ * to its end and dropped (too_long = 1, len = 0): memory stays bounded whatever the file holds. */
 int td_lines_next(td_lines *r);
 /* 1 when the line holds only spaces, tabs and CRs. */
 int td_line_blank(const char *line, size_t len);
 
 /* Writes all n bytes (retrying short writes). TD_ERR_IO naming the file. */
 td_status td_run_write_all(int fd, const char *path, const char *data, size_t n);
+/* The same at a file offset (pwrite). */
+td_status td_run_pwrite_all(int fd, const char *path, const char *data, size_t n, int64_t offset);
 /* fsync of the directory that holds path, so that a new or renamed file's name is on disk too. */
 td_status td_run_sync_dir(const char *path);
 
@@ -53,13 +64,59 @@ int td_idset_reserve(td_idset *s, size_t n);
 int td_idset_add(td_idset *s, const char *id, size_t len, int32_t line, int32_t *first_line);
 /* 1 when present (*line receives its line, may be NULL), else 0. */
 int td_idset_has(const td_idset *s, const char *id, size_t len, int32_t *line);
+/* The same keyed by an input line number (results and errors are matched to the input by line). */
+int td_lineset_add(td_idset *s, int32_t line);
+int td_lineset_has(const td_idset *s, int32_t line);
 
 /* Counts a file's lines (newlines, plus one for a last line without it): what an id set reserves. */
 td_status td_count_lines(const char *path, int64_t *n);
+
+/* The longest results or errors line read back (resume, merge): a document line is at most td_run_params'
+ * max_line_bytes (64 MiB by default) and its results line is of the same order. */
+#define TD_RUN_MAX_OUTPUT_LINE ((size_t)256 << 20)
+/* The most a criteria file may hold. */
+#define TD_RUN_MAX_CRITERIA ((size_t)256 << 20)
+/* The most a provenance file may hold (it is a few hundred bytes). */
+#define TD_RUN_MAX_PROVENANCE ((size_t)1 << 20)
 
 /* A results or errors line of ours: a JSON object with an integer "line" >= 1 and, for results, a string "id" and
  * an array "decisions"; for errors, a string "error". Returns 1 and *line (and a new copy of the id in *id, NULL
  * when absent or null; td_free) when it is one, 0 when it is not, -1 when out of memory. */
 int td_run_parse_ours(const char *text, size_t len, int errors_file, int32_t *line, char **id);
+
+/* ---- provenance -------------------------------------------------------------------------------------------------
+ * Beside every results file OUT lies OUT.provenance.json, one JSON line that says what the results are of: the
+ * input (bytes, hash, documents), the criteria file (bytes, hash), the caller's identity string (model fingerprint
+ * and settings), the shard, the errors file and whether the share is complete. Resume refuses a results file whose
+ * provenance differs from the run's, or that has none; merge refuses shards of different runs and counts the
+ * documents they cover. It is written whole (temporary file, rename) and holds no time or path of this machine,
+ * so that a merge of shards writes the provenance of one unsharded run, byte for byte. */
+typedef struct td_prov {
+    int64_t input_bytes, input_docs;
+    uint64_t input_hash;
+    int has_criteria;
+    int64_t criteria_bytes;
+    uint64_t criteria_hash;
+    char *identity;        /* owned */
+    int32_t shard, n_shards;
+    int64_t share_docs;    /* documents of this share (input_docs for an unsharded run or a merge) */
+    char *errors;          /* owned: the errors file when it is not the default (results + ".errors"): its name when
+                              beside the results file, else its full path; NULL: the default, which follows the
+                              results file when it is renamed */
+    int complete;          /* 1: every document of the share is in the results or the errors file */
+} td_prov;
+
+/* OUT + ".provenance.json" (td_free), NULL when out of memory. */
+char *td_prov_path(const char *results_path);
+/* Reads a provenance file: TD_OK, or TD_ERR_IO with *missing = 1 when there is none, or TD_ERR_FORMAT naming the
+ * file and member that is wrong. */
+td_status td_prov_read(const char *path, td_prov *p, int *missing);
+/* Writes it whole (td_wfile flags). */
+td_status td_prov_write(const char *path, const td_prov *p, unsigned wflags);
+void td_prov_free(td_prov *p);
+/* 0 when a and b describe results of the same input, criteria and identity; else 1 and a sentence in why. */
+int td_prov_differs(const td_prov *a, const td_prov *b, char *why, size_t n);
+/* The errors file recorded in p, as a path usable from here (relative names are beside results_path). td_free. */
+char *td_prov_errors_path(const td_prov *p, const char *results_path);
 
 #endif
