@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -190,18 +192,46 @@ int cli_device(const char *cmd, const char *device_s, const char *precision_s, i
     return 0;
 }
 
+/* A named pipe that no process opens for writing would block the open (and then the read) for ever: it is opened
+ * without blocking and given CLI_FIFO_WAIT_S seconds to deliver data or its end. An anonymous pipe (a shell's
+ * <(...)) has its writer already. */
+static int fifo_wait(const char *cmd, const char *path, int fd) {
+    char link[64], target[64] = "";
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n > 0 && strncmp(target, "pipe:", 5) == 0) return 0;
+    struct pollfd p = {fd, POLLIN, 0};
+    int r;
+    do r = poll(&p, 1, CLI_FIFO_WAIT_S * 1000);
+    while (r < 0 && errno == EINTR);
+    if (r > 0) return 0;
+    cli_error(cmd, "%s: a named pipe (FIFO) that no process wrote to within %d s", path, CLI_FIFO_WAIT_S);
+    return -1;
+}
+
 FILE *cli_open_input(const char *cmd, const char *path) {
     if (strcmp(path, "-") == 0) return stdin;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         cli_error(cmd, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
         cli_error(cmd, "%s: is a directory, not a file", path);
         return NULL;
+    }
+    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && fifo_wait(cmd, path, fd)) {
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* reads wait for a pipe's data again */
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        cli_error(cmd, "%s: out of memory opening it", path);
     }
     return f;
 }
@@ -326,7 +356,9 @@ char *cli_instruction(const char *cmd, const char *arg) {
         cli_error(cmd, "--instruction %s: is a directory (give the instruction text, or a file holding it)", arg);
         return NULL;
     }
-    if (cli_is_file(arg)) return cli_read_input(cmd, arg, CLI_MAX_TEXT, "an instruction can be", NULL);
+    struct stat st; /* a file, or a pipe or device that exists (<(...)): read, within the cap */
+    if (cli_is_file(arg) || (strchr(arg, '/') && stat(arg, &st) == 0))
+        return cli_read_input(cmd, arg, CLI_MAX_TEXT, "an instruction can be", NULL);
     size_t n = strlen(arg);
     int spaces = strpbrk(arg, " \t\n") != NULL;
     int pathlike = !spaces && (strchr(arg, '/') || (n > 4 && (strcmp(arg + n - 4, ".txt") == 0 || strcmp(arg + n - 3, ".md") == 0)));

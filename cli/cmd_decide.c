@@ -182,7 +182,7 @@ int cmd_decide(int argc, char **argv) {
                            td_rows_get(rs, i)->line, td_rows_get(rs, i)->criterion.id);
             goto done;
         }
-    const char *inputs[] = {crit_path, ev_path, instr, model_dir, adapter};
+    const char *inputs[] = {crit_path, ev_path, instr && cli_is_file(instr) ? instr : NULL, model_dir, adapter};
     if (slot_path && cli_refuse_overwrite("decide", slot_path, inputs, 5)) {
         rc = 1;
         goto done;
@@ -209,12 +209,15 @@ int cmd_decide(int argc, char **argv) {
         }
     }
     if (!quiet) fprintf(stderr, "typedecide decide: slot map %s\n", td_decider_slot_map(d));
-    if (slot_path) {
-        FILE *f = fopen(slot_path, "wb");
-        if (!f || fprintf(f, "%s\n", td_decider_slot_map(d)) < 0 || fclose(f) != 0) {
-            rc = cli_error("decide", "%s: cannot write the slot map", slot_path);
-            goto done;
-        }
+    if (slot_path) { /* written whole, beside itself, then renamed */
+        const char *sm = td_decider_slot_map(d);
+        size_t sl = strlen(sm);
+        char *text = malloc(sl + 2);
+        if (text) memcpy(text, sm, sl), memcpy(text + sl, "\n", 2);
+        int bad = !text || td_file_write(slot_path, text, sl + 1, 0) != TD_OK;
+        if (bad) rc = text ? cli_fail_msg("decide") : cli_error("decide", "out of memory");
+        free(text);
+        if (bad) goto done;
     }
     /* rows with the same evidence text form a group: one td_decide call, one prefill */
     size_t cnt = (size_t)(n ? n : 1);

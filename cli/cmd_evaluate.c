@@ -30,6 +30,8 @@ static const char usage_text[] =
     "  --prior-fraction F    share of rows used to estimate the prior (default 0.05, at least one row)\n"
     "  --seed S              seed for shots and the prior's rows (default 1)\n"
     "  --out FILE            results JSON: all metrics plus model, mode, shots, debias, seed, fixture hash\n"
+    "                        (--out, --predictions and --plot are each written whole, beside themselves, then\n"
+    "                        renamed; none may be an input or another of them)\n"
     "  --predictions FILE    predictions JSONL (the input of `typedecide metrics`)\n"
     "  --plot FILE.svg       reliability diagram and per-family accuracy bars\n"
     "  --bins B              ECE bins (default 15)\n"
@@ -38,7 +40,9 @@ static const char usage_text[] =
     "  --device cpu|cuda     where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
     CLI_PRECISION_HELP
     "  --max-tokens N        generation length in --mode generate (default 8)\n"
-    "  --quiet               no progress on stderr\n";
+    "  --quiet               no progress on stderr\n"
+    "Caps: the fixture and --shots-file 256 MiB each; --instruction 1 MiB; the model's config.json and\n"
+    "tokenizer.json 256 MiB each.\n";
 
 static void print_table(const json_t *res, const char *fixture) {
     json_t *fam = json_object_get(res, "family_balanced_accuracy"), *cost = json_object_get(res, "cost");
@@ -69,10 +73,9 @@ static void print_table(const json_t *res, const char *fixture) {
     json_object_foreach(fam, k, v) printf("  %-24s %8.4f\n", k, json_number_value(v));
 }
 
+/* A report written whole: beside its path, then renamed (the old file stays until the new one is complete). */
 static int write_text(const char *cmd, const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) return cli_error(cmd, "%s: cannot write", path);
-    return 0;
+    return td_file_write(path, text, strlen(text), 0) == TD_OK ? 0 : cli_fail_msg(cmd);
 }
 
 static void progress(void *user, int32_t done, int32_t n_groups) {
@@ -183,13 +186,12 @@ int cmd_evaluate(int argc, char **argv) {
     td_decider *d = NULL;
     td_eval *ev = NULL;
     json_t *res = NULL;
-    const char *inputs[] = {fixture, shots_file, instr, model_dir, adapter};
+    const char *inputs[] = {fixture, shots_file, instr && cli_is_file(instr) ? instr : NULL, model_dir, adapter};
     const char *outputs[] = {out_path, pred_path, plot_path};
-    for (int i = 0; i < 3; i++)
-        if (outputs[i] && cli_refuse_overwrite("evaluate", outputs[i], inputs, 5)) {
-            rc = 1;
-            goto done;
-        }
+    if (cli_check_paths("evaluate", inputs, 5, outputs, 3)) { /* nor one output over another */
+        rc = 1;
+        goto done;
+    }
     if (instr && !(instruction = cli_instruction("evaluate", instr))) {
         rc = 1;
         goto done;

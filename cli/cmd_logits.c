@@ -58,7 +58,7 @@ int cmd_logits(int argc, char **argv) {
     td_model *m = NULL;
     td_ctx *ctx = NULL;
     td_batch *b = NULL;
-    FILE *f = NULL;
+    td_outfile *f = NULL;
     int rc = 0;
     td_status st = cli_load_model(model_dir, 0, 0, adapter, &m);
     if (st != TD_OK) {
@@ -89,8 +89,8 @@ int cmd_logits(int argc, char **argv) {
         rc = cli_fail("logits", st);
         goto done;
     }
-    if (!(f = fopen(out, "wb"))) {
-        rc = cli_error("logits", "%s: cannot create", out);
+    if ((st = td_outfile_open(out, 0, &f)) != TD_OK) { /* written beside --out, renamed when whole */
+        rc = cli_fail_msg("logits");
         goto done;
     }
     for (size_t i = 0; i < n; i += (size_t)cp.n_batch) {
@@ -102,13 +102,16 @@ int cmd_logits(int argc, char **argv) {
             goto done;
         }
         for (int32_t o = 0; o < td_ctx_n_outputs(ctx); o++)
-            if (fwrite(td_ctx_output(ctx, o), sizeof(float), (size_t)V, f) != (size_t)V) {
-                rc = cli_error("logits", "%s: write failed", out);
+            if (td_outfile_write(f, td_ctx_output(ctx, o), sizeof(float) * (size_t)V) != TD_OK) {
+                rc = cli_fail_msg("logits");
                 goto done;
             }
     }
+    st = td_outfile_commit(f);
+    f = NULL;
+    if (st != TD_OK) rc = cli_fail_msg("logits");
 done:
-    if (f && fclose(f) != 0 && rc == 0) rc = cli_error("logits", "%s: write failed", out);
+    td_outfile_abort(f);
     td_batch_free(b);
     td_ctx_free(ctx);
     td_model_free(m);

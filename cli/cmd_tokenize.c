@@ -26,10 +26,15 @@ static const char usage_text[] =
     "  --decode IDS      decode comma-separated ids and print the text as a JSON string\n"
     "  --decode-jsonl F  decode one JSON array of ids per line of F ('-' = stdin), one JSON string per line\n"
     "  --export-json OUT write the tokenizer as a Hugging Face tokenizer.json to OUT ('-' = stdout): the form\n"
-    "                    tokenizers saves Qwen's in; it and Hugging Face's tokenizers read it back to the same ids\n"
+    "                    tokenizers saves Qwen's in; it and Hugging Face's tokenizers read it back to the same ids.\n"
+    "                    OUT is written whole (beside itself, then renamed); it may not be an input (the GGUF, the\n"
+    "                    model's files); an existing OUT is replaced only with --force\n"
+    "  --force           replace an existing --export-json OUT\n"
     "  --no-special      treat added tokens such as <|im_start|> as plain text\n"
     "  --no-nfc          (GGUF only) leave out the NFC normalizer, as llama.cpp does: llama.cpp's ids, which differ\n"
-    "                    from Hugging Face's only on text that is not in NFC (an export then has no normalizer)\n";
+    "                    from Hugging Face's only on text that is not in NFC (an export then has no normalizer)\n"
+    "Caps: tokenizer.json (a file or a model's) 256 MiB, and a regular file; a --jsonl / --decode-jsonl line\n"
+    "64 MiB.\n";
 
 static int tokenize_one(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, const char *where) {
     int32_t *ids;
@@ -136,30 +141,34 @@ static int tokenize_jsonl(const td_tokenizer *tok, const char *path, unsigned fl
     return rc;
 }
 
-/* Writes the tokenizer.json text to path ('-' = standard output). */
+/* Writes the tokenizer.json text to path ('-' = standard output): a file is written beside itself and renamed into
+ * place when whole, so a full disk leaves the old file (or none), never a truncated one. */
 static int export_json(const td_tokenizer *tok, const char *path) {
     char *json;
     td_status st = td_tokenizer_to_json(tok, &json);
     if (st != TD_OK) return cli_fail("tokenize", st);
     size_t n = strlen(json);
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
-    int ok = f && fwrite(json, 1, n, f) == n;
-    if (f == stdout) ok = fflush(f) == 0 && ok;
-    else if (f) ok = fclose(f) == 0 && ok;
+    int rc = 0;
+    if (strcmp(path, "-") == 0) {
+        if (fwrite(json, 1, n, stdout) != n || fflush(stdout) != 0)
+            rc = cli_error("tokenize", "writing the tokenizer.json to standard output failed");
+    } else if (td_file_write(path, json, n, 0) != TD_OK) {
+        rc = cli_error("tokenize", "cannot write the tokenizer.json: %s", td_last_error());
+    }
     td_free(json);
-    return ok ? 0 : cli_error("tokenize", "%s: cannot write the tokenizer.json", path);
+    return rc;
 }
 
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *text = NULL, *jsonl = NULL, *decode = NULL, *decode_jsonl = NULL;
     const char *export_path = NULL;
-    int no_special = 0, no_nfc = 0;
+    int no_special = 0, no_nfc = 0, force = 0;
     const cli_opt opts[] = {{"model", 1, &model, NULL},     {"tokenizer", 1, &file, NULL},
                             {"text", 1, &text, NULL},       {"jsonl", 1, &jsonl, NULL},
                             {"decode", 1, &decode, NULL},   {"decode-jsonl", 1, &decode_jsonl, NULL},
                             {"export-json", 1, &export_path, NULL},
                             {"no-special", 0, NULL, &no_special}, {"no-nfc", 0, NULL, &no_nfc},
-                            {NULL, 0, NULL, NULL}};
+                            {"force", 0, NULL, &force},     {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "tokenize", NULL, 0, NULL);
     if (r == 1) {
         fputs(usage_text, stdout);
@@ -170,6 +179,12 @@ int cmd_tokenize(int argc, char **argv) {
     if (!!text + !!jsonl + !!decode + !!decode_jsonl + !!export_path != 1)
         return cli_usage_error("tokenize",
                                "give exactly one of --text, --jsonl, --decode, --decode-jsonl or --export-json");
+    if (export_path && strcmp(export_path, "-") != 0) { /* never over an input, nor over a file not asked to go */
+        const char *inputs[] = {model, file}, *outputs[] = {export_path};
+        if (cli_check_paths("tokenize", inputs, 2, outputs, 1)) return 1;
+        if (!force && cli_is_file(export_path))
+            return cli_error("tokenize", "--export-json %s exists: --force replaces it", export_path);
+    }
     /* a GGUF file carries its tokenizer in its metadata; a model directory in tokenizer.json */
     int gguf = model ? !cli_is_dir(model) : cli_is_gguf(file);
     if (no_nfc && !gguf)

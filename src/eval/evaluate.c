@@ -11,6 +11,7 @@
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/json.h"
 
 #define MAX_SHOTS 64
@@ -496,15 +497,15 @@ static char *prediction_line(const td_eval *ev, int32_t i) {
 
 td_status td_eval_write_predictions(const td_eval *ev, const char *path) {
     if (!ev || !path) return td_fail(TD_ERR_INVALID_ARG, "td_eval_write_predictions: NULL argument");
-    FILE *f = fopen(path, "wb");
-    if (!f) return td_fail(TD_ERR_IO, "%s: cannot write", path);
-    td_status st = TD_OK;
+    td_wfile f; /* written beside the target and renamed: the old file stays whole until the new one is */
+    td_status st = td_wfile_open(&f, path, 0);
     for (int32_t i = 0; i < ev->n && st == TD_OK; i++) {
         char *line = prediction_line(ev, i);
         if (!line) st = td_fail_nomem("a predictions line");
-        else if (fprintf(f, "%s\n", line) < 0) st = td_fail(TD_ERR_IO, "%s: write failed", path);
+        else if (fprintf(f.f, "%s\n", line) < 0) st = td_fail(TD_ERR_IO, "%s: write failed", path);
         td_free(line);
     }
-    if (fclose(f) != 0 && st == TD_OK) st = td_fail(TD_ERR_IO, "%s: write failed", path);
+    if (st == TD_OK) return td_wfile_commit(&f);
+    td_wfile_abort(&f);
     return st;
 }

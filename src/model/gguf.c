@@ -6,6 +6,7 @@
 
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/utf8.h"
 #include "util/hashmap.h"
 
@@ -599,20 +600,26 @@ td_status td_gguf_write(td_gguf_writer *w, const char *path) {
         td_free(hdr.kv);
         return td_fail_nomem("the GGUF header");
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
+    /* written beside the target and renamed over it: no half-written model, and whatever was at path before (a
+     * model, a device node) is never removed when a write fails */
+    td_wfile f;
+    td_status st = td_wfile_open(&f, path, 0);
+    if (st != TD_OK) {
         td_free(hdr.kv);
-        return td_fail(TD_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        return st;
     }
-    int ok = fwrite(hdr.kv, 1, hdr.kv_len, f) == hdr.kv_len;
+    int ok = fwrite(hdr.kv, 1, hdr.kv_len, f.f) == hdr.kv_len;
     td_free(hdr.kv);
     for (int64_t i = 0; ok && i < w->n_t; i++) {
         const wtensor *t = &w->t[i];
-        ok = fwrite(t->data, 1, t->nbytes, f) == t->nbytes;
+        ok = fwrite(t->data, 1, t->nbytes, f.f) == t->nbytes;
         size_t tp = (size_t)((A - t->nbytes % A) % A);
-        if (ok && tp) ok = fwrite(zeros, 1, tp, f) == tp;
+        if (ok && tp) ok = fwrite(zeros, 1, tp, f.f) == tp;
     }
-    if (f && fclose(f) != 0) ok = 0;
-    if (!ok) remove(path); /* no half-written model left behind */
-    return ok ? TD_OK : td_fail(TD_ERR_IO, "%s: cannot write (disk full?)", path);
+    if (!ok) {
+        int e = errno;
+        td_wfile_abort(&f);
+        return td_fail(TD_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    return td_wfile_commit(&f);
 }

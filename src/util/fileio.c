@@ -228,7 +228,7 @@ td_status td_paths_check(const char *const *inputs, int32_t n_inputs, const char
         for (int32_t j = 0; j < n_inputs; j++) {
             const char *in = inputs[j];
             td_file_id x;
-            if (skip_path(in) || td_file_id_of(in, &x) != TD_OK) continue; /* a missing input: its reader says so */
+            if (skip_path(in) || td_file_id_of(in, &x) != TD_OK || !x.exists) continue; /* its reader says so */
             if (td_file_id_same(&o, &x))
                 return td_fail(TD_ERR_INVALID_ARG, "%s: refusing to write over an input of this command (%s)", out, in);
             if (o.exists && x.exists && S_ISDIR(x.mode) && inside_dir(in, &o))
