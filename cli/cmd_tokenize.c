@@ -181,7 +181,8 @@ int cmd_tokenize(int argc, char **argv) {
                                "give exactly one of --text, --jsonl, --decode, --decode-jsonl or --export-json");
     if (export_path && strcmp(export_path, "-") != 0) { /* never over an input, nor over a file not asked to go */
         const char *inputs[] = {model, file}, *outputs[] = {export_path};
-        if (cli_check_paths("tokenize", inputs, 2, outputs, 1)) return 1;
+        if (td_paths_check(inputs, 2, outputs, 1) != TD_OK)
+            return cli_error("tokenize", "cannot write the tokenizer.json: %s", td_last_error());
         if (!force && cli_is_file(export_path))
             return cli_error("tokenize", "--export-json %s exists: --force replaces it", export_path);
     }

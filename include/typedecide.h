@@ -132,7 +132,9 @@ TD_API td_status td_set_allocator(const td_allocator *allocator);
  * set this CPU runs (docs and bench/kernel_sets.sh: the measurements behind the choice). Every set computes exactly
  * by default (td_precision); they differ in speed and in how Q8_0 / Q4_0 products quantise their activations. The
  * environment variable TD_KERNELS forces another set this CPU runs (TD_KERNELS=avx2, avx512vnni, scalar, ...); a
- * name it cannot run is ignored. Static string. td_model_kernels says what a loaded model uses. */
+ * name that is no set (TD_ERR_INVALID_ARG) or a set this CPU cannot run (TD_ERR_UNSUPPORTED) makes td_model_load
+ * fail with a message that lists the sets this CPU runs (here it names the default then; an empty TD_KERNELS is no
+ * choice). Static string. td_model_kernels says what a loaded model uses. */
 TD_API const char *td_cpu_kernels(void);
 /* 1 when the kernels td_cpu_kernels() names have bf16 products (vdpbf16ps: avx512bf16, avx512r16, amx), so that
  * TD_PRECISION_BF16 changes a CPU context's arithmetic for BF16 weights; 0 when such a context computes in fp32. */
@@ -193,6 +195,8 @@ TD_API void td_tokenizer_free(td_tokenizer *tok);
 
 /* Flags for td_tokenize(). */
 #define TD_TOKENIZE_PARSE_SPECIAL 1u /* split out added tokens (<|im_start|>, <think>, ...) as their own ids */
+#define TD_TOKENIZE_ADD_BOS 2u       /* put the tokenizer's BOS first, where it has one (td_tokenizer_bos): what
+                                        Hugging Face's add_special_tokens=True does to a text */
 
 /* Encodes `len` bytes of UTF-8 `text` into token ids, exactly as Hugging Face `tokenizers` does (without adding
  * BOS/EOS: Qwen's tokenizers add none). On success *ids is a new array (release with td_free(); NULL when
@@ -214,6 +218,11 @@ TD_API int32_t td_token_lookup(const td_tokenizer *tok, const char *piece);
 
 /* Number of ids the tokenizer can produce (vocabulary plus added tokens); all ids are < this. */
 TD_API int32_t td_tokenizer_n_tokens(const td_tokenizer *tok);
+
+/* The token the tokenizer puts before a text (tokenizer.json's post_processor template, a GGUF's add_bos_token:
+ * Llama 3's <|begin_of_text|>, Gemma's <bos>), or -1 when it puts none (Qwen). The readout's head and a plain
+ * prompt start with it (TD_TOKENIZE_ADD_BOS); chat templates write it themselves. */
+TD_API int32_t td_tokenizer_bos(const td_tokenizer *tok);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Model                                                                                                         */

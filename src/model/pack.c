@@ -24,10 +24,10 @@ static td_status pack_one(td_model *m, td_mat *w, int lanes) {
 }
 
 td_status td_model_pack(td_model *m) {
-    m->kernels = td_kernels_best();
+    td_status st = td_kernels_choose(&m->kernels);
+    if (st != TD_OK) return st;
     int lanes = m->kernels->pack;
     if (!lanes) return TD_OK;
-    td_status st = TD_OK;
     for (int i = 0; i < m->cfg.n_layer && st == TD_OK; i++)
         for (int s = 0; s < TD_W_COUNT && st == TD_OK; s++) st = pack_one(m, &m->layers[i].w[s], lanes);
     if (st == TD_OK) st = pack_one(m, &m->head, lanes); /* the embedding keeps its rows for look-ups */

@@ -1,6 +1,7 @@
 /* Run-time choice of kernels: the kernel sets (scalar, AVX2, AVX-512 VNNI, AVX-512 BF16, AVX-512 r16, AMX), what
  * this CPU can run, and the TD_KERNELS override. */
 #include <cpuid.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -9,6 +10,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 #include "typedecide.h"
+#include "util/error.h"
 
 
 /* td_kernels.quantize_rows takes its td_qrows as a pointer to void (kernels.h does not include quant.h). */
@@ -108,12 +110,37 @@ const td_kernels *td_kernels_named(const char *name) {
  * kernels choose their path by shape (decode streams rows, batches tile them), every path bit-identical. */
 const td_kernels *td_kernels_best(void) {
     const char *force = getenv("TD_KERNELS");
-    const td_kernels *k = force ? td_kernels_named(force) : NULL;
+    const td_kernels *k = force && *force ? td_kernels_named(force) : NULL;
     if (k) return k;
     if (td_cpu_has_amx()) return &amx;
     if (td_cpu_has_avx512bf16()) return &avx512bf16;
     if (td_cpu_has_avx512vnni()) return &avx512vnni;
     return td_cpu_has_avx2() ? &avx2 : &scalar;
+}
+
+static const td_kernels *const all_sets[] = {&scalar, &avx2, &avx512vnni, &avx512bf16, &avx512r16, &amx};
+
+/* A TD_KERNELS that names no set, or one this CPU lacks, would otherwise fall back to the default in silence: a
+ * benchmark or a test of one set would measure another. */
+td_status td_kernels_choose(const td_kernels **out) {
+    const char *force = getenv("TD_KERNELS");
+    *out = td_kernels_best();
+    if (!force || !*force || td_kernels_named(force)) return TD_OK;
+    char runs[128] = "";
+    size_t n = 0;
+    int known = 0;
+    for (size_t i = 0; i < sizeof all_sets / sizeof all_sets[0]; i++) {
+        if (strcmp(force, all_sets[i]->name) == 0) known = 1;
+        if (td_kernels_named(all_sets[i]->name) && n < sizeof runs) {
+            int w = snprintf(runs + n, sizeof runs - n, "%s%s", n ? ", " : "", all_sets[i]->name);
+            n += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (known)
+        return td_fail(TD_ERR_UNSUPPORTED, "TD_KERNELS=%.64s: this CPU cannot run that kernel set; it runs: %s", force,
+                       runs);
+    return td_fail(TD_ERR_INVALID_ARG, "TD_KERNELS=%.64s: no such kernel set (the sets: scalar, avx2, avx512vnni, "
+                                       "avx512bf16, avx512r16, amx); this CPU runs: %s", force, runs);
 }
 
 const char *td_cpu_kernels(void) { return td_kernels_best()->name; }

@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "typedecide.h"
 #include "util/dtype.h"
 
 struct td_qpack;
@@ -241,6 +242,10 @@ int td_kernels_layout(const td_kernels *k, const td_mat *w, int bf16_acts);
 /* The kernels a model loaded now takes: the set named by TD_KERNELS in the environment when this CPU runs it,
  * else the fastest set this CPU runs (dispatch.c states the measurements behind the choice). */
 const td_kernels *td_kernels_best(void);
+/* td_kernels_best() for a model being loaded, and whether TD_KERNELS was honoured: TD_ERR_INVALID_ARG when it names
+ * no set, TD_ERR_UNSUPPORTED when this CPU cannot run the set it names (each message lists the sets it runs);
+ * *out is the default set then. An empty TD_KERNELS is no choice. */
+td_status td_kernels_choose(const td_kernels **out);
 /* The kernel set of that name ("scalar", "avx2", "avx512vnni", "avx512bf16", "avx512r16", "amx"), or NULL when the
  * name is unknown or this CPU cannot run it. "scalar" is the reference every other set is tested against. */
 const td_kernels *td_kernels_named(const char *name);
