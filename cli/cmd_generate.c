@@ -115,7 +115,9 @@ int cmd_generate(int argc, char **argv) {
             }
         }
         const char *t = text ? text : prompt;
-        if ((st = td_tokenize(tok, t, strlen(t), TD_TOKENIZE_PARSE_SPECIAL, &ids, &n_ids)) != TD_OK) {
+        /* a plain prompt starts with the tokenizer's BOS where it has one (Llama, Gemma); a chat template writes it */
+        unsigned flags = TD_TOKENIZE_PARSE_SPECIAL | (text ? 0u : TD_TOKENIZE_ADD_BOS);
+        if ((st = td_tokenize(tok, t, strlen(t), flags, &ids, &n_ids)) != TD_OK) {
             rc = cli_fail("generate", st);
             goto done;
         }

@@ -195,6 +195,8 @@ TD_API void td_tokenizer_free(td_tokenizer *tok);
 
 /* Flags for td_tokenize(). */
 #define TD_TOKENIZE_PARSE_SPECIAL 1u /* split out added tokens (<|im_start|>, <think>, ...) as their own ids */
+#define TD_TOKENIZE_ADD_BOS 2u       /* put the tokenizer's BOS first, where it has one (td_tokenizer_bos): what
+                                        Hugging Face's add_special_tokens=True does to a text */
 
 /* Encodes `len` bytes of UTF-8 `text` into token ids, exactly as Hugging Face `tokenizers` does (without adding
  * BOS/EOS: Qwen's tokenizers add none). On success *ids is a new array (release with td_free(); NULL when
@@ -216,6 +218,11 @@ TD_API int32_t td_token_lookup(const td_tokenizer *tok, const char *piece);
 
 /* Number of ids the tokenizer can produce (vocabulary plus added tokens); all ids are < this. */
 TD_API int32_t td_tokenizer_n_tokens(const td_tokenizer *tok);
+
+/* The token the tokenizer puts before a text (tokenizer.json's post_processor template, a GGUF's add_bos_token:
+ * Llama 3's <|begin_of_text|>, Gemma's <bos>), or -1 when it puts none (Qwen). The readout's head and a plain
+ * prompt start with it (TD_TOKENIZE_ADD_BOS); chat templates write it themselves. */
+TD_API int32_t td_tokenizer_bos(const td_tokenizer *tok);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Model                                                                                                         */

@@ -9,7 +9,8 @@ For every model directory it renders the readout prompt of DESIGN.md for the evi
 (verbatim) and each criterion of fixtures/readout/criteria.jsonl, independently of our code:
   head   = INSTRUCTION + "\\nEvidence:\\n" + evidence
   suffix = "\\nCriterion: " + question + "\\nOptions:" + ("\\n" + letter + ". " + description)... + "\\nAnswer:"
-tokenised separately with Hugging Face's tokenizer (tokenizer.json, no special tokens added) and concatenated. The
+tokenised separately with Hugging Face's tokenizer (tokenizer.json; the head with its special tokens, i.e. the BOS of a
+tokenizer that puts one first, the suffixes without) and concatenated. The
 letter tokens are probed as DESIGN.md says: the one token that "Answer: X" (else "Answer:X") adds after "Answer:".
 The model is loaded from the directory as saved, once in float64 and once in float32 (eager attention), and the
 readout is the softmax over the letter logits at the last position. Writes OUTDIR/<name>.json with the letter ids,
@@ -53,7 +54,9 @@ def main():
         name = os.path.basename(os.path.normpath(d))
         tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
         sep, letter_ids = probe_letters(tok, max(len(c["options"]) for c in criteria))
-        head = tok.encode(INSTRUCTION + "\nEvidence:\n" + evidence, add_special_tokens=False).ids
+        # the head as Hugging Face encodes a text (its BOS first, where the tokenizer has one: Llama, Gemma); the
+        # suffixes without (they continue the head)
+        head = tok.encode(INSTRUCTION + "\nEvidence:\n" + evidence, add_special_tokens=True).ids
         arch = json.load(open(os.path.join(d, "config.json")))["architectures"][0]
         models = {dt: getattr(transformers, arch).from_pretrained(d, dtype=dt, attn_implementation="eager").eval()
                   for dt in (torch.float64, torch.float32)}

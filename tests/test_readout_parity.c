@@ -63,6 +63,8 @@ static double run(td_model *m, const crit_file *cf, const char *evidence, size_t
     td_decide_params dp = td_decide_default_params();
     dp.n_threads = 2;
     dp.precision = precision;
+    dp.letters = "ABCDE"; /* the letters the criteria use, as the reference probed them (a truncated vocabulary may
+                             lack " Q": probing all twenty would then choose the separator "" for every letter) */
     td_decider *d = NULL;
     td_decision out[MAX_CRITERIA];
     if (td_decider_new(m, &dp, &d) != TD_OK || td_decide(d, evidence, len, cf->c, cf->n, out) != TD_OK) {

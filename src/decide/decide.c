@@ -435,7 +435,8 @@ static td_status prepare(td_decider *d, const td_shot *shots, int32_t n_shots, c
     p->n_suf = td_calloc((size_t)(n ? n : 1), sizeof *p->n_suf);
     p->n_opt = td_calloc((size_t)(n ? n : 1), sizeof *p->n_opt);
     td_status st = head_text && p->suf && p->n_suf && p->n_opt ? TD_OK : td_fail_nomem("the prompts");
-    if (st == TD_OK && (st = td_tokenize(d->tok, head_text, hl, 0, &p->head, &nh)) != TD_OK) td_fail_context(st, "evidence");
+    if (st == TD_OK && (st = td_tokenize(d->tok, head_text, hl, TD_TOKENIZE_ADD_BOS, &p->head, &nh)) != TD_OK)
+        td_fail_context(st, "evidence"); /* a tokenizer with a BOS (Llama, Gemma) starts the head with it */
     p->n_head = (int32_t)nh;
     for (int32_t i = 0; i < n && st == TD_OK; i++) {
         size_t sl, ns = 0;

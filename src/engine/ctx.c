@@ -123,7 +123,7 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     add(pl, &ctx->pass.grp_seq, B, sizeof(int32_t), 0);
     add(pl, &ctx->pass.grp_off, B + 1, sizeof(int32_t), 0);
     add(pl, &ctx->pass.grp_tok, B, sizeof(int32_t), 0);
-    add(pl, &ctx->pass.rope_cs, B * c->rotary_dim, sizeof(float), 0);
+    add(pl, &ctx->pass.rope_cs, (int64_t)c->n_rope * B * c->rotary_dim, sizeof(float), 0);
     add(pl, &ctx->pass.row_bad, B, 1, 0);
 
     /* activations */
@@ -154,7 +154,7 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     a->dn_work_floats = ctx->hybrid ? 2 * C * dk + 2 * C * dv + 2 * C + td_deltanet_chunk_work(C, dk, dv) : 0;
     add_cpu(pl, &a->dn_work, p->deltanet_chunked ? threads * a->dn_work_floats : 0, sizeof(float), 0);
     add_cpu(pl, &a->pre_kv, kv_dim ? 2 * n_ctx * kv_dim : 0, sizeof(float), 0);
-    add(pl, &ctx->inv_freq, c->rotary_dim / 2, sizeof(float), 0);
+    add(pl, &ctx->inv_freq, (int64_t)c->n_rope * (c->rotary_dim / 2), sizeof(float), 0);
 
     pl->total += sizeof(td_ctx) + td_pool_bytes(pl->cuda ? 1 : (int)threads); /* the GPU needs no worker threads */
 }
@@ -266,7 +266,7 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
     for (int32_t i = 0; i < p.n_seq_max; i++) ctx->kv.seqs[i].cells = ctx->kv.cells + (int64_t)i * p.n_ctx;
     for (int32_t i = 0; i < p.n_ctx; i++) ctx->kv.free_list[i] = p.n_ctx - 1 - i;
     ctx->kv.n_free = p.n_ctx;
-    td_rope_inv_freq(ctx->inv_freq, c->rotary_dim, c->rope_theta);
+    for (int set = 0; set < c->n_rope; set++) td_model_inv_freq(model, set, ctx->inv_freq + set * (c->rotary_dim / 2));
     if (pl.cuda && (st = td_eng_dev_open(ctx)) != TD_OK) {
         td_ctx_free(ctx);
         return st;
@@ -370,7 +370,10 @@ static td_status prepare_pass(td_ctx *ctx, const td_batch *b) {
     }
     group_by_sequence(ctx);
     int64_t rot = ctx->model->cfg.rotary_dim;
-    for (int32_t i = 0; i < b->n; i++) td_rope_table(ps->rope_cs + i * rot, rot, ctx->inv_freq, ps->tok_pos[i]);
+    for (int set = 0; set < ctx->model->cfg.n_rope; set++) /* each set's tables, n_batch rows apart */
+        for (int32_t i = 0; i < b->n; i++)
+            td_rope_table(ps->rope_cs + ((int64_t)set * ctx->p.n_batch + i) * rot, rot, ctx->inv_freq + set * (rot / 2),
+                          ps->tok_pos[i]);
     return TD_OK;
 }
 

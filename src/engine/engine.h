@@ -67,7 +67,7 @@ typedef struct td_pass {
     int32_t n_pre;    /* keys every attention task reads, gathered once per layer: positions before every group's
                          first token whose cells all the groups share (a prefix forked to all of them; 0 when too
                          short to matter), or all of a single sequence's keys when its tokens make several tasks */
-    float *rope_cs;   /* [n_batch, rotary_dim] each token's cosines and sines (td_rope_table) */
+    float *rope_cs;   /* [n_rope, n_batch, rotary_dim] each token's cosines and sines (td_rope_table), per RoPE set */
     uint8_t *row_bad; /* [n_batch] a row of the residual stream held NaN or infinity after the last step */
 } td_pass;
 
@@ -113,7 +113,7 @@ struct td_ctx {
     td_dn_state dn;
     td_pass pass;
     td_acts act;
-    float *inv_freq;        /* [rotary_dim / 2] */
+    float *inv_freq;        /* [n_rope, rotary_dim / 2] */
     int32_t *head_rows;     /* restricted head rows (NULL: every row of the head) */
     int32_t n_head_rows;
     int64_t head_macs;      /* multiply-adds spent in the head so far */

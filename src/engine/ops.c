@@ -225,7 +225,7 @@ static void attn_task(td_ctx *ctx, int64_t task, const void *arg, int thread) {
     const td_pass *ps = &ctx->pass;
     const td_config *c = &ctx->model->cfg;
     int64_t hd = c->head_dim, group = c->n_head / c->n_head_kv;
-    float scale = (float)(1.0 / sqrt((double)hd));
+    float scale = c->attn_scale;
     float *scratch = ctx->act.attn_scratch + (int64_t)thread * ctx->act.attn_floats;
     const float *qr[TD_ATTN_MAX_ROWS];
     float *out[TD_ATTN_MAX_ROWS];

@@ -97,7 +97,9 @@ static void row_step(td_ctx *ctx, const row_run *r, const td_step *s, int64_t t)
         break;
     case TD_OP_ROPE: /* the first rotary_dim dims of each head, with this token's position */
         heads_of(ctx, (td_buf)s->dst, &n, &stride);
-        for (int64_t h = 0; h < n; h++) td_rope(dst + h * stride, c->rotary_dim, ctx->pass.rope_cs + t * c->rotary_dim);
+        for (int64_t h = 0; h < n; h++)
+            td_rope(dst + h * stride, c->rotary_dim,
+                    ctx->pass.rope_cs + ((int64_t)c->layer_rope[r->il] * ctx->p.n_batch + t) * c->rotary_dim);
         break;
     case TD_OP_STORE_KV: /* this layer's cache, the token's cell */
         td_eng_store_kv(ctx, ctx->kv.k[r->il], ctx->pass.tok_cell[t], ctx->act.k + t * ctx->kv.dim);

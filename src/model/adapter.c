@@ -110,9 +110,17 @@ td_status td_adapter_apply(td_model *m, const char *dir, int *n_merged, double *
         const td_st_tensor *ta = &f.tensors[i];
         const char *suffix = strstr(ta->name, ".lora_A.weight");
         if (!suffix || suffix[strlen(".lora_A.weight")] != 0) {
-            if (!strstr(ta->name, ".lora_B.weight"))
+            const char *bs = strstr(ta->name, ".lora_B.weight");
+            if (!bs || bs[strlen(".lora_B.weight")] != 0)
                 st = td_fail(TD_ERR_UNSUPPORTED, "%s: tensor %s is not a lora_A/lora_B weight (embedding adapters and "
                                                  "other kinds are not supported)", st_path, ta->name);
+            else { /* a lora_B is merged with its lora_A, so one without it would be dropped in silence */
+                char a_name[512];
+                snprintf(a_name, sizeof a_name, "%.*s.lora_A.weight", (int)(bs - ta->name), ta->name);
+                if (!lookup(&f, a_name))
+                    st = td_fail(TD_ERR_FORMAT, "%s: tensor %s has no matching %s (an orphan lora_B)", st_path,
+                                 ta->name, a_name);
+            }
             continue;
         }
         /* base_model.model.<module>.lora_A.weight -> <module>.weight, <module>.lora_B.weight */

@@ -47,6 +47,7 @@ typedef enum td_dim {
 #define TD_T_VHEAD_COLS 0x100u   /* columns run over value heads */
 #define TD_T_VHEAD_V_PART 0x200u /* only the rows after the q and k parts ([q | k | v]) are value heads */
 #define TD_T_VHEAD_UNIT 0x400u   /* one row per value head (else linear_value_head_dim rows per head) */
+#define TD_T_GGUF_ROPE_PERM 0x800u /* rows permuted within each head for llama.cpp's interleaved-pair RoPE */
 
 /* Where a tensor goes: a per-layer slot (td_wslot) or one of the model's own. */
 enum { TD_T_EMBED = TD_W_COUNT, TD_T_FINAL_NORM, TD_T_HEAD };

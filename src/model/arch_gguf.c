@@ -5,6 +5,7 @@
 
 #include "util/alloc.h"
 #include "util/fileio.h"
+#include "util/json.h"
 
 td_status td_arch_gguf_common(const td_gguf *g, const char *arch, json_t *cfg) {
     static const struct {
@@ -82,8 +83,8 @@ td_dtype td_arch_gguf_file_dtype(uint32_t file_type) {
 json_t *td_arch_dir_json(const char *model_path, const char *file) {
     if (!td_is_dir(model_path)) return NULL;
     char *p = td_path_join(model_path, file);
-    json_error_t e;
-    json_t *o = p ? json_load_file(p, 0, &e) : NULL;
+    json_t *o = NULL;
+    if (p && td_json_load_file(p, &o) != TD_OK) o = NULL; /* unreadable: as absent */
     td_free(p);
     return o;
 }

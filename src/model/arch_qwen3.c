@@ -78,7 +78,7 @@ static td_status gguf_keys(td_gguf_writer *w, const td_model *m, uint32_t file_t
     td_status st = td_arch_gguf_put_sizes(w, "qwen3", c);
     if (st == TD_OK) st = td_arch_gguf_put_u32(w, "qwen3", "attention.key_length", c->head_dim);
     if (st == TD_OK) st = td_arch_gguf_put_u32(w, "qwen3", "attention.value_length", c->head_dim);
-    if (st == TD_OK) st = td_arch_gguf_put_f32(w, "qwen3", "rope.freq_base", c->rope_theta);
+    if (st == TD_OK) st = td_arch_gguf_put_f32(w, "qwen3", "rope.freq_base", c->rope[0].theta);
     if (st == TD_OK) st = td_arch_gguf_put_f32(w, "qwen3", "attention.layer_norm_rms_epsilon", c->rms_eps);
     if (st == TD_OK) st = td_gguf_add_u32(w, "general.file_type", file_type);
     if (st == TD_OK && td_dtype_is_block(td_arch_gguf_file_dtype(file_type)))

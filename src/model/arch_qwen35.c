@@ -283,7 +283,7 @@ static td_status gguf_keys(td_gguf_writer *w, const td_model *m, uint32_t file_t
     int32_t sec[4];
     rope_sections(m, sec);
     if (st == TD_OK) st = td_gguf_add_i32_array(w, "qwen35.rope.dimension_sections", sec, 4);
-    if (st == TD_OK) st = td_arch_gguf_put_f32(w, a, "rope.freq_base", c->rope_theta);
+    if (st == TD_OK) st = td_arch_gguf_put_f32(w, a, "rope.freq_base", c->rope[0].theta);
     if (st == TD_OK) st = td_arch_gguf_put_f32(w, a, "attention.layer_norm_rms_epsilon", c->rms_eps);
     if (st == TD_OK) st = td_arch_gguf_put_u32(w, a, "attention.key_length", c->head_dim);
     if (st == TD_OK) st = td_arch_gguf_put_u32(w, a, "attention.value_length", c->head_dim);

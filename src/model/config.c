@@ -12,27 +12,65 @@
 #include "util/fileio.h"
 #include "util/json.h"
 
-/* rope_theta lives at the top level in older files and in rope_parameters (transformers 5) in newer ones;
- * only the default (unscaled) rope type is supported. */
+/* One set of RoPE parameters from an object (rope_parameters or rope_scaling, or a layer type's entry): rope_type
+ * default, linear or llama3 (others are refused), rope_theta, partial_rotary_factor, and what the type needs. */
+td_status td_config_read_rope(const json_t *r, const char *where, td_rope_params *rp, double *partial) {
+    td_status st;
+    if (!json_is_object(r)) return td_fail(TD_ERR_FORMAT, "%s must be an object", where);
+    const char *type = "default";
+    if ((st = td_json_str(r, "rope_type", 0, where, &type)) != TD_OK) return st;
+    if (!json_object_get(r, "rope_type") && json_is_string(json_object_get(r, "type")) &&
+        (st = td_json_str(r, "type", 0, where, &type)) != TD_OK) /* the older key */
+        return st;
+    if ((st = td_json_num(r, "rope_theta", 0, where, &rp->theta)) != TD_OK) return st;
+    if (partial && (st = td_json_num(r, "partial_rotary_factor", 0, where, partial)) != TD_OK) return st;
+    if (strcmp(type, "default") == 0) {
+        rp->type = TD_ROPE_DEFAULT;
+        return TD_OK;
+    }
+    int llama3 = strcmp(type, "llama3") == 0;
+    if (!llama3 && strcmp(type, "linear") != 0)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: rope_type \"%s\" is not supported (default, linear, llama3)", where, type);
+    rp->type = llama3 ? TD_ROPE_LLAMA3 : TD_ROPE_LINEAR;
+    if ((st = td_json_num(r, "factor", 1, where, &rp->factor)) != TD_OK) return st;
+    if (!(rp->factor > 0)) return td_fail(TD_ERR_FORMAT, "%s: factor must be positive", where);
+    if (!llama3) return TD_OK;
+    if ((st = td_json_num(r, "low_freq_factor", 1, where, &rp->low_freq_factor)) != TD_OK ||
+        (st = td_json_num(r, "high_freq_factor", 1, where, &rp->high_freq_factor)) != TD_OK ||
+        (st = td_json_i32(r, "original_max_position_embeddings", 1, where, &rp->original_ctx)) != TD_OK)
+        return st;
+    if (!(rp->low_freq_factor > 0 && rp->high_freq_factor > rp->low_freq_factor && rp->original_ctx > 0))
+        return td_fail(TD_ERR_FORMAT, "%s: llama3 rope needs 0 < low_freq_factor < high_freq_factor and "
+                       "original_max_position_embeddings > 0", where);
+    return TD_OK;
+}
+
+static int all_objects(const json_t *o) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)o, k, v) {
+        if (!json_is_object(v)) return 0;
+    }
+    return 1;
+}
+
+/* rope_theta lives at the top level in older files and in rope_parameters (transformers 5) in newer ones, scaling
+ * in rope_scaling (older) or rope_parameters. An architecture whose rope_parameters holds one set per layer type
+ * (Gemma 3) reads it itself: such an object is left alone here. */
 static td_status read_rope(const json_t *c, const char *name, td_config *cfg, double *partial) {
     td_status st;
     json_t *rp = json_object_get(c, "rope_parameters");
     json_t *rs = json_object_get(c, "rope_scaling");
-    if ((st = td_json_num(c, "rope_theta", 0, name, &cfg->rope_theta)) != TD_OK) return st;
+    if ((st = td_json_num(c, "rope_theta", 0, name, &cfg->rope[0].theta)) != TD_OK) return st;
     if ((st = td_json_num(c, "partial_rotary_factor", 0, name, partial)) != TD_OK) return st;
     const json_t *srcs[2] = {rp, rs};
     for (int i = 0; i < 2; i++) {
         const json_t *r = srcs[i];
         if (!r || json_is_null(r)) continue;
+        if (json_is_object(r) && json_object_size(r) > 0 && all_objects(r)) continue; /* per layer type */
         char where[256];
         snprintf(where, sizeof where, "%s: %s", name, i == 0 ? "rope_parameters" : "rope_scaling");
-        if (!json_is_object(r)) return td_fail(TD_ERR_FORMAT, "%s must be an object", where);
-        const char *type = "default";
-        if ((st = td_json_str(r, "rope_type", 0, where, &type)) != TD_OK) return st;
-        if (strcmp(type, "default") != 0)
-            return td_fail(TD_ERR_UNSUPPORTED, "%s: rope_type \"%s\" is not supported (only \"default\")", where, type);
-        if ((st = td_json_num(r, "rope_theta", 0, where, &cfg->rope_theta)) != TD_OK) return st;
-        if ((st = td_json_num(r, "partial_rotary_factor", 0, where, partial)) != TD_OK) return st;
+        if ((st = td_config_read_rope(r, where, &cfg->rope[0], partial)) != TD_OK) return st;
     }
     return TD_OK;
 }
@@ -46,7 +84,8 @@ static td_status read_text_config(const json_t *c, const char *name, td_config *
     td_status st;
     double eps = 1e-6, partial = 1.0;
     cfg->n_ctx_train = 32768;
-    cfg->rope_theta = 10000.0;
+    cfg->rope[0] = (td_rope_params){TD_ROPE_DEFAULT, 10000.0, 1.0, 0, 0, 0};
+    cfg->n_rope = 1;
     cfg->head_dim = 0;
     if ((st = td_json_i32(c, "vocab_size", 1, name, &cfg->n_vocab)) != TD_OK ||
         (st = td_json_i32(c, "hidden_size", 1, name, &cfg->n_embd)) != TD_OK ||
@@ -84,13 +123,14 @@ static td_status read_text_config(const json_t *c, const char *name, td_config *
         cfg->n_head > 1024)
         return td_fail(TD_ERR_UNSUPPORTED, "%s: sizes beyond what this engine supports", name);
     if ((st = read_rope(c, name, cfg, &partial)) != TD_OK) return st;
-    if (!(cfg->rope_theta > 0)) return td_fail(TD_ERR_FORMAT, "%s: rope_theta must be positive", name);
+    if (!(cfg->rope[0].theta > 0)) return td_fail(TD_ERR_FORMAT, "%s: rope_theta must be positive", name);
     if (!(partial > 0 && partial <= 1)) return td_fail(TD_ERR_FORMAT, "%s: partial_rotary_factor must be in (0, 1]", name);
     cfg->rotary_dim = (int32_t)(cfg->head_dim * partial);
     cfg->rotary_dim -= cfg->rotary_dim % 2;
     if (cfg->rotary_dim <= 0) return td_fail(TD_ERR_FORMAT, "%s: rotary dimension is 0", name);
     if (!(eps > 0 && eps < 1)) return td_fail(TD_ERR_FORMAT, "%s: rms_norm_eps must be in (0, 1)", name);
     cfg->rms_eps = (float)eps;
+    cfg->attn_scale = (float)(1.0 / sqrt((double)cfg->head_dim));
     return TD_OK;
 }
 

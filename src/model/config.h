@@ -16,6 +16,24 @@ struct td_arch_desc;
  * kind has its own step list in the architecture's description (arch.h). */
 typedef enum td_layer_kind { TD_LAYER_ATTENTION = 0, TD_LAYER_DELTANET = 1, TD_LAYER_KINDS } td_layer_kind;
 
+/* Rotary position embedding: how the inverse frequencies are made (transformers' ROPE_INIT_FUNCTIONS). */
+typedef enum td_rope_type {
+    TD_ROPE_DEFAULT = 0, /* inv_freq[i] = theta^(-2i/rot) */
+    TD_ROPE_LINEAR,      /* the default's, divided by factor */
+    TD_ROPE_LLAMA3       /* Llama 3.1's: long wavelengths divided by factor, a smooth blend between */
+} td_rope_type;
+
+typedef struct td_rope_params {
+    td_rope_type type;
+    double theta;                              /* rope_theta */
+    double factor, low_freq_factor, high_freq_factor; /* linear and llama3 */
+    int32_t original_ctx;                      /* llama3: original_max_position_embeddings */
+} td_rope_params;
+
+#define TD_MAX_ROPE 2 /* sets of frequencies: Gemma 3 has one for sliding-window layers, one for the others */
+
+typedef enum td_glu_act { TD_GLU_SILU = 0, TD_GLU_GELU_TANH = 1 } td_glu_act;
+
 typedef struct td_config {
     const struct td_arch_desc *arch; /* the architecture's description (arch.h) */
     char model_type[32];     /* as written in config.json */
@@ -29,7 +47,13 @@ typedef struct td_config {
     int32_t n_ff;            /* intermediate_size */
     int32_t n_ctx_train;     /* max_position_embeddings */
     int32_t rotary_dim;      /* dims that RoPE rotates: head_dim, or head_dim * partial_rotary_factor */
-    double rope_theta;
+    td_rope_params rope[TD_MAX_ROPE]; /* rope[0]: every layer's, unless layer_rope says otherwise */
+    int32_t n_rope;          /* sets in use (1 or 2) */
+    uint8_t layer_rope[TD_MAX_LAYERS]; /* the set of each layer */
+    int32_t layer_window[TD_MAX_LAYERS]; /* a sliding window: a token attends to its last n positions; 0: all */
+    float attn_scale;        /* scores' scale: 1 / sqrt(head_dim), or the architecture's (Gemma 3: query_pre_attn_scalar) */
+    float embed_scale;       /* the embedding's rows times this (Gemma 3: sqrt(hidden_size) as fp32); 0: none */
+    td_glu_act glu_act;      /* the MLP's gate activation */
     float rms_eps;
     int tied;                /* tie_word_embeddings */
     int32_t head_rows;       /* rows of a head pruned to the option letters (0: n_vocab) */
@@ -43,6 +67,11 @@ typedef struct td_config {
 /* Reads `path` (config.json). Unknown architectures, unsupported rope scaling and inconsistent sizes fail with a
  * message naming the field. */
 td_status td_config_load(const char *path, td_config *cfg);
+
+/* One set of RoPE parameters from a config object (`where` names it in messages); partial (may be NULL) receives
+ * partial_rotary_factor when the object has one. For the architectures' own config readers. */
+struct json_t;
+td_status td_config_read_rope(const struct json_t *r, const char *where, td_rope_params *rp, double *partial);
 
 /* Parses config JSON text (for tests and synth). */
 td_status td_config_parse(const char *json, size_t len, const char *name, td_config *cfg);

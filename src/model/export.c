@@ -156,6 +156,36 @@ static td_status add_spec(void *user, const td_tensor_spec *s) {
     return td_gguf_add_tensor(x->w, gname, ggml_of(t), nd, ne, data, nb);
 }
 
+/* rope_freqs.weight, llama.cpp's form of Llama 3.1's RoPE scaling: per rotated pair the factor its frequency is
+ * divided by, computed as the converter does (conversion/llama.py, generate_extra_tensors: fp32 tensors, Python
+ * scalars rounded to them); a GGUF source's own factors as they are. Nothing for other RoPE. */
+static td_status add_rope_freqs(td_gguf_writer *w, const td_model *m) {
+    const td_config *c = &m->cfg;
+    const td_rope_params *p = &c->rope[0];
+    if (!m->rope_freqs && p->type != TD_ROPE_LLAMA3) return TD_OK;
+    int64_t n = c->rotary_dim / 2;
+    float *f = td_malloc((size_t)n * sizeof *f);
+    if (!f) return td_fail_nomem("the RoPE factors");
+    if (m->rope_freqs) memcpy(f, m->rope_freqs, (size_t)n * sizeof *f);
+    else {
+        td_rope_inv_freq(f, c->rotary_dim, p->theta);
+        const float low_wl = (float)(p->original_ctx / p->low_freq_factor);
+        const float high_wl = (float)(p->original_ctx / p->high_freq_factor), factor = (float)p->factor;
+        for (int64_t i = 0; i < n; i++) {
+            float wavelen = (float)(2 * M_PI) / f[i];
+            if (wavelen < high_wl) f[i] = 1.0f;
+            else if (wavelen > low_wl) f[i] = factor;
+            else {
+                float smooth = ((float)p->original_ctx / wavelen - (float)p->low_freq_factor) /
+                               (float)(p->high_freq_factor - p->low_freq_factor);
+                f[i] = 1.0f / ((1.0f - smooth) / factor + smooth);
+            }
+        }
+    }
+    int64_t ne[1] = {n};
+    return td_gguf_add_tensor(w, "rope_freqs.weight", TD_GGML_F32, 1, ne, f, (uint64_t)n * sizeof *f);
+}
+
 /* tokenizer.ggml.* from the loaded tokenizer: byte-level strings, types, merges, the pre-tokenizer's name. */
 static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char *pre, int32_t bos) {
     const td_tokenizer *t = m->tok;
@@ -206,7 +236,7 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
     if (st == TD_OK && bos >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
     if (st == TD_OK && m->n_stop) st = td_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)m->stop_ids[0]);
     if (st == TD_OK && eot >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)eot);
-    if (st == TD_OK) st = td_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", 0);
+    if (st == TD_OK) st = td_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", td_tokenizer_bos(t) >= 0);
     if (st == TD_OK && m->n_stop) st = td_gguf_add_i32_array(w, "typedecide.stop_ids", m->stop_ids, (uint64_t)m->n_stop);
     for (int64_t i = 0; ms && i < nm; i++) td_free(ms[i]);
     td_free(ms), td_free(ml), td_free(s), td_free(l), td_free(types), td_free(pads);
@@ -218,6 +248,7 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
  * added tokens), else config.json's bos_token_id (top level, then text_config); Qwen3.5 checkpoints name no bos
  * (bos_token null, bos_token_id null), and the converter then writes none. -1: none. */
 static int32_t bos_id(const td_model *m) {
+    if (td_tokenizer_bos(m->tok) >= 0) return td_tokenizer_bos(m->tok); /* the one it puts before a text */
     if (m->cfg.arch->gguf_bos) return td_token_lookup(m->tok, m->cfg.arch->gguf_bos);
     if (m->gguf) {
         int64_t id = -1;
@@ -272,8 +303,12 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
                        m->cfg.model_type, td_arch_gguf_names());
     if (!m->tok) return td_fail(TD_ERR_STATE, "%s: export needs the tokenizer (tokenizer.json)", m->path);
     if (m->pruned) return td_fail(TD_ERR_STATE, "%s: the head is already pruned", m->path);
-    const char *regex = td_vocab_split_regex(m->tok), *pre = regex ? td_gguf_pre_of_regex(regex) : NULL;
-    if (!pre) return td_fail(TD_ERR_UNSUPPORTED, "%s: the tokenizer's pre-tokenizer is not one llama.cpp knows (qwen2, qwen35)", m->path);
+    const td_gguf_pre *pt =
+        td_gguf_pre_of(td_vocab_split_regex(m->tok), td_vocab_nfc(m->tok), td_vocab_ignore_merges(m->tok));
+    if (!pt)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: the tokenizer's pre-tokenizer is not one llama.cpp knows (%s)", m->path,
+                       td_gguf_pre_names());
+    const char *pre = pt->name;
 
     /* pruning: the letters' tokens, probed exactly as the readout does */
     int32_t keep[TD_DECIDE_MAX_OPTIONS];
@@ -310,7 +345,9 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
         if (st == TD_OK) st = td_gguf_add_bool(x.w, "typedecide.can_generate", 0);
         if (st == TD_OK) st = td_gguf_add_str(x.w, "typedecide.slot_map", smap, strlen(smap));
     }
-    /* tensors, in the architecture's order; a pruned head is untied: output.weight holds the K letter rows */
+    /* tensors: Llama 3.1's RoPE factors first, as the converter yields them; then the architecture's, in its order (a
+     * pruned head is untied: output.weight holds the K letter rows) */
+    if (st == TD_OK) st = add_rope_freqs(x.w, m);
     if (st == TD_OK) {
         td_config cfg = m->cfg;
         if (x.pruned) cfg.tied = 0, cfg.head_rows = x.n_keep;

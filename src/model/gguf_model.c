@@ -189,6 +189,30 @@ static td_status bind(void *user, const td_tensor_spec *s) {
     return TD_OK;
 }
 
+/* llama.cpp's rope_freqs.weight: the factors its converter stores for Llama 3.1's RoPE scaling, one per rotated pair
+ * (the frequencies are divided by them). */
+static td_status bind_rope_freqs(td_model *m, const td_gguf *g, uint8_t *used) {
+    const td_gguf_tensor *t = td_gguf_tensor_find(g, "rope_freqs.weight");
+    if (!t) return TD_OK;
+    used[t - g->tensors] = 1;
+    int64_t n = m->cfg.rotary_dim / 2;
+    if (t->dtype != TD_DTYPE_F32 || t->n_dims != 1 || t->ne[0] != n)
+        return td_fail(TD_ERR_FORMAT, "%s: rope_freqs.weight must be %lld F32 values (rotary dims / 2)", g->map.path,
+                       (long long)n);
+    float *f = td_malloc((size_t)n * sizeof *f);
+    if (!f || td_model_own(m, f)) {
+        td_free(f);
+        return td_fail_nomem("the RoPE factors");
+    }
+    memcpy(f, t->data, (size_t)n * sizeof *f);
+    for (int64_t i = 0; i < n; i++)
+        if (!(f[i] > 0 && f[i] < 1e30f))
+            return td_fail(TD_ERR_FORMAT, "%s: rope_freqs.weight[%lld] = %g is not a positive factor", g->map.path,
+                           (long long)i, (double)f[i]);
+    m->rope_freqs = f;
+    return TD_OK;
+}
+
 /* tokenizer.ggml.* (gguf_tokenizer.c), one id per row of the embedding */
 static td_status load_tokenizer(td_model *m, const td_gguf *g, td_tokenizer **out) {
     const td_gguf_kv *toks = td_gguf_find(g, "tokenizer.ggml.tokens");
@@ -273,6 +297,7 @@ td_status td_model_load_gguf(td_model *m, const char *path, const td_model_param
     td_arch_set_kinds(&m->cfg, m);
     st = td_arch_tensors(&m->cfg, m, bind, &b);
     if (st == TD_OK && m->cfg.tied) m->head = m->embed;
+    if (st == TD_OK) st = bind_rope_freqs(m, g, b.used);
     int skipped = 0;
     for (int64_t i = 0; i < g->n_tensors; i++) skipped += !b.used[i];
     td_free(b.used);

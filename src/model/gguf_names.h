@@ -18,11 +18,15 @@
  *    value head of key head g) and the GGUF tiles them (that head is at r*Hk + g), so that ggml can broadcast
  *    the key heads. vhead_axis says which axis of the tensor runs over value heads (0: rows, i.e. the outer HF
  *    dim; 1: columns, the inner dim; -1: none), from element vhead_start of that axis, vhead_size per head.
+ *  - rope_heads: llama.cpp's "llama" architecture rotates interleaved pairs where transformers rotates half-split
+ *    ones, so its converter permutes the rows of q_proj and k_proj within each of their rope_heads heads: GGUF
+ *    row 2i + j of a head is Hugging Face row j * hd/2 + i (vhead_axis is then 0 and the value-head fields unused).
  *    For vectors (A_log, dt_bias) and conv1d, "rows" are the outer dim ([Hv] or [C] rows of K). */
 typedef struct td_gguf_layout {
     int plus_one, neg_exp, squeeze;
     int vhead_axis;
     int64_t vhead_start, vhead_size;
+    int64_t rope_heads, rope_hd;
 } td_gguf_layout;
 
 void td_gguf_layout_of(const td_tensor_spec *s, const td_config *c, td_gguf_layout *out);
@@ -31,8 +35,17 @@ void td_gguf_layout_of(const td_tensor_spec *s, const td_config *c, td_gguf_layo
  * to_gguf = 1 when the destination is the GGUF order (export), 0 when it is the Hugging Face order (load). */
 int64_t td_gguf_vhead_src(const td_gguf_layout *l, const td_config *c, int64_t i, int to_gguf);
 
-/* The Split regex llama.cpp's pre-tokenizer name stands for ("qwen2", "qwen35"), or NULL; and back. */
-const char *td_gguf_pre_regex(const char *pre, size_t len);
-const char *td_gguf_pre_of_regex(const char *regex);
+/* A pre-tokenizer llama.cpp knows by name (tokenizer.ggml.pre) and what it stands for in a Hugging Face
+ * tokenizer.json: the Split regex, and whether the pipeline normalises to NFC and ignores merges. */
+typedef struct td_gguf_pre {
+    const char *name, *regex;
+    int nfc, ignore_merges;
+} td_gguf_pre;
+
+/* The pre-tokenizer of a tokenizer.ggml.pre name, or NULL; the one a tokenizer's pipeline is, or NULL. */
+const td_gguf_pre *td_gguf_pre_named(const char *name, size_t len);
+const td_gguf_pre *td_gguf_pre_of(const char *regex, int nfc, int ignore_merges);
+/* "qwen2, qwen35, llama-bpe", for messages. */
+const char *td_gguf_pre_names(void);
 
 #endif

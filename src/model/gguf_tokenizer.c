@@ -7,6 +7,7 @@
  * token marked special: <|im_end|>), 4 USER_DEFINED (an added token that is not special: <think>, and the
  * converter's [PADn] fillers of old files), 5 UNUSED (a row of the embedding past the tokenizer's ids: a hole).
  * Byte-level BPE has no UNKNOWN (2) or BYTE (6) tokens. */
+#include <stdint.h>
 #include <string.h>
 
 #include "model/gguf.h"
@@ -32,13 +33,22 @@ td_status td_gguf_tokenizer(const td_gguf *g, unsigned flags, td_tokenizer **out
         return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%.*s\" is not supported (\"gpt2\": byte-level BPE)",
                        path, (int)(ml < 64 ? ml : 64), model);
     if (!td_gguf_find(g, "tokenizer.ggml.pre"))
-        return td_fail(TD_ERR_FORMAT, "%s: no tokenizer.ggml.pre: the pre-tokenizer's name (qwen2, qwen35) is needed",
-                       path);
+        return td_fail(TD_ERR_FORMAT, "%s: no tokenizer.ggml.pre: the pre-tokenizer's name (%s) is needed", path,
+                       td_gguf_pre_names());
     if ((st = td_gguf_get_str(g, "tokenizer.ggml.pre", 1, &pre, &pl)) != TD_OK) return st;
-    const char *regex = td_gguf_pre_regex(pre, pl);
-    if (!regex)
+    const td_gguf_pre *pt = td_gguf_pre_named(pre, (size_t)pl);
+    if (!pt)
         return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%.*s\" is not a pre-tokenizer this library knows "
-                       "(qwen2, qwen35)", path, (int)(pl < 64 ? pl : 64), pre);
+                       "(%s)", path, (int)(pl < 64 ? pl : 64), pre, td_gguf_pre_names());
+    /* add_bos_token: the BOS that llama.cpp puts before a text (Llama 3), as Hugging Face's post-processor does */
+    int add_bos = 0;
+    int64_t bos = -1;
+    if ((st = td_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", 0, &add_bos)) != TD_OK ||
+        (st = td_gguf_get_int(g, "tokenizer.ggml.bos_token_id", 0, &bos)) != TD_OK)
+        return st;
+    if (add_bos && (bos < 0 || bos >= INT32_MAX))
+        return td_fail(TD_ERR_FORMAT, "%s: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is %s",
+                       path, bos < 0 ? "missing" : "out of range");
     const td_gguf_kv *toks = td_gguf_find(g, "tokenizer.ggml.tokens"), *types = td_gguf_find(g, "tokenizer.ggml.token_type");
     const td_gguf_kv *merges = td_gguf_find(g, "tokenizer.ggml.merges");
     if (!toks) return td_fail(TD_ERR_FORMAT, "%s: missing metadata tokenizer.ggml.tokens (the vocabulary)", path);
@@ -91,7 +101,8 @@ td_status td_gguf_tokenizer(const td_gguf *g, unsigned flags, td_tokenizer **out
     if (st == TD_OK) {
         td_bpe_parts parts = {path, "tokenizer.ggml.tokens", "tokenizer.ggml.merges", vocab, nv, added, na, mv,
                               (size_t)merges->n};
-        st = td_tokenizer_build(&parts, !(flags & TD_TOKENIZER_NO_NFC), regex, out);
+        td_bpe_options opt = {pt->nfc && !(flags & TD_TOKENIZER_NO_NFC), pt->ignore_merges, add_bos ? (int32_t)bos : -1};
+        st = td_tokenizer_build(&parts, &opt, pt->regex, out);
     }
     td_free(vocab);
     td_free(added);

@@ -52,6 +52,8 @@ struct td_model {
     td_mat embed;      /* [V, d] */
     td_mat head;       /* [V, d]; the same storage as embed when tied */
     float *final_norm; /* [d] */
+    float *rope_freqs; /* [rotary_dim / 2] a GGUF's RoPE frequency factors (llama.cpp's rope_freqs.weight: Llama 3.1's
+                          scaling as llama.cpp stores it), or NULL: the config's rope parameters say it all */
     td_layer *layers;
     void **owned;      /* fp32 copies of small tensors and realigned data */
     int n_owned, cap_owned;
@@ -91,6 +93,9 @@ td_status td_model_add_stop(td_model *m, int64_t id, const char *where);
  * (not the input embedding) a packed copy when that set wants one (td_kernels.pack). Called once, after loading
  * and merging adapters. */
 td_status td_model_pack(td_model *m);
+
+/* The inverse frequencies of RoPE set `set` (config.rope[set]; rotary_dim / 2 floats). */
+void td_model_inv_freq(const td_model *m, int set, float *inv_freq);
 
 /* Loads the weights, config and tokenizer of a GGUF file into m (m->path set; m otherwise empty). */
 td_status td_model_load_gguf(td_model *m, const char *path, const td_model_params *params);

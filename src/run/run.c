@@ -560,7 +560,7 @@ static td_status compact(runner *rn, int fd, const char *path, int errors_file, 
     if (st != TD_OK) return st;
     r.max_len = TD_RUN_MAX_OUTPUT_LINE;
     int64_t w = 0;
-    int32_t last = 0;
+    int32_t last = 0, seen = 0; /* the last line kept; the highest line met */
     int got;
     while (st == TD_OK && (got = td_lines_next(&r)) == 1) {
         if (!r.complete || r.too_long) {
@@ -580,9 +580,11 @@ static td_status compact(runner *rn, int fd, const char *path, int errors_file, 
             if (ours == 0) *cut_line = r.lineno;
             break;
         }
+        int32_t prev_seen = seen;
+        if (line > seen) seen = line;
         if (!in_share(rn, line)) dr->foreign++;
         else if (line <= last) ++*(td_lineset_has(set, line) ? &dr->dup : &dr->order);
-        else if (line >= gap) dr->after_gap++;
+        else if (line >= gap) ++*(line < prev_seen ? &dr->order : &dr->after_gap);
         else {
             r.line[r.len] = '\n'; /* the buffer always has room for the NUL, which the newline replaces */
             if (r.offset != w) st = td_run_pwrite_all(fd, path, r.line, r.len + 1, w);

@@ -901,7 +901,8 @@ void td_ep_completion(td_server *s, td_req *r, td_reply *out) {
     size_t n = (size_t)r->n_prompt_ids;
     int32_t *own = NULL;
     if (!ids) {
-        td_status st = td_tokenize(td_model_tokenizer(s->model), r->prompt, r->prompt_len, TD_TOKENIZE_PARSE_SPECIAL, &own, &n);
+        td_status st = td_tokenize(td_model_tokenizer(s->model), r->prompt, r->prompt_len,
+                                   TD_TOKENIZE_PARSE_SPECIAL | TD_TOKENIZE_ADD_BOS, &own, &n); /* BOS: as llama-server */
         if (st != TD_OK) {
             td_reply_fail(out, st == TD_ERR_NOMEM ? 500 : 400, "invalid_request_error", "prompt", NULL, "%s", td_last_error());
             return;

@@ -230,17 +230,25 @@ done:
     return st;
 }
 
-td_status td_tokenizer_build(const td_bpe_parts *parts, int nfc, const char *split_regex, td_tokenizer **out) {
-    if (!parts || !split_regex || !out) return td_fail(TD_ERR_INVALID_ARG, "td_tokenizer_build: NULL argument");
+td_status td_tokenizer_build(const td_bpe_parts *parts, const td_bpe_options *opt, const char *split_regex,
+                             td_tokenizer **out) {
+    if (!parts || !opt || !split_regex || !out) return td_fail(TD_ERR_INVALID_ARG, "td_tokenizer_build: NULL argument");
     *out = NULL;
     uint64_t f0 = td_alloc_failures();
     td_tokenizer *tok = td_calloc(1, sizeof *tok);
     if (!tok) return td_fail_nomem("a tokenizer");
-    tok->nfc = nfc;
+    tok->nfc = opt->nfc;
+    tok->ignore_merges = opt->ignore_merges;
+    tok->bos_id = -1;
     tok->byte_level = 1;
     td_status st = td_tok_add_split(tok, split_regex, strlen(split_regex), 0, TD_SPLIT_ISOLATED, 0, parts->name);
     tok->byte_level_at = tok->n_split;
     if (st == TD_OK) st = td_bpe_build_model(tok, parts);
+    if (st == TD_OK && opt->bos_id >= 0) {
+        if (opt->bos_id >= tok->n_tokens || !tok->is_token[opt->bos_id])
+            st = td_fail(TD_ERR_FORMAT, "%s: the BOS token id %d is not a token", parts->name, opt->bos_id);
+        else tok->bos_id = opt->bos_id;
+    }
     if (st == TD_OK && td_alloc_failures() != f0) /* a refusal PCRE2 took for something else */
         st = td_fail(TD_ERR_NOMEM, "%s: out of memory while loading the tokenizer", parts->name);
     if (st != TD_OK) {

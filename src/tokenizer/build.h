@@ -42,11 +42,20 @@ typedef struct td_bpe_parts {
     size_t n_merges;
 } td_bpe_parts;
 
-/* The pipeline of Qwen's tokenizer.json files over `parts`: NFC when `nfc`, one Split pre-tokenizer with
- * split_regex (behavior Isolated), ByteLevel without a prefix space or a regex of its own, BPE. Errors:
+/* How a byte-level BPE tokenizer built from parts treats text besides its Split regex. */
+typedef struct td_bpe_options {
+    int nfc;           /* the NFC normalizer (Qwen's tokenizers) */
+    int ignore_merges; /* a pre-token that is itself in the vocabulary is one token (Llama 3's tokenizer) */
+    int32_t bos_id;    /* the token put before a text with TD_TOKENIZE_ADD_BOS (Llama 3), -1: none */
+} td_bpe_options;
+
+/* The pipeline of Qwen's and Llama 3's tokenizer.json files over `parts`: NFC when opt->nfc, one Split
+ * pre-tokenizer with split_regex (behavior Isolated), ByteLevel without a prefix space or a regex of its own, BPE.
+ * Errors:
  * TD_ERR_FORMAT naming parts->name and the table (an id twice, a string twice, a missing byte token, a merge of
  * strings outside the vocabulary, ...), TD_ERR_UNSUPPORTED when the regex does not compile, TD_ERR_NOMEM. */
-td_status td_tokenizer_build(const td_bpe_parts *parts, int nfc, const char *split_regex, td_tokenizer **out);
+td_status td_tokenizer_build(const td_bpe_parts *parts, const td_bpe_options *opt, const char *split_regex,
+                             td_tokenizer **out);
 
 /* Splits a merge written "a b" (one space) into its halves, pointing into s. Returns 0, or -1 when s is not two
  * non-empty strings separated by exactly one space. */

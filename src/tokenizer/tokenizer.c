@@ -124,8 +124,12 @@ td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t len, uns
     *n_ids = 0;
     size_t bad = td_utf8_invalid_at(text, len);
     if (bad != (size_t)-1) return td_fail(TD_ERR_FORMAT, "text is not valid UTF-8 (byte offset %zu)", bad);
+    if (flags & ~(TD_TOKENIZE_PARSE_SPECIAL | TD_TOKENIZE_ADD_BOS))
+        return td_fail(TD_ERR_INVALID_ARG, "td_tokenize: unknown flags 0x%x", flags);
     td_idvec out = {0};
     td_status st = TD_OK;
+    if ((flags & TD_TOKENIZE_ADD_BOS) && tok->bos_id >= 0 && td_idvec_push(&out, tok->bos_id))
+        return td_fail_nomem("token ids");
     int split_added = (flags & TD_TOKENIZE_PARSE_SPECIAL) != 0;
     if (split_added) {
         size_t pos = 0, ms, me;
@@ -250,3 +254,5 @@ nomem:
     td_free(out);
     return td_fail_nomem("decoded text");
 }
+
+int32_t td_tokenizer_bos(const td_tokenizer *tok) { return tok ? tok->bos_id : -1; }

@@ -74,6 +74,8 @@ struct td_tokenizer {
     int add_prefix_space;
     int byte_level_at;       /* how many Split steps precede ByteLevel in the pre-tokenizer sequence */
     int byte_level_regex;    /* ByteLevel's use_regex: split[byte_level_at] is its GPT-2 pattern */
+    int32_t bos_id;          /* the token the post-processor puts before a text (Llama 3's <|begin_of_text|>, Gemma's
+                                <bos>; Hugging Face's add_special_tokens=True), -1: none (Qwen) */
 };
 
 /* The byte-level alphabet: byte value -> unicode code point, and back (-1 for code points outside it). */

@@ -52,6 +52,45 @@ static json_t *pre_tokenizer(const td_tokenizer *tok) {
     return seq;
 }
 
+/* The post-processor: ByteLevel, and where the tokenizer puts a BOS before a text, the template that does it, as
+ * Llama 3's tokenizer.json has them. */
+static json_t *post_processor(const td_tokenizer *tok) {
+    if (tok->bos_id < 0) return byte_level(tok, 0);
+    const char *bos = tok->vocab_strings + tok->str_off[tok->bos_id];
+    json_t *tp = json_object(), *single = json_array(), *pair = json_array(), *specials = json_object();
+    for (int k = 0; k < 2; k++) {
+        json_t *list = k ? pair : single;
+        for (int part = 0; part < 1 + k; part++) {
+            json_t *sp = json_object(), *st = json_object(), *sq = json_object(), *sv = json_object();
+            json_object_set_new(st, "id", json_string(bos));
+            json_object_set_new(st, "type_id", json_integer(part));
+            json_object_set_new(sp, "SpecialToken", st);
+            json_array_append_new(list, sp);
+            json_object_set_new(sv, "id", json_string(part ? "B" : "A"));
+            json_object_set_new(sv, "type_id", json_integer(part));
+            json_object_set_new(sq, "Sequence", sv);
+            json_array_append_new(list, sq);
+        }
+    }
+    json_t *entry = json_object(), *ids = json_array(), *tokens = json_array();
+    json_array_append_new(ids, json_integer(tok->bos_id));
+    json_array_append_new(tokens, json_string(bos));
+    json_object_set_new(entry, "id", json_string(bos));
+    json_object_set_new(entry, "ids", ids);
+    json_object_set_new(entry, "tokens", tokens);
+    json_object_set_new(specials, bos, entry);
+    json_object_set_new(tp, "type", json_string("TemplateProcessing"));
+    json_object_set_new(tp, "single", single);
+    json_object_set_new(tp, "pair", pair);
+    json_object_set_new(tp, "special_tokens", specials);
+    json_t *seq = json_object(), *list = json_array();
+    json_array_append_new(list, byte_level(tok, 0));
+    json_array_append_new(list, tp);
+    json_object_set_new(seq, "type", json_string("Sequence"));
+    json_object_set_new(seq, "processors", list);
+    return seq;
+}
+
 /* The string a merge names for id: its vocabulary string, or an added token's content. */
 static json_t *piece(const td_tokenizer *tok, int32_t id) {
     if (tok->is_token[id] & 1) return json_stringn_nocheck(tok->vocab_strings + tok->str_off[id], tok->str_len[id]);
@@ -94,7 +133,7 @@ td_status td_tokenizer_to_json(const td_tokenizer *tok, char **json) {
     if (tok->nfc) json_object_set_new(root, "normalizer", nfc);
     else json_decref(nfc), json_object_set_new(root, "normalizer", json_null());
     json_object_set_new(root, "pre_tokenizer", pre_tokenizer(tok));
-    json_object_set_new(root, "post_processor", byte_level(tok, 0));
+    json_object_set_new(root, "post_processor", post_processor(tok));
     json_object_set_new(root, "decoder", byte_level(tok, 0));
     json_t *model = json_object();
     json_object_set_new(model, "type", json_string("BPE"));

@@ -126,6 +126,50 @@ static td_status load_pretokenizer(td_tokenizer *tok, const json_t *p, const cha
     return td_fail(TD_ERR_UNSUPPORTED, "%s: pre_tokenizer type \"%s\" is not supported", name, type);
 }
 
+/* The post-processor: what Hugging Face adds around a text with add_special_tokens=True. ByteLevel adds nothing
+ * (its offsets are not ours to keep); TemplateProcessing's single-sequence template may put one special token before
+ * the text (a BOS). Anything else would change the ids in a way this library does not reproduce: refused. */
+static td_status load_post_processor(td_tokenizer *tok, const json_t *p, const char *name) {
+    if (!p || json_is_null(p)) return TD_OK;
+    const char *type = NULL;
+    td_status st = td_json_str(p, "type", 1, "tokenizer.json post_processor", &type);
+    if (st != TD_OK) return td_fail_context(st, "%s", name);
+    if (strcmp(type, "ByteLevel") == 0) return TD_OK;
+    if (strcmp(type, "Sequence") == 0) {
+        json_t *list = json_object_get(p, "processors");
+        if (!json_is_array(list))
+            return td_fail(TD_ERR_FORMAT, "%s: post_processor Sequence without a \"processors\" array", name);
+        size_t i;
+        json_t *it;
+        json_array_foreach(list, i, it) {
+            if ((st = load_post_processor(tok, it, name)) != TD_OK) return st;
+        }
+        return TD_OK;
+    }
+    if (strcmp(type, "TemplateProcessing") != 0)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: post_processor type \"%s\" is not supported (ByteLevel, "
+                       "TemplateProcessing)", name, type);
+    json_t *single = json_object_get(p, "single");
+    if (!json_is_array(single))
+        return td_fail(TD_ERR_FORMAT, "%s: post_processor TemplateProcessing without a \"single\" array", name);
+    int seen_text = 0;
+    for (size_t i = 0; i < json_array_size(single); i++) {
+        json_t *it = json_array_get(single, i), *sp = json_object_get(it, "SpecialToken");
+        if (json_is_object(json_object_get(it, "Sequence"))) {
+            seen_text = 1;
+            continue;
+        }
+        const char *content = json_string_value(json_object_get(sp, "id"));
+        if (!content) return td_fail(TD_ERR_FORMAT, "%s: post_processor single[%zu] is neither a Sequence nor a SpecialToken", name, i);
+        if (seen_text || tok->bos_id >= 0)
+            return td_fail(TD_ERR_UNSUPPORTED, "%s: post_processor adds \"%s\" %s: only one token before the text is "
+                           "supported", name, content, seen_text ? "after the text" : "as a second token");
+        if ((tok->bos_id = td_token_lookup(tok, content)) < 0)
+            return td_fail(TD_ERR_FORMAT, "%s: post_processor adds \"%s\", which is not in the vocabulary", name, content);
+    }
+    return TD_OK;
+}
+
 /* A merge entry ("a b" or ["a", "b"]) as its two halves (borrowed from the JSON). */
 static td_status merge_parts(const json_t *m, size_t idx, const char *name, td_bpe_merge *out) {
     if (json_is_string(m)) {
@@ -252,7 +296,9 @@ td_status td_tokenizer_load_bytes(const char *data, size_t len, const char *name
     else if (!json_is_object(model)) st = td_fail(TD_ERR_FORMAT, "%s: missing object \"model\"", name);
     if (st == TD_OK) st = load_normalizer(tok, json_object_get(root, "normalizer"), name);
     if (st == TD_OK) st = load_pretokenizer(tok, json_object_get(root, "pre_tokenizer"), name, 1);
+    tok->bos_id = -1;
     if (st == TD_OK) st = load_model(tok, model, json_object_get(root, "added_tokens"), name);
+    if (st == TD_OK) st = load_post_processor(tok, json_object_get(root, "post_processor"), name);
     json_decref(root);
     if (st == TD_OK && td_alloc_failures() != f0) /* a refusal PCRE2 or jansson took for something else */
         st = td_fail(TD_ERR_NOMEM, "%s: out of memory while loading", name);

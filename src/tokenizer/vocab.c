@@ -29,3 +29,6 @@ void td_vocab_merge(const td_tokenizer *t, int64_t i, int32_t *a, int32_t *b) {
 const char *td_vocab_split_regex(const td_tokenizer *t) {
     return t->n_split == 1 && !t->split[0].literal ? t->split[0].source : NULL;
 }
+
+int td_vocab_nfc(const td_tokenizer *t) { return t->nfc; }
+int td_vocab_ignore_merges(const td_tokenizer *t) { return t->ignore_merges; }

@@ -23,5 +23,8 @@ int64_t td_vocab_n_merges(const td_tokenizer *tok);
 void td_vocab_merge(const td_tokenizer *tok, int64_t i, int32_t *a, int32_t *b);
 /* The pre-tokenizer's regex when it is one Split regex (not a literal), else NULL. Borrowed. */
 const char *td_vocab_split_regex(const td_tokenizer *tok);
+/* Whether the pipeline normalises to NFC, and ignores merges for pre-tokens in the vocabulary (export's pre name). */
+int td_vocab_nfc(const td_tokenizer *tok);
+int td_vocab_ignore_merges(const td_tokenizer *tok);
 
 #endif

@@ -58,10 +58,17 @@ static td_status from_error(const json_error_t *e, const char *name, int oom) {
     return td_fail(TD_ERR_FORMAT, "%s:%d:%d: malformed JSON: %s", name, e->line, e->column, e->text);
 }
 
+/* A number beyond int64 ("model_max_length": 1000000000000000019884624838656 in Hugging Face's tokenizer_config.json
+ * files) is no id or size anyone reads: such a document is parsed again with every integer as a double, which the
+ * typed accessors below take where it is a whole number. */
+static int too_big_integer(const json_error_t *e) { return json_error_code(e) == json_error_numeric_overflow; }
+
 td_status td_json_load_file(const char *path, json_t **out) {
     json_error_t e;
     uint64_t f0 = td_alloc_failures();
     *out = json_load_file(path, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e);
+    if (!*out && too_big_integer(&e))
+        *out = json_load_file(path, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &e);
     int oom = td_alloc_failures() != f0 || (!*out && json_error_code(&e) == json_error_out_of_memory);
     if (*out && oom) { /* jansson can return an object without the members it could not allocate */
         json_decref(*out);
@@ -76,6 +83,8 @@ td_status td_json_load_bytes(const char *data, size_t len, const char *name, jso
     json_error_t e;
     int oom;
     *out = td_json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
+    if (!*out && !oom && too_big_integer(&e))
+        *out = td_json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &e, &oom);
     return *out ? TD_OK : from_error(&e, name, oom);
 }
 

@@ -57,7 +57,8 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     memset(dv->cells_on_dev, 0xff, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
     dv->ints = dev_buf(&st, (size_t)dv->n_ints * sizeof(int32_t), "the pass's indices");
     dv->head_rows = dev_buf(&st, (size_t)m->head.rows * sizeof(int32_t), "the head's rows");
-    dv->rope_cs = dev_buf(&st, (size_t)B * (size_t)m->cfg.rotary_dim * sizeof(float), "the RoPE tables");
+    dv->rope_cs = dev_buf(&st, (size_t)m->cfg.n_rope * (size_t)B * (size_t)m->cfg.rotary_dim * sizeof(float),
+                          "the RoPE tables");
     dv->cells = dev_buf(&st, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t), "the cell tables");
     dv->out = dev_buf(&st, (size_t)p->n_outputs_max * (size_t)m->head.rows * sizeof(float), "the outputs");
     dv->fault = dev_buf(&st, sizeof(uint64_t), "the fault word");
@@ -100,10 +101,13 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     stage(dv, &at, ps->grp_seq, ps->n_groups, &dv->grp_seq);
     stage(dv, &at, ps->grp_tok, n, &dv->grp_tok);
     stage(dv, &at, ps->grp_off, ps->n_groups + 1, &dv->grp_off);
-    if (td_cu_h2d(dv->ints, dv->h_ints, (size_t)at * sizeof(int32_t), dv->stream) != 0 ||
-        td_cu_h2d(dv->rope_cs, ps->rope_cs, (size_t)n * (size_t)ctx->model->cfg.rotary_dim * sizeof(float),
-                  dv->stream) != 0)
+    if (td_cu_h2d(dv->ints, dv->h_ints, (size_t)at * sizeof(int32_t), dv->stream) != 0)
         return td_dev_fail("sending a pass to the GPU");
+    const int64_t rot = ctx->model->cfg.rotary_dim, set_floats = (int64_t)ctx->p.n_batch * rot;
+    for (int set = 0; set < ctx->model->cfg.n_rope; set++) /* each RoPE set's tables, n_batch rows apart */
+        if (td_cu_h2d(dv->rope_cs + set * set_floats, ps->rope_cs + set * set_floats, (size_t)n * (size_t)rot * sizeof(float),
+                      dv->stream) != 0)
+            return td_dev_fail("sending a pass to the GPU");
     for (int32_t g = 0; g < ps->n_groups; g++) { /* each sequence's table, from its first changed position */
         int32_t seq = ps->grp_seq[g], len = ctx->kv.seqs[seq].len;
         const int32_t *cells = ctx->kv.seqs[seq].cells;

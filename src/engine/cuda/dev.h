@@ -41,7 +41,7 @@ struct td_dev_ctx {
     int32_t *grp_seq, *grp_tok;                               /* [n_batch] */
     int32_t *grp_off;                                         /* [n_batch + 1] */
     int32_t *head_rows;                                       /* [head rows]: td_ctx_set_output_rows's list */
-    float *rope_cs;  /* [n_batch, rotary_dim] */
+    float *rope_cs;  /* [n_rope, n_batch, rotary_dim] */
     int32_t *cells;  /* [n_seq_max, n_ctx] the sequences' cell tables (each pass uploads its sequences' rows) */
     int32_t *cells_on_dev; /* host: what `cells` holds ([n_seq_max, n_ctx], -1 unknown), so a pass uploads only the
                               changed tail of a table (forks and truncations rewrite tables on the host only) */

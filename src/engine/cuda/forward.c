@@ -77,7 +77,8 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
                             ly->w[st->w].rows, p->bf16, p->s),
                "matrix product");
         if (st->bias >= 0 && ly->v[st->bias])
-            return td_fail(TD_ERR_UNSUPPORTED, "the CUDA backend has no biased products yet (%s)", c->arch->name);
+            LAUNCH(td_cu_add_bias(buf(p, st->dst), width(p, st->dst), ly->v[st->bias], T, ly->w[st->w].rows, p->s),
+                   "bias");
         break;
     case TD_OP_HEAD_NORM:
         heads_of(p, st->dst, &n, &stride);
@@ -87,7 +88,9 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
         break;
     case TD_OP_ROPE:
         heads_of(p, st->dst, &n, &stride);
-        LAUNCH(td_cu_rope(buf(p, st->dst), dv->rope_cs, T, n, width(p, st->dst), stride, c->rotary_dim, p->s), "RoPE");
+        LAUNCH(td_cu_rope(buf(p, st->dst), dv->rope_cs + (int64_t)c->layer_rope[il] * ctx->p.n_batch * c->rotary_dim, T, n,
+                          width(p, st->dst), stride, c->rotary_dim, p->s),
+               "RoPE");
         break;
     case TD_OP_STORE_KV:
         LAUNCH(td_cu_store_rows(ctx->kv.k[il], ctx->kv.f16, x->k, ctx->kv.dim, dv->tok_cell, T, ctx->kv.dim, p->s),
@@ -99,7 +102,7 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
         LAUNCH(td_cu_attention(x->att, width(p, TD_B_ATT), x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx),
                                ctx->kv.k[il], ctx->kv.v[il], ctx->kv.f16, ctx->kv.dim, dv->cells, ctx->p.n_ctx,
                                dv->tok_seq, dv->tok_pos, T, c->n_head, c->n_head_kv, hd,
-                               (float)(1.0 / sqrt((double)hd)), p->s),
+                               c->attn_scale, p->s),
                "attention");
         break;
     case TD_OP_OUT_GATE:

@@ -99,6 +99,9 @@ int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_
 int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int64_t ldg, int64_t gate_stride, int64_t T,
                        int64_t H, int64_t hd, void *stream);
 
+/* y[t * ldy + j] += b[j] for t < T, j < n: a product's bias, added after the product (as td_add). */
+int td_cu_add_bias(float *y, int64_t ldy, const float *b, int64_t T, int64_t n, void *stream);
+
 /* g[i] = (g[i] / (1 + expf(-g[i]))) * u[i] for i < n (td_silu_mul). */
 int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream);
 

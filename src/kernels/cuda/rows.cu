@@ -116,6 +116,22 @@ extern "C" int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream)
     return td_cu_launched("silu_mul");
 }
 
+/* y[t, j] += b[j] for t < T, j < n (rows ldy apart): a product's bias, after its sum (td_add per row). */
+__global__ void __launch_bounds__(EW_NT) add_bias_kernel(float *y, int64_t ldy, const float *__restrict__ b,
+                                                         int64_t T, int64_t n) {
+    const int64_t total = T * n;
+    for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < total; i += (int64_t)gridDim.x * EW_NT) {
+        int64_t t = i / n, j = i % n;
+        y[t * ldy + j] = y[t * ldy + j] + b[j];
+    }
+}
+
+extern "C" int td_cu_add_bias(float *y, int64_t ldy, const float *b, int64_t T, int64_t n, void *stream) {
+    if (T <= 0 || n <= 0) return 0;
+    add_bias_kernel<<<td_cu_grid(T * n, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(y, ldy, b, T, n);
+    return td_cu_launched("add_bias");
+}
+
 /* One row per block: x += y when add, then the row's finiteness (NaN or +-inf anywhere lowers *fault). */
 __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const float *__restrict__ y, int64_t n,
                                                              int64_t ld, int add, const int32_t *__restrict__ row_tok,
