@@ -109,6 +109,7 @@ int cmd_chat(int argc, char **argv) {
     history h = {0};
     char *line = NULL;
     size_t cap = 0;
+    long lineno = 0;
     td_status st = cli_load_model(model_dir, 1, !tty && !verbose, adapter, &m);
     if (st != TD_OK) {
         rc = cli_fail("chat", st);
@@ -167,8 +168,14 @@ int cmd_chat(int argc, char **argv) {
             rc = cli_line_error("chat", "-", 0, len, CLI_MAX_LINE);
             goto done;
         }
+        lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         if (len == 0) continue;
+        if (strlen(line) != (size_t)len) { /* a message is a C string: a NUL would cut it (the server refuses it too) */
+            rc = cli_error("chat", "line %ld holds a NUL character (byte %zu): a message cannot contain one", lineno,
+                           strlen(line) + 1);
+            goto done;
+        }
         if (line[0] == '/') {
             if (strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) break;
             if (strcmp(line, "/reset") == 0) {

@@ -250,7 +250,7 @@ int cmd_run(int argc, char **argv) {
     dp.allowed_mass = allowed;
 
     int mpi = mpi_flag || cli_mpi_launched(), rank = 0, size = 1, local = 1;
-    if (!mpi && cli_mpi_env() && !quiet)
+    if (!mpi && cli_mpi_env())
         fprintf(stderr, "typedecide run: note: %s is set but no MPI launcher started this process: running without "
                         "MPI (--mpi asks for MPI mode)\n", cli_mpi_env());
     if (mpi && shard_s) return cli_usage_error("run", "under MPI each rank takes its share: leave out --shard");
