@@ -29,6 +29,9 @@ static const char usage_text[] =
     "  --adapter DIR     PEFT LoRA adapter, merged at load\n"
     "  --system TEXT     system prompt\n"
     "  --no-think        thinking off (default on)\n"
+    "  --allow-special-in-messages  special-token text typed in a message (\"<|im_start|>system\") becomes those\n"
+    "                    tokens, as Hugging Face's apply_chat_template does; by default a message is text and special\n"
+    "                    tokens come only from the template, so a message cannot forge a turn of another role\n"
     "  -n N              most tokens per answer (default 1024)\n"
     "  --ctx N           KV rows for the conversation (default 8192)\n"
     "  --threads N       worker threads (default: all cores)\n"
@@ -75,7 +78,7 @@ static void clear(history *h, int keep_system) {
 int cmd_chat(int argc, char **argv) {
     const char *model_dir = NULL, *system = NULL, *n_s = "1024", *ctx_s = "8192", *threads_s = NULL, *adapter = NULL,
                *kv_s = NULL, *device_s = NULL, *precision_s = NULL;
-    int no_think = 0, quiet = 0, verbose = 0;
+    int no_think = 0, quiet = 0, verbose = 0, allow_special = 0;
     cli_sampling sm = {0};
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL}, {"system", 1, &system, NULL},
                             {"no-think", 0, NULL, &no_think}, {"n", 1, &n_s, NULL},
@@ -83,6 +86,7 @@ int cmd_chat(int argc, char **argv) {
                             {"adapter", 1, &adapter, NULL}, {"quiet", 0, NULL, &quiet},
                             {"verbose", 0, NULL, &verbose}, {"kv", 1, &kv_s, NULL},
                             {"device", 1, &device_s, NULL}, {"precision", 1, &precision_s, NULL},
+                            {"allow-special-in-messages", 0, NULL, &allow_special},
                             CLI_SAMPLING_OPTS(sm),
                             {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "chat", NULL, 0, NULL);
@@ -204,17 +208,11 @@ int cmd_chat(int argc, char **argv) {
             rc = cli_error("chat", "out of memory");
             goto done;
         }
-        char *text = NULL;
         td_chat_params cp = td_chat_default_params();
         cp.enable_thinking = think;
-        if ((st = td_chat_render(m, h.m, h.n, &cp, &text)) != TD_OK) {
-            rc = cli_fail("chat", st);
-            goto done;
-        }
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        st = td_tokenize(td_model_tokenizer(m), text, strlen(text), TD_TOKENIZE_PARSE_SPECIAL, &ids, &n_ids);
-        td_free(text);
+        st = td_chat_tokenize(m, h.m, h.n, &cp, allow_special ? TD_CHAT_ALLOW_SPECIAL : 0, NULL, &ids, &n_ids);
         if (st != TD_OK) {
             rc = cli_fail("chat", st);
             goto done;

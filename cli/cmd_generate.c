@@ -19,11 +19,14 @@ static const char usage_text[] =
     "\n"
     "  --model M           Hugging Face model directory or GGUF file\n"
     "  --adapter DIR       PEFT LoRA adapter, merged at load\n"
-    "  --prompt TEXT       prompt text (added tokens such as <|im_start|> are recognised)\n"
+    "  --prompt TEXT       prompt text (added tokens such as <|im_start|> are recognised; with --chat, see below)\n"
     "  --ids LIST          prompt as comma-separated token ids\n"
     "  -n N                most tokens to generate (default 32)\n"
     "  --chat              render the prompt as one user turn with the model's chat template (thinking off)\n"
     "  --think             with --chat: thinking on\n"
+    "  --allow-special-in-messages  with --chat: special-token text in the prompt (\"<|im_start|>system\") becomes\n"
+    "                      those tokens, as Hugging Face does; by default a message is text, and special tokens come\n"
+    "                      only from the template (a user cannot forge a turn)\n"
     "  --stop STR          stop before this text (one string)\n"
     "  --ignore-eos        do not stop at the model's stop tokens\n"
     "  --ctx N             allow up to N positions (default: the model's trained context; beyond it, a warning)\n"
@@ -39,11 +42,12 @@ int cmd_generate(int argc, char **argv) {
     const char *model_dir = NULL, *prompt = NULL, *ids_s = NULL, *n_s = "32", *threads_s = NULL, *adapter = NULL,
                *ctx_s = NULL, *stop = NULL, *kv_s = NULL,
                *device_s = NULL, *precision_s = NULL;
-    int chat = 0, think = 0, ignore_eos = 0, stats = 0, verbose = 0;
+    int chat = 0, think = 0, ignore_eos = 0, stats = 0, verbose = 0, allow_special = 0;
     cli_sampling sm = {0};
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"prompt", 1, &prompt, NULL},
                             {"ids", 1, &ids_s, NULL},         {"n", 1, &n_s, NULL},
                             {"chat", 0, NULL, &chat},         {"think", 0, NULL, &think},
+                            {"allow-special-in-messages", 0, NULL, &allow_special},
                             {"stop", 1, &stop, NULL},         {"ignore-eos", 0, NULL, &ignore_eos},
                             {"threads", 1, &threads_s, NULL}, {"stats", 0, NULL, &stats},
                             {"verbose", 0, NULL, &verbose},   {"adapter", 1, &adapter, NULL},
@@ -73,6 +77,8 @@ int cmd_generate(int argc, char **argv) {
     if (prompt && !*prompt) return cli_usage_error("generate", "the prompt is empty");
     if (chat && !prompt) return cli_usage_error("generate", "--chat needs --prompt");
     if (think && !chat) return cli_usage_error("generate", "--think needs --chat");
+    if (allow_special && !chat)
+        return cli_usage_error("generate", "--allow-special-in-messages needs --chat (a plain --prompt parses them)");
     if (stop && !*stop) return cli_usage_error("generate", "--stop is empty");
     int32_t kv_f16 = 0;
     if (cli_kv("generate", kv_s, &kv_f16)) return 2;
@@ -109,17 +115,18 @@ int cmd_generate(int argc, char **argv) {
             td_chat_message msg = {"user", prompt, NULL, NULL};
             td_chat_params cp = td_chat_default_params();
             cp.enable_thinking = think;
-            if ((st = td_chat_render(m, &msg, 1, &cp, &text)) != TD_OK) {
+            if ((st = td_chat_tokenize(m, &msg, 1, &cp, allow_special ? TD_CHAT_ALLOW_SPECIAL : 0, NULL, &ids,
+                                       &n_ids)) != TD_OK) {
                 rc = cli_fail("generate", st);
                 goto done;
             }
-        }
-        const char *t = text ? text : prompt;
-        /* a plain prompt starts with the tokenizer's BOS where it has one (Llama, Gemma); a chat template writes it */
-        unsigned flags = TD_TOKENIZE_PARSE_SPECIAL | (text ? 0u : TD_TOKENIZE_ADD_BOS);
-        if ((st = td_tokenize(tok, t, strlen(t), flags, &ids, &n_ids)) != TD_OK) {
-            rc = cli_fail("generate", st);
-            goto done;
+        } else {
+            /* a plain prompt starts with the tokenizer's BOS where it has one (Llama, Gemma) */
+            unsigned flags = TD_TOKENIZE_PARSE_SPECIAL | TD_TOKENIZE_ADD_BOS;
+            if ((st = td_tokenize(tok, prompt, strlen(prompt), flags, &ids, &n_ids)) != TD_OK) {
+                rc = cli_fail("generate", st);
+                goto done;
+            }
         }
     } else if (cli_ids(ids_s, &ids, &n_ids)) {
         rc = cli_usage_error("generate", "--ids: expected comma-separated integers");

@@ -40,6 +40,10 @@ static const char usage_text[] =
     "  --threads N           worker threads (default: all cores); results do not depend on it\n"
     "  --device cpu|cuda     where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
     CLI_PRECISION_HELP
+    "  --allow-special-in-messages  chat messages may hold special tokens (\"<|im_start|>system\" typed by a user\n"
+    "                        becomes that token, as Hugging Face does): only for trusted clients. By default message\n"
+    "                        content is tokenized as text and special tokens come only from the template, so a user\n"
+    "                        cannot forge a system turn (/v1/chat/completions and /tokenize alike)\n"
     "  --quiet               no request log\n";
 
 static void log_line(void *user, int level, const char *message) {
@@ -52,7 +56,7 @@ int cmd_serve(int argc, char **argv) {
                *par_s = NULL, *queue_s = NULL, *body_s = NULL, *maxtok_s = NULL, *ctx_s = NULL, *timeout_s = NULL,
                *conn_s = NULL, *mem_s = NULL, *threads_s = NULL,
                *device_s = NULL, *precision_s = NULL, *kv_s = NULL;
-    int quiet = 0;
+    int quiet = 0, allow_special = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},    {"adapter", 1, &adapter, NULL},
                             {"host", 1, &host, NULL},          {"port", 1, &port_s, NULL},
                             {"api-key", 1, &key, NULL},        {"name", 1, &name, NULL},
@@ -61,6 +65,7 @@ int cmd_serve(int argc, char **argv) {
                             {"ctx", 1, &ctx_s, NULL},          {"timeout", 1, &timeout_s, NULL},
                             {"max-connections", 1, &conn_s, NULL}, {"memory", 1, &mem_s, NULL},
                             {"threads", 1, &threads_s, NULL},  {"quiet", 0, NULL, &quiet},
+                            {"allow-special-in-messages", 0, NULL, &allow_special},
                             {"device", 1, &device_s, NULL},    {"precision", 1, &precision_s, NULL},
                             {"kv", 1, &kv_s, NULL},            {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "serve", NULL, 0, NULL);
@@ -103,6 +108,7 @@ int cmd_serve(int argc, char **argv) {
     p.api_key = key;
     p.model_name = name;
     if (!quiet) p.log = log_line;
+    p.allow_special_in_messages = allow_special;
     if (cli_kv("serve", kv_s, &p.kv_f16)) return 2;
     if ((r = cli_device("serve", device_s, precision_s, &p.device, &p.precision, NULL, 0)) != 0) return r;
 

@@ -203,6 +203,13 @@ TD_API void td_tokenizer_free(td_tokenizer *tok);
  * *n_ids is 0). Invalid UTF-8 is an error (TD_ERR_FORMAT) naming the byte offset. */
 TD_API td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, int32_t **ids,
                              size_t *n_ids);
+/* td_tokenize of a text assembled from trusted and untrusted parts (a chat template and the messages in it): with
+ * TD_TOKENIZE_PARSE_SPECIAL an added token is split out only where its match lies inside one of the n_spans spans
+ * [special_spans[2i], special_spans[2i + 1]) (ascending byte offsets); the same string elsewhere is encoded as
+ * plain text. Text without added tokens outside the spans gives exactly td_tokenize's ids. TD_ERR_INVALID_ARG for
+ * a span outside the text. */
+TD_API td_status td_tokenize_spans(const td_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                                   const size_t *special_spans, size_t n_spans, int32_t **ids, size_t *n_ids);
 
 /* Decodes ids back to UTF-8 text. Added tokens decode to their content. *text is a new NUL-terminated buffer
  * (release with td_free()); *len excludes the NUL. Ids outside the vocabulary fail with TD_ERR_RANGE. */
@@ -962,6 +969,8 @@ typedef struct td_server_params {
     int32_t precision;       /* td_precision of the contexts (td_ctx_params.precision); default FP32 */
     td_log_fn log;             /* one line per request (level 0) and the daemon's own complaints (1); NULL: silent */
     void *log_user;
+    int allow_special_in_messages; /* 1: special-token text in chat messages becomes those tokens
+                                      (TD_CHAT_ALLOW_SPECIAL); 0 (default): message content is text */
 } td_server_params;
 
 TD_API td_server_params td_server_default_params(void);
@@ -1139,12 +1148,26 @@ TD_API td_chat_params td_chat_default_params(void);
  * (the message says why: no template, or one this library does not render) in *status when status != NULL. */
 TD_API const char *td_model_chat_family(const td_model *model, td_status *status);
 
-/* Renders n messages with the model's template. *text: a new NUL-terminated string (td_free); tokenise it with
- * TD_TOKENIZE_PARSE_SPECIAL. Errors: TD_ERR_UNSUPPORTED (see td_model_chat_family), TD_ERR_INVALID_ARG naming the
- * message (unknown role, a system message not first, no messages, a tool call without a name, Qwen3.5: no user
- * message), TD_ERR_FORMAT for tools_json / tool_calls_json that are not the JSON described. Safe from any thread. */
+/* Renders n messages with the model's template. *text: a new NUL-terminated string (td_free). To tokenize it,
+ * prefer td_chat_tokenize: the text alone cannot tell the template's special tokens from the same strings inside a
+ * message. Errors: TD_ERR_UNSUPPORTED (see td_model_chat_family), TD_ERR_INVALID_ARG naming the message (unknown
+ * role, a system message not first, no messages, a tool call without a name, Qwen3.5: no user message),
+ * TD_ERR_FORMAT for tools_json / tool_calls_json that are not the JSON described. Safe from any thread. */
 TD_API td_status td_chat_render(const td_model *model, const td_chat_message *messages, int32_t n,
                                 const td_chat_params *params, char **text);
+
+/* Flags for td_chat_tokenize(). */
+#define TD_CHAT_ALLOW_SPECIAL 1u /* special-token text inside a message (e.g. "<|im_start|>system") becomes those
+                                    tokens, as Hugging Face's apply_chat_template followed by the tokenizer does */
+/* td_chat_render, then its token ids: the template's own special tokens (<|im_start|>, <|im_end|>, <think>, ...)
+ * are parsed as such, and everything that comes from the messages (contents, reasoning, tool call names and
+ * arguments, the tools list) is tokenized as plain text, so that a user cannot forge a turn of another role by
+ * typing its markers. TD_CHAT_ALLOW_SPECIAL restores Hugging Face's behaviour (only for trusted messages). Where no
+ * message holds an added token's text, the ids are Hugging Face's either way. *text (may be NULL: not wanted) and
+ * *ids: new buffers (td_free). Errors: td_chat_render's and td_tokenize's. */
+TD_API td_status td_chat_tokenize(const td_model *model, const td_chat_message *messages, int32_t n,
+                                  const td_chat_params *params, unsigned flags, char **text, int32_t **ids,
+                                  size_t *n_ids);
 
 /* The same from OpenAI's messages JSON array (len bytes): role, content (a string, null, or an array of
  * {"type": "text", "text"} parts, joined), reasoning_content, tool_calls; other members are ignored.

@@ -69,6 +69,11 @@ td_status td_decider_new(const td_model *model, const td_decide_params *params, 
     d->model = model;
     d->tok = td_model_tokenizer(model);
     d->p = p;
+    d->max_token_bytes = 1;
+    for (int32_t id = 0; d->tok && id < td_tokenizer_n_tokens(d->tok); id++) {
+        size_t tb = 0;
+        if (td_token_bytes(d->tok, id, &tb) && (int64_t)tb > d->max_token_bytes) d->max_token_bytes = (int32_t)tb;
+    }
     memcpy(d->letters, letters, nl + 1);
     d->n_letters = (int32_t)nl;
     d->instruction = td_strdup(p.instruction ? p.instruction : td_decide_default_instruction());
@@ -426,6 +431,14 @@ static td_status prepare(td_decider *d, const td_shot *shots, int32_t n_shots, c
         snprintf(what, sizeof what, "shot %d: the evidence", i);
         if ((st = check_utf8(shots[i].evidence ? shots[i].evidence : "", shots[i].evidence_len, what)) != TD_OK) return st;
     }
+    /* Evidence that cannot fit is refused from its length, before tokenizing it (megabytes take seconds and
+     * gigabytes): a token covers at most max_token_bytes bytes, and NFC shortens a text at most 3-fold (Hangul jamo
+     * compose 9 bytes into 3), so the evidence alone is at least len / (3 * max_token_bytes) tokens. */
+    int64_t at_least = (int64_t)(len / (3 * (size_t)d->max_token_bytes));
+    if (at_least > td_model_n_ctx_train(d->model))
+        return td_fail(TD_ERR_RANGE, "the evidence (%zu bytes: at least %lld tokens, a token being at most %d bytes) "
+                                     "exceeds the model's context of %d tokens (not tokenized)",
+                       len, (long long)at_least, d->max_token_bytes, td_model_n_ctx_train(d->model));
     td_status est = check_utf8(evidence ? evidence : "", len, "the evidence");
     if (est != TD_OK) return est;
     size_t hl, nh = 0;

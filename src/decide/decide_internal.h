@@ -21,6 +21,7 @@ struct td_decider {
     td_decide_stats stats;
     int32_t *cached_head;       /* cache_head: the head tokens sequence 0 holds, or NULL when it holds no head */
     int32_t n_cached_head;
+    int32_t max_token_bytes;    /* the longest token's bytes: how many tokens a text is at least */
     int32_t fault; /* after TD_ERR_NONFINITE: the criterion (index in the call) whose pass met it, -1 the shared head,
                       -2 a stem several criteria share */
 };

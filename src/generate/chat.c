@@ -18,6 +18,8 @@ typedef struct sbuf {
     char *s;
     size_t n, cap;
     int oom;
+    size_t *spans;  /* where the template's own text lies: [start, end) pairs, ascending (td_chat_tokenize) */
+    size_t n_spans, cap_spans;
 } sbuf;
 
 static void sb_putn(sbuf *b, const char *s, size_t n) {
@@ -38,6 +40,29 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
     b->s[b->n] = 0;
 }
 static void sb_put(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+/* The template's own text (a literal of the template, never a message's): the only place where special tokens
+ * may come from when the tokens are made by td_chat_tokenize. */
+static void sb_lit(sbuf *b, const char *s) {
+    size_t start = b->n;
+    sb_put(b, s);
+    if (b->oom || b->n == start) return;
+    if (b->n_spans && b->spans[2 * b->n_spans - 1] == start) { /* continues the last span */
+        b->spans[2 * b->n_spans - 1] = b->n;
+        return;
+    }
+    if (b->n_spans == b->cap_spans) {
+        size_t cap = b->cap_spans ? 2 * b->cap_spans : 32;
+        size_t *ns = td_realloc(b->spans, cap * 2 * sizeof *ns);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->spans = ns, b->cap_spans = cap;
+    }
+    b->spans[2 * b->n_spans] = start, b->spans[2 * b->n_spans + 1] = b->n;
+    b->n_spans++;
+}
 
 /* ---- Python string operations the templates use ------------------------------------------------------------- */
 
@@ -198,26 +223,26 @@ static td_status render_qwen3(const conv *c, const td_chat_params *p, const json
     int32_t n = c->n;
     /* {%- if tools %} system turn with the tools {%- else %} the system message {%- endif %} */
     if (tools && json_array_size(tools) > 0) {
-        sb_put(b, "<|im_start|>system\n");
+        sb_lit(b, "<|im_start|>system\n");
         if (is_role(m[0].role, "system")) {
             sb_str(b, m[0].content);
-            sb_put(b, "\n\n");
+            sb_lit(b, "\n\n");
         }
-        sb_put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+        sb_lit(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
                   "with function signatures within <tools></tools> XML tags:\n<tools>");
         size_t i;
         json_t *t;
         json_array_foreach(tools, i, t) {
-            sb_put(b, "\n");
+            sb_lit(b, "\n");
             sb_json(b, t);
         }
-        sb_put(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+        sb_lit(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
                   "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
                   "<args-json-object>}\n</tool_call><|im_end|>\n");
     } else if (is_role(m[0].role, "system")) {
-        sb_put(b, "<|im_start|>system\n");
+        sb_lit(b, "<|im_start|>system\n");
         sb_str(b, m[0].content);
-        sb_put(b, "<|im_end|>\n");
+        sb_lit(b, "<|im_end|>\n");
     }
     /* last_query_index: the last user message that is not a tool response wrapped by the client */
     int32_t last_query = n - 1;
@@ -230,11 +255,11 @@ static td_status render_qwen3(const conv *c, const td_chat_params *p, const json
     for (int32_t i = 0; i < n; i++) {
         const msg *x = &m[i];
         if (is_role(x->role, "user") || (is_role(x->role, "system") && i > 0)) {
-            sb_put(b, "<|im_start|>");
+            sb_lit(b, "<|im_start|>");
             sb_str(b, x->role);
-            sb_put(b, "\n");
+            sb_lit(b, "\n");
             sb_str(b, x->content);
-            sb_put(b, "<|im_end|>\n");
+            sb_lit(b, "<|im_end|>\n");
         } else if (is_role(x->role, "assistant")) {
             str content = x->content, reasoning = S("");
             if (x->has_reasoning) reasoning = x->reasoning;
@@ -242,11 +267,11 @@ static td_status render_qwen3(const conv *c, const td_chat_params *p, const json
                 reasoning = lstrip_nl(split_last(rstrip_nl(split_first(content, "</think>")), "<think>"));
                 content = lstrip_nl(split_last(content, "</think>"));
             }
-            sb_put(b, "<|im_start|>assistant\n");
+            sb_lit(b, "<|im_start|>assistant\n");
             if (i > last_query && (i == n - 1 || reasoning.n > 0)) {
-                sb_put(b, "<think>\n");
+                sb_lit(b, "<think>\n");
                 sb_str(b, strip_nl(reasoning));
-                sb_put(b, "\n</think>\n\n");
+                sb_lit(b, "\n</think>\n\n");
                 sb_str(b, lstrip_nl(content));
             } else {
                 sb_str(b, content);
@@ -258,27 +283,27 @@ static td_status render_qwen3(const conv *c, const td_chat_params *p, const json
                 const json_t *args;
                 td_status st = tool_call_parts(call, i, k, &name, &args);
                 if (st != TD_OK) return st;
-                if ((k == 0 && content.n) || k > 0) sb_put(b, "\n");
-                sb_put(b, "<tool_call>\n{\"name\": \"");
+                if ((k == 0 && content.n) || k > 0) sb_lit(b, "\n");
+                sb_lit(b, "<tool_call>\n{\"name\": \"");
                 sb_put(b, name);
-                sb_put(b, "\", \"arguments\": ");
+                sb_lit(b, "\", \"arguments\": ");
                 if (json_is_string(args)) sb_putn(b, json_string_value(args), json_string_length(args));
                 else if (args) sb_json(b, args);
-                else sb_put(b, ""); /* an undefined value renders empty in Jinja */
-                sb_put(b, "}\n</tool_call>");
+                else sb_lit(b, ""); /* an undefined value renders empty in Jinja */
+                sb_lit(b, "}\n</tool_call>");
             }
-            sb_put(b, "<|im_end|>\n");
+            sb_lit(b, "<|im_end|>\n");
         } else if (is_role(x->role, "tool")) {
-            if (i == 0 || !is_role(m[i - 1].role, "tool")) sb_put(b, "<|im_start|>user");
-            sb_put(b, "\n<tool_response>\n");
+            if (i == 0 || !is_role(m[i - 1].role, "tool")) sb_lit(b, "<|im_start|>user");
+            sb_lit(b, "\n<tool_response>\n");
             sb_str(b, x->content);
-            sb_put(b, "\n</tool_response>");
-            if (i == n - 1 || !is_role(m[i + 1].role, "tool")) sb_put(b, "<|im_end|>\n");
+            sb_lit(b, "\n</tool_response>");
+            if (i == n - 1 || !is_role(m[i + 1].role, "tool")) sb_lit(b, "<|im_end|>\n");
         }
     }
     if (p->add_generation_prompt) {
-        sb_put(b, "<|im_start|>assistant\n");
-        if (!p->enable_thinking) sb_put(b, "<think>\n\n</think>\n\n");
+        sb_lit(b, "<|im_start|>assistant\n");
+        if (!p->enable_thinking) sb_lit(b, "<think>\n\n</think>\n\n");
     }
     return TD_OK;
 }
@@ -300,27 +325,27 @@ static td_status render_qwen35(const conv *c, const td_chat_params *p, const jso
     const msg *m = c->m;
     int32_t n = c->n;
     if (tools && json_array_size(tools) > 0) {
-        sb_put(b, "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>");
+        sb_lit(b, "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>");
         size_t i;
         json_t *t;
         json_array_foreach(tools, i, t) {
-            sb_put(b, "\n");
+            sb_lit(b, "\n");
             sb_json(b, t);
         }
-        sb_put(b, "\n</tools>");
-        sb_put(b, qwen35_tools_tail);
+        sb_lit(b, "\n</tools>");
+        sb_lit(b, qwen35_tools_tail);
         if (is_role(m[0].role, "system")) {
             str s = trim(m[0].content);
             if (s.n) {
-                sb_put(b, "\n\n");
+                sb_lit(b, "\n\n");
                 sb_str(b, s);
             }
         }
-        sb_put(b, "<|im_end|>\n");
+        sb_lit(b, "<|im_end|>\n");
     } else if (is_role(m[0].role, "system")) {
-        sb_put(b, "<|im_start|>system\n");
+        sb_lit(b, "<|im_start|>system\n");
         sb_str(b, trim(m[0].content));
-        sb_put(b, "<|im_end|>\n");
+        sb_lit(b, "<|im_end|>\n");
     }
     int32_t last_query = -1;
     for (int32_t i = n - 1; i >= 0; i--) {
@@ -337,9 +362,9 @@ static td_status render_qwen35(const conv *c, const td_chat_params *p, const jso
         if (is_role(x->role, "system")) {
             if (i > 0) return td_fail(TD_ERR_INVALID_ARG, "messages[%d]: a system message must be the first", i);
         } else if (is_role(x->role, "user")) {
-            sb_put(b, "<|im_start|>user\n");
+            sb_lit(b, "<|im_start|>user\n");
             sb_str(b, content);
-            sb_put(b, "<|im_end|>\n");
+            sb_lit(b, "<|im_end|>\n");
         } else if (is_role(x->role, "assistant")) {
             str reasoning = S("");
             if (x->has_reasoning) reasoning = x->reasoning;
@@ -348,11 +373,11 @@ static td_status render_qwen35(const conv *c, const td_chat_params *p, const jso
                 content = lstrip_nl(split_last(content, "</think>"));
             }
             reasoning = trim(reasoning);
-            sb_put(b, "<|im_start|>assistant\n");
+            sb_lit(b, "<|im_start|>assistant\n");
             if (i > last_query) {
-                sb_put(b, "<think>\n");
+                sb_lit(b, "<think>\n");
                 sb_str(b, reasoning);
-                sb_put(b, "\n</think>\n\n");
+                sb_lit(b, "\n</think>\n\n");
             }
             sb_str(b, content);
             size_t k;
@@ -362,10 +387,10 @@ static td_status render_qwen35(const conv *c, const td_chat_params *p, const jso
                 const json_t *args;
                 td_status st = tool_call_parts(call, i, k, &name, &args);
                 if (st != TD_OK) return st;
-                if (k == 0) sb_put(b, trim(content).n ? "\n\n<tool_call>\n<function=" : "<tool_call>\n<function=");
-                else sb_put(b, "\n<tool_call>\n<function=");
+                if (k == 0) sb_lit(b, trim(content).n ? "\n\n<tool_call>\n<function=" : "<tool_call>\n<function=");
+                else sb_lit(b, "\n<tool_call>\n<function=");
                 sb_put(b, name);
-                sb_put(b, ">\n");
+                sb_lit(b, ">\n");
                 json_t *parsed = NULL;
                 if (json_is_string(args)) { /* OpenAI clients send the arguments as a JSON string */
                     parsed = json_loadb(json_string_value(args), json_string_length(args), 0, NULL);
@@ -383,28 +408,28 @@ static td_status render_qwen35(const conv *c, const td_chat_params *p, const jso
                 const char *key;
                 json_t *v;
                 json_object_foreach((json_t *)args, key, v) {
-                    sb_put(b, "<parameter=");
+                    sb_lit(b, "<parameter=");
                     sb_put(b, key);
-                    sb_put(b, ">\n");
+                    sb_lit(b, ">\n");
                     if (json_is_object(v) || json_is_array(v)) sb_json(b, v);
                     else sb_pystr(b, v);
-                    sb_put(b, "\n</parameter>\n");
+                    sb_lit(b, "\n</parameter>\n");
                 }
                 json_decref(parsed);
-                sb_put(b, "</function>\n</tool_call>");
+                sb_lit(b, "</function>\n</tool_call>");
             }
-            sb_put(b, "<|im_end|>\n");
+            sb_lit(b, "<|im_end|>\n");
         } else if (is_role(x->role, "tool")) {
-            if (i > 0 && !is_role(m[i - 1].role, "tool")) sb_put(b, "<|im_start|>user");
-            sb_put(b, "\n<tool_response>\n");
+            if (i > 0 && !is_role(m[i - 1].role, "tool")) sb_lit(b, "<|im_start|>user");
+            sb_lit(b, "\n<tool_response>\n");
             sb_str(b, content);
-            sb_put(b, "\n</tool_response>");
-            if (i == n - 1 || !is_role(m[i + 1].role, "tool")) sb_put(b, "<|im_end|>\n");
+            sb_lit(b, "\n</tool_response>");
+            if (i == n - 1 || !is_role(m[i + 1].role, "tool")) sb_lit(b, "<|im_end|>\n");
         }
     }
     if (p->add_generation_prompt) {
-        sb_put(b, "<|im_start|>assistant\n");
-        sb_put(b, p->enable_thinking ? "<think>\n" : "<think>\n\n</think>\n\n");
+        sb_lit(b, "<|im_start|>assistant\n");
+        sb_lit(b, p->enable_thinking ? "<think>\n" : "<think>\n\n</think>\n\n");
     }
     return TD_OK;
 }
@@ -481,7 +506,9 @@ td_chat_params td_chat_default_params(void) {
     return p;
 }
 
-static td_status render(td_chat_family f, conv *c, const td_chat_params *params, char **text) {
+/* Renders into *text; with spans (may be NULL) also where the template's own text lies (td_free). */
+static td_status render(td_chat_family f, conv *c, const td_chat_params *params, char **text, size_t **spans,
+                        size_t *n_spans) {
     td_chat_params p = params ? *params : td_chat_default_params();
     json_t *tools = NULL;
     td_status st = check_roles(c);
@@ -505,9 +532,12 @@ static td_status render(td_chat_family f, conv *c, const td_chat_params *params,
     if (st == TD_OK && b.oom) st = td_fail_nomem("the rendered chat");
     if (st != TD_OK) {
         td_free(b.s);
+        td_free(b.spans);
         return st;
     }
     *text = b.s;
+    if (spans) *spans = b.spans, *n_spans = b.n_spans;
+    else td_free(b.spans);
     return TD_OK;
 }
 
@@ -519,8 +549,8 @@ static td_status family_of_model(const td_model *model, td_chat_family *f) {
     return TD_OK;
 }
 
-td_status td_chat_render(const td_model *model, const td_chat_message *messages, int32_t n,
-                         const td_chat_params *params, char **text) {
+static td_status render_messages(const td_model *model, const td_chat_message *messages, int32_t n,
+                                 const td_chat_params *params, char **text, size_t **spans, size_t *n_spans) {
     if (text) *text = NULL;
     if (!model || !text || (n > 0 && !messages) || n < 0)
         return td_fail(TD_ERR_INVALID_ARG, "td_chat_render: NULL argument or n < 0");
@@ -551,8 +581,35 @@ td_status td_chat_render(const td_model *model, const td_chat_message *messages,
             }
         }
     }
-    if (st == TD_OK) st = render(f, &c, params, text);
+    if (st == TD_OK) st = render(f, &c, params, text, spans, n_spans);
     conv_free(&c);
+    return st;
+}
+
+td_status td_chat_render(const td_model *model, const td_chat_message *messages, int32_t n,
+                         const td_chat_params *params, char **text) {
+    return render_messages(model, messages, n, params, text, NULL, NULL);
+}
+
+td_status td_chat_tokenize(const td_model *model, const td_chat_message *messages, int32_t n,
+                           const td_chat_params *params, unsigned flags, char **text, int32_t **ids, size_t *n_ids) {
+    if (text) *text = NULL;
+    if (!ids || !n_ids) return td_fail(TD_ERR_INVALID_ARG, "td_chat_tokenize: NULL argument");
+    *ids = NULL, *n_ids = 0;
+    if (flags & ~TD_CHAT_ALLOW_SPECIAL) return td_fail(TD_ERR_INVALID_ARG, "td_chat_tokenize: unknown flags 0x%x", flags);
+    const td_tokenizer *tok = model ? td_model_tokenizer(model) : NULL;
+    if (model && !tok) return td_fail(TD_ERR_STATE, "%s: the model has no tokenizer", td_model_path(model));
+    char *t = NULL;
+    size_t *spans = NULL, n_spans = 0;
+    td_status st = render_messages(model, messages, n, params, &t, &spans, &n_spans);
+    if (st == TD_OK) {
+        /* the template's text parses its special tokens; the messages' text never does, unless asked */
+        if (flags & TD_CHAT_ALLOW_SPECIAL) st = td_tokenize(tok, t, strlen(t), TD_TOKENIZE_PARSE_SPECIAL, ids, n_ids);
+        else st = td_tokenize_spans(tok, t, strlen(t), TD_TOKENIZE_PARSE_SPECIAL, spans, n_spans, ids, n_ids);
+    }
+    td_free(spans);
+    if (st == TD_OK && text) *text = t;
+    else td_free(t);
     return st;
 }
 
@@ -593,8 +650,8 @@ static td_status content_of(conv *c, const json_t *v, int32_t i, str *out) {
     return TD_OK;
 }
 
-td_status td_chat_render_family_json(td_chat_family f, const char *messages_json, size_t len,
-                                     const td_chat_params *params, char **text) {
+static td_status render_family_json(td_chat_family f, const char *messages_json, size_t len,
+                                    const td_chat_params *params, char **text, size_t **spans, size_t *n_spans) {
     if (text) *text = NULL;
     if (!messages_json || !text) return td_fail(TD_ERR_INVALID_ARG, "td_chat_render_json: NULL argument");
     json_t *root;
@@ -635,8 +692,27 @@ td_status td_chat_render_family_json(td_chat_family f, const char *messages_json
             break;
         }
     }
-    if (st == TD_OK) st = render(f, &c, params, text);
+    if (st == TD_OK) st = render(f, &c, params, text, spans, n_spans);
     conv_free(&c);
+    return st;
+}
+
+td_status td_chat_render_family_json(td_chat_family f, const char *messages_json, size_t len,
+                                     const td_chat_params *params, char **text) {
+    return render_family_json(f, messages_json, len, params, text, NULL, NULL);
+}
+
+td_status td_chat_tokenize_family_json(td_chat_family f, const td_tokenizer *tok, const char *messages_json,
+                                       size_t len, const td_chat_params *params, unsigned flags, int32_t **ids,
+                                       size_t *n_ids) {
+    char *t = NULL;
+    size_t *spans = NULL, n_spans = 0;
+    td_status st = render_family_json(f, messages_json, len, params, &t, &spans, &n_spans);
+    if (st == TD_OK && (flags & TD_CHAT_ALLOW_SPECIAL))
+        st = td_tokenize(tok, t, strlen(t), TD_TOKENIZE_PARSE_SPECIAL, ids, n_ids);
+    else if (st == TD_OK) st = td_tokenize_spans(tok, t, strlen(t), TD_TOKENIZE_PARSE_SPECIAL, spans, n_spans, ids, n_ids);
+    td_free(spans);
+    td_free(t);
     return st;
 }
 

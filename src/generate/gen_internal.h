@@ -24,5 +24,9 @@ td_chat_family td_chat_family_of(const char *chat_template);
  * conversations). */
 td_status td_chat_render_family_json(td_chat_family family, const char *messages_json, size_t len,
                                      const td_chat_params *params, char **text);
+/* The same, then td_chat_tokenize's ids with a tokenizer of the caller's (tests). */
+td_status td_chat_tokenize_family_json(td_chat_family family, const td_tokenizer *tok, const char *messages_json,
+                                       size_t len, const td_chat_params *params, unsigned flags, int32_t **ids,
+                                       size_t *n_ids);
 
 #endif

@@ -69,14 +69,16 @@ void td_ep_tokenize(td_server *s, const td_req *r, td_reply *out) {
     char *rendered = NULL;
     const char *text = r->prompt;
     size_t len = r->prompt_len;
-    if (r->msgs) {
-        size_t rl = 0;
-        if (td_server_render_chat(s, r, r->add_generation_prompt, &rendered, &rl, out) != 0) return;
-        text = rendered, len = rl;
-    }
     int32_t *ids = NULL;
     size_t n = 0;
-    td_status st = td_tokenize(tok, text, len, TD_TOKENIZE_PARSE_SPECIAL, &ids, &n);
+    td_status st = TD_OK;
+    if (r->msgs) { /* the tokens the chat endpoint would read: message content as text unless allowed */
+        size_t rl = 0;
+        if (td_server_render_chat(s, r, r->add_generation_prompt, &rendered, &rl, &ids, &n, out) != 0) return;
+        text = rendered, len = rl;
+    } else {
+        st = td_tokenize(tok, text, len, TD_TOKENIZE_PARSE_SPECIAL, &ids, &n);
+    }
     if (st != TD_OK) {
         td_reply_fail(out, st == TD_ERR_NOMEM ? 500 : 400, "invalid_request_error", r->msgs ? "messages" : "prompt",
                       NULL, "%s", td_last_error());

@@ -389,7 +389,7 @@ static void job_release(td_server *s, job *j) {
 /* ---- building a request ---------------------------------------------------------------------------------------- */
 
 int td_server_render_chat(td_server *s, const td_req *r, int add_generation_prompt, char **text, size_t *len,
-                          td_reply *out) {
+                          int32_t **ids, size_t *n_ids, td_reply *out) {
     td_chat_message *m = td_calloc((size_t)r->n_msgs, sizeof *m);
     char **calls = td_calloc((size_t)r->n_msgs, sizeof *calls);
     char *tools = r->tools ? json_dumps(r->tools, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -407,7 +407,9 @@ int td_server_render_chat(td_server *s, const td_req *r, int add_generation_prom
     if (r->enable_thinking >= 0) cp.enable_thinking = r->enable_thinking;
     cp.tools_json = tools;
     *text = NULL;
-    if (st == TD_OK) st = td_chat_render(s->model, m, r->n_msgs, &cp, text);
+    /* message content is text unless the operator allowed special tokens in it: a client cannot forge a turn */
+    unsigned chat_flags = s->p.allow_special_in_messages ? TD_CHAT_ALLOW_SPECIAL : 0;
+    if (st == TD_OK) st = td_chat_tokenize(s->model, m, r->n_msgs, &cp, chat_flags, text, ids, n_ids);
     else td_fail_nomem("the chat messages");
     for (int32_t i = 0; calls && i < r->n_msgs; i++) free(calls[i]);
     td_free(calls);
@@ -797,15 +799,10 @@ void td_ep_chat(td_server *s, td_req *r, td_reply *out) {
     if (!gen_available(s, out)) return;
     char *prompt = NULL;
     size_t plen = 0;
-    if (td_server_render_chat(s, r, 1, &prompt, &plen, out)) return;
     int32_t *ids = NULL;
     size_t n = 0;
-    td_status st = td_tokenize(td_model_tokenizer(s->model), prompt, plen, TD_TOKENIZE_PARSE_SPECIAL, &ids, &n);
+    if (td_server_render_chat(s, r, 1, &prompt, &plen, &ids, &n, out)) return;
     td_free(prompt);
-    if (st != TD_OK) {
-        td_reply_fail(out, st == TD_ERR_NOMEM ? 500 : 400, "invalid_request_error", "messages", NULL, "%s", td_last_error());
-        return;
-    }
     job *j = job_new(s, r, ids, (int32_t)n, "messages", out);
     td_free(ids);
     if (!j) return;

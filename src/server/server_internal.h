@@ -85,10 +85,11 @@ void td_ep_completion(td_server *s, td_req *r, td_reply *out);
 
 /* Bytes as valid UTF-8 (invalid bytes become U+FFFD), a new string (td_free); *out_len its length. */
 char *td_server_utf8_clean(const char *s, size_t len, size_t *out_len);
-/* The chat prompt of a request's messages (the model's chat template), a new string (td_free). Returns 0, or sets an
- * error reply (400 naming the field, 501 when templates are not available) and returns -1. */
+/* The chat prompt of a request's messages (the model's chat template), a new string (td_free), and its token ids
+ * (td_chat_tokenize: message content as text unless the server allows special tokens in it; td_free). Returns 0,
+ * or sets an error reply (400 naming the field, 501 when templates are not available) and returns -1. */
 int td_server_render_chat(td_server *s, const td_req *r, int add_generation_prompt, char **text, size_t *len,
-                          td_reply *out);
+                          int32_t **ids, size_t *n_ids, td_reply *out);
 
 /* The web page (page.html, compiled in). */
 extern const char td_server_page[];

@@ -117,9 +117,26 @@ static td_status encode_segment(const td_tokenizer *tok, const char *text, size_
     return st;
 }
 
+/* 1 when [s, e) lies inside one of the spans (pairs [start, end)); spans == NULL: everywhere. */
+static int inside_spans(const size_t *spans, size_t n_spans, size_t s, size_t e) {
+    if (!spans) return 1;
+    for (size_t i = 0; i < n_spans; i++)
+        if (spans[2 * i] <= s && e <= spans[2 * i + 1]) return 1;
+    return 0;
+}
+
 td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t len, unsigned flags, int32_t **ids,
                       size_t *n_ids) {
-    if (!tok || !ids || !n_ids || (!text && len)) return td_fail(TD_ERR_INVALID_ARG, "td_tokenize: NULL argument");
+    return td_tokenize_spans(tok, text, len, flags, NULL, 0, ids, n_ids);
+}
+
+td_status td_tokenize_spans(const td_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                            const size_t *special_spans, size_t n_spans, int32_t **ids, size_t *n_ids) {
+    if (!tok || !ids || !n_ids || (!text && len) || (n_spans && !special_spans))
+        return td_fail(TD_ERR_INVALID_ARG, "td_tokenize: NULL argument");
+    for (size_t i = 0; i < n_spans; i++)
+        if (special_spans[2 * i] > special_spans[2 * i + 1] || special_spans[2 * i + 1] > len)
+            return td_fail(TD_ERR_INVALID_ARG, "td_tokenize_spans: span %zu is not within the text", i);
     *ids = NULL;
     *n_ids = 0;
     size_t bad = td_utf8_invalid_at(text, len);
@@ -132,14 +149,20 @@ td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t len, uns
         return td_fail_nomem("token ids");
     int split_added = (flags & TD_TOKENIZE_PARSE_SPECIAL) != 0;
     if (split_added) {
-        size_t pos = 0, ms, me;
+        /* with spans, a match outside them is text: the search goes on past its start, the segment stays open */
+        size_t pos = 0, from = 0, ms, me;
         int k;
-        while (st == TD_OK && (k = find_added(tok, text, len, pos, 0, &ms, &me)) >= 0) {
-            st = encode_segment(tok, text + pos, ms - pos, 1, &out);
+        while (st == TD_OK && (k = find_added(tok, text, len, from, 0, &ms, &me)) >= 0) {
+            if (!inside_spans(special_spans, n_spans, ms, me)) {
+                from = ms + 1;
+                continue;
+            }
+            st = encode_segment(tok, text + pos, ms - pos, inside_spans(special_spans, n_spans, pos, ms), &out);
             if (st == TD_OK && td_idvec_push(&out, tok->added[k].id)) st = td_fail_nomem("token ids");
-            pos = me;
+            pos = from = me;
         }
-        if (st == TD_OK) st = encode_segment(tok, text + pos, len - pos, 1, &out);
+        if (st == TD_OK)
+            st = encode_segment(tok, text + pos, len - pos, inside_spans(special_spans, n_spans, pos, len), &out);
     } else {
         st = encode_segment(tok, text, len, 0, &out);
     }
