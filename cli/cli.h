@@ -70,7 +70,7 @@ double cli_now(void);
 #define CLI_MAX_LINE ((size_t)64 << 20)    /* one line of a JSONL stream */
 #define CLI_MAX_TEXT ((size_t)1 << 20)     /* an instruction, a config */
 /* How long a named pipe (FIFO) given as an input may take to deliver its first data. */
-#define CLI_FIFO_WAIT_S 10
+#define CLI_FIFO_WAIT_S 5
 /* Opens a file for reading ('-' = standard input); NULL after printing why (missing, unreadable, a directory, a
  * named pipe that nothing writes to within CLI_FIFO_WAIT_S seconds). */
 FILE *cli_open_input(const char *cmd, const char *path);

@@ -24,6 +24,7 @@ static const char usage_text[] =
     "  /quit           leave (or end of input)\n"
     "Piped (standard input not a terminal): every line is one user turn (empty lines are skipped; the commands\n"
     "above work too); each answer is printed on stdout followed by an empty line, the statistics go to stderr.\n"
+    "A line holds at most 64 MiB; a line holding a NUL byte is refused (as the server refuses it).\n"
     "\n"
     "  --model M         Hugging Face model directory or GGUF file (with a chat template)\n"
     "  --adapter DIR     PEFT LoRA adapter, merged at load\n"

@@ -54,7 +54,8 @@ static const char usage_text[] =
     "  --adapter DIR        PEFT LoRA adapter, merged at load\n"
     "  --no-timing          leave \"ms\" out: every byte of the output is then deterministic\n"
     "  --checkpoint N       fsync every N documents (default 64; and every 10 s)\n"
-    "  --summary FILE       write the final summary as JSON (counts, rates, peak RSS of this process)\n"
+    "  --summary FILE       write the final summary as JSON (counts, rates, peak RSS of this process); '-':\n"
+    "                       standard output\n"
     "  --mpi                MPI mode even when no launcher is recognised (mpirun, mpiexec, srun, ...)\n"
     "  --quiet              no progress line and no summary on stderr\n"
     "Caps: a document line 64 MiB (longer: a bad line); the criteria file 256 MiB; the model's config.json and\n"
@@ -164,6 +165,7 @@ static int write_summary(const char *path, const td_run_stats *s, const char *mo
                      m ? m : "null", threads, ranks, td_cpu_kernels(), device, cli_precision_name(precision), rss_kb);
     free(m);
     if (n < 0 || (size_t)n >= sizeof text) return cli_error("run", "%s: the summary does not fit", path);
+    if (strcmp(path, "-") == 0) return fputs(text, stdout) < 0 ? cli_error("run", "writing the summary failed") : 0;
     if (td_file_write(path, text, (size_t)n, 0) != TD_OK) return cli_error("run", "--summary %s", td_last_error());
     return 0;
 }

@@ -36,8 +36,8 @@ LIMIT=20 expect nz 'tokenizer.json' -- "$BIN" decide --model "$tmp/fm" --criteri
 LIMIT=20 expect nz 'no provenance record' -- "$BIN" merge --out "$tmp/h.jsonl" /dev/zero
 # --instruction naming a device reads it within its cap (not "no such file")
 LIMIT=20 expect nz '/dev/zero: more than 1048576 bytes, the most an instruction can be' -- $RUN --input "$tmp/docs.jsonl" --out "$tmp/i.jsonl" --instruction /dev/zero
-# a named pipe that no process writes to: refused after 10 s, not a hang
-LIMIT=30 expect nz 'a named pipe (FIFO) that no process wrote to within 10 s' -- "$BIN" decide --model "$M" --criteria "$tmp/crit.jsonl" --evidence "$tmp/fifo" --quiet
+# a named pipe that no process writes to: refused after 5 s, not a hang
+LIMIT=30 expect nz 'a named pipe (FIFO) that no process wrote to within 5 s' -- "$BIN" decide --model "$M" --criteria "$tmp/crit.jsonl" --evidence "$tmp/fifo" --quiet
 # the same pipe with a writer is read
 (sleep 1; echo "Refund me, I was billed twice." >"$tmp/fifo") &
 bgpids+=($!)
@@ -67,7 +67,7 @@ LIMIT=60 expect 0 '' -- $R --input "$tmp/long.jsonl" --out "$tmp/long.out"
 ms=$((($(date +%s%N) - t0) / 1000000))
 grep -q 'exceeds the model' "$tmp/long.out.errors" || fail "30 MB of evidence: $(head -c 300 "$tmp/long.out.errors")"
 grep -q 'not tokenized' "$tmp/long.out.errors" || fail "30 MB of evidence was tokenized before the context check"
-[ -n "$SAN" ] || [ "$ms" -lt 8000 ] || fail "30 MB of evidence took $ms ms to refuse"
+[ -n "$SAN" ] || [ "$ms" -lt 30000 ] || fail "30 MB of evidence took $ms ms to refuse"
 
 # ---- ids with NUL, a byte-order mark ---------------------------------------------------------------------------------------
 {

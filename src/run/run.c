@@ -664,6 +664,26 @@ static td_status repair(runner *rn) {
     return st;
 }
 
+td_status td_run_repair(const char *out_path, const char *err_path, const int32_t *share, int64_t n_share,
+                        td_log_fn log, void *log_user, int64_t *kept_results, int64_t *kept_errors) {
+    td_run_params p = td_run_default_params();
+    p.log = log, p.log_user = log_user;
+    runner rn;
+    memset(&rn, 0, sizeof rn);
+    rn.p = &p, rn.out_path = out_path, rn.err_path = err_path, rn.share = share, rn.n_share = n_share;
+    rn.out_fd = open(out_path, O_RDWR | O_CLOEXEC);
+    rn.err_fd = open(err_path, O_RDWR | O_CLOEXEC);
+    td_status st = rn.out_fd >= 0 && rn.err_fd >= 0 ? repair(&rn)
+                                                     : td_fail(TD_ERR_IO, "%s: cannot open: %s", out_path, strerror(errno));
+    if (kept_results) *kept_results = (int64_t)rn.done.count;
+    if (kept_errors) *kept_errors = (int64_t)rn.reported.count;
+    if (rn.out_fd >= 0) close(rn.out_fd);
+    if (rn.err_fd >= 0) close(rn.err_fd);
+    td_idset_free(&rn.done);
+    td_idset_free(&rn.reported);
+    return st;
+}
+
 /* Another run's files (MPI: the merged output of an earlier run) whose documents count as done: read, never
  * changed. Reading stops at a line that is not ours. */
 static td_status scan_prior(runner *rn, const char *path, int errors_file) {

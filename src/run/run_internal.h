@@ -84,6 +84,13 @@ td_status td_count_lines(const char *path, int64_t *n);
  * when absent or null; td_free) when it is one, 0 when it is not, -1 when out of memory. */
 int td_run_parse_ours(const char *text, size_t len, int errors_file, int32_t *line, char **id);
 
+/* Resume's repair alone, as td_run does it after the provenance check (tests and fuzzing): both files (which must
+ * exist) keep their lines of ours about documents of the share (share: ascending input lines) in increasing input
+ * line, up to the first document neither covers; the rest is cut and reported through log. *kept_results and
+ * *kept_errors (may be NULL) receive the lines kept. */
+td_status td_run_repair(const char *out_path, const char *err_path, const int32_t *share, int64_t n_share,
+                        td_log_fn log, void *log_user, int64_t *kept_results, int64_t *kept_errors);
+
 /* ---- provenance -------------------------------------------------------------------------------------------------
  * Beside every results file OUT lies OUT.provenance.json, one JSON line that says what the results are of: the
  * input (bytes, hash, documents), the criteria file (bytes, hash), the caller's identity string (model fingerprint
