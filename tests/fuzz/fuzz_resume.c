@@ -11,7 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static char dir[64];
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/td-fuzz-resume-XXXXXX");
+        /* many small files: in memory where the machine has a tmpfs */
+        snprintf(dir, sizeof dir, "%s/td-fuzz-resume-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
         if (!mkdtemp(dir)) __builtin_trap();
     }
     if (harness_resume(dir, data, size) != 0) __builtin_trap();

@@ -23,7 +23,7 @@
 #define HARNESS_MAX_PARTS 9
 
 /* Splits data at "\n##\n" into at most max parts (the last takes the rest). */
-static int harness_split(const uint8_t *data, size_t size, const uint8_t **part, size_t *len, int max) {
+static inline int harness_split(const uint8_t *data, size_t size, const uint8_t **part, size_t *len, int max) {
     int n = 0;
     size_t start = 0;
     for (size_t i = 0; i + 4 <= size && n < max - 1; i++)
@@ -36,7 +36,7 @@ static int harness_split(const uint8_t *data, size_t size, const uint8_t **part,
     return n;
 }
 
-static int harness_write(const char *path, const uint8_t *data, size_t len) {
+static inline int harness_write(const char *path, const uint8_t *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
     int ok = len == 0 || fwrite(data, 1, len, f) == len;
@@ -45,7 +45,7 @@ static int harness_write(const char *path, const uint8_t *data, size_t len) {
 
 /* The lines of a file of ours, checked: every line complete and ours, input lines increasing (and in the share when
  * one is given). The count, or -1 (with why). */
-static int64_t harness_check_file(const char *path, int errors_file, const int32_t *share, int64_t n_share) {
+static inline int64_t harness_check_file(const char *path, int errors_file, const int32_t *share, int64_t n_share) {
     td_lines r;
     if (td_lines_open(&r, path) != TD_OK) return -1;
     int64_t n = 0;
@@ -71,7 +71,7 @@ static int64_t harness_check_file(const char *path, int errors_file, const int32
     return bad ? -1 : n;
 }
 
-static char *harness_read_all(const char *path, size_t *n) {
+static inline char *harness_read_all(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 4096, k = 0;
@@ -90,7 +90,7 @@ static char *harness_read_all(const char *path, size_t *n) {
     return b;
 }
 
-static int harness_no_temporaries(const char *dir) {
+static inline int harness_no_temporaries(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *e;
     int clean = 1;
@@ -103,7 +103,7 @@ static int harness_no_temporaries(const char *dir) {
     return clean;
 }
 
-static int harness_resume(const char *dir, const uint8_t *data, size_t size) {
+static inline int harness_resume(const char *dir, const uint8_t *data, size_t size) {
     const uint8_t *part[3];
     size_t len[3] = {0, 0, 0};
     int np = harness_split(data, size, part, len, 3);
@@ -155,7 +155,7 @@ static int harness_resume(const char *dir, const uint8_t *data, size_t size) {
     return same ? 0 : -1;
 }
 
-static int harness_merge(const char *dir, const uint8_t *data, size_t size) {
+static inline int harness_merge(const char *dir, const uint8_t *data, size_t size) {
     const uint8_t *part[HARNESS_MAX_PARTS];
     size_t len[HARNESS_MAX_PARTS];
     int np = harness_split(data, size, part, len, HARNESS_MAX_PARTS);
