@@ -34,6 +34,12 @@ LIMIT=20 expect nz 'a character device, not a regular file' -- "$BIN" decide --m
 cp -rL "$M" "$tmp/fm" && rm "$tmp/fm/tokenizer.json" && mkfifo "$tmp/fm/tokenizer.json"
 LIMIT=20 expect nz 'tokenizer.json' -- "$BIN" decide --model "$tmp/fm" --criteria "$tmp/crit.jsonl" --evidence "$tmp/ev.txt" --quiet
 LIMIT=20 expect nz 'no provenance record' -- "$BIN" merge --out "$tmp/h.jsonl" /dev/zero
+# regular files past the caps (sparse: no disk used) are refused from their size, before a byte is read
+truncate -s 300M "$tmp/huge-tok.json" "$tmp/huge-crit.jsonl"
+LIMIT=20 expect nz 'huge-tok.json: 314572800 bytes, more than the 268435456 bytes a file read whole may have' -- "$BIN" tokenize --tokenizer "$tmp/huge-tok.json" --text hi
+LIMIT=20 expect nz 'huge-crit.jsonl: 314572800 bytes, more than the 268435456 bytes a criteria file may have' -- $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/huge-crit.jsonl" --out "$tmp/hc.jsonl"
+cp -rL "$M" "$tmp/hm" && truncate -s 300M "$tmp/hm/config.json"
+LIMIT=20 expect nz 'config.json: 314572800 bytes, more than the 268435456 bytes' -- "$BIN" decide --model "$tmp/hm" --criteria "$tmp/crit.jsonl" --evidence "$tmp/ev.txt" --quiet
 # --instruction naming a device reads it within its cap (not "no such file")
 LIMIT=20 expect nz '/dev/zero: more than 1048576 bytes, the most an instruction can be' -- $RUN --input "$tmp/docs.jsonl" --out "$tmp/i.jsonl" --instruction /dev/zero
 # a named pipe that no process writes to: refused after 5 s, not a hang

@@ -882,6 +882,9 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
         if (st == TD_OK && p.prior_out && file_size(p.prior_out) >= 0) {
             int pf = 0;
             st = check_provenance(p.prior_out, &pv, 1, &pf);
+            if (st == TD_OK && !pf && file_size(p.prior_out) > 0)
+                st = td_fail(TD_ERR_STATE, "%s has no provenance record: resume cannot count its documents as done; "
+                                           "nothing was changed", p.prior_out);
             if (st == TD_OK) st = scan_prior(&rn, p.prior_out, 0);
         }
         if (st == TD_OK && p.prior_errors) st = scan_prior(&rn, p.prior_errors, 1);
