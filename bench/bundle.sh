@@ -71,8 +71,8 @@ bundle_llama_build() {
 # bundle_q8_model DIR WORK: the synthetic qwen3-0.6b exported to WORK/q8_0.gguf by the bundle's typedecide
 bundle_q8_model() {
     xz -dc "$1/tokenizer.json.xz" >"$2/tok.json"
-    "$1/typedecide" synth --preset qwen3-0.6b --tokenizer "$2/tok.json" --out "$2/m" >/dev/null 2>&1
-    "$1/typedecide" export --model "$2/m" --quant q8_0 -o "$2/q8_0.gguf" >/dev/null 2>&1
+    "$1/typedecide" synth --preset qwen3-0.6b --tokenizer "$2/tok.json" --out "$2/m" --force >/dev/null 2>&1
+    "$1/typedecide" export --model "$2/m" --quant q8_0 -o "$2/q8_0.gguf" --force >/dev/null 2>&1
     rm -rf "$2/m"
 }
 

@@ -32,7 +32,7 @@ report() { # NAME OK(0/1) DETAIL
 
 for q in q8_0 q4_0; do
     g=$WORK/demo-qwen3-$q.gguf
-    "$BIN" export --model models/demo-qwen3 --quant "$q" -o "$g" >/dev/null 2>&1
+    "$BIN" export --model models/demo-qwen3 --quant "$q" -o "$g" --force >/dev/null 2>&1
     "$BIN" decide --device "$DEV" --model "$g" "${DEMO[@]}" >"$WORK/gpu-$q.jsonl" 2>"$WORK/err" &&
         "$BIN" decide --model "$g" "${DEMO[@]}" --threads 8 >"$WORK/cpu-$q.jsonl" 2>>"$WORK/err"
     d=$(maxdiff "$WORK/gpu-$q.jsonl" "$WORK/cpu-$q.jsonl" 2>&1)

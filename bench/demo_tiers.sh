@@ -38,9 +38,9 @@ for m in demo-qwen3 demo-qwen35; do
             t=$m-$q-$p
             f=$out/$t.gguf
             if [ $p = full ]; then
-                run "$BIN" export --model models/$m --quant $q -o "$f"
+                run "$BIN" export --model models/$m --quant $q -o "$f" --force
             else
-                run "$BIN" export --model models/$m --quant $q --prune-head ABCDE -o "$f"
+                run "$BIN" export --model models/$m --quant $q --prune-head ABCDE -o "$f" --force
             fi
             run "$BIN" evaluate $FX --model "$f" --debias cyclic --threads "$T" --quiet --out "$out/$t.cyclic.json" \
                 --predictions "$out/$t.cyclic.pred.jsonl"

@@ -17,7 +17,7 @@ rows=""
 for q in f32 f16 bf16 q8_0 q4_0; do
     for prune in "" ABCD; do
         f="$out/$preset-$q${prune:+-pruned}.gguf"
-        cmd="$BIN export --model $dir --quant $q${prune:+ --prune-head $prune} -o $f"
+        cmd="$BIN export --model $dir --quant $q${prune:+ --prune-head $prune} -o $f --force"
         $cmd >/dev/null 2>&1
         pruned=false
         [ -z "$prune" ] || pruned=true

@@ -26,7 +26,7 @@ for tier in $tiers; do
     q=${tier%@*}
     k=$([ "$q" != "$tier" ] && echo "${tier#*@}" || echo "$default")
     f="$out/qwen3-0.6b-$q.gguf"
-    c1="$BIN export --model $dir --quant $q -o $f"
+    c1="$BIN export --model $dir --quant $q -o $f --force"
     c2="TD_KERNELS=$k $BIN evaluate fixtures/eval/decisions.jsonl --model $f --predictions $out/pred-$tier.jsonl --threads 2 --quiet"
     if [ ! -s "$f" ]; then
         echo "fidelity: $c1" >&2

@@ -37,7 +37,7 @@ add() {
 exports=""
 for q in $QUANTS; do
     f="$out/qwen3-0.6b-$q.gguf"
-    c="$BIN export --model $dir --quant $q -o $f"
+    c="$BIN export --model $dir --quant $q -o $f --force"
     log "$c"
     $c >/dev/null 2>&1
     exports="$exports${exports:+, }\"$q\": {\"command\": \"$c\", \"bytes\": $(stat -c %s "$f")}"

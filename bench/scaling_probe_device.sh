@@ -83,8 +83,8 @@ llama() { # NAME PIN THREADS
     [ -n "$LB" ] && one "$1" "$2" "$3" "$LB" -m "$M" -t "$3" -p 512 -n 0 -r 3 -o json
 }
 if [ "${PLAN:-}" = crit ]; then # the AVX2 set's 45-token criterion against its prefill, per op, Q4_0 and Q8_0
-    "$B/typedecide" synth --preset qwen3-0.6b --tokenizer "$W/tok.json" --out "$W/m" >/dev/null 2>&1
-    "$B/typedecide" export --model "$W/m" --quant q4_0 -o "$W/q4_0.gguf" >/dev/null 2>&1
+    "$B/typedecide" synth --preset qwen3-0.6b --tokenizer "$W/tok.json" --out "$W/m" --force >/dev/null 2>&1
+    "$B/typedecide" export --model "$W/m" --quant q4_0 -o "$W/q4_0.gguf" --force >/dev/null 2>&1
     for round in 1 2 3; do
         for bin in $B/typedecide $B/typedecide-*; do
             n=${bin##*/typedecide}; n=${n#-}
