@@ -21,6 +21,8 @@ static void embed_row(td_ctx *ctx, int64_t t, const void *arg, int thread) {
     const td_model *m = ctx->model;
     float *x = ctx->act.x + t * m->cfg.n_embd;
     td_row_to_f32(x, &m->embed, ctx->pass.tok_id[t]);
+    if (m->cfg.embed_scale != 0.0f) /* Gemma: the row times sqrt(hidden_size), as fp32 */
+        for (int64_t i = 0; i < m->cfg.n_embd; i++) x[i] *= m->cfg.embed_scale;
     ctx->pass.row_bad[t] = !td_eng_row_finite(x, m->cfg.n_embd);
 }
 

@@ -209,12 +209,14 @@ typedef struct attn_args {
     const float *q;
     const void *kc, *vc;
     int64_t ldq, q_head_stride;
-    int64_t n_blocks; /* tasks per KV head: blocks of ctx->attn_tokens tokens of one sequence, over all groups */
+    int64_t n_blocks; /* tasks per KV head: blocks of `tokens` tokens of one sequence, over all groups */
+    int64_t tokens;   /* tokens per task: ctx->attn_tokens, or 1 in a sliding-window layer */
+    int64_t window;   /* a sliding window (positions pos - window + 1 .. pos), or 0 */
 } attn_args;
 
-static int64_t group_blocks(const td_ctx *ctx, int32_t g) {
+static int64_t group_blocks(const td_ctx *ctx, int32_t g, int64_t tokens) {
     const td_pass *ps = &ctx->pass;
-    return (ps->grp_off[g + 1] - ps->grp_off[g] + ctx->attn_tokens - 1) / ctx->attn_tokens;
+    return (ps->grp_off[g + 1] - ps->grp_off[g] + tokens - 1) / tokens;
 }
 
 /* Task i: KV head i / n_blocks, token block i % n_blocks (blocks of ctx->attn_tokens tokens, counted over the
@@ -232,23 +234,26 @@ static void attn_task(td_ctx *ctx, int64_t task, const void *arg, int thread) {
     int64_t n[TD_ATTN_MAX_ROWS];
     int64_t kvh = task / a->n_blocks, blk = task % a->n_blocks;
     int32_t g = 0;
-    while (blk >= group_blocks(ctx, g)) blk -= group_blocks(ctx, g), g++;
-    int32_t k0 = ps->grp_off[g] + (int32_t)blk * (int32_t)ctx->attn_tokens, k1 = k0 + (int32_t)ctx->attn_tokens;
+    while (blk >= group_blocks(ctx, g, a->tokens)) blk -= group_blocks(ctx, g, a->tokens), g++;
+    int32_t k0 = ps->grp_off[g] + (int32_t)blk * (int32_t)a->tokens, k1 = k0 + (int32_t)a->tokens;
     if (k1 > ps->grp_off[g + 1]) k1 = ps->grp_off[g + 1];
-    int64_t R = 0;
+    int64_t R = 0, lo = 0;
     for (int32_t k = k0; k < k1; k++) {
-        int64_t t = ps->grp_tok[k];
+        int64_t t = ps->grp_tok[k], n_t = (int64_t)ps->tok_pos[t] + 1; /* causal: positions 0..pos */
+        if (a->window && n_t > a->window) lo = n_t - a->window;      /* the window: its last `window` positions */
         for (int64_t h = kvh * group; h < (kvh + 1) * group; h++, R++) {
             qr[R] = a->q + t * a->ldq + h * a->q_head_stride;
             out[R] = ctx->act.att + t * c->n_head * hd + h * hd;
-            n[R] = (int64_t)ps->tok_pos[t] + 1; /* causal: positions 0..pos of this token's sequence */
+            n[R] = n_t - lo;
         }
     }
+    /* In a sliding-window layer a task is one token, and its keys start at the window's first position: each row's
+     * keys (and so the kernels' order of operations over them) are its own whatever else the pass holds. */
     const td_seq *s = &ctx->kv.seqs[ps->grp_seq[g]];
-    int64_t es = ctx->kv.f16 ? 2 : 4, pre = ps->n_pre, kv_dim = ctx->kv.dim;
-    const float *pre_k = ctx->act.pre_kv, *pre_v = pre_k ? pre_k + (int64_t)ctx->p.n_ctx * kv_dim : NULL;
+    int64_t es = ctx->kv.f16 ? 2 : 4, pre = a->window ? 0 : ps->n_pre, kv_dim = ctx->kv.dim;
+    const float *pre_k = a->window ? NULL : ctx->act.pre_kv, *pre_v = pre_k ? pre_k + (int64_t)ctx->p.n_ctx * kv_dim : NULL;
     td_attn_keys keys = {(const char *)a->kc + kvh * hd * es, (const char *)a->vc + kvh * hd * es,
-                         ctx->kv.f16, s->cells, kv_dim,
+                         ctx->kv.f16, s->cells + lo, kv_dim,
                          pre_k ? pre_k + kvh * pre * hd : NULL, pre_v ? pre_v + kvh * pre * hd : NULL, pre};
     ctx->k->attn_rows(qr, out, n, R, &keys, hd, scale, scratch);
 }
@@ -276,9 +281,9 @@ static void gather_prefix(td_ctx *ctx, int64_t h, const void *arg, int thread) {
 /* The keys every task reads (td_pass.n_pre) are gathered once per layer as fp32 rows: a cache's rows of one head lie
  * a whole KV row apart, so the kernels would otherwise copy them per task. A copy changes no bit. */
 void td_eng_attention(td_ctx *ctx, int il, const float *q, int64_t ldq, int64_t q_head_stride) {
-    int64_t blocks = 0;
-    for (int32_t g = 0; g < ctx->pass.n_groups; g++) blocks += group_blocks(ctx, g);
-    attn_args a = {q, ctx->kv.k[il], ctx->kv.v[il], ldq, q_head_stride, blocks};
-    if (ctx->pass.n_pre) td_eng_for(ctx, ctx->model->cfg.n_head_kv, gather_prefix, &a);
+    int64_t window = ctx->model->cfg.layer_window[il], tokens = window ? 1 : ctx->attn_tokens, blocks = 0;
+    for (int32_t g = 0; g < ctx->pass.n_groups; g++) blocks += group_blocks(ctx, g, tokens);
+    attn_args a = {q, ctx->kv.k[il], ctx->kv.v[il], ldq, q_head_stride, blocks, tokens, window};
+    if (ctx->pass.n_pre && !window) td_eng_for(ctx, ctx->model->cfg.n_head_kv, gather_prefix, &a);
     td_eng_for_dynamic(ctx, blocks * ctx->model->cfg.n_head_kv, attn_task, &a);
 }

@@ -109,8 +109,9 @@ static void row_step(td_ctx *ctx, const row_run *r, const td_step *s, int64_t t)
         stride = td_eng_q_head_stride(ctx);
         for (int64_t h = 0; h < c->n_head; h++) td_sigmoid_gate(dst + h * hd, src + h * stride + hd, hd);
         break;
-    case TD_OP_GLU: /* gate = silu(gate) * up */
-        ctx->k->silu_mul(dst, src, c->n_ff);
+    case TD_OP_GLU: /* gate = act(gate) * up: silu (SwiGLU), or gelu_tanh (Gemma) */
+        if (c->glu_act == TD_GLU_GELU_TANH) td_gelu_tanh_mul(dst, src, c->n_ff);
+        else ctx->k->silu_mul(dst, src, c->n_ff);
         break;
     case TD_OP_RESIDUAL: /* x += src; a row that is no longer finite is marked */
         td_add(dst, src, c->n_embd);

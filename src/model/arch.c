@@ -7,9 +7,10 @@
 
 #include "util/error.h"
 
-extern const td_arch_desc td_arch_qwen3, td_arch_qwen35, td_arch_llama, td_arch_qwen2;
+extern const td_arch_desc td_arch_qwen3, td_arch_qwen35, td_arch_llama, td_arch_qwen2, td_arch_gemma3;
 
-static const td_arch_desc *const archs[] = {&td_arch_qwen3, &td_arch_qwen35, &td_arch_llama, &td_arch_qwen2};
+static const td_arch_desc *const archs[] = {&td_arch_qwen3, &td_arch_qwen35, &td_arch_llama, &td_arch_qwen2,
+                                            &td_arch_gemma3};
 #define N_ARCHS (sizeof archs / sizeof archs[0])
 
 const td_arch_desc *td_arch_of_model_type(const char *model_type) {

@@ -130,6 +130,7 @@ static td_status read_text_config(const json_t *c, const char *name, td_config *
     if (cfg->rotary_dim <= 0) return td_fail(TD_ERR_FORMAT, "%s: rotary dimension is 0", name);
     if (!(eps > 0 && eps < 1)) return td_fail(TD_ERR_FORMAT, "%s: rms_norm_eps must be in (0, 1)", name);
     cfg->rms_eps = (float)eps;
+    cfg->attn_scalar = cfg->head_dim;
     cfg->attn_scale = (float)(1.0 / sqrt((double)cfg->head_dim));
     return TD_OK;
 }

@@ -51,7 +51,8 @@ typedef struct td_config {
     int32_t n_rope;          /* sets in use (1 or 2) */
     uint8_t layer_rope[TD_MAX_LAYERS]; /* the set of each layer */
     int32_t layer_window[TD_MAX_LAYERS]; /* a sliding window: a token attends to its last n positions; 0: all */
-    float attn_scale;        /* scores' scale: 1 / sqrt(head_dim), or the architecture's (Gemma 3: query_pre_attn_scalar) */
+    double attn_scalar;      /* the scores' scale is attn_scalar^-0.5: head_dim, or Gemma 3's query_pre_attn_scalar */
+    float attn_scale;        /* that scale, as fp32 */
     float embed_scale;       /* the embedding's rows times this (Gemma 3: sqrt(hidden_size) as fp32); 0: none */
     td_glu_act glu_act;      /* the MLP's gate activation */
     float rms_eps;

@@ -1,5 +1,6 @@
-/* Byte-level BPE over one pre-token: start from one symbol per byte and repeatedly merge the adjacent pair with
- * the lowest merge rank (ties: leftmost first), exactly as Hugging Face's Word::merge_all does. A binary heap of
+/* BPE over one pre-token: start from one symbol per byte (byte-level) or per character (SentencePiece-style: a
+ * character outside the vocabulary becomes its bytes' <0xXX> tokens) and repeatedly merge the adjacent pair with the
+ * lowest merge rank (ties: leftmost first), exactly as Hugging Face's Word::merge_all does. A binary heap of
  * candidate pairs keeps long words O(n log n); stale heap entries are skipped when popped. */
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,11 @@ int td_idvec_push(td_idvec *vec, int32_t id) {
 
 td_status td_bpe_encode_word(const struct td_tokenizer *tok, const unsigned char *bytes, size_t len, td_idvec *out) {
     if (len == 0) return TD_OK;
-    if (tok->ignore_merges) { /* a word that is itself in the vocabulary is taken whole */
+    if (tok->ignore_merges && tok->spm) {
+        int32_t id;
+        if (td_strmap_get(&tok->vocab, (const char *)bytes, len, &id) && (tok->is_token[id] & 1))
+            return td_idvec_push(out, id) ? td_fail_nomem("token ids") : TD_OK;
+    } else if (tok->ignore_merges) { /* a word that is itself in the vocabulary is taken whole */
         char buf[256 * 2];
         if (len <= 128) {
             size_t n = 0;
@@ -81,7 +86,7 @@ td_status td_bpe_encode_word(const struct td_tokenizer *tok, const unsigned char
             }
         }
     }
-    if (len == 1) return td_idvec_push(out, tok->byte_token[bytes[0]]) ? td_fail_nomem("token ids") : TD_OK;
+    if (len == 1 && !tok->spm) return td_idvec_push(out, tok->byte_token[bytes[0]]) ? td_fail_nomem("token ids") : TD_OK;
 
     /* Each merge pushes at most 2 candidates and the start pushes at most len-1: 3*len bounds the heap. */
     enum { SMALL = 64 };
@@ -99,13 +104,26 @@ td_status td_bpe_encode_word(const struct td_tokenizer *tok, const unsigned char
         heap = (cand *)(next + len);
     }
 
-    for (size_t i = 0; i < len; i++) {
-        sid[i] = tok->byte_token[bytes[i]];
+    size_t ns = 0; /* symbols: at most one per byte */
+    if (tok->spm) {
+        for (size_t i = 0; i < len;) {
+            size_t at = i;
+            int32_t id;
+            if (td_utf8_next(bytes, len, &i) < 0) i = at + 1; /* validated before: cannot happen */
+            if (td_strmap_get(&tok->vocab, (const char *)bytes + at, i - at, &id) && (tok->is_token[id] & 1))
+                sid[ns++] = id;
+            else
+                for (size_t k = at; k < i; k++) sid[ns++] = tok->byte_token[bytes[k]];
+        }
+    } else {
+        for (size_t i = 0; i < len; i++) sid[ns++] = tok->byte_token[bytes[i]];
+    }
+    for (size_t i = 0; i < ns; i++) {
         prev[i] = (int32_t)i - 1;
-        next[i] = i + 1 < len ? (int32_t)i + 1 : -1;
+        next[i] = i + 1 < ns ? (int32_t)i + 1 : -1;
     }
     size_t hn = 0;
-    for (size_t i = 0; i + 1 < len; i++) {
+    for (size_t i = 0; i + 1 < ns; i++) {
         cand c;
         c.pos = (int32_t)i;
         if (lookup_merge(tok, sid[i], sid[i + 1], &c.rank, &c.merged)) heap_push(heap, &hn, c);

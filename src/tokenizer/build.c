@@ -2,6 +2,7 @@
  * loader (model/) both end here, so the two sources are checked alike and decode alike. */
 #include "tokenizer/build.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "tokenizer/tokenizer_internal.h"
@@ -43,6 +44,14 @@ static uint64_t put_string(td_tokenizer *tok, size_t *off, const char *s, size_t
     tok->vocab_strings[at + len] = 0;
     *off += len + 1;
     return at;
+}
+
+/* The byte a SentencePiece byte-fallback token "<0xXX>" stands for, or -1. */
+static int spm_byte(const char *s, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    const char *h = strchr(hex, s[3]), *l = strchr(hex, s[4]);
+    return h && l && s[3] && s[4] ? (int)((h - hex) * 16 + (l - hex)) : -1;
 }
 
 td_status td_bpe_build_model(td_tokenizer *tok, const td_bpe_parts *p) {
@@ -149,6 +158,17 @@ td_status td_bpe_build_model(td_tokenizer *tok, const td_bpe_parts *p) {
         tok->bytes_off[id] = off;
         const unsigned char *s = (const unsigned char *)id_str[id];
         size_t n = id_len[id], i = 0;
+        int fb = spm_byte(id_str[id], n);
+        if (tok->spm && !(tok->is_token[id] & 2) && fb >= 0) { /* <0xXX>: the byte itself */
+            tok->bytes[off++] = (char)fb;
+            continue;
+        }
+        if (tok->spm && !(tok->is_token[id] & 2)) { /* U+2581 is the space */
+            while (i < n)
+                if (i + 3 <= n && memcmp(s + i, "\xe2\x96\x81", 3) == 0) tok->bytes[off++] = ' ', i += 3;
+                else tok->bytes[off++] = (char)s[i++];
+            continue;
+        }
         if ((tok->is_token[id] & 2) || !tok->byte_level) {
             memcpy(tok->bytes + off, s, n);
             off += n;
@@ -171,13 +191,15 @@ td_status td_bpe_build_model(td_tokenizer *tok, const td_bpe_parts *p) {
     }
     tok->bytes_off[n_tok] = off;
 
-    /* the single-byte tokens every byte-level word starts from */
+    /* the single-byte tokens every byte-level word starts from; SentencePiece's byte-fallback tokens <0xXX> */
     for (int b = 0; b < 256; b++) {
-        char buf[4];
-        int n = td_utf8_put(tok->byte_level ? td_byte_to_cp((uint8_t)b) : (uint32_t)b, buf);
+        char buf[8];
+        int n = tok->spm ? snprintf(buf, sizeof buf, "<0x%02X>", b)
+                         : td_utf8_put(tok->byte_level ? td_byte_to_cp((uint8_t)b) : (uint32_t)b, buf);
         tok->byte_token[b] = -1;
-        if (!td_strmap_get(&tok->vocab, buf, (size_t)n, &tok->byte_token[b]) && tok->byte_level) {
-            st = td_fail(TD_ERR_FORMAT, "%s: the vocabulary has no token for byte 0x%02x", name, b);
+        if (!td_strmap_get(&tok->vocab, buf, (size_t)n, &tok->byte_token[b]) && (tok->byte_level || tok->spm)) {
+            st = td_fail(TD_ERR_FORMAT, "%s: the vocabulary has no token for byte 0x%02x%s", name, b,
+                         tok->spm ? " (byte_fallback needs <0x00> .. <0xFF>)" : "");
             goto done;
         }
     }
@@ -240,6 +262,7 @@ td_status td_tokenizer_build(const td_bpe_parts *parts, const td_bpe_options *op
     tok->nfc = opt->nfc;
     tok->ignore_merges = opt->ignore_merges;
     tok->bos_id = -1;
+    tok->unk_id = -1;
     tok->byte_level = 1;
     td_status st = td_tok_add_split(tok, split_regex, strlen(split_regex), 0, TD_SPLIT_ISOLATED, 0, parts->name);
     tok->byte_level_at = tok->n_split;

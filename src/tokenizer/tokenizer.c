@@ -100,6 +100,23 @@ static td_status encode_segment(const td_tokenizer *tok, const char *text, size_
             n = (size_t)r;
         }
     }
+    if (tok->space_to_meta && memchr(t, ' ', n)) { /* SentencePiece's space: U+2581 (3 bytes) */
+        size_t spaces = 0;
+        for (size_t i = 0; i < n; i++) spaces += t[i] == ' ';
+        char *m = malloc(n + 2 * spaces + 1);
+        if (!m) {
+            free(norm);
+            return td_fail_nomem("the normalized text");
+        }
+        size_t o = 0;
+        for (size_t i = 0; i < n; i++)
+            if (t[i] == ' ') memcpy(m + o, "\xe2\x96\x81", 3), o += 3;
+            else m[o++] = t[i];
+        free(norm);
+        norm = m;
+        t = m;
+        n = o;
+    }
     td_status st = TD_OK;
     if (split_added && has_normalized_added(tok)) {
         size_t pos = 0, ms, me;

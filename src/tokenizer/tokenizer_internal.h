@@ -74,6 +74,11 @@ struct td_tokenizer {
     int add_prefix_space;
     int byte_level_at;       /* how many Split steps precede ByteLevel in the pre-tokenizer sequence */
     int byte_level_regex;    /* ByteLevel's use_regex: split[byte_level_at] is its GPT-2 pattern */
+    int spm;                 /* SentencePiece-style BPE (Gemma's tokenizer.json): not byte-level; a word starts from its
+                                characters, and a character outside the vocabulary from its bytes' <0xXX> tokens
+                                (byte_fallback); the vocabulary writes a space as U+2581 */
+    int space_to_meta;       /* the normalizer replaces ' ' by U+2581 (Gemma's "Replace") */
+    int32_t unk_id;          /* the model's unk_token, -1: none */
     int32_t bos_id;          /* the token the post-processor puts before a text (Llama 3's <|begin_of_text|>, Gemma's
                                 <bos>; Hugging Face's add_special_tokens=True), -1: none (Qwen) */
 };

@@ -43,6 +43,14 @@ static td_status load_normalizer(td_tokenizer *tok, const json_t *n, const char 
         tok->nfc = 1;
         return TD_OK;
     }
+    if (strcmp(type, "Replace") == 0) { /* SentencePiece's space: ' ' -> U+2581, the one Replace this library knows */
+        const char *pat = json_string_value(json_object_get(json_object_get(n, "pattern"), "String"));
+        const char *content = json_string_value(json_object_get(n, "content"));
+        if (!pat || !content || strcmp(pat, " ") != 0 || strcmp(content, "\xe2\x96\x81") != 0)
+            return td_fail(TD_ERR_UNSUPPORTED, "%s: normalizer Replace is supported only from \" \" to \"\u2581\"", name);
+        tok->space_to_meta = 1;
+        return TD_OK;
+    }
     if (strcmp(type, "Sequence") == 0) {
         json_t *list = json_object_get(n, "normalizers");
         if (!json_is_array(list))
@@ -55,7 +63,8 @@ static td_status load_normalizer(td_tokenizer *tok, const json_t *n, const char 
         }
         return TD_OK;
     }
-    return td_fail(TD_ERR_UNSUPPORTED, "%s: normalizer type \"%s\" is not supported (NFC or none)", name, type);
+    return td_fail(TD_ERR_UNSUPPORTED, "%s: normalizer type \"%s\" is not supported (NFC, Replace of the space, or none)",
+                   name, type);
 }
 
 static td_status parse_behavior(const char *s, td_split_behavior *b, const char *name) {
@@ -192,10 +201,14 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
     td_status st = td_json_str(model, "type", 0, "tokenizer.json model", &type);
     if (st != TD_OK) return td_fail_context(st, "%s", name);
     if (strcmp(type, "BPE") != 0)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: model type \"%s\" is not supported (byte-level BPE only)", name,
-                       type);
-    if (!tok->byte_level)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: only byte-level BPE (a ByteLevel pre_tokenizer) is supported", name);
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: model type \"%s\" is not supported (BPE only)", name, type);
+    int byte_fallback = 0;
+    if ((st = td_json_bool(model, "byte_fallback", 0, "model", &byte_fallback)) != TD_OK)
+        return td_fail_context(st, "%s", name);
+    if (!tok->byte_level && !(byte_fallback && tok->space_to_meta))
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: BPE is supported byte-level (a ByteLevel pre_tokenizer) or "
+                       "SentencePiece-style (the space replaced by U+2581, byte_fallback)", name);
+    tok->spm = !tok->byte_level;
     const char *s = "";
     json_t *v;
     if ((v = json_object_get(model, "dropout")) && !json_is_null(v) && !(json_is_number(v) && json_number_value(v) == 0))
@@ -271,6 +284,9 @@ static td_status load_model(td_tokenizer *tok, const json_t *model, const json_t
         if ((st = merge_parts(json_array_get(merges, i), i, name, &tm[i])) != TD_OK) goto done;
     td_bpe_parts parts = {name, "model.vocab", "merges", tv, n_vocab, ta, n_added, tm, n_merges};
     st = td_bpe_build_model(tok, &parts);
+    const char *unk = json_string_value(json_object_get(model, "unk_token"));
+    if (st == TD_OK && unk && (tok->unk_id = td_token_lookup(tok, unk)) < 0)
+        st = td_fail(TD_ERR_FORMAT, "%s: model.unk_token \"%s\" is not in the vocabulary", name, unk);
 done:
     td_free(tv);
     td_free(ta);
@@ -297,6 +313,7 @@ td_status td_tokenizer_load_bytes(const char *data, size_t len, const char *name
     if (st == TD_OK) st = load_normalizer(tok, json_object_get(root, "normalizer"), name);
     if (st == TD_OK) st = load_pretokenizer(tok, json_object_get(root, "pre_tokenizer"), name, 1);
     tok->bos_id = -1;
+    tok->unk_id = -1;
     if (st == TD_OK) st = load_model(tok, model, json_object_get(root, "added_tokens"), name);
     if (st == TD_OK) st = load_post_processor(tok, json_object_get(root, "post_processor"), name);
     json_decref(root);

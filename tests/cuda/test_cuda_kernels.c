@@ -529,7 +529,7 @@ static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq,
     float *qd = up(q, (size_t)(T * ldq) * 4), *od = up(NULL, (size_t)(T * ldo) * 4);
     int32_t *seq_d = up(seq, (size_t)T * 4), *pos_d = up(pos, (size_t)T * 4);
     CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx, seq_d, pos_d,
-                       T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), NULL));
+                       T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), 0, NULL));
     float *out = malloc((size_t)(T * ldo) * 4);
     down(out, od, (size_t)(T * ldo) * 4);
     td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);

@@ -102,7 +102,7 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
         LAUNCH(td_cu_attention(x->att, width(p, TD_B_ATT), x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx),
                                ctx->kv.k[il], ctx->kv.v[il], ctx->kv.f16, ctx->kv.dim, dv->cells, ctx->p.n_ctx,
                                dv->tok_seq, dv->tok_pos, T, c->n_head, c->n_head_kv, hd,
-                               c->attn_scale, p->s),
+                               c->attn_scale, c->layer_window[il], p->s),
                "attention");
         break;
     case TD_OP_OUT_GATE:
@@ -110,7 +110,10 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
                                   c->n_head, hd, p->s),
                "attention: gate");
         break;
-    case TD_OP_GLU: LAUNCH(td_cu_silu_mul(x->ff_g, x->ff_u, T * c->n_ff, p->s), "MLP: SwiGLU"); break;
+    case TD_OP_GLU:
+        if (c->glu_act == TD_GLU_GELU_TANH) LAUNCH(td_cu_gelu_tanh_mul(x->ff_g, x->ff_u, T * c->n_ff, p->s), "MLP: GeGLU");
+        else LAUNCH(td_cu_silu_mul(x->ff_g, x->ff_u, T * c->n_ff, p->s), "MLP: SwiGLU");
+        break;
     case TD_OP_RESIDUAL:
         LAUNCH(td_cu_add_rows(x->x, buf(p, st->src), T, d, p->row_tok, dv->fault, code_residual(il, (*r)++), p->s),
                "residual");
@@ -155,6 +158,7 @@ td_status td_forward_dev(td_ctx *ctx) {
 
     if ((st = td_dev_upload_pass(ctx)) != TD_OK) return st;
     LAUNCH(td_cu_embed(x->x, &p.w->embed, dv->tok_id, p.T, p.s), "embedding");                /* x [T, d] */
+    if (m->cfg.embed_scale != 0.0f) LAUNCH(td_cu_scale(x->x, m->cfg.embed_scale, p.T * d, p.s), "embedding scale");
     LAUNCH(td_cu_check_rows(x->x, p.T, d, d, NULL, dv->fault, 0, p.s), "embedding: check");
     for (int il = 0; il < m->cfg.n_layer; il++) {                                              /* x = layer(x) */
         const td_layer_steps *ls = td_arch_layer_steps(&m->cfg, il);

@@ -215,6 +215,9 @@ void td_sigmoid_gate(float *x, const float *gate, int64_t n);
  * state shifts by one row and takes x. state is [(K-1), ld] (row stride ld), processed for channels [c0, c1). */
 void td_conv_step(float *out, float *state, const float *x, const float *w, int64_t K, int64_t ld, int64_t c0,
                   int64_t c1);
+/* g[i] = gelu_tanh(g[i]) * u[i], PyTorch's gelu(approximate="tanh") in fp32 with its order of operations:
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Gemma's MLP gate). One version for every kernel set. */
+void td_gelu_tanh_mul(float *g, const float *u, int64_t n);
 /* softplus with transformers' threshold: x > 20 -> x, else log1p(exp(x)). */
 float td_softplus(float x);
 

@@ -83,3 +83,11 @@ void td_conv_step(float *out, float *state, const float *x, const float *w, int6
 }
 
 float td_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+void td_gelu_tanh_mul(float *g, const float *u, int64_t n) {
+    const float beta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = 0.044715f; /* sqrt(2 / pi) */
+    for (int64_t i = 0; i < n; i++) {
+        float x = g[i], inner = beta * (x + kappa * (x * x * x));
+        g[i] = (0.5f * x * (1.0f + tanhf(inner))) * u[i];
+    }
+}

@@ -30,7 +30,8 @@ __global__ void __launch_bounds__(AT_NT)
     attention_kernel(float *__restrict__ out, int64_t ldo, const float *__restrict__ q, int64_t ldq,
                      int64_t q_head_stride, const void *__restrict__ kc, const void *__restrict__ vc, int64_t kv_dim,
                      const int32_t *__restrict__ cells, int64_t n_ctx, const int32_t *__restrict__ seq,
-                     const int32_t *__restrict__ pos, int64_t Hq, int64_t group, int64_t hd, float scale) {
+                     const int32_t *__restrict__ pos, int64_t Hq, int64_t group, int64_t hd, float scale,
+                     int64_t window) {
     __shared__ float qs[AT_MAXHD], acc[AT_MAXHD]; /* acc[e]: thread e % AT_NT's alone */
     __shared__ float ks[AT_NT][AT_E + 1]; /* +1: thread i reads row i, conflict-free */
     __shared__ float ps[AT_NT];
@@ -38,14 +39,14 @@ __global__ void __launch_bounds__(AT_NT)
     __shared__ float red[AT_NT / 32 + 1];
     const int tid = threadIdx.x;
     const int64_t t = blockIdx.x / Hq, h = blockIdx.x % Hq, kvo = (h / group) * hd;
-    const int64_t n = (int64_t)pos[t] + 1;
+    const int64_t n = (int64_t)pos[t] + 1, lo = window > 0 && n > window ? n - window : 0; /* the window's first */
     const int32_t *cell = cells + (int64_t)seq[t] * n_ctx;
     const float *qh = q + t * ldq + h * q_head_stride;
     for (int64_t e = tid; e < hd; e += AT_NT) qs[e] = qh[e], acc[e] = 0.0f;
 
     float M = -INFINITY, L = 0.0f;
 
-    for (int64_t p0 = 0; p0 < n; p0 += AT_NT) {
+    for (int64_t p0 = lo; p0 < n; p0 += AT_NT) { /* chunks from the row's own first position: its order alone */
         const int nc = n - p0 < AT_NT ? (int)(n - p0) : AT_NT;
         if (tid < nc) {
             const int32_t c = cell[p0 + tid];
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(AT_NT)
 extern "C" int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
                                const void *kc, const void *vc, int f16, int64_t kv_dim, const int32_t *cells,
                                int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq,
-                               int64_t Hkv, int64_t hd, float scale, void *stream) {
+                               int64_t Hkv, int64_t hd, float scale, int64_t window, void *stream) {
     if (T <= 0 || Hq <= 0) return 0;
     if (Hkv <= 0 || Hq % Hkv)
         return td_cu_failf("td_cu_attention: %lld query heads over %lld KV heads", (long long)Hq, (long long)Hkv);
@@ -124,9 +125,9 @@ extern "C" int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t 
     cudaStream_t s = TD_CU_STREAM(stream);
     if (f16)
         attention_kernel<1><<<grid, AT_NT, 0, s>>>(out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq,
-                                                   pos, Hq, Hq / Hkv, hd, scale);
+                                                   pos, Hq, Hq / Hkv, hd, scale, window);
     else
         attention_kernel<0><<<grid, AT_NT, 0, s>>>(out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq,
-                                                   pos, Hq, Hq / Hkv, hd, scale);
+                                                   pos, Hq, Hq / Hkv, hd, scale, window);
     return td_cu_launched("attention");
 }

@@ -85,7 +85,7 @@ int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t ld, const 
                      void *stream);
 
 /* Softmax attention, one (token, query head) per task. Token t is of sequence seq[t] at position pos[t]; it reads
- * keys/values at positions 0..pos[t] of its sequence, position p in cache row cells[seq[t] * n_ctx + p]. Query head
+ * keys/values at positions lo..pos[t] of its sequence (lo = 0, or pos[t] - window + 1 with a sliding window > 0), position p in cache row cells[seq[t] * n_ctx + p]. Query head
  * h (at q + t * ldq + h * q_head_stride, hd floats) uses KV head h / (Hq / Hkv), whose key row of cache row c is at
  * kc + c * kv_dim + kvh * hd (float, or half when f16); likewise vc. out[t * ldo + h * hd + e]. Scores
  * s_p = scale * (sum_e q[e] k_p[e], e ascending, fmaf); softmax and the weighted value sum over p are computed in a
@@ -93,7 +93,8 @@ int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t ld, const 
  * sum as a fixed tree). Equal to td_attn_rows_ref within fp32 rounding. */
 int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
                     const void *vc, int f16, int64_t kv_dim, const int32_t *cells, int64_t n_ctx, const int32_t *seq,
-                    const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, void *stream);
+                    const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, int64_t window,
+                    void *stream);
 
 /* Qwen3.5's output gate: x[t * ldx + h * hd + e] *= 1 / (1 + expf(-g)), g = gate[t * ldg + h * gate_stride + e]. */
 int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int64_t ldg, int64_t gate_stride, int64_t T,
@@ -104,6 +105,10 @@ int td_cu_add_bias(float *y, int64_t ldy, const float *b, int64_t T, int64_t n, 
 
 /* g[i] = (g[i] / (1 + expf(-g[i]))) * u[i] for i < n (td_silu_mul). */
 int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream);
+/* g[i] = gelu_tanh(g[i]) * u[i] for i < n (td_gelu_tanh_mul). */
+int td_cu_gelu_tanh_mul(float *g, const float *u, int64_t n, void *stream);
+/* x[i] *= s for i < n. */
+int td_cu_scale(float *x, float s, int64_t n, void *stream);
 
 /* The residual: x[r, :n] += y[r, :n] for r < R (rows n apart). A row that holds NaN or infinity afterwards lowers
  * *fault (device) to ((uint64_t)code << 32) | tok, tok = row_tok ? row_tok[r] : r (atomicMin: the smallest code,

@@ -110,6 +110,31 @@ __global__ void __launch_bounds__(EW_NT) silu_mul_kernel(float *g, const float *
     }
 }
 
+/* td_gelu_tanh_mul: PyTorch's gelu(approximate="tanh") in fp32, its order of operations. */
+__global__ void __launch_bounds__(EW_NT) gelu_tanh_mul_kernel(float *g, const float *__restrict__ u, int64_t n) {
+    const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = 0.044715f;
+    for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT) {
+        float x = g[i], inner = beta * (x + kappa * (x * x * x));
+        g[i] = (0.5f * x * (1.0f + tanhf(inner))) * u[i];
+    }
+}
+
+extern "C" int td_cu_gelu_tanh_mul(float *g, const float *u, int64_t n, void *stream) {
+    if (n <= 0) return 0;
+    gelu_tanh_mul_kernel<<<td_cu_grid(n, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(g, u, n);
+    return td_cu_launched("gelu_tanh_mul");
+}
+
+__global__ void __launch_bounds__(EW_NT) scale_kernel(float *x, float s, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT) x[i] *= s;
+}
+
+extern "C" int td_cu_scale(float *x, float s, int64_t n, void *stream) {
+    if (n <= 0) return 0;
+    scale_kernel<<<td_cu_grid(n, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(x, s, n);
+    return td_cu_launched("scale");
+}
+
 extern "C" int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream) {
     if (n <= 0) return 0;
     silu_mul_kernel<<<td_cu_grid(n, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(g, u, n);
