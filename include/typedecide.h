@@ -893,9 +893,11 @@ TD_API td_run_params td_run_default_params(void);
 /* Runs the decider over input_path (a JSONL file; read twice: once for the ids and the share's size, once to
  * decide) and appends to out_path (and the errors file). The decider's parameters (letters, instruction, mode,
  * threads, memory, allowed_mass) apply. stats (may be NULL) receives the counts, also on failure. Errors:
- * TD_ERR_IO naming the file that cannot be read, written or synced; TD_ERR_FORMAT for repeated ids, a bad
- * criteria file or (strict) a bad line, each naming file and line; TD_ERR_STATE for existing files without resume
- * or overwrite; TD_ERR_INVALID_ARG for a shard outside 0..n_shards-1; decide errors that are not the document's
+ * TD_ERR_IO naming the file that cannot be read, written or synced, or an input that is not a regular file;
+ * TD_ERR_FORMAT for repeated ids, a bad criteria file or (strict) a bad line, each naming file and line;
+ * TD_ERR_STATE for existing files without resume or overwrite, files another run holds, and (resume) results whose
+ * provenance is missing or differs, saying what differs; TD_ERR_INVALID_ARG for a shard outside 0..n_shards-1 and
+ * outputs that are inputs or each other (td_paths_check); decide errors that are not the document's
  * fault (TD_ERR_NOMEM, ...) pass through. Whatever was written before a failure stays (synced) and a resumed run
  * continues from it. The decider is used by this call alone meanwhile (one thread); several runs may go on at once
  * in one process with different deciders and files. */
