@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "test_util.h"
+#include "tokenizer/recent_unicode.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "typedecide.h"
 
@@ -215,7 +216,43 @@ static void test_lossy_decode(void) {
     td_tokenizer_free(t);
 }
 
+/* td_regex_widen: \p{X} gains the recent code points of X (Kawi's digit U+11F50 is Nd, Garay's letter U+10D50 Lu,
+ * both unknown to PCRE2 10.42), as a class outside one and as items inside one; the rest stays as written. */
+static void test_regex_widen(void) {
+    static const struct {
+        const char *in, *has, *lacks;
+    } cases[] = {
+        {"\\p{N}{1,3}", "[\\p{N}\\x{", NULL},
+        {"\\pN", "[\\pN\\x{", NULL},
+        {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+", "[^\\r\\n\\p{L}\\x{", "[[^"},
+        {"\\x{11F50}", NULL, NULL},
+        {"\\P{N}", NULL, "\\x{11F"},
+        {"\\p{Han}", NULL, "\\x{"},
+        {"\\Q\\p{N}\\E", NULL, "\\x{"},
+        {"[]\\p{N}]", "[]\\p{N}\\x{", "[[]"},
+        {"[[:alpha:]\\p{Nd}]", "[[:alpha:]\\p{Nd}\\x{", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL;
+        size_t n = 0;
+        CHECK(td_regex_widen(cases[i].in, strlen(cases[i].in), &out, &n) == TD_OK && out && strlen(out) == n);
+        if (!out) continue;
+        if (cases[i].has) CHECKF(strstr(out, cases[i].has) != NULL, "%s -> %.120s lacks %s", cases[i].in, out, cases[i].has);
+        if (cases[i].lacks) CHECKF(!strstr(out, cases[i].lacks), "%s -> %.120s has %s", cases[i].in, out, cases[i].lacks);
+        if (!cases[i].has) CHECKF(strcmp(out, cases[i].in) == 0, "%s -> %.120s: changed", cases[i].in, out);
+        td_free(out);
+    }
+    /* the added items name Kawi's digits under N, Garay's capital letters under L and Lu, not under N */
+    char *out = NULL;
+    size_t n = 0;
+    CHECK(td_regex_widen("\\p{N}", 5, &out, &n) == TD_OK && strstr(out, "\\x{11F50}-\\x{11F59}"));
+    td_free(out);
+    CHECK(td_regex_widen("\\p{Lu}", 6, &out, &n) == TD_OK && strstr(out, "\\x{10D50}") && !strstr(out, "\\x{11F50}"));
+    td_free(out);
+}
+
 int main(void) {
+    test_regex_widen();
     test_split_behaviours();
     test_reference_ids("qwen3-trunc2048");
     test_reference_ids("qwen35-trunc2048");

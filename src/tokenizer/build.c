@@ -159,11 +159,12 @@ td_status td_bpe_build_model(td_tokenizer *tok, const td_bpe_parts *p) {
         const unsigned char *s = (const unsigned char *)id_str[id];
         size_t n = id_len[id], i = 0;
         int fb = spm_byte(id_str[id], n);
-        if (tok->spm && !(tok->is_token[id] & 2) && fb >= 0) { /* <0xXX>: the byte itself */
+        /* SentencePiece-style: the decoder (Replace U+2581 -> ' ', ByteFallback) reads every token, added ones too */
+        if (tok->spm && fb >= 0) { /* <0xXX>: the byte itself */
             tok->bytes[off++] = (char)fb;
             continue;
         }
-        if (tok->spm && !(tok->is_token[id] & 2)) { /* U+2581 is the space */
+        if (tok->spm) { /* U+2581 is the space */
             while (i < n)
                 if (i + 3 <= n && memcmp(s + i, "\xe2\x96\x81", 3) == 0) tok->bytes[off++] = ' ', i += 3;
                 else tok->bytes[off++] = (char)s[i++];

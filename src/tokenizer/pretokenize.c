@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer/recent_unicode.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -19,16 +20,33 @@ static void pcre_free(void *ptr, void *data) {
     td_free(ptr);
 }
 
-td_status td_split_compile(const char *pattern, size_t len, int is_literal, void **code) {
-    int err;
-    PCRE2_SIZE off;
-    uint32_t opts = PCRE2_UTF | (is_literal ? PCRE2_LITERAL : PCRE2_UCP); /* UCP is not allowed with LITERAL */
+static pcre2_code *compile(const char *pattern, size_t len, uint32_t opts, int *err, PCRE2_SIZE *off, int *oom) {
     pcre2_general_context *g = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
     pcre2_compile_context *cc = g ? pcre2_compile_context_create(g) : NULL;
-    pcre2_code *c = cc ? pcre2_compile((PCRE2_SPTR)pattern, len, opts, &err, &off, cc) : NULL;
+    pcre2_code *c = cc ? pcre2_compile((PCRE2_SPTR)pattern, len, opts, err, off, cc) : NULL;
     pcre2_compile_context_free(cc);
     pcre2_general_context_free(g);
-    if (!cc || (!c && err == PCRE2_ERROR_HEAP_FAILED)) return td_fail_nomem("the pre-tokenizer regex");
+    *oom = !cc || (!c && *err == PCRE2_ERROR_HEAP_FAILED);
+    return c;
+}
+
+td_status td_split_compile(const char *pattern, size_t len, int is_literal, void **code) {
+    int err, oom;
+    PCRE2_SIZE off;
+    uint32_t opts = PCRE2_UTF | (is_literal ? PCRE2_LITERAL : PCRE2_UCP); /* UCP is not allowed with LITERAL */
+    pcre2_code *c;
+    if (is_literal) {
+        c = compile(pattern, len, opts, &err, &off, &oom);
+    } else { /* with the letters and digits of Unicode newer than PCRE2's (recent_unicode.h) */
+        char *wide;
+        size_t wide_len;
+        td_status st = td_regex_widen(pattern, len, &wide, &wide_len);
+        if (st != TD_OK) return st;
+        c = compile(wide, wide_len, opts, &err, &off, &oom);
+        td_free(wide);
+        if (!c && !oom) c = compile(pattern, len, opts, &err, &off, &oom); /* the error's offset in the pattern given */
+    }
+    if (oom) return td_fail_nomem("the pre-tokenizer regex");
     if (!c) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
