@@ -206,7 +206,8 @@ TD_API td_status td_tokenize(const td_tokenizer *tok, const char *text, size_t l
 /* td_tokenize of a text assembled from trusted and untrusted parts (a chat template and the messages in it): with
  * TD_TOKENIZE_PARSE_SPECIAL an added token is split out only where its match lies inside one of the n_spans spans
  * [special_spans[2i], special_spans[2i + 1]) (ascending byte offsets); the same string elsewhere is encoded as
- * plain text. Text without added tokens outside the spans gives exactly td_tokenize's ids. TD_ERR_INVALID_ARG for
+ * plain text. Exception: an added token that is not special and is also in the model's vocabulary (Gemma's runs of
+ * newlines, its HTML tags) is taken wherever it occurs, as Hugging Face's tokenizer does; it marks nothing. Text without added tokens outside the spans gives exactly td_tokenize's ids. TD_ERR_INVALID_ARG for
  * a span outside the text. */
 TD_API td_status td_tokenize_spans(const td_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                    const size_t *special_spans, size_t n_spans, int32_t **ids, size_t *n_ids);

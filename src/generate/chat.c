@@ -1,6 +1,7 @@
-/* Chat templates of the ChatML family, rendered by C code that follows the Jinja templates of Qwen3 and Qwen3.5
- * statement by statement (each block below names the template lines it stands for), and the reasoning splitter.
- * The template text is only recognised, never interpreted. */
+/* Chat templates, rendered by C code that follows the Jinja templates statement by statement (each block below
+ * names the template lines it stands for): the ChatML ones of Qwen3, Qwen3.5 and Qwen2.5-Instruct, Llama 3's header
+ * template and Gemma 3's turns; and the reasoning splitter. The template text is only recognised, never
+ * interpreted. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -434,6 +435,123 @@ static td_status render_qwen35(const conv *c, const td_chat_params *p, const jso
     return TD_OK;
 }
 
+/* ---- Qwen2.5 ------------------------------------------------------------------------------------------------- */
+
+static const char qwen25_default_system[] = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
+static td_status render_qwen25(const conv *c, const td_chat_params *p, const json_t *tools, sbuf *b) {
+    const msg *m = c->m;
+    int32_t n = c->n;
+    int system_first = is_role(m[0].role, "system");
+    /* {%- if tools %} system turn (the system message or Qwen's default) with the tools {%- else %} ... */
+    sb_lit(b, "<|im_start|>system\n");
+    if (system_first) sb_str(b, m[0].content);
+    else sb_lit(b, qwen25_default_system);
+    if (tools && json_array_size(tools) > 0) {
+        sb_lit(b, "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+                  "provided with function signatures within <tools></tools> XML tags:\n<tools>");
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            sb_lit(b, "\n");
+            sb_json(b, t);
+        }
+        sb_lit(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+                  "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+                  "<args-json-object>}\n</tool_call><|im_end|>\n");
+    } else {
+        sb_lit(b, "<|im_end|>\n");
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const msg *x = &m[i];
+        int calls = x->tool_calls && json_array_size(x->tool_calls) > 0;
+        if (is_role(x->role, "user") || (is_role(x->role, "system") && i > 0) ||
+            (is_role(x->role, "assistant") && !calls)) {
+            sb_lit(b, "<|im_start|>");
+            sb_str(b, x->role);
+            sb_lit(b, "\n");
+            sb_str(b, x->content);
+            sb_lit(b, "<|im_end|>\n");
+        } else if (is_role(x->role, "assistant")) {
+            sb_lit(b, "<|im_start|>assistant");
+            if (x->content.n) {
+                sb_lit(b, "\n");
+                sb_str(b, x->content);
+            }
+            size_t k;
+            json_t *call;
+            json_array_foreach(x->tool_calls, k, call) {
+                const char *name;
+                const json_t *args;
+                td_status st = tool_call_parts(call, i, k, &name, &args);
+                if (st != TD_OK) return st;
+                sb_lit(b, "\n<tool_call>\n{\"name\": \"");
+                sb_put(b, name);
+                sb_lit(b, "\", \"arguments\": ");
+                if (args) sb_json(b, args); /* tool_call.arguments | tojson: a string argument is quoted */
+                sb_lit(b, "}\n</tool_call>");
+            }
+            sb_lit(b, "<|im_end|>\n");
+        } else if (is_role(x->role, "tool")) {
+            if (i == 0 || !is_role(m[i - 1].role, "tool")) sb_lit(b, "<|im_start|>user");
+            sb_lit(b, "\n<tool_response>\n");
+            sb_str(b, x->content);
+            sb_lit(b, "\n</tool_response>");
+            if (i == n - 1 || !is_role(m[i + 1].role, "tool")) sb_lit(b, "<|im_end|>\n");
+        }
+    }
+    if (p->add_generation_prompt) sb_lit(b, "<|im_start|>assistant\n");
+    return TD_OK;
+}
+
+/* ---- Llama 3 ------------------------------------------------------------------------------------------------- */
+
+/* {% for message in messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' +
+ * message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}...
+ * The template has no tools: tools and tool calls are not rendered, as in transformers. */
+static td_status render_llama3(const conv *c, const td_chat_params *p, const json_t *tools, sbuf *b) {
+    (void)tools;
+    for (int32_t i = 0; i < c->n; i++) {
+        if (i == 0) sb_lit(b, "<|begin_of_text|>");
+        sb_lit(b, "<|start_header_id|>");
+        sb_str(b, c->m[i].role);
+        sb_lit(b, "<|end_header_id|>\n\n");
+        sb_str(b, trim(c->m[i].content));
+        sb_lit(b, "<|eot_id|>");
+    }
+    if (p->add_generation_prompt) sb_lit(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return TD_OK;
+}
+
+/* ---- Gemma 3 ------------------------------------------------------------------------------------------------- */
+
+/* {{ bos_token }}, the system message's content + '\n\n' before the first turn's content, then turns that alternate
+ * user / assistant (rendered "model") with the content trimmed. No tools in the template. */
+static td_status render_gemma3(const conv *c, const td_chat_params *p, const json_t *tools, sbuf *b) {
+    (void)tools;
+    int32_t first = is_role(c->m[0].role, "system") ? 1 : 0;
+    sb_lit(b, "<bos>");
+    for (int32_t i = first; i < c->n; i++) {
+        const msg *x = &c->m[i];
+        if (is_role(x->role, "user") != ((i - first) % 2 == 0))
+            return td_fail(TD_ERR_INVALID_ARG, "messages[%d].role: \"%.*s\": Gemma 3's template needs the roles to "
+                           "alternate user/assistant/user/assistant/... (after an optional first system message)",
+                           i, (int)(x->role.n > 40 ? 40 : x->role.n), x->role.p);
+        sb_lit(b, "<start_of_turn>");
+        if (is_role(x->role, "assistant")) sb_lit(b, "model");
+        else sb_str(b, x->role);
+        sb_lit(b, "\n");
+        if (i == first && first) {
+            sb_str(b, c->m[0].content);
+            sb_lit(b, "\n\n");
+        }
+        sb_str(b, trim(x->content));
+        sb_lit(b, "<end_of_turn>\n");
+    }
+    if (p->add_generation_prompt) sb_lit(b, "<start_of_turn>model\n");
+    return TD_OK;
+}
+
 /* ---- families --------------------------------------------------------------------------------------------------- */
 
 /* Statements of each template that the C renderer above stands for; a template must hold all of its family's. */
@@ -464,15 +582,50 @@ static int has_all(const char *t, const char *const *marks) {
     return 1;
 }
 
+static const char *const qwen25_marks[] = {
+    "<|im_start|>",
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+    "(message.role == \"assistant\" and not message.tool_calls)",
+    "tool_call.arguments | tojson",
+    "'\\n<tool_response>\\n'",
+    NULL};
+static const char *const llama3_marks[] = {
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>",
+    "message['content'] | trim + '<|eot_id|>'",
+    "bos_token + content",
+    "'<|start_header_id|>assistant<|end_header_id|>",
+    NULL};
+static const char *const gemma3_marks[] = {
+    "{{ bos_token }}",
+    "first_user_prefix = messages[0]['content'] + '",
+    "Conversation roles must alternate user/assistant/user/assistant/...",
+    "{%- set role = \"model\" -%}",
+    "'<start_of_turn>' + role + '",
+    "{{ message['content'] | trim }}",
+    "'<start_of_turn>model",
+    NULL};
+
 td_chat_family td_chat_family_of(const char *t) {
     if (!t) return TD_CHAT_NONE;
     if (has_all(t, qwen35_marks)) return TD_CHAT_QWEN35;
     if (has_all(t, qwen3_marks) && !strstr(t, "<function=")) return TD_CHAT_QWEN3;
+    if (has_all(t, qwen25_marks) && !strstr(t, "<think>")) return TD_CHAT_QWEN25;
+    /* Llama 3.1's full template (tools, "Cutting Knowledge Date") is another, refused */
+    if (has_all(t, llama3_marks) && !strstr(t, "tools") && !strstr(t, "date_string")) return TD_CHAT_LLAMA3;
+    if (has_all(t, gemma3_marks) && !strstr(t, "tools")) return TD_CHAT_GEMMA3;
     return TD_CHAT_NONE;
 }
 
-static const char *family_name(td_chat_family f) {
-    return f == TD_CHAT_QWEN3 ? "qwen3" : f == TD_CHAT_QWEN35 ? "qwen3.5" : NULL;
+static const char *const family_names[] = {NULL, "qwen3", "qwen3.5", "qwen2.5", "llama3", "gemma3"};
+
+const char *td_chat_family_name(td_chat_family f) {
+    return (int)f > 0 && (size_t)f < sizeof family_names / sizeof *family_names ? family_names[f] : NULL;
+}
+
+td_chat_family td_chat_family_named(const char *name) {
+    for (size_t f = 1; name && f < sizeof family_names / sizeof *family_names; f++)
+        if (strcmp(name, family_names[f]) == 0) return (td_chat_family)f;
+    return TD_CHAT_NONE;
 }
 
 const char *td_model_chat_family(const td_model *model, td_status *status) {
@@ -486,8 +639,9 @@ const char *td_model_chat_family(const td_model *model, td_status *status) {
     if (f == TD_CHAT_NONE) {
         td_status st =
             t ? td_fail(TD_ERR_UNSUPPORTED,
-                        "%s: the chat template is not one this library renders (supported: Qwen3's and Qwen3.5's "
-                        "ChatML templates); render the prompt yourself and use the completion path",
+                        "%s: the chat template is not one this library renders (supported: Qwen3's, Qwen3.5's and "
+                        "Qwen2.5's ChatML templates, Llama 3's and Gemma 3's); render the prompt yourself and use the "
+                        "completion path",
                         src ? src : td_model_path(model))
               : td_fail(TD_ERR_UNSUPPORTED, "%s: the model has no chat template (no chat_template in "
                                             "tokenizer_config.json or tokenizer.chat_template in the GGUF file)",
@@ -495,7 +649,7 @@ const char *td_model_chat_family(const td_model *model, td_status *status) {
         if (status) *status = st;
         return NULL;
     }
-    return family_name(f);
+    return td_chat_family_name(f);
 }
 
 td_chat_params td_chat_default_params(void) {
@@ -527,7 +681,16 @@ static td_status render(td_chat_family f, conv *c, const td_chat_params *params,
         }
     }
     sbuf b = {0};
-    if (st == TD_OK) st = f == TD_CHAT_QWEN3 ? render_qwen3(c, &p, tools, &b) : render_qwen35(c, &p, tools, &b);
+    if (st == TD_OK) {
+        switch (f) {
+        case TD_CHAT_QWEN3: st = render_qwen3(c, &p, tools, &b); break;
+        case TD_CHAT_QWEN35: st = render_qwen35(c, &p, tools, &b); break;
+        case TD_CHAT_QWEN25: st = render_qwen25(c, &p, tools, &b); break;
+        case TD_CHAT_LLAMA3: st = render_llama3(c, &p, tools, &b); break;
+        case TD_CHAT_GEMMA3: st = render_gemma3(c, &p, tools, &b); break;
+        default: st = td_fail(TD_ERR_INVALID_ARG, "chat: no such template family (%d)", (int)f);
+        }
+    }
     if (st == TD_OK) sb_put(&b, "");
     if (st == TD_OK && b.oom) st = td_fail_nomem("the rendered chat");
     if (st != TD_OK) {
@@ -545,7 +708,7 @@ static td_status family_of_model(const td_model *model, td_chat_family *f) {
     td_status st;
     const char *name = td_model_chat_family(model, &st);
     if (!name) return st;
-    *f = strcmp(name, "qwen3") == 0 ? TD_CHAT_QWEN3 : TD_CHAT_QWEN35;
+    *f = td_chat_family_named(name);
     return TD_OK;
 }
 

@@ -15,7 +15,19 @@ int td_gen_utf8_char(const unsigned char *s, size_t n);
 int64_t td_stopper_oom(const td_stopper *s);
 
 /* The chat families this library renders. */
-typedef enum td_chat_family { TD_CHAT_NONE = 0, TD_CHAT_QWEN3 = 1, TD_CHAT_QWEN35 = 2 } td_chat_family;
+typedef enum td_chat_family {
+    TD_CHAT_NONE = 0,
+    TD_CHAT_QWEN3 = 1,
+    TD_CHAT_QWEN35 = 2,
+    TD_CHAT_QWEN25 = 3, /* Qwen2.5-Instruct's ChatML with tools */
+    TD_CHAT_LLAMA3 = 4, /* Llama 3's header template (bos, <|start_header_id|>role<|end_header_id|>, trimmed content) */
+    TD_CHAT_GEMMA3 = 5, /* Gemma 3's turns (<start_of_turn>user / model, the system message before the first user) */
+} td_chat_family;
+
+/* The family's name as td_model_chat_family gives it ("qwen3", "qwen3.5", "qwen2.5", "llama3", "gemma3"), or NULL;
+ * and back (TD_CHAT_NONE for a name that is none). */
+const char *td_chat_family_name(td_chat_family f);
+td_chat_family td_chat_family_named(const char *name);
 
 /* Recognises a template text (NULL: none): the family, or TD_CHAT_NONE. */
 td_chat_family td_chat_family_of(const char *chat_template);

@@ -170,7 +170,11 @@ td_status td_tokenize_spans(const td_tokenizer *tok, const char *text, size_t le
         size_t pos = 0, from = 0, ms, me;
         int k;
         while (st == TD_OK && (k = find_added(tok, text, len, from, 0, &ms, &me)) >= 0) {
-            if (!inside_spans(special_spans, n_spans, ms, me)) {
+            /* outside the spans: text, except an added token that is not special and is also in the model's
+             * vocabulary (Gemma's runs of newlines or U+2581, its HTML tags): those Hugging Face's tokenizer takes
+             * wherever they occur, and they mark nothing */
+            const td_added_token *at = &tok->added[k];
+            if (!inside_spans(special_spans, n_spans, ms, me) && (at->special || !(tok->is_token[at->id] & 1))) {
                 from = ms + 1;
                 continue;
             }
