@@ -1,6 +1,7 @@
-/* Engine invariants on a small synthetic Qwen3: prefix reuse is exact, a token's result does not depend on the
- * rest of the batch or on the thread count, restricted head rows equal the full logits' rows, forks share KV
- * rows, and a rejected batch leaves the cache untouched. */
+/* Engine invariants on a small synthetic Qwen3, then on the Llama 3, Qwen2.5 and Gemma 3 fixtures (Gemma's sliding
+ * window of 8 is shorter than the 40 tokens here, and its prefix of 23): prefix reuse is exact, a token's result does
+ * not depend on the rest of the batch or on the thread count, restricted head rows equal the full logits' rows, forks
+ * share KV rows, and a rejected batch leaves the cache untouched. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,18 +40,10 @@ static void run(td_ctx *ctx, td_batch *b, int seq, int from, int to, float *out,
     for (int i = 0; i < to - from; i++) memcpy(out + (size_t)(from + i) * V, td_ctx_output(ctx, i), (size_t)V * 4);
 }
 
-int main(void) {
-    char dir[] = "/tmp/td_test_engine_XXXXXX";
-    if (!mkdtemp(dir)) return 1;
-    td_synth_params sp = td_synth_default_params();
-    sp.seed = 7;
-    CHECK(td_synth_write(dir, config, &sp) == TD_OK);
+static void invariants(const char *dir) {
     td_model *m = NULL;
-    CHECK(td_model_load(dir, NULL, &m) == TD_OK);
-    if (!m) {
-        fprintf(stderr, "load failed: %s\n", td_last_error());
-        return 1;
-    }
+    CHECKF(td_model_load(dir, NULL, &m) == TD_OK, "%s: %s", dir, td_last_error());
+    if (!m) return;
     int V = td_model_n_vocab(m);
     uint64_t rng = 3;
     for (int i = 0; i < N; i++) ids[i] = (int32_t)(td_test_rand(&rng) % (uint64_t)V);
@@ -129,6 +122,18 @@ int main(void) {
     td_model_free(m);
     free(ref);
     free(alt);
+}
+
+int main(void) {
+    char dir[] = "/tmp/td_test_engine_XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    td_synth_params sp = td_synth_default_params();
+    sp.seed = 7;
+    CHECK(td_synth_write(dir, config, &sp) == TD_OK);
+    invariants(dir);
+    invariants(td_test_path("fixtures/models/llama3-tiny"));
+    invariants(td_test_path("fixtures/models/qwen25-tiny"));
+    invariants(td_test_path("fixtures/models/gemma3-tiny"));
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
