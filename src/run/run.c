@@ -66,13 +66,14 @@ static td_status sync_fd(int fd, const char *path) {
 
 static int64_t file_size(const char *path) {
     struct stat sb;
-    return stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
+    return path && stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
 }
 
 /* 1 when the JSON id is a string holding a NUL: ids are compared as C strings everywhere (the server refuses them
  * too), so "a\u0000b" and "a" would be one id. */
 static int id_has_nul(const json_t *v) {
-    return json_is_string(v) && strlen(json_string_value(v)) != json_string_length(v);
+    const char *s = json_string_value(v); /* NULL also for a string jansson could not allocate */
+    return s && strlen(s) != json_string_length(v);
 }
 
 /* ---- the first pass: ids, duplicates, the share's size, the input's hash --------------------------------------- */
@@ -863,7 +864,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     if (st == TD_OK && (pv.errors = errors_name(out_path, err_path, &oom), oom)) st = td_fail_nomem("a file name");
     if (st == TD_OK) st = open_locked(out_path, &rn.out_fd, &out_created);
     if (st == TD_OK) st = open_locked(err_path, &rn.err_fd, &err_created);
-    int64_t out_size = file_size(out_path), err_size = file_size(err_path);
+    int64_t out_size = st == TD_OK ? file_size(out_path) : -1, err_size = st == TD_OK ? file_size(err_path) : -1;
     if (st == TD_OK && !p.resume && (out_size > 0 || err_size > 0)) {
         if (!p.overwrite)
             st = td_fail(TD_ERR_STATE, "%s exists: resume continues it, overwrite replaces it",

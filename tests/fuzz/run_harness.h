@@ -163,7 +163,7 @@ static inline int harness_merge(const char *dir, const uint8_t *data, size_t siz
     char paths[3][4096], out[4096], prov_out[4096], err_out[4096];
     const char *inputs[3];
     for (int i = 0; i < n_shards; i++) {
-        char p[4096];
+        char p[4200];
         snprintf(paths[i], sizeof paths[i], "%s/s%d.jsonl", dir, i);
         inputs[i] = paths[i];
         if (harness_write(paths[i], part[3 * i], len[3 * i])) return -1;
