@@ -35,7 +35,7 @@ static const char *const k_sets[] = {"avx2", "avx512vnni", "avx512bf16", "avx512
 static const char *const k_required[] = {
     "qwen3-tiny-tied", "qwen3-tiny-untied", "qwen3-tiny-sharded", "qwen3-tiny-f16", "qwen3-tiny-f32",
     "qwen3-tiny-lora", "qwen3-tiny-both-differ", "qwen35-tiny-text", "qwen35-tiny-vl",
-    "qwen35-tiny-vl-untied-top", "llama3-tiny", "llama3-tiny-untied", "qwen25-tiny", "qwen25-tiny-untied",
+    "qwen35-tiny-vl-untied-top", "llama3-tiny", "llama3-tiny-untied", "qwen25-tiny",
     "gemma3-tiny",
 };
 
