@@ -162,7 +162,8 @@ static void test_errors(void) {
         const char *needle;
     } cases[] = {
         {"nomodel.gguf", {.pre = "qwen35"}, TD_ERR_FORMAT, "no tokenizer.ggml.model"},
-        {"llama.gguf", {.model = "llama", .pre = "qwen35"}, TD_ERR_UNSUPPORTED, "tokenizer.ggml.model \"llama\" is not supported"},
+        {"llama.gguf", {.model = "llama", .pre = "qwen35"}, TD_ERR_UNSUPPORTED, "adds a space prefix"},
+        {"bert.gguf", {.model = "bert", .pre = "qwen35"}, TD_ERR_UNSUPPORTED, "tokenizer.ggml.model \"bert\" is not supported"},
         {"nopre.gguf", {.model = "gpt2"}, TD_ERR_FORMAT, "no tokenizer.ggml.pre"},
         {"pre.gguf", {.model = "gpt2", .pre = "deepseek-llm"}, TD_ERR_UNSUPPORTED,
          "tokenizer.ggml.pre \"deepseek-llm\" is not a pre-tokenizer this library knows (qwen2, qwen35, llama-bpe)"},

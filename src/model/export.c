@@ -186,10 +186,12 @@ static td_status add_rope_freqs(td_gguf_writer *w, const td_model *m) {
     return td_gguf_add_tensor(w, "rope_freqs.weight", TD_GGML_F32, 1, ne, f, (uint64_t)n * sizeof *f);
 }
 
-/* tokenizer.ggml.* from the loaded tokenizer: byte-level strings, types, merges, the pre-tokenizer's name. */
+/* tokenizer.ggml.* from the loaded tokenizer: byte-level strings, types, merges, the pre-tokenizer's name; a
+ * SentencePiece-style one (Gemma) as llama.cpp's "gemma4" model: its pieces, BYTE / UNKNOWN types, merges, scores
+ * that rank them (td_spm_scores) and no space prefix. */
 static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char *pre, int32_t bos) {
     const td_tokenizer *t = m->tok;
-    int32_t V = m->cfg.n_vocab;
+    int32_t V = m->cfg.n_vocab, spm = td_vocab_spm(t);
     const char **s = td_calloc((size_t)V, sizeof *s);
     size_t *l = td_calloc((size_t)V, sizeof *l);
     int32_t *types = td_calloc((size_t)V, sizeof *types);
@@ -199,6 +201,9 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
         td_piece_kind kind;
         if ((s[id] = td_vocab_piece(t, id, &l[id], &kind))) {
             types[id] = kind == TD_PIECE_SPECIAL ? 3 : kind == TD_PIECE_ADDED ? 4 : 1; /* CONTROL, USER_DEFINED, NORMAL */
+            if (spm && id == td_vocab_unk(t)) types[id] = 2; /* UNKNOWN */
+            else if (spm && kind == TD_PIECE_NORMAL && l[id] == 6 && memcmp(s[id], "<0x", 3) == 0 && s[id][5] == '>')
+                types[id] = 6; /* BYTE: <0xXX> */
         } else { /* rows of the embedding past the tokenizer's ids */
             char *p = pads + (size_t)id * 16;
             l[id] = (size_t)snprintf(p, 16, "[PAD%d]", id);
@@ -225,14 +230,30 @@ static td_status add_tokenizer(td_gguf_writer *w, const td_model *m, const char 
         memcpy(ms[i] + la + 1, sb, lb);
         ml[i] = la + lb + 1;
     }
-    if (st == TD_OK) st = td_gguf_add_str(w, "tokenizer.ggml.model", "gpt2", 4);
-    if (st == TD_OK) st = td_gguf_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre));
+    if (st == TD_OK) st = spm ? td_gguf_add_str(w, "tokenizer.ggml.model", "gemma4", 6)
+                              : td_gguf_add_str(w, "tokenizer.ggml.model", "gpt2", 4);
+    if (st == TD_OK && !spm) st = td_gguf_add_str(w, "tokenizer.ggml.pre", pre, strlen(pre));
     if (st == TD_OK) st = td_gguf_add_str_array(w, "tokenizer.ggml.tokens", s, l, (uint64_t)V);
+    if (st == TD_OK && spm) {
+        float *scores = NULL;
+        st = td_spm_scores(t, &scores);
+        if (st == TD_OK && td_tokenizer_n_tokens(t) < V) { /* [PADn] rows: none here, but the array is one per row */
+            float *grown = td_realloc(scores, (size_t)V * sizeof *grown);
+            if (!grown) st = td_fail_nomem("the scores");
+            else
+                for (int32_t id = td_tokenizer_n_tokens(t); id < V; id++) (scores = grown)[id] = -1e9f;
+        }
+        if (st == TD_OK) st = td_gguf_add_f32_array(w, "tokenizer.ggml.scores", scores, (uint64_t)V);
+        td_free(scores);
+    }
     if (st == TD_OK) st = td_gguf_add_i32_array(w, "tokenizer.ggml.token_type", types, (uint64_t)V);
     if (st == TD_OK) st = td_gguf_add_str_array(w, "tokenizer.ggml.merges", (const char *const *)ms, ml, (uint64_t)nm);
-    /* special ids as llama.cpp's converter writes them for Qwen: bos (see bos_id), pad <|endoftext|>, eos the
-     * first stop id */
-    int32_t eot = td_token_lookup(t, "<|endoftext|>");
+    if (st == TD_OK && spm) st = td_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", 0);
+    if (st == TD_OK && spm && td_vocab_unk(t) >= 0)
+        st = td_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)td_vocab_unk(t));
+    /* special ids as llama.cpp's converter writes them for Qwen: bos (see bos_id), pad <|endoftext|> (Gemma: <pad>),
+     * eos the first stop id */
+    int32_t eot = td_token_lookup(t, spm ? "<pad>" : "<|endoftext|>");
     if (st == TD_OK && bos >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
     if (st == TD_OK && m->n_stop) st = td_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)m->stop_ids[0]);
     if (st == TD_OK && eot >= 0) st = td_gguf_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)eot);
@@ -305,10 +326,10 @@ td_status td_model_export_gguf(const td_model *m, const td_export_params *params
     if (m->pruned) return td_fail(TD_ERR_STATE, "%s: the head is already pruned", m->path);
     const td_gguf_pre *pt =
         td_gguf_pre_of(td_vocab_split_regex(m->tok), td_vocab_nfc(m->tok), td_vocab_ignore_merges(m->tok));
-    if (!pt)
+    if (!pt && !td_vocab_spm(m->tok)) /* SentencePiece-style BPE has no pre-tokenizer name ("gemma4") */
         return td_fail(TD_ERR_UNSUPPORTED, "%s: the tokenizer's pre-tokenizer is not one llama.cpp knows (%s)", m->path,
                        td_gguf_pre_names());
-    const char *pre = pt->name;
+    const char *pre = pt ? pt->name : "";
 
     /* pruning: the letters' tokens, probed exactly as the readout does */
     int32_t keep[TD_DECIDE_MAX_OPTIONS];

@@ -360,6 +360,12 @@ int64_t td_gguf_array_int(const td_gguf_kv *kv, uint64_t i) {
     return int_at(kv->elem_type, kv->value + i * scalar_size(kv->elem_type), &ok);
 }
 
+float td_gguf_array_f32(const td_gguf_kv *kv, uint64_t i) {
+    float v;
+    memcpy(&v, kv->value + i * 4, 4); /* little-endian, as the file and every host this builds for */
+    return v;
+}
+
 void td_gguf_next_str(const td_gguf_kv *kv, const uint8_t **it, const char **s, uint64_t *len) {
     const uint8_t *p = *it ? *it : kv->value;
     uint64_t n = 0;
@@ -544,6 +550,18 @@ td_status td_gguf_add_i32_array(td_gguf_writer *w, const char *key, const int32_
     put_u32(w, TD_GGUF_I32);
     put_u64(w, n);
     for (uint64_t i = 0; i < n; i++) put_u32(w, (uint32_t)v[i]);
+    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+}
+
+td_status td_gguf_add_f32_array(td_gguf_writer *w, const char *key, const float *v, uint64_t n) {
+    key_type(w, key, TD_GGUF_ARRAY);
+    put_u32(w, TD_GGUF_F32);
+    put_u64(w, n);
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        put_u32(w, u);
+    }
     return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 

@@ -71,10 +71,19 @@ td_status td_gguf_get_str(const td_gguf *g, const char *key, int required, const
 void td_gguf_next_str(const td_gguf_kv *kv, const uint8_t **it, const char **s, uint64_t *len);
 /* An array's i-th integer element. */
 int64_t td_gguf_array_int(const td_gguf_kv *kv, uint64_t i);
+/* An F32 array's i-th element (the caller checked elem_type). */
+float td_gguf_array_f32(const td_gguf_kv *kv, uint64_t i);
 
 /* The tokenizer of tokenizer.ggml.* (td_tokenizer_load_gguf's rules; flags: TD_TOKENIZER_NO_NFC). Tensors and
  * the architecture play no part. */
 td_status td_gguf_tokenizer(const td_gguf *g, unsigned flags, td_tokenizer **out);
+/* The SentencePiece vocabulary of tokenizer.ggml.model "gemma4" (with_merges: tokenizer.ggml.merges) or "llama"
+ * (merges from the scores by Hugging Face's rule) (gguf_spm.c); bos: the token TD_TOKENIZE_ADD_BOS puts first,
+ * -1: none. */
+td_status td_gguf_spm_tokenizer(const td_gguf *g, int with_merges, int32_t bos, td_tokenizer **out);
+/* For export: a SentencePiece-style tokenizer's pieces scored so that the rule above gives back its merges' ranks
+ * (*scores: one per token, td_free). */
+td_status td_spm_scores(const td_tokenizer *tok, float **scores);
 
 /* ---- writing ---------------------------------------------------------------------------------------------- */
 
@@ -90,6 +99,7 @@ td_status td_gguf_add_str(td_gguf_writer *w, const char *key, const char *s, siz
 /* Arrays: strings (n pointers + lengths) or i32. */
 td_status td_gguf_add_str_array(td_gguf_writer *w, const char *key, const char *const *s, const size_t *len, uint64_t n);
 td_status td_gguf_add_i32_array(td_gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
+td_status td_gguf_add_f32_array(td_gguf_writer *w, const char *key, const float *v, uint64_t n);
 /* Adds a tensor of ggml type `type` with dims ne[0..n_dims) (ne[0] = row length); the writer takes ownership of
  * `data` (malloc'd, nbytes). */
 td_status td_gguf_add_tensor(td_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne, void *data,

@@ -29,17 +29,11 @@ td_status td_gguf_tokenizer(const td_gguf *g, unsigned flags, td_tokenizer **out
     if (!td_gguf_find(g, "tokenizer.ggml.model"))
         return td_fail(TD_ERR_FORMAT, "%s: no tokenizer.ggml.model: the file carries no tokenizer", path);
     if ((st = td_gguf_get_str(g, "tokenizer.ggml.model", 1, &model, &ml)) != TD_OK) return st;
-    if (ml != 4 || memcmp(model, "gpt2", 4) != 0)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%.*s\" is not supported (\"gpt2\": byte-level BPE)",
-                       path, (int)(ml < 64 ? ml : 64), model);
-    if (!td_gguf_find(g, "tokenizer.ggml.pre"))
-        return td_fail(TD_ERR_FORMAT, "%s: no tokenizer.ggml.pre: the pre-tokenizer's name (%s) is needed", path,
-                       td_gguf_pre_names());
-    if ((st = td_gguf_get_str(g, "tokenizer.ggml.pre", 1, &pre, &pl)) != TD_OK) return st;
-    const td_gguf_pre *pt = td_gguf_pre_named(pre, (size_t)pl);
-    if (!pt)
-        return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%.*s\" is not a pre-tokenizer this library knows "
-                       "(%s)", path, (int)(pl < 64 ? pl : 64), pre, td_gguf_pre_names());
+    int spm = ml == 5 && memcmp(model, "llama", 5) == 0, gemma4 = ml == 6 && memcmp(model, "gemma4", 6) == 0;
+    if (!spm && !gemma4 && (ml != 4 || memcmp(model, "gpt2", 4) != 0))
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%.*s\" is not supported (\"gpt2\": byte-level "
+                       "BPE; \"gemma4\" and \"llama\": Gemma's SentencePiece-style BPE)", path, (int)(ml < 64 ? ml : 64),
+                       model);
     /* add_bos_token: the BOS that llama.cpp puts before a text (Llama 3), as Hugging Face's post-processor does */
     int add_bos = 0;
     int64_t bos = -1;
@@ -49,6 +43,15 @@ td_status td_gguf_tokenizer(const td_gguf *g, unsigned flags, td_tokenizer **out
     if (add_bos && (bos < 0 || bos >= INT32_MAX))
         return td_fail(TD_ERR_FORMAT, "%s: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is %s",
                        path, bos < 0 ? "missing" : "out of range");
+    if (spm || gemma4) return td_gguf_spm_tokenizer(g, gemma4, add_bos ? (int32_t)bos : -1, out);
+    if (!td_gguf_find(g, "tokenizer.ggml.pre"))
+        return td_fail(TD_ERR_FORMAT, "%s: no tokenizer.ggml.pre: the pre-tokenizer's name (%s) is needed", path,
+                       td_gguf_pre_names());
+    if ((st = td_gguf_get_str(g, "tokenizer.ggml.pre", 1, &pre, &pl)) != TD_OK) return st;
+    const td_gguf_pre *pt = td_gguf_pre_named(pre, (size_t)pl);
+    if (!pt)
+        return td_fail(TD_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%.*s\" is not a pre-tokenizer this library knows "
+                       "(%s)", path, (int)(pl < 64 ? pl : 64), pre, td_gguf_pre_names());
     const td_gguf_kv *toks = td_gguf_find(g, "tokenizer.ggml.tokens"), *types = td_gguf_find(g, "tokenizer.ggml.token_type");
     const td_gguf_kv *merges = td_gguf_find(g, "tokenizer.ggml.merges");
     if (!toks) return td_fail(TD_ERR_FORMAT, "%s: missing metadata tokenizer.ggml.tokens (the vocabulary)", path);
@@ -101,7 +104,7 @@ td_status td_gguf_tokenizer(const td_gguf *g, unsigned flags, td_tokenizer **out
     if (st == TD_OK) {
         td_bpe_parts parts = {path, "tokenizer.ggml.tokens", "tokenizer.ggml.merges", vocab, nv, added, na, mv,
                               (size_t)merges->n};
-        td_bpe_options opt = {pt->nfc && !(flags & TD_TOKENIZER_NO_NFC), pt->ignore_merges, add_bos ? (int32_t)bos : -1};
+        td_bpe_options opt = {pt->nfc && !(flags & TD_TOKENIZER_NO_NFC), pt->ignore_merges, add_bos ? (int32_t)bos : -1, 0, -1};
         st = td_tokenizer_build(&parts, &opt, pt->regex, out);
     }
     td_free(vocab);

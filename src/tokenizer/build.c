@@ -255,7 +255,8 @@ done:
 
 td_status td_tokenizer_build(const td_bpe_parts *parts, const td_bpe_options *opt, const char *split_regex,
                              td_tokenizer **out) {
-    if (!parts || !opt || !split_regex || !out) return td_fail(TD_ERR_INVALID_ARG, "td_tokenizer_build: NULL argument");
+    if (!parts || !opt || (!split_regex && !opt->spm) || !out)
+        return td_fail(TD_ERR_INVALID_ARG, "td_tokenizer_build: NULL argument");
     *out = NULL;
     uint64_t f0 = td_alloc_failures();
     td_tokenizer *tok = td_calloc(1, sizeof *tok);
@@ -264,10 +265,17 @@ td_status td_tokenizer_build(const td_bpe_parts *parts, const td_bpe_options *op
     tok->ignore_merges = opt->ignore_merges;
     tok->bos_id = -1;
     tok->unk_id = -1;
-    tok->byte_level = 1;
-    td_status st = td_tok_add_split(tok, split_regex, strlen(split_regex), 0, TD_SPLIT_ISOLATED, 0, parts->name);
+    tok->byte_level = !opt->spm;
+    tok->spm = tok->space_to_meta = opt->spm != 0;
+    td_status st = opt->spm ? td_tok_add_split(tok, " ", 1, 1, TD_SPLIT_MERGED_WITH_PREVIOUS, 0, parts->name)
+                            : td_tok_add_split(tok, split_regex, strlen(split_regex), 0, TD_SPLIT_ISOLATED, 0, parts->name);
     tok->byte_level_at = tok->n_split;
     if (st == TD_OK) st = td_bpe_build_model(tok, parts);
+    if (st == TD_OK && opt->spm && opt->unk_id >= 0) {
+        if (opt->unk_id >= tok->n_tokens || !tok->is_token[opt->unk_id])
+            st = td_fail(TD_ERR_FORMAT, "%s: the unknown token id %d is not a token", parts->name, opt->unk_id);
+        else tok->unk_id = opt->unk_id;
+    }
     if (st == TD_OK && opt->bos_id >= 0) {
         if (opt->bos_id >= tok->n_tokens || !tok->is_token[opt->bos_id])
             st = td_fail(TD_ERR_FORMAT, "%s: the BOS token id %d is not a token", parts->name, opt->bos_id);

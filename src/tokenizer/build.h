@@ -47,10 +47,16 @@ typedef struct td_bpe_options {
     int nfc;           /* the NFC normalizer (Qwen's tokenizers) */
     int ignore_merges; /* a pre-token that is itself in the vocabulary is one token (Llama 3's tokenizer) */
     int32_t bos_id;    /* the token put before a text with TD_TOKENIZE_ADD_BOS (Llama 3), -1: none */
+    int spm;           /* SentencePiece-style BPE (Gemma 3): the space written U+2581, words from characters, byte
+                          fallback <0xXX>; split_regex is then unused (Gemma's Split on " " after the normalizer has
+                          replaced every space splits nothing) */
+    int32_t unk_id;    /* spm: the unknown token, -1: none */
 } td_bpe_options;
 
 /* The pipeline of Qwen's and Llama 3's tokenizer.json files over `parts`: NFC when opt->nfc, one Split
  * pre-tokenizer with split_regex (behavior Isolated), ByteLevel without a prefix space or a regex of its own, BPE.
+ * With opt->spm, Gemma 3's: the normalizer's space to U+2581, a Split on " " (MergedWithPrevious), BPE with byte
+ * fallback.
  * Errors:
  * TD_ERR_FORMAT naming parts->name and the table (an id twice, a string twice, a missing byte token, a merge of
  * strings outside the vocabulary, ...), TD_ERR_UNSUPPORTED when the regex does not compile, TD_ERR_NOMEM. */

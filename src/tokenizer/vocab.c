@@ -32,3 +32,5 @@ const char *td_vocab_split_regex(const td_tokenizer *t) {
 
 int td_vocab_nfc(const td_tokenizer *t) { return t->nfc; }
 int td_vocab_ignore_merges(const td_tokenizer *t) { return t->ignore_merges; }
+int td_vocab_spm(const td_tokenizer *t) { return t->spm; }
+int32_t td_vocab_unk(const td_tokenizer *t) { return t->unk_id; }

@@ -26,5 +26,8 @@ const char *td_vocab_split_regex(const td_tokenizer *tok);
 /* Whether the pipeline normalises to NFC, and ignores merges for pre-tokens in the vocabulary (export's pre name). */
 int td_vocab_nfc(const td_tokenizer *tok);
 int td_vocab_ignore_merges(const td_tokenizer *tok);
+/* Whether it is SentencePiece-style BPE (Gemma's: U+2581 spaces, byte fallback), and its unknown token (-1: none). */
+int td_vocab_spm(const td_tokenizer *tok);
+int32_t td_vocab_unk(const td_tokenizer *tok);
 
 #endif
