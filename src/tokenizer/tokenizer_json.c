@@ -55,7 +55,7 @@ static json_t *pre_tokenizer(const td_tokenizer *tok) {
 /* The post-processor: ByteLevel, and where the tokenizer puts a BOS before a text, the template that does it, as
  * Llama 3's tokenizer.json has them. */
 static json_t *post_processor(const td_tokenizer *tok) {
-    if (tok->bos_id < 0) return byte_level(tok, 0);
+    if (tok->bos_id < 0) return tok->spm ? json_null() : byte_level(tok, 0);
     const char *bos = tok->vocab_strings + tok->str_off[tok->bos_id];
     json_t *tp = json_object(), *single = json_array(), *pair = json_array(), *specials = json_object();
     for (int k = 0; k < 2; k++) {
@@ -83,11 +83,35 @@ static json_t *post_processor(const td_tokenizer *tok) {
     json_object_set_new(tp, "single", single);
     json_object_set_new(tp, "pair", pair);
     json_object_set_new(tp, "special_tokens", specials);
+    if (tok->spm) return tp; /* Gemma's: the template alone */
     json_t *seq = json_object(), *list = json_array();
     json_array_append_new(list, byte_level(tok, 0));
     json_array_append_new(list, tp);
     json_object_set_new(seq, "type", json_string("Sequence"));
     json_object_set_new(seq, "processors", list);
+    return seq;
+}
+
+/* A Replace step (normalizer or decoder) of Gemma's tokenizer.json: the string `from` to `to`. */
+static json_t *replace(const char *from, const char *to) {
+    json_t *r = json_object(), *pat = json_object();
+    json_object_set_new(r, "type", json_string("Replace"));
+    json_object_set_new(pat, "String", json_string(from));
+    json_object_set_new(r, "pattern", pat);
+    json_object_set_new(r, "content", json_string(to));
+    return r;
+}
+
+/* SentencePiece-style decoding: U+2581 back to spaces, <0xXX> to bytes, the pieces joined. */
+static json_t *spm_decoder(void) {
+    json_t *seq = json_object(), *list = json_array(), *bf = json_object(), *fuse = json_object();
+    json_array_append_new(list, replace("\xe2\x96\x81", " "));
+    json_object_set_new(bf, "type", json_string("ByteFallback"));
+    json_array_append_new(list, bf);
+    json_object_set_new(fuse, "type", json_string("Fuse"));
+    json_array_append_new(list, fuse);
+    json_object_set_new(seq, "type", json_string("Sequence"));
+    json_object_set_new(seq, "decoders", list);
     return seq;
 }
 
@@ -131,18 +155,22 @@ td_status td_tokenizer_to_json(const td_tokenizer *tok, char **json) {
     json_t *nfc = json_object();
     json_object_set_new(nfc, "type", json_string("NFC"));
     if (tok->nfc) json_object_set_new(root, "normalizer", nfc);
+    else if (tok->spm) json_decref(nfc), json_object_set_new(root, "normalizer", replace(" ", "\xe2\x96\x81"));
     else json_decref(nfc), json_object_set_new(root, "normalizer", json_null());
     json_object_set_new(root, "pre_tokenizer", pre_tokenizer(tok));
     json_object_set_new(root, "post_processor", post_processor(tok));
-    json_object_set_new(root, "decoder", byte_level(tok, 0));
+    json_object_set_new(root, "decoder", tok->spm ? spm_decoder() : byte_level(tok, 0));
     json_t *model = json_object();
     json_object_set_new(model, "type", json_string("BPE"));
     json_object_set_new(model, "dropout", json_null());
-    json_object_set_new(model, "unk_token", json_null());
-    json_object_set_new(model, "continuing_subword_prefix", json_string(""));
-    json_object_set_new(model, "end_of_word_suffix", json_string(""));
-    json_object_set_new(model, "fuse_unk", json_false());
-    json_object_set_new(model, "byte_fallback", json_false());
+    if (tok->spm && tok->unk_id >= 0)
+        json_object_set_new(model, "unk_token", json_stringn_nocheck(tok->vocab_strings + tok->str_off[tok->unk_id],
+                                                                     tok->str_len[tok->unk_id]));
+    else json_object_set_new(model, "unk_token", json_null());
+    json_object_set_new(model, "continuing_subword_prefix", tok->spm ? json_null() : json_string(""));
+    json_object_set_new(model, "end_of_word_suffix", tok->spm ? json_null() : json_string(""));
+    json_object_set_new(model, "fuse_unk", json_boolean(tok->spm));
+    json_object_set_new(model, "byte_fallback", json_boolean(tok->spm));
     json_object_set_new(model, "ignore_merges", json_boolean(tok->ignore_merges));
     /* vocabulary strings were checked to be UTF-8 without NUL bytes when the tokenizer was built */
     for (int32_t id = 0; id < tok->n_tokens; id++)
