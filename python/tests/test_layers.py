@@ -45,13 +45,12 @@ def test_logits_without_a_copy(demo):
 
 
 def test_tokenize_equals_cli(demo):
-    text = "Answer: A\nCriterion: Does the customer ask for a refund? <|im_start|>user"
-    expected = json.loads(cli("tokenize", "--model", DEMO, "--text", text).stdout)
-    assert demo.tokenize(text, special=True) == expected or demo.tokenize(text) == expected
+    text = "Answer: A\nCriterion: Does the customer ask for a refund? <|im_start|>user héllo"
+    assert demo.tokenize(text, special=True) == json.loads(cli("tokenize", "--model", DEMO, "--text", text).stdout)
+    assert demo.tokenize(text) == json.loads(cli("tokenize", "--model", DEMO, "--text", text, "--no-special").stdout)
     ids = demo.tokenize(text)
     assert demo.detokenize(ids) == text
-    r = cli("tokenize", "--model", DEMO, "--decode", ",".join(map(str, ids))).stdout
-    assert json.loads(r) == text if r.lstrip().startswith('"') else r.rstrip("\n") == text
+    assert json.loads(cli("tokenize", "--model", DEMO, "--decode", ",".join(map(str, ids))).stdout) == text
 
 
 def test_tokenizer_object(demo, tmp_path):

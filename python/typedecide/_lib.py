@@ -19,6 +19,8 @@ DECIDE_MAX_OPTIONS = 20
 
 # flags and enum values, as the header defines them
 TOKENIZE_PARSE_SPECIAL = 1
+TOKENIZE_ADD_BOS = 2
+CHAT_ALLOW_SPECIAL = 1
 TOKENIZER_NO_NFC = 1
 DECISION_ALLOWED_MASS = 1
 DECISION_LOGITS = 2
@@ -122,12 +124,17 @@ class ChatParams(Structure):
     _fields_ = [("add_generation_prompt", c_int), ("enable_thinking", c_int), ("tools_json", c_char_p)]
 
 
+class ChatMessage(Structure):
+    _fields_ = [("role", c_char_p), ("content", c_char_p), ("reasoning_content", c_char_p),
+                ("tool_calls_json", c_char_p)]
+
+
 # the structs tests/test_layout.py checks against the header: Python name -> C type name
 STRUCTS = {"ModelParams": "td_model_params", "ExportParams": "td_export_params", "CtxParams": "td_ctx_params",
            "DecideParams": "td_decide_params", "Criterion": "td_criterion", "Decision": "td_decision",
            "DecideStats": "td_decide_stats", "Row": "td_row", "EvalParams": "td_eval_params",
            "SamplerParams": "td_sampler_params", "GenParams": "td_gen_params", "GenRequest": "td_gen_request",
-           "GenEvent": "td_gen_event", "ChatParams": "td_chat_params"}
+           "GenEvent": "td_gen_event", "ChatParams": "td_chat_params", "ChatMessage": "td_chat_message"}
 
 _h = c_void_p  # every opaque handle
 _st = c_int    # td_status
@@ -150,6 +157,7 @@ PROTOTYPES = {
     "td_token_bytes": (c_void_p, [_h, c_int32, P(c_size_t)]),
     "td_token_lookup": (c_int32, [_h, c_char_p]),
     "td_tokenizer_n_tokens": (c_int32, [_h]),
+    "td_tokenizer_bos": (c_int32, [_h]),
     "td_model_default_params": (ModelParams, []),
     "td_model_load": (_st, [c_char_p, P(ModelParams), P(_h)]),
     "td_model_free": (None, [_h]),
@@ -220,7 +228,8 @@ PROTOTYPES = {
     "td_sampler_params_check": (_st, [P(SamplerParams)]),
     "td_chat_default_params": (ChatParams, []),
     "td_model_chat_family": (c_char_p, [_h, P(_st)]),
-    "td_chat_render_json": (_st, [_h, c_char_p, c_size_t, P(ChatParams), P(c_void_p)]),
+    "td_chat_tokenize": (_st, [_h, P(ChatMessage), c_int32, P(ChatParams), c_uint, P(c_void_p), P(P(c_int32)),
+                               P(c_size_t)]),
     "td_gen_default_params": (GenParams, []),
     "td_gen_new": (_st, [_h, P(GenParams), P(_h)]),
     "td_gen_free": (None, [_h]),

@@ -142,14 +142,15 @@ class Tokenizer:
         t._h, t._ptr = owner, ptr  # lives as long as the model that owns it
         return t
 
-    def tokenize(self, text, *, special=False):
-        """The token ids of ``text`` (str or UTF-8 bytes), exactly as Hugging Face's tokenizers: no BOS/EOS.
-        ``special=True`` splits out added tokens (<|im_start|>, <think>, ...) as their own ids. Invalid UTF-8 raises
-        FormatError naming the byte offset."""
+    def tokenize(self, text, *, special=False, add_bos=False):
+        """The token ids of ``text`` (str or UTF-8 bytes), exactly as Hugging Face's tokenizers. ``special=True``
+        splits out added tokens (<|im_start|>, <think>, ...) as their own ids; ``add_bos=True`` puts the
+        tokenizer's BOS first where it has one (Qwen's have none). Invalid UTF-8 raises FormatError naming the byte
+        offset."""
         b = _text(text)
         ids, n = POINTER(c_int32)(), c_size_t()
-        _check(lib.td_tokenize(self._ptr, b, len(b), L.TOKENIZE_PARSE_SPECIAL if special else 0, byref(ids),
-                               byref(n)))
+        flags = (L.TOKENIZE_PARSE_SPECIAL if special else 0) | (L.TOKENIZE_ADD_BOS if add_bos else 0)
+        _check(lib.td_tokenize(self._ptr, b, len(b), flags, byref(ids), byref(n)))
         try:
             return ids[:n.value] if n.value else []
         finally:
@@ -175,6 +176,12 @@ class Tokenizer:
         n = c_size_t()
         p = lib.td_token_bytes(self._ptr, token, byref(n))
         return None if not p else ctypes.string_at(p, n.value)
+
+    @property
+    def bos(self):
+        """The BOS id, or None when the tokenizer has none (Qwen's)."""
+        t = lib.td_tokenizer_bos(self._ptr)
+        return None if t < 0 else t
 
     def token_id(self, piece):
         """The id of a token given by its exact vocabulary string ("<|im_end|>", "ĠA"), or None."""
@@ -290,6 +297,7 @@ class Decision:
         return L.take_string(out.value).decode("utf-8")
 
     def to_dict(self):
+        """The decision as a plain dict (ms included)."""
         return {"id": self.id, "answer": self.answer, "letter": self.letter, "options": self.options,
                 "probs": self.probs, "logits": self.logits, "allowed_mass": self.allowed_mass,
                 "suffix_tokens": self.suffix_tokens, "ms": self.ms}
@@ -460,6 +468,7 @@ class Generation:
 
     @property
     def text(self):
+        """All the text released so far."""
         return "".join(self._texts)
 
     def __iter__(self):
@@ -528,13 +537,15 @@ class Generation:
 class Chat:
     """A conversation with KV reuse: every turn forks from the cached session of the previous one, so a turn costs
     its new tokens. ``send(text)`` returns the reply's Generation; when it has been read to the end, the reply joins
-    ``messages``. One thread at a time."""
+    ``messages`` (a reply left unfinished is cancelled by the next send, and what it said so far joins them).
+    One thread at a time."""
 
-    def __init__(self, model, *, system=None, think=False, tools=None, memory_mb=None, threads=None, kv=None,
-                 **sampling):
+    def __init__(self, model, *, system=None, think=False, tools=None, allow_special=False, memory_mb=None,
+                 threads=None, kv=None, **sampling):
         if not model.can_generate:
             raise StateError("%s: the output head was pruned to the option letters: it cannot chat" % model.path)
         self.model, self.think, self.tools, self._sampling = model, think, tools, sampling
+        self.allow_special = allow_special
         self.messages = [{"role": "system", "content": system}] if system is not None else []
         gp = lib.td_gen_default_params()
         gp.cache_bytes = (memory_mb or model.memory_mb) << 20
@@ -542,16 +553,22 @@ class Chat:
         gp.kv_f16 = _kv_f16(kv or model.kv)
         gp.device, gp.precision = model._device, model._precision
         self._gen = _new(lib.td_gen_new, model._ptr(), byref(gp), free=lib.td_gen_free, deps=(model._h,))
+        self._last = None
 
     def send(self, content, *, max_tokens=256, **sampling):
         """Adds a user turn and returns the assistant's reply as a Generation (sampling: see Model.generate)."""
+        last = self._last
+        if last is not None and not last._done:
+            last.close()
+            self.messages.append({"role": "assistant", "content": last.text})
         self.messages.append({"role": "user", "content": content})
-        ids = self.model._render(self.messages, self.think, self.tools)
+        ids = self.model._render(self.messages, self.think, self.tools, self.allow_special)
         kw = dict(self._sampling, **sampling)
 
         def done(g):
             self.messages.append({"role": "assistant", "content": g.text})
-        return self.model._generation(self._gen, ids, max_tokens, cache=True, on_done=done, **kw)
+        self._last = self.model._generation(self._gen, ids, max_tokens, cache=True, on_done=done, **kw)
+        return self._last
 
 
 class _Buffer:
@@ -669,9 +686,9 @@ class Model:
             raise StateError("%s has no tokenizer (tokenizer.json)" % self.path)
         return self.tokenizer
 
-    def tokenize(self, text, *, special=False):
+    def tokenize(self, text, *, special=False, add_bos=False):
         """The model tokenizer's ids of ``text`` (see Tokenizer.tokenize)."""
-        return self._tok().tokenize(text, special=special)
+        return self._tok().tokenize(text, special=special, add_bos=add_bos)
 
     def detokenize(self, ids):
         """The text of ``ids`` (see Tokenizer.detokenize)."""
@@ -793,11 +810,11 @@ class Model:
         return Generation(self, gen, ids, max_tokens, self._sampler(**sampling), stop, ignore_eos, logprobs,
                           cache, on_done)
 
-    def generate(self, prompt=None, *, ids=None, max_tokens=32, chat=False, think=False, stop=None,
-                 ignore_eos=False, logprobs=None, threads=None, kv=None, **sampling):
+    def generate(self, prompt=None, *, ids=None, max_tokens=32, chat=False, think=False, allow_special=False,
+                 stop=None, ignore_eos=False, logprobs=None, threads=None, kv=None, **sampling):
         """Continues ``prompt`` (text, added tokens recognised) or ``ids``; returns a Generation, an iterator of
         Tokens. With ``chat`` the prompt is one user turn in the model's chat template (thinking off unless
-        ``think``). Sampling: the model's generation_config.json, overridden by temperature (0: greedy), top_k,
+        ``think``; special-token text in it is plain text unless ``allow_special``, see chat). Sampling: the model's generation_config.json, overridden by temperature (0: greedy), top_k,
         top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty, penalty_last_n, seed. Stops at the
         model's stop ids (unless ``ignore_eos``), at ``stop`` (a string or a list) or after ``max_tokens``. The
         tokens are those of ``typedecide generate`` with the same flags."""
@@ -805,9 +822,9 @@ class Model:
             raise InvalidArgumentError("generate: give exactly one of prompt and ids")
         if chat and prompt is None:
             raise InvalidArgumentError("generate: chat needs a prompt")
-        if prompt is not None:
-            ids = (self._render([{"role": "user", "content": prompt}], think, None) if chat
-                   else self.tokenize(prompt, special=True))
+        if prompt is not None:  # as the tool reads --prompt: added tokens recognised, BOS where there is one
+            ids = (self._render([{"role": "user", "content": prompt}], think, None, allow_special) if chat
+                   else self.tokenize(prompt, special=True, add_bos=True))
         ids = _ids(ids, "generate")
         if ids.size == 0:
             raise InvalidArgumentError("generate: the prompt is empty")
@@ -826,23 +843,44 @@ class Model:
         return self._generation(gen, ids, max_tokens, stop=stop, ignore_eos=ignore_eos, logprobs=logprobs,
                                 **sampling)
 
-    def _render(self, messages, think, tools):
+    def _render(self, messages, think, tools, allow_special=False):
+        """The ids of messages in the chat template (td_chat_tokenize): the template's special tokens as such, the
+        messages' text as text unless allow_special."""
+        msgs = (L.ChatMessage * max(1, len(messages)))()
+        keep = []
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or "role" not in m:
+                raise InvalidArgumentError("messages[%d]: expected a dict with a role" % i)
+            content = m.get("content")
+            if isinstance(content, list):  # OpenAI's parts: the text parts, joined
+                content = "".join(p.get("text", "") for p in content if p.get("type") == "text")
+            calls = m.get("tool_calls")
+            fields = [_text(m["role"]), _opt_text(content), _opt_text(m.get("reasoning_content")),
+                      None if calls is None else _text(calls if isinstance(calls, str) else json.dumps(calls))]
+            keep.append(fields)
+            msgs[i].role, msgs[i].content, msgs[i].reasoning_content, msgs[i].tool_calls_json = fields
         cp = lib.td_chat_default_params()
         cp.enable_thinking = int(bool(think))
-        tools_json = None if tools is None else _text(json.dumps(tools))
+        tools_json = None if tools is None else _text(tools if isinstance(tools, str) else json.dumps(tools))
         cp.tools_json = tools_json
-        m = _text(json.dumps(messages, ensure_ascii=False))
-        out = c_void_p()
-        _check(lib.td_chat_render_json(self._ptr(), m, len(m), byref(cp), byref(out)))
-        return self.tokenize(L.take_string(out.value), special=True)
+        ids, n = POINTER(c_int32)(), c_size_t()
+        _check(lib.td_chat_tokenize(self._ptr(), msgs, len(messages), byref(cp),
+                                    L.CHAT_ALLOW_SPECIAL if allow_special else 0, None, byref(ids), byref(n)))
+        try:
+            return ids[:n.value] if n.value else []
+        finally:
+            lib.td_free(ids)
 
-    def chat(self, messages, *, max_tokens=256, think=False, tools=None, **kw):
-        """Replies to ``messages`` (OpenAI's list of {"role", "content"} dicts, or one user message as a str),
-        rendered with the model's chat template; returns a Generation (keywords as for generate). For a
-        conversation that reuses the cache turn after turn, use Chat."""
+    def chat(self, messages, *, max_tokens=256, think=False, tools=None, allow_special=False, **kw):
+        """Replies to ``messages`` (OpenAI's list of {"role", "content", "reasoning_content", "tool_calls"} dicts,
+        or one user message as a str), rendered with the model's chat template (tools: OpenAI's list); returns a
+        Generation (keywords as for generate). Text inside the messages is tokenized as text, so that nobody can
+        forge a turn by typing "<|im_start|>"; ``allow_special`` makes it Hugging Face's (trusted messages only).
+        For a conversation that reuses the cache turn after turn, use Chat."""
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        return self.generate(ids=self._render(list(messages), think, tools), max_tokens=max_tokens, **kw)
+        ids = self._render(list(messages), think, tools, allow_special)
+        return self.generate(ids=ids, max_tokens=max_tokens, **kw)
 
     def chat_session(self, **kw):
         """A Chat on this model (system, think, tools, memory_mb, threads, kv, sampling defaults)."""

@@ -45,9 +45,11 @@ class SlotMap:
 
     @classmethod
     def from_json(cls, text):
+        """From the library's JSON text."""
         return cls.from_dict(json.loads(text))
 
     def to_dict(self):
+        """A dict of the library's JSON object (token_to_row keys as strings)."""
         return {"version": self.version, "model": self.model, "separator": self.separator, "letters": self.letters,
                 "keep": list(self.keep), "token_to_row": {str(t): r for t, r in self.token_to_row.items()}}
 
