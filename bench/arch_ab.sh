@@ -6,7 +6,7 @@
 #
 #   here    bench/arch_ab.sh --prepare [BASE]       (BASE: a commit, default ef352a0, the tree before the description)
 #           builds BASE in a scratch worktree and the working tree, both Release without MPI, into build-arch-ab/
-#           (git-ignored) with the libraries the GPU host lacks.
+#           (git-ignored) with the libraries the GPU host lacks and the real Qwen3 tokenizer (xz).
 #   run     bench/arch_ab.sh                        (here, or on the device: carry=["build-arch-ab"])
 #           synth qwen3-0.6b and qwen3.5-0.8b (BF16), then per round and model: bench prefill 512, decode 64, decide
 #           --serial (one criterion of 45 tokens over a 256-token evidence) with both builds. One JSON line per
@@ -33,7 +33,9 @@ if [ "${1:-}" = "--prepare" ]; then
         cp "$B/build-$side/typedecide" "$B/typedecide-$side"
         rm -rf "$B/build-$side"
     done
+    strip "$B/typedecide-base" "$B/typedecide-new"
     bundle_libs "$B/typedecide-new" "$B/lib"
+    bundle_tokenizer "$B"
     echo "base $(git rev-parse "$BASE"), new $(git rev-parse HEAD)$(git diff --quiet HEAD -- src || echo ' (with uncommitted changes)')" >$B/manifest.txt
     du -sh $B >&2
     exit 0
@@ -48,8 +50,11 @@ export LD_LIBRARY_PATH=$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 LOG=$OUT/arch_ab.jsonl
 : >"$LOG"
 NEW=$PWD/$B/typedecide-new
+TOK=$WORK/tokenizer.json # the real Qwen3 tokenizer: decide needs the letters
+[ -s "$TOK" ] || xz -dc "$B/tokenizer.json.xz" >"$TOK"
 for preset in qwen3-0.6b qwen3.5-0.8b; do
-    [ -f "$WORK/$preset/model.safetensors" ] || "$NEW" synth --preset $preset --out "$WORK/$preset" --force >/dev/null ||
+    [ -f "$WORK/$preset/tokenizer.json" ] ||
+        "$NEW" synth --preset $preset --out "$WORK/$preset" --tokenizer "$TOK" --force >/dev/null 2>&1 ||
         { echo "arch_ab: synth $preset failed" >&2; exit 1; }
 done
 measure() { # BUILD MODEL WHAT ARGS...
