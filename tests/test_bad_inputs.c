@@ -231,6 +231,46 @@ static void test_tokenizer_json(void) {
     json_decref(root);
 }
 
+/* A tokenizer with ids past the model's vocab_size (300): an added token there loads (Gemma 3 1B's <image_soft_token>
+ * is id 262144 of 262144 rows), a vocabulary token there is refused, naming it. */
+static void test_vocab_past_embedding(void) {
+    write_bytes(cfg_path, config, strlen(config));
+    write_bytes(st_path, good, good_len);
+    char tok_path[160];
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", dir);
+    json_t *root = json_object(), *model = json_object(), *vocab = json_object(), *added = json_array();
+    for (int b = 0; b < 256; b++) { /* the byte-level alphabet: printable bytes as themselves, the rest 256 + k */
+        unsigned cp = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174 ? (unsigned)b : 0;
+        char s[8];
+        if (!cp) {
+            int n = 0;
+            for (int k = 0; k < b; k++) n += !((k >= 33 && k <= 126) || (k >= 161 && k <= 172) || k >= 174);
+            cp = 256u + (unsigned)n;
+        }
+        if (cp < 0x80) s[0] = (char)cp, s[1] = 0;
+        else s[0] = (char)(0xc0 | (cp >> 6)), s[1] = (char)(0x80 | (cp & 0x3f)), s[2] = 0;
+        json_object_set_new(vocab, s, json_integer(b));
+    }
+    json_t *a = json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", 300, "content", "<extra>", "single_word", 0,
+                          "lstrip", 0, "rstrip", 0, "normalized", 0, "special", 1);
+    json_array_append_new(added, a);
+    json_object_set_new(model, "type", json_string("BPE"));
+    json_object_set_new(model, "vocab", vocab);
+    json_object_set_new(model, "merges", json_array());
+    json_object_set_new(root, "model", model);
+    json_object_set_new(root, "added_tokens", added);
+    json_object_set_new(root, "pre_tokenizer", json_pack("{s:s}", "type", "ByteLevel"));
+    CHECK(json_dump_file(root, tok_path, 0) == 0);
+    td_model *m = NULL;
+    CHECKF(td_model_load(dir, NULL, &m) == TD_OK, "an added token past vocab_size: %s", td_last_error());
+    td_model_free(m);
+    json_object_set_new(vocab, "ab", json_integer(301));
+    CHECK(json_dump_file(root, tok_path, 0) == 0);
+    expect_fail("a vocabulary token past vocab_size", TD_ERR_FORMAT, "id 301 is a vocabulary token");
+    json_decref(root);
+    unlink(tok_path);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/td_test_bad_XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -244,6 +284,7 @@ int main(void) {
     if (good) {
         test_safetensors();
         test_config();
+        test_vocab_past_embedding();
     }
     test_tokenizer_json();
     free(good);

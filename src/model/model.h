@@ -100,4 +100,7 @@ void td_model_inv_freq(const td_model *m, int set, float *inv_freq);
 /* Loads the weights, config and tokenizer of a GGUF file into m (m->path set; m otherwise empty). */
 td_status td_model_load_gguf(td_model *m, const char *path, const td_model_params *params);
 
+/* TD_OK when every token id at or past n_vocab is an added token (what: the tokenizer's path, in the message). */
+td_status td_model_check_vocab(const td_tokenizer *tok, int32_t n_vocab, const char *what);
+
 #endif

@@ -12,6 +12,7 @@
 #include "kernels/cpu/quant.h"
 #include "model/gguf.h"
 #include "model/model.h"
+#include "tokenizer/vocab.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -47,6 +48,21 @@ int td_model_own(td_model *m, void *p) {
     }
     m->owned[m->n_owned++] = p;
     return 0;
+}
+
+
+/* A tokenizer may hold ids past the embedding only for added tokens (Gemma 3 1B's <image_soft_token> is id 262144 of
+ * a 262144-row embedding, as transformers loads it): such a token is refused where it is fed (TD_ERR_RANGE), never
+ * produced by the vocabulary's merges. */
+td_status td_model_check_vocab(const td_tokenizer *tok, int32_t n_vocab, const char *what) {
+    for (int32_t id = n_vocab; id < td_tokenizer_n_tokens(tok); id++) {
+        size_t len;
+        td_piece_kind kind;
+        if (td_vocab_piece(tok, id, &len, &kind) && kind == TD_PIECE_NORMAL)
+            return td_fail(TD_ERR_FORMAT, "%s: the tokenizer has %d ids but the model's vocab_size is %d (id %d is a "
+                           "vocabulary token, not an added one)", what, td_tokenizer_n_tokens(tok), n_vocab, id);
+    }
+    return TD_OK;
 }
 
 /* ---- opening the weight files ------------------------------------------------------------------------------ */
@@ -492,11 +508,7 @@ static td_status load_dir(const char *path, const td_model_params *params, td_mo
     }
     if (params->load_tokenizer && td_file_exists(tok_path)) {
         if ((st = td_tokenizer_load(tok_path, &m->tok)) != TD_OK) goto done;
-        if (td_tokenizer_n_tokens(m->tok) > m->cfg.n_vocab) {
-            st = td_fail(TD_ERR_FORMAT, "%s: the tokenizer has %d ids but the model's vocab_size is %d", tok_path,
-                         td_tokenizer_n_tokens(m->tok), m->cfg.n_vocab);
-            goto done;
-        }
+        if ((st = td_model_check_vocab(m->tok, m->cfg.n_vocab, tok_path)) != TD_OK) goto done;
     }
     if ((st = load_stops(m, path)) != TD_OK) goto done;
     if ((st = td_model_pack(m)) != TD_OK) goto done;

@@ -9,6 +9,7 @@
 
 #include "model/arch.h"
 #include "model/config.h"
+#include "model/model.h"
 #include "model/safetensors.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -109,9 +110,7 @@ static td_status write_tokenizer_files(const char *out_dir, const char *tokenize
     if (tokenizer_json) {
         td_tokenizer *tok;
         if ((st = td_tokenizer_load(tokenizer_json, &tok)) != TD_OK) return st;
-        if (td_tokenizer_n_tokens(tok) > cfg->n_vocab) {
-            st = td_fail(TD_ERR_FORMAT, "%s has %d ids but the config's vocab_size is %d", tokenizer_json,
-                         td_tokenizer_n_tokens(tok), cfg->n_vocab);
+        if ((st = td_model_check_vocab(tok, cfg->n_vocab, tokenizer_json)) != TD_OK) {
             td_tokenizer_free(tok);
             return st;
         }
