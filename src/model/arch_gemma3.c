@@ -241,7 +241,8 @@ static td_status gguf_keys(td_gguf_writer *w, const td_model *m, uint32_t file_t
     if (st == TD_OK && window && period != 6) st = td_arch_gguf_put_u32(w, a, "attention.sliding_window_pattern", period);
     /* the score scale as query_pre_attn_scalar: llama.cpp reads none (see above) */
     if (st == TD_OK) st = td_gguf_add_f32(w, "typedecide.query_pre_attn_scalar", (float)c->attn_scalar);
-    if (st == TD_OK) st = td_gguf_add_u32(w, "general.quantization_version", 2);
+    if (st == TD_OK && td_dtype_is_block(td_arch_gguf_file_dtype(file_type)))
+        st = td_gguf_add_u32(w, "general.quantization_version", 2);
     return st;
 }
 
