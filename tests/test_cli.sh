@@ -27,7 +27,7 @@ for c in tokenize logits generate synth bench; do
     "$BIN" "$c" --help >"$tmp/out" 2>&1 || fail "$c --help exited non-zero"
     grep -q "usage: typedecide $c" "$tmp/out" || fail "$c --help prints no usage"
 done
-"$BIN" --help | grep -q "commands:" || fail "typedecide --help lists no commands"
+"$BIN" --help | grep -c "commands:" >/dev/null || fail "typedecide --help lists no commands"
 expect 2 'unknown command "frobnicate"' -- "$BIN" frobnicate
 
 # usage errors (exit 2) and runtime errors (exit 1), each named
@@ -67,7 +67,7 @@ expect 1 "bad2.jsonl:1:" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --json
 expect 1 "text is not valid UTF-8" -- "$BIN" tokenize --model "$FX/qwen3-tiny-tied" --text $'\xff'
 expect 2 "say what to measure" -- "$BIN" bench --model "$FX/qwen3-tiny-tied"
 expect 2 "--kv must be f32 or f16, not 'f8'" -- "$BIN" serve --model "$FX/qwen3-tiny-tied" --kv f8
-"$BIN" serve --help | grep -q -- "--kv f32|f16" || fail "serve --help does not describe --kv"
+"$BIN" serve --help | grep -c -- "--kv f32|f16" >/dev/null || fail "serve --help does not describe --kv"
 
 # --device and --precision: on every command that computes, checked before the model loads
 for c in decide evaluate generate chat serve run logits bench "bench serve"; do
@@ -87,7 +87,7 @@ expect 2 "--precision must be fp32 or bf16, not 'fp16'" -- "$BIN" generate --mod
 L=$FX/qwen3-tiny-tied
 lids=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).prompts[0].join(","))' "$L/ref.json")
 "$BIN" logits --model "$L" --ids "$lids" --out "$tmp/l32" 2>"$tmp/err" || fail "logits failed: $(cat "$tmp/err")"
-if TD_KERNELS=avx2 "$BIN" --version | grep -q "kernels avx2)"; then
+if TD_KERNELS=avx2 "$BIN" --version | grep -c "kernels avx2)" >/dev/null; then
     TD_KERNELS=avx2 "$BIN" logits --model "$L" --ids "$lids" --out "$tmp/l16" --precision bf16 2>"$tmp/err" ||
         fail "logits --precision bf16 failed: $(cat "$tmp/err")"
     grep -q "note: --precision bf16: the avx2 kernels (TD_KERNELS) have no bf16 products, so this CPU computes in fp32" "$tmp/err" ||
@@ -102,11 +102,11 @@ case "$("$BIN" --version)" in
     grep -q "note:" "$tmp/err" && fail "logits --precision bf16 with bf16 products printed a note: $(cat "$tmp/err")"
     cmp -s "$tmp/l16" "$tmp/l32" && fail "logits --precision bf16 on kernels with bf16 products gave the fp32 bits" ;;
 esac
-"$BIN" bench decode --model "$L" --tokens 2 --repeat 1 --precision bf16 2>/dev/null | grep -q '"device": "cpu", "precision": "bf16"' ||
+"$BIN" bench decode --model "$L" --tokens 2 --repeat 1 --precision bf16 2>/dev/null | grep -c '"device": "cpu", "precision": "bf16"' >/dev/null ||
     fail "bench decode --precision bf16 does not say so in its JSON"
 "$BIN" generate --model "$FX/qwen3-tiny-tied" --ids 1 -n 2 --device cpu --precision fp32 >/dev/null 2>"$tmp/err" ||
     fail "generate --device cpu --precision fp32 failed: $(cat "$tmp/err")"
-"$BIN" bench decode --model "$FX/qwen3-tiny-tied" --tokens 2 --repeat 1 2>/dev/null | grep -q '"device": "cpu", "precision": "fp32"' ||
+"$BIN" bench decode --model "$FX/qwen3-tiny-tied" --tokens 2 --repeat 1 2>/dev/null | grep -c '"device": "cpu", "precision": "fp32"' >/dev/null ||
     fail "bench decode does not say where it ran"
 # --device cuda where this build (the default one has no CUDA backend) or machine has none: exit 1 with the reason,
 # before the model loads. A CUDA build on a GPU runs the commands instead, and they must succeed.
@@ -145,7 +145,7 @@ expect 1 "has no tokenizer.json; use --ids" -- "$BIN" generate --model "$tmp/not
 # generate --prompt streams valid UTF-8; bench prints one JSON object
 "$BIN" generate --model "$FX/qwen35-tiny-text" --prompt "Hello" -n 20 2>/dev/null >"$tmp/text" || fail "generate --prompt failed"
 iconv -f UTF-8 -t UTF-8 "$tmp/text" >/dev/null || fail "generate printed invalid UTF-8"
-"$BIN" bench decode --model "$FX/qwen35-tiny-text" --tokens 8 --repeat 1 2>/dev/null | grep -q '"tokens_per_s": ' || fail "bench decode printed no tokens_per_s"
+"$BIN" bench decode --model "$FX/qwen35-tiny-text" --tokens 8 --repeat 1 2>/dev/null | grep -c '"tokens_per_s": ' >/dev/null || fail "bench decode printed no tokens_per_s"
 
 # full-size synthetic checkpoints of the published shapes (release build only)
 if [ -z "${TD_SANITIZED:-}" ] && [ -f "$TOK" ]; then

@@ -28,7 +28,7 @@ for (const d of lines) {
 }' "$tmp/$m.jsonl" || fail "$m: decisions are not 4 JSON lines with probabilities that sum to 1"
     "$BIN" decide --table --model models/$m --evidence models/demo/ticket.txt --criteria models/demo/criteria.jsonl \
         --quiet --threads 2 >"$tmp/$m.table" || fail "$m: decide --table failed"
-    head -1 "$tmp/$m.table" | grep -q "^criterion .*answer .*probability .*ms$" || fail "$m: no table header: $(head -1 "$tmp/$m.table")"
+    head -1 "$tmp/$m.table" | grep -c "^criterion .*answer .*probability .*ms$" >/dev/null || fail "$m: no table header: $(head -1 "$tmp/$m.table")"
     [ "$(grep -c '\[[#.]\{20\}\]' "$tmp/$m.table")" = 4 ] || fail "$m: want 4 probability bars: $(cat "$tmp/$m.table")"
     "$BIN" decide --json --model models/$m --evidence models/demo/ticket.txt --criteria models/demo/criteria.jsonl \
         --quiet --threads 2 | sed 's/"ms":[0-9.e+-]*//' >"$tmp/$m.json2"

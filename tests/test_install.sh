@@ -50,17 +50,19 @@ libdir=$(pkg-config --variable=libdir typedecide)
 $CC -std=c11 -Wall -Wextra -Werror examples/decide.c $(pkg-config --cflags --libs typedecide) -Wl,-rpath,"$libdir" \
     -o "$tmp/decide_pc" 2>"$tmp/cc.err" || fail "cc with pkg-config: $(cat "$tmp/cc.err")"
 if [ -x "$tmp/decide_pc" ]; then
-    readelf -d "$tmp/decide_pc" | grep -q "NEEDED.*\[libtypedecide.so.$major\]" || fail "pkg-config: not linked to libtypedecide.so.$major"
-    LD_TRACE_LOADED_OBJECTS=1 "$tmp/decide_pc" | grep -q "libtypedecide.so.$major => $P/lib/" ||
-        fail "pkg-config: the consumer does not load the installed library"
+    readelf -d "$tmp/decide_pc" | grep -c "NEEDED.*\[libtypedecide.so.$major\]" >/dev/null || fail "pkg-config: not linked to libtypedecide.so.$major"
+    # (grep -c, not -q, reads all its input: with pipefail, a grep that quits early kills the writer with SIGPIPE)
+    loaded=$(LD_TRACE_LOADED_OBJECTS=1 "$tmp/decide_pc" 2>&1)
+    grep -c "libtypedecide.so.$major => $P/lib/" <<<"$loaded" >/dev/null ||
+        fail "pkg-config: the consumer does not load the installed library ($P/lib): $loaded"
     run_consumer pkg-config "$tmp/decide_pc"
 fi
 
 # CMake: find_package(typedecide) from the prefix, the shared and the static library
 if cmake -S examples -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_BUILD_TYPE=Release >"$tmp/cmake.log" 2>&1 &&
     cmake --build "$tmp/cmake" >>"$tmp/cmake.log" 2>&1; then
-    readelf -d "$tmp/cmake/decide" | grep -q "NEEDED.*\[libtypedecide.so.$major\]" || fail "find_package: not linked to libtypedecide.so.$major"
-    readelf -d "$tmp/cmake/decide_static" | grep -q "NEEDED.*libtypedecide" && fail "find_package: the static consumer needs the shared library"
+    readelf -d "$tmp/cmake/decide" | grep -c "NEEDED.*\[libtypedecide.so.$major\]" >/dev/null || fail "find_package: not linked to libtypedecide.so.$major"
+    readelf -d "$tmp/cmake/decide_static" | grep -c "NEEDED.*libtypedecide" >/dev/null && fail "find_package: the static consumer needs the shared library"
     run_consumer find_package "$tmp/cmake/decide"
     run_consumer find_package-static "$tmp/cmake/decide_static"
 else

@@ -229,7 +229,7 @@ section "shards"
 # ---- MPI -----------------------------------------------------------------------------------------------------------------
 if ! command -v mpirun >/dev/null; then
     echo "test_run: SKIPPED the MPI part: mpirun is absent (scripts/setup.sh installs openmpi-bin)"
-elif ! "$BIN" run --help | grep -q "This build: MPI Open MPI\|This build: MPI [A-Za-z]"; then
+elif ! "$BIN" run --help | grep -c "This build: MPI Open MPI\|This build: MPI [A-Za-z]" >/dev/null; then
     fail "mpirun is here but typedecide was built without MPI (libopenmpi-dev missing at configure time?)"
 else
     # root in CI, 2 cores, no network, maybe no ssh: allow root, oversubscribe, launch locally without an rsh agent
