@@ -27,8 +27,19 @@ td_decide_params td_decide_default_params(void) {
     return p;
 }
 
+/* Forgets the heads td_decide_multi keeps; truncate: also empties their sequences (the context stays). */
+static void drop_slots(td_decider *d, int truncate) {
+    for (int32_t i = 0; i < TD_DECIDE_SLOTS; i++) {
+        if (d->slot_head[i] && truncate && d->ctx) td_ctx_seq_truncate(d->ctx, i, 0);
+        td_free(d->slot_head[i]);
+        d->slot_head[i] = NULL;
+        d->slot_n[i] = 0;
+    }
+}
+
 void td_decider_free(td_decider *d) {
     if (!d) return;
+    drop_slots(d, 0);
     td_ctx_free(d->ctx);
     td_batch_free(d->batch);
     td_free(d->cached_head);
@@ -150,6 +161,7 @@ static td_status ensure_ctx(td_decider *d, const td_ctx_params *need) {
         td_ctx_free(d->ctx);
         d->ctx = NULL;
         forget_head(d);
+        drop_slots(d, 0);
         td_status st = td_ctx_new(d->model, &np, &d->ctx);
         if (st != TD_OK) return st;
         *c = np;
@@ -242,10 +254,9 @@ static void read_decision(td_decider *d, int32_t o, int32_t n_options, td_decisi
     }
 }
 
-td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
-                        const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out) {
-    if (!d || (!head && n_head) || n_head < 0 || n < 0 || (n && (!suffixes || !n_suffix || !n_options || !out)))
-        return td_fail(TD_ERR_INVALID_ARG, "td_decide_ids: bad argument");
+/* td_decide_ids' checks of its inputs; *max_opts: the most options of a criterion (at least 1). */
+static td_status check_ids(const td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
+                           const int32_t *n_suffix, const int32_t *n_options, int32_t n, int32_t *max_opts_out) {
     int32_t limit = td_model_n_ctx_train(d->model), V = td_model_n_vocab(d->model);
     int32_t max_opts = 1;
     for (int32_t i = 0; i < n; i++) {
@@ -265,7 +276,19 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
     }
     for (int32_t j = 0; j < n_head; j++)
         if (head[j] < 0 || head[j] >= V) return td_fail(TD_ERR_RANGE, "head token id %d outside the vocabulary", head[j]);
+    *max_opts_out = max_opts;
+    return TD_OK;
+}
+
+td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, const int32_t *const *suffixes,
+                        const int32_t *n_suffix, const int32_t *n_options, int32_t n, td_decision *out) {
+    if (!d || (!head && n_head) || n_head < 0 || n < 0 || (n && (!suffixes || !n_suffix || !n_options || !out)))
+        return td_fail(TD_ERR_INVALID_ARG, "td_decide_ids: bad argument");
+    int32_t max_opts = 1;
+    td_status cst = check_ids(d, head, n_head, suffixes, n_suffix, n_options, n, &max_opts);
+    if (cst != TD_OK) return cst;
     if (n == 0) return TD_OK;
+    drop_slots(d, 1); /* td_decide_multi's heads: their sequences are this call's criteria */
 
     const int fresh = d->p.mode == TD_DECIDE_FRESH;
     const int64_t budget = d->p.memory_mb * (int64_t)(1 << 20);
@@ -482,6 +505,247 @@ td_status td_decide_shots(td_decider *d, const td_shot *shots, int32_t n_shots, 
 td_status td_decide(td_decider *d, const char *evidence, size_t len, const td_criterion *criteria, int32_t n,
                     td_decision *out) {
     return td_decide_shots(d, NULL, 0, evidence, len, criteria, n, out);
+}
+
+/* ---- several evidences per pass (td_decide_multi) ----------------------------------------------------------------- */
+
+static void group_fail(td_decide_group *g, td_status st) {
+    g->status = st;
+    snprintf(g->error, sizeof g->error, "%s", td_last_error());
+}
+
+/* One group alone, through td_decide_ids (a group too large to share a pass, a decider not in batch mode, or a
+ * shared pass that failed: then each of its groups runs alone so that one group's fault stays its own). */
+static void group_alone(td_decider *d, td_decide_group *g, const prepared *p) {
+    drop_slots(d, 1);
+    forget_head(d);
+    td_decide_stats s0 = d->stats;
+    td_status st = td_decide_ids(d, p->head, p->n_head, (const int32_t *const *)p->suf, p->n_suf, p->n_opt, g->n, g->out);
+    if (st == TD_ERR_NONFINITE && d->fault >= 0 && d->fault < g->n && g->criteria[d->fault].id)
+        td_fail_context(st, "\"%s\"", g->criteria[d->fault].id);
+    if (st != TD_OK) group_fail(g, st);
+    g->prefill_tokens = (int32_t)(d->stats.head_tokens - s0.head_tokens);
+    g->head_cached = d->stats.head_cached > s0.head_cached;
+    forget_head(d); /* sequence 0 is a slot again for the next pass: emptied, so that passes plan every row */
+    if (d->ctx) td_ctx_seq_truncate(d->ctx, 0, 0);
+}
+
+static int same_head(const prepared *a, const int32_t *head, int32_t n_head) {
+    return a->n_head == n_head && memcmp(a->head, head, (size_t)n_head * sizeof *head) == 0;
+}
+
+static int slot_holds(const td_decider *d, int32_t s, const int32_t *head, int32_t n_head) {
+    return d->slot_head[s] && d->slot_n[s] == n_head && memcmp(d->slot_head[s], head, (size_t)n_head * sizeof *head) == 0;
+}
+
+/* The context for a pass: `rows` KV rows of heads, `tok` suffix tokens of `count` criteria. */
+static td_ctx_params multi_params(const td_decider *d, int32_t rows, int32_t tok, int32_t count) {
+    td_ctx_params cp = plan_params(d, rows, tok, count);
+    cp.n_seq_max = TD_DECIDE_SLOTS + count;
+    return cp;
+}
+
+/* Groups in one shared pass at most. */
+#define PASS_GROUPS (4 * TD_DECIDE_SLOTS)
+
+/* One shared pass over groups g[0..n) (all valid, 1 <= n <= PASS_GROUPS, at most TD_DECIDE_SLOTS distinct heads). */
+static td_status multi_pass(td_decider *d, td_decide_group *g, const prepared *pp, int32_t n, int32_t rows, int32_t tok,
+                            int32_t count) {
+    const int64_t budget = d->p.memory_mb * (int64_t)(1 << 20);
+    int32_t slot_of[TD_DECIDE_SLOTS], first[TD_DECIDE_SLOTS], n_u = 0, uniq[PASS_GROUPS], max_opts = 1;
+    int hit[TD_DECIDE_SLOTS];
+    for (int32_t k = 0; k < n; k++) { /* the pass's distinct heads, each with the group that brought it first */
+        int32_t u = 0;
+        while (u < n_u && !same_head(&pp[first[u]], pp[k].head, pp[k].n_head)) u++;
+        if (u == n_u) first[n_u++] = k;
+        uniq[k] = u;
+        for (int32_t c = 0; c < pp[k].n; c++) max_opts = pp[k].n_opt[c] > max_opts ? pp[k].n_opt[c] : max_opts;
+    }
+    for (int32_t u = 0; u < n_u; u++) { /* kept from an earlier pass? */
+        slot_of[u] = -1;
+        for (int32_t s = 0; s < TD_DECIDE_SLOTS && slot_of[u] < 0; s++)
+            if (slot_holds(d, s, pp[first[u]].head, pp[first[u]].n_head)) slot_of[u] = s;
+    }
+    int32_t other = 0; /* rows of kept heads this pass does not use: kept while the budget allows */
+    for (int32_t s = 0; s < TD_DECIDE_SLOTS; s++) {
+        int used = 0;
+        for (int32_t u = 0; u < n_u; u++) used |= slot_of[u] == s;
+        if (d->slot_head[s] && !used) other += d->slot_n[s];
+    }
+    td_ctx_params need = multi_params(d, rows + other, tok, count);
+    if (other && plan_bytes(d, &need) > budget) {
+        for (int32_t s = 0; s < TD_DECIDE_SLOTS; s++) {
+            int used = 0;
+            for (int32_t u = 0; u < n_u; u++) used |= slot_of[u] == s;
+            if (d->slot_head[s] && !used) {
+                td_ctx_seq_truncate(d->ctx, s, 0);
+                td_free(d->slot_head[s]);
+                d->slot_head[s] = NULL;
+            }
+        }
+        need = multi_params(d, rows, tok, count);
+    }
+    forget_head(d);
+    td_status st = ensure_ctx(d, &need); /* a new context forgets every kept head */
+    if (st == TD_OK) st = td_ctx_set_output_rows(d->ctx, d->letter_ids, d->p.allowed_mass ? 0 : max_opts);
+    if (st != TD_OK) return st;
+    for (int32_t u = 0; u < n_u; u++) {
+        if (slot_of[u] >= 0 && !d->slot_head[slot_of[u]]) slot_of[u] = -1;
+        hit[u] = slot_of[u] >= 0;
+        if (hit[u]) d->slot_used[slot_of[u]] = ++d->slot_clock;
+    }
+    double t0 = now_ms();
+    td_batch_clear(d->batch);
+    int32_t nb = 0, new_heads = 0;
+    for (int32_t u = 0; u < n_u && st == TD_OK; u++) { /* the new heads: a free slot, else the least recently used */
+        if (hit[u]) continue;
+        int32_t best = -1;
+        for (int32_t s = 0; s < TD_DECIDE_SLOTS; s++) {
+            int taken = 0;
+            for (int32_t v = 0; v < n_u; v++) taken |= slot_of[v] == s;
+            if (taken) continue;
+            if (!d->slot_head[s]) {
+                best = s;
+                break;
+            }
+            if (best < 0 || d->slot_used[s] < d->slot_used[best]) best = s;
+        }
+        slot_of[u] = best; /* n_u <= TD_DECIDE_SLOTS: always found */
+        td_free(d->slot_head[best]);
+        d->slot_head[best] = NULL;
+        st = td_ctx_seq_truncate(d->ctx, best, 0);
+        const prepared *p = &pp[first[u]];
+        for (int32_t t = 0; t < p->n_head && st == TD_OK; t++) {
+            if (nb == d->cp.n_batch) {
+                st = td_ctx_decode(d->ctx, d->batch);
+                d->stats.forwards++;
+                td_batch_clear(d->batch);
+                nb = 0;
+            }
+            if (st == TD_OK) st = td_batch_add(d->batch, p->head[t], best, t, 0);
+            nb++;
+        }
+        new_heads++;
+        d->stats.head_prefills++;
+        d->stats.head_tokens += p->n_head;
+    }
+    if (st == TD_OK && nb) {
+        st = td_ctx_decode(d->ctx, d->batch);
+        d->stats.forwards++;
+    }
+    for (int32_t u = 0; u < n_u && st == TD_OK; u++) {
+        int32_t s = slot_of[u];
+        if (hit[u]) continue;
+        d->slot_head[s] = td_malloc((size_t)pp[first[u]].n_head * sizeof(int32_t) + 1);
+        if (d->slot_head[s]) { /* no memory for the copy: simply not kept */
+            memcpy(d->slot_head[s], pp[first[u]].head, (size_t)pp[first[u]].n_head * sizeof(int32_t));
+            d->slot_n[s] = pp[first[u]].n_head;
+            d->slot_used[s] = ++d->slot_clock;
+        } else td_ctx_seq_truncate(d->ctx, s, 0);
+    }
+    double head_ms = now_ms() - t0;
+    d->stats.head_ms += head_ms;
+    /* every criterion forks from its head (sequence TD_DECIDE_SLOTS + its output) and all suffixes run at once */
+    double tp = now_ms();
+    if (st == TD_OK) td_batch_clear(d->batch);
+    for (int32_t k = 0, o = 0; k < n && st == TD_OK; k++) {
+        int32_t s = slot_of[uniq[k]];
+        for (int32_t c = 0; c < pp[k].n && st == TD_OK; c++, o++) {
+            st = td_ctx_seq_fork(d->ctx, s, TD_DECIDE_SLOTS + o, pp[k].n_head);
+            for (int32_t j = 0; j < pp[k].n_suf[c] && st == TD_OK; j++)
+                st = td_batch_add(d->batch, pp[k].suf[c][j], TD_DECIDE_SLOTS + o, pp[k].n_head + j, j == pp[k].n_suf[c] - 1);
+        }
+    }
+    int64_t macs0 = d->ctx ? td_ctx_head_macs(d->ctx) : 0;
+    if (st == TD_OK) {
+        st = td_ctx_decode(d->ctx, d->batch);
+        d->stats.forwards++;
+    }
+    double pass_ms = now_ms() - tp;
+    d->stats.suffix_ms += pass_ms;
+    for (int32_t k = 0, o = 0; k < n && st == TD_OK; k++) {
+        g[k].prefill_tokens = !hit[uniq[k]] && first[uniq[k]] == k ? pp[k].n_head : 0;
+        g[k].head_cached = g[k].prefill_tokens == 0;
+        if (g[k].head_cached) d->stats.head_cached++;
+        for (int32_t c = 0; c < pp[k].n; c++, o++) {
+            read_decision(d, o, pp[k].n_opt[c], &g[k].out[c]);
+            g[k].out[c].suffix_tokens = pp[k].n_suf[c];
+            g[k].out[c].ms = pass_ms / (double)count + (new_heads ? head_ms / (double)count : 0);
+            d->stats.suffix_tokens += pp[k].n_suf[c];
+            d->stats.criteria++;
+        }
+    }
+    if (d->ctx) d->stats.head_macs += td_ctx_head_macs(d->ctx) - macs0;
+    for (int32_t o = 0; d->ctx && o < count; o++) td_ctx_seq_truncate(d->ctx, TD_DECIDE_SLOTS + o, 0);
+    if (st != TD_OK) drop_slots(d, 1);
+    return st;
+}
+
+td_status td_decide_multi(td_decider *d, td_decide_group *g, int32_t n_groups) {
+    if (!d || n_groups < 0 || (n_groups && !g)) return td_fail(TD_ERR_INVALID_ARG, "td_decide_multi: bad argument");
+    prepared *pp = td_calloc((size_t)(n_groups ? n_groups : 1), sizeof *pp);
+    if (!pp) return td_fail_nomem("the groups");
+    const int64_t budget = d->p.memory_mb * (int64_t)(1 << 20);
+    if (d->cached_head && d->ctx) td_ctx_seq_truncate(d->ctx, 0, 0); /* td_decide's head: sequence 0 is a slot */
+    forget_head(d);
+    for (int32_t i = 0; i < n_groups; i++) {
+        td_decide_group *gi = &g[i];
+        gi->status = TD_OK;
+        gi->error[0] = 0;
+        gi->prefill_tokens = 0;
+        gi->head_cached = 0;
+        td_status st = gi->n < 0 || (gi->n && (!gi->criteria || !gi->out))
+                           ? td_fail(TD_ERR_INVALID_ARG, "td_decide_multi: group %d: bad argument", i)
+                           : prepare(d, NULL, 0, gi->evidence, gi->len, gi->criteria, gi->n, &pp[i]);
+        int32_t mo;
+        if (st == TD_OK)
+            st = check_ids(d, pp[i].head, pp[i].n_head, (const int32_t *const *)pp[i].suf, pp[i].n_suf, pp[i].n_opt,
+                           gi->n, &mo);
+        if (st != TD_OK) {
+            group_fail(gi, st);
+            prepared_free(&pp[i]);
+        }
+    }
+    int32_t cap = d->p.max_batch ? d->p.max_batch : INT32_MAX;
+    for (int32_t i = 0; i < n_groups;) {
+        if (g[i].status != TD_OK || g[i].n == 0) {
+            i++;
+            continue;
+        }
+        if (d->p.mode != TD_DECIDE_BATCH) {
+            group_alone(d, &g[i], &pp[i]);
+            i++;
+            continue;
+        }
+        /* the pass: groups i.. in order while their distinct heads fit the slots and everything fits the budget */
+        int32_t j = i, rows = 0, tok = 0, count = 0, n_u = 0, n_pass = 0;
+        const prepared *u_of[TD_DECIDE_SLOTS];
+        while (j < n_groups && n_pass < PASS_GROUPS) {
+            if (g[j].status != TD_OK || g[j].n == 0) break; /* failed or empty groups end a pass (kept in order) */
+            int32_t u = 0, t = 0;
+            while (u < n_u && !same_head(u_of[u], pp[j].head, pp[j].n_head)) u++;
+            if (u == n_u && n_u == TD_DECIDE_SLOTS) break;
+            for (int32_t c = 0; c < g[j].n; c++) t += pp[j].n_suf[c];
+            int32_t nrows = rows + (u == n_u ? pp[j].n_head : 0);
+            td_ctx_params cp = multi_params(d, nrows, tok + t, count + g[j].n);
+            if (count + g[j].n > cap || plan_bytes(d, &cp) > budget) break;
+            if (u == n_u) u_of[n_u++] = &pp[j];
+            rows = nrows, tok += t, count += g[j].n;
+            n_pass++, j++;
+        }
+        if (n_pass == 0) { /* too large to share a pass: alone, in td_decide_ids' own passes */
+            group_alone(d, &g[i], &pp[i]);
+            i++;
+            continue;
+        }
+        td_status st = multi_pass(d, g + i, pp + i, n_pass, rows, tok, count);
+        if (st != TD_OK) /* one group's fault (a non-finite value) or memory: each group alone */
+            for (int32_t k = i; k < j; k++) group_alone(d, &g[k], &pp[k]);
+        i = j;
+    }
+    for (int32_t i = 0; i < n_groups; i++) prepared_free(&pp[i]);
+    td_free(pp);
+    return TD_OK;
 }
 
 /* Appends a token's bytes to a growable string. */

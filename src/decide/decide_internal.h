@@ -2,6 +2,7 @@
 #ifndef TD_DECIDE_INTERNAL_H
 #define TD_DECIDE_INTERNAL_H
 
+#include "decide/decide_multi.h"
 #include "typedecide.h"
 
 struct td_decider {
@@ -22,6 +23,11 @@ struct td_decider {
     int32_t *cached_head;       /* cache_head: the head tokens sequence 0 holds, or NULL when it holds no head */
     int32_t n_cached_head;
     int32_t max_token_bytes;    /* the longest token's bytes: how many tokens a text is at least */
+    /* td_decide_multi: heads kept by content in sequences 0 .. TD_DECIDE_SLOTS-1, least recently used evicted */
+    int32_t *slot_head[TD_DECIDE_SLOTS]; /* the head tokens the slot's sequence holds; NULL: none */
+    int32_t slot_n[TD_DECIDE_SLOTS];
+    uint64_t slot_used[TD_DECIDE_SLOTS]; /* slot_clock at its last use */
+    uint64_t slot_clock;
     int32_t fault; /* after TD_ERR_NONFINITE: the criterion (index in the call) whose pass met it, -1 the shared head,
                       -2 a stem several criteria share */
 };

@@ -40,6 +40,7 @@ void td_ep_health(td_server *s, td_reply *out) {
     json_object_set_new(o, "status", json_string("ok"));
     json_object_set_new(o, "requests_admitted", json_integer(busy));
     json_object_set_new(o, "generating", json_integer(td_server_gen_active(s)));
+    td_decide_queue_stats(s, o);
     td_reply_json(out, o);
 }
 
@@ -130,9 +131,10 @@ static int put(char **b, size_t *len, size_t *cap, const char *s, size_t n) {
     return 0;
 }
 
-/* /v1/decide: the criteria grouped by evidence exactly as `typedecide decide` groups them, one td_decide per group,
- * and each decision written by td_decision_json: the body holds the CLI's lines verbatim. One decider serves every
- * request (one at a time); it keeps the last evidence prefilled. */
+/* /v1/decide: the criteria grouped by evidence exactly as `typedecide decide` groups them, and each decision written
+ * by td_decision_json: the body holds the CLI's lines verbatim. The groups join the requests waiting beside them in
+ * one td_decide_multi call (decide_batch.c): each evidence prefilled once and kept by content, every result
+ * bit-identical to the request alone. */
 void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
     if (!td_server_admit(s, out)) return;
     int32_t n = td_rows_count(r->criteria), n_groups = 0;
@@ -142,7 +144,8 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
     const char **texts = td_calloc(cnt, sizeof *texts);
     size_t *lens = td_calloc(cnt, sizeof *lens);
     int32_t *group = td_calloc(cnt, sizeof *group), *members = td_calloc(cnt, sizeof *members);
-    char *body = NULL;
+    td_decide_group *groups = NULL;
+    char *body = NULL, msg[512] = "";
     size_t blen = 0, bcap = 0;
     td_status st = dec && gdec && cs && texts && lens && group && members ? TD_OK : TD_ERR_NOMEM;
     for (int32_t i = 0; i < n && st == TD_OK; i++) {
@@ -151,22 +154,40 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
         lens[i] = row->evidence ? row->evidence_len : r->evidence_len;
     }
     if (st == TD_OK) st = td_evidence_groups(texts, lens, n, group, members, &n_groups);
-    pthread_mutex_lock(&s->decide_mu);
-    double t0 = now_ms();
-    td_decide_stats s0 = td_decider_stats(s->decider);
-    for (int32_t at = 0, g = 0; at < n && st == TD_OK; g++) {
-        const int32_t *rows = members + at;
-        int32_t k = 0;
-        while (at < n && group[members[at]] == g) cs[k++] = td_rows_get(r->criteria, members[at++])->criterion;
-        st = td_decide(s->decider, texts[rows[0]], lens[rows[0]], cs, k, gdec);
-        for (int32_t t = 0; t < k && st == TD_OK; t++) dec[rows[t]] = gdec[t];
+    if (st == TD_OK && !(groups = td_calloc((size_t)(n_groups ? n_groups : 1), sizeof *groups))) st = TD_ERR_NOMEM;
+    for (int32_t at = 0, g = 0; at < n && st == TD_OK; g++) { /* group g: criteria cs[at..], decisions gdec[at..] */
+        groups[g].evidence = texts[members[at]];
+        groups[g].len = lens[members[at]];
+        groups[g].criteria = cs + at;
+        groups[g].out = gdec + at;
+        int32_t start = at;
+        while (at < n && group[members[at]] == g) cs[at] = td_rows_get(r->criteria, members[at])->criterion, at++;
+        groups[g].n = at - start;
     }
-    td_decide_stats s1 = td_decider_stats(s->decider);
+    if (st != TD_OK) snprintf(msg, sizeof msg, "%s", td_last_error());
+    double t0 = now_ms();
+    td_decide_job job;
+    memset(&job, 0, sizeof job);
+    job.groups = groups, job.n_groups = n_groups, job.n_criteria = n;
+    if (st == TD_OK && td_decide_queue_run(s, &job, out->client_fd) != 0) { /* the client left before its pass */
+        td_server_release(s);
+        td_reply_fail(out, 400, "invalid_request_error", NULL, NULL, "the client closed the connection");
+        goto done;
+    }
     double ms = now_ms() - t0;
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", st == TD_OK ? "" : td_last_error());
+    long long prefill = 0;
+    int cached = 0;
+    for (int32_t g = 0; g < n_groups && st == TD_OK; g++) { /* the first group that failed answers, as td_decide's */
+        if (groups[g].status != TD_OK) {
+            st = groups[g].status;
+            snprintf(msg, sizeof msg, "%s", groups[g].error);
+            break;
+        }
+        prefill += groups[g].prefill_tokens;
+        cached |= groups[g].head_cached;
+    }
+    for (int32_t i = 0; i < n && st == TD_OK; i++) dec[members[i]] = gdec[i];
     const char *letters = td_decider_letters(s->decider);
-    pthread_mutex_unlock(&s->decide_mu);
     td_server_release(s);
     if (st == TD_OK) {
         char head[512];
@@ -184,9 +205,10 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
                 st = TD_ERR_NOMEM;
             td_free(line);
         }
-        long long prefill = (long long)(s1.head_tokens - s0.head_tokens);
-        snprintf(head, sizeof head, "],\"prefill_tokens\":%lld,\"prefix_cached\":%s,\"evidence_groups\":%d,\"ms\":%.3f}",
-                 prefill, s1.head_cached > s0.head_cached && prefill == 0 ? "true" : "false", n_groups, ms);
+        snprintf(head, sizeof head,
+                 "],\"prefill_tokens\":%lld,\"prefix_cached\":%s,\"evidence_groups\":%d,\"pass_requests\":%d,"
+                 "\"pass_criteria\":%d,\"ms\":%.3f}",
+                 prefill, cached && prefill == 0 ? "true" : "false", n_groups, job.pass_requests, job.pass_criteria, ms);
         if (st == TD_OK && put(&body, &blen, &bcap, head, strlen(head))) st = TD_ERR_NOMEM;
         if (st == TD_OK) {
             out->status = 200;
@@ -200,6 +222,8 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
         td_reply_fail(out, st == TD_ERR_NONFINITE ? 500 : 400, st == TD_ERR_NONFINITE ? "server_error" : "invalid_request_error",
                       param, st == TD_ERR_RANGE ? "context_length_exceeded" : NULL, "%s", msg);
     }
+done:
     td_free(body);
+    td_free(groups);
     td_free(dec), td_free(gdec), td_free(cs), td_free(texts), td_free(lens), td_free(group), td_free(members);
 }

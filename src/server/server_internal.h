@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "server/decide_batch.h"
 #include "server/request.h"
 #include "typedecide.h"
 
@@ -25,8 +26,9 @@ struct td_server {
     td_req_limits limits;
     pthread_mutex_t mu;                /* admission counters below */
     int32_t busy;                      /* requests admitted and not finished (decide and generation) */
-    td_decider *decider;               /* /v1/decide: one at a time, behind decide_mu */
-    pthread_mutex_t decide_mu;
+    td_decider *decider;               /* /v1/decide: run by decide_batch.c, one call at a time */
+    pthread_mutex_t decide_mu;         /* guards dq */
+    td_decide_queue dq;                /* /v1/decide requests waiting for a shared pass (decide_batch.c) */
     td_server_gen *gen;                /* NULL until generation is available */
 };
 
