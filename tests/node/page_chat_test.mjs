@@ -1,0 +1,169 @@
+// The web page's chat past the context, in a real browser: headless Chromium (Debian's) over the DevTools protocol
+// with Node's own WebSocket, as page_test.mjs. It types TURNS messages into the Chat tab one after the other, at the
+// page's settings (max tokens MAXTOK when given, else the page's default), and requires of every turn: a reply
+// appears, no error is shown, and the prompt the page sent fitted the context. Once the conversation outgrows the
+// context the page must drop the oldest turns: the log then shows the note, the dropped bubbles are greyed, and the
+// conversation the page keeps (`history`) is exactly the bubbles not greyed. Then two forced failures (a wrong API
+// key, refused at /tokenize; a negative temperature, refused by /v1/chat/completions) must leave no trace in the
+// history and put the message back in the input box with the error shown; the next send (the restored text) works.
+// Screenshots after the first and the last turn go to SHOT_FIRST and SHOT_LAST.
+// usage: node --experimental-websocket page_chat_test.mjs URL CHROMIUM KEY TURNS SHOT_FIRST SHOT_LAST [MAXTOK]
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const [url, chromium, key, turnsArg, shotFirst, shotLast, maxTok] = process.argv.slice(2);
+const turns = +turnsArg;
+let fails = 0;
+const fail = (m) => { fails++; console.error("FAIL: page chat: " + m); };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const t00 = Date.now();
+
+const profile = mkdtempSync(join(tmpdir(), "td-chromium-"));
+const browser = spawn(chromium, ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+  "--no-first-run", "--remote-debugging-port=0", `--user-data-dir=${profile}`, "--window-size=1000,760", "about:blank"],
+  { stdio: ["ignore", "ignore", "pipe"] });
+const exited = new Promise((r) => browser.once("exit", r)); /* listened to from the start: it may exit early */
+let stderr = "";
+const wsUrl = await new Promise((resolve, reject) => {
+  const t = setTimeout(() => reject(new Error("chromium did not start: " + stderr.slice(-500))), 60000);
+  browser.stderr.on("data", (d) => {
+    stderr += d;
+    const m = stderr.match(/DevTools listening on (ws:\/\/[^\s]+)/);
+    if (m) { clearTimeout(t); resolve(m[1]); }
+  });
+});
+const port = new URL(wsUrl).port;
+const targets = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json();
+const ws = new WebSocket(targets.find((t) => t.type === "page").webSocketDebuggerUrl);
+await new Promise((r, e) => { ws.onopen = r; ws.onerror = e; });
+let seq = 0;
+const pending = new Map();
+ws.onmessage = (m) => {
+  const j = JSON.parse(m.data);
+  if (j.id && pending.has(j.id)) { pending.get(j.id)(j); pending.delete(j.id); }
+};
+const cdp = (method, params = {}) => new Promise((resolve, reject) => {
+  const id = ++seq;
+  pending.set(id, (j) => (j.error ? reject(new Error(method + ": " + j.error.message)) : resolve(j.result)));
+  ws.send(JSON.stringify({ id, method, params }));
+});
+const js = async (expr) => {
+  const r = await cdp("Runtime.evaluate", { expression: expr, awaitPromise: true, returnByValue: true });
+  if (r.exceptionDetails) throw new Error("page script: " + JSON.stringify(r.exceptionDetails).slice(0, 300));
+  return r.result.value;
+};
+const until = async (expr, what, ms = 120000) => {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await js(expr);
+    if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error("timed out waiting for " + what);
+    await sleep(50);
+  }
+};
+const shoot = async (path) => {
+  const png = await cdp("Page.captureScreenshot", { format: "png" });
+  writeFileSync(path, Buffer.from(png.data, "base64"));
+};
+
+// Things a support-desk user might say: different lengths, so the drops fall at different turns.
+const lines = ["Hello, I was charged twice for my order.", "The order number is 4417-B, placed on Monday.",
+  "Can you refund the second charge?", "I also never received the shipping confirmation email.",
+  "Is the package going to arrive before Friday? I need it for a birthday.", "Thanks. What about the duplicate charge?",
+  "My bank says the payment is still pending.", "Could you send me a written confirmation of the refund?",
+  "The delivery address should be 12 Harbour Street, not 21.", "Please cancel the express shipping upgrade."];
+const message = (t) => `${lines[(t - 1) % lines.length]} (turn ${t})`;
+
+// One send, as a user does it: type into the box, click Send, wait until the page is idle again (Stop disabled).
+// Works on any version of the page: an error is whatever the page shows instead of "N tokens in".
+async function turn(text) {
+  await js(`(() => { const i = document.getElementById("input"); if (${JSON.stringify(text)} !== null) i.value = ${JSON.stringify(text)};
+    document.getElementById("send").click(); return true; })()`);
+  return until(`(() => { if (!document.getElementById("stop").disabled) return null;
+    const s = document.getElementById("cstatus").textContent, e = document.getElementById("cerr");
+    const err = (e && e.textContent) || (s.includes("tokens in") ? "" : s);
+    const bubbles = [...document.querySelectorAll("#log .msg")];
+    const last = bubbles.length ? bubbles[bubbles.length - 1].querySelector(".txt").textContent : "";
+    return (err || s.includes("tokens in")) ? { s, err, last, input: document.getElementById("input").value } : null; })()`,
+  "the reply");
+}
+// The conversation the page keeps and the bubbles it shows, for the invariants below.
+const state = () => js(`({ history: typeof history === "object" && Array.isArray(history) ? history : null,
+  live: [...document.querySelectorAll("#log .msg:not(.gone)")].map((d) => d.querySelector(".txt").textContent),
+  bubbles: document.querySelectorAll("#log .msg").length, notes: [...document.querySelectorAll("#log .note")].length })`);
+
+try {
+  await cdp("Page.enable");
+  await cdp("Emulation.setDeviceMetricsOverride", { width: 1000, height: 760, deviceScaleFactor: 1, mobile: false });
+  await cdp("Page.navigate", { url });
+  await until(`document.readyState === "complete"`, "the page");
+  await js(`localStorage.setItem("typedecide-key", ${JSON.stringify(key)}); location.reload(); true`);
+  await sleep(200);
+  await until(`document.readyState === "complete" && document.getElementById("model").textContent.includes("positions")`,
+    "the page and /v1/models");
+  const ctx = +(await js(`document.getElementById("model").textContent.match(/(\\d+) positions/)[1]`));
+  await js(`document.getElementById("tab-chat").click(); ${maxTok ? `document.getElementById("maxtok").value = "${maxTok}";` : ""} true`);
+  const maxTokens = +(await js(`document.getElementById("maxtok").value`));
+  let firstDrop = 0, prevNotes = 0, maxPrompt = 0, answered = 0;
+  for (let t = 1; t <= turns; t++) {
+    const r = await turn(message(t));
+    if (r.err) { fail(`turn ${t}: the page shows ${JSON.stringify(r.err)}`); break; }
+    if (!r.last.trim()) fail(`turn ${t}: the reply is empty (${r.s})`);
+    answered++;
+    const p = r.s.match(/the prompt was (\d+) of (\d+) positions/);
+    if (p) maxPrompt = Math.max(maxPrompt, +p[1]);
+    if (p && +p[1] + maxTokens > ctx) fail(`turn ${t}: the prompt was ${p[1]} tokens, + ${maxTokens} > ${ctx}`);
+    const st = await state();
+    if (!st.history) { fail("the page keeps no `history` array"); break; }
+    // the history is exactly the bubbles that are not greyed, in order, and ends with this turn
+    const kept = st.history.map((m) => m.content);
+    if (JSON.stringify(kept) !== JSON.stringify(st.live)) fail(`turn ${t}: history ${JSON.stringify(kept).slice(0, 200)} != live bubbles ${JSON.stringify(st.live).slice(0, 200)}`);
+    if (kept[kept.length - 2] !== message(t)) fail(`turn ${t}: the history does not end with this turn`);
+    if (st.notes > prevNotes && !firstDrop) firstDrop = t;
+    if (st.bubbles - st.live.length > 0 && st.notes === 0) fail(`turn ${t}: turns were dropped and no note says so`);
+    prevNotes = st.notes;
+    if (t === 1) await shoot(shotFirst);
+  }
+  // the last screenshot shows the latest drop: its note, the greyed turns above, the turns the model sees below
+  await js(`(() => { const n = [...document.querySelectorAll("#log .note")].pop(), log = document.getElementById("log");
+    if (n) log.scrollTop = n.offsetTop - log.offsetTop - 60; return true; })()`);
+  await shoot(shotLast);
+  const st = await state();
+  if (fails === 0 && turns >= 10 && !firstDrop) fail(`${turns} turns and the page never dropped a turn: nothing was tested`);
+  console.log(`page_chat_test: ${answered} of ${turns} turns answered (context ${ctx}, max tokens ${maxTokens}, largest prompt ` +
+    `${maxPrompt}); the first drop at turn ${firstDrop}, ${st.notes} notes, ${st.history ? st.history.length : "?"} ` +
+    `messages kept of ${st.bubbles} shown; ${((Date.now() - t00) / 1000).toFixed(1)} s`);
+
+  // forced failures: nothing enters the history, the text goes back to the box, the error is shown
+  const failures = [
+    ["a wrong API key", `document.getElementById("key").value = "wrong-key"; true`, `document.getElementById("key").value = ${JSON.stringify(key)}; true`],
+    ["a negative temperature", `document.getElementById("temp").value = "-3"; true`, `document.getElementById("temp").value = ""; true`],
+  ];
+  for (const [what, breakIt, fixIt] of failures) {
+    const before = await state(), text = `this turn must fail: ${what}`;
+    await js(breakIt);
+    const r = await turn(text);
+    const after = await state();
+    if (!r.err) fail(`${what}: no error shown (${r.s})`);
+    if (JSON.stringify(after.history) !== JSON.stringify(before.history)) fail(`${what}: the failed turn entered the history`);
+    if (after.bubbles !== before.bubbles) fail(`${what}: the log has ${after.bubbles} bubbles, ${before.bubbles} before`);
+    if (r.input !== text) fail(`${what}: the input box holds ${JSON.stringify(r.input)}, not the message`);
+    await js(fixIt);
+    const again = await turn(null); /* the restored text, sent as it is */
+    const last = await state();
+    if (again.err || last.history[last.history.length - 2].content !== text)
+      fail(`${what}: resending the restored message: ${JSON.stringify(again.err || again.s)}`);
+    else console.log(`page_chat_test: ${what}: refused (${JSON.stringify(r.err)}), nothing kept, the text back in the box; resent and answered`);
+  }
+} catch (e) {
+  fail(e.message);
+}
+await Promise.race([cdp("Browser.close").catch(() => null), exited, sleep(5000)]); /* close politely ... */
+await Promise.race([exited, sleep(5000)]);
+ws.close();
+if (browser.exitCode === null && browser.signalCode === null) browser.kill("SIGKILL"); /* ... or not */
+await exited;
+try { rmSync(profile, { recursive: true, force: true, maxRetries: 5 }); } catch { /* a scratch directory */ }
+process.exit(fails ? 1 : 0);
