@@ -1022,6 +1022,7 @@ TD_API td_status td_config_shape(const char *config_json, size_t len, const char
 /* ------------------------------------------------------------------------------------------------------------ */
 
 /* The chain, in this order, over one row of logits:
+ *   0. the logit bias (td_sampler_set_logit_bias: OpenAI's logit_bias), added to the raw logits;
  *   1. penalties over the last penalty_last_n tokens the sampler was shown (td_sampler_accept: the prompt, then
  *      each generated token): repetition (Hugging Face's / CTRL's: a logit l of a token in the window becomes
  *      l / r when l > 0, l * r otherwise), then presence and frequency (OpenAI's: l - presence * [count > 0]
@@ -1081,6 +1082,11 @@ TD_API void td_sampler_free(td_sampler *s);
 TD_API void td_sampler_accept(td_sampler *s, int32_t id);
 /* Empties the window and restarts the random stream at the seed. */
 TD_API void td_sampler_reset(td_sampler *s);
+/* Sets the logit bias (step 0 of the chain; replaces any earlier one): bias[i] is added to the logit of ids[i]
+ * before every other step (greedy included), as OpenAI's logit_bias (-100 in effect bans a token, +100 forces it).
+ * n = 0 removes it. Errors: TD_ERR_RANGE for an id outside 0..n_vocab-1, TD_ERR_INVALID_ARG for a bias that is not
+ * finite or an id given twice, TD_ERR_NOMEM; the sampler is unchanged on error. */
+TD_API td_status td_sampler_set_logit_bias(td_sampler *s, const int32_t *ids, const float *bias, int32_t n);
 /* Runs the whole chain on n_vocab logits (not modified) and returns the id (it is NOT accepted: call
  * td_sampler_accept when it joins the context). Deterministic for a given state. */
 TD_API int32_t td_sampler_sample(td_sampler *s, const float *logits);
@@ -1272,6 +1278,25 @@ TD_API td_gen_request td_gen_default_request(void);
  * rows (positions beyond the model's trained context are not refused here: clients check td_model_n_ctx_train),
  * TD_ERR_STATE when the queue is full (try later). */
 TD_API td_status td_gen_submit(td_gen *g, const td_gen_request *req, int64_t *id);
+
+/* Most choices of one request (td_gen_submit_n). */
+#define TD_GEN_MAX_CHOICES 16
+/* Queues n choices of one request (OpenAI's n): ids[0..n) receive their ids; each is an ordinary request with its
+ * own events, but the prompt is read once: the first choice prefills it, the others are admitted with it (n
+ * slots, the rows of every choice's max_tokens) and fork its sequence at the prompt's end (the prompt's KV rows are
+ * shared, not copied), drawing their first tokens from the same logits. Choice k samples with seed + k, so choice 0
+ * equals the same request submitted alone. Only choice 0 computes prompt_logprobs (the others' PROMPT events carry
+ * none). A request of n choices runs n sequences: it waits until n fit under max_running (or runs alone). When
+ * choice 0 ends before its prompt is read (cancelled, failed), the others end the same way. n = 1 is
+ * td_gen_submit. Errors: td_gen_submit's (prompt + n x max_tokens beyond the pool: TD_ERR_RANGE; fewer than n
+ * free places in the queue: TD_ERR_STATE), TD_ERR_INVALID_ARG for n outside 1..TD_GEN_MAX_CHOICES or not below
+ * max_sequences. All or none are queued. */
+TD_API td_status td_gen_submit_n(td_gen *g, const td_gen_request *req, int32_t n, int64_t *ids);
+
+/* Sets the logit bias of a queued or running request's sampler (td_sampler_set_logit_bias; set it before the
+ * next td_gen_step to have it from the first token). Errors: td_sampler_set_logit_bias's, TD_ERR_INVALID_ARG for
+ * an unknown or finished id. */
+TD_API td_status td_gen_set_logit_bias(td_gen *g, int64_t id, const int32_t *ids, const float *bias, int32_t n);
 
 /* Cancels a queued or running request: it ends with TD_GEN_FINISH_CANCELLED (its event comes from the next
  * td_gen_next_event) and its rows are released (its prefix stays as a session when cache is on). Unknown or

@@ -42,33 +42,38 @@ static int32_t *chat(const td_model *m, const char *json, int32_t *n) {
     return ids;
 }
 
+/* Takes the events queued so far, filling res[k] for ids[k]. */
+static void drain(td_gen *g, const int64_t *ids, result *res, int n) {
+    td_gen_event ev;
+    while (td_gen_next_event(g, &ev)) {
+        int k = 0;
+        while (k < n && ids[k] != ev.request) k++;
+        if (k == n) continue;
+        result *r = &res[k];
+        if (ev.kind == TD_GEN_EVENT_PROMPT) {
+            r->n_reused = ev.n_reused;
+            r->n_prompt = ev.n_prompt;
+            r->n_plp = ev.n_prompt_logprobs < 512 ? ev.n_prompt_logprobs : 512;
+            for (int32_t i = 0; i < r->n_plp; i++) r->plp[i] = ev.prompt_logprobs[i];
+        } else if (ev.kind == TD_GEN_EVENT_TOKEN && r->n < MAXT) {
+            r->tokens[r->n] = ev.token;
+            r->lp[r->n++] = ev.logprob;
+        } else if (ev.kind == TD_GEN_EVENT_DONE) {
+            r->finish = ev.finish;
+        }
+        if ((ev.kind == TD_GEN_EVENT_TOKEN || ev.kind == TD_GEN_EVENT_DONE) && r->n_text + ev.text_len < 4096) {
+            memcpy(r->text + r->n_text, ev.text, ev.text_len);
+            r->n_text += ev.text_len;
+        }
+    }
+}
+
 /* Runs every step until all requests end, filling res[k] for ids[k]. */
 static void run_all(td_gen *g, const int64_t *ids, result *res, int n) {
     int32_t active = 1;
     while (active) {
         CHECK(td_gen_step(g, &active) == TD_OK);
-        td_gen_event ev;
-        while (td_gen_next_event(g, &ev)) {
-            int k = 0;
-            while (k < n && ids[k] != ev.request) k++;
-            if (k == n) continue;
-            result *r = &res[k];
-            if (ev.kind == TD_GEN_EVENT_PROMPT) {
-                r->n_reused = ev.n_reused;
-                r->n_prompt = ev.n_prompt;
-                r->n_plp = ev.n_prompt_logprobs < 512 ? ev.n_prompt_logprobs : 512;
-                for (int32_t i = 0; i < r->n_plp; i++) r->plp[i] = ev.prompt_logprobs[i];
-            } else if (ev.kind == TD_GEN_EVENT_TOKEN && r->n < MAXT) {
-                r->tokens[r->n] = ev.token;
-                r->lp[r->n++] = ev.logprob;
-            } else if (ev.kind == TD_GEN_EVENT_DONE) {
-                r->finish = ev.finish;
-            }
-            if ((ev.kind == TD_GEN_EVENT_TOKEN || ev.kind == TD_GEN_EVENT_DONE) && r->n_text + ev.text_len < 4096) {
-                memcpy(r->text + r->n_text, ev.text, ev.text_len);
-                r->n_text += ev.text_len;
-            }
-        }
+        drain(g, ids, res, n);
     }
 }
 
@@ -308,9 +313,124 @@ static void test_kv_f16_rows(void) {
     td_model_free(m);
 }
 
+/* n choices of one request (td_gen_submit_n): choice k equals the same request alone with seed + k, bit for bit
+ * (tokens and log-probabilities), on an all-attention and a hybrid model (the fork copies the DeltaNet state), also
+ * beside another request and beyond max_running; the prompt is prefilled once; a cancelled lead ends the choices
+ * waiting for it; refusals queue nothing; a logit bias set on a request forces its tokens. */
+static void test_choices(const char *dir) {
+    td_model *m = NULL;
+    CHECKF(td_model_load(dir, NULL, &m) == TD_OK, "%s: %s", dir, td_last_error());
+    if (!m) return;
+    td_gen_params gp = td_gen_default_params();
+    gp.n_ctx = 1024;
+    gp.max_running = 2; /* a request of 4 choices runs alone, beyond it */
+    gp.max_sequences = 12;
+    int32_t n_p = 0, n_o = 0;
+    int32_t *p = chat(m, "[{\"role\": \"user\", \"content\": \"Write a short poem about the sea.\"}]", &n_p);
+    int32_t *other = chat(m, "[{\"role\": \"user\", \"content\": \"Count to five.\"}]", &n_o);
+    td_gen_request rq = request(p, n_p, 10);
+    rq.ignore_eos = 1;
+    rq.sampler.temperature = 1;
+    rq.sampler.seed = 77;
+    result *alone = calloc(4, sizeof *alone), *res = calloc(5, sizeof *res);
+    for (int k = 0; k < 4; k++) { /* each choice's reference: the request alone, seed + k, on a fresh engine */
+        td_gen_request a = rq;
+        a.sampler.seed = 77 + (uint64_t)k;
+        result *r = one(m, &gp, &a);
+        alone[k] = *r;
+        free(r);
+    }
+    int distinct = 0;
+    for (int k = 1; k < 4; k++) distinct += !same(&alone[k], &alone[0]);
+    CHECKF(distinct >= 2, "%s: the 4 seeds gave %d replies other than seed 77's (temperature 1)", dir, distinct);
+    for (int beside = 0; beside < 2; beside++) {
+        gp.max_running = beside ? 8 : 2;
+        td_gen *g = NULL;
+        CHECK(td_gen_new(m, &gp, &g) == TD_OK);
+        if (!g) break;
+        int64_t ids[5] = {0};
+        if (beside) { /* another request first: the choices share their steps with it */
+            td_gen_request o = request(other, n_o, 6);
+            o.ignore_eos = 1;
+            CHECK(td_gen_submit(g, &o, &ids[4]) == TD_OK);
+        }
+        memset(res, 0, 5 * sizeof *res);
+        CHECKF(td_gen_submit_n(g, &rq, 4, ids) == TD_OK, "%s", td_last_error());
+        CHECK(ids[0] > 0 && ids[1] == ids[0] + 1 && ids[3] == ids[0] + 3);
+        run_all(g, ids, res, beside ? 5 : 4);
+        for (int k = 0; k < 4; k++) {
+            CHECKF(same(&res[k], &alone[k]), "%s: choice %d (beside another request: %d) differs from the request "
+                   "alone with seed %d (%d tokens against %d)", dir, k, beside, 77 + k, res[k].n, alone[k].n);
+            CHECK(res[k].n == 10 && res[k].finish == TD_GEN_FINISH_LENGTH && res[k].n_prompt == n_p);
+        }
+        td_gen_stats st = td_gen_get_stats(g);
+        int64_t want = n_p - res[0].n_reused + (beside ? n_o : 0);
+        CHECKF(st.prefill_tokens == want, "%s: %lld prompt tokens prefilled for 4 choices of a %d-token prompt "
+               "(want %lld: once)", dir, (long long)st.prefill_tokens, n_p, (long long)want);
+        CHECK(st.finished == st.submitted && st.running == 0 && st.queued == 0);
+        td_gen_free(g);
+    }
+    gp.max_running = 2;
+    td_gen *g = NULL;
+    CHECK(td_gen_new(m, &gp, &g) == TD_OK);
+    if (g) {
+        int64_t ids[TD_GEN_MAX_CHOICES];
+        /* refusals: nothing queued */
+        CHECK(td_gen_submit_n(g, &rq, 0, ids) == TD_ERR_INVALID_ARG);
+        CHECK(td_gen_submit_n(g, &rq, TD_GEN_MAX_CHOICES + 1, ids) == TD_ERR_INVALID_ARG);
+        CHECK(td_gen_submit_n(g, &rq, 12, ids) == TD_ERR_INVALID_ARG && strstr(td_last_error(), "max_sequences"));
+        td_gen_request big = rq;
+        big.max_tokens = (1024 - n_p) / 3 + 1; /* one choice fits, three do not */
+        CHECK(td_gen_submit_n(g, &big, 3, ids) == TD_ERR_RANGE && strstr(td_last_error(), "each choice"));
+        CHECK(td_gen_get_stats(g).queued == 0 && td_gen_get_stats(g).submitted == 0);
+        /* a lead cancelled before its prompt is read ends its choices too */
+        memset(res, 0, 4 * sizeof *res);
+        CHECK(td_gen_submit_n(g, &rq, 4, ids) == TD_OK);
+        CHECK(td_gen_cancel(g, ids[0]) == TD_OK);
+        run_all(g, ids, res, 4);
+        for (int k = 0; k < 4; k++) CHECK(res[k].finish == TD_GEN_FINISH_CANCELLED && res[k].n == 0);
+        CHECK(td_gen_get_stats(g).queued == 0 && td_gen_get_stats(g).running == 0);
+        /* ... and after it (admitted, waiting for the prompt): a step reads the prompt and samples one token each */
+        memset(res, 0, 4 * sizeof *res);
+        CHECK(td_gen_submit_n(g, &rq, 3, ids) == TD_OK);
+        for (int it = 0; it < 100 && res[1].n == 0; it++) { /* steps until the prompt is read (several on a hybrid) */
+            CHECK(td_gen_step(g, NULL) == TD_OK);
+            drain(g, ids, res, 3);
+        }
+        CHECK(res[0].n == 1 && res[1].n == 1 && res[2].n == 1);
+        CHECK(td_gen_cancel(g, ids[0]) == TD_OK); /* the others run on: their prompt rows are theirs too */
+        run_all(g, ids, res, 3);
+        CHECK(res[0].finish == TD_GEN_FINISH_CANCELLED);
+        CHECKF(res[1].finish == TD_GEN_FINISH_LENGTH && same(&res[1], &alone[1]) && same(&res[2], &alone[2]),
+               "%s: choices 1 and 2 after their lead was cancelled: finish %d %d, %d %d tokens", dir, res[1].finish,
+               res[2].finish, res[1].n, res[2].n);
+        /* a logit bias of +100 on one token: every token is that one (whatever the sampler would draw) */
+        const td_tokenizer *tk = td_model_tokenizer(m);
+        int32_t forced = td_token_lookup(tk, "Hello");
+        if (forced < 0) forced = 42;
+        float up = 100;
+        memset(res, 0, sizeof *res);
+        CHECK(td_gen_submit(g, &rq, &ids[0]) == TD_OK);
+        CHECK(td_gen_set_logit_bias(g, ids[0], &forced, &up, 1) == TD_OK);
+        run_all(g, ids, res, 1);
+        int all = res[0].n == 10;
+        for (int i = 0; i < res[0].n; i++) all &= res[0].tokens[i] == forced;
+        CHECKF(all, "%s: a bias of +100 on token %d: %d tokens, not all of them it", dir, forced, res[0].n);
+        CHECK(td_gen_set_logit_bias(g, ids[0], &forced, &up, 1) == TD_ERR_INVALID_ARG); /* finished */
+        td_gen_free(g);
+    }
+    free(alone);
+    free(res);
+    td_free(p);
+    td_free(other);
+    td_model_free(m);
+}
+
 int main(void) {
     test_kv_f16_rows();
     test_model("fixtures/models/qwen3-tiny-tied");
     test_model("fixtures/models/qwen35-tiny-text");
+    test_choices("fixtures/models/qwen3-tiny-tied");
+    test_choices("fixtures/models/qwen35-tiny-text");
     return td_test_finish("test_gen");
 }

@@ -177,6 +177,59 @@ int main(void) {
     CHECK(fabs(l1 - log(0.75)) < 1e-6 && top[0] == 1 && top[1] == 0 && fabs(tlp[1] - log(0.25)) < 1e-6);
     CHECK(isinf(td_logprob(two, 2, 5, 0, NULL, NULL)));
 
+    /* logit bias (OpenAI's logit_bias): step 0, on the raw logits, greedy included */
+    {
+        const int32_t id0 = 0, id3 = 3, id1 = 1;
+        const float up = 100, down = -100, three = 3;
+        q = td_sampler_default_params(); /* greedy */
+        s = make(q, 4);
+        CHECK(td_sampler_set_logit_bias(s, &id0, &up, 1) == TD_OK);
+        CHECK(td_sampler_sample(s, lg) == 0); /* +100 forces id 0 (logit 1 -> 101) */
+        CHECK(lg[0] == 1 && lg[3] == 4);     /* the caller's logits are not modified */
+        CHECK(td_sampler_set_logit_bias(s, &id3, &down, 1) == TD_OK); /* replaces the earlier bias */
+        CHECK(td_sampler_sample(s, lg) == 2); /* -100 bans id 3: the argmax is id 2 */
+        td_sampler_reset(s);                  /* the bias stays across a reset */
+        CHECK(td_sampler_sample(s, lg) == 2);
+        CHECK(td_sampler_set_logit_bias(s, NULL, NULL, 0) == TD_OK); /* n = 0 removes it */
+        CHECK(td_sampler_sample(s, lg) == 3);
+        td_sampler_free(s);
+        q.temperature = 1; /* sampled: every draw is the forced id, the banned id never comes */
+        s = make(q, 4);
+        CHECK(td_sampler_set_logit_bias(s, &id0, &up, 1) == TD_OK);
+        int all0 = 1;
+        for (int i = 0; i < 2000; i++) all0 &= td_sampler_sample(s, lg) == 0;
+        CHECK(all0);
+        td_sampler_free(s);
+        s = make(q, 4);
+        CHECK(td_sampler_set_logit_bias(s, &id3, &down, 1) == TD_OK);
+        int n3 = 0, n2 = 0;
+        for (int i = 0; i < 4000; i++) {
+            int32_t x = td_sampler_sample(s, lg);
+            n3 += x == 3, n2 += x == 2;
+        }
+        CHECKF(n3 == 0 && n2 > 2000, "bias -100 on id 3: %d draws of id 3, %d of id 2", n3, n2);
+        td_sampler_free(s);
+        /* before the penalties: id 1 (2 + 3 = 5) repeated under repetition_penalty 2 gives 2.5 < 4 (after them it
+           would be 2 / 2 + 3 = 4, a tie that greedy breaks toward id 1) */
+        q = td_sampler_default_params();
+        q.repetition_penalty = 2;
+        s = make(q, 4);
+        CHECK(td_sampler_set_logit_bias(s, &id1, &three, 1) == TD_OK);
+        CHECK(td_sampler_sample(s, lg) == 1);
+        td_sampler_accept(s, 1);
+        CHECK(td_sampler_sample(s, lg) == 3);
+        /* refusals leave the sampler as it was */
+        const int32_t bad_id = 4, twice[2] = {1, 1};
+        const float nan1 = NAN, two_b[2] = {1, 2};
+        CHECK(td_sampler_set_logit_bias(s, &bad_id, &up, 1) == TD_ERR_RANGE && strstr(td_last_error(), "id 4"));
+        CHECK(td_sampler_set_logit_bias(s, &id0, &nan1, 1) == TD_ERR_INVALID_ARG && strstr(td_last_error(), "finite"));
+        CHECK(td_sampler_set_logit_bias(s, twice, two_b, 2) == TD_ERR_INVALID_ARG && strstr(td_last_error(), "twice"));
+        CHECK(td_sampler_set_logit_bias(s, NULL, &up, 1) == TD_ERR_INVALID_ARG);
+        td_sampler_reset(s);
+        CHECK(td_sampler_sample(s, lg) == 1); /* still +3 on id 1 */
+        td_sampler_free(s);
+    }
+
     /* refusals name the field */
     q = td_sampler_default_params();
     q.top_p = 0;

@@ -20,7 +20,9 @@
 #define MAX_SNAPS 4
 #define PLP_CHUNK 32 /* prompt tokens per step of a request that wants prompt logprobs (their outputs are kept) */
 
-typedef enum rstate { R_QUEUED, R_PREFILL, R_DECODE } rstate;
+/* R_FOLLOW: a further choice of a request (td_gen_submit_n), admitted with its lead, waiting for the lead's prompt
+ * to be read; then it forks the lead's sequence and samples from the same logits. */
+typedef enum rstate { R_QUEUED, R_PREFILL, R_DECODE, R_FOLLOW } rstate;
 
 typedef struct entry {
     int32_t seq;
@@ -40,6 +42,7 @@ typedef struct req {
     td_sampler *sampler;
     td_stopper *stopper;
     int32_t seq, n_past, n_reused, reserved;
+    int64_t follows;   /* a further choice: the id of the request that reads the prompt (0: none) */
     int32_t *gen;      /* [max_tokens] generated ids */
     int32_t n_gen;
     int32_t pending;   /* sampled, not yet run (DECODE) */
@@ -380,7 +383,7 @@ static int64_t outstanding_rows(const td_gen *g) {
     for (int32_t i = 0; i < g->n_reqs; i++) {
         const req *r = g->reqs[i];
         if (r->state == R_QUEUED) continue;
-        int32_t used = r->n_past - r->n_reused;
+        int32_t used = r->n_past - (r->follows ? r->n_prompt : r->n_reused); /* a choice's prompt rows are shared */
         if (r->reserved > used) o += r->reserved - used;
     }
     return o;
@@ -388,9 +391,26 @@ static int64_t outstanding_rows(const td_gen *g) {
 
 /* ---- submit, cancel, finish ------------------------------------------------------------------------------------ */
 
+/* Removes request i from the list without events (a submission undone). */
+static void unlink_req(td_gen *g, int32_t i) {
+    req_free(g->reqs[i]);
+    memmove(&g->reqs[i], &g->reqs[i + 1], (size_t)(g->n_reqs - i - 1) * sizeof *g->reqs);
+    g->n_reqs--;
+    g->st.submitted--;
+}
+
+static td_status submit_one(td_gen *g, const td_gen_request *rq, uint64_t seed, int64_t follows, int64_t *id);
+
 td_status td_gen_submit(td_gen *g, const td_gen_request *rq, int64_t *id) {
-    if (id) *id = 0;
-    if (!g || !rq || !id) return td_fail(TD_ERR_INVALID_ARG, "td_gen_submit: NULL argument");
+    return td_gen_submit_n(g, rq, 1, id);
+}
+
+td_status td_gen_submit_n(td_gen *g, const td_gen_request *rq, int32_t n, int64_t *ids) {
+    for (int32_t k = 0; ids && k < n && k < TD_GEN_MAX_CHOICES; k++) ids[k] = 0;
+    if (!g || !rq || !ids) return td_fail(TD_ERR_INVALID_ARG, "td_gen_submit: NULL argument");
+    if (n < 1 || n > TD_GEN_MAX_CHOICES || n >= g->p.max_sequences)
+        return td_fail(TD_ERR_INVALID_ARG, "n must be in 1..%d and below max_sequences (%d); got %d", TD_GEN_MAX_CHOICES,
+                       g->p.max_sequences, n);
     if (rq->n_prompt < 1 || !rq->prompt) return td_fail(TD_ERR_INVALID_ARG, "prompt: empty");
     if (rq->max_tokens < 0) return td_fail(TD_ERR_INVALID_ARG, "max_tokens must be >= 0 (got %d)", rq->max_tokens);
     if (rq->logprobs < -1 || rq->logprobs > MAX_TOP)
@@ -408,13 +428,32 @@ td_status td_gen_submit(td_gen *g, const td_gen_request *rq, int64_t *id) {
     for (int32_t i = 0; i < rq->n_stop_ids; i++)
         if (rq->stop_ids[i] < 0 || rq->stop_ids[i] >= g->n_vocab)
             return td_fail(TD_ERR_RANGE, "stop_ids[%d] = %d is outside the vocabulary", i, rq->stop_ids[i]);
-    if ((int64_t)rq->n_prompt + rq->max_tokens > g->n_ctx)
-        return td_fail(TD_ERR_RANGE, "the prompt (%d tokens) + max_tokens (%d) exceed the context (%d rows)",
-                       rq->n_prompt, rq->max_tokens, g->n_ctx);
+    if ((int64_t)rq->n_prompt + (int64_t)n * rq->max_tokens > g->n_ctx)
+        return td_fail(TD_ERR_RANGE, "the prompt (%d tokens) + max_tokens (%d)%s exceed the context (%d rows)",
+                       rq->n_prompt, rq->max_tokens, n > 1 ? " for each choice" : "", g->n_ctx);
     int32_t queued = 0;
     for (int32_t i = 0; i < g->n_reqs; i++) queued += g->reqs[i]->state == R_QUEUED;
-    if (queued >= g->p.max_queue)
+    if (queued + n > g->p.max_queue)
         return td_fail(TD_ERR_STATE, "the queue is full (%d requests waiting)", queued);
+    for (int32_t k = 0; k < n; k++) {
+        td_gen_request one = *rq;
+        if (k > 0) one.prompt_logprobs = -1; /* the lead reads the prompt (and scores it) for all */
+        st = submit_one(g, &one, rq->sampler.seed + (uint64_t)k, k ? ids[0] : 0, &ids[k]);
+        if (st != TD_OK) { /* undo the choices already queued: all or none */
+            for (int32_t j = g->n_reqs - 1; j >= 0 && k > 0; j--)
+                if (g->reqs[j]->id == ids[0] || g->reqs[j]->follows == ids[0]) unlink_req(g, j);
+            for (int32_t j = 0; j < n; j++) ids[j] = 0;
+            return st;
+        }
+    }
+    return TD_OK;
+}
+
+/* Queues one request (validated by the caller); seed: its sampler's; follows: the lead of its choices, or 0. */
+static td_status submit_one(td_gen *g, const td_gen_request *rq, uint64_t seed, int64_t follows, int64_t *id) {
+    td_status st = TD_OK;
+    td_sampler_params sp = rq->sampler;
+    sp.seed = seed;
     req *r = td_calloc(1, sizeof *r);
     if (!r) return td_fail_nomem("a request");
     r->p = *rq;
@@ -425,7 +464,7 @@ td_status td_gen_submit(td_gen *g, const td_gen_request *rq, int64_t *id) {
     r->prompt = td_malloc((size_t)rq->n_prompt * sizeof *r->prompt);
     r->gen = td_malloc(((size_t)rq->max_tokens + 1) * sizeof *r->gen);
     if (!r->prompt || !r->gen) st = td_fail_nomem("a request");
-    if (st == TD_OK) st = td_sampler_new(&rq->sampler, g->n_vocab, &r->sampler);
+    if (st == TD_OK) st = td_sampler_new(&sp, g->n_vocab, &r->sampler);
     if (st == TD_OK) st = td_stopper_new(rq->stop, rq->n_stop, &r->stopper);
     if (st == TD_OK && rq->prompt_logprobs >= 0 && rq->n_prompt > 1) {
         size_t k = (size_t)rq->prompt_logprobs;
@@ -452,6 +491,7 @@ td_status td_gen_submit(td_gen *g, const td_gen_request *rq, int64_t *id) {
     }
     for (int32_t i = 0; i < rq->n_stop_ids; i++) r->stop_ids[r->n_stop_ids++] = rq->stop_ids[i];
     r->id = g->next_id++;
+    r->follows = follows;
     r->state = R_QUEUED;
     r->seq = -1;
     r->pending = -1;
@@ -495,7 +535,8 @@ static void finish(td_gen *g, int32_t i, td_gen_finish how, int32_t stop_id, con
         e->ev.ms_decode = r->t_first ? r->t_last - r->t_first : 0;
     }
     if (r->seq >= 0) {
-        if (r->p.cache && how != TD_GEN_FINISH_ERROR && r->n_past > 0) {
+        if (r->state != R_FOLLOW && r->p.cache && how != TD_GEN_FINISH_ERROR && r->n_past > 0) { /* (a choice that
+                                                                       never forked holds nothing) */
             /* the sequence holds prompt[0..min(n_past, n_prompt)) then the generated ids that ran */
             int32_t n = r->n_past;
             int32_t *t = td_malloc((size_t)n * sizeof *t);
@@ -513,10 +554,18 @@ static void finish(td_gen *g, int32_t i, td_gen_finish how, int32_t stop_id, con
             g->slot_used[r->seq] = 0;
         }
     }
+    int64_t lead = r->id;
     req_free(r);
     memmove(&g->reqs[i], &g->reqs[i + 1], (size_t)(g->n_reqs - i - 1) * sizeof *g->reqs);
     g->n_reqs--;
     g->st.finished++;
+    /* choices still waiting for this request's prompt end with it (they come after it in the list: the caller's
+       index i stays valid) */
+    for (int32_t j = i; j < g->n_reqs;) {
+        req *f = g->reqs[j];
+        if (f->follows == lead && (f->state == R_QUEUED || f->state == R_FOLLOW)) finish(g, j, how, -1, error);
+        else j++;
+    }
 }
 
 td_status td_gen_cancel(td_gen *g, int64_t id) {
@@ -533,6 +582,13 @@ td_status td_gen_cancel(td_gen *g, int64_t id) {
 void td_gen_clear_cache(td_gen *g) {
     if (!g) return;
     while (g->n_entries) entry_drop(g, g->n_entries - 1);
+}
+
+td_status td_gen_set_logit_bias(td_gen *g, int64_t id, const int32_t *ids, const float *bias, int32_t n) {
+    if (!g) return td_fail(TD_ERR_INVALID_ARG, "td_gen_set_logit_bias: NULL");
+    for (int32_t i = 0; i < g->n_reqs; i++)
+        if (g->reqs[i]->id == id) return td_sampler_set_logit_bias(g->reqs[i]->sampler, ids, bias, n);
+    return td_fail(TD_ERR_INVALID_ARG, "request %lld is not queued or running", (long long)id);
 }
 
 td_gen_stats td_gen_get_stats(const td_gen *g) {
@@ -556,15 +612,28 @@ td_gen_stats td_gen_get_stats(const td_gen *g) {
 
 /* Tries to start queued request r: a slot, the rows it may need, the fork from the best entry. 1 when started,
  * 0 when it must wait. */
+static int32_t n_free_slots(const td_gen *g) {
+    int32_t n = 0;
+    for (int32_t s = 0; s < g->p.max_sequences; s++) n += !g->slot_used[s];
+    return n;
+}
+
+/* The queued choices that follow request r (td_gen_submit_n). */
+static int32_t n_followers(const td_gen *g, const req *r) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < g->n_reqs; i++) n += g->reqs[i]->follows == r->id && g->reqs[i]->state == R_QUEUED;
+    return n;
+}
+
 static int admit(td_gen *g, req *r, int any_running) {
-    int32_t reuse = 0;
+    int32_t reuse = 0, nf = n_followers(g, r);
     int32_t src = r->p.prompt_logprobs >= 0 ? -1 : best_entry(g, r->prompt, r->n_prompt, &reuse);
     if (src < 0) reuse = 0;
     int32_t src_seq = src >= 0 ? g->entries[src].seq : -1;
-    int64_t need = (int64_t)r->n_prompt - reuse + r->p.max_tokens;
+    int64_t need = (int64_t)r->n_prompt - reuse + r->p.max_tokens, need_choices = (int64_t)nf * r->p.max_tokens;
     for (;;) {
-        int64_t avail = td_ctx_n_free_rows(g->ctx) - outstanding_rows(g);
-        int slot_ok = free_slot(g) >= 0;
+        int64_t avail = td_ctx_n_free_rows(g->ctx) - outstanding_rows(g) - need_choices;
+        int slot_ok = n_free_slots(g) >= 1 + nf;
         if (avail >= need && slot_ok) break;
         if (evict_lru(g, src_seq) == 0) continue;
         if (any_running) return 0; /* wait for running requests to finish */
@@ -594,6 +663,16 @@ static int admit(td_gen *g, req *r, int any_running) {
     r->reserved = (int32_t)need;
     r->state = R_PREFILL;
     r->t_admit = now_ms();
+    for (int32_t i = 0; i < g->n_reqs; i++) { /* its further choices: a slot and their rows each, now */
+        req *f = g->reqs[i];
+        if (f->follows != r->id || f->state != R_QUEUED) continue;
+        f->seq = free_slot(g);
+        g->slot_used[f->seq] = 1;
+        f->state = R_FOLLOW;
+        f->n_past = f->n_reused = f->n_prompt;
+        f->reserved = f->p.max_tokens;
+        f->t_admit = r->t_admit;
+    }
     g->st.reused_tokens += reuse;
     for (int32_t k = 0; k < reuse; k++) td_sampler_accept(r->sampler, r->prompt[k]);
     /* turn boundaries ahead (hybrid): the positions just before the last few <|im_start|> of the unreused part */
@@ -696,6 +775,34 @@ static void prompt_done(td_gen *g, req *r) {
     }
 }
 
+/* The lead r has read the prompt: each of its further choices forks the lead's sequence (the prompt's KV rows are
+ * shared, not copied; a DeltaNet state is copied) and draws its first token from the same logits. */
+static void start_followers(td_gen *g, req *r, const float *logits) {
+    for (int32_t j = 0; j < g->n_reqs;) {
+        req *f = g->reqs[j];
+        if (f->follows != r->id || f->state != R_FOLLOW) {
+            j++;
+            continue;
+        }
+        td_status st = td_ctx_seq_fork(g->ctx, r->seq, f->seq, r->n_past);
+        if (st != TD_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s: %s", td_status_str(st), td_last_error());
+            finish(g, j, TD_GEN_FINISH_ERROR, -1, msg);
+            continue;
+        }
+        f->n_reused = r->n_reused;
+        for (int32_t k = 0; k < f->n_prompt; k++) td_sampler_accept(f->sampler, f->prompt[k]);
+        f->t_admit = r->t_admit;
+        prompt_done(g, f);
+        if (f->p.max_tokens == 0) {
+            finish(g, j, TD_GEN_FINISH_LENGTH, -1, NULL);
+            continue;
+        }
+        if (!take_token(g, j, logits)) j++;
+    }
+}
+
 td_status td_gen_step(td_gen *g, int32_t *n_active) {
     if (n_active) *n_active = 0;
     if (!g) return td_fail(TD_ERR_INVALID_ARG, "td_gen_step: NULL");
@@ -705,9 +812,11 @@ td_status td_gen_step(td_gen *g, int32_t *n_active) {
     for (int32_t i = 0; i < g->n_reqs; i++) running += g->reqs[i]->state != R_QUEUED;
     for (int32_t i = 0; i < g->n_reqs && running < g->p.max_running; i++) {
         req *r = g->reqs[i];
-        if (r->state != R_QUEUED) continue;
+        if (r->state != R_QUEUED || r->follows) continue;
+        int32_t size = 1 + n_followers(g, r); /* a request of n choices runs n sequences: alone, it may exceed */
+        if (running > 0 && running + size > g->p.max_running) break;
         if (!admit(g, r, running > 0)) break;
-        running++;
+        running += size;
     }
     /* the batch: one token per decoding request first, then prefill chunks in submission order */
     td_batch_clear(g->batch);
@@ -817,11 +926,12 @@ td_status td_gen_step(td_gen *g, int32_t *n_active) {
             }
         }
         prompt_done(g, r);
+        const float *lg = td_ctx_output(g->ctx, r->step_first_out + r->step_n_out - 1);
+        start_followers(g, r, lg); /* they come after request i: it keeps its index */
         if (r->p.max_tokens == 0) {
             finish(g, i, TD_GEN_FINISH_LENGTH, -1, NULL);
             continue;
         }
-        const float *lg = td_ctx_output(g->ctx, r->step_first_out + r->step_n_out - 1);
         if (!take_token(g, i, lg)) i++;
     }
     if (n_active) *n_active = g->n_reqs;

@@ -200,6 +200,9 @@ struct td_sampler {
     float *work;     /* [n_vocab] penalised logits */
     cand *c;         /* [n_vocab] */
     double *prob;    /* [n_vocab] */
+    int32_t *bias_ids; /* logit bias: n_bias distinct ids and what is added to their logits */
+    float *bias;
+    int32_t n_bias;
 };
 
 td_status td_sampler_new(const td_sampler_params *p, int32_t n_vocab, td_sampler **out) {
@@ -238,7 +241,32 @@ void td_sampler_free(td_sampler *s) {
     td_free(s->work);
     td_free(s->c);
     td_free(s->prob);
+    td_free(s->bias_ids);
+    td_free(s->bias);
     td_free(s);
+}
+
+td_status td_sampler_set_logit_bias(td_sampler *s, const int32_t *ids, const float *bias, int32_t n) {
+    if (!s || n < 0 || (n && (!ids || !bias))) return td_fail(TD_ERR_INVALID_ARG, "td_sampler_set_logit_bias: bad argument");
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= s->n_vocab)
+            return td_fail(TD_ERR_RANGE, "logit bias %d: id %d is outside the vocabulary 0..%d", i, ids[i], s->n_vocab - 1);
+        if (!isfinite(bias[i])) return td_fail(TD_ERR_INVALID_ARG, "logit bias %d (id %d) is not finite", i, ids[i]);
+        for (int32_t j = 0; j < i; j++)
+            if (ids[j] == ids[i]) return td_fail(TD_ERR_INVALID_ARG, "logit bias: id %d is given twice", ids[i]);
+    }
+    int32_t *ni = n ? td_malloc((size_t)n * sizeof *ni) : NULL;
+    float *nb = n ? td_malloc((size_t)n * sizeof *nb) : NULL;
+    if (n && (!ni || !nb)) {
+        td_free(ni);
+        td_free(nb);
+        return td_fail_nomem("a logit bias");
+    }
+    if (n) memcpy(ni, ids, (size_t)n * sizeof *ni), memcpy(nb, bias, (size_t)n * sizeof *nb);
+    td_free(s->bias_ids);
+    td_free(s->bias);
+    s->bias_ids = ni, s->bias = nb, s->n_bias = n;
+    return TD_OK;
 }
 
 void td_sampler_accept(td_sampler *s, int32_t id) {
@@ -264,8 +292,12 @@ void td_sampler_reset(td_sampler *s) {
 int32_t td_sampler_sample(td_sampler *s, const float *logits) {
     if (!s || !logits) return -1;
     const float *x = logits;
-    if (s->cap && s->n) {
+    if (s->n_bias || (s->cap && s->n)) {
         memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
+        x = s->work;
+    }
+    for (int32_t i = 0; i < s->n_bias; i++) s->work[s->bias_ids[i]] += s->bias[i]; /* step 0: the logit bias */
+    if (s->cap && s->n) {
         float r = s->p.repetition_penalty;
         /* each distinct id of the window once: walk the window, act on an id when its count is still positive and
            mark it done by negating the count, then restore the counts */
@@ -283,7 +315,6 @@ int32_t td_sampler_sample(td_sampler *s, const float *logits) {
             int32_t id = s->window[(s->head + i) % s->cap];
             if (s->count[id] < 0) s->count[id] = -s->count[id];
         }
-        x = s->work;
     }
     return sample_chain(x, s->n_vocab, &s->p, &s->rng, s->c, s->prob);
 }
