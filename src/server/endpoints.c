@@ -1,4 +1,4 @@
-/* The endpoints that need no generation: /health, /v1/models, /tokenize, /detokenize, /v1/decide. */
+/* The endpoints that need no generation: /health, /v1/models[/{id}], /tokenize, /detokenize, /v1/decide. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,8 +44,9 @@ void td_ep_health(td_server *s, td_reply *out) {
     td_reply_json(out, o);
 }
 
-void td_ep_models(td_server *s, td_reply *out) {
-    json_t *o = json_object(), *data = json_array(), *m = json_object();
+/* OpenAI's model object, with what this server adds (max_model_len, architecture, can_generate). */
+static json_t *model_json(td_server *s) {
+    json_t *m = json_object();
     json_object_set_new(m, "id", json_string(s->model_name));
     json_object_set_new(m, "object", json_string("model"));
     json_object_set_new(m, "created", json_integer(s->created));
@@ -53,10 +54,24 @@ void td_ep_models(td_server *s, td_reply *out) {
     json_object_set_new(m, "max_model_len", json_integer(s->n_ctx));
     json_object_set_new(m, "architecture", json_string(td_model_arch(s->model)));
     json_object_set_new(m, "can_generate", json_boolean(td_model_can_generate(s->model)));
-    json_array_append_new(data, m);
+    return m;
+}
+
+void td_ep_models(td_server *s, td_reply *out) {
+    json_t *o = json_object(), *data = json_array();
+    json_array_append_new(data, model_json(s));
     json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", data);
     td_reply_json(out, o);
+}
+
+void td_ep_model(td_server *s, const char *id, td_reply *out) {
+    if (strcmp(id, s->model_name) != 0) {
+        td_reply_fail(out, 404, "invalid_request_error", "model", "model_not_found",
+                      "The model '%.200s' does not exist: this server serves '%.200s'", id, s->model_name);
+        return;
+    }
+    td_reply_json(out, model_json(s));
 }
 
 static json_t *ids_json(const int32_t *ids, size_t n) {

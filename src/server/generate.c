@@ -1,48 +1,62 @@
 /* Generation over HTTP: one engine thread owns the td_gen and steps every active request together (continuous
- * batching); HTTP threads hand requests over through an inbox and wait on their job for tokens. A job is shared by
- * the engine (until its DONE event) and the HTTP side (until the reply is written or the stream is freed); the last
- * one to let go frees it. A stream freed before its job is done (the client went away) cancels it: the engine
- * calls td_gen_cancel at its next turn, and the request's rows are free before the next step.
+ * batching); HTTP threads hand requests over through an inbox and wait on their job for tokens. A job is one HTTP
+ * request: its n choices (OpenAI's n) are n td_gen requests queued together by td_gen_submit_n (they share the
+ * prompt's prefill). A job is shared by the engine (until the DONE event of its last choice) and the HTTP side
+ * (until the reply is written or the stream is freed); the last one to let go frees it. A stream freed before its
+ * job is done (the client went away) cancels it: the engine calls td_gen_cancel at its next turn, and the
+ * request's rows are free before the next step.
  *
  * Endpoints: /v1/chat/completions (messages rendered with the model's chat template, reasoning split off as
  * reasoning_content, streamed as server-sent events or not) and /v1/completions (text or token-id prompts,
- * logprobs with top alternatives, echo with the prompt tokens' logprobs, max_tokens 0 to score a prompt alone). */
+ * logprobs with top alternatives, echo with the prompt tokens' logprobs, max_tokens 0 to score a prompt alone).
+ * Without a seed, a request samples with a fresh one (fresh_seed), reported as "seed" in the reply; choice k samples
+ * with seed + k. A stream ends with a chunk of usage (choices: []) only when stream_options.include_usage asks. */
 #include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "server/server_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
+/* One choice: a td_gen request and what came back. */
+typedef struct choice {
+    int64_t id;                  /* td_gen's, 0 until submitted */
+    int done, cancel_sent;
+    char *text;
+    size_t len, cap;
+    int32_t *toks, n_tok, cap_tok, cap_lps, cap_top_ids, cap_top_lps;
+    float *lps;                  /* [n_tok] */
+    int32_t *top_ids;            /* [n_tok * n_top] */
+    float *top_lps;
+    int32_t n_reused;
+    td_gen_finish finish;
+    int32_t n_generated, stop_id;
+    double ms_queue, ms_prefill, ms_first_token, ms_decode;
+} choice;
+
 typedef struct job {
     int refs;                    /* engine + HTTP side */
-    int64_t id;                  /* td_gen's, 0 until submitted */
-    int submitted, done, cancel, cancel_sent;
+    int submitted, done, cancel;
     int err_status;              /* an HTTP status when submission failed */
     char err[512];
     td_gen_request req;          /* points into the arrays below */
     int32_t *prompt;
     char **stop;
-    /* what came back */
-    char *text;
-    size_t len, cap;
-    int32_t *toks, n_tok, cap_tok, cap_lps, cap_top_ids, cap_top_lps;
-    float *lps;                  /* [n_tok] */
+    int32_t *bias_ids;           /* logit_bias */
+    float *bias;
+    int32_t n_bias;
     int32_t n_top;               /* top alternatives per token (request.logprobs) */
-    int32_t *top_ids;            /* [n_tok * n_top] */
-    float *top_lps;
-    int prompt_seen;
-    int32_t n_prompt, n_reused, n_plp, n_ptop;
+    int32_t n_plp, n_ptop;       /* prompt logprobs (choice 0 reads the prompt for all) */
     float *plp;                  /* [n_plp] */
     int32_t *ptop_ids;           /* [n_plp * n_ptop] */
     float *ptop_lps;
-    td_gen_finish finish;
-    int32_t n_generated, stop_id;
-    double ms_queue, ms_prefill, ms_first_token, ms_decode;
+    int32_t n_choices, n_done;
+    choice ch[TD_GEN_MAX_CHOICES];
     pthread_cond_t cv;
     struct job *next;
 } job;
@@ -67,8 +81,12 @@ static void job_free(job *j) {
     for (int32_t i = 0; j->stop && i < j->req.n_stop; i++) td_free(j->stop[i]);
     td_free(j->stop);
     td_free(j->prompt);
-    td_free(j->text);
-    td_free(j->toks), td_free(j->lps), td_free(j->top_ids), td_free(j->top_lps);
+    td_free(j->bias_ids), td_free(j->bias);
+    for (int32_t k = 0; k < TD_GEN_MAX_CHOICES; k++) {
+        choice *c = &j->ch[k];
+        td_free(c->text);
+        td_free(c->toks), td_free(c->lps), td_free(c->top_ids), td_free(c->top_lps);
+    }
     td_free(j->plp), td_free(j->ptop_ids), td_free(j->ptop_lps);
     pthread_cond_destroy(&j->cv);
     td_free(j);
@@ -90,18 +108,18 @@ static int grow(void **p, int32_t *cap, int32_t need, size_t elem) {
     return 0;
 }
 
-static int append_text(job *j, const char *t, size_t n) {
+static int append_text(choice *c, const char *t, size_t n) {
     if (!n) return 0;
-    if (j->len + n + 1 > j->cap) {
-        size_t c = j->cap ? j->cap : 256;
-        while (c < j->len + n + 1) c *= 2;
-        char *nt = td_realloc(j->text, c);
+    if (c->len + n + 1 > c->cap) {
+        size_t cap = c->cap ? c->cap : 256;
+        while (cap < c->len + n + 1) cap *= 2;
+        char *nt = td_realloc(c->text, cap);
         if (!nt) return -1;
-        j->text = nt, j->cap = c;
+        c->text = nt, c->cap = cap;
     }
-    memcpy(j->text + j->len, t, n);
-    j->len += n;
-    j->text[j->len] = 0;
+    memcpy(c->text + c->len, t, n);
+    c->len += n;
+    c->text[c->len] = 0;
     return 0;
 }
 
@@ -109,31 +127,39 @@ static int append_text(job *j, const char *t, size_t n) {
 static void job_end(td_server_gen *G, job *j, int status, const char *msg) {
     (void)G;
     j->done = 1;
-    j->finish = TD_GEN_FINISH_ERROR;
+    for (int32_t k = 0; k < j->n_choices; k++) {
+        if (j->ch[k].done) continue;
+        j->ch[k].done = 1;
+        j->ch[k].finish = TD_GEN_FINISH_ERROR;
+    }
     j->err_status = status;
     snprintf(j->err, sizeof j->err, "%s", msg);
     pthread_cond_broadcast(&j->cv);
     job_unref(j);
 }
 
-static job *find_active(td_server_gen *G, int64_t id, job ***link) {
+/* The active job and choice of a td_gen request id. */
+static job *find_active(td_server_gen *G, int64_t id, job ***link, choice **c) {
     for (job **p = &G->active; *p; p = &(*p)->next)
-        if ((*p)->id == id) {
-            if (link) *link = p;
-            return *p;
-        }
+        for (int32_t k = 0; k < (*p)->n_choices; k++)
+            if ((*p)->ch[k].id == id) {
+                if (link) *link = p;
+                *c = &(*p)->ch[k];
+                return *p;
+            }
     return NULL;
 }
 
 /* Copies one event into its job (under mu). */
 static void take_event(td_server_gen *G, const td_gen_event *ev) {
-    job **link = NULL, *j = find_active(G, ev->request, &link);
-    if (!j) return;
+    job **link = NULL;
+    choice *c = NULL;
+    job *j = find_active(G, ev->request, &link, &c);
+    if (!j || c->done) return;
     int oom = 0;
     if (ev->kind == TD_GEN_EVENT_PROMPT) {
-        j->prompt_seen = 1;
-        j->n_prompt = ev->n_prompt, j->n_reused = ev->n_reused, j->ms_prefill = ev->ms_prefill;
-        if (ev->n_prompt_logprobs > 0) {
+        c->n_reused = ev->n_reused, c->ms_prefill = ev->ms_prefill;
+        if (ev->n_prompt_logprobs > 0 && !j->plp) {
             size_t n = (size_t)ev->n_prompt_logprobs, k = (size_t)ev->n_prompt_top, nk = n * k;
             j->plp = td_malloc(n * sizeof *j->plp);
             j->ptop_ids = td_malloc((nk ? nk : 1) * sizeof *j->ptop_ids);
@@ -146,36 +172,39 @@ static void take_event(td_server_gen *G, const td_gen_event *ev) {
             } else oom = 1;
         }
     } else if (ev->kind == TD_GEN_EVENT_TOKEN) {
-        int32_t n = j->n_tok + 1, k = j->n_top;
-        if (grow((void **)&j->toks, &j->cap_tok, n, sizeof *j->toks) || grow((void **)&j->lps, &j->cap_lps, n, sizeof *j->lps) ||
-            (k && (grow((void **)&j->top_ids, &j->cap_top_ids, n * k, sizeof *j->top_ids) ||
-                   grow((void **)&j->top_lps, &j->cap_top_lps, n * k, sizeof *j->top_lps))))
+        int32_t n = c->n_tok + 1, k = j->n_top;
+        if (grow((void **)&c->toks, &c->cap_tok, n, sizeof *c->toks) || grow((void **)&c->lps, &c->cap_lps, n, sizeof *c->lps) ||
+            (k && (grow((void **)&c->top_ids, &c->cap_top_ids, n * k, sizeof *c->top_ids) ||
+                   grow((void **)&c->top_lps, &c->cap_top_lps, n * k, sizeof *c->top_lps))))
             oom = 1;
         else {
-            j->toks[j->n_tok] = ev->token;
-            j->lps[j->n_tok] = ev->logprob;
+            c->toks[c->n_tok] = ev->token;
+            c->lps[c->n_tok] = ev->logprob;
             for (int32_t t = 0; t < k; t++) {
-                j->top_ids[j->n_tok * k + t] = t < ev->n_top ? ev->top_ids[t] : -1;
-                j->top_lps[j->n_tok * k + t] = t < ev->n_top ? ev->top_logprobs[t] : -INFINITY;
+                c->top_ids[c->n_tok * k + t] = t < ev->n_top ? ev->top_ids[t] : -1;
+                c->top_lps[c->n_tok * k + t] = t < ev->n_top ? ev->top_logprobs[t] : -INFINITY;
             }
-            j->n_tok = n;
+            c->n_tok = n;
         }
-        if (!oom && append_text(j, ev->text, ev->text_len)) oom = 1;
+        if (!oom && append_text(c, ev->text, ev->text_len)) oom = 1;
     } else if (ev->kind == TD_GEN_EVENT_DONE) {
-        if (append_text(j, ev->text, ev->text_len)) oom = 1;
-        j->finish = ev->finish;
-        j->n_generated = ev->n_generated;
-        j->stop_id = ev->stop_id;
-        j->ms_queue = ev->ms_queue, j->ms_first_token = ev->ms_first_token, j->ms_decode = ev->ms_decode;
-        if (ev->finish == TD_GEN_FINISH_ERROR) {
+        if (append_text(c, ev->text, ev->text_len)) oom = 1;
+        c->finish = ev->finish;
+        c->n_generated = ev->n_generated;
+        c->stop_id = ev->stop_id;
+        c->ms_queue = ev->ms_queue, c->ms_first_token = ev->ms_first_token, c->ms_decode = ev->ms_decode;
+        if (ev->finish == TD_GEN_FINISH_ERROR && !j->err_status) {
             j->err_status = 500;
             snprintf(j->err, sizeof j->err, "%s", ev->error ? ev->error : "generation failed");
         }
-        j->done = 1;
-        *link = j->next; /* off the active list: the engine lets go */
-        pthread_cond_broadcast(&j->cv);
-        job_unref(j);
-        return;
+        c->done = 1;
+        if (++j->n_done == j->n_choices) {
+            j->done = 1;
+            *link = j->next; /* off the active list: the engine lets go */
+            pthread_cond_broadcast(&j->cv);
+            job_unref(j);
+            return;
+        }
     }
     if (oom && !j->cancel) { /* out of memory keeping the reply: end it, it could not be written whole */
         j->cancel = 1;
@@ -185,12 +214,48 @@ static void take_event(td_server_gen *G, const td_gen_event *ev) {
     pthread_cond_broadcast(&j->cv);
 }
 
+/* Cancels every choice of an active job not cancelled yet (their DONE events, cancelled, follow). */
+static void cancel_choices(td_server_gen *G, job *j) {
+    for (int32_t k = 0; k < j->n_choices; k++)
+        if (!j->ch[k].done && !j->ch[k].cancel_sent) {
+            j->ch[k].cancel_sent = 1;
+            (void)td_gen_cancel(G->g, j->ch[k].id); /* an error: it ended with its lead already */
+        }
+}
+
+/* A choice still running that was not told to stop. */
+static int uncancelled(const job *j) {
+    for (int32_t k = 0; k < j->n_choices; k++)
+        if (!j->ch[k].done && !j->ch[k].cancel_sent) return 1;
+    return 0;
+}
+
+/* Submits a job's choices (under mu). Returns 0, or the HTTP status of the refusal (j->err set). */
+static int submit_job(td_server_gen *G, job *j) {
+    if (G->broken) {
+        snprintf(j->err, sizeof j->err, "the generation engine failed; restart the server");
+        return 503;
+    }
+    int64_t ids[TD_GEN_MAX_CHOICES];
+    td_status st = td_gen_submit_n(G->g, &j->req, j->n_choices, ids);
+    for (int32_t k = 0; st == TD_OK && j->n_bias && k < j->n_choices; k++)
+        st = td_gen_set_logit_bias(G->g, ids[k], j->bias_ids, j->bias, j->n_bias);
+    if (st != TD_OK) {
+        snprintf(j->err, sizeof j->err, "%s", td_last_error());
+        for (int32_t k = 0; k < j->n_choices && ids[0]; k++) /* set_logit_bias failed: the queued choices go */
+            (void)td_gen_cancel(G->g, ids[k]);
+        return st == TD_ERR_STATE ? 503 : st == TD_ERR_NOMEM ? 500 : 400;
+    }
+    for (int32_t k = 0; k < j->n_choices; k++) j->ch[k].id = ids[k];
+    return 0;
+}
+
 static void *engine_main(void *arg) {
     td_server_gen *G = arg;
     pthread_mutex_lock(&G->mu);
     while (!G->stop) {
         int cancels = 0;
-        for (job *j = G->active; j; j = j->next) cancels |= j->cancel && !j->cancel_sent;
+        for (job *j = G->active; j; j = j->next) cancels |= j->cancel && uncancelled(j);
         if (!G->inbox && G->n_active == 0 && !cancels) {
             pthread_cond_wait(&G->wake, &G->mu);
             continue;
@@ -204,10 +269,11 @@ static void *engine_main(void *arg) {
                 job_end(G, j, 499, "cancelled before it started");
                 continue;
             }
-            td_status st = G->broken ? TD_ERR_STATE : td_gen_submit(G->g, &j->req, &j->id);
-            if (st != TD_OK) {
-                int status = st == TD_ERR_STATE ? 503 : st == TD_ERR_NOMEM ? 500 : 400;
-                job_end(G, j, status, G->broken ? "the generation engine failed; restart the server" : td_last_error());
+            int status = submit_job(G, j);
+            if (status) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", j->err);
+                job_end(G, j, status, msg);
                 continue;
             }
             j->submitted = 1;
@@ -217,10 +283,7 @@ static void *engine_main(void *arg) {
             pthread_cond_broadcast(&j->cv);
         }
         for (job *j = G->active; j; j = j->next)
-            if (j->cancel && !j->cancel_sent) {
-                j->cancel_sent = 1;
-                td_gen_cancel(G->g, j->id); /* its DONE event (cancelled) follows */
-            }
+            if (j->cancel) cancel_choices(G, j);
         pthread_mutex_unlock(&G->mu);
         int32_t n_active = 0;
         td_status st = td_gen_step(G->g, &n_active);
@@ -229,12 +292,14 @@ static void *engine_main(void *arg) {
         td_gen_event ev;
         while (td_gen_next_event(G->g, &ev)) take_event(G, &ev);
         if (st == TD_ERR_NOMEM) { /* events may be missing: no running reply can be trusted; end them all */
+            char msg[512];
+            snprintf(msg, sizeof msg, "out of memory in the generation engine: %s", td_last_error());
             for (job *j = G->active; j; j = j->next)
-                if (!j->cancel_sent) {
-                    j->cancel = j->cancel_sent = 1;
+                if (uncancelled(j)) {
+                    j->cancel = 1;
                     j->err_status = 500;
-                    snprintf(j->err, sizeof j->err, "out of memory in the generation engine: %s", td_last_error());
-                    td_gen_cancel(G->g, j->id); /* the DONE (cancelled) event comes with the next step */
+                    snprintf(j->err, sizeof j->err, "%s", msg);
+                    cancel_choices(G, j); /* the DONE (cancelled) events come with the next step */
                 }
         } else if (st != TD_OK) { /* a broken engine: every request ends with the message */
             char msg[512];
@@ -269,7 +334,7 @@ td_status td_server_gen_start(td_server *s) {
     if (!G) return td_fail_nomem("the generation engine");
     td_gen_params gp = td_gen_default_params();
     gp.max_running = s->p.parallel;
-    gp.max_queue = s->p.parallel + s->p.queue_max + 1;
+    gp.max_queue = (s->p.parallel + s->p.queue_max + 1) * TD_GEN_MAX_CHOICES; /* admitted requests' choices: all fit */
     gp.max_sequences = 2 * s->p.parallel + 16;
     gp.n_threads = s->p.n_threads;
     gp.kv_f16 = s->p.kv_f16;
@@ -430,7 +495,24 @@ int td_server_render_chat(td_server *s, const td_req *r, int add_generation_prom
     return 0;
 }
 
-/* The sampler: the model's defaults (generation_config.json), then the request's values. */
+/* A seed for a request that gave none: 53 random bits (getrandom; a clock mix where it fails), so that a client
+ * reading JSON numbers as doubles (JavaScript) gets the exact seed back and can replay the request. */
+static uint64_t fresh_seed(void) {
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
+        static _Atomic uint64_t counter;
+        struct timespec a, b;
+        clock_gettime(CLOCK_REALTIME, &a);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        x = ((uint64_t)a.tv_sec * 1000000000u + (uint64_t)a.tv_nsec) ^ ((uint64_t)b.tv_nsec << 21) ^
+            (++counter * 0x9E3779B97F4A7C15ull);
+        x ^= x >> 30, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 27, x *= 0x94D049BB133111EBull, x ^= x >> 31; /* splitmix64 */
+    }
+    return x & ((1ull << 53) - 1);
+}
+
+/* The sampler: the model's defaults (generation_config.json), then the request's values; a fresh seed when the
+ * request gives none. */
 static int sampler_of(td_server *s, const td_req *r, td_sampler_params *sp, td_reply *out) {
     *sp = td_model_sampler_defaults(s->model);
     const td_req_sampling *q = &r->sampling;
@@ -441,7 +523,7 @@ static int sampler_of(td_server *s, const td_req *r, td_sampler_params *sp, td_r
     if (q->has_presence) sp->presence_penalty = (float)q->presence_penalty;
     if (q->has_frequency) sp->frequency_penalty = (float)q->frequency_penalty;
     if (q->has_repetition) sp->repetition_penalty = (float)q->repetition_penalty;
-    if (q->has_seed) sp->seed = q->seed;
+    sp->seed = q->has_seed ? q->seed : fresh_seed();
     if (td_sampler_params_check(sp) != TD_OK) {
         td_reply_fail(out, 400, "invalid_request_error", NULL, NULL, "%s", td_last_error());
         return -1;
@@ -449,11 +531,12 @@ static int sampler_of(td_server *s, const td_req *r, td_sampler_params *sp, td_r
     return 0;
 }
 
-/* A job for ids[0..n): max_tokens checked against the context (400 naming `param` when the prompt does not fit). */
+/* A job of r->n choices for ids[0..n): max_tokens checked against the context (400 naming `param` when the prompt
+ * and the choices do not fit). */
 static job *job_new(td_server *s, const td_req *r, const int32_t *ids, int32_t n, const char *param, td_reply *out) {
     int32_t limit = s->n_ctx, rows = td_server_gen_rows(s);
     if (rows > 0 && rows < limit) limit = rows;
-    int32_t max_tokens = r->max_tokens;
+    int32_t max_tokens = r->max_tokens, n_choices = r->n > 0 ? r->n : 1;
     if (n < 1) {
         td_reply_fail(out, 400, "invalid_request_error", param, NULL, "the prompt is empty");
         return NULL;
@@ -464,21 +547,44 @@ static job *job_new(td_server *s, const td_req *r, const int32_t *ids, int32_t n
                       max_tokens > 0 ? " and max_tokens asks for " : "", max_tokens > 0 ? "more" : "", limit);
         return NULL;
     }
-    if (max_tokens < 0) { /* absent: as many as fit, within the server's limit */
+    if (n_choices > 1 && max_tokens > 0 && (int64_t)n + (int64_t)n_choices * max_tokens > rows) {
+        /* the choices share the prompt's rows; each needs its own max_tokens rows */
+        td_reply_fail(out, 400, "invalid_request_error", "n", "context_length_exceeded",
+                      "the prompt (%d tokens) and %d choices of max_tokens %d need %lld rows; the generation engine "
+                      "holds %d (lower n or max_tokens)", n, n_choices, max_tokens,
+                      (long long)n + (long long)n_choices * max_tokens, rows);
+        return NULL;
+    }
+    if (max_tokens < 0) { /* absent: as many as fit, within the server's limit (the choices share the rows) */
         max_tokens = limit - n;
+        if (n_choices > 1 && (rows - n) / n_choices < max_tokens) max_tokens = (rows - n) / n_choices;
         if (max_tokens > s->p.max_tokens) max_tokens = s->p.max_tokens;
+        if (max_tokens < 1) {
+            td_reply_fail(out, 400, "invalid_request_error", "n", "context_length_exceeded",
+                          "the prompt (%d tokens) leaves no room for %d choices in the engine's %d rows", n, n_choices,
+                          rows);
+            return NULL;
+        }
     }
     td_sampler_params sp;
     if (sampler_of(s, r, &sp, out)) return NULL;
     job *j = td_calloc(1, sizeof *j);
     if (!j || !(j->prompt = td_malloc((size_t)n * sizeof *j->prompt)) ||
-        (r->n_stop && !(j->stop = td_calloc((size_t)r->n_stop, sizeof *j->stop)))) {
+        (r->n_stop && !(j->stop = td_calloc((size_t)r->n_stop, sizeof *j->stop))) ||
+        (r->n_bias && (!(j->bias_ids = td_malloc((size_t)r->n_bias * sizeof *j->bias_ids)) ||
+                       !(j->bias = td_malloc((size_t)r->n_bias * sizeof *j->bias))))) {
         job_free(j);
         td_reply_fail(out, 500, "server_error", NULL, NULL, "out of memory");
         return NULL;
     }
     pthread_cond_init(&j->cv, NULL);
     memcpy(j->prompt, ids, (size_t)n * sizeof *ids);
+    if (r->n_bias) {
+        memcpy(j->bias_ids, r->bias_ids, (size_t)r->n_bias * sizeof *j->bias_ids);
+        memcpy(j->bias, r->bias, (size_t)r->n_bias * sizeof *j->bias);
+        j->n_bias = r->n_bias;
+    }
+    j->n_choices = n_choices;
     j->req = td_gen_default_request();
     j->req.prompt = j->prompt;
     j->req.n_prompt = n;
@@ -512,31 +618,44 @@ static json_t *sampler_json(const td_sampler_params *sp) {
     return o ? o : json_null();
 }
 
+/* Usage over every choice: the prompt counted once (it was read once), the completions summed. */
 static json_t *usage_json(const job *j) {
     json_t *u = json_object(), *d = json_object();
+    int64_t gen = 0;
+    for (int32_t k = 0; k < j->n_choices; k++) gen += j->ch[k].n_generated;
     json_object_set_new(u, "prompt_tokens", json_integer(j->req.n_prompt));
-    json_object_set_new(u, "completion_tokens", json_integer(j->n_generated));
-    json_object_set_new(u, "total_tokens", json_integer(j->req.n_prompt + j->n_generated));
-    json_object_set_new(d, "cached_tokens", json_integer(j->n_reused));
+    json_object_set_new(u, "completion_tokens", json_integer(gen));
+    json_object_set_new(u, "total_tokens", json_integer(j->req.n_prompt + gen));
+    json_object_set_new(d, "cached_tokens", json_integer(j->ch[0].n_reused));
     json_object_set_new(u, "prompt_tokens_details", d);
     return u;
 }
 
+/* The timings of choice 0 (it read the prompt). */
 static json_t *timings_json(const job *j) {
+    const choice *c = &j->ch[0];
     json_t *t = json_object();
     json_object_set_new(t, "prompt_n", json_integer(j->req.n_prompt));
-    json_object_set_new(t, "prompt_reused", json_integer(j->n_reused));
-    json_object_set_new(t, "queue_ms", json_real(j->ms_queue));
-    json_object_set_new(t, "prefill_ms", json_real(j->ms_prefill));
-    json_object_set_new(t, "first_token_ms", json_real(j->ms_first_token));
-    json_object_set_new(t, "decode_ms", json_real(j->ms_decode));
-    double tps = j->ms_decode > 0 && j->n_generated > 1 ? 1e3 * (j->n_generated - 1) / j->ms_decode : 0;
+    json_object_set_new(t, "prompt_reused", json_integer(c->n_reused));
+    json_object_set_new(t, "queue_ms", json_real(c->ms_queue));
+    json_object_set_new(t, "prefill_ms", json_real(c->ms_prefill));
+    json_object_set_new(t, "first_token_ms", json_real(c->ms_first_token));
+    json_object_set_new(t, "decode_ms", json_real(c->ms_decode));
+    double tps = c->ms_decode > 0 && c->n_generated > 1 ? 1e3 * (c->n_generated - 1) / c->ms_decode : 0;
     json_object_set_new(t, "decode_tokens_per_s", json_real(tps));
     return t;
 }
 
-static const char *finish_name(const job *j) {
-    return j->finish == TD_GEN_FINISH_LENGTH ? "length" : "stop";
+/* What every reply carries besides OpenAI's members: the effective sampler, the seed (choice k used seed + k), the
+ * timings. */
+static void extras_json(json_t *o, const job *j) {
+    json_object_set_new(o, "seed", json_integer((json_int_t)j->req.sampler.seed));
+    json_object_set_new(o, "sampler", sampler_json(&j->req.sampler));
+    json_object_set_new(o, "timings", timings_json(j));
+}
+
+static const char *finish_name(const choice *c) {
+    return c->finish == TD_GEN_FINISH_LENGTH ? "length" : "stop";
 }
 
 /* Waits until the job is done (non-streamed replies), cancelling it when the client leaves meanwhile. */
@@ -581,12 +700,14 @@ typedef struct stream {
     int64_t id;
     int64_t created;
     char model[256];
-    json_t *sampler;
     char *pend;            /* bytes formatted, not yet handed to MHD */
     size_t pend_len, pend_off, pend_cap;
-    size_t sent;           /* bytes of job text already turned into events (completions) */
-    size_t sent_reasoning, sent_content; /* chat: of the split texts */
-    int role_sent, finished;
+    struct {
+        size_t sent;       /* bytes of the choice's text already turned into events (completions) */
+        size_t sent_reasoning, sent_content; /* chat: of the split texts */
+        int role_sent, fin_sent;
+    } c[TD_GEN_MAX_CHOICES];
+    int finished;
     int fd;                /* the client's socket */
 } stream;
 
@@ -623,32 +744,40 @@ static json_t *chunk_head(stream *st) {
     return o;
 }
 
-/* A chat chunk with delta {key: text} (role on the first), finish_reason given or null. */
-static int chat_chunk(stream *st, const char *key, const char *t, size_t n, const char *finish) {
-    json_t *o = chunk_head(st), *ch = json_array(), *c = json_object(), *d = json_object();
-    if (!st->role_sent) {
-        json_object_set_new(d, "role", json_string("assistant"));
-        st->role_sent = 1;
-    }
-    if (key) json_object_set_new(d, key, text_json(t, n));
-    json_object_set_new(c, "index", json_integer(0));
-    json_object_set_new(c, "delta", d);
-    json_object_set_new(c, "logprobs", json_null());
-    json_object_set_new(c, "finish_reason", finish ? json_string(finish) : json_null());
+/* Ends a chunk of one choice: usage null when the last chunk will carry it (as OpenAI's), the extras on a choice's
+ * last chunk (extras: its job, or NULL). */
+static int chunk_send(stream *st, json_t *o, json_t *c, const job *extras) {
+    json_t *ch = json_array();
     json_array_append_new(ch, c);
     json_object_set_new(o, "choices", ch);
+    if (st->include_usage) json_object_set_new(o, "usage", json_null());
+    if (extras) extras_json(o, extras);
     return pend_event(st, o);
 }
 
-static int text_chunk(stream *st, const char *t, size_t n, const char *finish) {
-    json_t *o = chunk_head(st), *ch = json_array(), *c = json_object();
-    json_object_set_new(c, "text", text_json(t, n));
-    json_object_set_new(c, "index", json_integer(0));
+/* A chat chunk of choice k with delta {key: text} (role on its first), finish_reason given or null. */
+static int chat_chunk(stream *st, int32_t k, const char *key, const char *t, size_t n, const char *finish,
+                      const job *extras) {
+    json_t *o = chunk_head(st), *c = json_object(), *d = json_object();
+    if (!st->c[k].role_sent) {
+        json_object_set_new(d, "role", json_string("assistant"));
+        st->c[k].role_sent = 1;
+    }
+    if (key) json_object_set_new(d, key, text_json(t, n));
+    json_object_set_new(c, "index", json_integer(k));
+    json_object_set_new(c, "delta", d);
     json_object_set_new(c, "logprobs", json_null());
     json_object_set_new(c, "finish_reason", finish ? json_string(finish) : json_null());
-    json_array_append_new(ch, c);
-    json_object_set_new(o, "choices", ch);
-    return pend_event(st, o);
+    return chunk_send(st, o, c, extras);
+}
+
+static int text_chunk(stream *st, int32_t k, const char *t, size_t n, const char *finish, const job *extras) {
+    json_t *o = chunk_head(st), *c = json_object();
+    json_object_set_new(c, "text", text_json(t, n));
+    json_object_set_new(c, "index", json_integer(k));
+    json_object_set_new(c, "logprobs", json_null());
+    json_object_set_new(c, "finish_reason", finish ? json_string(finish) : json_null());
+    return chunk_send(st, o, c, extras);
 }
 
 /* Length of the longest prefix of t[0..n) that ends on a complete UTF-8 character. */
@@ -661,31 +790,42 @@ static size_t utf8_complete(const char *t, size_t n) {
     return k + 1 >= want ? n : i - 1;
 }
 
-/* Turns the job's new text into events. Called under mu with a snapshot of the state. */
-static int stream_emit(stream *st, const char *text, size_t len, int done) {
+/* Turns choice k's new text into events. Called under mu. */
+static int stream_emit(stream *st, int32_t k, const char *text, size_t len, int done) {
     if (!st->chat) {
-        if (len > st->sent || !st->role_sent) {
-            st->role_sent = 1;
-            if (len > st->sent && text_chunk(st, text + st->sent, len - st->sent, NULL)) return -1;
-            st->sent = len;
+        if (len > st->c[k].sent || !st->c[k].role_sent) {
+            st->c[k].role_sent = 1;
+            if (len > st->c[k].sent && text_chunk(st, k, text + st->c[k].sent, len - st->c[k].sent, NULL, NULL)) return -1;
         }
         return 0;
     }
     /* chat: split the text so far into reasoning and content, send what each gained */
     size_t keep = done ? len : utf8_complete(text, len);
-    if (!done && keep < 7 && strncmp(text, "<think>", keep) == 0 && !st->thinking_open) return st->role_sent ? 0 : chat_chunk(st, "content", "", 0, NULL);
+    if (!done && keep < 7 && strncmp(text, "<think>", keep) == 0 && !st->thinking_open)
+        return st->c[k].role_sent ? 0 : chat_chunk(st, k, "content", "", 0, NULL, NULL);
     char *reasoning = NULL, *content = NULL;
     if (td_chat_split_reasoning(text, keep, st->thinking_open, &reasoning, &content) != TD_OK) return -1;
     size_t rl = strlen(reasoning), cl = strlen(content);
     int rc = 0;
-    if (rl > st->sent_reasoning) rc = chat_chunk(st, "reasoning_content", reasoning + st->sent_reasoning, rl - st->sent_reasoning, NULL);
-    if (!rc && rl > st->sent_reasoning) st->sent_reasoning = rl;
-    if (!rc && cl > st->sent_content) rc = chat_chunk(st, "content", content + st->sent_content, cl - st->sent_content, NULL);
-    if (!rc && cl > st->sent_content) st->sent_content = cl;
-    if (!rc && !st->role_sent) rc = chat_chunk(st, "content", "", 0, NULL);
+    if (rl > st->c[k].sent_reasoning)
+        rc = chat_chunk(st, k, "reasoning_content", reasoning + st->c[k].sent_reasoning, rl - st->c[k].sent_reasoning,
+                        NULL, NULL);
+    if (!rc && rl > st->c[k].sent_reasoning) st->c[k].sent_reasoning = rl;
+    if (!rc && cl > st->c[k].sent_content)
+        rc = chat_chunk(st, k, "content", content + st->c[k].sent_content, cl - st->c[k].sent_content, NULL, NULL);
+    if (!rc && cl > st->c[k].sent_content) st->c[k].sent_content = cl;
+    if (!rc && !st->c[k].role_sent) rc = chat_chunk(st, k, "content", "", 0, NULL, NULL);
     td_free(reasoning);
     td_free(content);
     return rc;
+}
+
+/* Something to send: a choice's first chunk, new text, or its end. */
+static int stream_news(const stream *st, const job *j) {
+    if (j->done) return 1;
+    for (int32_t k = 0; k < j->n_choices; k++)
+        if (!st->c[k].role_sent || j->ch[k].len > st->c[k].sent || (j->ch[k].done && !st->c[k].fin_sent)) return 1;
+    return 0;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -698,7 +838,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_mutex_lock(&G->mu);
         job *j = st->j;
         int gone = 0;
-        while (!j->done && j->len == st->sent && st->role_sent) {
+        while (!stream_news(st, j)) {
             /* look at the socket while waiting: a client that left is noticed now, not at the next write */
             if (td_client_gone(st->fd)) {
                 gone = 1;
@@ -714,27 +854,40 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             pthread_mutex_unlock(&G->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        int rc = stream_emit(st, j->text ? j->text : "", j->len, j->done);
-        st->sent = j->len;
-        if (!rc && j->done) {
-            if (j->finish == TD_GEN_FINISH_ERROR || j->finish == TD_GEN_FINISH_CANCELLED) {
-                json_t *e = json_object(), *o = json_object();
-                json_object_set_new(e, "message", json_string(j->err[0] ? j->err : "generation failed"));
-                json_object_set_new(e, "type", json_string("server_error"));
-                json_object_set_new(e, "param", json_null());
-                json_object_set_new(e, "code", json_null());
-                json_object_set_new(o, "error", e);
+        int rc = 0, failed = 0, all = 1;
+        for (int32_t k = 0; k < j->n_choices && !rc && !failed; k++) {
+            const choice *c = &j->ch[k];
+            if (st->c[k].fin_sent) continue;
+            rc = stream_emit(st, k, c->text ? c->text : "", c->len, c->done);
+            st->c[k].sent = c->len;
+            if (rc || !c->done) {
+                all = 0;
+                continue;
+            }
+            if (c->finish == TD_GEN_FINISH_ERROR || c->finish == TD_GEN_FINISH_CANCELLED) {
+                failed = 1;
+                break;
+            }
+            rc = st->chat ? chat_chunk(st, k, NULL, NULL, 0, finish_name(c), j)
+                          : text_chunk(st, k, "", 0, finish_name(c), j); /* the sampler, seed and timings ride on it */
+            st->c[k].fin_sent = 1;
+        }
+        if (!rc && failed) {
+            json_t *e = json_object(), *o = json_object();
+            json_object_set_new(e, "message", json_string(j->err[0] ? j->err : "generation failed"));
+            json_object_set_new(e, "type", json_string("server_error"));
+            json_object_set_new(e, "param", json_null());
+            json_object_set_new(e, "code", json_null());
+            json_object_set_new(o, "error", e);
+            rc = pend_event(st, o);
+            if (!rc) rc = pend_put(st, "data: [DONE]\n\n", 14);
+            st->finished = 1;
+        } else if (!rc && all) {
+            if (st->include_usage) { /* OpenAI's last chunk: no choices, the usage of the whole request */
+                json_t *o = chunk_head(st);
+                json_object_set_new(o, "choices", json_array());
+                json_object_set_new(o, "usage", usage_json(j));
                 rc = pend_event(st, o);
-            } else {
-                rc = st->chat ? chat_chunk(st, NULL, NULL, 0, finish_name(j)) : text_chunk(st, "", 0, finish_name(j));
-                if (!rc) { /* the effective sampler and timings ride on a last chunk, with usage when asked */
-                    json_t *o = chunk_head(st);
-                    json_object_set_new(o, "choices", json_array());
-                    if (st->include_usage) json_object_set_new(o, "usage", usage_json(j));
-                    json_object_set_new(o, "sampler", json_incref(st->sampler));
-                    json_object_set_new(o, "timings", timings_json(j));
-                    rc = pend_event(st, o);
-                }
             }
             if (!rc) rc = pend_put(st, "data: [DONE]\n\n", 14);
             st->finished = 1;
@@ -753,7 +906,6 @@ static void stream_free(void *cls) {
     stream *st = cls;
     job_release(st->s, st->j); /* cancels the job when the client left before the end */
     td_server_release(st->s);
-    json_decref(st->sampler);
     td_free(st->pend);
     td_free(st);
 }
@@ -771,7 +923,6 @@ static void start_stream(td_server *s, job *j, int chat, int thinking_open, int 
     st->id = next_id(s);
     st->created = (int64_t)time(NULL);
     snprintf(st->model, sizeof st->model, "%s", s->model_name);
-    st->sampler = sampler_json(&j->req.sampler);
     out->status = 200;
     out->stream.read = stream_read;
     out->stream.free = stream_free;
@@ -789,7 +940,10 @@ static int gen_available(td_server *s, td_reply *out) {
 
 /* The reply of a finished job that failed, or 0. */
 static int job_failed(const job *j, td_reply *out) {
-    if (j->finish != TD_GEN_FINISH_ERROR && j->finish != TD_GEN_FINISH_CANCELLED) return 0;
+    int failed = 0;
+    for (int32_t k = 0; k < j->n_choices; k++)
+        failed |= j->ch[k].finish == TD_GEN_FINISH_ERROR || j->ch[k].finish == TD_GEN_FINISH_CANCELLED;
+    if (!failed) return 0;
     td_reply_fail(out, j->err_status ? j->err_status : 500, "server_error", NULL, NULL, "%s",
                   j->err[0] ? j->err : "generation failed");
     return 1;
@@ -815,46 +969,57 @@ void td_ep_chat(td_server *s, td_req *r, td_reply *out) {
     }
     job_wait(s, j, out->client_fd);
     if (!job_failed(j, out)) {
-        char *reasoning = NULL, *content = NULL;
-        if (td_chat_split_reasoning(j->text ? j->text : "", j->len, thinking_open, &reasoning, &content) != TD_OK) {
-            td_reply_fail(out, 500, "server_error", NULL, NULL, "%s", td_last_error());
-        } else {
-            json_t *o = json_object(), *ch = json_array(), *c = json_object(), *m = json_object();
-            char id[48];
-            snprintf(id, sizeof id, "chatcmpl-%lld", (long long)next_id(s));
-            json_object_set_new(o, "id", json_string(id));
-            json_object_set_new(o, "object", json_string("chat.completion"));
-            json_object_set_new(o, "created", json_integer((json_int_t)time(NULL)));
-            json_object_set_new(o, "model", json_string(s->model_name));
-            json_object_set_new(m, "role", json_string("assistant"));
-            json_object_set_new(m, "content", text_json(content, strlen(content)));
-            json_object_set_new(m, "reasoning_content", *reasoning ? text_json(reasoning, strlen(reasoning)) : json_null());
-            json_object_set_new(c, "index", json_integer(0));
-            json_object_set_new(c, "message", m);
-            json_object_set_new(c, "logprobs", json_null());
-            json_object_set_new(c, "finish_reason", json_string(finish_name(j)));
-            json_array_append_new(ch, c);
-            json_object_set_new(o, "choices", ch);
-            json_object_set_new(o, "usage", usage_json(j));
-            json_object_set_new(o, "sampler", sampler_json(&j->req.sampler));
-            json_object_set_new(o, "timings", timings_json(j));
-            td_reply_json(out, o);
+        json_t *o = json_object(), *ch = json_array();
+        char id[48];
+        snprintf(id, sizeof id, "chatcmpl-%lld", (long long)next_id(s));
+        json_object_set_new(o, "id", json_string(id));
+        json_object_set_new(o, "object", json_string("chat.completion"));
+        json_object_set_new(o, "created", json_integer((json_int_t)time(NULL)));
+        json_object_set_new(o, "model", json_string(s->model_name));
+        int ok = 1;
+        for (int32_t k = 0; k < j->n_choices && ok; k++) {
+            const choice *cc = &j->ch[k];
+            char *reasoning = NULL, *content = NULL;
+            if (td_chat_split_reasoning(cc->text ? cc->text : "", cc->len, thinking_open, &reasoning, &content) != TD_OK) {
+                ok = 0;
+            } else {
+                json_t *c = json_object(), *m = json_object();
+                json_object_set_new(m, "role", json_string("assistant"));
+                json_object_set_new(m, "content", text_json(content, strlen(content)));
+                json_object_set_new(m, "reasoning_content",
+                                    *reasoning ? text_json(reasoning, strlen(reasoning)) : json_null());
+                json_object_set_new(c, "index", json_integer(k));
+                json_object_set_new(c, "message", m);
+                json_object_set_new(c, "logprobs", json_null());
+                json_object_set_new(c, "finish_reason", json_string(finish_name(cc)));
+                json_array_append_new(ch, c);
+            }
+            td_free(reasoning);
+            td_free(content);
         }
-        td_free(reasoning);
-        td_free(content);
+        json_object_set_new(o, "choices", ch);
+        json_object_set_new(o, "usage", usage_json(j));
+        extras_json(o, j);
+        if (ok) td_reply_json(out, o);
+        else {
+            json_decref(o);
+            td_reply_fail(out, 500, "server_error", NULL, NULL, "%s", td_last_error());
+        }
     }
     job_release(s, j);
     td_server_release(s);
 }
 
-/* OpenAI's completions logprobs: tokens, token_logprobs, top_logprobs (a map per token), text_offset. */
-static json_t *logprobs_json(td_server *s, const job *j, int echo, int32_t n_top) {
+/* OpenAI's completions logprobs of choice k: tokens, token_logprobs, top_logprobs (a map per token), text_offset;
+ * with echo the prompt's come first (read once, by choice 0, for every choice). */
+static json_t *logprobs_json(td_server *s, const job *j, int32_t k, int echo, int32_t n_top) {
+    const choice *cc = &j->ch[k];
     json_t *o = json_object(), *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     size_t off = 0;
     int32_t n_prompt = echo ? j->req.n_prompt : 0;
-    for (int32_t i = 0; i < n_prompt + j->n_tok; i++) {
+    for (int32_t i = 0; i < n_prompt + cc->n_tok; i++) {
         int gen = i >= n_prompt;
-        int32_t id = gen ? j->toks[i - n_prompt] : j->prompt[i];
+        int32_t id = gen ? cc->toks[i - n_prompt] : j->prompt[i];
         size_t bl = 0;
         td_token_bytes(td_model_tokenizer(s->model), id, &bl);
         json_array_append_new(toks, token_str(s, id));
@@ -863,18 +1028,18 @@ static json_t *logprobs_json(td_server *s, const job *j, int echo, int32_t n_top
         const float *lp = NULL;
         const int32_t *ti = NULL;
         const float *tl = NULL;
-        int32_t k = 0;
-        if (gen) lp = &j->lps[i - n_prompt], ti = j->top_ids + (size_t)(i - n_prompt) * (size_t)j->n_top,
-                 tl = j->top_lps + (size_t)(i - n_prompt) * (size_t)j->n_top, k = j->n_top;
+        int32_t kk = 0;
+        if (gen) lp = &cc->lps[i - n_prompt], ti = cc->top_ids + (size_t)(i - n_prompt) * (size_t)j->n_top,
+                 tl = cc->top_lps + (size_t)(i - n_prompt) * (size_t)j->n_top, kk = j->n_top;
         else if (i > 0 && i - 1 < j->n_plp) lp = &j->plp[i - 1], ti = j->ptop_ids + (size_t)(i - 1) * (size_t)j->n_ptop,
-                 tl = j->ptop_lps + (size_t)(i - 1) * (size_t)j->n_ptop, k = j->n_ptop;
+                 tl = j->ptop_lps + (size_t)(i - 1) * (size_t)j->n_ptop, kk = j->n_ptop;
         json_array_append_new(lps, lp && isfinite(*lp) ? json_real(*lp) : json_null());
         if (!lp) {
             json_array_append_new(tops, json_null());
             continue;
         }
         json_t *m = json_object();
-        for (int32_t t = 0; t < k && t < n_top; t++) {
+        for (int32_t t = 0; t < kk && t < n_top; t++) {
             if (ti[t] < 0) continue;
             size_t tn = 0;
             const char *tb = td_token_bytes(td_model_tokenizer(s->model), ti[t], &tn);
@@ -915,60 +1080,64 @@ void td_ep_completion(td_server *s, td_req *r, td_reply *out) {
         j->req.prompt_logprobs = r->logprobs;
         j->req.cache = 0; /* every prompt position's logits are needed: nothing reused, nothing worth keeping */
     }
-    if (job_start(s, j, out)) return;
+    char *ptext = NULL; /* the prompt's text, for echo */
+    size_t pl = 0;
+    if (r->echo) {
+        if (r->prompt) ptext = td_strndup(r->prompt, r->prompt_len), pl = r->prompt_len;
+        else if (td_detokenize(td_model_tokenizer(s->model), j->prompt, (size_t)j->req.n_prompt, &ptext, &pl) != TD_OK)
+            ptext = NULL;
+    }
+    if (job_start(s, j, out)) {
+        td_free(ptext);
+        return;
+    }
     if (r->stream) {
         start_stream(s, j, 0, 0, r->include_usage, out);
-        if (r->echo && out->stream.cls) { /* the prompt's text goes first */
-            stream *st = out->stream.cls;
-            char *text = NULL;
-            size_t pl = 0;
-            if (r->prompt) text_chunk(st, r->prompt, r->prompt_len, NULL);
-            else if (td_detokenize(td_model_tokenizer(s->model), j->prompt, (size_t)j->req.n_prompt, &text, &pl) == TD_OK)
-                text_chunk(st, text, pl, NULL);
-            td_free(text);
-        }
+        if (r->echo && out->stream.cls) /* the prompt's text goes first, for every choice */
+            for (int32_t k = 0; k < j->n_choices; k++) text_chunk(out->stream.cls, k, ptext ? ptext : "", pl, NULL, NULL);
+        td_free(ptext);
         return;
     }
     job_wait(s, j, out->client_fd);
     if (!job_failed(j, out)) {
-        json_t *o = json_object(), *ch = json_array(), *c = json_object();
+        json_t *o = json_object(), *ch = json_array();
         char id[48];
         snprintf(id, sizeof id, "cmpl-%lld", (long long)next_id(s));
         json_object_set_new(o, "id", json_string(id));
         json_object_set_new(o, "object", json_string("text_completion"));
         json_object_set_new(o, "created", json_integer((json_int_t)time(NULL)));
         json_object_set_new(o, "model", json_string(s->model_name));
-        char *text = NULL, *joined = NULL;
-        size_t tl = 0;
-        if (r->echo) { /* the prompt's text, then the completion */
-            size_t pl = 0;
-            if (r->prompt) text = td_strndup(r->prompt, r->prompt_len), pl = r->prompt_len;
-            else if (td_detokenize(td_model_tokenizer(s->model), j->prompt, (size_t)j->req.n_prompt, &text, &pl) != TD_OK) text = NULL;
-            joined = text ? td_malloc(pl + j->len + 1) : NULL;
-            if (joined) {
-                memcpy(joined, text, pl);
-                if (j->len) memcpy(joined + pl, j->text, j->len);
-                joined[pl + j->len] = 0;
-                tl = pl + j->len;
+        for (int32_t k = 0; k < j->n_choices; k++) {
+            const choice *cc = &j->ch[k];
+            json_t *c = json_object();
+            char *joined = NULL;
+            size_t tl = 0;
+            if (r->echo && ptext) { /* the prompt's text, then the completion */
+                joined = td_malloc(pl + cc->len + 1);
+                if (joined) {
+                    memcpy(joined, ptext, pl);
+                    if (cc->len) memcpy(joined + pl, cc->text, cc->len);
+                    joined[pl + cc->len] = 0;
+                    tl = pl + cc->len;
+                }
             }
-            td_free(text);
+            json_object_set_new(c, "text", joined ? text_json(joined, tl) : text_json(cc->text ? cc->text : "", cc->len));
+            td_free(joined);
+            json_object_set_new(c, "index", json_integer(k));
+            json_t *tid = json_array(); /* the generated ids (vLLM's return_token_ids), for exact comparisons */
+            int32_t n_ids = cc->n_tok - (cc->stop_id >= 0 && cc->n_tok > 0 && cc->toks[cc->n_tok - 1] == cc->stop_id);
+            for (int32_t i = 0; i < n_ids; i++) json_array_append_new(tid, json_integer(cc->toks[i]));
+            json_object_set_new(c, "token_ids", tid);
+            json_object_set_new(c, "logprobs", r->logprobs >= 0 ? logprobs_json(s, j, k, r->echo, r->logprobs) : json_null());
+            json_object_set_new(c, "finish_reason", json_string(finish_name(cc)));
+            json_array_append_new(ch, c);
         }
-        json_object_set_new(c, "text", joined ? text_json(joined, tl) : text_json(j->text ? j->text : "", j->len));
-        td_free(joined);
-        json_object_set_new(c, "index", json_integer(0));
-        json_t *tid = json_array(); /* the generated ids (vLLM's return_token_ids), for exact comparisons */
-        int32_t n_ids = j->n_tok - (j->stop_id >= 0 && j->n_tok > 0 && j->toks[j->n_tok - 1] == j->stop_id); /* not the stop */
-        for (int32_t i = 0; i < n_ids; i++) json_array_append_new(tid, json_integer(j->toks[i]));
-        json_object_set_new(c, "token_ids", tid);
-        json_object_set_new(c, "logprobs", r->logprobs >= 0 ? logprobs_json(s, j, r->echo, r->logprobs) : json_null());
-        json_object_set_new(c, "finish_reason", json_string(finish_name(j)));
-        json_array_append_new(ch, c);
         json_object_set_new(o, "choices", ch);
         json_object_set_new(o, "usage", usage_json(j));
-        json_object_set_new(o, "sampler", sampler_json(&j->req.sampler));
-        json_object_set_new(o, "timings", timings_json(j));
+        extras_json(o, j);
         td_reply_json(out, o);
     }
+    td_free(ptext);
     job_release(s, j);
     td_server_release(s);
 }

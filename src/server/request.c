@@ -1,8 +1,11 @@
 /* The request parser and validator (request.h): bytes in, a validated request or an OpenAI-style error out. Every
  * refusal names the member at fault, with its path ("messages[1].content"), so a client can fix its request. */
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/request.h"
@@ -122,6 +125,133 @@ static int get_ids(const json_t *a, const char *key, int32_t n_vocab, int32_t **
         if (x < 0 || x >= n_vocab)
             return bad(err, p, "'%s' = %lld is not a token id of this model (0 .. %d)", p, x, n_vocab - 1);
         (*ids)[i] = (int32_t)x;
+    }
+    return 0;
+}
+
+/* ---- the members a request may carry ------------------------------------------------------------------------------ */
+
+static const char *const chat_members[] = {
+    "model", "messages", "tools", "chat_template_kwargs", "max_tokens", "max_completion_tokens", "stream",
+    "stream_options", "ignore_eos", "temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
+    "repetition_penalty", "top_k", "seed", "n", "stop", "logit_bias", "logprobs", "top_logprobs", "response_format",
+    "user", "tool_choice", "parallel_tool_calls", "store", NULL};
+static const char *const completion_members[] = {
+    "model", "prompt", "max_tokens", "max_completion_tokens", "stream", "stream_options", "ignore_eos", "temperature",
+    "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "top_k", "seed", "n", "stop",
+    "logit_bias", "echo", "logprobs", "best_of", "user", NULL};
+static const char *const tokenize_members[] = {"model", "prompt", "text", "messages", "tools", "chat_template_kwargs",
+                                               "add_generation_prompt", NULL};
+static const char *const detokenize_members[] = {"model", "tokens", NULL};
+static const char *const decide_members[] = {"model", "evidence", "criteria", "show_logits", NULL};
+
+/* Why a parameter OpenAI's API has is refused here (the rest: unknown). */
+static const char *refusal_hint(const char *key) {
+    static const struct {
+        const char *key, *why;
+    } hints[] = {
+        {"best_of", "generating best_of candidates and returning the best is not implemented; ask for 'n' choices"},
+        {"suffix", "insertion (text after the completion) is not implemented"},
+        {"functions", "the deprecated function-calling form is not implemented; use 'tools'"},
+        {"function_call", "the deprecated function-calling form is not implemented; use 'tools'"},
+        {"audio", "audio output is not implemented"},
+        {"modalities", "only text is generated"},
+        {"prediction", "predicted outputs are not implemented"},
+        {"reasoning_effort", "use chat_template_kwargs.enable_thinking to turn reasoning on or off"},
+        {"web_search_options", "web search is not implemented"},
+        {"metadata", "stored completions are not implemented"},
+        {"service_tier", "there are no service tiers"},
+        {"guided_json", "constrained decoding is not implemented; use /v1/decide for typed answers"},
+        {"guided_choice", "constrained decoding is not implemented; use /v1/decide for typed answers"},
+        {"guided_regex", "constrained decoding is not implemented; use /v1/decide for typed answers"},
+        {"grammar", "constrained decoding is not implemented; use /v1/decide for typed answers"},
+    };
+    for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++)
+        if (strcmp(hints[i].key, key) == 0) return hints[i].why;
+    return NULL;
+}
+
+/* Refuses a member outside the kind's list, and the listed ones that are accepted only at their default value. */
+static int check_members(const json_t *o, td_req_kind kind, td_req_error *err) {
+    const char *const *known = kind == TD_REQ_CHAT ? chat_members : kind == TD_REQ_COMPLETION ? completion_members
+                             : kind == TD_REQ_TOKENIZE ? tokenize_members : kind == TD_REQ_DETOKENIZE ? detokenize_members
+                             : decide_members;
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        int ok = 0;
+        for (size_t i = 0; known[i] && !ok; i++) ok = strcmp(known[i], key) == 0;
+        char p[96];
+        snprintf(p, sizeof p, "%.90s", key);
+        if (!ok) {
+            const char *why = refusal_hint(key);
+            if (why) return td_req_fail(err, 400, "invalid_request_error", p, "unsupported_parameter",
+                                        "'%.90s' is not supported by this server: %s", key, why);
+            return td_req_fail(err, 400, "invalid_request_error", p, "unknown_parameter",
+                               "Unrecognized request argument supplied: '%.90s' (this server refuses what it does not "
+                               "implement rather than ignore it)", key);
+        }
+        if (json_is_null(v)) continue; /* null is absent, as OpenAI's API reads it */
+        const char *why = NULL;
+        if (strcmp(key, "user") == 0 && !json_is_string(v)) return bad(err, p, "'user' must be a string, not %s", type_name(v));
+        if (strcmp(key, "top_logprobs") == 0)
+            why = "log-probabilities of chat completions are not implemented; use /v1/completions with 'logprobs'";
+        else if (strcmp(key, "tool_choice") == 0 && !(json_is_string(v) && strcmp(json_string_value(v), "auto") == 0))
+            why = "only \"auto\" (the model decides whether to call a tool) is implemented";
+        else if (strcmp(key, "parallel_tool_calls") == 0 && !json_is_true(v))
+            why = "only true (the default) is implemented";
+        else if (strcmp(key, "store") == 0 && !json_is_false(v))
+            why = "stored completions are not implemented (only false is accepted)";
+        else if (strcmp(key, "best_of") == 0 && !(json_is_integer(v) && json_integer_value(v) == 1))
+            why = refusal_hint("best_of");
+        else if (strcmp(key, "response_format") == 0) {
+            const json_t *t = json_object_get(v, "type");
+            if (!json_is_object(v) || !json_is_string(t))
+                return bad(err, "response_format.type", "'response_format' must be an object with a string 'type'");
+            if (strcmp(json_string_value(t), "text") != 0)
+                return td_req_fail(err, 400, "invalid_request_error", "response_format.type", "unsupported_parameter",
+                                   "'response_format' of type '%.60s' is not supported: this server does not constrain "
+                                   "decoding (only {\"type\": \"text\"}); /v1/decide gives typed answers",
+                                   json_string_value(t));
+        }
+        if (why) return td_req_fail(err, 400, "invalid_request_error", p, "unsupported_parameter",
+                                    "'%.90s': this value is not supported by this server: %s", key, why);
+    }
+    return 0;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100]} */
+static int parse_logit_bias(const json_t *o, const td_req_limits *lim, td_req *r, td_req_error *err) {
+    const json_t *lb = json_object_get(o, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb))
+        return bad(err, "logit_bias", "'logit_bias' must be an object mapping token ids to biases, not %s", type_name(lb));
+    size_t n = json_object_size(lb);
+    if (n > TD_REQ_MAX_LOGIT_BIAS)
+        return bad(err, "logit_bias", "'logit_bias' holds %zu entries; at most %d", n, TD_REQ_MAX_LOGIT_BIAS);
+    r->bias_ids = td_malloc((n ? n : 1) * sizeof *r->bias_ids);
+    r->bias = td_malloc((n ? n : 1) * sizeof *r->bias);
+    if (!r->bias_ids || !r->bias) return nomem(err);
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)lb, key, v) {
+        char *end = NULL;
+        errno = 0;
+        long long id = strtoll(key, &end, 10);
+        if (!*key || isspace((unsigned char)*key) || *end || errno)
+            return bad(err, "logit_bias", "'logit_bias' key \"%.60s\" is not a token id", key);
+        if (id < 0 || id >= lim->n_vocab)
+            return bad(err, "logit_bias", "'logit_bias' key %lld is not a token id of this model (0 .. %d)", id,
+                       lim->n_vocab - 1);
+        char p[96];
+        snprintf(p, sizeof p, "logit_bias.%.60s", key);
+        if (!json_is_number(v)) return bad(err, p, "'%s' must be a number, not %s", p, type_name(v));
+        double b = json_number_value(v);
+        if (!isfinite(b) || b < -100 || b > 100) return bad(err, p, "'%s' must be in [-100, 100], got %g", p, b);
+        for (int32_t i = 0; i < r->n_bias; i++)
+            if (r->bias_ids[i] == id) return bad(err, p, "'logit_bias' names token %lld twice", id);
+        r->bias_ids[r->n_bias] = (int32_t)id;
+        r->bias[r->n_bias++] = (float)b;
     }
     return 0;
 }
@@ -277,10 +407,10 @@ static int parse_generation(const json_t *o, const td_req_limits *lim, td_req *r
     if (s->has_top_k) s->top_k = v < 0 ? 0 : (int32_t)v; /* -1 (vLLM) and 0 both mean off */
     if ((rc = get_int(o, "seed", INT64_MIN, INT64_MAX, &v, &s->has_seed, err))) return rc;
     if (s->has_seed) s->seed = (uint64_t)v;
-    if ((rc = get_int(o, "n", 1, 1, &v, &has, err))) {
-        snprintf(err->message, sizeof err->message, "'n' must be 1: one choice per request");
-        return rc;
-    }
+    v = 1;
+    if ((rc = get_int(o, "n", 1, TD_GEN_MAX_CHOICES, &v, &has, err))) return rc;
+    r->n = (int32_t)v;
+    if ((rc = parse_logit_bias(o, lim, r, err))) return rc;
     const json_t *st = json_object_get(o, "stop");
     if (st && !json_is_null(st)) {
         size_t n = json_is_string(st) ? 1 : json_is_array(st) ? json_array_size(st) : 0;
@@ -314,6 +444,19 @@ static int parse_criteria(const json_t *o, td_req *r, td_req_error *err) {
         len = json_string_length(c);
     } else if (json_is_array(c)) {
         if (json_array_size(c) == 0) return bad(err, "criteria", "'criteria' must hold at least one criterion");
+        for (size_t i = 0; i < json_array_size(c); i++) { /* a repeated option id, named by its path */
+            const json_t *opts = json_object_get(json_array_get(c, i), "options");
+            for (size_t k = 0; json_is_array(opts) && k < json_array_size(opts); k++)
+                for (size_t j = 0; j < k; j++) {
+                    const json_t *a = json_object_get(json_array_get(opts, j), "id"),
+                                 *b = json_object_get(json_array_get(opts, k), "id");
+                    if (a && b && json_equal(a, b) && (json_is_string(a) || json_is_integer(a))) {
+                        char p[96];
+                        snprintf(p, sizeof p, "criteria[%zu].options[%zu].id", i, k);
+                        return bad(err, p, "'%s' repeats the id of options[%zu]: option ids must be distinct", p, j);
+                    }
+                }
+        }
         size_t cap = 256;
         text = td_malloc(cap);
         for (size_t i = 0; text && i < json_array_size(c); i++) {
@@ -355,6 +498,17 @@ static int parse_criteria(const json_t *o, td_req *r, td_req_error *err) {
         return bad(err, p, "%s", m);
     }
     if (td_rows_count(r->criteria) == 0) return bad(err, "criteria", "'criteria' holds no criterion");
+    for (int32_t i = 0; i < td_rows_count(r->criteria); i++) { /* what `decide` would answer with false confidence */
+        const td_criterion *cr = &td_rows_get(r->criteria, i)->criterion;
+        const char *q = cr->question;
+        while (*q && isspace((unsigned char)*q)) q++;
+        char p[64];
+        snprintf(p, sizeof p, "criteria[%d].question", i);
+        if (!*q) return bad(err, p, "'%s' is empty: there is nothing to decide", p);
+        snprintf(p, sizeof p, "criteria[%d].options", i);
+        if (cr->n_options < 2)
+            return bad(err, p, "'%s' holds %d option: a decision needs at least two", p, cr->n_options);
+    }
     for (int32_t i = 0; i < td_rows_count(r->criteria); i++)
         if (!td_rows_get(r->criteria, i)->evidence && !r->evidence) {
             char p[48];
@@ -373,6 +527,7 @@ int td_req_parse(td_req_kind kind, const char *body, size_t len, const td_req_li
     r->add_generation_prompt = 1;
     r->logprobs = -1;
     r->max_tokens = -1;
+    r->n = 1;
     if (lim->max_body && len > lim->max_body)
         return td_req_fail(err, 413, "invalid_request_error", NULL, "request_too_large",
                            "the request body is %zu bytes; this server takes at most %zu", len, lim->max_body);
@@ -386,6 +541,7 @@ int td_req_parse(td_req_kind kind, const char *body, size_t len, const td_req_li
     int rc = 0;
     const json_t *o = r->root;
     if (!json_is_object(o)) rc = bad(err, NULL, "the body must be a JSON object, not %s", type_name(o));
+    if (!rc && kind >= 0 && kind < TD_REQ_N_KINDS) rc = check_members(o, kind, err);
     if (!rc) rc = parse_model(o, lim, r, err);
     if (rc) goto fail;
     switch (kind) {
@@ -458,6 +614,8 @@ void td_req_free(td_req *r) {
     td_free(r->prompt_ids);
     td_free(r->stop);
     td_free(r->ids);
+    td_free(r->bias_ids);
+    td_free(r->bias);
     td_rows_free(r->criteria);
     json_decref(r->root);
     memset(r, 0, sizeof *r);

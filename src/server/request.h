@@ -73,7 +73,11 @@ typedef struct td_req {
     int stream, include_usage;
     int ignore_eos;           /* vLLM's: the model's stop ids do not stop generation */
     int32_t max_tokens;       /* -1 when absent; completions may ask for 0 (with echo: scoring the prompt alone) */
+    int32_t n;                /* choices, 1..TD_GEN_MAX_CHOICES (default 1) */
     td_req_sampling sampling;
+    int32_t *bias_ids;        /* logit_bias: n_bias token ids (owned) and their biases (owned), in [-100, 100] */
+    float *bias;
+    int32_t n_bias;
     const char **stop;        /* stop strings (owned array, borrowed strings) */
     int32_t n_stop;
     /* detokenize */
@@ -85,6 +89,13 @@ typedef struct td_req {
     td_rows *criteria;        /* owned */
     int show_logits;
 } td_req;
+
+/* Every member a request may carry is known: one that is not (or an OpenAI parameter this server does not
+ * implement, such as best_of or suffix) is refused with a 400 naming it, never ignored. Members accepted only at
+ * their default (no effect): "user" (any string), "logprobs": false and "top_logprobs": null on chat,
+ * "response_format": {"type": "text"}, "tool_choice": "auto", "parallel_tool_calls": true, "best_of": 1,
+ * "store": false. */
+#define TD_REQ_MAX_LOGIT_BIAS 1024
 
 /* Parses and validates `len` bytes of a body as a request of `kind`. Returns 0 and fills *out (td_req_free), or
  * the HTTP status of the refusal and fills *err (then *out holds nothing to free). Never touches a model. */

@@ -169,7 +169,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, td_reply *r) {
 /* ---- routing ------------------------------------------------------------------------------------------------------ */
 
 typedef enum route {
-    R_NONE = 0, R_PAGE, R_HEALTH, R_MODELS, R_TOKENIZE, R_DETOKENIZE, R_DECIDE, R_CHAT, R_COMPLETION
+    R_NONE = 0, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_TOKENIZE, R_DETOKENIZE, R_DECIDE, R_CHAT, R_COMPLETION
 } route;
 
 static const struct {
@@ -257,6 +257,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 path_known = 1;
                 if (strcmp(method, routes[i].method) == 0) cs->r = routes[i].r;
             }
+        if (!path_known && strncmp(url, "/v1/models/", 11) == 0 && url[11]) { /* GET /v1/models/{id} */
+            path_known = 1;
+            if (strcmp(method, "GET") == 0) cs->r = R_MODEL;
+        }
         td_reply *e = &cs->early;
         if (!path_known) td_reply_fail(e, 404, "invalid_request_error", NULL, "not_found", "no such path: %s %.200s", method, url);
         else if (cs->r == R_NONE) td_reply_fail(e, 405, "invalid_request_error", NULL, "method_not_allowed",
@@ -333,6 +337,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         break;
     case R_HEALTH: td_ep_health(s, &r); break;
     case R_MODELS: td_ep_models(s, &r); break;
+    case R_MODEL: td_ep_model(s, url + 11, &r); break;
     default: dispatch(s, cs, &r); break;
     }
     note(s, 0, "%s %s -> %d%s (%.1f ms)", method, url, r.status, r.stream.read ? " stream" : "", 1e3 * (now_s() - t));

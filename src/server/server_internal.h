@@ -70,6 +70,7 @@ void td_server_release(td_server *s);
 /* Endpoints (endpoints.c). */
 void td_ep_health(td_server *s, td_reply *out);
 void td_ep_models(td_server *s, td_reply *out);
+void td_ep_model(td_server *s, const char *id, td_reply *out); /* GET /v1/models/{id}: 404 for another id */
 void td_ep_tokenize(td_server *s, const td_req *r, td_reply *out);
 void td_ep_detokenize(td_server *s, const td_req *r, td_reply *out);
 void td_ep_decide(td_server *s, const td_req *r, td_reply *out);
