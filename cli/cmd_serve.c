@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -20,6 +21,16 @@ static const char usage_text[] =
     "  POST /v1/chat/completions, /v1/completions   OpenAI-compatible generation\n"
     "Errors are OpenAI's {\"error\": {\"message\", \"type\", \"param\", \"code\"}} with 400 (naming the field), 401, 404,\n"
     "405, 408, 413 or 503 (+ Retry-After). One line per request goes to stderr unless --quiet.\n"
+    "Every GET path also answers HEAD (headers only); OPTIONS on a path answers 204 with 'Allow' (and, for an origin\n"
+    "given to --cors-origin, the CORS preflight's headers).\n"
+    "\n"
+    "Connections: an open connection costs a socket, not a thread (a few threads poll them all; a request runs on a\n"
+    "thread of its own only while it is worked on). A request's headers must arrive within --timeout seconds of the\n"
+    "connection's start (or of the end of its previous reply), and then its body within --timeout: a client past\n"
+    "either (one byte a second, a body that stops short) gets a 408 JSON error and the connection is closed. An idle\n"
+    "connection is closed after --timeout seconds without a word. Conflicting framing is refused with 400 and the\n"
+    "connection closed: two Content-Length headers with different values, Content-Length with Transfer-Encoding, a\n"
+    "Content-Length that is not a number; a Transfer-Encoding other than chunked gets 501.\n"
     "\n"
     "  --model M             Hugging Face model directory or GGUF file (with a tokenizer)\n"
     "  --adapter DIR         PEFT LoRA adapter, merged at load\n"
@@ -32,8 +43,17 @@ static const char usage_text[] =
     "  --max-body BYTES      largest request body (default 1048576; larger: 413)\n"
     "  --max-tokens N        most new tokens per request (default 4096)\n"
     "  --ctx N               positions per request, prompt + new tokens (default: the model's trained context)\n"
-    "  --timeout S           close connections idle for S seconds; a body must arrive within S (default 30)\n"
-    "  --max-connections N   open connections at once (default 64)\n"
+    "  --timeout S           a request's headers, then its body, must each arrive within S seconds (else 408 and\n"
+    "                        close); idle connections are closed after S seconds (default 30)\n"
+    "  --max-connections N   open connections at once, idle ones included (default 1024, lowered to fit the\n"
+    "                        open-file limit, ulimit -n); more wait in the listen queue\n"
+    "  --max-connections-per-ip N  open connections from one client address; more are closed at once\n"
+    "                        (default 16; 0: no cap)\n"
+    "  --cors-origin ORIGIN  let a web page from ORIGIN (scheme://host[:port], or * for any) call the API from a\n"
+    "                        browser: its OPTIONS preflight gets 204 with Access-Control-Allow-Origin/Methods/\n"
+    "                        Headers (Authorization, Content-Type and those asked for) and Max-Age 600, and every\n"
+    "                        reply to it Access-Control-Allow-Origin. Repeatable, or a comma list. Default: off (no\n"
+    "                        CORS header for any origin: browsers refuse cross-origin calls)\n"
     "  --memory MB           memory budget of each context (default 1024): the generation engine's (KV rows of\n"
     "                        running requests and cached sessions, LRU-evicted) and /v1/decide's\n"
     "  --kv f32|f16          KV cache precision (default f32; f16 halves each KV row: more cached rows per budget)\n"
@@ -51,10 +71,28 @@ static void log_line(void *user, int level, const char *message) {
     fprintf(stderr, "typedecide serve: %s%s\n", level ? "warning: " : "", message);
 }
 
+/* Every --cors-origin given (cli_parse keeps the last one), joined with commas: a new string (free). */
+static char *cors_list(int argc, char **argv) {
+    size_t len = 1;
+    for (int i = 1; i < argc; i++) len += strlen(argv[i]) + 1;
+    char *out = calloc(1, len);
+    if (!out) return NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        if (strcmp(argv[i], "--") == 0) break;
+        if (strcmp(argv[i], "--cors-origin") == 0 && i + 1 < argc) v = argv[++i];
+        else if (strncmp(argv[i], "--cors-origin=", 14) == 0) v = argv[i] + 14;
+        if (!v) continue;
+        if (*out) strcat(out, ",");
+        strcat(out, v);
+    }
+    return out;
+}
+
 int cmd_serve(int argc, char **argv) {
     const char *model_dir = NULL, *adapter = NULL, *host = NULL, *port_s = NULL, *key = NULL, *name = NULL,
                *par_s = NULL, *queue_s = NULL, *body_s = NULL, *maxtok_s = NULL, *ctx_s = NULL, *timeout_s = NULL,
-               *conn_s = NULL, *mem_s = NULL, *threads_s = NULL,
+               *conn_s = NULL, *mem_s = NULL, *threads_s = NULL, *per_ip_s = NULL, *cors_s = NULL,
                *device_s = NULL, *precision_s = NULL, *kv_s = NULL;
     int quiet = 0, allow_special = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},    {"adapter", 1, &adapter, NULL},
@@ -67,7 +105,9 @@ int cmd_serve(int argc, char **argv) {
                             {"threads", 1, &threads_s, NULL},  {"quiet", 0, NULL, &quiet},
                             {"allow-special-in-messages", 0, NULL, &allow_special},
                             {"device", 1, &device_s, NULL},    {"precision", 1, &precision_s, NULL},
-                            {"kv", 1, &kv_s, NULL},            {NULL, 0, NULL, NULL}};
+                            {"kv", 1, &kv_s, NULL},
+                            {"max-connections-per-ip", 1, &per_ip_s, NULL}, {"cors-origin", 1, &cors_s, NULL},
+                            {NULL, 0, NULL, NULL}};
     int r = cli_parse(argc, argv, opts, "serve", NULL, 0, NULL);
     if (r == 1) {
         fputs(usage_text, stdout);
@@ -84,7 +124,8 @@ int cmd_serve(int argc, char **argv) {
                 {queue_s, "--queue", 0, 1 << 20},      {body_s, "--max-body", 1, (long long)1 << 34},
                 {maxtok_s, "--max-tokens", 1, 1 << 24}, {ctx_s, "--ctx", 1, 1 << 24},
                 {timeout_s, "--timeout", 1, 86400},    {conn_s, "--max-connections", 1, 65536},
-                {mem_s, "--memory", 1, 1 << 24},       {threads_s, "--threads", 1, 1024}};
+                {mem_s, "--memory", 1, 1 << 24},       {threads_s, "--threads", 1, 1024},
+                {per_ip_s, "--max-connections-per-ip", 0, 65536}};
     long long val[sizeof nums / sizeof nums[0]];
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         val[i] = -1;
@@ -103,6 +144,8 @@ int cmd_serve(int argc, char **argv) {
     if (val[7] >= 0) p.max_connections = (int32_t)val[7];
     if (val[8] >= 0) p.memory_mb = val[8];
     p.n_threads = val[9] >= 0 ? (int32_t)val[9] : cli_default_threads();
+    if (val[10] >= 0) p.max_connections_per_ip = (int32_t)val[10];
+
     if (host) p.host = host;
     if (key && !*key) return cli_usage_error("serve", "--api-key is empty");
     p.api_key = key;
@@ -111,6 +154,10 @@ int cmd_serve(int argc, char **argv) {
     p.allow_special_in_messages = allow_special;
     if (cli_kv("serve", kv_s, &p.kv_f16)) return 2;
     if ((r = cli_device("serve", device_s, precision_s, &p.device, &p.precision, NULL, 0)) != 0) return r;
+
+    char *cors = NULL;
+    if (cors_s && !(cors = cors_list(argc, argv))) return cli_usage_error("serve", "out of memory");
+    p.cors_origins = cors;
 
     /* the server's threads inherit this mask: SIGINT and SIGTERM reach sigwait below, and a client that goes away
      * mid-reply must not kill the process (SIGPIPE) */
@@ -125,6 +172,7 @@ int cmd_serve(int argc, char **argv) {
     td_server *srv = NULL;
     td_status st = cli_load_model(model_dir, 1, quiet, adapter, &m);
     if (st == TD_OK) st = td_server_start(m, &p, &srv);
+    free(cors); /* the server keeps its own copies */
     if (st != TD_OK) {
         td_model_free(m);
         return cli_fail("serve", st);

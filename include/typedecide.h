@@ -962,8 +962,11 @@ typedef struct td_server_params {
     int64_t max_body;          /* bytes of a request body. 1 MiB */
     int32_t max_tokens;        /* most new tokens one request may ask for. 4096 */
     int32_t n_ctx;             /* positions per request (prompt + new tokens); 0: the model's trained context */
-    int32_t timeout_s;         /* a connection idle this long is closed; a body must arrive within it. 30 */
-    int32_t max_connections;   /* open connections at once (each has a thread). 64 */
+    int32_t timeout_s;         /* a request's headers must arrive within it (from the connection's start or the end of
+                                  its previous reply), then its body within it: past either, a 408 and the
+                                  connection is closed; a connection idle this long is closed. 30 */
+    int32_t max_connections;   /* open connections at once, idle ones included (a socket each, no thread); capped by
+                                  the process's open-file limit. 1024 */
     int32_t n_threads;         /* worker threads of the model's contexts. 1 */
     int64_t memory_mb;         /* budget of each context: the generation engine's (td_gen_params.cache_bytes) and
                                   /v1/decide's (td_decide_params.memory_mb). 1024 */
@@ -974,6 +977,11 @@ typedef struct td_server_params {
     void *log_user;
     int allow_special_in_messages; /* 1: special-token text in chat messages becomes those tokens
                                       (TD_CHAT_ALLOW_SPECIAL); 0 (default): message content is text */
+    int32_t max_connections_per_ip; /* open connections from one client address; more are closed at once. 16; 0: no cap */
+    const char *cors_origins;  /* origins allowed to call the API from a browser, comma-separated ("https://a.example,
+                                  http://localhost:3000"; "*": any): their OPTIONS preflight gets 204 with
+                                  Access-Control-Allow-{Origin,Methods,Headers} and Max-Age, and every reply to them
+                                  Access-Control-Allow-Origin. NULL (default): no CORS headers for anyone */
 } td_server_params;
 
 TD_API td_server_params td_server_default_params(void);

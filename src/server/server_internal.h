@@ -30,6 +30,15 @@ struct td_server {
     pthread_mutex_t decide_mu;         /* guards dq */
     td_decide_queue dq;                /* /v1/decide requests waiting for a shared pass (decide_batch.c) */
     td_server_gen *gen;                /* NULL until generation is available */
+    /* connections (server.c): their deadlines, the work threads, CORS */
+    pthread_mutex_t conn_mu;           /* the fields below and every td_conn_slot / td_work */
+    pthread_cond_t conn_cv;            /* work threads ended, stream buffers drained, the sweeper's stop */
+    struct td_conn_slot *slots;        /* every open connection (MHD's socket context) */
+    pthread_t sweeper;                 /* cuts connections past their deadline */
+    int sweeper_on, sweeper_stop, stopping;
+    int32_t n_work, max_work;          /* work threads running, and the most at once (more: 503) */
+    char **cors;                       /* allowed origins (owned), n_cors of them; "*": any */
+    int32_t n_cors;
 };
 
 /* A streamed body: MHD pulls bytes through read(); free() runs once the connection is done with it (finished,
@@ -49,6 +58,7 @@ typedef struct td_reply {
     int retry_after;          /* seconds, for 503; 0: no header */
     td_stream stream;         /* stream.read != NULL: streamed (text/event-stream) */
     int client_fd;            /* in: the client's socket (-1: unknown), to notice a client that went away */
+    int close;                /* 1: 'Connection: close' (the request's framing cannot be trusted) */
 } td_reply;
 
 /* 1 when the client closed its side of the connection (read end-of-file or a hang-up), without consuming data. */
