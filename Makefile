@@ -8,7 +8,7 @@ CUDA_BUILD ?= build-cuda
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-.PHONY: all build asan fuzz cuda check test demo install clean
+.PHONY: all build asan fuzz cuda wasm check test demo install clean
 
 all: build
 
@@ -40,12 +40,19 @@ cuda:
 	@if nvidia-smi -L >/dev/null 2>&1; then cd $(CUDA_BUILD) && ctest --output-on-failure -R cuda; \
 	else echo "make cuda: no GPU here; the CUDA backend and its tests compiled, not run"; fi
 
+# The WebAssembly module (web/build.sh: Debian's emscripten, the core's libraries from Debian's source packages):
+# web/dist/typedecide.wasm + typedecide.js; test_wasm checks it under Node against the native tool. Skipped where
+# emscripten is not installed.
+wasm:
+	@if command -v emcc >/dev/null; then web/build.sh; else echo "make wasm: emscripten not installed, skipped"; fi
+
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The whole suite runs last, so that its ctest summary is the last thing check prints.
 check: build asan
 	$(MAKE) cuda
+	$(MAKE) wasm
 	$(MAKE) fuzz
 	cd $(ASAN_BUILD) && TD_SANITIZED=1 ctest --output-on-failure -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -23,6 +23,10 @@ done
 for pkg in python3 python3-pip python3-setuptools python3-wheel python3-numpy python3-pytest; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$pkg")
 done
+# emscripten (3.1.6, Debian's) builds the WebAssembly module (web/build.sh, `make wasm`, test_wasm); dpkg-dev's
+# dpkg-source unpacks the Debian source packages of PCRE2, utf8proc and jansson that it compiles (web/fetch_deps.sh).
+command -v emcc >/dev/null 2>&1 || need_pkgs+=(emscripten)
+command -v dpkg-source >/dev/null 2>&1 || need_pkgs+=(dpkg-dev)
 # Chromium (headless) loads the server's web page in test_serve.
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 # Node.js and npm run the test-only references (Hugging Face tokenizers, llama.cpp, the openai client); any Node

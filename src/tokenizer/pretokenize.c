@@ -225,12 +225,14 @@ td_status td_pretokenize(const struct td_tokenizer *tok, const char *text, size_
         g = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
         md = g ? pcre2_match_data_create(4, g) : NULL;
         mctx = g ? pcre2_match_context_create(g) : NULL;
-        jit = g ? pcre2_jit_stack_create(32 * 1024, 1024 * 1024, g) : NULL;
-        if (!md || !mctx || !jit) {
+        uint32_t have_jit = 0; /* a PCRE2 without JIT (the WebAssembly build's) matches with the interpreter */
+        (void)pcre2_config(PCRE2_CONFIG_JIT, &have_jit);
+        jit = g && have_jit ? pcre2_jit_stack_create(32 * 1024, 1024 * 1024, g) : NULL;
+        if (!md || !mctx || (have_jit && !jit)) {
             st = td_fail_nomem("regex match data");
             goto done;
         }
-        pcre2_jit_stack_assign(mctx, NULL, jit);
+        if (jit) pcre2_jit_stack_assign(mctx, NULL, jit);
     }
     for (int k = 0; k < tok->n_split; k++) {
         b.n = 0;

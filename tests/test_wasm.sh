@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The WebAssembly build (web/build.sh: emscripten from Debian) under Node: the same module the browser loads, on the
+# same files, against the native tool with the scalar kernels (TD_KERNELS=scalar, the set the module runs):
+#   1. tokenizer ids equal native on every line of tests/tokenizer/corpus.jsonl, for every tokenizer fixture
+#      (fixtures/tokenizers/*: Qwen3, Qwen3.5, Qwen2.5, Llama 3, Gemma 3) and a GGUF file's tokenizer;
+#   2. decide probabilities on the demo models (models/demo-qwen3, models/demo-qwen35) and the tiny fixtures
+#      (Hugging Face directories and GGUF files: fixtures/models, fixtures/gguf) within 1e-6 of native;
+#   3. the module's serial and fresh modes give the batch mode's bits.
+# Skipped (77) where emscripten is not installed (scripts/setup.sh installs it), in the sanitizer run, or where
+# Debian's source packages cannot be fetched for the first build. test_wasm_browser.sh: the same in Chromium.
+set -euo pipefail
+ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+BIN=${TD_BIN:-$ROOT/build/typedecide}
+cd "$ROOT"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. tests/wasm/common.sh
+wasm_build_or_skip
+native_refs
+RUN="node tests/wasm/wasm_run.mjs"
+
+i=0
+for tok in "${TOKS[@]}"; do
+    $RUN tokenize "$tok" "$CORPUS" >"$tmp/wasm.ids" || fail "wasm tokenize $tok"
+    cmp -s "$tmp/native-$i.ids" "$tmp/wasm.ids" || {
+        diff "$tmp/native-$i.ids" "$tmp/wasm.ids" | head -5 >&2; fail "$tok: wasm ids differ from native"; }
+    i=$((i + 1))
+done
+echo "ok: tokenizer ids equal native on $(wc -l <"$CORPUS") lines x ${#TOKS[@]} tokenizers"
+
+$RUN decide "$EV" "$CRIT" 0 1 "${MODELS[@]}" >"$tmp/wasm-batch.jsonl" 2>"$tmp/wasm.log" ||
+    { cat "$tmp/wasm.log" >&2; fail "wasm decide"; }
+node tests/wasm/compare.mjs "$tmp/native.jsonl" "$tmp/wasm-batch.jsonl" 1e-6 || fail "wasm decide differs from native"
+grep -q "kernels=scalar" "$tmp/wasm-batch.jsonl" || fail "the module did not run the scalar kernels"
+
+for mode in 1 2; do # the two demo models and two tiny ones
+    $RUN decide "$EV" "$CRIT" $mode 1 "${MODELS[@]:0:4}" >"$tmp/wasm-$mode.jsonl" 2>/dev/null || fail "wasm decide mode $mode"
+    node tests/wasm/compare.mjs <(awk '/^# /{n++} n<=4' "$tmp/wasm-batch.jsonl") "$tmp/wasm-$mode.jsonl" 0 ||
+        fail "wasm mode $mode differs from batch"
+done
+echo "ok: wasm decide = native scalar within 1e-6 on ${#MODELS[@]} models; serial and fresh = batch bit for bit"

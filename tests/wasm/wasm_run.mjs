@@ -1,0 +1,83 @@
+// Runs the WebAssembly module (web/dist/typedecide.js + .wasm) under Node, the same module the browser loads, on
+// files under the working directory (mounted through emscripten's NODEFS), and prints what the native tool
+// prints for the same request, so that tests/test_wasm.sh can compare the two:
+//   node wasm_run.mjs tokenize TOKENIZER(.json|.gguf) CORPUS.jsonl   one JSON array of ids per line ("text" field)
+//   node wasm_run.mjs decide EVIDENCE CRITERIA.jsonl MODE THREADS MODEL...   per model a line "# MODEL kernels=SET"
+//                                                    and one JSON line per criterion (MODE: 0 batch, 1 serial, 2 fresh)
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const dist = process.env.TD_WASM_DIST || resolve(here, '../../web/dist');
+const require = createRequire(import.meta.url);
+const createTypedecide = require(resolve(dist, 'typedecide.js'));
+// wasmBinary given: emscripten 3.1.6's glue would otherwise fetch() a file path, which Node's fetch refuses.
+const M = await createTypedecide({ wasmBinary: readFileSync(resolve(dist, 'typedecide.wasm')), print: () => {},
+                                   printErr: (s) => process.stderr.write(s + '\n') });
+// The working directory (the repository) is mounted at its own path, so that the absolute targets emscripten's
+// NODEFS makes of relative symbolic links (fixtures/models/*/tokenizer.json) name the same files inside.
+const root = process.cwd();
+let at = '';
+for (const part of root.split('/').filter(Boolean)) M.FS.mkdir((at += '/' + part));
+M.FS.mount(M.NODEFS, { root }, root);
+const host = (p) => {
+    const abs = resolve(p);
+    if (!abs.startsWith(root + '/')) throw new Error(`${p}: outside the working directory ${root}`);
+    return abs;
+};
+
+function str(ptr) { // a new C string from the module: copied out, then freed
+    const s = M.UTF8ToString(ptr);
+    M._tdw_free(ptr);
+    return s;
+}
+function cstr(s) { // a JS string into module memory (caller frees)
+    const n = M.lengthBytesUTF8(s) + 1, p = M._malloc(n);
+    M.stringToUTF8(s, p, n);
+    return p;
+}
+function die(what) {
+    process.stderr.write(`wasm_run: ${what}: ${M.UTF8ToString(M._tdw_error())}\n`);
+    process.exit(1);
+}
+
+const [cmd, ...args] = process.argv.slice(2);
+if (cmd === 'tokenize') {
+    const path = cstr(host(args[0]));
+    const tok = M._tdw_tokenizer_load(path);
+    M._free(path);
+    if (!tok) die(`cannot load ${args[0]}`);
+    const out = [];
+    for (const line of readFileSync(args[1], 'utf8').split('\n')) {
+        if (!line.trim()) continue;
+        const text = JSON.parse(line).text, p = cstr(text);
+        const ids = M._tdw_tokenize(tok, p, M.lengthBytesUTF8(text), 1);
+        M._free(p);
+        if (!ids) die(`tokenize failed on ${line.slice(0, 60)}`);
+        out.push(str(ids));
+    }
+    process.stdout.write(out.join('\n') + '\n');
+} else if (cmd === 'decide') {
+    // decide EVIDENCE CRITERIA MODE THREADS MODEL...: per model a line "# MODEL kernels=SET", then its decisions
+    const [evPath, crPath, mode, threads, ...models] = args;
+    const ev = cstr(readFileSync(evPath, 'utf8')), cr = cstr(readFileSync(crPath, 'utf8'));
+    for (const model of models) {
+        const path = cstr(host(model));
+        const m = M._tdw_model_load(path);
+        M._free(path);
+        if (!m) die(`cannot load ${model}`);
+        const t0 = performance.now();
+        const res = M._tdw_decide(m, ev, cr, Number(mode), Number(threads), 0);
+        const ms = performance.now() - t0;
+        if (!res) die(`decide on ${model} failed`);
+        process.stdout.write(`# ${model} kernels=${M.UTF8ToString(M._tdw_model_kernels(m))}\n` + str(res));
+        process.stderr.write(`wasm_run: decide ${model}: ${ms.toFixed(1)} ms\n`);
+        M._tdw_model_free(m);
+    }
+    M._free(ev), M._free(cr);
+} else {
+    process.stderr.write('usage: wasm_run.mjs tokenize TOK CORPUS | decide EVIDENCE CRITERIA MODE THREADS MODEL...\n');
+    process.exit(2);
+}

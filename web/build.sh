@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the engine as WebAssembly: web/dist/typedecide.wasm and its JS glue web/dist/typedecide.js, from the same C
+# sources as the native build (the core only: util, kernels, model, tokenizer, engine, decide, generate; never the
+# server, the corpus runner, evaluation or the CLI, which web/CMakeLists.txt does not list).
+# Toolchain: Debian 12's emscripten 3.1.6 (apt-get install emscripten). The core's three libraries (PCRE2, utf8proc,
+# jansson) are compiled for wasm32 from Debian's own source packages (web/fetch_deps.sh), the versions the native
+# build links, and installed into web/build/wasm-deps. Everything lands under web/build/ and web/dist/ (git-ignored).
+# Usage: web/build.sh [Release|Debug]   (WASM_JOBS=N for the parallel compile; default: nproc)
+set -euo pipefail
+cd "$(dirname "$0")"
+export NODE_PATH=${NODE_PATH:-/usr/share/nodejs} # Debian's emscripten finds its node modules (acorn, ...) here
+command -v emcmake >/dev/null || { echo "web/build.sh: emscripten not installed (apt-get install emscripten)" >&2; exit 1; }
+type=${1:-Release}
+jobs=${WASM_JOBS:-$(nproc)}
+./fetch_deps.sh
+deps=$PWD/build/deps
+prefix=$PWD/build/wasm-deps
+build_dep() { # name source-dir cmake-options...
+    local name=$1 src=$2; shift 2
+    [ -f "$prefix/.$name-done" ] && return 0
+    emcmake cmake -S "$src" -B "build/dep-$name" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
+        -DCMAKE_C_FLAGS="-O2" "$@" >/dev/null
+    cmake --build "build/dep-$name" -j "$jobs" >/dev/null
+    cmake --install "build/dep-$name" >/dev/null
+    touch "$prefix/.$name-done"
+}
+# PCRE2 without JIT (wasm cannot generate machine code at run time): the interpreter matches the same strings.
+build_dep pcre2 "$(ls -d "$deps"/pcre2-*/)" -DBUILD_SHARED_LIBS=OFF -DBUILD_STATIC_LIBS=ON -DPCRE2_SUPPORT_JIT=OFF \
+    -DPCRE2_SUPPORT_UNICODE=ON -DPCRE2_BUILD_PCRE2GREP=OFF -DPCRE2_BUILD_TESTS=OFF -DPCRE2_SUPPORT_LIBREADLINE=OFF \
+    -DPCRE2_SUPPORT_LIBZ=OFF -DPCRE2_SUPPORT_LIBBZ2=OFF
+build_dep utf8proc "$(ls -d "$deps"/utf8proc-*/)" -DBUILD_SHARED_LIBS=OFF -DUTF8PROC_ENABLE_TESTING=OFF
+build_dep jansson "$(ls -d "$deps"/jansson-*/)" -DJANSSON_BUILD_SHARED_LIBS=OFF -DJANSSON_EXAMPLES=OFF \
+    -DJANSSON_BUILD_DOCS=OFF -DJANSSON_WITHOUT_TESTS=ON -DUSE_URANDOM=OFF
+emcmake cmake -S . -B build/wasm -DCMAKE_BUILD_TYPE="$type" -DTD_WASM_DEPS="$prefix" >/dev/null
+cmake --build build/wasm -j "$jobs"

@@ -1,0 +1,139 @@
+/* The WebAssembly module's entry points for JavaScript (web/typedecide.mjs and the tests): thin wrappers over the
+ * public API (include/typedecide.h) that take and return plain C strings, so that the JS side passes UTF-8 and JSON
+ * and never lays out a C struct. Every string returned is new (tdw_free); NULL means failure, and tdw_error() says
+ * why (td_last_error()). The engine is the C library itself: nothing here computes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "typedecide.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+#define TDW_API __attribute__((used, visibility("default")))
+
+TDW_API const char *tdw_error(void);
+TDW_API void tdw_free(void *p);
+TDW_API const char *tdw_version(void);
+TDW_API td_model *tdw_model_load(const char *path);
+TDW_API void tdw_model_free(td_model *m);
+TDW_API const char *tdw_model_kernels(const td_model *m);
+TDW_API const char *tdw_model_arch(const td_model *m);
+TDW_API td_tokenizer *tdw_tokenizer_load(const char *path);
+TDW_API void tdw_tokenizer_free(td_tokenizer *tok);
+TDW_API const td_tokenizer *tdw_model_tokenizer(const td_model *m);
+TDW_API char *tdw_tokenize(const td_tokenizer *tok, const char *text, size_t len, int parse_special);
+TDW_API char *tdw_decide(const td_model *m, const char *evidence, const char *criteria_jsonl, int mode,
+                         int n_threads, int logits);
+
+const char *tdw_error(void) { return td_last_error(); }
+void tdw_free(void *p) { td_free(p); }
+const char *tdw_version(void) { return td_version(); }
+
+td_model *tdw_model_load(const char *path) {
+    td_model_params p = td_model_default_params();
+    td_model *m = NULL;
+    return td_model_load(path, &p, &m) == TD_OK ? m : NULL;
+}
+void tdw_model_free(td_model *m) { td_model_free(m); }
+const char *tdw_model_kernels(const td_model *m) { return td_model_kernels(m); }
+const char *tdw_model_arch(const td_model *m) { return td_model_arch(m); }
+const td_tokenizer *tdw_model_tokenizer(const td_model *m) { return td_model_tokenizer(m); }
+
+/* A tokenizer.json, or the tokenizer of a GGUF file (by its name's ending), as `typedecide tokenize --tokenizer`. */
+td_tokenizer *tdw_tokenizer_load(const char *path) {
+    size_t n = strlen(path);
+    td_tokenizer *tok = NULL;
+    td_status st = n >= 5 && strcmp(path + n - 5, ".gguf") == 0 ? td_tokenizer_load_gguf(path, 0, &tok)
+                                                                 : td_tokenizer_load(path, &tok);
+    return st == TD_OK ? tok : NULL;
+}
+void tdw_tokenizer_free(td_tokenizer *tok) { td_tokenizer_free(tok); }
+
+/* The ids of len bytes of text (which may hold NUL bytes) as one JSON array, "[1,2,3]". */
+char *tdw_tokenize(const td_tokenizer *tok, const char *text, size_t len, int parse_special) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (td_tokenize(tok, text, len, parse_special ? TD_TOKENIZE_PARSE_SPECIAL : 0, &ids, &n) != TD_OK)
+        return NULL;
+    char *out = td_malloc(n * 12 + 3);
+    if (out) {
+        size_t at = 0;
+        out[at++] = '[';
+        for (size_t i = 0; i < n; i++) {
+            int32_t v = ids[i];
+            char digits[12];
+            int k = 0;
+            if (i) out[at++] = ',';
+            if (v < 0) out[at++] = '-', v = -v;
+            do digits[k++] = (char)('0' + v % 10), v /= 10; while (v);
+            while (k) out[at++] = digits[--k];
+        }
+        out[at++] = ']';
+        out[at] = 0;
+    }
+    td_free(ids);
+    return out;
+}
+
+/* Decides every criterion of a criteria JSONL text (the format of `typedecide decide --criteria`) over `evidence`
+ * (a row's own "evidence" takes its place, as in the CLI: rows with one evidence text share one call) and returns
+ * one JSON line per criterion, td_decision_json's, without "ms". mode: td_decide_mode. */
+char *tdw_decide(const td_model *m, const char *evidence, const char *criteria_jsonl, int mode, int n_threads,
+                 int logits) {
+    td_rows *rs = NULL;
+    td_decider *d = NULL;
+    td_decide_params dp = td_decide_default_params();
+    dp.mode = (td_decide_mode)mode;
+    dp.n_threads = n_threads > 0 ? n_threads : 1;
+    if (td_rows_parse(criteria_jsonl, strlen(criteria_jsonl), "criteria", 0, &rs) != TD_OK) return NULL;
+    if (td_decider_new(m, &dp, &d) != TD_OK) {
+        td_rows_free(rs);
+        return NULL;
+    }
+    int32_t n = td_rows_count(rs);
+    size_t cnt = (size_t)(n ? n : 1);
+    td_decision *dec = td_calloc(cnt, sizeof *dec), *gdec = td_calloc(cnt, sizeof *gdec);
+    td_criterion *cs = td_calloc(cnt, sizeof *cs);
+    const char **texts = td_calloc(cnt, sizeof *texts);
+    size_t *lens = td_calloc(cnt, sizeof *lens);
+    int32_t *group = td_calloc(cnt, sizeof *group), *members = td_calloc(cnt, sizeof *members), n_groups = 0;
+    char *out = NULL;
+    size_t out_len = 0;
+    td_status st = dec && gdec && cs && texts && lens && group && members ? TD_OK : td_fail_nomem("the decisions");
+    for (int32_t i = 0; st == TD_OK && i < n; i++) {
+        const td_row *row = td_rows_get(rs, i);
+        texts[i] = row->evidence ? row->evidence : evidence;
+        lens[i] = row->evidence ? row->evidence_len : strlen(evidence);
+    }
+    if (st == TD_OK) st = td_evidence_groups(texts, lens, n, group, members, &n_groups);
+    for (int32_t at = 0, g = 0; st == TD_OK && at < n; g++) {
+        const int32_t *rows = members + at;
+        int32_t k = 0;
+        while (at < n && group[members[at]] == g) cs[k++] = td_rows_get(rs, members[at++])->criterion;
+        st = td_decide(d, texts[rows[0]], lens[rows[0]], cs, k, gdec);
+        for (int32_t t = 0; st == TD_OK && t < k; t++) dec[rows[t]] = gdec[t];
+    }
+    unsigned flags = TD_DECISION_NO_MS | (logits ? TD_DECISION_LOGITS : 0u);
+    for (int32_t i = 0; st == TD_OK && i < n; i++) {
+        char *line = NULL;
+        st = td_decision_json(&td_rows_get(rs, i)->criterion, &dec[i], td_decider_letters(d), flags, &line);
+        if (st != TD_OK) break;
+        size_t len = strlen(line);
+        char *grown = td_realloc(out, out_len + len + 2);
+        if (!grown) st = td_fail_nomem("the decisions' JSON");
+        else {
+            memcpy(grown + out_len, line, len);
+            out_len += len;
+            grown[out_len++] = '\n';
+            grown[out_len] = 0;
+            out = grown;
+        }
+        td_free(line);
+    }
+    if (st == TD_OK && !out) out = td_calloc(1, 1);
+    if (st != TD_OK) td_free(out), out = NULL;
+    td_free(dec), td_free(gdec), td_free(cs), td_free(texts), td_free(lens), td_free(group), td_free(members);
+    td_decider_free(d);
+    td_rows_free(rs);
+    return out;
+}
