@@ -20,6 +20,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <stdarg.h>
@@ -195,6 +196,7 @@ static void slot_cut(td_server *s, td_conn_slot *sl, double now) {
 
 static void *sweeper_main(void *arg) {
     td_server *s = arg;
+    prctl(PR_SET_NAME, "td-deadlines", 0, 0, 0);
     pthread_mutex_lock(&s->conn_mu);
     while (!s->sweeper_stop) {
         double t = now_s();
@@ -358,6 +360,7 @@ static void dispatch(td_server *s, int r, const char *body, size_t len, td_reply
 static void *work_main(void *arg) {
     td_work *w = arg;
     td_server *s = w->s;
+    prctl(PR_SET_NAME, "td-work", 0, 0, 0); /* not MHD's pool thread's name, inherited from it */
     td_reply r;
     memset(&r, 0, sizeof r);
     r.client_fd = w->fd;
