@@ -252,6 +252,7 @@ int bench_serve(int argc, char **argv) {
     p.precision = precision;
     p.memory_mb = memory;
     p.max_connections = (int32_t)clients + 8;
+    p.max_connections_per_ip = 0; /* every client is this process, on 127.0.0.1 */
     p.timeout_s = 600;
     p.model_name = name;
     if (st == TD_OK && !url) st = td_server_start(m, &p, &srv);

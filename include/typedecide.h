@@ -931,17 +931,20 @@ TD_API td_status td_run_merge(const char *const *inputs, int32_t n, const char *
 
 /* td_server serves one model over HTTP/1.1 (JSON bodies, UTF-8):
  *   GET  /                     the web page (compiled in, no external assets): decisions and a streaming chat
- *   GET  /health               {"status": "ok", "requests_admitted", "generating"}; never needs the API key
+ *   GET  /health               {"status": "ok", "requests_admitted", "generating", "decide": {"passes",
+ *                              "requests", "criteria", "max_requests_per_pass"}}; never needs the API key
  *   GET  /v1/models            {"object": "list", "data": [{"id": model name, "object": "model", ...}]}
  *   POST /tokenize             {"prompt": text} or {"messages", "add_generation_prompt", "tools",
  *                              "chat_template_kwargs"} -> {"tokens", "count", "max_model_len", "prompt"}
  *   POST /detokenize           {"tokens": [ids]} -> {"prompt": text}
  *   POST /v1/decide            {"evidence", "criteria": [criterion objects] or a JSONL string, "show_logits"} ->
  *                              {"object": "decision", "model", "decisions": [td_decision_json's objects, in criteria
- *                              order], "prefill_tokens", "prefix_cached", "evidence_groups", "ms"}: the lines of
- *                              `typedecide decide`
- *                              on the same inputs; the last evidence stays prefilled (cache_head), so a second
- *                              request on it prefills nothing ("prefill_tokens": 0, "prefix_cached": true)
+ *                              order], "prefill_tokens", "prefix_cached", "evidence_groups", "pass_requests",
+ *                              "pass_criteria", "ms"}: the lines of `typedecide decide` on the same inputs, bit for
+ *                              bit, whatever else shares the pass: concurrent requests run together (pass_requests
+ *                              of them, pass_criteria criteria; each distinct evidence prefilled once) and the last
+ *                              16 evidences stay prefilled, so a request on one of them prefills nothing
+ *                              ("prefill_tokens": 0, "prefix_cached": true); "ms" includes the wait for the pass
  *   POST /v1/chat/completions, POST /v1/completions   OpenAI's, on a td_gen stepped by one engine thread (continuous
  *                              batching); a client that goes away is cancelled at once (README, NOTES.md)
  * Errors are {"error": {"message", "type", "param", "code"}}: 400 naming the member at fault (bad JSON, wrong
