@@ -7,7 +7,7 @@
 # without debiasing), scored by `typedecide metrics`. On the BF16 checkpoint itself: readout vs generate at 0 and
 # 3 shots, cyclic vs none, the hand-written fixture (fixtures/eval/decisions.jsonl), and the LoRA adapter on its
 # family (fixtures/eval/heldout-shipment.jsonl). Writes bench/results/demo-tiers.json (every figure, the exact
-# commands, the machine and its CPU flags) and the table between the demo-tiers markers in README.md.
+# commands, the machine and its CPU flags) and the table between the demo-tiers markers in docs/demo-models.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TD_BIN:-build/typedecide}
@@ -30,7 +30,7 @@ for (const l of fs.readFileSync(process.argv[1], "utf8").trim().split("\n")) {
   const r = JSON.parse(l); r.probs = r.rotations[0]; delete r.rotations; console.log(JSON.stringify(r));
 }' "$1"
 }
-# SUMMARY_ONLY=1: only rewrite the JSON and the README table from the last run's files in $out
+# SUMMARY_ONLY=1: only rewrite the JSON and the table in docs/demo-models.md from the last run's files in $out
 if [ -z "${SUMMARY_ONLY:-}" ]; then
 for m in demo-qwen3 demo-qwen35; do
     for q in f32 bf16 q8_0 q4_0; do
@@ -109,7 +109,7 @@ const res = {fixture: FX, rows: rows.length, families: Object.keys(fam).length,
   machine: {cpu, flags: flags.trim().split(" "), nproc: +nproc, threads: +threads},
   commands: fs.readFileSync(dir + "/commands.txt", "utf8").trim().split("\n").map(s => s.replace(dir, "$TMP"))};
 fs.writeFileSync("bench/results/demo-tiers.json", JSON.stringify(res, null, 1) + "\n");
-// README table
+// the table in docs/demo-models.md
 const f2 = x => x == null ? "n/a" : x.toFixed(3);
 let md = "| model | tier | GGUF MB | mean family bal. acc. (readout) | cyclic: mean family bal. acc. | order-unstable rows (cyclic) | order consistency | ECE | Brier | seconds (cyclic run) |\n|---|---|---|---|---|---|---|---|---|---|\n";
 const moved = [];
@@ -128,8 +128,8 @@ md += "| model (BF16 checkpoint) | mode | mean family bal. acc. | accuracy | ECE
 for (const m of Object.keys(models)) for (const [k, v] of Object.entries(models[m].bf16_checkpoint))
   md += `| ${m} | ${k} | ${f2(v.mean_family_balanced_accuracy)} | ${f2(v.accuracy)} | ${f2(v.ece)} | ${v.unparsed ?? 0} | ${v.seconds.toFixed(1)} |\n`;
 md += `\nChance (a uniform guess) on this fixture: ${chance.toFixed(3)} mean family balanced accuracy.\n`;
-const rd = fs.readFileSync("README.md", "utf8");
+const rd = fs.readFileSync("docs/demo-models.md", "utf8");
 const a = rd.indexOf("<!-- demo-tiers:begin -->"), b = rd.indexOf("<!-- demo-tiers:end -->");
-if (a >= 0 && b > a) fs.writeFileSync("README.md", rd.slice(0, a) + "<!-- demo-tiers:begin -->\n" + md + rd.slice(b));
+if (a >= 0 && b > a) fs.writeFileSync("docs/demo-models.md", rd.slice(0, a) + "<!-- demo-tiers:begin -->\n" + md + rd.slice(b));
 process.stdout.write(md);
 NODE
