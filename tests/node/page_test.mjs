@@ -101,7 +101,7 @@ try {
   await js(`document.getElementById("tab-chat").click(); document.getElementById("maxtok").value = "24";
     document.getElementById("temp").value = "0"; document.getElementById("input").value = "Hello, I was charged twice.";
     document.getElementById("send").click(); true`);
-  const chat = await until(`(() => { const s = document.getElementById("cstatus").textContent;
+  const chat = await until(`(() => { const e = document.getElementById("cerr"), s = (e && e.textContent) || document.getElementById("cstatus").textContent;
     const t = [...document.querySelectorAll(".msg .txt")].pop().textContent;
     return s.includes("tokens in") || (s && !s.includes("tokens")) ? { s, t } : null; })()`, "the chat reply");
   if (!chat.s.includes("tokens in") || !chat.t.length) fail(`chat: status ${JSON.stringify(chat.s)}, reply ${JSON.stringify(chat.t)}`);
