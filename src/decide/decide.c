@@ -566,24 +566,28 @@ static td_status multi_pass(td_decider *d, td_decide_group *g, const prepared *p
         for (int32_t s = 0; s < TD_DECIDE_SLOTS && slot_of[u] < 0; s++)
             if (slot_holds(d, s, pp[first[u]].head, pp[first[u]].n_head)) slot_of[u] = s;
     }
-    int32_t other = 0; /* rows of kept heads this pass does not use: kept while the budget allows */
-    for (int32_t s = 0; s < TD_DECIDE_SLOTS; s++) {
-        int used = 0;
-        for (int32_t u = 0; u < n_u; u++) used |= slot_of[u] == s;
-        if (d->slot_head[s] && !used) other += d->slot_n[s];
-    }
-    td_ctx_params need = multi_params(d, rows + other, tok, count);
-    if (other && plan_bytes(d, &need) > budget) {
-        for (int32_t s = 0; s < TD_DECIDE_SLOTS; s++) {
-            int used = 0;
-            for (int32_t u = 0; u < n_u; u++) used |= slot_of[u] == s;
-            if (d->slot_head[s] && !used) {
-                td_ctx_seq_truncate(d->ctx, s, 0);
-                td_free(d->slot_head[s]);
-                d->slot_head[s] = NULL;
+    td_ctx_params need = multi_params(d, rows, tok, count);
+    const td_ctx_params *have = &d->cp;
+    if (d->ctx && have->n_ctx >= need.n_ctx && have->n_batch >= need.n_batch && have->n_seq_max >= need.n_seq_max &&
+        have->n_outputs_max >= need.n_outputs_max) {
+        /* the context holds the pass: kept heads it does not use make room, least recently used first */
+        int32_t new_rows = tok;
+        for (int32_t u = 0; u < n_u; u++) new_rows += slot_of[u] < 0 ? pp[first[u]].n_head : 0;
+        while (td_ctx_n_free_rows(d->ctx) < new_rows) {
+            int32_t lru = -1;
+            for (int32_t s = 0; s < TD_DECIDE_SLOTS; s++) {
+                int used = 0;
+                for (int32_t u = 0; u < n_u; u++) used |= slot_of[u] == s;
+                if (d->slot_head[s] && !used && (lru < 0 || d->slot_used[s] < d->slot_used[lru])) lru = s;
             }
+            if (lru < 0) break;
+            td_ctx_seq_truncate(d->ctx, lru, 0);
+            td_free(d->slot_head[lru]);
+            d->slot_head[lru] = NULL;
         }
-        need = multi_params(d, rows, tok, count);
+    } else { /* a new context (the kept heads go with the old one): room for twice this pass if the budget allows */
+        td_ctx_params big = multi_params(d, 2 * rows + tok, tok, 2 * count);
+        if (plan_bytes(d, &big) <= budget) need = big;
     }
     forget_head(d);
     td_status st = ensure_ctx(d, &need); /* a new context forgets every kept head */

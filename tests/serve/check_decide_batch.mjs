@@ -73,7 +73,7 @@ const evidences = [
   "I cannot log in: the password reset mail never arrives. I need access today for the audit.",
   "Grüße! Die Rechnung vom März ist doppelt. Bitte prüfen Sie das.",
 ];
-const N = 14;
+const N = 12; // with the failing request: 13 connections at once, within the server's 16 per client address
 const reqs = [];
 for (let i = 0; i < N; i++) { // request i: evidence i % 6 (requests share evidences), criteria rotating, 2 to 8 of them
   const k = 2 + (i % 7);
@@ -102,7 +102,8 @@ const longEv = "word ".repeat(40000); // beyond the model's context: refused alo
 
 // ---- concurrent rounds -----------------------------------------------------------------------------------------
 let shared = 0, maxPass = 0;
-for (let round = 0; round < 4; round++) {
+const ROUNDS = process.env.TD_SANITIZED ? 2 : 4;
+for (let round = 0; round < ROUNDS; round++) {
   const order = reqs.map((_, i) => i);
   const bad = post("/v1/decide", { evidence: longEv, criteria: [allCrit[1]] });
   const rs = await Promise.all(order.map((i) => post("/v1/decide", reqs[i])));
@@ -147,5 +148,5 @@ if (after.status !== 200 || JSON.stringify(decisionLines(after.text).map(stripMs
   fail(`a request after clients that left: ${after.status} ${head(after.text, 300)}`);
 
 if (fails) process.exit(1);
-console.log(`check_decide_batch: ${N} concurrent requests x 4 rounds equal typedecide decide alone; ${shared} responses ` +
+console.log(`check_decide_batch: ${N} concurrent requests x ${ROUNDS} rounds equal typedecide decide alone; ${shared} responses ` +
   `shared their pass (at most ${maxPass} requests per pass; /health: ${hj.decide.passes} passes for ${hj.decide.requests} requests)`);
