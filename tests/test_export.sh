@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Export, GGUF and pruning, end to end:
 #  - HF dir -> GGUF f32 -> load: logits bit-identical at every position; q8_0 / q4_0 exports run within a stated
-#    relative error of f32 (measured here, bounds in NOTES.md);
+#    relative error of f32 (measured here, bounds in docs/export.md);
 #  - GGUFs written by llama.cpp's own converter (fixtures/gguf, made on the GPU machine) load with logits identical
 #    to the HF directory they came from, and our q8_0 export equals the converter's q8_0 bit for bit in logits;
 #  - llama.cpp (npm node-llama-cpp, prebuilt CPU build) loads our unpruned f32 export of a synthetic Qwen3 with the
@@ -39,7 +39,7 @@ node -e '
 const fs = require("fs"), T = process.argv[1];
 const rd = f => { const b = fs.readFileSync(T + "/" + f); return new Float32Array(b.buffer, b.byteOffset, b.length / 4); };
 const ref = rd("f32.f32"); let mx = 0; for (const v of ref) mx = Math.max(mx, Math.abs(v));
-const bound = {f16: 1e-3, q8_0: 8e-2, q4_0: 5e-1}; /* measured on this fixture: 2.1e-7, 5.0e-2, 3.7e-1 (NOTES.md) */
+const bound = {f16: 1e-3, q8_0: 8e-2, q4_0: 5e-1}; /* measured on this fixture: 2.1e-7, 5.0e-2, 3.7e-1 (docs/export.md) */
 let bad = 0;
 for (const q of ["f16", "q8_0", "q4_0"]) {
   const x = rd(q + ".f32"); let d = 0; for (let i = 0; i < x.length; i++) d = Math.max(d, Math.abs(x[i] - ref[i]));
@@ -170,7 +170,7 @@ for M35 in qwen35-tiny-vl qwen35-tiny-text; do
 const fs = require("fs"), [T, M] = process.argv.slice(1);
 const rd = f => { const b = fs.readFileSync(T + "/" + M + "-" + f); return new Float32Array(b.buffer, b.byteOffset, b.length / 4); };
 const ref = rd("f32.f32"); let mx = 0; for (const v of ref) mx = Math.max(mx, Math.abs(v));
-/* measured (vl / text): f16 4.3e-7 / 5.1e-7, q8_0 1.7e-1 / 1.2e-1, q4_0 1.26 / 1.10 (NOTES.md): these tiny random
+/* measured (vl / text): f16 4.3e-7 / 5.1e-7, q8_0 1.7e-1 / 1.2e-1, q4_0 1.26 / 1.10 (docs/export.md): these tiny random
    DeltaNet models are far more sensitive than the qwen3 fixture; our q8_0 equals the converter q8_0 bit for bit */
 const bound = {f16: 1e-3, q8_0: 0.25, q4_0: 2.0};
 let bad = 0;
