@@ -5,7 +5,9 @@
 #      (fixtures/tokenizers/*: Qwen3, Qwen3.5, Qwen2.5, Llama 3, Gemma 3) and a GGUF file's tokenizer;
 #   2. decide probabilities on the demo models (models/demo-qwen3, models/demo-qwen35) and the tiny fixtures
 #      (Hugging Face directories and GGUF files: fixtures/models, fixtures/gguf) within 1e-6 of native;
-#   3. the module's serial and fresh modes give the batch mode's bits.
+#   3. the SIMD128 set (wasm128, the module's default) is bit-identical to the scalar set: its products against the
+#      references on random inputs of odd sizes (tests/wasm/kernels_wasm_test.c), and every model's decisions;
+#   4. the module's serial and fresh modes give the batch mode's bits.
 # Skipped (77) where emscripten is not installed (scripts/setup.sh installs it), in the sanitizer run, or where
 # Debian's source packages cannot be fetched for the first build. test_wasm_browser.sh: the same in Chromium.
 set -euo pipefail
@@ -28,14 +30,21 @@ for tok in "${TOKS[@]}"; do
 done
 echo "ok: tokenizer ids equal native on $(wc -l <"$CORPUS") lines x ${#TOKS[@]} tokenizers"
 
+node web/build/wasm/kernels_wasm_test.js || fail "the SIMD128 products differ from the scalar references"
+
+TD_WASM_KERNELS=scalar $RUN decide "$EV" "$CRIT" 0 1 "${MODELS[@]}" >"$tmp/wasm-scalar.jsonl" 2>"$tmp/wasm.log" ||
+    { cat "$tmp/wasm.log" >&2; fail "wasm decide (scalar)"; }
+grep -q "kernels=scalar" "$tmp/wasm-scalar.jsonl" || fail "TD_KERNELS=scalar did not choose the scalar set"
+node tests/wasm/compare.mjs "$tmp/native.jsonl" "$tmp/wasm-scalar.jsonl" 1e-6 || fail "wasm decide differs from native"
 $RUN decide "$EV" "$CRIT" 0 1 "${MODELS[@]}" >"$tmp/wasm-batch.jsonl" 2>"$tmp/wasm.log" ||
-    { cat "$tmp/wasm.log" >&2; fail "wasm decide"; }
-node tests/wasm/compare.mjs "$tmp/native.jsonl" "$tmp/wasm-batch.jsonl" 1e-6 || fail "wasm decide differs from native"
-grep -q "kernels=scalar" "$tmp/wasm-batch.jsonl" || fail "the module did not run the scalar kernels"
+    { cat "$tmp/wasm.log" >&2; fail "wasm decide (default set)"; }
+grep -q "kernels=wasm128" "$tmp/wasm-batch.jsonl" || fail "the default set is not wasm128"
+node tests/wasm/compare.mjs "$tmp/wasm-scalar.jsonl" "$tmp/wasm-batch.jsonl" 0 || fail "wasm128 differs from scalar"
 
 for mode in 1 2; do # the two demo models and two tiny ones
     $RUN decide "$EV" "$CRIT" $mode 1 "${MODELS[@]:0:4}" >"$tmp/wasm-$mode.jsonl" 2>/dev/null || fail "wasm decide mode $mode"
     node tests/wasm/compare.mjs <(awk '/^# /{n++} n<=4' "$tmp/wasm-batch.jsonl") "$tmp/wasm-$mode.jsonl" 0 ||
         fail "wasm mode $mode differs from batch"
 done
-echo "ok: wasm decide = native scalar within 1e-6 on ${#MODELS[@]} models; serial and fresh = batch bit for bit"
+echo "ok: wasm decide (scalar) = native scalar within 1e-6 on ${#MODELS[@]} models; wasm128 = scalar bit for bit;" \
+     "serial and fresh = batch bit for bit"

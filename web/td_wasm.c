@@ -12,6 +12,7 @@
 #define TDW_API __attribute__((used, visibility("default")))
 
 TDW_API const char *tdw_error(void);
+TDW_API int tdw_setenv(const char *name, const char *value);
 TDW_API void tdw_free(void *p);
 TDW_API const char *tdw_version(void);
 TDW_API td_model *tdw_model_load(const char *path);
@@ -26,6 +27,9 @@ TDW_API char *tdw_decide(const td_model *m, const char *evidence, const char *cr
                          int n_threads, int logits);
 
 const char *tdw_error(void) { return td_last_error(); }
+/* The module's environment, read where the native library reads the process's (TD_KERNELS when a model loads):
+ * value NULL removes the name. 0 on success. */
+int tdw_setenv(const char *name, const char *value) { return value ? setenv(name, value, 1) : unsetenv(name); }
 void tdw_free(void *p) { td_free(p); }
 const char *tdw_version(void) { return td_version(); }
 

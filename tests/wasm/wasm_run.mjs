@@ -16,18 +16,6 @@ const createTypedecide = require(resolve(dist, 'typedecide.js'));
 // wasmBinary given: emscripten 3.1.6's glue would otherwise fetch() a file path, which Node's fetch refuses.
 const M = await createTypedecide({ wasmBinary: readFileSync(resolve(dist, 'typedecide.wasm')), print: () => {},
                                    printErr: (s) => process.stderr.write(s + '\n') });
-// The working directory (the repository) is mounted at its own path, so that the absolute targets emscripten's
-// NODEFS makes of relative symbolic links (fixtures/models/*/tokenizer.json) name the same files inside.
-const root = process.cwd();
-let at = '';
-for (const part of root.split('/').filter(Boolean)) M.FS.mkdir((at += '/' + part));
-M.FS.mount(M.NODEFS, { root }, root);
-const host = (p) => {
-    const abs = resolve(p);
-    if (!abs.startsWith(root + '/')) throw new Error(`${p}: outside the working directory ${root}`);
-    return abs;
-};
-
 function str(ptr) { // a new C string from the module: copied out, then freed
     const s = M.UTF8ToString(ptr);
     M._tdw_free(ptr);
@@ -38,6 +26,20 @@ function cstr(s) { // a JS string into module memory (caller frees)
     M.stringToUTF8(s, p, n);
     return p;
 }
+// The working directory (the repository) is mounted at its own path, so that the absolute targets emscripten's
+// NODEFS makes of relative symbolic links (fixtures/models/*/tokenizer.json) name the same files inside.
+const root = process.cwd();
+let at = '';
+for (const part of root.split('/').filter(Boolean)) M.FS.mkdir((at += '/' + part));
+M.FS.mount(M.NODEFS, { root }, root);
+// TD_KERNELS of the module's environment (its own: emscripten does not pass Node's): the set models load with
+if (process.env.TD_WASM_KERNELS) M._tdw_setenv(cstr('TD_KERNELS'), cstr(process.env.TD_WASM_KERNELS));
+const host = (p) => {
+    const abs = resolve(p);
+    if (!abs.startsWith(root + '/')) throw new Error(`${p}: outside the working directory ${root}`);
+    return abs;
+};
+
 function die(what) {
     process.stderr.write(`wasm_run: ${what}: ${M.UTF8ToString(M._tdw_error())}\n`);
     process.exit(1);

@@ -1,0 +1,86 @@
+/* The WebAssembly SIMD128 products (matmul_wasm128.c) against the scalar references (matmul_ref.c,
+ * matmul_quant_ref.c), bit for bit, on random inputs of odd sizes: F32, BF16, F16, Q8_0 and Q4_0 weights; 1 to 9
+ * tokens; 1, 3, 4, 7, 33 rows (row ranges that do not start at 0, with and without a row list); columns 1, 5, 32,
+ * 100, 4097 (multiples of 32 for the block types). Built by web/CMakeLists.txt, run under Node by test_wasm.sh.
+ * Prints the count of outputs compared; exit 1 with the first difference. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels_wasm.h"
+#include "kernels/cpu/quant.h"
+#include "util/half.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+static float frand(void) { /* xorshift, uniform in [-1, 1), now and then a larger or a tiny value */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    float u = (float)(rng >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
+    unsigned r = (unsigned)(rng & 63);
+    return r == 0 ? u * 1e4f : r == 1 ? u * 1e-30f : u;
+}
+
+static int check(td_dtype type, int64_t R, int64_t C, int64_t T, int use_rows, long *compared) {
+    int64_t Rall = R + 3; /* rows [2, 2 + R) of a larger matrix; the row list picks them backwards */
+    size_t row_bytes = type == TD_DTYPE_F32 ? (size_t)C * 4 : type == TD_DTYPE_Q8_0 ? (size_t)(C / 32) * sizeof(td_block_q8_0)
+                     : type == TD_DTYPE_Q4_0 ? (size_t)(C / 32) * sizeof(td_block_q4_0) : (size_t)C * 2;
+    unsigned char *wdata = malloc(row_bytes * (size_t)Rall);
+    float *row = malloc(sizeof(float) * (size_t)C), *x = malloc(sizeof(float) * (size_t)(C * T));
+    float *y0 = calloc((size_t)(T * Rall), sizeof(float)), *y1 = calloc((size_t)(T * Rall), sizeof(float));
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)Rall);
+    void *qbuf = malloc(td_qrows_bytes(T, C) + 64);
+    for (int64_t r = 0; r < Rall; r++) {
+        for (int64_t k = 0; k < C; k++) row[k] = frand();
+        unsigned char *dst = wdata + (size_t)r * row_bytes;
+        if (type == TD_DTYPE_F32) memcpy(dst, row, row_bytes);
+        else if (type == TD_DTYPE_BF16)
+            for (int64_t k = 0; k < C; k++) ((uint16_t *)dst)[k] = td_f32_to_bf16(row[k]);
+        else if (type == TD_DTYPE_F16)
+            for (int64_t k = 0; k < C; k++) ((uint16_t *)dst)[k] = td_f32_to_f16(row[k] > 6e4f || row[k] < -6e4f ? 1 : row[k]);
+        else if (type == TD_DTYPE_Q8_0) td_quantize_q8_0(row, (td_block_q8_0 *)dst, C);
+        else td_quantize_q4_0(row, (td_block_q4_0 *)dst, C);
+        rows[r] = (int32_t)(Rall - 1 - r);
+    }
+    for (int64_t i = 0; i < C * T; i++) x[i] = frand();
+    td_mat w = {type, Rall, C, row_bytes, wdata, NULL};
+    td_qrows xq;
+    const void *xqp = NULL;
+    if (td_dtype_is_block(type)) {
+        td_qrows_bind(&xq, qbuf, T, C, td_qrows_layout(type, NULL));
+        td_quantize_rows_ref(x, C, &xq, 0, T);
+        xqp = &xq;
+    }
+    const int32_t *rl = use_rows ? rows : NULL;
+    td_matmul_ref(&w, rl, x, xqp, T, C, y0, Rall, 2, 2 + R);
+    td_matmul_wasm128(&w, rl, x, xqp, T, C, y1, Rall, 2, 2 + R);
+    int bad = memcmp(y0, y1, sizeof(float) * (size_t)(T * Rall)) != 0;
+    if (bad)
+        for (int64_t i = 0; i < T * Rall; i++)
+            if (memcmp(&y0[i], &y1[i], 4)) {
+                fprintf(stderr, "FAIL: type %d rows %lld cols %lld tokens %lld list %d: output %lld: %.9g (ref) vs %.9g\n",
+                        (int)type, (long long)R, (long long)C, (long long)T, use_rows, (long long)i, y0[i], y1[i]);
+                break;
+            }
+    *compared += (long)(T * R);
+    free(wdata), free(row), free(x), free(y0), free(y1), free(rows), free(qbuf);
+    return bad;
+}
+
+int main(void) {
+    static const td_dtype types[] = {TD_DTYPE_F32, TD_DTYPE_BF16, TD_DTYPE_F16, TD_DTYPE_Q8_0, TD_DTYPE_Q4_0};
+    static const int64_t Rs[] = {1, 3, 4, 7, 33}, Cf[] = {1, 5, 32, 100, 4097}, Cq[] = {32, 64, 96, 4096}, Ts[] = {1, 2, 5, 9};
+    long compared = 0;
+    int fails = 0;
+    for (size_t a = 0; a < sizeof types / sizeof types[0]; a++) {
+        int block = td_dtype_is_block(types[a]);
+        const int64_t *Cs = block ? Cq : Cf;
+        size_t nC = block ? sizeof Cq / sizeof Cq[0] : sizeof Cf / sizeof Cf[0];
+        for (size_t r = 0; r < sizeof Rs / sizeof Rs[0]; r++)
+            for (size_t c = 0; c < nC; c++)
+                for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
+                    for (int l = 0; l < 2; l++) fails += check(types[a], Rs[r], Cs[c], Ts[t], l, &compared);
+    }
+    printf("kernels_wasm_test: %ld outputs of td_matmul_wasm128 compared with td_matmul_ref: %s\n", compared,
+           fails ? "DIFFERENT" : "bit-identical");
+    return fails ? 1 : 0;
+}
