@@ -545,6 +545,10 @@ static td_ctx_params multi_params(const td_decider *d, int32_t rows, int32_t tok
     return cp;
 }
 
+/* New heads' tokens per forward pass: as td_decide's head chunks (larger passes do not run faster on the CPU). */
+#ifndef HEAD_CHUNK
+#define HEAD_CHUNK 512
+#endif
 /* Groups in one shared pass at most. */
 #define PASS_GROUPS (4 * TD_DECIDE_SLOTS)
 
@@ -600,7 +604,7 @@ static td_status multi_pass(td_decider *d, td_decide_group *g, const prepared *p
     }
     double t0 = now_ms();
     td_batch_clear(d->batch);
-    int32_t nb = 0, new_heads = 0;
+    int32_t nb = 0, new_heads = 0, head_chunk = d->cp.n_batch < HEAD_CHUNK ? d->cp.n_batch : HEAD_CHUNK;
     for (int32_t u = 0; u < n_u && st == TD_OK; u++) { /* the new heads: a free slot, else the least recently used */
         if (hit[u]) continue;
         int32_t best = -1;
@@ -620,7 +624,7 @@ static td_status multi_pass(td_decider *d, td_decide_group *g, const prepared *p
         st = td_ctx_seq_truncate(d->ctx, best, 0);
         const prepared *p = &pp[first[u]];
         for (int32_t t = 0; t < p->n_head && st == TD_OK; t++) {
-            if (nb == d->cp.n_batch) {
+            if (nb == head_chunk) {
                 st = td_ctx_decode(d->ctx, d->batch);
                 d->stats.forwards++;
                 td_batch_clear(d->batch);
