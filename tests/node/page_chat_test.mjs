@@ -2,8 +2,9 @@
 // with Node's own WebSocket, as page_test.mjs. It types TURNS messages into the Chat tab one after the other, at the
 // page's settings (max tokens MAXTOK when given, else the page's default), and requires of every turn: a reply
 // appears, no error is shown, and the prompt the page sent fitted the context. Once the conversation outgrows the
-// context the page must drop the oldest turns: the log then shows the note, the dropped bubbles are greyed, and the
-// conversation the page keeps (`history`) is exactly the bubbles not greyed. Then two forced failures (a wrong API
+// context the page must drop the oldest turns: the log then shows the note, the dropped bubbles are greyed, the
+// conversation the page keeps (`history`) is exactly the bubbles not greyed, and every request carried the system
+// message typed into the page first, then that conversation. Then two forced failures (a wrong API
 // key, refused at /tokenize; a negative temperature, refused by /v1/chat/completions) must leave no trace in the
 // history and put the message back in the input box with the error shown; the next send (the restored text) works.
 // Screenshots after the first and the last turn go to SHOT_FIRST and SHOT_LAST.
@@ -74,6 +75,7 @@ const lines = ["Hello, I was charged twice for my order.", "The order number is 
   "Is the package going to arrive before Friday? I need it for a birthday.", "Thanks. What about the duplicate charge?",
   "My bank says the payment is still pending.", "Could you send me a written confirmation of the refund?",
   "The delivery address should be 12 Harbour Street, not 21.", "Please cancel the express shipping upgrade."];
+const system = "You are the support desk of an online shop. Answer briefly.";
 const message = (t) => `${lines[(t - 1) % lines.length]} (turn ${t})`;
 
 // One send, as a user does it: type into the box, click Send, wait until the page is idle again (Stop disabled).
@@ -91,6 +93,7 @@ async function turn(text) {
 }
 // The conversation the page keeps and the bubbles it shows, for the invariants below.
 const state = () => js(`({ history: typeof history === "object" && Array.isArray(history) ? history : null,
+  sent: typeof sent === "object" && Array.isArray(sent) ? sent : null,
   live: [...document.querySelectorAll("#log .msg:not(.gone)")].map((d) => d.querySelector(".txt").textContent),
   bubbles: document.querySelectorAll("#log .msg").length, notes: [...document.querySelectorAll("#log .note")].length })`);
 
@@ -104,7 +107,8 @@ try {
   await until(`document.readyState === "complete" && document.getElementById("model").textContent.includes("positions")`,
     "the page and /v1/models");
   const ctx = +(await js(`document.getElementById("model").textContent.match(/(\\d+) positions/)[1]`));
-  await js(`document.getElementById("tab-chat").click(); ${maxTok ? `document.getElementById("maxtok").value = "${maxTok}";` : ""} true`);
+  await js(`document.getElementById("tab-chat").click(); ${maxTok ? `document.getElementById("maxtok").value = "${maxTok}";` : ""}
+    const sys = document.getElementById("system"); if (sys) sys.value = ${JSON.stringify(system)}; true`);
   const maxTokens = +(await js(`document.getElementById("maxtok").value`));
   let firstDrop = 0, prevNotes = 0, maxPrompt = 0, answered = 0;
   for (let t = 1; t <= turns; t++) {
@@ -121,6 +125,10 @@ try {
     const kept = st.history.map((m) => m.content);
     if (JSON.stringify(kept) !== JSON.stringify(st.live)) fail(`turn ${t}: history ${JSON.stringify(kept).slice(0, 200)} != live bubbles ${JSON.stringify(st.live).slice(0, 200)}`);
     if (kept[kept.length - 2] !== message(t)) fail(`turn ${t}: the history does not end with this turn`);
+    // what the page sent: the system message first, then exactly the history as it now stands, less the reply
+    if (!st.sent || st.sent[0].role !== "system" || st.sent[0].content !== system ||
+        JSON.stringify(st.sent.slice(1).map((m) => m.content)) !== JSON.stringify(kept.slice(0, -1)))
+      fail(`turn ${t}: the request's messages ${JSON.stringify(st.sent).slice(0, 200)} are not the system message + the history`);
     if (st.notes > prevNotes && !firstDrop) firstDrop = t;
     if (st.bubbles - st.live.length > 0 && st.notes === 0) fail(`turn ${t}: turns were dropped and no note says so`);
     prevNotes = st.notes;
