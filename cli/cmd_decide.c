@@ -179,6 +179,11 @@ int cmd_decide(int argc, char **argv) {
     free(crit_bytes);
     if (st != TD_OK) return cli_fail_msg("decide");
     int32_t n = td_rows_count(rs);
+    if (n == 0) { /* nothing decided is not a result: an empty stream or file is an error */
+        rc = cli_error("decide", "%s: no criteria in it: nothing to decide",
+                       strcmp(crit_path, "-") ? crit_path : "standard input");
+        goto done;
+    }
     for (int32_t i = 0; i < n; i++)
         if (!td_rows_get(rs, i)->evidence && !ev_path) {
             rc = cli_error("decide", "%s:%d: row \"%s\" has no \"evidence\" and no --evidence was given", crit_path,

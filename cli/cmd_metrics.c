@@ -1,5 +1,6 @@
 /* typedecide metrics: the evaluation metrics from saved predictions alone. */
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "cli.h"
@@ -43,6 +44,11 @@ int cmd_metrics(int argc, char **argv) {
     td_status st = td_predictions_parse(data, len, path, &p);
     free(data);
     if (st != TD_OK) return cli_fail_msg("metrics");
+    if (td_predictions_count(p) == 0) { /* metrics of nothing are not a result */
+        td_predictions_free(p);
+        return cli_error("metrics", "%s: no prediction lines in it: nothing to score",
+                         strcmp(path, "-") ? path : "standard input");
+    }
     char *json = NULL;
     st = td_predictions_metrics_json(p, (int32_t)bins, &json);
     int rc = st == TD_OK ? (puts(json), 0) : cli_fail("metrics", st);

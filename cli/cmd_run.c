@@ -230,6 +230,7 @@ int cmd_run(int argc, char **argv) {
                                       "file and give that");
     if (strcmp(out, "-") == 0)
         return cli_usage_error("run", "--out -: the results go to a file (resume and merge read it back)");
+    if (!*out || !*input) return cli_usage_error("run", "%s is an empty path", *out ? "--input" : "--out");
     td_run_params rp = td_run_default_params();
     td_decide_params dp = td_decide_default_params();
     long long v;

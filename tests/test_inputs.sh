@@ -163,4 +163,12 @@ expect 0 'OMPI_COMM_WORLD_SIZE is set but no MPI launcher started this process' 
 [ "$(wc -l <"$tmp/mpi.jsonl")" -eq 10 ] || fail "MPI variables without a launcher: not one whole run's results"
 ls "$tmp"/mpi.jsonl.part-* >/dev/null 2>&1 && fail "MPI variables without a launcher: parts were written"
 
+# ---- nothing to do is not a result (hostile probe, bench/hostile: each exited 0 with nothing) ---------------------------
+: >"$tmp/nocrit.jsonl"
+expect nz 'standard input: no criteria in it: nothing to decide' -- bash -c "$BIN decide --model $M --criteria - --evidence '$tmp/ev.txt' --quiet </dev/null"
+expect nz 'nocrit.jsonl: no criteria in it' -- $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/nocrit.jsonl" --out "$tmp/nc.jsonl"
+[ -e "$tmp/nc.jsonl" ] && fail "run with an empty criteria file wrote results"
+expect nz 'no prediction lines in it' -- "$BIN" metrics --predictions "$tmp/nocrit.jsonl"
+expect 2 '--out is an empty path' -- $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out ""
+
 finish test_inputs

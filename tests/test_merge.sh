@@ -52,6 +52,14 @@ expect nz 'refusing to write over an input of this command' -- "$BIN" merge --ou
 expect nz 'refusing to write over an input of this command' -- "$BIN" merge --out "$tmp/s1.jsonl" "$tmp/s0.jsonl" "$tmp/s1.jsonl" "$tmp/s2.jsonl"
 expect nz 'refusing to write over an input of this command' -- "$BIN" merge --out "$tmp/s9.jsonl" --errors "$tmp/s2.jsonl" "$tmp/s0.jsonl" "$tmp/s1.jsonl" "$tmp/s2.jsonl"
 [ "$(sums)" = "$shards0" ] || fail "a refused merge changed a shard"
+# the corpus or the criteria file as an output (merge is not given them, but their size and hash are in the shards'
+# provenance): refused, unchanged (hostile probe, bench/hostile: `merge --out docs.jsonl` replaced the corpus, exit 0)
+dsum=$(sum "$tmp/docs.jsonl") csum=$(sum "$tmp/crit.jsonl")
+expect nz 'holds the corpus the shards were run on' -- "$BIN" merge --out "$tmp/docs.jsonl" "$tmp/s0.jsonl" "$tmp/s1.jsonl" "$tmp/s2.jsonl"
+expect nz 'holds the criteria file the shards were run with' -- "$BIN" merge --out "$tmp/crit.jsonl" "$tmp/s0.jsonl" "$tmp/s1.jsonl" "$tmp/s2.jsonl"
+expect nz 'holds the corpus the shards were run on' -- "$BIN" merge --out "$tmp/z.jsonl" --errors "$tmp/docs.jsonl" "$tmp/s0.jsonl" "$tmp/s1.jsonl" "$tmp/s2.jsonl"
+same "$tmp/docs.jsonl" "$dsum" "merge wrote over the corpus"
+same "$tmp/crit.jsonl" "$csum" "merge wrote over the criteria file"
 # a shard named OUT.tmp (the old merge's temporary name) survives, and the merge goes through
 for x in "" .errors .provenance.json; do cp "$tmp/s2.jsonl$x" "$tmp/out.jsonl.tmp$x"; done
 t0=$(sum "$tmp/out.jsonl.tmp")

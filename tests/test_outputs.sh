@@ -130,4 +130,20 @@ l0=$(sum "$tmp/l.f32")
 expect nz 'write failed' -- "${SMALL_DISK[@]}" 4 "$BIN" logits --model "$M" --ids 1,2,3,4,5,6 --out "$tmp/l.f32"
 same "$tmp/l.f32" "$l0" "logits --out on a full disk"
 
+# a file at OUT.provenance.json that is not a provenance record (nothing at OUT): refused without --force, unchanged;
+# a record of an earlier run there is replaced with its results (hostile probe, bench/hostile: it was replaced)
+source_crit=$tmp/pcrit.jsonl
+echo '{"id": "refund", "question": "Refund?", "options": [{"id": "yes", "description": "Yes"}, {"id": "no", "description": "No"}]}' >"$source_crit"
+echo '{"id": "p1", "evidence": "Please refund me."}' >"$tmp/pdocs.jsonl"
+echo 'my notes, not a provenance record' >"$tmp/pr.jsonl.provenance.json"
+pr0=$(sum "$tmp/pr.jsonl.provenance.json")
+expect nz 'pr.jsonl.provenance.json exists and is not a provenance record of typedecide run' -- "$BIN" run --model "$M" --quiet --input "$tmp/pdocs.jsonl" --criteria "$source_crit" --out "$tmp/pr.jsonl"
+same "$tmp/pr.jsonl.provenance.json" "$pr0" "run replaced a file at OUT.provenance.json that is not its record"
+[ -e "$tmp/pr.jsonl" ] && fail "a refused run left the results file it created"
+expect 0 '' -- "$BIN" run --model "$M" --quiet --input "$tmp/pdocs.jsonl" --criteria "$source_crit" --out "$tmp/pr.jsonl" --force
+grep -q '"typedecide_run"' "$tmp/pr.jsonl.provenance.json" || fail "run --force: the provenance record was not written"
+rm "$tmp/pr.jsonl" "$tmp/pr.jsonl.errors" # an earlier run's record alone: replaced with the new results
+expect 0 '' -- "$BIN" run --model "$M" --quiet --input "$tmp/pdocs.jsonl" --criteria "$source_crit" --out "$tmp/pr.jsonl"
+[ "$(wc -l <"$tmp/pr.jsonl")" -eq 1 ] || fail "run over an earlier run's record alone: not the results"
+
 finish test_outputs

@@ -81,6 +81,23 @@ s0=$(sum "$tmp/s0.jsonl")
 mv "$tmp/s0x.jsonl" "$tmp/s0.jsonl"
 expect 0 '1 line of no document of this share' -- $R --shard 0/2 --out "$tmp/s0.jsonl" --resume
 same "$tmp/s0.jsonl" "$s0" "a line of another shard was kept"
+# a line whose "line" is right but whose id is not that input line's document (edited, or from another corpus with
+# other ids), and a line whose id holds a NUL (never a results line): dropped, not kept as a decided document
+# (hostile probe, bench/hostile: kept before)
+copy_ref wid.jsonl
+sed -i '3s/"id":"d3"/"id":"zz"/' "$tmp/wid.jsonl"
+grep -q '"id":"zz"' "$tmp/wid.jsonl" || fail "test setup: the id was not replaced"
+expect 0 '1 line whose id does not match its input line' -- $R --out "$tmp/wid.jsonl" --resume
+same "$tmp/wid.jsonl" "$ref" "a line with another document's id was kept"
+copy_ref nul.jsonl
+{ sed -n 1,2p "$tmp/ref.jsonl"; printf '{"id":"d\\u00003","line":3,"decisions":[]}\n'; sed -n '4,$p' "$tmp/ref.jsonl"; } >"$tmp/nul.jsonl"
+expect 0 '' -- $R --out "$tmp/nul.jsonl" --resume
+same "$tmp/nul.jsonl" "$ref" "a line whose id holds a NUL was kept"
+# a line edited to end in CRLF is not what the run wrote: cut and decided again, so the file is the run's, byte for byte
+copy_ref crlf.jsonl
+sed -i '3s/$/\r/' "$tmp/crlf.jsonl"
+expect 0 'repaired: cut' -- $R --out "$tmp/crlf.jsonl" --resume
+same "$tmp/crlf.jsonl" "$ref" "a CRLF line was kept"
 # the errors file too: a duplicated bad line is dropped
 copy_ref derr.jsonl
 sed -n 1p "$tmp/ref.jsonl.errors" >>"$tmp/derr.jsonl.errors"

@@ -267,13 +267,16 @@ int td_run_parse_ours(const char *text, size_t len, int errors_file, int32_t *li
     json_error_t e;
     int oom = 0, ok = 0;
     *id = NULL;
+    if (len > 0 && text[len - 1] == '\r') return 0; /* a run never writes a carriage return: the line was edited */
     json_t *o = td_json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
     if (!o) return oom ? -1 : 0;
     json_t *ln = json_object_get(o, "line"), *iv = json_object_get(o, "id");
     if (json_is_object(o) && json_is_integer(ln) && json_integer_value(ln) >= 1 && json_integer_value(ln) <= INT32_MAX) {
         *line = (int32_t)json_integer_value(ln);
         if (errors_file) ok = json_is_string(json_object_get(o, "error")) && (json_is_string(iv) || json_is_null(iv));
-        else ok = json_is_string(iv) && json_is_array(json_object_get(o, "decisions"));
+        else /* a document whose id holds a NUL is a bad line: never a results line */
+            ok = json_is_string(iv) && strlen(json_string_value(iv)) == json_string_length(iv) &&
+                 json_is_array(json_object_get(o, "decisions"));
         if (ok && json_is_string(iv) && !(*id = td_strndup(json_string_value(iv), json_string_length(iv)))) oom = 1;
     }
     json_decref(o);

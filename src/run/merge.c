@@ -138,6 +138,50 @@ static td_status not_covered(const char *const *inputs, int32_t n, const td_prov
                    (long long)covered, (long long)docs, m ? msg : "documents that no file holds");
 }
 
+/* TD_OK unless path is a regular file holding the bytes of the run's input or criteria file (same size and hash as
+ * the provenance records): that is the corpus itself (or a copy of it), which merge never writes over. */
+static td_status not_an_input(const char *path, const td_prov *pv) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return TD_OK;
+    int as_input = (int64_t)sb.st_size == pv->input_bytes;
+    int as_criteria = pv->has_criteria && (int64_t)sb.st_size == pv->criteria_bytes;
+    if (!as_input && !as_criteria) return TD_OK;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return TD_OK; /* unreadable: the write itself will say what is wrong */
+    char *buf = td_malloc(1 << 16);
+    if (!buf) {
+        close(fd);
+        return td_fail_nomem("a read buffer");
+    }
+    td_hash64 h;
+    td_hash64_init(&h);
+    ssize_t got;
+    int failed = 0;
+    while ((got = read(fd, buf, 1 << 16)) != 0) {
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            failed = 1;
+            break;
+        }
+        td_hash64_update(&h, buf, (size_t)got);
+    }
+    td_free(buf);
+    close(fd);
+    if (failed) return TD_OK;
+    uint64_t v = td_hash64_final(&h);
+    if (as_input && v == pv->input_hash)
+        return td_fail(TD_ERR_INVALID_ARG, "%s holds the corpus the shards were run on (its size and hash are the "
+                                           "input's in their provenance): merge never writes over an input; nothing "
+                                           "was written",
+                       path);
+    if (as_criteria && v == pv->criteria_hash)
+        return td_fail(TD_ERR_INVALID_ARG, "%s holds the criteria file the shards were run with (its size and hash "
+                                           "are in their provenance): merge never writes over an input; nothing was "
+                                           "written",
+                       path);
+    return TD_OK;
+}
+
 td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, const char *errors_path,
                        unsigned flags) {
     const int missing_ok = (flags & TD_MERGE_MISSING_OK) != 0;
@@ -206,6 +250,7 @@ td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_pat
     for (int32_t i = 0; i < n && st == TD_OK; i++)
         if (have[i]) checks[nc++] = inputs[i], checks[nc++] = errs[i], checks[nc++] = provs[i];
     if (st == TD_OK) st = td_paths_check(checks, (flags & TD_MERGE_INTO_INPUT) ? 0 : nc, outs, 3);
+    for (int k = 0; k < 3 && st == TD_OK; k++) st = not_an_input(outs[k], &pv[first]);
     if (st == TD_OK && td_file_exists(out_path)) { /* a run still writing it keeps its lock */
         lock_fd = open(out_path, O_RDONLY | O_CLOEXEC);
         if (lock_fd >= 0 && flock(lock_fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)

@@ -82,6 +82,7 @@ typedef struct first_pass_out {
     int64_t bytes, docs, share;
     uint64_t hash;
     int32_t *share_lines; /* with want_lines: the input line of each document of the share, ascending */
+    td_idset ids;         /* with want_lines: every document's id and input line (resume checks the lines' ids) */
 } first_pass_out;
 
 static td_status first_pass(const char *input, const td_run_params *p, int want_lines, first_pass_out *fo) {
@@ -147,7 +148,8 @@ static td_status first_pass(const char *input, const td_run_params *p, int want_
     if (got < 0 && st == TD_OK) st = TD_ERR_IO;
     fo->bytes = r.bytes;
     fo->hash = td_hash64_final(&h);
-    td_idset_free(&ids);
+    if (want_lines) fo->ids = ids;
+    else td_idset_free(&ids);
     td_lines_close(&r);
     if (st == TD_OK && n_dups > 0)
         st = td_fail(TD_ERR_FORMAT, "%s: repeated document ids: %s%s", input, dups,
@@ -157,6 +159,7 @@ static td_status first_pass(const char *input, const td_run_params *p, int want_
     if (st != TD_OK) {
         td_free(fo->share_lines);
         fo->share_lines = NULL;
+        td_idset_free(&fo->ids);
     }
     return st;
 }
@@ -174,6 +177,7 @@ typedef struct runner {
     int32_t crit_cap;
     td_idset done, reported;    /* input line numbers in the results; in the errors */
     const int32_t *share;       /* resume: the input line of every document of the share, ascending */
+    const td_idset *ids;        /* resume: every document's id and its input line */
     int64_t n_share;
     td_run_stats s;
     int64_t since_sync;
@@ -451,6 +455,14 @@ static int in_share(const runner *rn, int32_t line) {
     return lo < rn->n_share && rn->share[lo] == line;
 }
 
+/* 1 when a results line's id is the id of the document on its input line (a line edited or taken from another
+ * corpus with other ids is not this run's). Errors lines are not checked: a bad line may have no id. */
+static int id_matches(const runner *rn, int errors_file, const char *id, int32_t line) {
+    int32_t at = 0;
+    if (errors_file || !rn->ids || !id) return 1;
+    return td_idset_has(rn->ids, id, strlen(id), &at) && at == line;
+}
+
 typedef struct line_list {
     int32_t *v;
     size_t n, cap;
@@ -501,6 +513,7 @@ static td_status scan_file(runner *rn, const char *path, int errors_file, scan_i
         int32_t line = 0;
         char *id = NULL;
         int ours = td_run_parse_ours(r.line, r.len, errors_file, &line, &id);
+        int id_ok = ours > 0 && id_matches(rn, errors_file, id, line);
         td_free(id);
         if (ours < 0) {
             st = td_fail_nomem("the lines already written");
@@ -510,7 +523,7 @@ static td_status scan_file(runner *rn, const char *path, int errors_file, scan_i
             si->cut_line = r.lineno;
             break;
         }
-        if (line <= last || !in_share(rn, line)) {
+        if (line <= last || !in_share(rn, line) || !id_ok) {
             si->dropped = 1;
             continue;
         }
@@ -546,7 +559,7 @@ static int32_t first_gap(const runner *rn, const line_list *res, const line_list
 }
 
 typedef struct drops {
-    int64_t dup, order, foreign, after_gap, blank, kept;
+    int64_t dup, order, foreign, after_gap, blank, wrong_id, kept;
 } drops;
 
 /* Rewrites a file in place with the lines scan_file() keeps that are below `gap`: each moves down over what is
@@ -575,6 +588,7 @@ static td_status compact(runner *rn, int fd, const char *path, int errors_file, 
         int32_t line = 0;
         char *id = NULL;
         int ours = td_run_parse_ours(r.line, r.len, errors_file, &line, &id);
+        int id_ok = ours > 0 && id_matches(rn, errors_file, id, line);
         td_free(id);
         if (ours < 0) st = td_fail_nomem("the lines already written");
         if (ours <= 0) {
@@ -584,6 +598,7 @@ static td_status compact(runner *rn, int fd, const char *path, int errors_file, 
         int32_t prev_seen = seen;
         if (line > seen) seen = line;
         if (!in_share(rn, line)) dr->foreign++;
+        else if (!id_ok) dr->wrong_id++;
         else if (line <= last) ++*(td_lineset_has(set, line) ? &dr->dup : &dr->order);
         else if (line >= gap) ++*(line < prev_seen ? &dr->order : &dr->after_gap);
         else {
@@ -610,14 +625,15 @@ static void report_repair(runner *rn, const char *path, const scan_info *si, con
     if (!dr) return;
     char msg[512] = "";
     size_t n = 0;
-    const int64_t counts[] = {dr->dup, dr->order, dr->foreign, dr->after_gap, dr->blank};
+    const int64_t counts[] = {dr->dup, dr->order, dr->foreign, dr->after_gap, dr->blank, dr->wrong_id};
     const char *what[][2] = {{"duplicated line", "duplicated lines"},
                              {"line out of input order", "lines out of input order"},
                              {"line of no document of this share", "lines of no document of this share"},
                              {"line after a missing document (decided again)",
                               "lines after a missing document (decided again)"},
-                             {"blank line", "blank lines"}};
-    for (int i = 0; i < 5; i++)
+                             {"blank line", "blank lines"},
+                             {"line whose id does not match its input line", "lines whose ids do not match their input lines"}};
+    for (int i = 0; i < 6; i++)
         if (counts[i] && n < sizeof msg) {
             int k = snprintf(msg + n, sizeof msg - n, "%s%lld %s", n ? ", " : "", (long long)counts[i],
                              what[i][counts[i] != 1]);
@@ -776,6 +792,13 @@ static td_status load_global(const char *path, td_rows **out, td_prov *pv) {
     st = td_rows_parse(data, n, path, TD_ROWS_UNIQUE_IDS, out);
     td_free(data);
     if (st != TD_OK) return st;
+    if (td_rows_count(*out) == 0) { /* every document would be a bad line for want of criteria */
+        td_rows_free(*out);
+        *out = NULL;
+        return td_fail(TD_ERR_FORMAT, "%s: no criteria in it (give a file of criteria lines, or leave --criteria out "
+                                      "when every document carries its own)",
+                       path);
+    }
     for (int32_t i = 0; i < td_rows_count(*out); i++) {
         const td_row *r = td_rows_get(*out, i);
         if (r->evidence) {
@@ -857,6 +880,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     if (st == TD_OK) st = first_pass(input_path, &p, p.resume, &fo);
     rn.s.docs_total = fo.share;
     rn.share = fo.share_lines, rn.n_share = fo.share;
+    rn.ids = p.resume ? &fo.ids : NULL;
     pv.input_bytes = fo.bytes, pv.input_docs = fo.docs, pv.input_hash = fo.hash;
     pv.identity = (char *)(p.identity ? p.identity : "");
     pv.shard = p.shard, pv.n_shards = p.n_shards, pv.share_docs = fo.share;
@@ -871,6 +895,19 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
                          out_size > 0 ? out_path : err_path);
         else if (ftruncate(rn.out_fd, 0) != 0 || ftruncate(rn.err_fd, 0) != 0)
             st = td_fail(TD_ERR_IO, "%s: cannot empty it: %s", out_path, strerror(errno));
+    }
+    if (st == TD_OK && !p.resume && !p.overwrite && file_size(prov_path) >= 0) {
+        /* a provenance record of an earlier run is replaced with its results; anything else there is not ours */
+        td_prov old;
+        int missing = 0;
+        if (td_prov_read(prov_path, &old, &missing) == TD_OK) td_prov_free(&old);
+        else if (!missing) {
+            char why[600];
+            snprintf(why, sizeof why, "%s", td_last_error());
+            st = td_fail(TD_ERR_STATE, "%s exists and is not a provenance record of typedecide run (%s): nothing was "
+                                       "changed (overwrite/--force replaces it)",
+                         prov_path, why);
+        }
     }
     if (st == TD_OK && p.resume) {
         int found = 0;
@@ -929,6 +966,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     td_free(rn.crit);
     td_free(rn.dec);
     td_free(fo.share_lines);
+    td_idset_free(&fo.ids);
     td_rows_free(global);
     td_free(pv.errors);
     td_free(err_path);
