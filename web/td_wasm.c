@@ -2,8 +2,10 @@
  * public API (include/typedecide.h) that take and return plain C strings, so that the JS side passes UTF-8 and JSON
  * and never lays out a C struct. Every string returned is new (tdw_free); NULL means failure, and tdw_error() says
  * why (td_last_error()). The engine is the C library itself: nothing here computes. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "typedecide.h"
 #include "util/alloc.h"
@@ -23,6 +25,7 @@ TDW_API td_tokenizer *tdw_tokenizer_load(const char *path);
 TDW_API void tdw_tokenizer_free(td_tokenizer *tok);
 TDW_API const td_tokenizer *tdw_model_tokenizer(const td_model *m);
 TDW_API char *tdw_tokenize(const td_tokenizer *tok, const char *text, size_t len, int parse_special);
+TDW_API char *tdw_bench(const td_model *m, int n_prefill, int n_decode, int n_threads);
 TDW_API char *tdw_decide(const td_model *m, const char *evidence, const char *criteria_jsonl, int mode,
                          int n_threads, int logits);
 
@@ -139,5 +142,49 @@ char *tdw_decide(const td_model *m, const char *evidence, const char *criteria_j
     td_free(dec), td_free(gdec), td_free(cs), td_free(texts), td_free(lens), td_free(group), td_free(members);
     td_decider_free(d);
     td_rows_free(rs);
+    return out;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The forward pass alone, as `typedecide bench prefill|decode` measures it: n_prefill random ids in one pass (one
+ * output), then n_decode passes of one token each with the whole vocabulary's logits. Returns
+ * {"prefill_tokens", "prefill_ms", "decode_tokens", "decode_ms", "kernels"}. */
+char *tdw_bench(const td_model *m, int n_prefill, int n_decode, int n_threads) {
+    td_ctx_params cp = td_ctx_default_params();
+    cp.n_ctx = n_prefill + n_decode + 1;
+    cp.n_batch = n_prefill > 1 ? n_prefill : 1;
+    cp.n_threads = n_threads > 0 ? n_threads : 1;
+    td_ctx *ctx = NULL;
+    td_batch *b = NULL;
+    char *out = NULL;
+    if (td_ctx_new(m, &cp, &ctx) != TD_OK || td_batch_new(cp.n_batch, &b) != TD_OK) goto done;
+    uint32_t r = 12345u;
+    int32_t nv = td_model_n_vocab(m);
+    for (int i = 0; i < n_prefill; i++) {
+        r = r * 1664525u + 1013904223u;
+        if (td_batch_add(b, (int32_t)((r >> 8) % (uint32_t)nv), 0, i, i == n_prefill - 1) != TD_OK) goto done;
+    }
+    double t0 = now_ms();
+    if (td_ctx_decode(ctx, b) != TD_OK) goto done;
+    double t1 = now_ms();
+    for (int i = 0; i < n_decode; i++) {
+        r = r * 1664525u + 1013904223u;
+        td_batch_clear(b);
+        if (td_batch_add(b, (int32_t)((r >> 8) % (uint32_t)nv), 0, n_prefill + i, 1) != TD_OK) goto done;
+        if (td_ctx_decode(ctx, b) != TD_OK) goto done;
+    }
+    double t2 = now_ms();
+    out = td_malloc(256);
+    if (out)
+        snprintf(out, 256, "{\"prefill_tokens\":%d,\"prefill_ms\":%.3f,\"decode_tokens\":%d,\"decode_ms\":%.3f,"
+                 "\"kernels\":\"%s\"}", n_prefill, t1 - t0, n_decode, t2 - t1, td_model_kernels(m));
+done:
+    td_batch_free(b);
+    td_ctx_free(ctx);
     return out;
 }

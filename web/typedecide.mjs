@@ -49,6 +49,13 @@ export class Typedecide {
 
     constructor(M) { this.M = M; }
 
+    // TD_KERNELS in the module's environment ("wasm128", the default, or "scalar"): the set models load with next.
+    setKernels(name) {
+        const [k] = this._cstr('TD_KERNELS'), [v] = this._cstr(name);
+        this.M._tdw_setenv(k, v);
+        this.M._free(k), this.M._free(v);
+    }
+
     version() { return this.M.UTF8ToString(this.M._tdw_version()); }
 
     // Writes bytes into the virtual file system at path (its folders are made).
@@ -131,6 +138,12 @@ export class Model {
         M._free(ev), M._free(cr);
         if (!r) throw this.td._error('decide');
         return this.td._take(r);
+    }
+    // The forward pass alone (tdw_bench): nPrefill random ids in one pass, then nDecode one-token passes.
+    bench(nPrefill, nDecode, { threads = 1 } = {}) {
+        const r = this.td.M._tdw_bench(this.h, nPrefill, nDecode, threads);
+        if (!r) throw this.td._error('bench');
+        return JSON.parse(this.td._take(r));
     }
     free() { if (this.h) this.td.M._tdw_model_free(this.h); this.h = 0; }
 }

@@ -1,16 +1,14 @@
-// The WebAssembly module in headless Chromium (Debian's), driven over the DevTools protocol with Node's own
-// WebSocket: a page of a static server with COOP/COEP headers (serve_static.mjs) imports web/typedecide.mjs, which
+// The WebAssembly module in headless Chromium (Debian's, driven by chromium.mjs): a page of a static server with
+// COOP/COEP headers (serve_static.mjs) imports web/typedecide.mjs, which
 // fetches the module; the model and tokenizer files are fetched into its virtual file system, then it tokenizes
 // and decides. Writes the same outputs as wasm_run.mjs does under Node, for test_wasm.sh to compare with native:
 //   node --experimental-websocket browser_check.mjs CHROMIUM OUTDIR CORPUS EVIDENCE CRITERIA \
 //        --tok TOKENIZER... --models MODEL...
 // OUTDIR/tok-I.ids (one per tokenizer, in order), OUTDIR/decide.jsonl ("# MODEL kernels=SET" sections),
 // OUTDIR/info.json (crossOriginIsolated, the user agent, the ms of each decide).
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, rmSync, readdirSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve, basename } from 'node:path';
-import { serveStatic } from './serve_static.mjs';
+import { openPage } from './chromium.mjs';
 
 const argv = process.argv.slice(2);
 const [chromium, outDir, corpus, evPath, critPath] = argv;
@@ -28,48 +26,10 @@ const modelFiles = (m) => statSync(m).isFile() ? [m] : readdirSync(m).filter((f)
     /^(config\.json|generation_config\.json|tokenizer\.json|tokenizer_config\.json|.*\.safetensors|model\.safetensors\.index\.json)$/.test(f))
     .map((f) => join(m, f));
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const { server, port } = await serveStatic(root);
-const profile = mkdtempSync(join(tmpdir(), 'td-chromium-'));
-const browser = spawn(chromium, ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage',
-    '--no-first-run', '--remote-debugging-port=0', `--user-data-dir=${profile}`, 'about:blank'],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-const exited = new Promise((r) => browser.once('exit', r));
-let stderr = '', fails = 0;
+let fails = 0, page = null;
 try {
-    const wsUrl = await new Promise((ok, no) => {
-        const t = setTimeout(() => no(new Error('chromium did not start: ' + stderr.slice(-500))), 60000);
-        browser.stderr.on('data', (d) => {
-            stderr += d;
-            const m = stderr.match(/DevTools listening on (ws:\/\/[^\s]+)/);
-            if (m) { clearTimeout(t); ok(m[1]); }
-        });
-    });
-    const targets = await (await fetch(`http://127.0.0.1:${new URL(wsUrl).port}/json/list`)).json();
-    const ws = new WebSocket(targets.find((t) => t.type === 'page').webSocketDebuggerUrl);
-    await new Promise((r, e) => { ws.onopen = r; ws.onerror = e; });
-    let seq = 0;
-    const pending = new Map();
-    ws.onmessage = (m) => {
-        const j = JSON.parse(m.data);
-        if (j.id && pending.has(j.id)) { pending.get(j.id)(j); pending.delete(j.id); }
-    };
-    const cdp = (method, params = {}) => new Promise((ok, no) => {
-        const id = ++seq;
-        pending.set(id, (j) => (j.error ? no(new Error(method + ': ' + j.error.message)) : ok(j.result)));
-        ws.send(JSON.stringify({ id, method, params }));
-    });
-    const js = async (expr) => {
-        const r = await cdp('Runtime.evaluate', { expression: expr, awaitPromise: true, returnByValue: true });
-        if (r.exceptionDetails) throw new Error('page script: ' + (r.exceptionDetails.exception?.description ||
-                                                                   JSON.stringify(r.exceptionDetails)).slice(0, 600));
-        return r.result.value;
-    };
-    await cdp('Page.enable');
-    const loaded = new Promise((r) => { const old = ws.onmessage; ws.onmessage = (m) => {
-        old(m); if (JSON.parse(m.data).method === 'Page.loadEventFired') r(); }; });
-    await cdp('Page.navigate', { url: `http://127.0.0.1:${port}/blank.html` });
-    await loaded;
+    page = await openPage(chromium);
+    const { js } = page;
     const texts = readFileSync(corpus, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).text);
     const job = { toks: toks.map(url), texts, models: models.map((m) => ({ name: m, files: modelFiles(m).map(url),
                   base: basename(m) })), evidence: readFileSync(evPath, 'utf8'), criteria: readFileSync(critPath, 'utf8') };
@@ -105,15 +65,9 @@ try {
                                                               decide_ms: res.ms }, null, 1));
     console.log(`browser_check: ${res.ua.match(/Chrome\/[\d.]+/)?.[0]}, crossOriginIsolated ${res.isolated}, ` +
                 `${toks.length} tokenizers, ${models.length} models`);
-    await Promise.race([cdp('Browser.close').catch(() => null), exited, sleep(5000)]);
-    ws.close();
 } catch (e) {
     fails++;
     console.error('FAIL: browser_check: ' + e.message);
 }
-await Promise.race([exited, sleep(5000)]);
-if (browser.exitCode === null && browser.signalCode === null) browser.kill('SIGKILL');
-await exited;
-server.close();
-try { rmSync(profile, { recursive: true, force: true, maxRetries: 5 }); } catch { /* scratch */ }
+if (page) await page.close();
 process.exit(fails ? 1 : 0);
