@@ -934,6 +934,7 @@ TD_API td_status td_run_merge(const char *const *inputs, int32_t n, const char *
  *   GET  /health               {"status": "ok", "requests_admitted", "generating", "decide": {"passes",
  *                              "requests", "criteria", "max_requests_per_pass"}}; never needs the API key
  *   GET  /v1/models            {"object": "list", "data": [{"id": model name, "object": "model", ...}]}
+ *   GET  /v1/models/{id}       the model object; 404 (code "model_not_found") for another id
  *   POST /tokenize             {"prompt": text} or {"messages", "add_generation_prompt", "tools",
  *                              "chat_template_kwargs"} -> {"tokens", "count", "max_model_len", "prompt"}
  *   POST /detokenize           {"tokens": [ids]} -> {"prompt": text}
@@ -946,7 +947,12 @@ TD_API td_status td_run_merge(const char *const *inputs, int32_t n, const char *
  *                              16 evidences stay prefilled, so a request on one of them prefills nothing
  *                              ("prefill_tokens": 0, "prefix_cached": true); "ms" includes the wait for the pass
  *   POST /v1/chat/completions, POST /v1/completions   OpenAI's, on a td_gen stepped by one engine thread (continuous
- *                              batching); a client that goes away is cancelled at once (README, NOTES.md)
+ *                              batching); a client that goes away is cancelled at once (README, NOTES.md). "n" up
+ *                              to 16 choices share the prompt's prefill (td_gen_submit_n; choice k samples with
+ *                              seed + k); without a "seed" a fresh one is drawn, and every reply reports the one used
+ *                              ("seed"); "logit_bias" is step 0 of each choice's sampler; a stream ends with a usage
+ *                              chunk (choices: []) only when stream_options.include_usage asks. Every member is known
+ *                              or refused (400 naming it): response_format other than text, best_of != 1, suffix...
  * Errors are {"error": {"message", "type", "param", "code"}}: 400 naming the member at fault (bad JSON, wrong
  * types, max_tokens < 1 or above the limit, a prompt longer than the context), 401 (API key missing or wrong), 404
  * (unknown path, or a "model" other than the one served: code "model_not_found"), 405, 408 (a body that does not

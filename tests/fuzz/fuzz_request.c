@@ -11,7 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    td_req_kind kind = (td_req_kind)(data[0] % TD_REQ_N_KINDS);
+    /* the seeds start with the kind as a digit ('0' chat ... '4' decide) */
+    td_req_kind kind = (td_req_kind)((data[0] >= '0' && data[0] <= '9' ? data[0] - '0' : data[0]) % TD_REQ_N_KINDS);
     td_req_limits lim = {"demo", 256, 1000, 60000};
     td_req r;
     td_req_error err;
@@ -25,6 +26,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     size_t touched = 0;
+    if (r.n < 1 || r.n > TD_GEN_MAX_CHOICES || r.n_bias < 0 || r.n_bias > TD_REQ_MAX_LOGIT_BIAS) __builtin_trap();
+    for (int32_t i = 0; i < r.n_bias; i++)
+        if (r.bias_ids[i] < 0 || r.bias_ids[i] >= lim.n_vocab || !(r.bias[i] >= -100 && r.bias[i] <= 100)) __builtin_trap();
     switch (kind) {
     case TD_REQ_CHAT:
         if (r.n_msgs < 1 || (r.max_tokens != -1 && (r.max_tokens < 1 || r.max_tokens > lim.max_tokens))) __builtin_trap();
