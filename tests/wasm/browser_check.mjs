@@ -5,6 +5,7 @@
 //   node --experimental-websocket browser_check.mjs CHROMIUM OUTDIR CORPUS EVIDENCE CRITERIA \
 //        --tok TOKENIZER... --models MODEL...
 // OUTDIR/tok-I.ids (one per tokenizer, in order), OUTDIR/decide.jsonl ("# MODEL kernels=SET" sections),
+// OUTDIR/worker.jsonl (the first two models' decisions made in a Worker, web/typedecide_worker.mjs),
 // OUTDIR/info.json (crossOriginIsolated, the user agent, the ms of each decide).
 import { readFileSync, writeFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve, basename } from 'node:path';
@@ -58,9 +59,33 @@ try {
             out.decide += '# ' + m.name + ' kernels=' + model.kernels + '\\n' + lines;
             model.free();
         }
+        // the same decisions from the module in a Worker (web/typedecide_worker.mjs), for the first two models
+        const worker = new Worker('/web/typedecide_worker.mjs', { type: 'module' });
+        let wid = 0;
+        const call = (msg) => new Promise((ok, no) => {
+            const id = ++wid;
+            const h = (e) => {
+                if (e.data.id !== id) return;
+                worker.removeEventListener('message', h);
+                e.data.error ? no(new Error('worker: ' + e.data.error)) : ok(e.data.result);
+            };
+            worker.addEventListener('message', h);
+            worker.postMessage({ ...msg, id });
+        });
+        out.worker = '';
+        for (const [i, m] of job.models.slice(0, 2).entries()) {
+            const dir = '/w' + i;
+            for (const f of m.files) await call({ op: 'addFileFromUrl', path: dir + '/' + f.split('/').pop(), url: f });
+            const h = await call({ op: 'loadModel', path: m.files.length === 1 ? dir + '/' + m.files[0].split('/').pop() : dir });
+            const d = await call({ op: 'decide', model: h, evidence: job.evidence, criteria: job.criteria });
+            out.worker += '# ' + m.name + '\\n' + d.map((x) => JSON.stringify(x)).join('\\n') + '\\n';
+            await call({ op: 'freeModel', model: h });
+        }
+        worker.terminate();
         return out; })()`);
     res.toks.forEach((t, i) => writeFileSync(join(outDir, `tok-${i}.ids`), t));
     writeFileSync(join(outDir, 'decide.jsonl'), res.decide);
+    writeFileSync(join(outDir, 'worker.jsonl'), res.worker);
     writeFileSync(join(outDir, 'info.json'), JSON.stringify({ isolated: res.isolated, ua: res.ua, load_ms: res.load_ms,
                                                               decide_ms: res.ms }, null, 1));
     console.log(`browser_check: ${res.ua.match(/Chrome\/[\d.]+/)?.[0]}, crossOriginIsolated ${res.isolated}, ` +
