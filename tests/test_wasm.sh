@@ -2,7 +2,8 @@
 # The WebAssembly build (web/build.sh: emscripten from Debian) under Node: the same module the browser loads, on the
 # same files, against the native tool with the scalar kernels (TD_KERNELS=scalar, the set the module runs):
 #   1. tokenizer ids equal native on every line of tests/tokenizer/corpus.jsonl, for every tokenizer fixture
-#      (fixtures/tokenizers/*: Qwen3, Qwen3.5, Qwen2.5, Llama 3, Gemma 3) and a GGUF file's tokenizer;
+#      (fixtures/tokenizers/*: Qwen3, Qwen3.5, Qwen2.5, Llama 3, Gemma 3) and a GGUF file's tokenizer, and on
+#      llama.cpp's vocabulary cases (ggml-vocab-qwen2/qwen35.gguf, from node-llama-cpp's bundle of its source);
 #   2. decide probabilities on the demo models (models/demo-qwen3, models/demo-qwen35) and the tiny fixtures
 #      (Hugging Face directories and GGUF files: fixtures/models, fixtures/gguf) within 1e-6 of native;
 #   3. the SIMD128 set (wasm128, the module's default) is bit-identical to the scalar set: its products against the
@@ -29,6 +30,28 @@ for tok in "${TOKS[@]}"; do
     i=$((i + 1))
 done
 echo "ok: tokenizer ids equal native on $(wc -l <"$CORPUS") lines x ${#TOKS[@]} tokenizers"
+
+# llama.cpp's vocabulary tests (test_tokenizer_llama_vocab.sh checks native against their .out ids): the cases of
+# models/ggml-vocab-{qwen2,qwen35}.gguf(.inp) from llama.cpp's source as node-llama-cpp ships it, where installed
+bundle=tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle
+if [ -f "$bundle" ] && git clone --quiet --bare "$bundle" "$tmp/llama.git" 2>/dev/null; then
+    for v in qwen2 qwen35; do
+        git --git-dir "$tmp/llama.git" show "HEAD:models/ggml-vocab-$v.gguf" >"$tmp/$v.gguf" || fail "no ggml-vocab-$v.gguf"
+        git --git-dir "$tmp/llama.git" show "HEAD:models/ggml-vocab-$v.gguf.inp" |
+            node -e 'const raw = require("fs").readFileSync(0, "utf8"), sep = "\n__ggml_vocab_test__\n";
+                     const out = []; for (let p = 0; p < raw.length;) { const n = raw.indexOf(sep, p);
+                     if (n < 0) { out.push(raw.slice(p)); break; } out.push(raw.slice(p, n)); p = n + sep.length; }
+                     process.stdout.write(out.map((text) => JSON.stringify({ text })).join("\n") + "\n");' \
+            >"$tmp/$v.jsonl" || fail "reading ggml-vocab-$v.gguf.inp"
+        "$BIN" tokenize --tokenizer "$tmp/$v.gguf" --jsonl "$tmp/$v.jsonl" | tr -d ' ' >"$tmp/$v.native" ||
+            fail "native tokenize ggml-vocab-$v"
+        $RUN tokenize "$tmp/$v.gguf" "$tmp/$v.jsonl" >"$tmp/$v.wasm" || fail "wasm tokenize ggml-vocab-$v"
+        cmp -s "$tmp/$v.native" "$tmp/$v.wasm" || fail "ggml-vocab-$v: wasm ids differ from native"
+    done
+    echo "ok: llama.cpp's vocabulary cases (ggml-vocab-qwen2, -qwen35): wasm ids equal native ($(cat "$tmp"/qwen2.jsonl "$tmp"/qwen35.jsonl | wc -l) cases)"
+else
+    echo "note: node-llama-cpp's llama.cpp bundle is not installed: its vocabulary cases not checked here"
+fi
 
 node web/build/wasm/kernels_wasm_test.js || fail "the SIMD128 products differ from the scalar references"
 

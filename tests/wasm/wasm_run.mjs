@@ -1,5 +1,5 @@
 // Runs the WebAssembly module (web/dist/typedecide.js + .wasm) under Node, the same module the browser loads, on
-// files under the working directory (mounted through emscripten's NODEFS), and prints what the native tool
+// files of the host (through emscripten's NODEFS), and prints what the native tool
 // prints for the same request, so that tests/test_wasm.sh can compare the two:
 //   node wasm_run.mjs tokenize TOKENIZER(.json|.gguf) CORPUS.jsonl   one JSON array of ids per line ("text" field)
 //   node wasm_run.mjs decide EVIDENCE CRITERIA.jsonl MODE THREADS MODEL...   per model a line "# MODEL kernels=SET"
@@ -34,9 +34,14 @@ for (const part of root.split('/').filter(Boolean)) M.FS.mkdir((at += '/' + part
 M.FS.mount(M.NODEFS, { root }, root);
 // TD_KERNELS of the module's environment (its own: emscripten does not pass Node's): the set models load with
 if (process.env.TD_WASM_KERNELS) M._tdw_setenv(cstr('TD_KERNELS'), cstr(process.env.TD_WASM_KERNELS));
+// A file elsewhere (a test's temporary directory) is reached by mounting its directory at its own path too.
 const host = (p) => {
-    const abs = resolve(p);
-    if (!abs.startsWith(root + '/')) throw new Error(`${p}: outside the working directory ${root}`);
+    const abs = resolve(p), dir = dirname(abs);
+    if (abs.startsWith(root + '/') || M.FS.analyzePath(dir).exists) return abs;
+    let d = '';
+    for (const part of dir.split('/').filter(Boolean))
+        if (!M.FS.analyzePath((d += '/' + part)).exists) M.FS.mkdir(d);
+    M.FS.mount(M.NODEFS, { root: dir }, dir);
     return abs;
 };
 
