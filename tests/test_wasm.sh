@@ -8,7 +8,8 @@
 #      (Hugging Face directories and GGUF files: fixtures/models, fixtures/gguf) within 1e-6 of native;
 #   3. the SIMD128 set (wasm128, the module's default) is bit-identical to the scalar set: its products against the
 #      references on random inputs of odd sizes (tests/wasm/kernels_wasm_test.c), and every model's decisions;
-#   4. the module's serial and fresh modes give the batch mode's bits.
+#   4. the module's serial and fresh modes give the batch mode's bits;
+#   5. generation with the sampler (greedy; sampled with a seed) gives native's ids on both demo models.
 # Skipped (77) where emscripten is not installed (scripts/setup.sh installs it), in the sanitizer run, or where
 # Debian's source packages cannot be fetched for the first build. test_wasm_browser.sh: the same in Chromium.
 set -euo pipefail
@@ -63,6 +64,22 @@ $RUN decide "$EV" "$CRIT" 0 1 "${MODELS[@]}" >"$tmp/wasm-batch.jsonl" 2>"$tmp/wa
     { cat "$tmp/wasm.log" >&2; fail "wasm decide (default set)"; }
 grep -q "kernels=wasm128" "$tmp/wasm-batch.jsonl" || fail "the default set is not wasm128"
 node tests/wasm/compare.mjs "$tmp/wasm-scalar.jsonl" "$tmp/wasm-batch.jsonl" 0 || fail "wasm128 differs from scalar"
+
+# generation with the sampler: greedy, and the model's sampling defaults with a seed, the ids native generates
+prompt=$'<|im_start|>user\nMy order arrived broken. What should I do?<|im_end|>\n<|im_start|>assistant\n'
+for m in models/demo-qwen3 models/demo-qwen35; do
+    for how in "0 1" "-1 7"; do
+        set -- $how
+        $RUN generate "$m" "$prompt" 24 "$1" "$2" >"$tmp/gen.json" || fail "wasm generate on $m"
+        ids=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).prompt_ids.join(","))' "$tmp/gen.json")
+        temp=(); [ "$1" = -1 ] || temp=(--temperature "$1")
+        TD_KERNELS=scalar "$BIN" generate --model "$m" --ids "$ids" -n 24 "${temp[@]}" --seed "$2" 2>/dev/null |
+            tr -d ' ' >"$tmp/gen.native" || fail "native generate on $m"
+        node -e 'console.log(JSON.stringify(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).ids))' \
+            "$tmp/gen.json" | cmp -s - "$tmp/gen.native" || fail "$m: wasm generates other ids than native (temperature $1, seed $2)"
+    done
+done
+echo "ok: generate (greedy, and sampled with the model's defaults and a seed) = native's ids on both demo models"
 
 for mode in 1 2; do # the two demo models and two tiny ones
     $RUN decide "$EV" "$CRIT" $mode 1 "${MODELS[@]:0:4}" >"$tmp/wasm-$mode.jsonl" 2>/dev/null || fail "wasm decide mode $mode"

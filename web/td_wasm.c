@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -25,6 +27,8 @@ TDW_API td_tokenizer *tdw_tokenizer_load(const char *path);
 TDW_API void tdw_tokenizer_free(td_tokenizer *tok);
 TDW_API const td_tokenizer *tdw_model_tokenizer(const td_model *m);
 TDW_API char *tdw_tokenize(const td_tokenizer *tok, const char *text, size_t len, int parse_special);
+TDW_API char *tdw_generate(const td_model *m, const char *prompt, int max_tokens, float temperature, double seed,
+                           int ignore_eos);
 TDW_API char *tdw_bench(const td_model *m, int n_prefill, int n_decode, int n_threads);
 TDW_API char *tdw_decide(const td_model *m, const char *evidence, const char *criteria_jsonl, int mode,
                          int n_threads, int logits);
@@ -186,5 +190,82 @@ char *tdw_bench(const td_model *m, int n_prefill, int n_decode, int n_threads) {
 done:
     td_batch_free(b);
     td_ctx_free(ctx);
+    return out;
+}
+
+/* Continues `prompt` (tokenised with added tokens split out) by up to max_tokens tokens with the model's sampling
+ * defaults (generation_config.json; greedy without one), temperature overriding them when >= 0, seed when >= 0;
+ * stops at the model's stop ids unless ignore_eos. Returns {"prompt_ids", "ids", "text", "finish"}. */
+char *tdw_generate(const td_model *m, const char *prompt, int max_tokens, float temperature, double seed,
+                   int ignore_eos) {
+    const td_tokenizer *tok = td_model_tokenizer(m);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    td_gen *g = NULL;
+    char *out = NULL, *text = NULL;
+    size_t text_len = 0;
+    json_t *res = json_object(), *jp = json_array(), *jids = json_array();
+    if (!res || !jp || !jids) goto done;
+    if (!tok) {
+        td_fail(TD_ERR_STATE, "the model has no tokenizer");
+        goto done;
+    }
+    if (td_tokenize(tok, prompt, strlen(prompt), TD_TOKENIZE_PARSE_SPECIAL, &ids, &n) != TD_OK) goto done;
+    td_gen_params gp = td_gen_default_params();
+    gp.cache_bytes = 256ll << 20;
+    if (td_gen_new(m, &gp, &g) != TD_OK) goto done;
+    td_gen_request rq = td_gen_default_request();
+    rq.prompt = ids, rq.n_prompt = (int32_t)n, rq.max_tokens = max_tokens, rq.ignore_eos = ignore_eos;
+    rq.sampler = td_model_sampler_defaults(m);
+    if (temperature >= 0) rq.sampler.temperature = temperature;
+    if (seed >= 0) rq.sampler.seed = (uint64_t)seed;
+    int64_t id = 0;
+    if (td_gen_submit(g, &rq, &id) != TD_OK) goto done;
+    for (size_t i = 0; i < n; i++) json_array_append_new(jp, json_integer(ids[i]));
+    const char *finish = NULL;
+    for (int32_t active = 1; !finish;) {
+        td_gen_event ev;
+        if (!active) {
+            td_fail(TD_ERR_STATE, "the request ended without its DONE event");
+            goto done;
+        }
+        if (td_gen_step(g, &active) != TD_OK) goto done;
+        while (td_gen_next_event(g, &ev)) {
+            if (ev.kind == TD_GEN_EVENT_TOKEN) json_array_append_new(jids, json_integer(ev.token));
+            if ((ev.kind == TD_GEN_EVENT_TOKEN || ev.kind == TD_GEN_EVENT_DONE) && ev.text_len) {
+                char *grown = td_realloc(text, text_len + ev.text_len + 1);
+                if (!grown) {
+                    td_fail_nomem("the generated text");
+                    goto done;
+                }
+                memcpy(grown + text_len, ev.text, ev.text_len);
+                text = grown, text_len += ev.text_len;
+            }
+            if (ev.kind == TD_GEN_EVENT_DONE) {
+                if (ev.finish == TD_GEN_FINISH_ERROR) {
+                    td_fail(TD_ERR_STATE, "generation failed: %s", ev.error ? ev.error : "");
+                    goto done;
+                }
+                finish = td_gen_finish_str(ev.finish);
+            }
+        }
+    }
+    json_object_set_new(res, "prompt_ids", jp), jp = NULL;
+    json_object_set_new(res, "ids", jids), jids = NULL;
+    json_object_set_new(res, "text", json_stringn(text ? text : "", text_len));
+    json_object_set_new(res, "finish", json_string(finish));
+    char *dumped = json_dumps(res, JSON_COMPACT);
+    if (dumped) {
+        size_t len = strlen(dumped);
+        out = td_malloc(len + 1);
+        if (out) memcpy(out, dumped, len + 1);
+        free(dumped);
+    }
+    if (!out) td_fail_nomem("the generation's JSON");
+done:
+    json_decref(jp), json_decref(jids), json_decref(res);
+    td_free(text);
+    td_free(ids);
+    td_gen_free(g);
     return out;
 }

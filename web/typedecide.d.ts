@@ -58,6 +58,9 @@ export declare class Model {
     decide(evidence: string, criteria: Criterion[] | string,
            options?: { mode?: DecideModeName; threads?: number }): Decision[];
     decideJsonl(evidence: string, criteriaJsonl: string, options?: { mode?: DecideModeName; threads?: number }): string;
+    /** Continues the prompt with the model's sampling defaults (temperature 0: greedy; seed: the sampler's). */
+    generate(prompt: string, options?: { maxTokens?: number; temperature?: number; seed?: number; ignoreEos?: boolean }):
+        { prompt_ids: number[]; ids: number[]; text: string; finish: string };
     bench(nPrefill: number, nDecode: number, options?: { threads?: number }): BenchResult;
     free(): void;
 }

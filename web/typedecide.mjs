@@ -139,6 +139,15 @@ export class Model {
         if (!r) throw this.td._error('decide');
         return this.td._take(r);
     }
+    // Continues prompt (added tokens such as <|im_start|> recognised) by up to maxTokens tokens with the model's
+    // sampling defaults; temperature (0: greedy) and seed override them. Returns {prompt_ids, ids, text, finish}.
+    generate(prompt, { maxTokens = 32, temperature = -1, seed = -1, ignoreEos = false } = {}) {
+        const [p] = this.td._cstr(prompt);
+        const r = this.td.M._tdw_generate(this.h, p, maxTokens, temperature, seed, ignoreEos ? 1 : 0);
+        this.td.M._free(p);
+        if (!r) throw this.td._error('generate');
+        return JSON.parse(this.td._take(r));
+    }
     // The forward pass alone (tdw_bench): nPrefill random ids in one pass, then nDecode one-token passes.
     bench(nPrefill, nDecode, { threads = 1 } = {}) {
         const r = this.td.M._tdw_bench(this.h, nPrefill, nDecode, threads);

@@ -5,6 +5,7 @@
 //   {op: 'loadModel', path, kernels?}     -> a model handle (a number)
 //   {op: 'decide', model, evidence, criteria, mode?, threads?}   -> the decisions
 //   {op: 'tokenize', model, text}         -> the ids, by the model's tokenizer
+//   {op: 'generate', model, prompt, options?}   -> {prompt_ids, ids, text, finish} (Model.generate)
 //   {op: 'freeModel', model}
 // The page side: const w = new Worker(new URL('typedecide_worker.mjs', import.meta.url), {type: 'module'}).
 import { Typedecide } from './typedecide.mjs';
@@ -24,6 +25,7 @@ const ops = {
     },
     decide(td, m) { return model(m).decide(m.evidence, m.criteria, { mode: m.mode, threads: m.threads }); },
     tokenize(td, m) { return model(m).tokenizer().tokenize(m.text); },
+    generate(td, m) { return model(m).generate(m.prompt, m.options); },
     freeModel(td, m) { model(m).free(); models.delete(m.model); return true; },
 };
 function model(m) {

@@ -4,6 +4,7 @@
 //   node wasm_run.mjs tokenize TOKENIZER(.json|.gguf) CORPUS.jsonl   one JSON array of ids per line ("text" field)
 //   node wasm_run.mjs decide EVIDENCE CRITERIA.jsonl MODE THREADS MODEL...   per model a line "# MODEL kernels=SET"
 //                                                    and one JSON line per criterion (MODE: 0 batch, 1 serial, 2 fresh)
+//   node wasm_run.mjs generate MODEL PROMPT N TEMPERATURE SEED     {"prompt_ids", "ids", "text", "finish"}
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { resolve, dirname } from 'node:path';
@@ -84,7 +85,20 @@ if (cmd === 'tokenize') {
         M._tdw_model_free(m);
     }
     M._free(ev), M._free(cr);
+} else if (cmd === 'generate') {
+    // generate MODEL PROMPT N TEMPERATURE SEED: {"prompt_ids", "ids", "text", "finish"} (TEMPERATURE -1: the model's)
+    const [model, prompt, n, temp, seed] = args;
+    const path = cstr(host(model));
+    const m = M._tdw_model_load(path);
+    M._free(path);
+    if (!m) die(`cannot load ${model}`);
+    const p = cstr(prompt);
+    const r = M._tdw_generate(m, p, Number(n), Number(temp), Number(seed), 0);
+    M._free(p);
+    if (!r) die(`generate on ${model} failed`);
+    process.stdout.write(str(r) + '\n');
+    M._tdw_model_free(m);
 } else {
-    process.stderr.write('usage: wasm_run.mjs tokenize TOK CORPUS | decide EVIDENCE CRITERIA MODE THREADS MODEL...\n');
+    process.stderr.write('usage: wasm_run.mjs tokenize TOK CORPUS | decide EVIDENCE CRITERIA MODE THREADS MODEL... | generate MODEL PROMPT N TEMP SEED\n');
     process.exit(2);
 }
