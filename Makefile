@@ -42,9 +42,11 @@ cuda:
 
 # The WebAssembly module (web/build.sh: Debian's emscripten, the core's libraries from Debian's source packages):
 # web/dist/typedecide.wasm + typedecide.js; test_wasm checks it under Node against the native tool. Skipped where
-# emscripten is not installed.
+# emscripten is not installed or Debian's source packages cannot be fetched (test_wasm then skips too).
 wasm:
-	@if command -v emcc >/dev/null; then web/build.sh; else echo "make wasm: emscripten not installed, skipped"; fi
+	@if ! command -v emcc >/dev/null; then echo "make wasm: emscripten not installed, skipped"; \
+	elif ! web/fetch_deps.sh; then echo "make wasm: Debian's source packages unreachable, skipped"; \
+	else web/build.sh; fi
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
