@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decide/decide_multi.h"
 #include "test_util.h"
 #include "typedecide.h"
 

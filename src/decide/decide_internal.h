@@ -2,7 +2,6 @@
 #ifndef TD_DECIDE_INTERNAL_H
 #define TD_DECIDE_INTERNAL_H
 
-#include "decide/decide_multi.h"
 #include "typedecide.h"
 
 struct td_decider {

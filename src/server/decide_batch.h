@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "decide/decide_multi.h"
+#include "typedecide.h"
 
 typedef struct td_decide_job td_decide_job;
 
