@@ -31,7 +31,8 @@ function cstr(s) { // a JS string into module memory (caller frees)
 // NODEFS makes of relative symbolic links (fixtures/models/*/tokenizer.json) name the same files inside.
 const root = process.cwd();
 let at = '';
-for (const part of root.split('/').filter(Boolean)) M.FS.mkdir((at += '/' + part));
+// (/tmp, /home and /dev exist in emscripten's file system from the start: a checkout under /tmp must not fail)
+for (const part of root.split('/').filter(Boolean)) if (!M.FS.analyzePath((at += '/' + part)).exists) M.FS.mkdir(at);
 M.FS.mount(M.NODEFS, { root }, root);
 // TD_KERNELS of the module's environment (its own: emscripten does not pass Node's): the set models load with
 if (process.env.TD_WASM_KERNELS) M._tdw_setenv(cstr('TD_KERNELS'), cstr(process.env.TD_WASM_KERNELS));
