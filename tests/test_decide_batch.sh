@@ -5,6 +5,7 @@
 # clients leaving while waiting; then the server stops cleanly on SIGTERM (under ASan: no leak report).
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$ROOT/tests/serve/lib.sh"
 BIN=${TD_BIN:-$ROOT/build/typedecide}
 tmp=$(mktemp -d)
 pid=
@@ -17,13 +18,7 @@ models=("$ROOT/models/demo-qwen3")
 for MODEL in "${models[@]}"; do
     "$BIN" serve --model "$MODEL" --port 0 --threads 2 --quiet 2>"$tmp/log" &
     pid=$!
-    url=
-    for _ in $(seq 1 300); do
-        url=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$tmp/log" | sed 's/listening on //')
-        [ -n "$url" ] && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
+    url=$(serve_url "$tmp/log" "$pid")
     [ -n "$url" ] || { echo "FAIL: the server did not start: $(tail -3 "$tmp/log")" >&2; exit 1; }
     node "$ROOT/tests/serve/check_decide_batch.mjs" "$url" "$BIN" "$MODEL" "$tmp" || rc=1
     kill -TERM "$pid"

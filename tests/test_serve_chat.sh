@@ -8,6 +8,7 @@
 # bench/results/serve-chat-turn1.png and serve-chat-turn30.png are screenshots it took (TD_CHAT_SHOTS=DIR keeps them).
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$ROOT/tests/serve/lib.sh"
 BIN=${TD_BIN:-$ROOT/build/typedecide}
 MODEL=${TD_CHAT_MODEL:-$ROOT/models/demo-qwen3}
 tmp=$(mktemp -d)
@@ -24,12 +25,7 @@ run_chat() {
     local model=$1 n=$2 prefix=$3 url=
     "$BIN" serve --model "$model" --port 0 --threads 1 --quiet --api-key "$KEY" "${args[@]}" 2>"$tmp/s.log" &
     server_pid=$!
-    for _ in $(seq 1 300); do
-        url=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$tmp/s.log" | sed 's/listening on //')
-        [ -n "$url" ] && break
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.1
-    done
+    url=$(serve_url "$tmp/s.log" "$server_pid")
     [ -n "$url" ] || { echo "FAIL: the server did not start on $model: $(tail -3 "$tmp/s.log")" >&2; fails=1; return; }
     node --experimental-websocket --no-warnings "$ROOT/tests/node/page_chat_test.mjs" "$url/" "$(command -v chromium)" \
         "$KEY" "$n" "$prefix-turn1.png" "$prefix-turn$n.png" $maxtok || { echo "FAIL: the page's chat on $model" >&2; fails=1; }

@@ -5,6 +5,7 @@
 # cleanly on SIGTERM (exit 0; under ASan, no leak report).
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$ROOT/tests/serve/lib.sh"
 BIN=${TD_BIN:-$ROOT/build/typedecide}
 MODEL=$ROOT/models/demo-qwen3
 tmp=$(mktemp -d)
@@ -20,13 +21,7 @@ start_server() {
     "$BIN" serve --model "$MODEL" --port 0 --threads 1 "$@" 2>"$log" &
     pids+=($!)
     server_pid=$!
-    url=
-    for _ in $(seq 1 300); do
-        url=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$log" | sed 's/listening on //')
-        [ -n "$url" ] && return 0
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.1
-    done
+    url=$(serve_url "$log" "$server_pid") && return 0
     fail "the server did not start: $(tail -3 "$log")"
     return 1
 }

@@ -9,6 +9,7 @@
 #  - the server stops cleanly on SIGTERM (under ASan: no leak report).
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$ROOT/tests/serve/lib.sh"
 BIN=${TD_BIN:-$ROOT/build/typedecide}
 MODEL=$ROOT/models/demo-qwen3
 tmp=$(mktemp -d)
@@ -18,13 +19,7 @@ rc=0
 KEY=sekrit-$$
 "$BIN" serve --model "$MODEL" --port 0 --threads 2 --parallel 4 --api-key "$KEY" --quiet 2>"$tmp/log" &
 pid=$!
-url=
-for _ in $(seq 1 300); do
-    url=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$tmp/log" | sed 's/listening on //')
-    [ -n "$url" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
+url=$(serve_url "$tmp/log" "$pid")
 [ -n "$url" ] || { echo "FAIL: the server did not start: $(tail -3 "$tmp/log")" >&2; exit 1; }
 node "$ROOT/tests/serve/check_openai.mjs" "$url" "$(basename "$MODEL")" "$KEY" || { echo "FAIL: check_openai" >&2; rc=1; }
 if [ -d "$ROOT/tests/node/node_modules/openai" ]; then
