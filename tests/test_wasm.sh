@@ -54,7 +54,7 @@ else
     echo "note: node-llama-cpp's llama.cpp bundle is not installed: its vocabulary cases not checked here"
 fi
 
-node web/build/wasm/kernels_wasm_test.js || fail "the SIMD128 products differ from the scalar references"
+node "${TD_WASM_BUILD_DIR:-web/build/wasm}/kernels_wasm_test.js" || fail "the SIMD128 products differ from the scalar references"
 
 TD_WASM_KERNELS=scalar $RUN decide "$EV" "$CRIT" 0 1 "${MODELS[@]}" >"$tmp/wasm-scalar.jsonl" 2>"$tmp/wasm.log" ||
     { cat "$tmp/wasm.log" >&2; fail "wasm decide (scalar)"; }

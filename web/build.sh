@@ -6,6 +6,8 @@
 # jansson) are compiled for wasm32 from Debian's own source packages (web/fetch_deps.sh), the versions the native
 # build links, and installed into web/build/wasm-deps. Everything lands under web/build/ and web/dist/ (git-ignored).
 # Usage: web/build.sh [Release|Debug]   (WASM_JOBS=N for the parallel compile; default: nproc)
+#   TD_WASM_BUILD_DIR (default web/build/wasm) and TD_WASM_DIST (default web/dist): where the build and the module go,
+#   for building variants side by side (the tests read TD_WASM_DIST and TD_WASM_BUILD_DIR too).
 set -euo pipefail
 cd "$(dirname "$0")"
 export NODE_PATH=${NODE_PATH:-/usr/share/nodejs} # Debian's emscripten finds its node modules (acorn, ...) here
@@ -31,5 +33,7 @@ build_dep pcre2 "$(ls -d "$deps"/pcre2-*/)" -DBUILD_SHARED_LIBS=OFF -DBUILD_STAT
 build_dep utf8proc "$(ls -d "$deps"/utf8proc-*/)" -DBUILD_SHARED_LIBS=OFF -DUTF8PROC_ENABLE_TESTING=OFF
 build_dep jansson "$(ls -d "$deps"/jansson-*/)" -DJANSSON_BUILD_SHARED_LIBS=OFF -DJANSSON_EXAMPLES=OFF \
     -DJANSSON_BUILD_DOCS=OFF -DJANSSON_WITHOUT_TESTS=ON -DUSE_URANDOM=OFF
-emcmake cmake -S . -B build/wasm -DCMAKE_BUILD_TYPE="$type" -DTD_WASM_DEPS="$prefix" >/dev/null
-cmake --build build/wasm -j "$jobs"
+out=${TD_WASM_BUILD_DIR:-$PWD/build/wasm}
+dist=${TD_WASM_DIST:-$PWD/dist}
+emcmake cmake -S . -B "$out" -DCMAKE_BUILD_TYPE="$type" -DTD_WASM_DEPS="$prefix" -DTD_WASM_DIST="$dist" >/dev/null
+cmake --build "$out" -j "$jobs"
