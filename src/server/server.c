@@ -154,6 +154,7 @@ typedef struct td_conn_slot {
     uint64_t rx_mark; /* bytes received on the socket by then: none since means an idle connection, not a slow one */
     int cut;          /* 1: past its deadline, answered and half-closed; 2: shut (MHD closes it) */
     double cut_at;
+    char origin[256]; /* the request's Origin when CORS allows it (its 408 carries it too); "" when none or longer */
 } td_conn_slot;
 
 /* Bytes received on a TCP socket so far (the kernel's count), or UINT64_MAX when unknown. */
@@ -183,9 +184,11 @@ static void slot_cut(td_server *s, td_conn_slot *sl, double now) {
     td_reply_fail(&r, 408, "invalid_request_error", NULL, "request_timeout",
                   "the request's %s did not arrive within %d s (the server's --timeout)", what, s->p.timeout_s);
     char msg[1024];
+    char cors[320] = "";
+    if (sl->origin[0]) snprintf(cors, sizeof cors, "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n", sl->origin);
     int n = snprintf(msg, sizeof msg,
                      "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n%s", r.len, r.body ? r.body : "");
+                     "%sConnection: close\r\n\r\n%s", r.len, cors, r.body ? r.body : "");
     td_free(r.body);
     if (n > 0 && (size_t)n < sizeof msg) (void)!send(sl->fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(sl->fd, SHUT_WR);
@@ -258,10 +261,25 @@ static int slot_phase(td_server *s, struct MHD_Connection *c, int phase) {
     if (ok) {
         sl->phase = phase;
         sl->since = now_s();
-        if (phase == PH_HEADERS) sl->rx_mark = rx_bytes(sl->fd);
+        if (phase == PH_HEADERS) {
+            sl->rx_mark = rx_bytes(sl->fd);
+            sl->origin[0] = 0;
+        }
     }
     pthread_mutex_unlock(&s->conn_mu);
     return ok;
+}
+
+/* The headers are in: the body's deadline starts, and a 408 for it will carry the CORS origin the request was allowed. */
+static int slot_body(td_server *s, struct MHD_Connection *c, const char *origin) {
+    td_conn_slot *sl = slot_of(c);
+    if (sl) {
+        pthread_mutex_lock(&s->conn_mu);
+        size_t n = origin ? strlen(origin) : 0;
+        if (n < sizeof sl->origin) memcpy(sl->origin, origin ? origin : "", n + 1);
+        pthread_mutex_unlock(&s->conn_mu);
+    }
+    return slot_phase(s, c, PH_BODY);
 }
 
 /* Checks the body's deadline as a piece arrives (the sweeper checks between pieces); returns 0 when cut. */
@@ -705,12 +723,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     td_server *s = cls;
     conn *cs = *con_cls;
     if (!cs) { /* the headers are in: framing, route, authorise, check the announced size */
-        if (!slot_phase(s, c, PH_BODY)) return MHD_NO; /* cut at its deadline: the 408 went out */
+        const char *origin = cors_origin(s, c);
+        if (!slot_body(s, c, origin)) return MHD_NO; /* cut at its deadline: the 408 went out */
         if (!(cs = td_calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
         cs->method = method;
         cs->url = url;
-        cs->origin = cors_origin(s, c);
+        cs->origin = origin;
         /* HEAD is every GET route, headers only (MHD sends no body for it) */
         const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
         int path_known = 0;

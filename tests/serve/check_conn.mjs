@@ -138,6 +138,18 @@ async function mainChecks() {
   if (!r || r.status !== 408 || c.endT - t > T + 3) fail(`a trickling body: ${c.data.subarray(0, 120).toString()}`);
   else ok(`a trickling body: 408 after ${(c.endT - t).toFixed(1)} s`);
   c.s.destroy();
+  // a browser reads a 408 only when it carries the CORS header its request was allowed (main mode: --cors-origin)
+  for (const [origin, want] of [["http://allowed.example", mode === "main" ? "http://allowed.example" : undefined],
+                                ["http://evil.example", undefined]]) {
+    c = await open();
+    await write(c, `POST /tokenize HTTP/1.1\r\nHost: x\r\nOrigin: ${origin}\r\nContent-Length: 100\r\n\r\n{"prompt": `);
+    await waitEnd(c, (T + 6) * 1e3);
+    r = parse(c.data);
+    if (!r || r.status !== 408 || r.headers["access-control-allow-origin"] !== want)
+      fail(`a body that stops short from ${origin}: ${c.data.subarray(0, 300).toString()}`);
+    else ok(`a body that stops short from ${origin}: 408 ${want ? "with" : "without"} Access-Control-Allow-Origin`);
+    c.s.destroy();
+  }
 
   // ---- framing
   const body = '{"prompt": "hi"}';
