@@ -1,7 +1,7 @@
 // The web page's chat past the context, in a real browser: headless Chromium (Debian's) over the DevTools protocol
-// with Node's own WebSocket, as page_test.mjs. It types TURNS messages into the Chat tab one after the other, at the
-// page's settings (max tokens MAXTOK when given, else the page's default), and requires of every turn: a reply
-// appears, no error is shown, and the prompt the page sent fitted the context. Once the conversation outgrows the
+// with Node's own WebSocket (tests/wasm/chromium.mjs), as page_test.mjs. It types TURNS messages into the Chat tab one
+// after the other, at the page's settings (max tokens MAXTOK when given, else the page's default), and requires of
+// every turn: a reply appears, no error is shown, and the prompt the page sent fitted the context. Once the conversation outgrows the
 // context the page must drop the oldest turns: the log then shows the note, the dropped bubbles are greyed, the
 // conversation the page keeps (`history`) is exactly the bubbles not greyed, and every request carried the system
 // message typed into the page first, then that conversation. Then two forced failures (a wrong API
@@ -9,10 +9,7 @@
 // history and put the message back in the input box with the error shown; the next send (the restored text) works.
 // Screenshots after the first and the last turn go to SHOT_FIRST and SHOT_LAST.
 // usage: node --experimental-websocket page_chat_test.mjs URL CHROMIUM KEY TURNS SHOT_FIRST SHOT_LAST [MAXTOK]
-import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { launch } from "../wasm/chromium.mjs";
 
 const [url, chromium, key, turnsArg, shotFirst, shotLast, maxTok] = process.argv.slice(2);
 const turns = +turnsArg;
@@ -21,53 +18,7 @@ const fail = (m) => { fails++; console.error("FAIL: page chat: " + m); };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const t00 = Date.now();
 
-const profile = mkdtempSync(join(tmpdir(), "td-chromium-"));
-const browser = spawn(chromium, ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-  "--no-first-run", "--remote-debugging-port=0", `--user-data-dir=${profile}`, "--window-size=1000,760", "about:blank"],
-  { stdio: ["ignore", "ignore", "pipe"] });
-const exited = new Promise((r) => browser.once("exit", r)); /* listened to from the start: it may exit early */
-let stderr = "";
-const wsUrl = await new Promise((resolve, reject) => {
-  const t = setTimeout(() => reject(new Error("chromium did not start: " + stderr.slice(-500))), 60000);
-  browser.stderr.on("data", (d) => {
-    stderr += d;
-    const m = stderr.match(/DevTools listening on (ws:\/\/[^\s]+)/);
-    if (m) { clearTimeout(t); resolve(m[1]); }
-  });
-});
-const port = new URL(wsUrl).port;
-const targets = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json();
-const ws = new WebSocket(targets.find((t) => t.type === "page").webSocketDebuggerUrl);
-await new Promise((r, e) => { ws.onopen = r; ws.onerror = e; });
-let seq = 0;
-const pending = new Map();
-ws.onmessage = (m) => {
-  const j = JSON.parse(m.data);
-  if (j.id && pending.has(j.id)) { pending.get(j.id)(j); pending.delete(j.id); }
-};
-const cdp = (method, params = {}) => new Promise((resolve, reject) => {
-  const id = ++seq;
-  pending.set(id, (j) => (j.error ? reject(new Error(method + ": " + j.error.message)) : resolve(j.result)));
-  ws.send(JSON.stringify({ id, method, params }));
-});
-const js = async (expr) => {
-  const r = await cdp("Runtime.evaluate", { expression: expr, awaitPromise: true, returnByValue: true });
-  if (r.exceptionDetails) throw new Error("page script: " + JSON.stringify(r.exceptionDetails).slice(0, 300));
-  return r.result.value;
-};
-const until = async (expr, what, ms = 120000) => {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await js(expr);
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error("timed out waiting for " + what);
-    await sleep(50);
-  }
-};
-const shoot = async (path) => {
-  const png = await cdp("Page.captureScreenshot", { format: "png" });
-  writeFileSync(path, Buffer.from(png.data, "base64"));
-};
+const { js, until, navigate, screenshot: shoot, close } = await launch(chromium, { width: 1000, height: 760 });
 
 // Things a support-desk user might say: different lengths, so the drops fall at different turns.
 const lines = ["Hello, I was charged twice for my order.", "The order number is 4417-B, placed on Monday.",
@@ -98,9 +49,7 @@ const state = () => js(`({ history: typeof history === "object" && Array.isArray
   bubbles: document.querySelectorAll("#log .msg").length, notes: [...document.querySelectorAll("#log .note")].length })`);
 
 try {
-  await cdp("Page.enable");
-  await cdp("Emulation.setDeviceMetricsOverride", { width: 1000, height: 760, deviceScaleFactor: 1, mobile: false });
-  await cdp("Page.navigate", { url });
+  await navigate(url);
   await until(`document.readyState === "complete"`, "the page");
   await js(`localStorage.setItem("typedecide-key", ${JSON.stringify(key)}); location.reload(); true`);
   await sleep(200);
@@ -168,10 +117,5 @@ try {
 } catch (e) {
   fail(e.message);
 }
-await Promise.race([cdp("Browser.close").catch(() => null), exited, sleep(5000)]); /* close politely ... */
-await Promise.race([exited, sleep(5000)]);
-ws.close();
-if (browser.exitCode === null && browser.signalCode === null) browser.kill("SIGKILL"); /* ... or not */
-await exited;
-try { rmSync(profile, { recursive: true, force: true, maxRetries: 5 }); } catch { /* a scratch directory */ }
+await close();
 process.exit(fails ? 1 : 0);

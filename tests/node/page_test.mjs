@@ -1,68 +1,20 @@
 // The web page of `typedecide serve` in a real browser: headless Chromium (Debian's) driven over the DevTools
-// protocol with Node's own WebSocket (no npm package). It loads `/`, fills the page's criterion editors with the
-// example evidence and criteria, clicks Decide, and reads the rendered answers and probability bars from the DOM:
-// they must equal `typedecide decide`'s lines (given as a file). Then the Chat tab: a message is sent and the
-// streamed reply must appear. A screenshot of the decisions is written to SHOT.
+// protocol with Node's own WebSocket (tests/wasm/chromium.mjs, the launcher every browser test shares). It loads `/`,
+// fills the page's criterion editors with the example evidence and criteria, clicks Decide, and reads the rendered
+// answers and probability bars from the DOM: they must equal `typedecide decide`'s lines (given as a file). Then the
+// Chat tab: a message is sent and the streamed reply must appear. A screenshot of the decisions is written to SHOT.
 // usage: node --experimental-websocket page_test.mjs URL CHROMIUM EVIDENCE CRITERIA_JSONL DECIDE_OUTPUT SHOT
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
+import { launch } from "../wasm/chromium.mjs";
 
 const [url, chromium, evPath, critPath, cliPath, shot] = process.argv.slice(2);
 let fails = 0;
 const fail = (m) => { fails++; console.error("FAIL: page: " + m); };
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-const profile = mkdtempSync(join(tmpdir(), "td-chromium-"));
-const browser = spawn(chromium, ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-  "--no-first-run", "--remote-debugging-port=0", `--user-data-dir=${profile}`, "--window-size=1000,760", "about:blank"],
-  { stdio: ["ignore", "ignore", "pipe"] });
-const exited = new Promise((r) => browser.once("exit", r)); /* listened to from the start: it may exit early */
-let stderr = "";
-const wsUrl = await new Promise((resolve, reject) => {
-  const t = setTimeout(() => reject(new Error("chromium did not start: " + stderr.slice(-500))), 60000);
-  browser.stderr.on("data", (d) => {
-    stderr += d;
-    const m = stderr.match(/DevTools listening on (ws:\/\/[^\s]+)/);
-    if (m) { clearTimeout(t); resolve(m[1]); }
-  });
-});
-const port = new URL(wsUrl).port;
-const targets = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json();
-const page = targets.find((t) => t.type === "page");
-const ws = new WebSocket(page.webSocketDebuggerUrl);
-await new Promise((r, e) => { ws.onopen = r; ws.onerror = e; });
-let seq = 0;
-const pending = new Map();
-ws.onmessage = (m) => {
-  const j = JSON.parse(m.data);
-  if (j.id && pending.has(j.id)) { pending.get(j.id)(j); pending.delete(j.id); }
-};
-const cdp = (method, params = {}) => new Promise((resolve, reject) => {
-  const id = ++seq;
-  pending.set(id, (j) => (j.error ? reject(new Error(method + ": " + j.error.message)) : resolve(j.result)));
-  ws.send(JSON.stringify({ id, method, params }));
-});
-const js = async (expr) => {
-  const r = await cdp("Runtime.evaluate", { expression: expr, awaitPromise: true, returnByValue: true });
-  if (r.exceptionDetails) throw new Error("page script: " + JSON.stringify(r.exceptionDetails).slice(0, 300));
-  return r.result.value;
-};
-const until = async (expr, what, ms = 120000) => {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await js(expr);
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error("timed out waiting for " + what);
-    await sleep(100);
-  }
-};
+const { js, until, navigate, screenshot, close } = await launch(chromium, { width: 1000, height: 760 });
 
 try {
-  await cdp("Page.enable");
-  await cdp("Emulation.setDeviceMetricsOverride", { width: 1000, height: 760, deviceScaleFactor: 1, mobile: false });
-  await cdp("Page.navigate", { url });
+  await navigate(url);
   await until(`document.readyState === "complete" && document.getElementById("model").textContent.includes("positions")`,
     "the page and /v1/models");
   // the example, typed into the page's own editors (one per criterion)
@@ -93,8 +45,7 @@ try {
   }
   const status = await js(`document.getElementById("dstatus").textContent`);
   await js(`document.getElementById("dstatus").scrollIntoView(); window.scrollBy(0, -60); true`);
-  const png = await cdp("Page.captureScreenshot", { format: "png" });
-  writeFileSync(shot, Buffer.from(png.data, "base64"));
+  await screenshot(shot);
   console.log(`page_test: ${shown.length} decisions rendered as typedecide decide printed them (${shown.map((s) => s.id + "=" + s.answer).join(", ")}); ${status}`);
 
   // the chat tab: a streamed reply appears
@@ -109,10 +60,5 @@ try {
 } catch (e) {
   fail(e.message);
 }
-await Promise.race([cdp("Browser.close").catch(() => null), exited, sleep(5000)]); /* close politely ... */
-await Promise.race([exited, sleep(5000)]);
-ws.close();
-if (browser.exitCode === null && browser.signalCode === null) browser.kill("SIGKILL"); /* ... or not */
-await exited;
-try { rmSync(profile, { recursive: true, force: true, maxRetries: 5 }); } catch { /* a scratch directory */ }
+await close();
 process.exit(fails ? 1 : 0);
