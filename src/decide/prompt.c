@@ -7,6 +7,7 @@
 #include "tokenizer/letters.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 
 static const char default_instruction[] =
     "You are a careful, impartial analyst. Read the evidence below. For each criterion, choose the single option "
@@ -14,46 +15,10 @@ static const char default_instruction[] =
 
 const char *td_decide_default_instruction(void) { return default_instruction; }
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *ns = td_realloc(b->s, cap);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
-
-static char *finish(sbuf *b, size_t *out_len) {
-    if (b->oom) {
-        td_free(b->s);
-        return NULL;
-    }
-    if (!b->s) put(b, "", 0);
-    if (out_len) *out_len = b->n;
-    return b->s;
-}
-
 char *td_decide_render_head(const td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence,
                             size_t len, size_t *out_len) {
-    sbuf b = {0};
-    puts_(&b, d->instruction);
+    td_strbuf b = TD_STRBUF_INIT;
+    td_strbuf_puts(&b, d->instruction);
     for (int32_t i = 0; i < n_shots; i++) {
         size_t sl;
         char *s = td_decide_render_suffix(&shots[i].criterion, d->letters, &sl);
@@ -63,30 +28,30 @@ char *td_decide_render_head(const td_decider *d, const td_shot *shots, int32_t n
         }
         char tail[8];
         snprintf(tail, sizeof tail, "%s%c\n", d->separator, d->letters[shots[i].answer]);
-        puts_(&b, "\nEvidence:\n");
-        put(&b, shots[i].evidence, shots[i].evidence_len);
-        put(&b, s, sl);
-        puts_(&b, tail);
+        td_strbuf_puts(&b, "\nEvidence:\n");
+        td_strbuf_put(&b, shots[i].evidence, shots[i].evidence_len);
+        td_strbuf_put(&b, s, sl);
+        td_strbuf_puts(&b, tail);
         td_free(s);
     }
-    puts_(&b, "\nEvidence:\n");
-    put(&b, evidence, len);
-    return finish(&b, out_len);
+    td_strbuf_puts(&b, "\nEvidence:\n");
+    td_strbuf_put(&b, evidence, len);
+    return td_strbuf_finish(&b, out_len);
 }
 
 char *td_decide_render_suffix(const td_criterion *c, const char *letters, size_t *out_len) {
-    sbuf b = {0};
-    puts_(&b, "\nCriterion: ");
-    puts_(&b, c->question);
-    puts_(&b, "\nOptions:");
+    td_strbuf b = TD_STRBUF_INIT;
+    td_strbuf_puts(&b, "\nCriterion: ");
+    td_strbuf_puts(&b, c->question);
+    td_strbuf_puts(&b, "\nOptions:");
     for (int32_t i = 0; i < c->n_options; i++) {
         char head[8];
         snprintf(head, sizeof head, "\n%c. ", letters[i]);
-        puts_(&b, head);
-        puts_(&b, c->descriptions[i]); /* descriptions only: option ids never reach the model */
+        td_strbuf_puts(&b, head);
+        td_strbuf_puts(&b, c->descriptions[i]); /* descriptions only: option ids never reach the model */
     }
-    puts_(&b, "\nAnswer:");
-    return finish(&b, out_len);
+    td_strbuf_puts(&b, "\nAnswer:");
+    return td_strbuf_finish(&b, out_len);
 }
 
 td_status td_decide_probe_letters(td_decider *d) {

@@ -7,43 +7,18 @@
 #include <string.h>
 
 #include "typedecide.h"
-#include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/strbuf.h"
 
-typedef struct out {
-    char *s;
-    size_t n, cap;
-    int oom;
-} out;
+typedef td_strbuf out;
 
 static void emit(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void emit(out *o, const char *fmt, ...) {
-    if (o->oom) return;
     va_list ap;
-    for (;;) {
-        size_t room = o->cap - o->n;
-        va_start(ap, fmt);
-        int w = vsnprintf(o->s ? o->s + o->n : NULL, o->s ? room : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0) {
-            o->oom = 1;
-            return;
-        }
-        if (o->s && (size_t)w < room) {
-            o->n += (size_t)w;
-            return;
-        }
-        size_t cap = o->cap ? o->cap * 2 : 8192;
-        while (cap < o->n + (size_t)w + 1) cap *= 2;
-        char *ns = td_realloc(o->s, cap);
-        if (!ns) {
-            o->oom = 1;
-            return;
-        }
-        o->s = ns;
-        o->cap = cap;
-    }
+    va_start(ap, fmt);
+    td_strbuf_vprintf(o, fmt, ap);
+    va_end(ap);
 }
 
 /* Text with the five XML special characters escaped. */
@@ -74,7 +49,8 @@ td_status td_plot_svg(const char *metrics_json, const char *title, char **svg) {
     double fw = 420, fh_row = 22, fx0 = W + 170;
     double height = Y0 + PH + 80;
     if (Y0 + 30 + nf * fh_row + 40 > height) height = Y0 + 30 + (double)nf * fh_row + 40;
-    out o = {0};
+    out o = TD_STRBUF_INIT;
+    td_strbuf_reserve(&o, 8192); /* a report is ~10 KB */
     emit(&o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
          W + fw + 60, height);
     emit(&o, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"20\" y=\"24\" font-size=\"15\" font-weight=\"bold\">");
@@ -133,10 +109,6 @@ td_status td_plot_svg(const char *metrics_json, const char *title, char **svg) {
     emit(&o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#444\">1.0</text>\n</g>\n</svg>\n", fw - 120,
          y_axis + 14 < height - Y0 ? y_axis + 14 : height - Y0);
     json_decref(m);
-    if (o.oom) {
-        td_free(o.s);
-        return td_fail_nomem("the plot");
-    }
-    *svg = o.s;
-    return TD_OK;
+    *svg = td_strbuf_finish(&o, NULL);
+    return *svg ? TD_OK : td_fail_nomem("the plot");
 }

@@ -11,57 +11,40 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/strbuf.h"
 #include "util/utf8.h"
 
 /* ---- a growing string ------------------------------------------------------------------------------------------ */
 
 typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
+    td_strbuf t;    /* the text */
     size_t *spans;  /* where the template's own text lies: [start, end) pairs, ascending (td_chat_tokenize) */
     size_t n_spans, cap_spans;
 } sbuf;
 
-static void sb_putn(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n + 1) c *= 2;
-        char *p = td_realloc(b->s, c);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = c;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
+static void sb_putn(sbuf *b, const char *s, size_t n) { td_strbuf_put(&b->t, s, n); }
 static void sb_put(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
 
 /* The template's own text (a literal of the template, never a message's): the only place where special tokens
  * may come from when the tokens are made by td_chat_tokenize. */
 static void sb_lit(sbuf *b, const char *s) {
-    size_t start = b->n;
+    size_t start = b->t.n;
     sb_put(b, s);
-    if (b->oom || b->n == start) return;
+    if (b->t.oom || b->t.n == start) return;
     if (b->n_spans && b->spans[2 * b->n_spans - 1] == start) { /* continues the last span */
-        b->spans[2 * b->n_spans - 1] = b->n;
+        b->spans[2 * b->n_spans - 1] = b->t.n;
         return;
     }
     if (b->n_spans == b->cap_spans) {
         size_t cap = b->cap_spans ? 2 * b->cap_spans : 32;
         size_t *ns = td_realloc(b->spans, cap * 2 * sizeof *ns);
         if (!ns) {
-            b->oom = 1;
+            b->t.oom = 1;
             return;
         }
         b->spans = ns, b->cap_spans = cap;
     }
-    b->spans[2 * b->n_spans] = start, b->spans[2 * b->n_spans + 1] = b->n;
+    b->spans[2 * b->n_spans] = start, b->spans[2 * b->n_spans + 1] = b->t.n;
     b->n_spans++;
 }
 
@@ -146,7 +129,7 @@ static str trim(str s) {
 static void sb_json(sbuf *b, const json_t *v) {
     char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
     if (!t) {
-        b->oom = 1;
+        b->t.oom = 1;
         return;
     }
     sb_put(b, t);
@@ -692,13 +675,13 @@ static td_status render(td_chat_family f, conv *c, const td_chat_params *params,
         }
     }
     if (st == TD_OK) sb_put(&b, "");
-    if (st == TD_OK && b.oom) st = td_fail_nomem("the rendered chat");
+    if (st == TD_OK && b.t.oom) st = td_fail_nomem("the rendered chat");
     if (st != TD_OK) {
-        td_free(b.s);
+        td_free(b.t.s);
         td_free(b.spans);
         return st;
     }
-    *text = b.s;
+    *text = b.t.s;
     if (spans) *spans = b.spans, *n_spans = b.n_spans;
     else td_free(b.spans);
     return TD_OK;
@@ -794,7 +777,7 @@ static td_status content_of(conv *c, const json_t *v, int32_t i, str *out) {
         const json_t *t = json_object_get(part, "text");
         const json_t *type = json_object_get(part, "type");
         if (!json_is_string(t) || (type && !(json_is_string(type) && strcmp(json_string_value(type), "text") == 0))) {
-            td_free(b.s);
+            td_free(b.t.s);
             return td_fail(TD_ERR_FORMAT, "messages[%d].content[%zu]: only text parts ({\"type\": \"text\", \"text\"}) "
                                           "are supported",
                            i, k);
@@ -802,14 +785,14 @@ static td_status content_of(conv *c, const json_t *v, int32_t i, str *out) {
         sb_putn(&b, json_string_value(t), json_string_length(t));
     }
     sb_put(&b, "");
-    char **ns = b.oom ? NULL : td_realloc(c->strs, (size_t)(c->n_strs + 1) * sizeof *ns);
+    char **ns = b.t.oom ? NULL : td_realloc(c->strs, (size_t)(c->n_strs + 1) * sizeof *ns);
     if (!ns) {
-        td_free(b.s);
+        td_free(b.t.s);
         return td_fail_nomem("message content");
     }
     c->strs = ns;
-    c->strs[c->n_strs++] = b.s;
-    *out = (str){b.s, b.n};
+    c->strs[c->n_strs++] = b.t.s;
+    *out = (str){b.t.s, b.t.n};
     return TD_OK;
 }
 

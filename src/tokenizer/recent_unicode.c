@@ -4,33 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "util/alloc.h"
 #include "util/error.h"
-
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2;
-        char *ns = td_realloc(b->s, cap);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns, b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
+#include "util/strbuf.h"
 
 /* The recent ranges of category `cat` (one letter: every category it starts; two: that one), as class items. */
-static int put_ranges(sbuf *b, const char *cat, size_t cl) {
+static int put_ranges(td_strbuf *b, const char *cat, size_t cl) {
     int any = 0;
     for (size_t i = 0; i < td_n_recent_unicode; i++) {
         const td_unicode_range *r = &td_recent_unicode[i];
@@ -38,7 +16,7 @@ static int put_ranges(sbuf *b, const char *cat, size_t cl) {
         char item[40];
         int n = r->first == r->last ? snprintf(item, sizeof item, "\\x{%X}", (unsigned)r->first)
                                     : snprintf(item, sizeof item, "\\x{%X}-\\x{%X}", (unsigned)r->first, (unsigned)r->last);
-        put(b, item, (size_t)n);
+        td_strbuf_put(b, item, (size_t)n);
         any = 1;
     }
     return any;
@@ -51,9 +29,8 @@ static int is_category(const char *s, size_t n) {
 }
 
 td_status td_regex_widen(const char *p, size_t len, char **out, size_t *out_len) {
-    sbuf b = {0};
+    td_strbuf b = TD_STRBUF_INIT;
     int in_class = 0;
-    put(&b, "", 0);
     for (size_t i = 0; i < len;) {
         char c = p[i];
         if (c == '\\' && i + 1 < len && p[i + 1] == 'Q') { /* \Q...\E: literal text */
@@ -64,7 +41,7 @@ td_status td_regex_widen(const char *p, size_t len, char **out, size_t *out_len)
                     break;
                 }
             size_t n = e ? (size_t)(e - (p + i)) : len - i;
-            put(&b, p + i, n);
+            td_strbuf_put(&b, p + i, n);
             i += n;
         } else if (c == '\\' && i + 1 < len && p[i + 1] == 'p') { /* \pX or \p{X} */
             const char *name = p + i + 2;
@@ -72,7 +49,7 @@ td_status td_regex_widen(const char *p, size_t len, char **out, size_t *out_len)
             if (i + 2 < len && p[i + 2] == '{') {
                 const char *close = memchr(p + i + 3, '}', len - (i + 3));
                 if (!close) { /* PCRE2 reports the error */
-                    put(&b, p + i, len - i);
+                    td_strbuf_put(&b, p + i, len - i);
                     break;
                 }
                 name = p + i + 3, nl = (size_t)(close - name), whole = (size_t)(close + 1 - (p + i));
@@ -80,26 +57,26 @@ td_status td_regex_widen(const char *p, size_t len, char **out, size_t *out_len)
                 nl = i + 2 < len ? 1 : 0, whole = 2 + nl;
             }
             if (!is_category(name, nl)) {
-                put(&b, p + i, whole);
+                td_strbuf_put(&b, p + i, whole);
             } else if (in_class) {
-                put(&b, p + i, whole);
+                td_strbuf_put(&b, p + i, whole);
                 put_ranges(&b, name, nl);
             } else {
-                put(&b, "[", 1);
-                put(&b, p + i, whole);
+                td_strbuf_put(&b, "[", 1);
+                td_strbuf_put(&b, p + i, whole);
                 put_ranges(&b, name, nl);
-                put(&b, "]", 1);
+                td_strbuf_put(&b, "]", 1);
             }
             i += whole;
         } else if (c == '\\') { /* any other escape: itself and the escaped character */
             size_t n = i + 1 < len ? 2 : 1;
-            put(&b, p + i, n);
+            td_strbuf_put(&b, p + i, n);
             i += n;
         } else if (!in_class && c == '[') { /* a class opens; "]" first (after "^") is a literal */
             size_t k = i + 1;
             if (k < len && p[k] == '^') k++;
             if (k < len && p[k] == ']') k++;
-            put(&b, p + i, k - i);
+            td_strbuf_put(&b, p + i, k - i);
             i = k;
             in_class = 1;
         } else if (in_class && c == '[' && i + 1 < len && p[i + 1] == ':') { /* [:alpha:] */
@@ -110,19 +87,14 @@ td_status td_regex_widen(const char *p, size_t len, char **out, size_t *out_len)
                     break;
                 }
             size_t n = e ? (size_t)(e - (p + i)) : 1;
-            put(&b, p + i, n);
+            td_strbuf_put(&b, p + i, n);
             i += n;
         } else {
             if (in_class && c == ']') in_class = 0;
-            put(&b, p + i, 1);
+            td_strbuf_put(&b, p + i, 1);
             i++;
         }
     }
-    if (b.oom) {
-        td_free(b.s);
-        return td_fail_nomem("the pre-tokenizer regex");
-    }
-    *out = b.s;
-    *out_len = b.n;
-    return TD_OK;
+    *out = td_strbuf_finish(&b, out_len);
+    return *out ? TD_OK : td_fail_nomem("the pre-tokenizer regex");
 }
