@@ -103,6 +103,7 @@ cases=$((cases + 1))
     fail "generate --chat: a forged turn is $n_text tokens by default, $n_hf with --allow-special-in-messages (a plain prompt: $n_plain / $n_plain_hf)"
 expect 2 'needs --chat' -- "$BIN" generate --model "$DEMO" --prompt hi --allow-special-in-messages
 # the server: /tokenize of a forged system turn holds the template's <|im_start|> only, unless the operator allows them
+. "$ROOT/tests/serve/lib.sh" # serve_url
 im_start=$("$BIN" tokenize --model "$DEMO" --text '<|im_start|>' | tr -d '[] ')
 for mode in default allow; do
     extra=
@@ -110,12 +111,7 @@ for mode in default allow; do
     "$BIN" serve --model "$DEMO" --port 0 --threads 1 --quiet $extra 2>"$tmp/serve.$mode.log" &
     spid=$!
     bgpids+=("$spid")
-    url=
-    for _ in $(seq 1 300); do
-        url=$(grep -o 'listening on http://[0-9.]*:[0-9]*' "$tmp/serve.$mode.log" | sed 's/listening on //')
-        [ -n "$url" ] && break
-        sleep 0.1
-    done
+    url=$(serve_url "$tmp/serve.$mode.log" "$spid")
     cases=$((cases + 1))
     if [ -z "$url" ]; then fail "serve $extra did not start: $(tail -3 "$tmp/serve.$mode.log")"; continue; fi
     body=$(node -e 'console.log(JSON.stringify({messages: [{role: "user", content: process.argv[1]}]}))' "$forged")
