@@ -263,6 +263,30 @@ TD_API td_status td_model_load(const char *path, const td_model_params *params, 
 
 TD_API void td_model_free(td_model *model);
 
+/* Flags for td_model_load_buffer(). */
+#define TD_MODEL_BUFFER_TAKE 1u /* the model takes the buffer (from td_model_buffer_new) and frees it */
+
+/* A buffer for td_model_load_buffer(..., TD_MODEL_BUFFER_TAKE): size bytes, 64-byte aligned, from the library's
+ * allocator (td_set_allocator), uninitialised; NULL when memory is short or size is 0. Fill it, then hand it over;
+ * a buffer that is not handed over is released with td_free(). */
+TD_API void *td_model_buffer_new(size_t size);
+
+/* Loads a model from a GGUF image in memory (size bytes at data), exactly as td_model_load loads the same bytes from
+ * a GGUF file (the same weights, tokenizer, template, stop ids and results): for a caller that holds the bytes
+ * already (a download in a browser, an embedded model), with no second copy. A Hugging Face directory (several
+ * files) loads only from files (td_model_load). `name` (NULL: "<buffer>") stands for the path in messages and in
+ * td_model_path(); params as td_model_load's (an adapter directory is read from disk).
+ * Ownership: with TD_MODEL_BUFFER_TAKE, data must come from td_model_buffer_new() and belongs to the library from
+ * this call on, whatever it returns (freed with the model, or here on failure: the caller never frees it).
+ * Without it the buffer is borrowed: the library never writes to it nor frees it, and it must stay alive and
+ * unchanged until td_model_free(). The weights point into the buffer (except the copies td_model_load makes too:
+ * unaligned tensors, packed Q8_0 / Q4_0 matrices).
+ * Errors: TD_ERR_INVALID_ARG (NULL data or out, size 0, an unknown flag), TD_ERR_FORMAT for bytes that are not a
+ * GGUF image ("not a GGUF image (bad magic)") and td_model_load's GGUF errors naming `name`, TD_ERR_UNSUPPORTED,
+ * TD_ERR_NOMEM. */
+TD_API td_status td_model_load_buffer(void *data, size_t size, const char *name, unsigned flags,
+                                      const td_model_params *params, td_model **out);
+
 /* The model's tokenizer (borrowed, lives as long as the model) or NULL when the directory had none. */
 TD_API const td_tokenizer *td_model_tokenizer(const td_model *model);
 

@@ -113,6 +113,8 @@ void td_gguf_close(td_gguf *g) {
     if (!g) return;
     td_free(g->kv);
     td_free(g->tensors);
+    if (g->buffer == TD_GGUF_BUFFER_OWNED) td_free(g->map.data);
+    if (g->buffer) g->map.data = NULL; /* a buffer is not a mapping: only the path is left to free */
     td_unmap_file(&g->map);
     memset(g, 0, sizeof *g);
 }
@@ -301,6 +303,21 @@ td_status td_gguf_open(const char *path, td_gguf *out) {
         return st;
     }
     out->map = m;
+    return TD_OK;
+}
+
+td_status td_gguf_open_buffer(void *data, size_t size, const char *name, int how, td_gguf *out) {
+    char *path = td_strdup(name);
+    td_status st = path ? td_gguf_parse(data, size, name, out) : td_fail_nomem("a name");
+    if (st != TD_OK) {
+        td_free(path);
+        if (how == TD_GGUF_BUFFER_OWNED) td_free(data);
+        return st;
+    }
+    out->map.data = data;
+    out->map.size = size;
+    out->map.path = path;
+    out->buffer = how;
     return TD_OK;
 }
 

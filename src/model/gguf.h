@@ -41,7 +41,8 @@ typedef struct td_gguf_tensor {
 } td_gguf_tensor;
 
 typedef struct td_gguf {
-    td_mapped_file map;
+    td_mapped_file map; /* the image: a mapped file, or a caller's buffer (buffer) */
+    int buffer;         /* 0: map is a mapped file; TD_GGUF_BUFFER_OWNED: td_free'd on close; _BORROWED: left alone */
     uint32_t version;
     td_gguf_kv *kv;
     int64_t n_kv;
@@ -53,6 +54,10 @@ typedef struct td_gguf {
 /* Parses a GGUF image in memory (not copied; `name` appears in messages). */
 td_status td_gguf_parse(const uint8_t *buf, size_t size, const char *name, td_gguf *out);
 td_status td_gguf_open(const char *path, td_gguf *out);
+enum { TD_GGUF_BUFFER_OWNED = 1, TD_GGUF_BUFFER_BORROWED = 2 };
+/* Parses a GGUF image held in a buffer (td_model_load_buffer): `how` TD_GGUF_BUFFER_OWNED, the buffer is td_free'd
+ * by td_gguf_close (and here on failure); TD_GGUF_BUFFER_BORROWED, never freed. */
+td_status td_gguf_open_buffer(void *data, size_t size, const char *name, int how, td_gguf *out);
 void td_gguf_close(td_gguf *g);
 /* 1 if the file starts with the GGUF magic. */
 int td_gguf_sniff(const char *path);

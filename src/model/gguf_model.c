@@ -251,11 +251,13 @@ static td_status load_pruned(td_model *m, const td_gguf *g) {
 }
 
 td_status td_model_load_gguf(td_model *m, const char *path, const td_model_params *params) {
-    td_gguf *g = td_calloc(1, sizeof *g);
-    if (!g) return td_fail_nomem("a GGUF file");
-    m->gguf = g;
-    td_status st = td_gguf_open(path, g);
-    if (st != TD_OK) return st;
+    td_gguf *g = m->gguf; /* already open when the image is a buffer (td_model_load_buffer) */
+    td_status st;
+    if (!g) {
+        if (!(g = td_calloc(1, sizeof *g))) return td_fail_nomem("a GGUF file");
+        m->gguf = g;
+        if ((st = td_gguf_open(path, g)) != TD_OK) return st;
+    }
     if (g->n_tensors == 0)
         return td_fail(TD_ERR_FORMAT, "%s: no tensors: a vocabulary-only GGUF file holds a tokenizer (td_tokenizer_load_gguf, "
                        "typedecide tokenize) but no model", path);

@@ -98,6 +98,7 @@ td_status td_model_pack(td_model *m);
 void td_model_inv_freq(const td_model *m, int set, float *inv_freq);
 
 /* Loads the weights, config and tokenizer of a GGUF file into m (m->path set; m otherwise empty). */
+/* Binds a GGUF file's tensors and metadata into m; m->gguf may be open already (a buffer), else path is opened. */
 td_status td_model_load_gguf(td_model *m, const char *path, const td_model_params *params);
 
 /* TD_OK when every token id at or past n_vocab is an added token (what: the tokenizer's path, in the message). */

@@ -436,12 +436,9 @@ void td_model_free(td_model *m) {
     td_free(m);
 }
 
-static td_status load_gguf_file(const char *path, const td_model_params *params, td_model **out) {
-    td_model *m = td_calloc(1, sizeof *m);
-    if (!m || !(m->path = td_strdup(path))) {
-        td_free(m);
-        return td_fail_nomem("a model");
-    }
+/* A GGUF model once m->path is set (and m->gguf, for a buffer): binds, applies the adapter, packs. Frees m on
+ * failure. */
+static td_status finish_gguf(td_model *m, const char *path, const td_model_params *params) {
     td_status st = td_model_load_gguf(m, path, params);
     if (st == TD_OK && params->adapter) {
         int n = 0;
@@ -455,11 +452,67 @@ static td_status load_gguf_file(const char *path, const td_model_params *params,
     }
     log_msg(params, 0, "loaded %s: %s (GGUF), %d layers, %lld parameters%s", path, m->cfg.model_type, m->cfg.n_layer,
             (long long)m->n_params, m->pruned ? ", head pruned to the option letters" : "");
-    *out = m;
     return TD_OK;
 }
 
+static td_status load_gguf_file(const char *path, const td_model_params *params, td_model **out) {
+    td_model *m = td_calloc(1, sizeof *m);
+    if (!m || !(m->path = td_strdup(path))) {
+        td_free(m);
+        return td_fail_nomem("a model");
+    }
+    td_status st = finish_gguf(m, path, params);
+    if (st == TD_OK) *out = m;
+    return st;
+}
+
 static td_status load_dir(const char *path, const td_model_params *params, td_model **out);
+
+void *td_model_buffer_new(size_t size) { return size ? td_aligned_alloc(64, size) : NULL; }
+
+td_status td_model_load_buffer(void *data, size_t size, const char *name, unsigned flags,
+                               const td_model_params *params, td_model **out) {
+    const int take = (flags & TD_MODEL_BUFFER_TAKE) != 0;
+    if (out) *out = NULL;
+    if (!data || !out || !size || (flags & ~TD_MODEL_BUFFER_TAKE)) {
+        if (take) td_free(data);
+        return td_fail(TD_ERR_INVALID_ARG, "td_model_load_buffer: %s", !data ? "NULL data" : !out ? "NULL out"
+                       : !size ? "an empty buffer (size 0)" : "unknown flags");
+    }
+    if (!name) name = "<buffer>";
+    td_model_params defaults = td_model_default_params();
+    if (!params) params = &defaults;
+    uint64_t f0 = td_alloc_failures();
+    td_model *m = td_calloc(1, sizeof *m);
+    td_gguf *g = m ? td_calloc(1, sizeof *g) : NULL;
+    if (!m || !g || !(m->path = td_strdup(name))) {
+        if (take) td_free(data);
+        td_free(g);
+        td_model_free(m);
+        return td_fail_nomem("a model");
+    }
+    if (size < 4 || memcmp(data, "GGUF", 4) != 0) {
+        if (take) td_free(data);
+        td_free(g);
+        td_model_free(m);
+        return td_fail(TD_ERR_FORMAT, "%s: not a GGUF image (bad magic): td_model_load_buffer loads GGUF only; a "
+                       "Hugging Face directory loads from files (td_model_load)", name);
+    }
+    td_status st = td_gguf_open_buffer(data, size, name, take ? TD_GGUF_BUFFER_OWNED : TD_GGUF_BUFFER_BORROWED, g);
+    if (st != TD_OK) { /* the buffer was freed by td_gguf_open_buffer when taken */
+        td_free(g);
+        td_model_free(m);
+        return st;
+    }
+    m->gguf = g;
+    st = finish_gguf(m, name, params);
+    if (st == TD_OK && td_alloc_failures() != f0) {
+        td_model_free(m);
+        return td_fail(TD_ERR_NOMEM, "%s: out of memory while loading", name);
+    }
+    if (st == TD_OK) *out = m;
+    return st;
+}
 
 td_status td_model_load(const char *path, const td_model_params *params, td_model **out) {
     if (!path || !out) return td_fail(TD_ERR_INVALID_ARG, "td_model_load: NULL argument");
