@@ -7,6 +7,7 @@
 //      separately on the page's main thread (test_wasm_browser ties the module to native); the bars match;
 //   2. a criterion left with one option: the library's error is shown, the page still answers and decides again;
 //   3. chat: a message typed and sent, tokens arrive one by one (the reply grows while it streams), the reply ends;
+//      a second turn reuses the first's KV (prompt tokens already read > 0); Stop cuts a long reply ("cancelled");
 //   4. files from disk: a file that is not a GGUF and a truncated GGUF each show an error saying so; the tiny GGUF
 //      then loads and decides (again equal to the module's decide() on it).
 // No uncaught error on the page or in its Worker. Writes OUT/page.jsonl (the tables: "# MODEL" sections),
@@ -96,6 +97,8 @@ try {
     await cdp('Log.enable');
     await page.navigate(`${page.origin}/web/page/index.html?dist=${encodeURIComponent(dist)}`);
     await until(`document.body.dataset.example`, 'the page and its example');
+    console.log('page: ' + await until(`/^engine /.test(document.getElementById('engine').textContent) &&
+        document.getElementById('engine').textContent`, 'the engine in its Worker'));
 
     // 1. the demo model, typed evidence and criteria, the table
     await click(`document.getElementById('demo')`);
@@ -164,9 +167,28 @@ try {
         const status = await js(`document.getElementById('cstatus').textContent`);
         if (!reply.trim()) fail('chat: an empty reply');
         if (lengths.size < 2) fail(`chat: the reply did not stream (seen at ${lengths.size} length(s))`);
-        const bytes = await page.screenshot(shotChat);
         console.log(`page: chat streamed a reply of ${reply.length} characters, seen growing ${lengths.size} times ` +
-                    `(${status}); screenshot ${bytes} bytes`);
+                    `(${status})`);
+        // a second turn reads only what is new: the status names the prompt tokens already read (the KV kept)
+        await type(`document.getElementById('input')`, 'Can you refund the second charge?');
+        await click(`document.getElementById('send')`);
+        await until(`+document.body.dataset.chatted >= 2 || document.getElementById('cerr').textContent`, 'the second reply');
+        const status2 = await js(`document.getElementById('cerr').textContent || document.getElementById('cstatus').textContent`);
+        const reused = +(status2.match(/of which (\d+) were already read/) || [])[1];
+        if (!(reused > 0)) fail(`chat, second turn: ${JSON.stringify(status2)} (no prompt tokens reused)`);
+        const bytes = await page.screenshot(shotChat);
+        console.log(`page: second turn: ${status2}; screenshot ${bytes} bytes`);
+        // Stop: a long reply cut after its first token
+        await type(`document.getElementById('maxtok')`, '400');
+        await type(`document.getElementById('input')`, 'Please tell me everything about your refund policy.');
+        await click(`document.getElementById('send')`);
+        await until(`[...document.querySelectorAll('.msg[data-role=assistant] .txt')].pop().textContent.length > 0 ||
+                     document.body.dataset.chatted >= 3`, 'the first token of the third reply');
+        await click(`document.getElementById('stop')`);
+        await until(`+document.body.dataset.chatted >= 3 || document.getElementById('cerr').textContent`, 'the stopped reply');
+        const status3 = await js(`document.getElementById('cerr').textContent || document.getElementById('cstatus').textContent`);
+        if (!/cancelled/.test(status3)) fail(`chat, Stop: ${JSON.stringify(status3)}`);
+        else console.log(`page: Stop: ${status3}`);
     } else fail('the page has no chat panel');
 
     // 4. files from disk: two bad ones, then the tiny GGUF

@@ -38,7 +38,10 @@ function call(op, args = {}, hooks = {}) {
     });
 }
 const ready = call('init', { base: params.get('dist') ? new URL(params.get('dist'), location.href).href : null })
-    .then((r) => { $('engine').textContent = 'engine ' + r.version + ' (WebAssembly, in a worker)'; return r; })
+    .then((r) => {
+        $('engine').textContent = `engine ${r.version} (WebAssembly, ${r.threads} thread${r.threads > 1 ? 's' : ''}, in a worker)`;
+        return r;
+    })
     .catch((e) => { $('engine').textContent = ''; $('merr').textContent = 'The engine did not start: ' + e.message; throw e; });
 
 for (const t of ['decide', 'chat']) $('tab-' + t).onclick = () => {

@@ -48,7 +48,7 @@ function freeModel() {
 const ops = {
     async init(m) {
         td = await Typedecide.create(m.base ? { base: new URL(m.base, self.location.href) } : {});
-        return { version: td.version() };
+        return { version: td.version(), threads: td.threads || 1 };
     },
     async loadDemo(m) {
         freeModel();
