@@ -872,14 +872,20 @@ TD_API td_status td_file_fingerprint(const char *path, uint64_t *fingerprint);
  *
  * Output lines, in input order, each written whole with one write():
  *   {"id", "line": input line, "decisions": [{"id", "answer", "letter", "options": [ids], "probs": [same order],
- *    "allowed_mass" (with the decider's allowed_mass), "suffix_tokens"}, ...], "ms" (params.timing)}
+ *    "allowed_mass" (with the decider's allowed_mass), "suffix_tokens"}, ...], "ms" (params.timing), "doc_hash",
+ *    "check"}
+ * Every results and errors line ends with "doc_hash" (16 hex digits: a 64-bit hash of the input line's bytes) and
+ * "check" (16 hex digits: a 64-bit hash of the line's bytes before ',"check":'): resume keeps a line only when its
+ * doc_hash is its input line's and its check matches, merge refuses a line whose check does not match (or whose
+ * doc_hash, summed over the merge, is not the input's). Non-cryptographic: against accidents (copied lines, hand
+ * edits), not adversaries.
  * The decisions are td_decide's over the document's evidence and criteria: bit for bit those of `typedecide
  * decide` on the same evidence and criteria, whatever the sharding, resumption or number of processes.
  * Floats are printed with 9 significant digits (exact for a float).
  *
  * Bad lines (malformed JSON, no id, no string evidence, no criteria, a bad criterion, evidence that does not fit
  * the model's context with a criterion, text that is not UTF-8) are appended to the errors file as
- * {"line", "id" (or null), "error": "INPUT:LINE: what is wrong"} and skipped, or, with params.strict, recorded and
+ * {"line", "id" (or null), "error": "INPUT:LINE: what is wrong", "doc_hash", "check"} and skipped, or, with params.strict, recorded and
  * then stop the run (TD_ERR_FORMAT with the same message). Repeated document ids in the input fail the run before
  * anything is written (TD_ERR_FORMAT naming the ids and their lines), in every shard.
  *
@@ -898,6 +904,10 @@ TD_API td_status td_file_fingerprint(const char *path, uint64_t *fingerprint);
  * params.log), and the documents already in the results file are skipped; bad lines already recorded are not
  * recorded again. A run killed at any point and resumed writes the same bytes as one run that was never
  * interrupted. Without resume, existing non-empty files are refused (TD_ERR_STATE) unless params.overwrite.
+ * Overwrite never empties the old files: the run writes out_path + ".partial", the errors path + ".partial" and
+ * out_path + ".partial.provenance.json" (holding out_path's lock too) and renames them over the old files only
+ * when it completes; a failure or a kill leaves the old files as they were. Resume then continues the partial run
+ * (and renames at its end); a run with neither resume nor overwrite is refused while a partial run exists.
  *
  * Inputs: the input must be a regular file (it is read twice; a pipe or device is refused with the reason); a line
  * longer than params.max_line_bytes is a bad line, read past without being held in memory; a UTF-8 byte-order mark

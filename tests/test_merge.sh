@@ -38,6 +38,31 @@ $R --shard 1/2 --out "$tmp/h1.jsonl" 2>/dev/null
 expect nz 'input line' -- "$BIN" merge --out "$tmp/x.jsonl" "$tmp/s0.jsonl" "$tmp/h1.jsonl"
 [ -e "$tmp/x.jsonl" ] && fail "a merge of shards of different runs wrote its output"
 
+# ---- a shard line edited, or taken from another corpus's results: refused, nothing written ---------------------------
+# (hostile probe, bench/hostile: an id edited in a shard was merged, exit 0) Every line's "check" covers its bytes;
+# every line's "doc_hash" (its input line's bytes), summed with its line number over the merge, must give the
+# input's sum in the provenance. --resume of the shard drops the line and decides it again; then the merge goes.
+for x in "" .errors .provenance.json; do cp "$tmp/s1.jsonl$x" "$tmp/w1.jsonl$x"; done
+sed -i '1s/"id":"d2"/"id":"zz"/' "$tmp/w1.jsonl"
+grep -q '"id":"zz"' "$tmp/w1.jsonl" || fail "test setup: the id was not edited"
+expect nz 'w1.jsonl:1 (input line 2): the line was changed after the run wrote it' -- "$BIN" merge --out "$tmp/x.jsonl" "$tmp/s0.jsonl" "$tmp/w1.jsonl" "$tmp/s2.jsonl"
+[ -e "$tmp/x.jsonl" ] && fail "a merge with an edited shard line wrote its output"
+expect 0 '1 line changed since the run wrote it' -- $R --shard 1/3 --out "$tmp/w1.jsonl" --resume
+expect 0 '' -- "$BIN" merge --out "$tmp/x.jsonl" "$tmp/s0.jsonl" "$tmp/w1.jsonl" "$tmp/s2.jsonl"
+cmp -s "$tmp/x.jsonl" "$tmp/ref.jsonl" || fail "the edited shard, resumed, merged: not one run's results"
+rm -f "$tmp/x.jsonl" "$tmp/x.jsonl.errors" "$tmp/x.jsonl.provenance.json"
+# a line without doc_hash and check (hand-written, or of an older version)
+for x in "" .errors .provenance.json; do cp "$tmp/s1.jsonl$x" "$tmp/v1.jsonl$x"; done
+sed -i '1s/,"doc_hash":.*$/}/' "$tmp/v1.jsonl"
+expect nz 'has no "doc_hash" and "check"' -- "$BIN" merge --out "$tmp/x.jsonl" "$tmp/s0.jsonl" "$tmp/v1.jsonl" "$tmp/s2.jsonl"
+# a line of the same shard of another corpus with the same ids (docs2): right id, line number and check
+$RUN --input "$tmp/docs2.jsonl" --criteria "$tmp/crit.jsonl" --shard 1/3 --out "$tmp/o1.jsonl" 2>/dev/null
+for x in "" .errors .provenance.json; do cp "$tmp/s1.jsonl$x" "$tmp/f1.jsonl$x"; done
+{ sed -n 1p "$tmp/s1.jsonl"; sed -n 2p "$tmp/o1.jsonl"; sed -n '3,$p' "$tmp/s1.jsonl"; } >"$tmp/f1.jsonl"
+cmp -s "$tmp/f1.jsonl" "$tmp/s1.jsonl" && fail "test setup: the other corpus's line is the same"
+expect nz 'a line of a document that is not the input' -- "$BIN" merge --out "$tmp/x.jsonl" "$tmp/s0.jsonl" "$tmp/f1.jsonl" "$tmp/s2.jsonl"
+[ -e "$tmp/x.jsonl" ] && fail "a merge with a line of another corpus wrote its output"
+
 # ---- an errors file as a shard, a file without provenance, one shard twice ------------------------------------------
 expect nz 'an errors file? give the results files' -- "$BIN" merge --out "$tmp/x.jsonl" "$tmp/s0.jsonl" "$tmp/s1.jsonl.errors" "$tmp/s2.jsonl"
 printf '{"id": "x", "line": 1, "decisions": []}\n' >"$tmp/hand.jsonl"

@@ -39,6 +39,27 @@ expect 0 '' -- $RUN --resume --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jso
 grep -q '"documents"' "$tmp/sum.json" || fail "--summary: not written"
 ls -a "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls -a "$tmp")"
 
+# ---- run --force on a full disk: OUT and its errors and provenance stay as they were ------------------------------
+# (hostile probe, bench/hostile: `run --force` emptied OUT when it started, so a full disk lost the old results) A
+# forced run writes OUT.partial, ERRORS.partial and OUT.partial.provenance.json, and renames them over the old
+# files only when it completes; after a failure --resume continues the partial run into OUT.
+for x in "" .errors .provenance.json; do cp "$tmp/r.jsonl$x" "$tmp/fd.jsonl$x"; done
+echo "my old results" >"$tmp/fd.jsonl"
+f0=$(sum "$tmp/fd.jsonl") fe0=$(sum "$tmp/fd.jsonl.errors") fp0=$(sum "$tmp/fd.jsonl.provenance.json")
+expect nz 'write failed' -- "${SMALL_DISK[@]}" 1 $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/fd.jsonl" --force
+grep -qF 'fd.jsonl is unchanged' "$tmp/err" || fail "a failed forced run does not say OUT is unchanged: $(cat "$tmp/err")"
+same "$tmp/fd.jsonl" "$f0" "run --force on a full disk: the old results"
+same "$tmp/fd.jsonl.errors" "$fe0" "run --force on a full disk: the old errors"
+same "$tmp/fd.jsonl.provenance.json" "$fp0" "run --force on a full disk: the old provenance"
+expect 0 'continuing the interrupted --force run' -- $RUN --resume --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/fd.jsonl"
+same "$tmp/fd.jsonl" "$r0" "run --force on a full disk, then --resume: not the run's results"
+ls -a "$tmp" | grep -q 'fd\.jsonl.*partial' && fail "partial files left after the forced run completed: $(ls -a "$tmp")"
+# a forced run on a full disk, then --force again with room: it starts the partial run again and completes
+echo "my old results" >"$tmp/fd.jsonl"
+expect nz 'write failed' -- "${SMALL_DISK[@]}" 1 $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/fd.jsonl" --force
+expect 0 '' -- $RUN --force --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/fd.jsonl"
+same "$tmp/fd.jsonl" "$r0" "run --force after a failed one: not the run's results"
+
 # ---- run --out / --errors that are not regular files ---------------------------------------------------------------
 expect nz 'a character device, not a regular file' -- $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out /dev/null
 [ -e /dev/null.errors ] && fail "run --out /dev/null created /dev/null.errors"

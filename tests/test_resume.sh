@@ -87,8 +87,26 @@ same "$tmp/s0.jsonl" "$s0" "a line of another shard was kept"
 copy_ref wid.jsonl
 sed -i '3s/"id":"d3"/"id":"zz"/' "$tmp/wid.jsonl"
 grep -q '"id":"zz"' "$tmp/wid.jsonl" || fail "test setup: the id was not replaced"
-expect 0 '1 line whose id does not match its input line' -- $R --out "$tmp/wid.jsonl" --resume
+expect 0 '1 line changed since the run wrote it (its check does not match' -- $R --out "$tmp/wid.jsonl" --resume
 same "$tmp/wid.jsonl" "$ref" "a line with another document's id was kept"
+# every line ends with "doc_hash" (the input line's bytes, hashed) and "check" (the line's own bytes before it)
+grep -qE '"doc_hash":"[0-9a-f]{16}","check":"[0-9a-f]{16}"}$' "$tmp/ref.jsonl" || fail "results lines lack doc_hash and check"
+[ "$(grep -cE '"doc_hash":"[0-9a-f]{16}","check":"[0-9a-f]{16}"}$' "$tmp/ref.jsonl.errors")" -eq 2 ] || fail "errors lines lack doc_hash and check"
+# a line taken from the results of another corpus with the same ids (docs2: the same ids, other evidence): its id
+# and line number are right, its decisions are of other evidence; its doc_hash is not the input line's, so it is
+# dropped and the document decided again (hostile probe, bench/hostile: kept before, exit 0)
+$RUN --input "$tmp/docs2.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/o2.jsonl" 2>/dev/null || fail "the run over docs2 failed"
+copy_ref foreign.jsonl
+{ sed -n 1,3p "$tmp/ref.jsonl"; sed -n 4p "$tmp/o2.jsonl"; sed -n '5,$p' "$tmp/ref.jsonl"; } >"$tmp/foreign.jsonl"
+cmp -s "$tmp/foreign.jsonl" "$tmp/ref.jsonl" && fail "test setup: the other corpus's line is the same"
+expect 0 '1 line of another document (its id or doc_hash is not its input line' -- $R --out "$tmp/foreign.jsonl" --resume
+same "$tmp/foreign.jsonl" "$ref" "a line of another corpus with the right id and line number was kept"
+# a decision edited by hand (a probability): the check no longer matches, the document is decided again
+copy_ref edited.jsonl
+sed -i '2s/"probs":\[0\./"probs":[1./' "$tmp/edited.jsonl"
+cmp -s "$tmp/edited.jsonl" "$tmp/ref.jsonl" && fail "test setup: the probability was not edited"
+expect 0 '1 line changed since the run wrote it' -- $R --out "$tmp/edited.jsonl" --resume
+same "$tmp/edited.jsonl" "$ref" "an edited probability was kept"
 copy_ref nul.jsonl
 { sed -n 1,2p "$tmp/ref.jsonl"; printf '{"id":"d\\u00003","line":3,"decisions":[]}\n'; sed -n '4,$p' "$tmp/ref.jsonl"; } >"$tmp/nul.jsonl"
 expect 0 '' -- $R --out "$tmp/nul.jsonl" --resume
@@ -127,6 +145,41 @@ fi
 wait "$first" || fail "the first run failed: $(cat "$tmp/first.err")"
 $RUN --input "$big" --criteria "$tmp/crit.jsonl" --out "$tmp/lockref.jsonl" 2>/dev/null
 cmp -s "$tmp/lock.jsonl" "$tmp/lockref.jsonl" || fail "two runs on one --out: not one run's results ($(wc -l <"$tmp/lock.jsonl") lines)"
+
+# ---- --force never empties OUT: a forced run writes OUT.partial and renames it over OUT when it completes --------
+# killed (kill -9) in the middle, OUT is the old file; a plain run is refused (it names the partial run); --resume
+# continues the partial run and replaces OUT with one uninterrupted run's bytes (before: OUT emptied at the start)
+copy_ref fk.jsonl
+old=$(sum "$tmp/fk.jsonl")
+$RUN --input "$big" --criteria "$tmp/crit.jsonl" --out "$tmp/fk.jsonl" --force --checkpoint 1 2>/dev/null &
+fk=$!
+bgpids+=("$fk")
+# wait for 3 documents of the new run (in the partial file; the old code wrote them into OUT itself)
+new_lines() { cat "$tmp/fk.jsonl" "$tmp/fk.jsonl.partial" 2>/dev/null | grep -c '"id":"b'; }
+for _ in $(seq 1 1500); do [ "$(new_lines)" -ge 3 ] && break; sleep 0.02; done
+if kill -0 "$fk" 2>/dev/null; then
+    kill -9 "$fk" 2>/dev/null
+    wait "$fk" 2>/dev/null
+    same "$tmp/fk.jsonl" "$old" "a forced run killed in the middle changed OUT"
+    [ -s "$tmp/fk.jsonl.partial.provenance.json" ] || fail "a killed forced run left no provenance beside its partial results"
+    expect nz 'holds an interrupted `run --force`' -- $RUN --input "$big" --criteria "$tmp/crit.jsonl" --out "$tmp/fk.jsonl"
+    same "$tmp/fk.jsonl" "$old" "a refused run changed OUT"
+    expect 0 'continuing the interrupted --force run' -- $RUN --input "$big" --criteria "$tmp/crit.jsonl" --out "$tmp/fk.jsonl" --resume
+else
+    wait "$fk" 2>/dev/null
+    echo "test_resume: note: the forced run ended before the kill (a loaded machine)"
+fi
+cmp -s "$tmp/fk.jsonl" "$tmp/lockref.jsonl" && cmp -s "$tmp/fk.jsonl.provenance.json" "$tmp/lockref.jsonl.provenance.json" ||
+    fail "a forced run killed and resumed: not one run's files"
+for x in .partial .errors.partial .partial.provenance.json; do [ -e "$tmp/fk.jsonl$x" ] && fail "fk.jsonl$x left after the forced run completed"; done
+# a forced run that completed but was stopped before its last rename (the provenance): --resume finishes it
+copy_ref fr.jsonl
+$R --out "$tmp/fr.jsonl" --force 2>/dev/null
+cp "$tmp/fr.jsonl.provenance.json" "$tmp/fr.jsonl.partial.provenance.json"
+echo '{"typedecide_run":1,"stale":true}' >"$tmp/fr.jsonl.provenance.json"
+expect 0 'the last step of a completed --force run' -- $R --out "$tmp/fr.jsonl" --resume
+same "$tmp/fr.jsonl" "$ref" "the finished forced run, resumed"
+cmp -s "$tmp/fr.jsonl.provenance.json" "$tmp/ref.jsonl.provenance.json" || fail "the last rename of a forced run was not finished"
 
 # ---- --resume on nothing starts the run; a finished run resumed is unchanged; the provenance says complete ----------
 expect 0 '' -- $R --out "$tmp/fresh.jsonl" --resume

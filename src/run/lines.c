@@ -1,6 +1,8 @@
 /* For the corpus runner: streamed lines, whole writes, directory syncs, the id set and the recogniser of our own
  * output lines. */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <string.h>
@@ -77,6 +79,7 @@ int td_lines_next(td_lines *r) {
     r->complete = 0;
     r->too_long = 0;
     r->offset = r->next;
+    if (r->digest) td_hash64_init(&r->lh);
     int any = 0;
     for (;;) {
         if (r->beg == r->end) {
@@ -106,6 +109,7 @@ int td_lines_next(td_lines *r) {
         any = 1;
         const char *p = r->buf + r->beg, *nl = memchr(p, '\n', r->end - r->beg);
         size_t n = nl ? (size_t)(nl - p) : r->end - r->beg;
+        if (r->digest) td_hash64_update(&r->lh, p, n);
         if (line_append(r, p, n)) {
             td_fail_nomem("a line");
             return -1;
@@ -118,6 +122,7 @@ int td_lines_next(td_lines *r) {
         }
     }
     if (!any) return 0;
+    if (r->digest) r->line_digest = td_hash64_final(&r->lh);
     r->lineno++;
     return 1;
 }
@@ -263,27 +268,86 @@ td_status td_count_lines(const char *path, int64_t *n) {
 
 /* ---- our lines ------------------------------------------------------------------------------------------------ */
 
-int td_run_parse_ours(const char *text, size_t len, int errors_file, int32_t *line, char **id) {
+static uint64_t hash_bytes(const char *p, size_t n) {
+    td_hash64 h;
+    td_hash64_init(&h);
+    td_hash64_update(&h, p, n);
+    return td_hash64_final(&h);
+}
+
+size_t td_run_seal_line(char *buf, size_t n) {
+    if (n > 0 && buf[n - 1] == '}') n--;
+    uint64_t c = hash_bytes(buf, n);
+    int k = snprintf(buf + n, TD_RUN_CHECK_TAIL + 2, ",\"check\":\"%016" PRIx64 "\"}\n", c);
+    return n + (size_t)k;
+}
+
+uint64_t td_run_doc_term(int32_t line, uint64_t doc_hash) {
+    uint64_t x = doc_hash ^ ((uint64_t)(uint32_t)line * 0x9e3779b97f4a7c15ull);
+    x ^= x >> 30, x *= 0xbf58476d1ce4e5b9ull, x ^= x >> 27, x *= 0x94d049bb133111ebull, x ^= x >> 31;
+    return x;
+}
+
+/* 16 lowercase hex digits. */
+static int hex16(const char *s, size_t n, uint64_t *v) {
+    if (n != 16) return -1;
+    uint64_t x = 0;
+    for (size_t i = 0; i < 16; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return -1;
+        x = x << 4 | (uint64_t)d;
+    }
+    *v = x;
+    return 0;
+}
+
+/* 1 when the line ends with ,"check":"<16 hex>"} and the hex is the hash of the bytes before it. */
+static int check_ok(const char *text, size_t len) {
+    static const char head[] = ",\"check\":\"";
+    if (len < TD_RUN_CHECK_TAIL + 1) return 0;
+    const char *t = text + len - TD_RUN_CHECK_TAIL;
+    uint64_t want;
+    if (memcmp(t, head, sizeof head - 1) != 0 || memcmp(text + len - 2, "\"}", 2) != 0 ||
+        hex16(t + sizeof head - 1, 16, &want))
+        return 0;
+    return hash_bytes(text, len - TD_RUN_CHECK_TAIL) == want;
+}
+
+int td_run_parse_line(const char *text, size_t len, int errors_file, td_run_line *out) {
     json_error_t e;
     int oom = 0, ok = 0;
-    *id = NULL;
+    memset(out, 0, sizeof *out);
     if (len > 0 && text[len - 1] == '\r') return 0; /* a run never writes a carriage return: the line was edited */
     json_t *o = td_json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
     if (!o) return oom ? -1 : 0;
-    json_t *ln = json_object_get(o, "line"), *iv = json_object_get(o, "id");
+    json_t *ln = json_object_get(o, "line"), *iv = json_object_get(o, "id"), *dh = json_object_get(o, "doc_hash");
     if (json_is_object(o) && json_is_integer(ln) && json_integer_value(ln) >= 1 && json_integer_value(ln) <= INT32_MAX) {
-        *line = (int32_t)json_integer_value(ln);
+        out->line = (int32_t)json_integer_value(ln);
         if (errors_file) ok = json_is_string(json_object_get(o, "error")) && (json_is_string(iv) || json_is_null(iv));
         else /* a document whose id holds a NUL is a bad line: never a results line */
             ok = json_is_string(iv) && strlen(json_string_value(iv)) == json_string_length(iv) &&
                  json_is_array(json_object_get(o, "decisions"));
-        if (ok && json_is_string(iv) && !(*id = td_strndup(json_string_value(iv), json_string_length(iv)))) oom = 1;
+        if (ok && json_is_string(iv) && !(out->id = td_strndup(json_string_value(iv), json_string_length(iv)))) oom = 1;
+        if (ok && !(json_is_string(dh) && !hex16(json_string_value(dh), json_string_length(dh), &out->doc_hash) &&
+                    check_ok(text, len)))
+            ok = 2;
     }
     json_decref(o);
     if (oom) {
-        td_free(*id);
-        *id = NULL;
+        td_free(out->id);
+        out->id = NULL;
         return -1;
     }
     return ok;
+}
+
+int td_run_parse_ours(const char *text, size_t len, int errors_file, int32_t *line, char **id) {
+    td_run_line l;
+    int r = td_run_parse_line(text, len, errors_file, &l);
+    *line = l.line;
+    *id = NULL;
+    if (r == 1) *id = l.id;
+    else td_free(l.id);
+    return r == 2 ? 0 : r;
 }

@@ -21,6 +21,7 @@ typedef struct part {
     int32_t line;  /* "line" of the current line; 0 when the file is exhausted */
     int32_t prev;
     int64_t count; /* lines merged from this file */
+    uint64_t term; /* td_run_doc_term of the current line */
 } part;
 
 /* Moves a part to its next non-blank line and reads its "line" number. */
@@ -36,15 +37,25 @@ static td_status part_next(part *pt, int errors_file) {
                        (size_t)TD_RUN_MAX_OUTPUT_LINE);
     if (!pt->r.complete)
         return td_fail(TD_ERR_FORMAT, "%s:%d: a torn last line (resume that run first)", pt->r.path, pt->r.lineno);
-    char *id = NULL;
-    int ours = td_run_parse_ours(pt->r.line, pt->r.len, errors_file, &pt->line, &id);
-    td_free(id);
+    td_run_line l;
+    int ours = td_run_parse_line(pt->r.line, pt->r.len, errors_file, &l);
+    td_free(l.id);
+    pt->line = l.line;
     if (ours < 0) return td_fail(TD_ERR_NOMEM, "%s:%d: out of memory reading the line", pt->r.path, pt->r.lineno);
     if (!ours) {
         pt->line = 0;
         return td_fail(TD_ERR_FORMAT, "%s:%d: not a%s line of typedecide run", pt->r.path, pt->r.lineno,
                        errors_file ? "n errors" : " results");
     }
+    if (ours == 2) {
+        int had = strstr(pt->r.line, "\"check\":") != NULL;
+        pt->line = 0;
+        return td_fail(TD_ERR_FORMAT, "%s:%d (input line %d): %s; nothing was written (--resume of that run decides "
+                                      "the line again)", pt->r.path, pt->r.lineno, l.line,
+                       had ? "the line was changed after the run wrote it (its \"check\" does not match its content)"
+                           : "the line has no \"doc_hash\" and \"check\" (edited, or written by an older version)");
+    }
+    pt->term = td_run_doc_term(l.line, l.doc_hash);
     if (pt->line <= pt->prev)
         return td_fail(TD_ERR_FORMAT, "%s:%d: input line %d comes after input line %d: not in input order",
                        pt->r.path, pt->r.lineno, pt->line, pt->prev);
@@ -56,7 +67,7 @@ static td_status part_next(part *pt, int errors_file) {
 /* Merges the files (those with have[i]) into w, in input order; counts[i] receives the lines of file i, lasts[i] its
  * last input line. */
 static td_status merge_into(const char *const *paths, const int *have, int32_t n, int errors_file, td_wfile *w,
-                            int64_t *counts, int32_t *lasts, int64_t *total) {
+                            int64_t *counts, int32_t *lasts, int64_t *total, uint64_t *sum) {
     part *parts = td_calloc((size_t)(n ? n : 1), sizeof *parts);
     if (!parts) return td_fail_nomem("a merge");
     td_status st = TD_OK;
@@ -82,6 +93,7 @@ static td_status merge_into(const char *const *paths, const int *have, int32_t n
         if (fwrite(pt->r.line, 1, pt->r.len + 1, w->f) != pt->r.len + 1)
             st = td_fail(TD_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
         ++*total;
+        *sum += pt->term;
         if (st == TD_OK) st = part_next(pt, errors_file);
     }
     for (int32_t i = 0; i < n; i++) {
@@ -257,10 +269,11 @@ td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_pat
             st = td_fail(TD_ERR_STATE, "%s: a typedecide run is writing it (it holds the file's lock)", out_path);
     }
     int64_t n_res = 0, n_err = 0;
+    uint64_t sum = 0;
     if (st == TD_OK) st = td_wfile_open(&wr, out_path, wflags);
     if (st == TD_OK) st = td_wfile_open(&we, err_out, wflags);
-    if (st == TD_OK) st = merge_into(inputs, have, n, 0, &wr, counts, lasts, &n_res);
-    if (st == TD_OK) st = merge_into((const char *const *)errs, have, n, 1, &we, counts + n, lasts + n, &n_err);
+    if (st == TD_OK) st = merge_into(inputs, have, n, 0, &wr, counts, lasts, &n_res, &sum);
+    if (st == TD_OK) st = merge_into((const char *const *)errs, have, n, 1, &we, counts + n, lasts + n, &n_err, &sum);
     if (st == TD_OK && n_res + n_err != pv[first].input_docs) {
         for (int32_t i = 0; i < n; i++) {
             counts[i] += counts[n + i];
@@ -268,6 +281,11 @@ td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_pat
         }
         st = not_covered(inputs, n, pv, have, counts, lasts, n_res + n_err);
     }
+    /* every line's doc_hash, with its input line, summed: the input's sum unless a line is of another document */
+    if (st == TD_OK && pv[first].has_lines_sum && sum != pv[first].lines_sum)
+        st = td_fail(TD_ERR_FORMAT, "the shards hold a line of a document that is not the input's on that line (its "
+                                    "\"doc_hash\" differs: a line copied from the results of another corpus?); "
+                                    "--resume of each shard drops such lines; nothing was written");
     td_prov out;
     memset(&out, 0, sizeof out);
     if (st == TD_OK) {

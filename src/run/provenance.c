@@ -39,6 +39,7 @@ td_status td_prov_write(const char *path, const td_prov *p, unsigned wflags) {
     json_object_set_new(in, "bytes", json_integer(p->input_bytes));
     put_hash(in, "hash", p->input_hash);
     json_object_set_new(in, "documents", json_integer(p->input_docs));
+    if (p->has_lines_sum) put_hash(in, "lines", p->lines_sum);
     json_object_set_new(o, "input", in);
     if (p->has_criteria) {
         json_object_set_new(cr, "bytes", json_integer(p->criteria_bytes));
@@ -120,7 +121,10 @@ td_status td_prov_read(const char *path, td_prov *p, int *missing) {
     else if (get_i64(o, "share_documents", 0, &p->share_docs) || p->share_docs > p->input_docs)
         st = bad(path, "\"share_documents\" is not a count within the input's");
     else if (!json_is_boolean(json_object_get(o, "complete"))) st = bad(path, "\"complete\" is not true or false");
+    else if (json_object_get(in, "lines") && get_hash(in, "lines", &p->lines_sum))
+        st = bad(path, "\"input\".\"lines\" is not 16 hexadecimal digits");
     if (st == TD_OK) {
+        p->has_lines_sum = json_object_get(in, "lines") != NULL;
         p->has_criteria = json_is_object(cr);
         p->shard = (int32_t)shard, p->n_shards = (int32_t)nsh;
         p->complete = json_is_true(json_object_get(o, "complete"));

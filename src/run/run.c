@@ -11,6 +11,7 @@
  * uninterrupted run's. The results file is locked (flock) while a run writes it: a second run on it is refused. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -80,8 +81,9 @@ static int id_has_nul(const json_t *v) {
 
 typedef struct first_pass_out {
     int64_t bytes, docs, share;
-    uint64_t hash;
+    uint64_t hash, lines_sum;
     int32_t *share_lines; /* with want_lines: the input line of each document of the share, ascending */
+    uint64_t *share_digests; /* with want_lines: their doc_hash */
     td_idset ids;         /* with want_lines: every document's id and input line (resume checks the lines' ids) */
 } first_pass_out;
 
@@ -94,17 +96,20 @@ static td_status first_pass(const char *input, const td_run_params *p, int want_
     td_hash64_init(&h);
     td_status st = td_count_lines(input, &n_lines);
     if (st == TD_OK && td_idset_reserve(&ids, (size_t)n_lines)) st = td_fail_nomem("the document ids");
-    if (st == TD_OK && want_lines && !(fo->share_lines = td_malloc(((size_t)n_lines / (size_t)p->n_shards + 1) *
-                                                                   sizeof *fo->share_lines)))
+    if (st == TD_OK && want_lines &&
+        (!(fo->share_lines = td_malloc(((size_t)n_lines / (size_t)p->n_shards + 1) * sizeof *fo->share_lines)) ||
+         !(fo->share_digests = td_malloc(((size_t)n_lines / (size_t)p->n_shards + 1) * sizeof *fo->share_digests))))
         st = td_fail_nomem("the document lines");
     if (st == TD_OK) st = td_lines_open(&r, input);
     if (st != TD_OK) {
         td_idset_free(&ids);
         td_free(fo->share_lines);
-        fo->share_lines = NULL;
+        td_free(fo->share_digests);
+        fo->share_lines = NULL, fo->share_digests = NULL;
         return st;
     }
     r.hash = &h;
+    r.digest = 1;
     r.skip_bom = 1;
     r.max_len = (size_t)p->max_line_bytes;
     char dups[1024] = "";
@@ -118,10 +123,12 @@ static td_status first_pass(const char *input, const td_run_params *p, int want_
             break;
         }
         if (k++ % p->n_shards == p->shard) {
-            if (fo->share_lines && fo->share < cap_lines) fo->share_lines[fo->share] = r.lineno;
+            if (fo->share_lines && fo->share < cap_lines)
+                fo->share_lines[fo->share] = r.lineno, fo->share_digests[fo->share] = r.line_digest;
             fo->share++;
         }
         fo->docs++;
+        fo->lines_sum += td_run_doc_term(r.lineno, r.line_digest);
         if (r.too_long) continue; /* a bad line: its shard reports it */
         json_error_t e;
         int oom = 0;
@@ -158,7 +165,8 @@ static td_status first_pass(const char *input, const td_run_params *p, int want_
         st = td_fail(TD_ERR_STATE, "%s: changed while it was read", input);
     if (st != TD_OK) {
         td_free(fo->share_lines);
-        fo->share_lines = NULL;
+        td_free(fo->share_digests);
+        fo->share_lines = NULL, fo->share_digests = NULL;
         td_idset_free(&fo->ids);
     }
     return st;
@@ -177,6 +185,8 @@ typedef struct runner {
     int32_t crit_cap;
     td_idset done, reported;    /* input line numbers in the results; in the errors */
     const int32_t *share;       /* resume: the input line of every document of the share, ascending */
+    const uint64_t *digests;    /* resume: their doc_hash (NULL: not checked, td_run_repair) */
+    uint64_t doc_hash;          /* the current document's */
     const td_idset *ids;        /* resume: every document's id and its input line */
     int64_t n_share;
     td_run_stats s;
@@ -201,18 +211,22 @@ static td_status maybe_checkpoint(runner *rn) {
     return TD_OK;
 }
 
-/* Writes a JSON object as one line (one write()). */
-static td_status write_json_line(int fd, const char *path, json_t *o, uint64_t f0) {
+/* Writes a JSON object as one line (one write()), with the document's "doc_hash" and the line's "check" last
+ * (run_internal.h). */
+static td_status write_json_line(int fd, const char *path, json_t *o, uint64_t doc_hash, uint64_t f0) {
+    char hx[17];
+    snprintf(hx, sizeof hx, "%016" PRIx64, doc_hash);
+    json_object_set_new(o, "doc_hash", json_string(hx));
     char *s = td_json_dumps_checked(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9), f0);
     if (!s) return td_fail_nomem("a results line");
     size_t n = strlen(s);
-    char *line = td_realloc(s, n + 2);
+    char *line = td_realloc(s, n + TD_RUN_CHECK_TAIL + 2);
     if (!line) {
         td_free(s);
         return td_fail_nomem("a results line");
     }
-    line[n] = '\n', line[n + 1] = 0;
-    td_status st = td_run_write_all(fd, path, line, n + 1);
+    n = td_run_seal_line(line, n);
+    td_status st = td_run_write_all(fd, path, line, n);
     td_free(line);
     return st;
 }
@@ -248,7 +262,7 @@ static td_status bad_line(runner *rn, int32_t lineno, const char *id) {
         json_object_set_new(o, "line", json_integer(lineno));
         json_object_set_new(o, "id", id ? json_string(id) : json_null());
         json_object_set_new(o, "error", json_string(msg));
-        td_status st = write_json_line(rn->err_fd, rn->err_path, o, f0);
+        td_status st = write_json_line(rn->err_fd, rn->err_path, o, rn->doc_hash, f0);
         json_decref(o);
         if (st != TD_OK) return st;
         if (td_lineset_add(&rn->reported, lineno) < 0) return td_fail_nomem("the errors");
@@ -375,7 +389,7 @@ static td_status write_result(runner *rn, const char *id, int32_t lineno, int32_
     }
     json_object_set_new(o, "decisions", decs);
     if (rn->p->timing) json_object_set_new(o, "ms", json_real((double)(int64_t)(ms * 1000.0 + 0.5) / 1000.0));
-    td_status st = write_json_line(rn->out_fd, rn->out_path, o, f0);
+    td_status st = write_json_line(rn->out_fd, rn->out_path, o, rn->doc_hash, f0);
     json_decref(o);
     return st;
 }
@@ -444,23 +458,32 @@ out:
 
 /* ---- resume: which part of the files is this run's, and the repair -------------------------------------------- */
 
-/* 1 when line is the input line of a document of the share (share: ascending). */
-static int in_share(const runner *rn, int32_t line) {
+/* 1 when line is the input line of a document of the share (share: ascending); *at receives its index. */
+static int in_share_at(const runner *rn, int32_t line, int64_t *at) {
     int64_t lo = 0, hi = rn->n_share;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
         if (rn->share[mid] < line) lo = mid + 1;
         else hi = mid;
     }
+    *at = lo;
     return lo < rn->n_share && rn->share[lo] == line;
 }
 
-/* 1 when a results line's id is the id of the document on its input line (a line edited or taken from another
- * corpus with other ids is not this run's). Errors lines are not checked: a bad line may have no id. */
-static int id_matches(const runner *rn, int errors_file, const char *id, int32_t line) {
+static int in_share(const runner *rn, int32_t line) {
+    int64_t at;
+    return in_share_at(rn, line, &at);
+}
+
+/* 1 when a line is about the document on its input line: its doc_hash is that line's (a line of another corpus
+ * with the same id and line number is not this run's), and for results its id is that document's. Errors lines'
+ * ids are not checked: a bad line may have no id. */
+static int id_matches(const runner *rn, int errors_file, const td_run_line *l) {
     int32_t at = 0;
-    if (errors_file || !rn->ids || !id) return 1;
-    return td_idset_has(rn->ids, id, strlen(id), &at) && at == line;
+    int64_t k;
+    if (rn->digests && (!in_share_at(rn, l->line, &k) || rn->digests[k] != l->doc_hash)) return 0;
+    if (errors_file || !rn->ids || !l->id) return 1;
+    return td_idset_has(rn->ids, l->id, strlen(l->id), &at) && at == l->line;
 }
 
 typedef struct line_list {
@@ -510,11 +533,11 @@ static td_status scan_file(runner *rn, const char *path, int errors_file, scan_i
             si->dropped = 1;
             continue;
         }
-        int32_t line = 0;
-        char *id = NULL;
-        int ours = td_run_parse_ours(r.line, r.len, errors_file, &line, &id);
-        int id_ok = ours > 0 && id_matches(rn, errors_file, id, line);
-        td_free(id);
+        td_run_line l;
+        int ours = td_run_parse_line(r.line, r.len, errors_file, &l);
+        int32_t line = l.line;
+        int id_ok = ours == 1 && id_matches(rn, errors_file, &l);
+        td_free(l.id);
         if (ours < 0) {
             st = td_fail_nomem("the lines already written");
             break;
@@ -559,7 +582,7 @@ static int32_t first_gap(const runner *rn, const line_list *res, const line_list
 }
 
 typedef struct drops {
-    int64_t dup, order, foreign, after_gap, blank, wrong_id, kept;
+    int64_t dup, order, foreign, after_gap, blank, wrong_id, edited, kept;
 } drops;
 
 /* Rewrites a file in place with the lines scan_file() keeps that are below `gap`: each moves down over what is
@@ -585,17 +608,21 @@ static td_status compact(runner *rn, int fd, const char *path, int errors_file, 
             dr->blank++;
             continue;
         }
-        int32_t line = 0;
-        char *id = NULL;
-        int ours = td_run_parse_ours(r.line, r.len, errors_file, &line, &id);
-        int id_ok = ours > 0 && id_matches(rn, errors_file, id, line);
-        td_free(id);
+        td_run_line l;
+        int ours = td_run_parse_line(r.line, r.len, errors_file, &l);
+        int32_t line = l.line;
+        int id_ok = ours == 1 && id_matches(rn, errors_file, &l);
+        td_free(l.id);
         if (ours < 0) st = td_fail_nomem("the lines already written");
         if (ours <= 0) {
             if (ours == 0) *cut_line = r.lineno;
             break;
         }
         int32_t prev_seen = seen;
+        if (ours == 2) { /* not as the run wrote it: its document is decided again */
+            dr->edited++;
+            continue;
+        }
         if (line > seen) seen = line;
         if (!in_share(rn, line)) dr->foreign++;
         else if (!id_ok) dr->wrong_id++;
@@ -623,17 +650,20 @@ static void report_repair(runner *rn, const char *path, const scan_info *si, con
         note(rn->p, 1, "%s: repaired: cut %lld bytes from line %d on (%lld complete lines kept)", path,
              (long long)(si->size - si->good_end), cut_line, (long long)kept);
     if (!dr) return;
-    char msg[512] = "";
+    char msg[1024] = "";
     size_t n = 0;
-    const int64_t counts[] = {dr->dup, dr->order, dr->foreign, dr->after_gap, dr->blank, dr->wrong_id};
+    const int64_t counts[] = {dr->dup, dr->order, dr->foreign, dr->after_gap, dr->blank, dr->wrong_id, dr->edited};
     const char *what[][2] = {{"duplicated line", "duplicated lines"},
                              {"line out of input order", "lines out of input order"},
                              {"line of no document of this share", "lines of no document of this share"},
                              {"line after a missing document (decided again)",
                               "lines after a missing document (decided again)"},
                              {"blank line", "blank lines"},
-                             {"line whose id does not match its input line", "lines whose ids do not match their input lines"}};
-    for (int i = 0; i < 6; i++)
+                             {"line of another document (its id or doc_hash is not its input line's)",
+                              "lines of other documents (their ids or doc_hash are not their input lines')"},
+                             {"line changed since the run wrote it (its check does not match; decided again)",
+                              "lines changed since the run wrote them (their check does not match; decided again)"}};
+    for (int i = 0; i < 7; i++)
         if (counts[i] && n < sizeof msg) {
             int k = snprintf(msg + n, sizeof msg - n, "%s%lld %s", n ? ", " : "", (long long)counts[i],
                              what[i][counts[i] != 1]);
@@ -731,10 +761,10 @@ static td_status scan_prior(runner *rn, const char *path, int errors_file) {
 
 /* ---- files ------------------------------------------------------------------------------------------------------- */
 
-/* Opens (creating it when missing) and locks a results or errors file for this run alone. */
-static td_status open_locked(const char *path, int *fd, int *created) {
+/* Opens (creating it when missing, unless `existing`) and locks a results or errors file for this run alone. */
+static td_status open_locked_as(const char *path, int existing, int *fd, int *created) {
     *created = file_size(path) < 0;
-    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    *fd = open(path, existing ? O_RDONLY | O_NONBLOCK | O_CLOEXEC : O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (*fd < 0) return td_fail(TD_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode))
@@ -746,6 +776,32 @@ static td_status open_locked(const char *path, int *fd, int *created) {
                              path)
                    : td_fail(TD_ERR_IO, "%s: cannot lock it: %s", path, strerror(errno));
     return TD_OK;
+}
+
+static td_status open_locked(const char *path, int *fd, int *created) { return open_locked_as(path, 0, fd, created); }
+
+static char *str_cat(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    char *s = td_malloc(na + nb + 1);
+    if (s) memcpy(s, a, na), memcpy(s + na, b, nb + 1);
+    return s;
+}
+
+static td_status rename_into(const char *from, const char *to) {
+    if (rename(from, to) != 0) return td_fail(TD_ERR_IO, "%s: cannot rename it to %s: %s", from, to, strerror(errno));
+    return TD_OK;
+}
+
+/* A forced run that completed: its errors, results, then provenance are renamed over the old files (a crash
+ * between them leaves OUT.partial.provenance.json, which --resume finishes renaming). */
+static td_status finish_forced(const char *part_out, const char *part_err, const char *part_prov, const char *out,
+                               const char *err, const char *prov, int sync) {
+    td_status st = rename_into(part_err, err);
+    if (st == TD_OK) st = rename_into(part_out, out);
+    if (st == TD_OK) st = rename_into(part_prov, prov);
+    if (st == TD_OK && sync) st = td_run_sync_dir(out);
+    if (st == TD_OK && sync) st = td_run_sync_dir(err);
+    return st;
 }
 
 /* The errors file as the provenance names it: NULL for the default (OUT.errors), its name when it lies beside the
@@ -854,7 +910,9 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     rn.d = d, rn.p = &p, rn.input = input_path, rn.out_path = out_path;
     rn.out_fd = rn.err_fd = -1;
     rn.t0 = rn.last_sync = now_s();
-    char *err_path = NULL, *prov_path = td_prov_path(out_path);
+    char *err_path = NULL, *prov_path = td_prov_path(out_path), *part_out = str_cat(out_path, ".partial"),
+         *part_err = NULL, *part_prov = part_out ? td_prov_path(part_out) : NULL;
+    int lock_fd = -1, forced = 0;
     td_rows *global = NULL;
     td_prov pv;
     memset(&pv, 0, sizeof pv);
@@ -866,10 +924,12 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     int out_created = 0, err_created = 0, written = 0;
     if (p.errors_path) err_path = td_strdup(p.errors_path);
     else if ((err_path = td_malloc(strlen(out_path) + 8))) sprintf(err_path, "%s.errors", out_path);
+    if (err_path) part_err = str_cat(err_path, ".partial");
     rn.err_path = err_path;
-    td_status st = err_path && prov_path ? TD_OK : td_fail_nomem("a file name");
-    const char *ins[] = {input_path, p.criteria_path, p.prior_out, p.prior_errors}, *outs[] = {out_path, err_path, prov_path};
-    if (st == TD_OK) st = td_paths_check(ins, 4, outs, 3);
+    td_status st = err_path && prov_path && part_err && part_prov ? TD_OK : td_fail_nomem("a file name");
+    const char *ins[] = {input_path, p.criteria_path, p.prior_out, p.prior_errors},
+               *outs[] = {out_path, err_path, prov_path, part_out, part_err, part_prov};
+    if (st == TD_OK) st = td_paths_check(ins, 4, outs, 6);
     struct stat sb;
     if (st == TD_OK && stat(input_path, &sb) == 0 && !S_ISREG(sb.st_mode))
         st = td_fail(TD_ERR_IO, "%s: %s, not a regular file: a corpus run reads its input twice (the ids first, then "
@@ -881,20 +941,51 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     rn.s.docs_total = fo.share;
     rn.share = fo.share_lines, rn.n_share = fo.share;
     rn.ids = p.resume ? &fo.ids : NULL;
+    rn.digests = p.resume ? fo.share_digests : NULL;
     pv.input_bytes = fo.bytes, pv.input_docs = fo.docs, pv.input_hash = fo.hash;
+    pv.has_lines_sum = 1, pv.lines_sum = fo.lines_sum;
+    /* --force never empties OUT: it writes OUT.partial (and its errors and provenance) under OUT's lock and renames
+     * them over OUT when it completes; a failure or a kill leaves OUT as it was, and --resume continues the
+     * partial run */
+    int partial = st == TD_OK && file_size(part_out) >= 0;
+    if (st == TD_OK && p.overwrite)
+        forced = partial || file_size(out_path) >= 0 || file_size(err_path) >= 0 || file_size(prov_path) >= 0;
+    else if (st == TD_OK && p.resume) forced = partial;
+    else if (st == TD_OK && partial)
+        st = td_fail(TD_ERR_STATE, "%s holds an interrupted `run --force` that replaces %s when it completes: "
+                                   "--resume continues it, --force starts it again; nothing was changed",
+                     part_out, out_path);
+    if (st == TD_OK && forced && file_size(out_path) >= 0) {
+        int ignored;
+        st = open_locked_as(out_path, 1, &lock_fd, &ignored);
+    }
+    const char *w_out = forced ? part_out : out_path, *w_err = forced ? part_err : err_path,
+               *w_prov = forced ? part_prov : prov_path;
+    rn.out_path = w_out, rn.err_path = w_err;
     pv.identity = (char *)(p.identity ? p.identity : "");
     pv.shard = p.shard, pv.n_shards = p.n_shards, pv.share_docs = fo.share;
     int oom = 0;
-    if (st == TD_OK && (pv.errors = errors_name(out_path, err_path, &oom), oom)) st = td_fail_nomem("a file name");
-    if (st == TD_OK) st = open_locked(out_path, &rn.out_fd, &out_created);
-    if (st == TD_OK) st = open_locked(err_path, &rn.err_fd, &err_created);
-    int64_t out_size = st == TD_OK ? file_size(out_path) : -1, err_size = st == TD_OK ? file_size(err_path) : -1;
+    if (st == TD_OK && (pv.errors = errors_name(w_out, w_err, &oom), oom)) st = td_fail_nomem("a file name");
+    if (st == TD_OK) st = open_locked(w_out, &rn.out_fd, &out_created);
+    if (st == TD_OK) st = open_locked(w_err, &rn.err_fd, &err_created);
+    int64_t out_size = st == TD_OK ? file_size(w_out) : -1, err_size = st == TD_OK ? file_size(w_err) : -1;
     if (st == TD_OK && !p.resume && (out_size > 0 || err_size > 0)) {
         if (!p.overwrite)
             st = td_fail(TD_ERR_STATE, "%s exists: resume continues it, overwrite replaces it",
-                         out_size > 0 ? out_path : err_path);
-        else if (ftruncate(rn.out_fd, 0) != 0 || ftruncate(rn.err_fd, 0) != 0)
-            st = td_fail(TD_ERR_IO, "%s: cannot empty it: %s", out_path, strerror(errno));
+                         out_size > 0 ? w_out : w_err);
+        else if (ftruncate(rn.out_fd, 0) != 0 || ftruncate(rn.err_fd, 0) != 0) /* an earlier partial run only */
+            st = td_fail(TD_ERR_IO, "%s: cannot empty it: %s", w_out, strerror(errno));
+    }
+    if (st == TD_OK && p.resume && !forced && file_size(part_prov) >= 0 && file_size(part_err) < 0) {
+        /* a forced run that completed and was stopped between its renames: its provenance is the last to go */
+        td_prov pp;
+        int missing = 0;
+        char why[800];
+        if (td_prov_read(part_prov, &pp, &missing) == TD_OK) {
+            if (pp.complete && !td_prov_differs(&pp, &pv, why, sizeof why) && rename(part_prov, prov_path) == 0)
+                note(&p, 1, "%s: renamed to %s: the last step of a completed --force run", part_prov, prov_path);
+            td_prov_free(&pp);
+        }
     }
     if (st == TD_OK && !p.resume && !p.overwrite && file_size(prov_path) >= 0) {
         /* a provenance record of an earlier run is replaced with its results; anything else there is not ours */
@@ -911,12 +1002,13 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     }
     if (st == TD_OK && p.resume) {
         int found = 0;
-        st = check_provenance(out_path, &pv, 0, &found);
+        st = check_provenance(w_out, &pv, 0, &found);
         if (st == TD_OK && !found && (out_size > 0 || err_size > 0))
             st = td_fail(TD_ERR_STATE, "%s has no provenance record (%s): it was not written by typedecide run (or "
                                        "by a version before these records), so resume cannot tell what it holds; "
                                        "nothing was changed (overwrite/--force replaces it)",
-                         out_size > 0 ? out_path : err_path, prov_path);
+                         out_size > 0 ? w_out : w_err, w_prov);
+        if (st == TD_OK && forced) note(&p, 1, "continuing the interrupted --force run in %s", w_out);
         if (st == TD_OK && p.prior_out && file_size(p.prior_out) >= 0) {
             int pf = 0;
             st = check_provenance(p.prior_out, &pv, 1, &pf);
@@ -928,20 +1020,22 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
         if (st == TD_OK && p.prior_errors) st = scan_prior(&rn, p.prior_errors, 1);
         if (st == TD_OK) st = repair(&rn);
     }
-    if (st == TD_OK) st = td_prov_write(prov_path, &pv, wflags);
+    if (st == TD_OK) st = td_prov_write(w_prov, &pv, wflags);
     written = st == TD_OK;
     if (st == TD_OK && (lseek(rn.out_fd, 0, SEEK_END) < 0 || lseek(rn.err_fd, 0, SEEK_END) < 0))
-        st = td_fail(TD_ERR_IO, "%s: cannot seek: %s", out_path, strerror(errno));
+        st = td_fail(TD_ERR_IO, "%s: cannot seek: %s", w_out, strerror(errno));
     if (st == TD_OK) st = checkpoint(&rn); /* the repaired (or new) files, on disk */
-    if (st == TD_OK && (out_created || err_created) && p.sync) st = td_run_sync_dir(out_path);
+    if (st == TD_OK && (out_created || err_created) && p.sync) st = td_run_sync_dir(w_out);
     if (st == TD_OK) st = td_lines_open(&r, input_path);
     r.skip_bom = 1;
+    r.digest = 1;
     r.max_len = (size_t)p.max_line_bytes;
     int64_t k = 0;
     int got = 0;
     while (st == TD_OK && (got = td_lines_next(&r)) == 1) {
         if (!r.too_long && td_line_blank(r.line, r.len)) continue;
         if (k++ % p.n_shards != p.shard) continue;
+        rn.doc_hash = r.line_digest;
         if (td_lineset_has(&rn.done, r.lineno)) rn.s.docs_skipped++;
         else st = run_line(&rn, r.line, r.len, r.too_long, r.lineno);
         rn.s.seconds = now_s() - rn.t0;
@@ -952,12 +1046,22 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
         td_status st2 = checkpoint(&rn);
         if (st == TD_OK) st = st2;
         pv.complete = st == TD_OK;
-        if (st == TD_OK) st = td_prov_write(prov_path, &pv, wflags);
+        if (st == TD_OK && forced) { /* the provenance as it will lie beside OUT */
+            td_free(pv.errors);
+            if ((pv.errors = errors_name(out_path, err_path, &oom), oom)) st = td_fail_nomem("a file name");
+        }
+        if (st == TD_OK) st = td_prov_write(w_prov, &pv, wflags);
+        if (st == TD_OK && forced) st = finish_forced(part_out, part_err, part_prov, out_path, err_path, prov_path, p.sync);
+        if (st != TD_OK && forced)
+            note(&p, 1, "%s is unchanged: this --force run's lines are in %s; --resume continues them and replaces %s "
+                        "when the run completes",
+                 out_path, part_out, out_path);
     }
     if (!written) { /* refused before anything was written: what this call created goes again */
-        if (out_created && rn.out_fd >= 0 && file_size(out_path) == 0) unlink(out_path);
-        if (err_created && rn.err_fd >= 0 && file_size(err_path) == 0) unlink(err_path);
+        if (out_created && rn.out_fd >= 0 && file_size(w_out) == 0) unlink(w_out);
+        if (err_created && rn.err_fd >= 0 && file_size(w_err) == 0) unlink(w_err);
     }
+    if (lock_fd >= 0) close(lock_fd);
     if (rn.out_fd >= 0) close(rn.out_fd); /* and with it the lock */
     if (rn.err_fd >= 0) close(rn.err_fd);
     td_lines_close(&r);
@@ -966,11 +1070,15 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     td_free(rn.crit);
     td_free(rn.dec);
     td_free(fo.share_lines);
+    td_free(fo.share_digests);
     td_idset_free(&fo.ids);
     td_rows_free(global);
     td_free(pv.errors);
     td_free(err_path);
     td_free(prov_path);
+    td_free(part_out);
+    td_free(part_err);
+    td_free(part_prov);
     rn.s.seconds = now_s() - rn.t0;
     if (stats) *stats = rn.s;
     return st;

@@ -28,6 +28,10 @@ typedef struct td_lines {
     int32_t lineno;      /* 1-based number of the current line */
     td_hash64 *hash;     /* when set: every byte read is fed to it */
     int64_t bytes;       /* bytes read so far */
+    int digest;          /* 1: line_digest is computed for every line */
+    uint64_t line_digest; /* with digest: td_hash64 of all the line's bytes (without '\n'; those of a too_long line
+                             too), the "doc_hash" of its results or errors line */
+    td_hash64 lh;
 } td_lines;
 
 /* Opens path for reading: TD_ERR_IO naming the file when it cannot be opened or is not a regular file (a pipe, a
@@ -79,9 +83,36 @@ td_status td_count_lines(const char *path, int64_t *n);
 /* The most a provenance file may hold (it is a few hundred bytes). */
 #define TD_RUN_MAX_PROVENANCE ((size_t)1 << 20)
 
+/* Every results and errors line ends with two members the run adds (data safety, issue 47; docs/data-safety.md):
+ *   "doc_hash": 16 hex digits, td_hash64 of the input line's bytes (without its newline; a leading byte-order mark
+ *               is not part of line 1): --resume compares it with the input line it reads again, so a line of
+ *               another corpus with the same id and line number is not kept;
+ *   "check":    16 hex digits, td_hash64 of the line's bytes before ',"check":"' (everything else, doc_hash
+ *               included): an edited line (an id, a probability, reformatted) no longer matches, which merge, that
+ *               reads no input, detects. The line always ends with ,"check":"<16 hex>"} (the last member).
+ * Accidents, not adversaries: a non-cryptographic 64-bit hash. */
+#define TD_RUN_CHECK_TAIL 28 /* strlen(",\"check\":\"") + 16 + strlen("\"}") */
+
+/* Appends ,"check":"<hex>"} to a line of n bytes that ended with '}' (replacing it) and a newline; buf must have
+ * room for n + TD_RUN_CHECK_TAIL + 1 bytes. Returns the new length. */
+size_t td_run_seal_line(char *buf, size_t n);
+/* Mixes a document's input line and doc_hash into one term of the input's "lines" sum (the provenance's). */
+uint64_t td_run_doc_term(int32_t line, uint64_t doc_hash);
+
+/* A results or errors line read back. */
+typedef struct td_run_line {
+    int32_t line;
+    char *id;          /* a new copy (td_free), NULL when absent or null */
+    uint64_t doc_hash; /* when intact */
+} td_run_line;
+
 /* A results or errors line of ours: a JSON object with an integer "line" >= 1 and, for results, a string "id" and
- * an array "decisions"; for errors, a string "error". Returns 1 and *line (and a new copy of the id in *id, NULL
- * when absent or null; td_free) when it is one, 0 when it is not, -1 when out of memory. */
+ * an array "decisions"; for errors, a string "error". Returns 1 when it is one and intact (its "doc_hash" present
+ * and its "check" matching its bytes), 2 when it has the shape of ours but not an intact check (edited, or written
+ * before lines carried one), 0 when it is not ours, -1 when out of memory; out->line and out->id are set for 1 and
+ * 2. */
+int td_run_parse_line(const char *text, size_t len, int errors_file, td_run_line *out);
+/* The same, 1 only for an intact line of ours (*id: td_free). */
 int td_run_parse_ours(const char *text, size_t len, int errors_file, int32_t *line, char **id);
 
 /* Resume's repair alone, as td_run does it after the provenance check (tests and fuzzing): both files (which must
@@ -101,6 +132,9 @@ td_status td_run_repair(const char *out_path, const char *err_path, const int32_
 typedef struct td_prov {
     int64_t input_bytes, input_docs;
     uint64_t input_hash;
+    int has_lines_sum;
+    uint64_t lines_sum;    /* the sum of td_run_doc_term over the input's documents: merge compares it with its
+                              lines' (a line of another corpus has another doc_hash) */
     int has_criteria;
     int64_t criteria_bytes;
     uint64_t criteria_hash;
