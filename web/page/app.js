@@ -89,6 +89,14 @@ $('file').onchange = () => {
     if (f) loadModel('loadFile', { file: f }, f.name);
     $('file').value = ''; // the same file may be picked again
 };
+// a GGUF dropped anywhere on the page: the same as picking it
+document.addEventListener('dragover', (e) => { if (e.dataTransfer.types.includes('Files')) e.preventDefault(); });
+document.addEventListener('drop', (e) => {
+    const f = e.dataTransfer.files[0];
+    if (!f) return;
+    e.preventDefault();
+    if (!busy) loadModel('loadFile', { file: f }, f.name);
+});
 
 /* ---- criteria: a form (question + options, add / remove) and a JSONL box ---- */
 let nextId = 1;
