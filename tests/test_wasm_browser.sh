@@ -3,7 +3,11 @@
 # with COOP/COEP headers and loaded through web/typedecide.mjs, against the native tool with the scalar kernels:
 # the checks of test_wasm.sh (tokenizer ids equal on the whole corpus for every tokenizer fixture; decide
 # probabilities within 1e-6 on the demo models and every tiny fixture), the same decisions from the module in a
-# Worker (web/typedecide_worker.mjs), and the page is cross-origin isolated.
+# Worker (web/typedecide_worker.mjs), and the page is cross-origin isolated. Threads: on that page the threaded
+# module (typedecide-mt: the engine's pool on Web Workers over shared memory) with the scalar and the wasm128 sets
+# and 1, 2, 4 threads decides bit for bit as the one-thread module (whose scalar set is held to native within 1e-6),
+# and a 2-thread forward pass hands its workers jobs; on a page without COOP/COEP (not cross-origin isolated)
+# create() loads the one-thread module even when asked for 4 threads (threads 1, no pool job), with the same bits.
 # Skipped (77) without emscripten or chromium, in the sanitizer run, or where Debian's sources cannot be fetched.
 set -euo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -31,3 +35,31 @@ node tests/wasm/compare.mjs <(awk '/^# /{n++} n<=2' "$tmp/b/decide.jsonl") "$tmp
 grep -q '"isolated": true' "$tmp/b/info.json" || fail "the page was not cross-origin isolated (COOP/COEP)"
 echo "ok: decide in Chromium = native scalar within 1e-6 on ${#MODELS[@]} models; in a Worker the same bits;" \
      "crossOriginIsolated"
+
+node tests/wasm/compare.mjs "$tmp/native.jsonl" "$tmp/b/st-scalar.jsonl" 1e-6 ||
+    fail "the one-thread module's scalar set in Chromium differs from native"
+for set in scalar wasm128; do
+    for t in 1 2 4; do
+        node tests/wasm/compare.mjs "$tmp/b/st-$set.jsonl" "$tmp/b/mt-$set-$t.jsonl" 0 ||
+            fail "Chromium: the threaded module ($set, $t threads) decides otherwise than the one-thread module"
+    done
+done
+node tests/wasm/compare.mjs "$tmp/b/st-wasm128.jsonl" "$tmp/b/plain-wasm128.jsonl" 0 ||
+    fail "Chromium, a page not cross-origin isolated: other bits than the one-thread module's"
+node -e '
+    const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")), bad = [];
+    const want = (k, isolated, threaded, threads, jobs) => {
+        const x = j[k];
+        if (x.isolated !== isolated) bad.push(`${k}: crossOriginIsolated ${x.isolated}, expected ${isolated}`);
+        if (x.threaded !== threaded || x.threads !== threads)
+            bad.push(`${k}: threaded ${x.threaded} with ${x.threads} threads, expected ${threaded} with ${threads}`);
+        if (!x.bench || (jobs ? !(x.bench.pool_jobs > 0) : x.bench.pool_jobs !== 0))
+            bad.push(`${k}: a 2-thread forward pass gave ${JSON.stringify(x.bench)}`);
+    };
+    want("st", true, false, 1, false);
+    want("mt", true, true, 4, true);
+    want("plain", false, false, 1, false);
+    if (bad.length) { console.error(bad.join("\n")); process.exit(1); }' "$tmp/b/threads.json" ||
+    fail "Chromium: the modules or pages are not what the threads checks expect"
+echo "ok: Chromium threads: typedecide-mt with 1, 2, 4 threads (scalar, wasm128) = the one-thread module bit for" \
+     "bit on ${#MODELS[@]} models, its workers ran; a page not cross-origin isolated: one thread, the same bits"

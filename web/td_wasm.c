@@ -16,6 +16,7 @@
 #define TDW_API __attribute__((used, visibility("default")))
 
 TDW_API const char *tdw_error(void);
+TDW_API int tdw_threaded(void);
 TDW_API int tdw_setenv(const char *name, const char *value);
 TDW_API void tdw_free(void *p);
 TDW_API const char *tdw_version(void);
@@ -28,12 +29,24 @@ TDW_API void tdw_tokenizer_free(td_tokenizer *tok);
 TDW_API const td_tokenizer *tdw_model_tokenizer(const td_model *m);
 TDW_API char *tdw_tokenize(const td_tokenizer *tok, const char *text, size_t len, int parse_special);
 TDW_API char *tdw_generate(const td_model *m, const char *prompt, int max_tokens, float temperature, double seed,
-                           int ignore_eos);
+                           int ignore_eos, int n_threads);
 TDW_API char *tdw_bench(const td_model *m, int n_prefill, int n_decode, int n_threads);
 TDW_API char *tdw_decide(const td_model *m, const char *evidence, const char *criteria_jsonl, int mode,
                          int n_threads, int logits);
 
 const char *tdw_error(void) { return td_last_error(); }
+
+/* 1 in the threaded module (typedecide-mt: -pthread, the engine's pool on Web Workers over shared memory), 0 in the
+ * one-thread module, where every n_threads below is taken as 1 (the pool would find pthread_create failing and run
+ * on the caller alone: the same thing, said here rather than found). Results never depend on n_threads. */
+int tdw_threaded(void) {
+#ifdef __EMSCRIPTEN_PTHREADS__
+    return 1;
+#else
+    return 0;
+#endif
+}
+static int threads_of(int n_threads) { return n_threads > 1 && tdw_threaded() ? n_threads : 1; }
 /* The module's environment, read where the native library reads the process's (TD_KERNELS when a model loads):
  * value NULL removes the name. 0 on success. */
 int tdw_setenv(const char *name, const char *value) { return value ? setenv(name, value, 1) : unsetenv(name); }
@@ -95,7 +108,7 @@ char *tdw_decide(const td_model *m, const char *evidence, const char *criteria_j
     td_decider *d = NULL;
     td_decide_params dp = td_decide_default_params();
     dp.mode = (td_decide_mode)mode;
-    dp.n_threads = n_threads > 0 ? n_threads : 1;
+    dp.n_threads = threads_of(n_threads);
     if (td_rows_parse(criteria_jsonl, strlen(criteria_jsonl), "criteria", 0, &rs) != TD_OK) return NULL;
     if (td_decider_new(m, &dp, &d) != TD_OK) {
         td_rows_free(rs);
@@ -157,12 +170,13 @@ static double now_ms(void) {
 
 /* The forward pass alone, as `typedecide bench prefill|decode` measures it: n_prefill random ids in one pass (one
  * output), then n_decode passes of one token each with the whole vocabulary's logits. Returns
- * {"prefill_tokens", "prefill_ms", "decode_tokens", "decode_ms", "kernels"}. */
+ * {"prefill_tokens", "prefill_ms", "decode_tokens", "decode_ms", "kernels", "threads", "pool_jobs"}: pool_jobs, the
+ * jobs the context's pool handed to its worker threads (td_ctx_pool_jobs), is 0 unless threads really ran. */
 char *tdw_bench(const td_model *m, int n_prefill, int n_decode, int n_threads) {
     td_ctx_params cp = td_ctx_default_params();
     cp.n_ctx = n_prefill + n_decode + 1;
     cp.n_batch = n_prefill > 1 ? n_prefill : 1;
-    cp.n_threads = n_threads > 0 ? n_threads : 1;
+    cp.n_threads = threads_of(n_threads);
     td_ctx *ctx = NULL;
     td_batch *b = NULL;
     char *out = NULL;
@@ -186,7 +200,8 @@ char *tdw_bench(const td_model *m, int n_prefill, int n_decode, int n_threads) {
     out = td_malloc(256);
     if (out)
         snprintf(out, 256, "{\"prefill_tokens\":%d,\"prefill_ms\":%.3f,\"decode_tokens\":%d,\"decode_ms\":%.3f,"
-                 "\"kernels\":\"%s\"}", n_prefill, t1 - t0, n_decode, t2 - t1, td_model_kernels(m));
+                 "\"kernels\":\"%s\",\"threads\":%d,\"pool_jobs\":%lld}", n_prefill, t1 - t0, n_decode, t2 - t1,
+                 td_model_kernels(m), cp.n_threads, (long long)td_ctx_pool_jobs(ctx));
 done:
     td_batch_free(b);
     td_ctx_free(ctx);
@@ -195,9 +210,10 @@ done:
 
 /* Continues `prompt` (tokenised with added tokens split out) by up to max_tokens tokens with the model's sampling
  * defaults (generation_config.json; greedy without one), temperature overriding them when >= 0, seed when >= 0;
- * stops at the model's stop ids unless ignore_eos. Returns {"prompt_ids", "ids", "text", "finish"}. */
+ * stops at the model's stop ids unless ignore_eos; n_threads as tdw_decide's. Returns {"prompt_ids", "ids", "text",
+ * "finish"}. */
 char *tdw_generate(const td_model *m, const char *prompt, int max_tokens, float temperature, double seed,
-                   int ignore_eos) {
+                   int ignore_eos, int n_threads) {
     const td_tokenizer *tok = td_model_tokenizer(m);
     int32_t *ids = NULL;
     size_t n = 0;
@@ -213,6 +229,7 @@ char *tdw_generate(const td_model *m, const char *prompt, int max_tokens, float 
     if (td_tokenize(tok, prompt, strlen(prompt), TD_TOKENIZE_PARSE_SPECIAL, &ids, &n) != TD_OK) goto done;
     td_gen_params gp = td_gen_default_params();
     gp.cache_bytes = 256ll << 20;
+    gp.n_threads = threads_of(n_threads);
     if (td_gen_new(m, &gp, &g) != TD_OK) goto done;
     td_gen_request rq = td_gen_default_request();
     rq.prompt = ids, rq.n_prompt = (int32_t)n, rq.max_tokens = max_tokens, rq.ignore_eos = ignore_eos;

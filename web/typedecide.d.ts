@@ -28,6 +28,10 @@ export interface BenchResult {
     decode_tokens: number;
     decode_ms: number;
     kernels: string;
+    /** the threads the pass ran with (1 in the one-thread module) */
+    threads: number;
+    /** jobs the context's pool handed to its worker threads: 0 unless threads really ran */
+    pool_jobs: number;
 }
 
 /** The wasm32 ceiling of the module's memory: 4 GiB. */
@@ -121,7 +125,13 @@ export declare function canThread(): boolean;
 
 export declare class Typedecide {
     /** Loads the module (typedecide.js + typedecide.wasm from `base`, default dist/ beside typedecide.mjs). */
-    static create(options?: { base?: string | URL }): Promise<Typedecide>;
+    static create(options?: { base?: string | URL; threads?: number }): Promise<Typedecide>;
+    /** threads (create's option, default the machine's cores, at most 16) > 1 where canThread(): the threaded module
+     *  (typedecide-mt.{js,wasm,worker.js}: the engine's thread pool on threads - 1 Web Workers over shared memory);
+     *  else the one-thread module (typedecide.{js,wasm}). The same bits either way. */
+    readonly threaded: boolean;
+    /** The most threads the engine uses here (1 in the one-thread module): decide, generate and bench's default. */
+    readonly threads: number;
     /** The C library's version string. */
     version(): string;
     /** TD_KERNELS for the models loaded next: "wasm128" (default, SIMD128) or "scalar" (the reference). */
@@ -166,7 +176,8 @@ export declare class Model {
     /** Cancels the generation running now. */
     cancel(): void;
     /** One-shot, synchronous, a fresh context: continues the prompt with the model's sampling defaults. */
-    generate(prompt: string, options?: { maxTokens?: number; temperature?: number; seed?: number; ignoreEos?: boolean }):
+    generate(prompt: string, options?: { maxTokens?: number; temperature?: number; seed?: number; ignoreEos?: boolean;
+                                         threads?: number }):
         { prompt_ids: number[]; ids: number[]; text: string; finish: string };
     bench(nPrefill: number, nDecode: number, options?: { threads?: number }): BenchResult;
     free(): void;

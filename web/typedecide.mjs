@@ -17,11 +17,31 @@
 //   const chat = model.chat({ system });  const reply = await chat.send('Hello', { onToken });
 //
 // Errors are thrown as Error with the library's message (td_last_error). Nothing here computes: every number comes
-// from the C library. One thread.
+// from the C library.
+//
+// Threads: two modules from the same sources (web/build.sh). typedecide-mt.{js,wasm,worker.js} runs the engine's
+// thread pool on Web Workers over shared memory; it needs SharedArrayBuffer, which a browser gives only to a
+// cross-origin isolated page (COOP same-origin + COEP require-corp headers), and Node always. typedecide.{js,wasm}
+// runs one thread anywhere. create() picks the threaded one where it can run and more than one thread is asked for,
+// else the other; td.threads is how many threads the engine may use (the default of decide, generate, bench), and
+// the results are the same bits with any number of threads (the engine's rule; tests/test_wasm*.sh check it).
 const isNode = typeof process === 'object' && process.versions && process.versions.node;
 
-async function loadFactory(base) {
-    const glue = new URL('typedecide.js', base);
+// Whether this context can run the threaded module: shared memory (SharedArrayBuffer; a cross-origin isolated page).
+export function canThread() {
+    return typeof SharedArrayBuffer === 'function' && (isNode || globalThis.crossOriginIsolated === true);
+}
+
+async function defaultThreads() {
+    if (isNode) {
+        const os = await import('node:os');
+        return os.availableParallelism ? os.availableParallelism() : os.cpus().length;
+    }
+    return globalThis.navigator?.hardwareConcurrency || 1;
+}
+
+async function loadFactory(base, name) {
+    const glue = new URL(name + '.js', base);
     if (isNode) {
         const { createRequire } = await import('node:module');
         const { fileURLToPath } = await import('node:url');
@@ -103,17 +123,40 @@ const yieldNow = isNode ? () => new Promise((r) => setImmediate(r)) : (() => {
 })();
 
 export class Typedecide {
-    // base: the folder of typedecide.js and typedecide.wasm (default: dist/ beside this file)
-    static async create({ base = new URL('dist/', import.meta.url) } = {}) {
+    // base: the folder of the modules (default: dist/ beside this file). threads: the most threads the engine may
+    // use (default: the machine's cores, at most 16); 1, or a context without shared memory (canThread() false: a
+    // page that is not cross-origin isolated), loads the one-thread module. The threaded module starts threads - 1
+    // Web Workers (worker_threads under Node) with the module, before any call.
+    static async create({ base = new URL('dist/', import.meta.url), threads } = {}) {
         base = new URL(base);
-        const factory = await loadFactory(base);
+        threads = Math.max(1, Math.min(16, Math.floor(Number(threads ?? await defaultThreads())) || 1));
+        if (!canThread()) threads = 1;
+        const name = threads > 1 ? 'typedecide-mt' : 'typedecide';
+        const factory = await loadFactory(base, name);
         // wasmBinary given: emscripten 3.1.6's glue would fetch() a file path under Node, which Node's fetch refuses
-        const wasmBinary = await loadBytes(new URL('typedecide.wasm', base));
-        const M = await factory({ wasmBinary, print: () => {}, printErr: () => {} });
-        return new Typedecide(M);
+        const wasmBinary = await loadBytes(new URL(name + '.wasm', base));
+        const opts = { wasmBinary, print: () => {}, printErr: () => {} };
+        if (threads > 1) {
+            opts.tdWorkers = threads - 1; // the pool of pthread Workers (PTHREAD_POOL_SIZE in web/CMakeLists.txt)
+            if (!isNode) { // the glue was evaluated from its text: its Workers need its URL, and that of its worker.js
+                opts.mainScriptUrlOrBlob = new URL(name + '.js', base).href;
+                opts.locateFile = (file) => new URL(file, base).href;
+            }
+        }
+        const M = await factory(opts);
+        if (threads > 1) { // memory grown by another thread leaves this one's views on the old buffer: M.HEAPU8 checks
+            let u8 = M.HEAPU8;
+            Object.defineProperty(M, 'HEAPU8', { configurable: true, set: (v) => { u8 = v; },
+                get: () => u8.length === M.wasmMemory.buffer.byteLength ? u8 : (u8 = new Uint8Array(M.wasmMemory.buffer)) });
+        }
+        return new Typedecide(M, threads);
     }
 
-    constructor(M) { this.M = M; }
+    constructor(M, threads = 1) {
+        this.M = M;
+        this.threaded = !!M._tdw_threaded(); // typedecide-mt
+        this.threads = this.threaded ? threads : 1;
+    }
 
     // TD_KERNELS in the module's environment ("wasm128", the default, or "scalar"): the set models load with next.
     setKernels(name) {
@@ -277,12 +320,12 @@ export class Model {
     // criteria: an array of {id, question, options: [{id, description}]} (a row may carry its own evidence), or
     // the JSONL text of a criteria file. Returns one decision per criterion ({id, answer, letter, options, probs,
     // suffix_tokens}), the objects `typedecide decide` prints.
-    decide(evidence, criteria, { mode = 'batch', threads = 1 } = {}) {
+    decide(evidence, criteria, { mode = 'batch', threads = this.td.threads } = {}) {
         return this.decideJsonl(evidence, typeof criteria === 'string' ? criteria
             : criteria.map((c) => JSON.stringify(c)).join('\n'), { mode, threads })
             .split('\n').filter((l) => l).map((l) => JSON.parse(l));
     }
-    decideJsonl(evidence, criteriaJsonl, { mode = 'batch', threads = 1 } = {}) {
+    decideJsonl(evidence, criteriaJsonl, { mode = 'batch', threads = this.td.threads } = {}) {
         const M = this.td.M;
         const [ev] = this.td._cstr(evidence), [cr] = this.td._cstr(criteriaJsonl);
         const r = M._tdw_decide(this.h, ev, cr, DecideMode[mode] ?? Number(mode), threads, 0);
@@ -387,15 +430,16 @@ export class Model {
 
     // Continues prompt (added tokens such as <|im_start|> recognised) by up to maxTokens tokens with the model's
     // sampling defaults; temperature (0: greedy) and seed override them. Returns {prompt_ids, ids, text, finish}.
-    _generateOnce(prompt, { maxTokens = 32, temperature = -1, seed = -1, ignoreEos = false } = {}) {
+    _generateOnce(prompt, { maxTokens = 32, temperature = -1, seed = -1, ignoreEos = false,
+        threads = this.td.threads } = {}) {
         const [p] = this.td._cstr(prompt);
-        const r = this.td.M._tdw_generate(this.h, p, maxTokens, temperature, seed, ignoreEos ? 1 : 0);
+        const r = this.td.M._tdw_generate(this.h, p, maxTokens, temperature, seed, ignoreEos ? 1 : 0, threads);
         this.td.M._free(p);
         if (!r) throw this.td._error('generate');
         return JSON.parse(this.td._take(r));
     }
     // The forward pass alone (tdw_bench): nPrefill random ids in one pass, then nDecode one-token passes.
-    bench(nPrefill, nDecode, { threads = 1 } = {}) {
+    bench(nPrefill, nDecode, { threads = this.td.threads } = {}) {
         const r = this.td.M._tdw_bench(this.h, nPrefill, nDecode, threads);
         if (!r) throw this.td._error('bench');
         return JSON.parse(this.td._take(r));

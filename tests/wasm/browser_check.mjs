@@ -7,6 +7,12 @@
 // OUTDIR/tok-I.ids (one per tokenizer, in order), OUTDIR/decide.jsonl ("# MODEL kernels=SET" sections),
 // OUTDIR/worker.jsonl (the first two models' decisions made in a Worker, web/typedecide_worker.mjs),
 // OUTDIR/info.json (crossOriginIsolated, the user agent, the ms of each decide).
+// Threads (the page loads the threaded module, typedecide-mt, where it is cross-origin isolated):
+// OUTDIR/st-SET.jsonl (the one-thread module, SET scalar and wasm128), OUTDIR/mt-SET-T.jsonl (the threaded module
+// with T = 1, 2, 4 threads), on the same page; then on a page that is not cross-origin isolated (/plain.html),
+// OUTDIR/plain-wasm128.jsonl (the module create() picks there, asked for 4 threads); OUTDIR/threads.json (what each
+// page and module said: isolated, threaded, threads, a 2-thread forward pass's pool_jobs).
+// The module comes from TD_WASM_DIST (default web/dist), which must lie inside the working directory.
 import { readFileSync, writeFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve, basename } from 'node:path';
 import { openPage } from './chromium.mjs';
@@ -22,6 +28,7 @@ for (const a of argv.slice(5)) {
 }
 const root = process.cwd();
 const url = (p) => '/' + relative(root, resolve(p)).split('\\').join('/');
+const dist = url(process.env.TD_WASM_DIST || 'web/dist') + '/';
 // a model's files: a GGUF file, or the files of a Hugging Face directory the loader reads
 const modelFiles = (m) => statSync(m).isFile() ? [m] : readdirSync(m).filter((f) =>
     /^(config\.json|generation_config\.json|tokenizer\.json|tokenizer_config\.json|.*\.safetensors|model\.safetensors\.index\.json)$/.test(f))
@@ -38,7 +45,7 @@ try {
         const job = ${JSON.stringify(job)};
         const { Typedecide } = await import('/web/typedecide.mjs');
         const t0 = performance.now();
-        const td = await Typedecide.create();
+        const td = await Typedecide.create({ base: new URL(${JSON.stringify(dist)}, location.href) });
         const out = { isolated: self.crossOriginIsolated, ua: navigator.userAgent, load_ms: performance.now() - t0,
                       toks: [], decide: '', ms: {} };
         for (const [i, t] of job.toks.entries()) {
@@ -60,7 +67,8 @@ try {
             model.free();
         }
         // the same decisions from the module in a Worker (web/typedecide_worker.mjs), for the first two models
-        const worker = new Worker('/web/typedecide_worker.mjs', { type: 'module' });
+        const worker = new Worker('/web/typedecide_worker.mjs?base=' +
+                                  encodeURIComponent(new URL(${JSON.stringify(dist)}, location.href).href), { type: 'module' });
         let wid = 0;
         const call = (msg) => new Promise((ok, no) => {
             const id = ++wid;
@@ -90,6 +98,50 @@ try {
                                                               decide_ms: res.ms }, null, 1));
     console.log(`browser_check: ${res.ua.match(/Chrome\/[\d.]+/)?.[0]}, crossOriginIsolated ${res.isolated}, ` +
                 `${toks.length} tokenizers, ${models.length} models`);
+
+    // Threads. run(job) in the page: a module made by Typedecide.create(job.create) decides with each kernel set and
+    // each thread count of the job, and runs a 2-thread forward pass on the tiny model (pool_jobs: the jobs its
+    // pool handed to worker threads).
+    const run = `async (job) => {
+        const { Typedecide } = await import('/web/typedecide.mjs');
+        const td = await Typedecide.create({ ...job.create, base: new URL(job.dist, location.href) });
+        const out = { isolated: self.crossOriginIsolated, threaded: td.threaded, threads: td.threads, decide: {} };
+        for (const set of job.sets) out.decide[set] = {};
+        for (const [i, m] of job.models.entries()) {
+            const dir = '/m' + i;
+            for (const f of m.files) await td.addFileFromUrl(dir + '/' + f.split('/').pop(), f);
+            const gguf = m.files.length === 1 && m.files[0].endsWith('.gguf');
+            const path = gguf ? dir + '/' + m.files[0].split('/').pop() : dir;
+            for (const set of job.sets) {
+                td.setKernels(set);
+                const model = td.loadModel(path);
+                for (const t of job.threads)
+                    out.decide[set][t] = (out.decide[set][t] || '') + '# ' + m.name + ' kernels=' + model.kernels +
+                        '\\n' + model.decideJsonl(job.evidence, job.criteria, { threads: t });
+                if (m.name === job.tiny) out.bench = model.bench(16, 4, { threads: 2 });
+                model.free();
+            }
+        }
+        return out; }`;
+    const tjob = (create, sets, threads) => JSON.stringify({ ...job, toks: undefined, texts: undefined, create, sets,
+        threads, dist, tiny: models.find((m) => m.endsWith('qwen3-tiny-tied-f32.gguf')) });
+    const info = {};
+    const keep = (key, r, name) => {
+        info[key] = { isolated: r.isolated, threaded: r.threaded, threads: r.threads, bench: r.bench };
+        for (const [set, byT] of Object.entries(r.decide))
+            for (const [t, text] of Object.entries(byT)) writeFileSync(join(outDir, name(set, t)), text);
+    };
+    keep('st', await js(`(${run})(${tjob({ threads: 1 }, ['scalar', 'wasm128'], [1])})`), (set) => `st-${set}.jsonl`);
+    keep('mt', await js(`(${run})(${tjob({ threads: 4 }, ['scalar', 'wasm128'], [1, 2, 4])})`),
+         (set, t) => `mt-${set}-${t}.jsonl`);
+    // a page that is not cross-origin isolated: no SharedArrayBuffer, so the one-thread module, whatever is asked
+    await page.cdp('Page.navigate', { url: page.origin + '/plain.html' });
+    const loaded = `location.pathname === '/plain.html' && document.readyState === 'complete'`;
+    for (const t0 = Date.now(); !(await js(loaded)); await new Promise((r) => setTimeout(r, 50)))
+        if (Date.now() - t0 > 60000) throw new Error('/plain.html did not load');
+    keep('plain', await js(`(${run})(${tjob({ threads: 4 }, ['wasm128'], [4])})`), (set) => `plain-${set}.jsonl`);
+    writeFileSync(join(outDir, 'threads.json'), JSON.stringify(info, null, 1));
+    console.log('browser_check: threads: ' + JSON.stringify(info));
 } catch (e) {
     fails++;
     console.error('FAIL: browser_check: ' + e.message);

@@ -1,6 +1,8 @@
 // A tiny static file server for the WebAssembly tests and the page: GET and HEAD of files under ROOT, with the
 // cross-origin isolation headers (COOP same-origin, COEP require-corp) that shared memory and threads need in a
-// browser, and application/wasm for .wasm (streaming compilation). Nothing outside ROOT is served.
+// browser, and application/wasm for .wasm (streaming compilation). Nothing outside ROOT is served. /blank.html is an
+// empty page of the origin; /plain.html the same page without COOP/COEP, so not cross-origin isolated (no
+// SharedArrayBuffer: what most hosting gives), for the tests of the one-thread fallback.
 //   node serve_static.mjs ROOT [PORT]     prints "serving ROOT at http://127.0.0.1:PORT/" and runs until killed
 import { createServer } from 'node:http';
 import { createReadStream, statSync } from 'node:fs';
@@ -19,8 +21,9 @@ export function serveStatic(root, port = 0) {
         const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
         const file = resolve(root, '.' + path);
         if (req.method !== 'GET' && req.method !== 'HEAD') { res.writeHead(405, headers); return res.end(); }
-        if (path === '/' || path === '/blank.html') { // an empty page of this origin, for tests to script
-            res.writeHead(200, { ...headers, 'Content-Type': TYPES['.html'] });
+        if (path === '/' || path === '/blank.html' || path === '/plain.html') { // an empty page, for tests to script
+            const h = path === '/plain.html' ? { 'Cache-Control': 'no-store' } : headers;
+            res.writeHead(200, { ...h, 'Content-Type': TYPES['.html'] });
             return res.end('<!doctype html><meta charset="utf-8"><title>typedecide</title>');
         }
         let st = null;
