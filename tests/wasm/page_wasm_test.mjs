@@ -1,8 +1,8 @@
 // The static page (web/page/) tried as a new user would, in headless Chromium (tests/wasm/chromium.mjs) on a static
 // server with COOP/COEP headers over the repository: clicks are mouse events at the element's place, text is typed
 // (Input.insertText into the focused field), a file is picked through the page's file input.
-//   1. load the demo model (progress bar filled), type an evidence, replace the criteria with a JSONL line typed into
-//      the paste box, add a criterion with the form (id, question, three options, one added with "+ option"),
+//   1. load the demo model (progress events, the bar filled), type an evidence, a JSONL line that is not JSON refused
+//      (naming its line), replace the criteria with a JSONL line typed into the paste box, add a criterion with the form (id, question, three options, one added with "+ option"),
 //      Decide: the table's answers and probabilities equal the module's decide() on the same typed input, run
 //      separately on the page's main thread (test_wasm_browser ties the module to native); the bars match;
 //   2. a criterion left with one option: the library's error is shown, the page still answers and decides again;
@@ -104,10 +104,19 @@ try {
     await click(`document.getElementById('demo')`);
     const loaded = await until(`document.body.dataset.model !== 'loading' && document.body.dataset.model`, 'the demo model', 120000);
     if (loaded !== 'ready') throw new Error('the demo model: ' + await js(`document.getElementById('merr').textContent`));
-    const prog = await js(`[document.getElementById('progress').value, document.getElementById('ptext').textContent]`);
-    if (prog[0] !== 1 || !/ of /.test(prog[1])) fail(`the progress bar after loading: ${JSON.stringify(prog)}`);
+    const prog = await js(`[document.getElementById('progress').value, document.getElementById('ptext').textContent,
+                            +document.body.dataset.progress]`);
+    if (prog[0] !== 1 || !/ of /.test(prog[1]) || prog[2] < 2)
+        fail(`the progress bar after loading (value, text, events): ${JSON.stringify(prog)}`);
     await type(`document.getElementById('evidence')`, evidence);
     await click(`document.getElementById('jsonl-toggle')`);
+    // a line that is not JSON: an error naming the line, the form left as it was
+    const nBefore = await js(`document.querySelectorAll('.crit').length`);
+    await type(`document.getElementById('jsonl')`, JSON.stringify(typed[0]) + '\n{"id": "x", "question": ');
+    await click(`document.getElementById('jsonl-use')`);
+    const jerr = await js(`document.getElementById('derr').textContent`);
+    if (!/line 2/.test(jerr) || await js(`document.querySelectorAll('.crit').length`) !== nBefore)
+        fail(`a JSONL line that is not JSON: the page says ${JSON.stringify(jerr)}`);
     await type(`document.getElementById('jsonl')`, JSON.stringify(typed[0]));
     await click(`document.getElementById('jsonl-use')`);
     await click(`document.getElementById('add')`);

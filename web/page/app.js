@@ -2,7 +2,8 @@
 // (engine.worker.mjs over ../typedecide.mjs), so the page stays responsive while a model loads or decides.
 // Query parameters (for tests and packaged copies): ?dist=URL the folder of typedecide.js/.wasm (default ../dist/),
 // ?demo=URL the demo model's folder (default ../../models/demo-qwen3/, the repository's).
-// State the tests read: body[data-model] "loading" | "ready" | "error", body[data-decided] (a count),
+// State the tests read: body[data-model] "loading" | "ready" | "error", body[data-progress] (progress events of the
+// load), body[data-decided] and body[data-chatted] (counts),
 // body[data-decide-error], rows tr.decision[data-id][data-answer] with .opt[data-option][data-prob].
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
@@ -61,6 +62,7 @@ async function loadModel(op, args, label) {
     $('ptext').textContent = '';
     $('model').textContent = 'loading ' + label + '…';
     document.body.dataset.model = 'loading';
+    document.body.dataset.progress = '0';
     setBusy(true);
     haveModel = false;
     resetChat();
@@ -68,6 +70,7 @@ async function loadModel(op, args, label) {
     try {
         await ready;
         const r = await call(op, args, { onProgress: (p) => {
+            document.body.dataset.progress = String((+document.body.dataset.progress || 0) + 1);
             $('progress').value = p.total ? p.loaded / p.total : 0;
             $('ptext').textContent = `${p.what}: ${kB(p.loaded)}` + (p.total ? ` of ${kB(p.total)}` : '');
         } });
