@@ -144,6 +144,8 @@ export class Typedecide {
             }
         }
         const M = await factory(opts);
+        // under Node the pthread workers (worker_threads) would keep the process alive after its last line
+        if (threads > 1 && isNode) for (const w of M.PThread.unusedWorkers.concat(M.PThread.runningWorkers)) w.unref();
         if (threads > 1) { // memory grown by another thread leaves this one's views on the old buffer: M.HEAPU8 checks
             let u8 = M.HEAPU8;
             Object.defineProperty(M, 'HEAPU8', { configurable: true, set: (v) => { u8 = v; },
