@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The static page (web/page/) as a new user tries it, in headless Chromium (/usr/bin/chromium) on a COOP/COEP static
-# server over the repository (tests/wasm/page_wasm_test.mjs: the demo model loaded, evidence and criteria typed, the
+# server over the repository (tests/wasm/page_wasm_test.mjs: both demo models loaded, evidence and criteria typed, the
 # table, a criterion with one option refused on the page, a streamed chat reply, a bad file and a truncated GGUF
 # refused, the tiny GGUF picked from disk). The page's tables equal the module's decide() on the same typed input
 # (checked in the page) and the native tool with the scalar kernels within 1e-6 (checked here).
@@ -34,8 +34,11 @@ done
     echo "# models/demo-qwen3"
     TD_KERNELS=scalar "$BIN" decide --quiet --model models/demo-qwen3 --evidence "$tmp/evidence.txt" \
         --criteria "$tmp/criteria.jsonl"
-    echo "# $GGUF"
     head -1 "$tmp/criteria.jsonl" >"$tmp/criteria1.jsonl"
+    echo "# models/demo-qwen35"
+    TD_KERNELS=scalar "$BIN" decide --quiet --model models/demo-qwen35 --evidence "$tmp/evidence.txt" \
+        --criteria "$tmp/criteria1.jsonl"
+    echo "# $GGUF"
     TD_KERNELS=scalar "$BIN" decide --quiet --model "$GGUF" --evidence "$tmp/evidence.txt" --criteria "$tmp/criteria1.jsonl"
 } >"$tmp/native.jsonl" 2>"$tmp/native.log" || { cat "$tmp/native.log" >&2; fail "native decide"; }
 node tests/wasm/compare.mjs "$tmp/native.jsonl" "$tmp/page.jsonl" 1e-6 || fail "the page's tables differ from native"

@@ -8,6 +8,7 @@
 //   2. a criterion left with one option: the library's error is shown, the page still answers and decides again;
 //   3. chat: a message typed and sent, tokens arrive one by one (the reply grows while it streams), the reply ends;
 //      a second turn reuses the first's KV (prompt tokens already read > 0); Stop cuts a long reply ("cancelled");
+//   then the other demo model (demo-qwen35, a hybrid) chosen and loaded: its table = decide() too;
 //   4. files from disk: a file that is not a GGUF and a truncated GGUF each show an error saying so; the tiny GGUF
 //      then loads and decides (again equal to the module's decide() on it).
 // No uncaught error on the page or in its Worker. Writes OUT/page.jsonl (the tables: "# MODEL" sections),
@@ -200,8 +201,22 @@ try {
         else console.log(`page: Stop: ${status3}`);
     } else fail('the page has no chat panel');
 
-    // 4. files from disk: two bad ones, then the tiny GGUF
+    // the other demo model (Qwen3.5, hybrid): chosen, loaded, its table = decide()
     await click(`document.getElementById('tab-decide')`);
+    await js(`(() => { const s = document.getElementById('which'); s.value = s.options[1].value; return 1; })()`);
+    await click(`document.getElementById('demo')`);
+    const l35 = await until(`document.body.dataset.model !== 'loading' && document.body.dataset.model`, 'demo-qwen35', 120000);
+    if (l35 !== 'ready') throw new Error('demo-qwen35: ' + await js(`document.getElementById('merr').textContent`));
+    const n35 = +await js(`document.body.dataset.decided`);
+    await click(`document.getElementById('run')`);
+    await decided(n35 + 1, 'the decisions on demo-qwen35');
+    const shown35 = await table();
+    same(shown35, await reference(demoFiles.map(([p, u]) => [p.replace('/demo/', '/demo35/'),
+        u.replace('demo-qwen3/', 'demo-qwen35/')]), '/ref/demo35', evidence, typed.slice(0, 1)), 'demo-qwen35');
+    section('models/demo-qwen35', shown35);
+    console.log(`page: ${await js(`document.getElementById('model').textContent`)}; its table = decide()`);
+
+    // 4. files from disk: two bad ones, then the tiny GGUF
     const pick = async (path) => {
         const { result } = await cdp('Runtime.evaluate', { expression: `document.getElementById('file')` });
         await cdp('DOM.setFileInputFiles', { files: [resolve(path)], objectId: result.objectId });

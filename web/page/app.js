@@ -1,14 +1,14 @@
 // typedecide's static page: the editors, the result table and the chat panel. The engine runs in a Web Worker
 // (engine.worker.mjs over ../typedecide.mjs), so the page stays responsive while a model loads or decides.
 // Query parameters (for tests and packaged copies): ?dist=URL the folder of typedecide.js/.wasm (default ../dist/),
-// ?demo=URL the demo model's folder (default ../../models/demo-qwen3/, the repository's).
+// ?demo=URL a demo model's folder (added to the choice and chosen; the default choices are the repository's
+// models/demo-qwen3/ and models/demo-qwen35/).
 // State the tests read: body[data-model] "loading" | "ready" | "error", body[data-progress] (progress events of the
 // load), body[data-decided] and body[data-chatted] (counts),
 // body[data-decide-error], rows tr.decision[data-id][data-answer] with .opt[data-option][data-prob].
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 const params = new URLSearchParams(location.search);
-const DEMO_URL = new URL(params.get('demo') || '../../models/demo-qwen3/', location.href);
 const DEMO_FILES = ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'];
 const EXAMPLE_URL = new URL('../../models/demo/', location.href); // the demo's example ticket and criteria
 const kB = (n) => n >= 1 << 20 ? (n / (1 << 20)).toFixed(1) + ' MB' : (n / 1024).toFixed(0) + ' kB';
@@ -54,7 +54,7 @@ let haveModel = false, busy = false;
 function setBusy(b) {
     busy = b;
     for (const id of ['demo', 'run', 'send']) $(id).disabled = b || (id !== 'demo' && !haveModel);
-    $('file').disabled = b;
+    $('file').disabled = $('which').disabled = b;
 }
 async function loadModel(op, args, label) {
     $('merr').textContent = '';
@@ -86,7 +86,16 @@ async function loadModel(op, args, label) {
         setBusy(false);
     }
 }
-$('demo').onclick = () => loadModel('loadDemo', { url: DEMO_URL.href, files: DEMO_FILES }, 'the demo model');
+if (params.get('demo')) {
+    const o = document.createElement('option');
+    o.value = o.textContent = params.get('demo');
+    $('which').prepend(o);
+    $('which').value = o.value;
+}
+$('demo').onclick = () => {
+    const sel = $('which').selectedOptions[0];
+    loadModel('loadDemo', { url: new URL(sel.value, location.href).href, files: DEMO_FILES }, sel.textContent);
+};
 $('file').onchange = () => {
     const f = $('file').files[0];
     if (f) loadModel('loadFile', { file: f }, f.name);
@@ -106,7 +115,8 @@ let nextId = 1;
 function optionRow(list, o) {
     const r = document.createElement('div');
     r.className = 'row opt-edit';
-    r.innerHTML = '<input type="text" class="oid" placeholder="id"><input type="text" class="odesc" placeholder="Option">' +
+    r.innerHTML = '<input type="text" class="oid" placeholder="id" aria-label="option id"><input type="text" class="odesc" ' +
+        'placeholder="Option" aria-label="option description">' +
         '<button class="x del-opt" title="Remove this option">×</button>';
     r.querySelector('.oid').value = o ? o.id : '';
     r.querySelector('.odesc').value = o ? o.description : '';
@@ -117,8 +127,9 @@ function optionRow(list, o) {
 function addCriterion(c) {
     const d = document.createElement('div');
     d.className = 'crit';
-    d.innerHTML = '<div class="row"><input type="text" class="cid" placeholder="id"><input type="text" class="q" ' +
-        'placeholder="Question"><button class="x del" title="Remove this criterion">×</button></div><div class="opts"></div>' +
+    d.innerHTML = '<div class="row"><input type="text" class="cid" placeholder="id" aria-label="criterion id">' +
+        '<input type="text" class="q" placeholder="Question" aria-label="question">' +
+        '<button class="x del" title="Remove this criterion">×</button></div><div class="opts"></div>' +
         '<button class="sec addopt">+ option</button>';
     d.querySelector('.cid').value = c ? c.id : 'c' + nextId++;
     d.querySelector('.q').value = c ? c.question : '';
