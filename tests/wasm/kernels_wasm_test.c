@@ -1,8 +1,12 @@
 /* The WebAssembly SIMD128 products (matmul_wasm128.c) against the scalar references (matmul_ref.c,
  * matmul_quant_ref.c), bit for bit, on random inputs of odd sizes: F32, BF16, F16, Q8_0 and Q4_0 weights; 1 to 9
- * tokens; 1, 3, 4, 7, 33 rows (row ranges that do not start at 0, with and without a row list); columns 1, 5, 32,
- * 100, 4097 (multiples of 32 for the block types). Built by web/CMakeLists.txt, run under Node by test_wasm.sh.
- * Prints the count of outputs compared; exit 1 with the first difference. */
+ * tokens; 1, 3, 4, 7, 33, 71 rows (row ranges that do not start at 0, with and without a row list; 71 crosses the
+ * quantised kernel's slices of 64 rows) and 4097 rows of one block; columns 1, 5, 32, 100, 4097 (block types: 32,
+ * 64, 96, 1056 (one block past the kernel's chunk of 1024 activations), 4096); Q8_0 weights of -128 (GGUF allows
+ * them; llama.cpp's quantiser never writes them). Then every one of the 65536 fp16 scales (subnormals, infinities,
+ * NaNs) through the Q8_0 and Q4_0 products (the kernel converts scales four at a time; NaN outputs count as equal
+ * to NaN). Built by web/CMakeLists.txt, run under Node by test_wasm.sh. Prints the count of outputs compared; exit
+ * 1 with the first difference. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +41,10 @@ static int check(td_dtype type, int64_t R, int64_t C, int64_t T, int use_rows, l
             for (int64_t k = 0; k < C; k++) ((uint16_t *)dst)[k] = td_f32_to_bf16(row[k]);
         else if (type == TD_DTYPE_F16)
             for (int64_t k = 0; k < C; k++) ((uint16_t *)dst)[k] = td_f32_to_f16(row[k] > 6e4f || row[k] < -6e4f ? 1 : row[k]);
-        else if (type == TD_DTYPE_Q8_0) td_quantize_q8_0(row, (td_block_q8_0 *)dst, C);
+        else if (type == TD_DTYPE_Q8_0) {
+            td_quantize_q8_0(row, (td_block_q8_0 *)dst, C);
+            if (r % 5 == 1) ((td_block_q8_0 *)dst)[0].qs[r % 32] = -128; /* outside the quantiser's +-127 */
+        }
         else td_quantize_q4_0(row, (td_block_q4_0 *)dst, C);
         rows[r] = (int32_t)(Rall - 1 - r);
     }
@@ -66,9 +73,43 @@ static int check(td_dtype type, int64_t R, int64_t C, int64_t T, int use_rows, l
     return bad;
 }
 
+/* Row r of a one-block matrix has the fp16 scale r (all 65536), its values and the activations random; 3 tokens. */
+static int scales(td_dtype type, long *compared) {
+    const int64_t R = 65536, C = 32, T = 3;
+    size_t rb = type == TD_DTYPE_Q8_0 ? sizeof(td_block_q8_0) : sizeof(td_block_q4_0);
+    unsigned char *wdata = malloc(rb * (size_t)R);
+    float row[32], x[32 * 3], *y0 = malloc(sizeof(float) * (size_t)(R * T)), *y1 = malloc(sizeof(float) * (size_t)(R * T));
+    void *qbuf = malloc(td_qrows_bytes(T, C) + 64);
+    for (int64_t r = 0; r < R; r++) {
+        for (int k = 0; k < 32; k++) row[k] = frand();
+        if (type == TD_DTYPE_Q8_0) td_quantize_q8_0(row, (td_block_q8_0 *)(void *)(wdata + r * rb), C);
+        else td_quantize_q4_0(row, (td_block_q4_0 *)(void *)(wdata + r * rb), C);
+        uint16_t d = (uint16_t)r;
+        memcpy(wdata + r * rb, &d, 2); /* d is each block's first member */
+    }
+    for (int i = 0; i < 32 * 3; i++) x[i] = frand();
+    td_mat w = {type, R, C, rb, wdata, NULL};
+    td_qrows xq;
+    td_qrows_bind(&xq, qbuf, T, C, td_qrows_layout(type, NULL));
+    td_quantize_rows_ref(x, C, &xq, 0, T);
+    td_matmul_ref(&w, NULL, x, &xq, T, C, y0, R, 0, R);
+    td_matmul_wasm128(&w, NULL, x, &xq, T, C, y1, R, 0, R);
+    int bad = 0;
+    for (int64_t i = 0; i < R * T && !bad; i++)
+        if (memcmp(&y0[i], &y1[i], 4) && !(isnan(y0[i]) && isnan(y1[i]))) {
+            fprintf(stderr, "FAIL: type %d, fp16 scale 0x%04x, token %lld: %.9g (ref) vs %.9g\n", (int)type,
+                    (unsigned)(i % R), (long long)(i / R), y0[i], y1[i]);
+            bad = 1;
+        }
+    *compared += (long)(R * T);
+    free(wdata), free(y0), free(y1), free(qbuf);
+    return bad;
+}
+
 int main(void) {
     static const td_dtype types[] = {TD_DTYPE_F32, TD_DTYPE_BF16, TD_DTYPE_F16, TD_DTYPE_Q8_0, TD_DTYPE_Q4_0};
-    static const int64_t Rs[] = {1, 3, 4, 7, 33}, Cf[] = {1, 5, 32, 100, 4097}, Cq[] = {32, 64, 96, 4096}, Ts[] = {1, 2, 5, 9};
+    static const int64_t Rs[] = {1, 3, 4, 7, 33, 71}, Cf[] = {1, 5, 32, 100, 4097}, Cq[] = {32, 64, 96, 1056, 4096},
+                         Ts[] = {1, 2, 5, 9};
     long compared = 0;
     int fails = 0;
     for (size_t a = 0; a < sizeof types / sizeof types[0]; a++) {
@@ -80,6 +121,9 @@ int main(void) {
                 for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
                     for (int l = 0; l < 2; l++) fails += check(types[a], Rs[r], Cs[c], Ts[t], l, &compared);
     }
+    for (size_t a = 0; a < sizeof types / sizeof types[0]; a++) /* many rows, one block */
+        for (int l = 0; l < 2; l++) fails += check(types[a], 4097, td_dtype_is_block(types[a]) ? 32 : 7, 3, l, &compared);
+    fails += scales(TD_DTYPE_Q8_0, &compared) + scales(TD_DTYPE_Q4_0, &compared);
     printf("kernels_wasm_test: %ld outputs of td_matmul_wasm128 compared with td_matmul_ref: %s\n", compared,
            fails ? "DIFFERENT" : "bit-identical");
     return fails ? 1 : 0;

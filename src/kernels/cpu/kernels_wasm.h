@@ -8,7 +8,10 @@
 /* td_matmul_ref's contract and bits for unpacked weights: F32 / BF16 outputs are each one fp32 dot product summed
  * in order of k (four output rows ride in the four lanes, each lane a serial sum: the same additions in the same
  * order); Q8_0 / Q4_0 outputs add (d_w * d_x) * (exact integer block dot) over the blocks in order, four rows in
- * the lanes as well (the integer dot in i32x4.dot_i16x8_s, exact in any order). F16 weights and bf16 activations take the reference itself. */
+ * the lanes as well, up to four tokens a weight load; the integer dot (i32x4.dot_i16x8_s over bytes split by parity,
+ * a Q4_0 offset taken out as 8 * sum(x)) is exact in any order, the fp16 scales converted four at a time exactly.
+ * The activations of a call are widened once per chunk of 32 blocks for a slice of 64 rows. F16 weights and bf16
+ * activations take the reference itself. */
 void td_matmul_wasm128(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                        float *y, int64_t ldy, int64_t j0, int64_t j1);
 

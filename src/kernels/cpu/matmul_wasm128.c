@@ -97,50 +97,100 @@ static float dot_quant(td_dtype type, const void *row, const td_block_q8_0 *xq, 
     return s;
 }
 
-/* Block b of a weight row as four i16x8 vectors (elements 0-7, 8-15, 16-23, 24-31) and its scale. */
-static inline float wblock(td_dtype type, const void *row, int64_t b, v128_t w[4]) {
+/* The quantised products keep the reference's float arithmetic, s += (d_w * d_x) * (float)isum block by block in
+ * order, four weight rows in the four lanes of a float accumulator per token; only the integer block dot isum is
+ * computed differently (exact in any order):
+ *  - the activations of a call are widened once to int16, per block four i16x8 vectors in "parity" order (the even
+ *    then the odd elements of 0-15, then of 16-31), with the sum of the block's 32 values;
+ *  - a weight block is split the same way without widening instructions: its bytes read as i16x8, the odd byte of
+ *    a lane is (lane >> 8) (arithmetic: Q8_0's sign) and the even one (lane << 8) >> 8; a Q4_0 block's nibbles
+ *    come as (lane & 15), (lane >> 8) & 15, (lane >> 4) & 15 and lane >> 12 (unsigned q = w + 8), its offset
+ *    taken out once: isum = dot(q, x) - 8 * sum(x);
+ *  - four i32x4.dot_i16x8_s a block, the four rows' partial sums added as a transpose.
+ * The rows' fp16 scales are converted four at a time (f16_to_f32x4: exact, the same values as td_f16_to_f32). */
+
+/* Four fp16 values (in the low halves of the 32-bit lanes) to fp32, exactly: the exponent and mantissa moved into
+ * fp32's fields and scaled by 2^112 (exact for normal and subnormal halves, zero stays zero), infinities and NaNs
+ * (exponent 31) given fp32's all-ones exponent with their mantissa; then the sign. */
+static inline v128_t f16_to_f32x4(v128_t h) {
+    v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
+    v128_t em = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7fff)), 13);
+    v128_t fin = wasm_f32x4_mul(em, wasm_f32x4_splat(0x1p112f));
+    v128_t inf = wasm_v128_or(em, wasm_i32x4_splat(0x70000000));
+    v128_t is_inf = wasm_i32x4_ge(em, wasm_i32x4_splat(0x0f800000));
+    return wasm_v128_or(wasm_v128_bitselect(inf, fin, is_inf), sign);
+}
+
+#define XCHUNK 32 /* blocks of activations widened at a time (4 tokens: 8 kB on the stack) */
+#define RSLICE 16 /* groups of 4 rows whose accumulators live across a chunk (1 kB) */
+
+typedef struct xblock {
+    v128_t v[4];
+    int32_t sum;
+    float d;
+} xblock;
+
+/* Blocks [b0, b0 + n) of token t's activations in parity order. */
+static void widen(const td_qrows *xr, int64_t t, int64_t b0, int64_t n, xblock *out) {
+    for (int64_t i = 0; i < n; i++) {
+        const td_block_q8_0 *xb = xr->q + t * xr->nb + b0 + i;
+        v128_t a = wasm_v128_load(xb->qs), c = wasm_v128_load(xb->qs + 16);
+        out[i].v[0] = wasm_i16x8_shr(wasm_i16x8_shl(a, 8), 8), out[i].v[1] = wasm_i16x8_shr(a, 8);
+        out[i].v[2] = wasm_i16x8_shr(wasm_i16x8_shl(c, 8), 8), out[i].v[3] = wasm_i16x8_shr(c, 8);
+        v128_t s = wasm_i32x4_add(wasm_i32x4_add(wasm_i32x4_extadd_pairwise_i16x8(out[i].v[0]),
+                                                 wasm_i32x4_extadd_pairwise_i16x8(out[i].v[1])),
+                                  wasm_i32x4_add(wasm_i32x4_extadd_pairwise_i16x8(out[i].v[2]),
+                                                 wasm_i32x4_extadd_pairwise_i16x8(out[i].v[3])));
+        out[i].sum = hsum_i32(s);
+        out[i].d = xr->d[t * xr->nb + b0 + i];
+    }
+}
+
+/* Weight block of row r in parity order, and its fp16 scale (returned). */
+static inline uint16_t wparity(td_dtype type, const void *row, int64_t b, v128_t w[4]) {
     if (type == TD_DTYPE_Q8_0) {
         const td_block_q8_0 *wb = (const td_block_q8_0 *)row + b;
         v128_t a = wasm_v128_load(wb->qs), c = wasm_v128_load(wb->qs + 16);
-        w[0] = wasm_i16x8_extend_low_i8x16(a), w[1] = wasm_i16x8_extend_high_i8x16(a);
-        w[2] = wasm_i16x8_extend_low_i8x16(c), w[3] = wasm_i16x8_extend_high_i8x16(c);
-        return td_f16_to_f32(wb->d);
+        w[0] = wasm_i16x8_shr(wasm_i16x8_shl(a, 8), 8), w[1] = wasm_i16x8_shr(a, 8);
+        w[2] = wasm_i16x8_shr(wasm_i16x8_shl(c, 8), 8), w[3] = wasm_i16x8_shr(c, 8);
+        return wb->d;
     }
     const td_block_q4_0 *wb = (const td_block_q4_0 *)row + b;
-    const v128_t eight = wasm_i8x16_splat(8), low = wasm_i8x16_splat(15);
+    const v128_t m = wasm_i16x8_splat(15);
     v128_t q = wasm_v128_load(wb->qs);
-    v128_t lo = wasm_i8x16_sub(wasm_v128_and(q, low), eight), hi = wasm_i8x16_sub(wasm_u8x16_shr(q, 4), eight);
-    w[0] = wasm_i16x8_extend_low_i8x16(lo), w[1] = wasm_i16x8_extend_high_i8x16(lo);
-    w[2] = wasm_i16x8_extend_low_i8x16(hi), w[3] = wasm_i16x8_extend_high_i8x16(hi);
-    return td_f16_to_f32(wb->d);
+    w[0] = wasm_v128_and(q, m), w[1] = wasm_v128_and(wasm_u16x8_shr(q, 8), m);
+    w[2] = wasm_v128_and(wasm_u16x8_shr(q, 4), m), w[3] = wasm_u16x8_shr(q, 12);
+    return wb->d;
 }
 
-static inline v128_t dot4(const v128_t w[4], const v128_t x[4]) {
+static inline v128_t pdot(const v128_t w[4], const v128_t x[4]) {
     return wasm_i32x4_add(wasm_i32x4_add(wasm_i32x4_dot_i16x8(w[0], x[0]), wasm_i32x4_dot_i16x8(w[1], x[1])),
                           wasm_i32x4_add(wasm_i32x4_dot_i16x8(w[2], x[2]), wasm_i32x4_dot_i16x8(w[3], x[3])));
 }
 
-/* Four weight rows in the lanes, up to four tokens: lane l of acc[t] adds, block by block in order,
- * (d_w * d_x) * (float)(exact integer dot), the reference's float operations for row l and token t. */
-static void quant_rows4(td_dtype type, const void *const r[4], const td_qrows *xr, int64_t t0, int nt, int64_t nb,
-                        v128_t acc[4]) {
-    for (int t = 0; t < nt; t++) acc[t] = wasm_f32x4_splat(0.0f);
-    for (int64_t b = 0; b < nb; b++) {
-        v128_t w[4][4];
-        float dw[4];
-        for (int l = 0; l < 4; l++) dw[l] = wblock(type, r[l], b, w[l]);
-        v128_t dwv = wasm_f32x4_make(dw[0], dw[1], dw[2], dw[3]);
+/* Lane l = the sum of p[l]'s four lanes. */
+static inline v128_t transpose_add(v128_t p0, v128_t p1, v128_t p2, v128_t p3) {
+    v128_t s01 = wasm_i32x4_add(wasm_i32x4_shuffle(p0, p1, 0, 4, 1, 5), wasm_i32x4_shuffle(p0, p1, 2, 6, 3, 7));
+    v128_t s23 = wasm_i32x4_add(wasm_i32x4_shuffle(p2, p3, 0, 4, 1, 5), wasm_i32x4_shuffle(p2, p3, 2, 6, 3, 7));
+    return wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7));
+}
+
+/* Four weight rows r[0..3], blocks [b0, b0 + n), nt tokens of widened activations xs[t] (xs[t][i]: block b0 + i):
+ * acc[t] lane l += (d_w * d_x) * isum block by block. */
+static void quant_group(td_dtype type, const void *const r[4], int64_t b0, int64_t n, const xblock *const xs[4],
+                        int nt, v128_t acc[4]) {
+    const int q4 = type == TD_DTYPE_Q4_0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t b = b0 + i;
+        v128_t w0[4], w1[4], w2[4], w3[4];
+        uint16_t h0 = wparity(type, r[0], b, w0), h1 = wparity(type, r[1], b, w1);
+        uint16_t h2 = wparity(type, r[2], b, w2), h3 = wparity(type, r[3], b, w3);
+        v128_t dw = f16_to_f32x4(wasm_u32x4_make(h0, h1, h2, h3));
         for (int t = 0; t < nt; t++) {
-            const td_block_q8_0 *xb = xr->q + (t0 + t) * xr->nb + b;
-            v128_t x0 = wasm_v128_load(xb->qs), x1 = wasm_v128_load(xb->qs + 16), xv[4];
-            xv[0] = wasm_i16x8_extend_low_i8x16(x0), xv[1] = wasm_i16x8_extend_high_i8x16(x0);
-            xv[2] = wasm_i16x8_extend_low_i8x16(x1), xv[3] = wasm_i16x8_extend_high_i8x16(x1);
-            v128_t p0 = dot4(w[0], xv), p1 = dot4(w[1], xv), p2 = dot4(w[2], xv), p3 = dot4(w[3], xv);
-            /* lane l = the sum of p_l's four lanes (integers: exact in any order) */
-            v128_t s01 = wasm_i32x4_add(wasm_i32x4_shuffle(p0, p1, 0, 4, 1, 5), wasm_i32x4_shuffle(p0, p1, 2, 6, 3, 7));
-            v128_t s23 = wasm_i32x4_add(wasm_i32x4_shuffle(p2, p3, 0, 4, 1, 5), wasm_i32x4_shuffle(p2, p3, 2, 6, 3, 7));
-            v128_t isum = wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7));
-            v128_t scale = wasm_f32x4_mul(dwv, wasm_f32x4_splat(xr->d[(t0 + t) * xr->nb + b]));
+            const xblock *xb = &xs[t][i];
+            v128_t isum = transpose_add(pdot(w0, xb->v), pdot(w1, xb->v), pdot(w2, xb->v), pdot(w3, xb->v));
+            if (q4) isum = wasm_i32x4_sub(isum, wasm_i32x4_splat(8 * xb->sum));
+            v128_t scale = wasm_f32x4_mul(dw, wasm_f32x4_splat(xb->d));
             acc[t] = wasm_f32x4_add(acc[t], wasm_f32x4_mul(scale, wasm_f32x4_convert_i32x4(isum)));
         }
     }
@@ -148,22 +198,37 @@ static void quant_rows4(td_dtype type, const void *const r[4], const td_qrows *x
 
 static void matmul_quant(const td_mat *w, const int32_t *rows, const td_qrows *xr, int64_t T, float *y, int64_t ldy,
                          int64_t j0, int64_t j1) {
-    int64_t nb = w->cols / TD_QBLOCK, j = j0;
-    for (; j + 4 <= j1; j += 4) {
-        const void *r[4];
-        for (int l = 0; l < 4; l++) r[l] = td_mat_row(w, rows ? rows[j + l] : j + l);
+    int64_t nb = w->cols / TD_QBLOCK, full = j0 + (j1 - j0) / 4 * 4;
+    xblock xbuf[4][XCHUNK];
+    const xblock *xs[4] = {xbuf[0], xbuf[1], xbuf[2], xbuf[3]};
+    v128_t acc[RSLICE][4];
+    for (int64_t s0 = j0; s0 < full; s0 += 4 * RSLICE) { /* a slice of up to RSLICE groups of 4 rows */
+        int64_t ng = (full - s0) / 4 < RSLICE ? (full - s0) / 4 : RSLICE;
         for (int64_t t0 = 0; t0 < T; t0 += 4) {
             int nt = T - t0 < 4 ? (int)(T - t0) : 4;
-            v128_t acc[4];
-            quant_rows4(w->type, r, xr, t0, nt, nb, acc);
-            for (int t = 0; t < nt; t++) {
-                float out[4];
-                wasm_v128_store(out, acc[t]);
-                for (int l = 0; l < 4; l++) y[(t0 + t) * ldy + j + l] = out[l];
+            for (int64_t g = 0; g < ng; g++)
+                for (int t = 0; t < nt; t++) acc[g][t] = wasm_f32x4_splat(0.0f);
+            for (int64_t b0 = 0; b0 < nb; b0 += XCHUNK) { /* each chunk widened once for the slice's rows */
+                int64_t n = nb - b0 < XCHUNK ? nb - b0 : XCHUNK;
+                for (int t = 0; t < nt; t++) widen(xr, t0 + t, b0, n, xbuf[t]);
+                for (int64_t g = 0; g < ng; g++) {
+                    const void *r[4];
+                    for (int l = 0; l < 4; l++) {
+                        int64_t j = s0 + 4 * g + l;
+                        r[l] = td_mat_row(w, rows ? rows[j] : j);
+                    }
+                    quant_group(w->type, r, b0, n, xs, nt, acc[g]);
+                }
             }
+            for (int64_t g = 0; g < ng; g++)
+                for (int t = 0; t < nt; t++) {
+                    float out[4];
+                    wasm_v128_store(out, acc[g][t]);
+                    for (int l = 0; l < 4; l++) y[(t0 + t) * ldy + s0 + 4 * g + l] = out[l];
+                }
         }
     }
-    for (; j < j1; j++) {
+    for (int64_t j = full; j < j1; j++) {
         const void *row = td_mat_row(w, rows ? rows[j] : j);
         for (int64_t t = 0; t < T; t++)
             y[t * ldy + j] = dot_quant(w->type, row, xr->q + t * xr->nb, xr->d + t * xr->nb, nb);
