@@ -116,6 +116,10 @@ int cmd_serve(int argc, char **argv) {
         return 0;
     }
     if (r) return r;
+#ifndef TD_HAVE_SERVER /* configured where libmicrohttpd was not found: said before any model is loaded */
+    return cli_error("serve", "this typedecide was built without the HTTP server (libmicrohttpd was not found when it "
+                              "was configured: install libmicrohttpd-dev and configure again)");
+#endif
     if (!model_dir) return cli_usage_error("serve", "--model is required");
     td_server_params p = td_server_default_params();
     long long v;

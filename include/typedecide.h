@@ -1059,7 +1059,8 @@ TD_API td_server_params td_server_default_params(void);
 
 /* Binds and starts serving on threads of its own; returns at once. The model must outlive the server. Errors:
  * TD_ERR_INVALID_ARG (params out of range, a host that is not an IP address), TD_ERR_IO (the port cannot be bound:
- * the message says why), TD_ERR_STATE (a model without a tokenizer). */
+ * the message says why), TD_ERR_STATE (a model without a tokenizer), TD_ERR_UNSUPPORTED (this library was built
+ * without the server: libmicrohttpd was not found when it was configured). */
 TD_API td_status td_server_start(const td_model *model, const td_server_params *params, td_server **out);
 /* The port the server listens on (the one picked when params.port was 0). */
 TD_API int32_t td_server_port(const td_server *server);
