@@ -10,6 +10,7 @@
 #include "decide/decide_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 #include "util/utf8.h"
 
 static double now_ms(void) {
@@ -756,22 +757,6 @@ td_status td_decide_multi(td_decider *d, td_decide_group *g, int32_t n_groups) {
     return TD_OK;
 }
 
-/* Appends a token's bytes to a growable string. */
-static int append_bytes(char **s, size_t *n, size_t *cap, const char *b, size_t bl) {
-    if (*n + bl + 1 > *cap) {
-        size_t c = *cap ? *cap * 2 : 64;
-        while (c < *n + bl + 1) c *= 2;
-        char *ns = td_realloc(*s, c);
-        if (!ns) return -1;
-        *s = ns;
-        *cap = c;
-    }
-    memcpy(*s + *n, b, bl);
-    *n += bl;
-    (*s)[*n] = 0;
-    return 0;
-}
-
 td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shots, const char *evidence, size_t len,
                              const td_criterion *criteria, int32_t n, int32_t max_tokens, char **texts) {
     if (n && !texts) return td_fail(TD_ERR_INVALID_ARG, "td_decide_generate: NULL output");
@@ -801,9 +786,8 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
     uint64_t rng = greedy.seed;
     for (int32_t i = 0; i < n; i++) texts[i] = NULL;
     for (int32_t i = 0; i < n && st == TD_OK; i++) {
-        char *txt = NULL;
-        size_t tl = 0, tc = 0;
-        if (append_bytes(&txt, &tl, &tc, "", 0)) st = td_fail_nomem("an answer");
+        td_strbuf txt = TD_STRBUF_INIT;
+        if (td_strbuf_reserve(&txt, 0)) st = td_fail_nomem("an answer");
         if (st == TD_OK) st = td_ctx_seq_fork(d->ctx, 0, 1, p.n_head);
         if (st == TD_OK) st = run_tokens(d, 1, p.suf[i], p.n_suf[i], p.n_head, 1);
         d->stats.suffix_tokens += p.n_suf[i];
@@ -816,17 +800,20 @@ td_status td_decide_generate(td_decider *d, const td_shot *shots, int32_t n_shot
             if (stop) break;
             size_t bl;
             const char *b = td_token_bytes(d->tok, best, &bl);
-            if (b && append_bytes(&txt, &tl, &tc, b, bl)) st = td_fail_nomem("an answer");
+            if (b) td_strbuf_put(&txt, b, bl);
+            if (txt.oom) st = td_fail_nomem("an answer");
+            const char *t = txt.s;
+            size_t tl = txt.n;
             int has_text = 0;
-            for (size_t c = 0; c < tl && !has_text; c++) has_text = txt[c] != ' ' && txt[c] != '\n' && txt[c] != '\t';
-            if (has_text && memchr(txt, '\n', tl) && txt[tl - 1] == '\n') break; /* a line of answer is enough */
+            for (size_t c = 0; c < tl && !has_text; c++) has_text = t[c] != ' ' && t[c] != '\n' && t[c] != '\t';
+            if (has_text && memchr(t, '\n', tl) && t[tl - 1] == '\n') break; /* a line of answer is enough */
             if (k + 1 == max_tokens || st != TD_OK) break;
             td_batch_clear(d->batch);
             td_batch_add(d->batch, best, 1, pos++, 1);
             st = td_ctx_decode(d->ctx, d->batch);
             d->stats.forwards++;
         }
-        texts[i] = txt;
+        texts[i] = td_strbuf_finish(&txt, NULL); /* NULL when out of memory (st says so) */
         d->stats.criteria++;
         td_status st2 = td_ctx_seq_truncate(d->ctx, 1, 0);
         if (st == TD_OK) st = st2;

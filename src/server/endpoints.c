@@ -6,6 +6,7 @@
 
 #include "server/server_internal.h"
 #include "util/alloc.h"
+#include "util/strbuf.h"
 #include "util/utf8.h"
 
 static double now_ms(void) {
@@ -131,21 +132,6 @@ void td_ep_detokenize(td_server *s, const td_req *r, td_reply *out) {
     td_reply_json(out, o);
 }
 
-/* Appends n bytes to a growable buffer; -1 when out of memory. */
-static int put(char **b, size_t *len, size_t *cap, const char *s, size_t n) {
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap : 1024;
-        while (c < *len + n + 1) c *= 2;
-        char *nb = td_realloc(*b, c);
-        if (!nb) return -1;
-        *b = nb, *cap = c;
-    }
-    memcpy(*b + *len, s, n);
-    *len += n;
-    (*b)[*len] = 0;
-    return 0;
-}
-
 /* /v1/decide: the criteria grouped by evidence exactly as `typedecide decide` groups them, and each decision written
  * by td_decision_json: the body holds the CLI's lines verbatim. The groups join the requests waiting beside them in
  * one td_decide_multi call (decide_batch.c): each evidence prefilled once and kept by content, every result
@@ -160,8 +146,8 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
     size_t *lens = td_calloc(cnt, sizeof *lens);
     int32_t *group = td_calloc(cnt, sizeof *group), *members = td_calloc(cnt, sizeof *members);
     td_decide_group *groups = NULL;
-    char *body = NULL, msg[512] = "";
-    size_t blen = 0, bcap = 0;
+    td_strbuf body = TD_STRBUF_INIT;
+    char msg[512] = "";
     td_status st = dec && gdec && cs && texts && lens && group && members ? TD_OK : TD_ERR_NOMEM;
     for (int32_t i = 0; i < n && st == TD_OK; i++) {
         const td_row *row = td_rows_get(r->criteria, i);
@@ -211,24 +197,26 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
         json_decref(name);
         snprintf(head, sizeof head, "{\"object\":\"decision\",\"model\":%s,\"decisions\":[", qname ? qname : "null");
         free(qname);
-        if (put(&body, &blen, &bcap, head, strlen(head))) st = TD_ERR_NOMEM;
+        td_strbuf_puts(&body, head);
         unsigned flags = r->show_logits ? TD_DECISION_LOGITS : 0u;
         for (int32_t i = 0; i < n && st == TD_OK; i++) {
             char *line = NULL;
             st = td_decision_json(&td_rows_get(r->criteria, i)->criterion, &dec[i], letters, flags, &line);
-            if (st == TD_OK && ((i && put(&body, &blen, &bcap, ",", 1)) || put(&body, &blen, &bcap, line, strlen(line))))
-                st = TD_ERR_NOMEM;
+            if (st == TD_OK) {
+                if (i) td_strbuf_putc(&body, ',');
+                td_strbuf_puts(&body, line);
+            }
             td_free(line);
         }
         snprintf(head, sizeof head,
                  "],\"prefill_tokens\":%lld,\"prefix_cached\":%s,\"evidence_groups\":%d,\"pass_requests\":%d,"
                  "\"pass_criteria\":%d,\"ms\":%.3f}",
                  prefill, cached && prefill == 0 ? "true" : "false", n_groups, job.pass_requests, job.pass_criteria, ms);
-        if (st == TD_OK && put(&body, &blen, &bcap, head, strlen(head))) st = TD_ERR_NOMEM;
+        td_strbuf_puts(&body, head);
+        if (st == TD_OK && body.oom) st = TD_ERR_NOMEM;
         if (st == TD_OK) {
             out->status = 200;
-            out->body = body, out->len = blen;
-            body = NULL;
+            out->body = td_strbuf_finish(&body, &out->len);
         } else td_reply_fail(out, 500, "server_error", NULL, NULL, "out of memory while writing the reply");
     } else if (st == TD_ERR_NOMEM) {
         td_reply_fail(out, 500, "server_error", NULL, NULL, "out of memory: %s", msg);
@@ -238,7 +226,7 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
                       param, st == TD_ERR_RANGE ? "context_length_exceeded" : NULL, "%s", msg);
     }
 done:
-    td_free(body);
+    td_strbuf_free(&body);
     td_free(groups);
     td_free(dec), td_free(gdec), td_free(cs), td_free(texts), td_free(lens), td_free(group), td_free(members);
 }

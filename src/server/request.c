@@ -11,6 +11,7 @@
 #include "server/request.h"
 #include "util/alloc.h"
 #include "util/json.h"
+#include "util/strbuf.h"
 
 #define TD_REQ_MAX_STOP 16
 #define TD_REQ_MAX_TOP_LOGPROBS 20
@@ -457,34 +458,25 @@ static int parse_criteria(const json_t *o, td_req *r, td_req_error *err) {
                     }
                 }
         }
-        size_t cap = 256;
-        text = td_malloc(cap);
-        for (size_t i = 0; text && i < json_array_size(c); i++) {
+        td_strbuf b = TD_STRBUF_INIT;
+        for (size_t i = 0; i < json_array_size(c); i++) {
             const json_t *x = json_array_get(c, i);
             if (!json_is_object(x)) {
-                td_free(text);
+                td_strbuf_free(&b);
                 char p[48];
                 snprintf(p, sizeof p, "criteria[%zu]", i);
                 return bad(err, p, "'%s' must be an object, not %s", p, type_name(x));
             }
             char *line = json_dumps(x, JSON_COMPACT | JSON_PRESERVE_ORDER);
-            size_t ll = line ? strlen(line) : 0;
-            if (line && len + ll + 2 > cap) {
-                while (len + ll + 2 > cap) cap *= 2;
-                char *t = td_realloc(text, cap);
-                if (!t) td_free(text);
-                text = t;
-            }
-            if (!line || !text) {
-                free(line);
-                td_free(text);
+            if (line) td_strbuf_puts(&b, line);
+            td_strbuf_putc(&b, '\n');
+            free(line); /* jansson's allocator is the C library's */
+            if (!line || b.oom) {
+                td_strbuf_free(&b);
                 return nomem(err);
             }
-            memcpy(text + len, line, ll);
-            len += ll;
-            text[len++] = '\n';
-            free(line);
         }
+        text = td_strbuf_finish(&b, &len);
     } else return bad(err, "criteria", "'criteria' must be an array of criteria or a JSONL string, not %s", type_name(c));
     if (!text) return nomem(err);
     td_status st = td_rows_parse(text, len, "criteria", 0, &r->criteria);

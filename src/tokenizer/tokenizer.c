@@ -7,6 +7,7 @@
 #include "tokenizer/tokenizer_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 
 int32_t td_tokenizer_n_tokens(const td_tokenizer *tok) { return tok ? tok->n_tokens : 0; }
 
@@ -239,64 +240,45 @@ static size_t utf8_maximal_subpart(const unsigned char *s, size_t n) {
     return utf8_scan(s, n, &valid);
 }
 
-/* Appends bytes to a growable buffer. */
-static int append(char **buf, size_t *n, size_t *cap, const char *src, size_t len) {
-    if (*n + len + 1 > *cap) {
-        size_t c = *cap ? *cap : 256;
-        while (c < *n + len + 1) c *= 2;
-        char *nb = td_realloc(*buf, c);
-        if (!nb) return -1;
-        *buf = nb;
-        *cap = c;
-    }
-    memcpy(*buf + *n, src, len);
-    *n += len;
-    return 0;
-}
-
 td_status td_detokenize(const td_tokenizer *tok, const int32_t *ids, size_t n_ids, char **text, size_t *len) {
     if (!tok || !text || (!ids && n_ids)) return td_fail(TD_ERR_INVALID_ARG, "td_detokenize: NULL argument");
     *text = NULL;
     if (len) *len = 0;
-    char *raw = NULL;
-    size_t n = 0, cap = 0;
+    td_strbuf raw = TD_STRBUF_INIT;
     for (size_t i = 0; i < n_ids; i++) {
         if (ids[i] < 0) {
-            td_free(raw);
+            td_strbuf_free(&raw);
             return td_fail(TD_ERR_RANGE, "token id %d at index %zu is negative", ids[i], i);
         }
         size_t blen;
         const char *b = td_token_bytes(tok, ids[i], &blen); /* ids without a token decode to nothing, as in HF */
-        if (b && append(&raw, &n, &cap, b, blen)) {
-            td_free(raw);
+        if (b) td_strbuf_put(&raw, b, blen);
+        if (raw.oom) {
+            td_strbuf_free(&raw);
             return td_fail_nomem("decoded text");
         }
     }
     /* Invalid UTF-8 (a token sequence cut inside a character) becomes U+FFFD, one per maximal invalid
      * subpart, as Rust's String::from_utf8_lossy (and so Hugging Face's decode) does. */
-    char *out = NULL;
-    size_t on = 0, ocap = 0, i = 0;
+    td_strbuf out = TD_STRBUF_INIT;
     static const char repl[] = "\xef\xbf\xbd";
-    while (i < n) {
-        size_t k = utf8_valid_prefix((const unsigned char *)raw + i, n - i);
+    for (size_t i = 0, n = raw.n; i < n && !out.oom;) {
+        size_t k = utf8_valid_prefix((const unsigned char *)raw.s + i, n - i);
         if (k > 0) {
-            if (append(&out, &on, &ocap, raw + i, k)) goto nomem;
+            td_strbuf_put(&out, raw.s + i, k);
             i += k;
         } else {
-            if (append(&out, &on, &ocap, repl, 3)) goto nomem;
-            i += utf8_maximal_subpart((const unsigned char *)raw + i, n - i);
+            td_strbuf_put(&out, repl, 3);
+            i += utf8_maximal_subpart((const unsigned char *)raw.s + i, n - i);
         }
     }
-    if (append(&out, &on, &ocap, "", 0)) goto nomem;
-    out[on] = 0;
-    td_free(raw);
-    *text = out;
+    td_strbuf_free(&raw);
+    size_t on;
+    char *t = td_strbuf_finish(&out, &on);
+    if (!t) return td_fail_nomem("decoded text");
+    *text = t;
     if (len) *len = on;
     return TD_OK;
-nomem:
-    td_free(raw);
-    td_free(out);
-    return td_fail_nomem("decoded text");
 }
 
 int32_t td_tokenizer_bos(const td_tokenizer *tok) { return tok ? tok->bos_id : -1; }
