@@ -53,5 +53,15 @@ for dir in src/*/; do
     done < <(grep -rn '#include "' "$dir" || true)
 done
 
-[ "$fails" -eq 0 ] && echo "test_layers: cli/ on the public header; layers util -> kernels -> model/tokenizer -> engine -> decide/eval/generate -> run/server hold"
+# 4. the core library (CMake's typedecide_core: the directories of TD_CORE_SOURCES) is those below the applications:
+#    none of its files includes evaluation, corpus-run or server headers (the core builds and links without them)
+core=$(sed -n '/^file(GLOB TD_CORE_SOURCES/,/)/p' CMakeLists.txt | grep -o 'src/[a-z]*' | sed 's|src/||' | sort -u | tr '\n' ' ')
+[ "$core" = "decide engine generate kernels model tokenizer util " ] ||
+    fail "CMakeLists.txt's TD_CORE_SOURCES covers '$core' (want decide engine generate kernels model tokenizer util)"
+for d in $core; do
+    bad=$(grep -rn '#include "\(eval\|run\|server\)/' "src/$d" || true)
+    [ -z "$bad" ] || fail "the core (src/$d) includes an application's header: $bad"
+done
+
+[ "$fails" -eq 0 ] && echo "test_layers: cli/ on the public header; layers util -> kernels -> model/tokenizer -> engine -> decide/eval/generate -> run/server hold; the core includes no application"
 exit $((fails > 0))
