@@ -4,7 +4,7 @@
 // ?demo=URL a demo model's folder (added to the choice and chosen; the default choices are the repository's
 // models/demo-qwen3/ and models/demo-qwen35/).
 // State the tests read: body[data-model] "loading" | "ready" | "error", body[data-progress] (progress events of the
-// load), body[data-decided] and body[data-chatted] (counts),
+// load), body[data-decided] and body[data-chatted] (counts), body[data-streamed] (token messages of the last reply),
 // body[data-decide-error], rows tr.decision[data-id][data-answer] with .opt[data-option][data-prob].
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
@@ -291,6 +291,7 @@ async function send() {
     bubble('user', text);
     const out = bubble('assistant', '').querySelector('.txt');
     let n = 0;
+    document.body.dataset.streamed = '0';
     setBusy(true);
     $('stop').disabled = false;
     $('cstatus').textContent = 'reading the conversation…';
@@ -302,6 +303,7 @@ async function send() {
                                  out.textContent += t;
                                  $('log').scrollTop = 1e9;
                                  $('cstatus').textContent = `${++n} tokens…`;
+                                 document.body.dataset.streamed = String(n);
                              } });
         if (id !== chatId) return;
         if (r.dropped) $('log').insertAdjacentHTML('beforeend', `<div class="note">${r.dropped} of the oldest messages ` +
