@@ -267,7 +267,8 @@ export class Typedecide {
         const p = this.M._tdw_buffer_new(bytes) >>> 0;
         if (!p)
             throw new Error(`${label}: cannot grow the module's memory to hold ${fmtBytes(bytes)} (it holds ` +
-                `${fmtBytes(this.memoryBytes())} of at most ${fmtBytes(MAX_MEMORY)}): the browser refused the memory`);
+                `${fmtBytes(this.memoryBytes())} of at most ${fmtBytes(MAX_MEMORY)}): the browser (or Node) ` +
+                'refused to grow it');
         return p;
     }
     // The current model's generate and chat (the model last loaded with load()).

@@ -41,6 +41,10 @@ try {
     out.huge = e.message;
 }
 out.hugeMs = Date.now() - t0;
+// memory that cannot grow (what a browser out of memory answers): the allocation refused, said so
+const refusing = await Typedecide.create({ base, threads: 1 });
+refusing.M._tdw_buffer_new = () => 0;
+try { await refusing.load(job.gguf.url); out.noGrowth = 'accepted'; } catch (e) { out.noGrowth = e.message; }
 const fresh = await Typedecide.create({ base, threads: 1 });
 const before = fresh.memoryBytes();
 let last = null;

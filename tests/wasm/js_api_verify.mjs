@@ -23,6 +23,8 @@ if (r.huge !== undefined) {
     ok(/huge\.gguf is 4\.66 GiB \(5000000000 bytes\): too large/.test(r.huge) && /at most 4\.00 GiB/.test(r.huge),
        `5 GB: ${r.huge}`);
     ok(r.hugeMs < 10000, `the 5 GB refusal took ${r.hugeMs} ms`);
+    ok(/demo-qwen3-q8_0\.gguf: cannot grow the module's memory to hold 6\.0 MiB \(\d+ bytes\).*refused to grow it/
+       .test(r.noGrowth), `memory that cannot grow: ${r.noGrowth}`);
     ok(r.chunked.last.total === null && r.chunked.last.loaded === g.size && r.chunked.greedy.join() === g.greedy.join(),
        `no Content-Length: ${JSON.stringify(r.chunked.last)}`);
 }
