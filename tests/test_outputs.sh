@@ -59,6 +59,11 @@ echo "my old results" >"$tmp/fd.jsonl"
 expect nz 'write failed' -- "${SMALL_DISK[@]}" 1 $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/fd.jsonl" --force
 expect 0 '' -- $RUN --force --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/fd.jsonl"
 same "$tmp/fd.jsonl" "$r0" "run --force after a failed one: not the run's results"
+# OUT a symbolic link: a forced run replaces the file it names and keeps the link
+mkdir -p "$tmp/real" && echo "my old results" >"$tmp/real/fl.jsonl" && ln -s real/fl.jsonl "$tmp/fl.jsonl"
+expect 0 '' -- $RUN --force --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$tmp/fl.jsonl"
+[ -L "$tmp/fl.jsonl" ] || fail "run --force over a symbolic link replaced the link"
+same "$tmp/real/fl.jsonl" "$r0" "run --force over a symbolic link: the file it names"
 
 # ---- run --out / --errors that are not regular files ---------------------------------------------------------------
 expect nz 'a character device, not a regular file' -- $RUN --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out /dev/null

@@ -787,6 +787,21 @@ static char *str_cat(const char *a, const char *b) {
     return s;
 }
 
+/* The file a symbolic link names (its full path), else path itself: a forced run replaces the link's target and
+ * keeps the link, as every whole-file write does (td_wfile). td_free; NULL when out of memory. */
+static char *link_target(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+        char *r = realpath(path, NULL);
+        if (r) {
+            char *c = td_strdup(r);
+            free(r); /* the C library's */
+            return c;
+        }
+    }
+    return td_strdup(path);
+}
+
 static td_status rename_into(const char *from, const char *to) {
     if (rename(from, to) != 0) return td_fail(TD_ERR_IO, "%s: cannot rename it to %s: %s", from, to, strerror(errno));
     return TD_OK;
@@ -910,8 +925,9 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     rn.d = d, rn.p = &p, rn.input = input_path, rn.out_path = out_path;
     rn.out_fd = rn.err_fd = -1;
     rn.t0 = rn.last_sync = now_s();
-    char *err_path = NULL, *prov_path = td_prov_path(out_path), *part_out = str_cat(out_path, ".partial"),
-         *part_err = NULL, *part_prov = part_out ? td_prov_path(part_out) : NULL;
+    char *err_path = NULL, *prov_path = td_prov_path(out_path), *out_real = link_target(out_path), *err_real = NULL,
+         *part_out = out_real ? str_cat(out_real, ".partial") : NULL, *part_err = NULL,
+         *part_prov = part_out ? td_prov_path(part_out) : NULL;
     int lock_fd = -1, forced = 0;
     td_rows *global = NULL;
     td_prov pv;
@@ -924,7 +940,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     int out_created = 0, err_created = 0, written = 0;
     if (p.errors_path) err_path = td_strdup(p.errors_path);
     else if ((err_path = td_malloc(strlen(out_path) + 8))) sprintf(err_path, "%s.errors", out_path);
-    if (err_path) part_err = str_cat(err_path, ".partial");
+    if (err_path && (err_real = link_target(err_path))) part_err = str_cat(err_real, ".partial");
     rn.err_path = err_path;
     td_status st = err_path && prov_path && part_err && part_prov ? TD_OK : td_fail_nomem("a file name");
     const char *ins[] = {input_path, p.criteria_path, p.prior_out, p.prior_errors},
@@ -1051,7 +1067,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
             if ((pv.errors = errors_name(out_path, err_path, &oom), oom)) st = td_fail_nomem("a file name");
         }
         if (st == TD_OK) st = td_prov_write(w_prov, &pv, wflags);
-        if (st == TD_OK && forced) st = finish_forced(part_out, part_err, part_prov, out_path, err_path, prov_path, p.sync);
+        if (st == TD_OK && forced) st = finish_forced(part_out, part_err, part_prov, out_real, err_real, prov_path, p.sync);
         if (st != TD_OK && forced)
             note(&p, 1, "%s is unchanged: this --force run's lines are in %s; --resume continues them and replaces %s "
                         "when the run completes",
@@ -1078,6 +1094,8 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     td_free(prov_path);
     td_free(part_out);
     td_free(part_err);
+    td_free(out_real);
+    td_free(err_real);
     td_free(part_prov);
     rn.s.seconds = now_s() - rn.t0;
     if (stats) *stats = rn.s;
