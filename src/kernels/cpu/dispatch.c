@@ -1,5 +1,5 @@
 /* Run-time choice of kernels: the kernel sets (scalar, AVX2, AVX-512 VNNI, AVX-512 BF16, AVX-512 r16, AMX), what
- * this CPU can run, and the TD_KERNELS override. */
+ * this CPU can run, and the TD_KERNELS override (the scalar set and what dispatch_wasm.c shares: dispatch_ref.c). */
 #include <cpuid.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,16 +7,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/quant.h"
 #include "typedecide.h"
 #include "util/error.h"
 
 
 /* td_kernels.quantize_rows takes its td_qrows as a pointer to void (kernels.h does not include quant.h). */
-static void quant_ref(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1) {
-    td_quantize_rows_ref(x, ldx, xq, r0, r1);
-}
 static void quant_avx2(const float *x, int64_t ldx, const void *xq, int64_t r0, int64_t r1) {
     td_quantize_rows_avx2(x, ldx, xq, r0, r1);
 }
@@ -24,8 +21,6 @@ static void quant_avx512(const float *x, int64_t ldx, const void *xq, int64_t r0
     td_quantize_rows_avx512(x, ldx, xq, r0, r1);
 }
 
-static const td_kernels scalar = {"scalar", 0, 0, td_matmul_ref, td_attn_rows_ref, td_deltanet_step_ref,
-                                  quant_ref, td_rmsnorm, td_silu_mul};
 static const td_kernels avx2 = {"avx2", TD_X8_LANES, 0, td_matmul_avx2, td_attn_rows_avx2, td_deltanet_step_avx2,
                                 quant_avx2, td_rmsnorm_avx2, td_silu_mul_avx2};
 static const td_kernels avx512vnni = {"avx512vnni", TD_X16_LANES, 0, td_matmul_avx512, td_attn_rows_avx512,
@@ -40,12 +35,6 @@ static const td_kernels avx512r16 = {"avx512r16", TD_R16_LANES, 1, td_matmul_avx
                                      td_deltanet_step_avx2, quant_avx512, td_rmsnorm_avx2, td_silu_mul_avx2};
 static const td_kernels amx = {"amx", TD_R16_LANES, 1, td_matmul_amx, td_attn_rows_avx512, td_deltanet_step_avx2,
                                quant_avx512, td_rmsnorm_avx2, td_silu_mul_avx2};
-
-int td_kernels_layout(const td_kernels *k, const td_mat *w, int bf16_acts) {
-    if (td_dtype_is_block(w->type)) return td_qrows_layout(w->type, w->pack);
-    if (w->type == TD_DTYPE_BF16 && k->bf16 && bf16_acts) return TD_QROWS_BF16;
-    return -1;
-}
 
 /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know the name. */
 static int cpu_has_f16c(void) {
@@ -83,7 +72,7 @@ int td_cpu_has_amx(void) {
 }
 
 const td_kernels *td_kernels_named(const char *name) {
-    if (strcmp(name, scalar.name) == 0) return &scalar;
+    if (strcmp(name, td_kernels_scalar.name) == 0) return &td_kernels_scalar;
     if (strcmp(name, avx2.name) == 0) return td_cpu_has_avx2() ? &avx2 : NULL;
     if (strcmp(name, avx512vnni.name) == 0) return td_cpu_has_avx512vnni() ? &avx512vnni : NULL;
     if (strcmp(name, avx512bf16.name) == 0) return td_cpu_has_avx512bf16() ? &avx512bf16 : NULL;
@@ -109,16 +98,15 @@ const td_kernels *td_kernels_named(const char *name) {
  * the choice never depends on a pass's shape (a row's result must not depend on its batch); within a set the
  * kernels choose their path by shape (decode streams rows, batches tile them), every path bit-identical. */
 const td_kernels *td_kernels_best(void) {
-    const char *force = getenv("TD_KERNELS");
-    const td_kernels *k = force && *force ? td_kernels_named(force) : NULL;
+    const td_kernels *k = td_kernels_forced();
     if (k) return k;
     if (td_cpu_has_amx()) return &amx;
     if (td_cpu_has_avx512bf16()) return &avx512bf16;
     if (td_cpu_has_avx512vnni()) return &avx512vnni;
-    return td_cpu_has_avx2() ? &avx2 : &scalar;
+    return td_cpu_has_avx2() ? &avx2 : &td_kernels_scalar;
 }
 
-static const td_kernels *const all_sets[] = {&scalar, &avx2, &avx512vnni, &avx512bf16, &avx512r16, &amx};
+static const td_kernels *const all_sets[] = {&td_kernels_scalar, &avx2, &avx512vnni, &avx512bf16, &avx512r16, &amx};
 
 /* A TD_KERNELS that names no set, or one this CPU lacks, would otherwise fall back to the default in silence: a
  * benchmark or a test of one set would measure another. */
@@ -142,7 +130,3 @@ td_status td_kernels_choose(const td_kernels **out) {
     return td_fail(TD_ERR_INVALID_ARG, "TD_KERNELS=%.64s: no such kernel set (the sets: scalar, avx2, avx512vnni, "
                                        "avx512bf16, avx512r16, amx); this CPU runs: %s", force, runs);
 }
-
-const char *td_cpu_kernels(void) { return td_kernels_best()->name; }
-
-int td_cpu_bf16_products(void) { return td_kernels_best()->bf16; }
