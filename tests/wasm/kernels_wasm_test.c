@@ -5,7 +5,8 @@
  * 64, 96, 1056 (one block past the kernel's chunk of 1024 activations), 4096); Q8_0 weights of -128 (GGUF allows
  * them; llama.cpp's quantiser never writes them). Then every one of the 65536 fp16 scales (subnormals, infinities,
  * NaNs) through the Q8_0 and Q4_0 products (the kernel converts scales four at a time; NaN outputs count as equal
- * to NaN). Built by web/CMakeLists.txt, run under Node by test_wasm.sh. Prints the count of outputs compared; exit
+ * to NaN). The attention (td_attn_rows_wasm128 against td_attn_rows_ref): 1, 3, 5 query rows over 7, 33, 4097
+ * keys (a third gathered, the rest cache rows out of order), dimensions 1, 7, 64, 128. Built by web/CMakeLists.txt, run under Node by test_wasm.sh. Prints the count of outputs compared; exit
  * 1 with the first difference. */
 #include <math.h>
 #include <stdio.h>
@@ -106,6 +107,36 @@ static int scales(td_dtype type, long *compared) {
     return bad;
 }
 
+/* Attention: R query rows over n[r] keys (the first n_pre gathered, the rest cache rows in a shuffled order),
+ * against td_attn_rows_ref, bit for bit. */
+static int attn(int64_t R, int64_t max_n, int64_t dim, int64_t n_pre, long *compared) {
+    int64_t stride = dim + 3, cells = max_n + 5;
+    float *kc = malloc(sizeof(float) * (size_t)(cells * stride)), *vc = malloc(sizeof(float) * (size_t)(cells * stride));
+    float *pk = malloc(sizeof(float) * (size_t)(n_pre * dim + 1)), *pv = malloc(sizeof(float) * (size_t)(n_pre * dim + 1));
+    float *qs = malloc(sizeof(float) * (size_t)(R * dim)), *o0 = malloc(sizeof(float) * (size_t)(R * dim));
+    float *o1 = malloc(sizeof(float) * (size_t)(R * dim));
+    int64_t sc = td_attn_rows_scratch(R, max_n, dim, 0);
+    float *s0 = malloc(sizeof(float) * (size_t)sc), *s1 = malloc(sizeof(float) * (size_t)sc);
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)max_n);
+    const float *q[8];
+    float *out0[8], *out1[8];
+    int64_t n[8];
+    for (int64_t i = 0; i < cells * stride; i++) kc[i] = frand(), vc[i] = frand();
+    for (int64_t i = 0; i < n_pre * dim; i++) pk[i] = frand(), pv[i] = frand();
+    for (int64_t i = 0; i < R * dim; i++) qs[i] = frand() * 0.1f;
+    for (int64_t i = 0; i < max_n; i++) idx[i] = (int32_t)((i * 7 + 3) % cells);
+    for (int64_t r = 0; r < R; r++) q[r] = qs + r * dim, out0[r] = o0 + r * dim, out1[r] = o1 + r * dim, n[r] = max_n - r;
+    td_attn_keys ks = {kc, vc, 0, idx, stride, pk, pv, n_pre};
+    td_attn_rows_ref(q, out0, n, R, &ks, dim, 0.088f, s0);
+    td_attn_rows_wasm128(q, out1, n, R, &ks, dim, 0.088f, s1);
+    int bad = memcmp(o0, o1, sizeof(float) * (size_t)(R * dim)) != 0;
+    if (bad) fprintf(stderr, "FAIL: attention R %lld n %lld dim %lld pre %lld\n", (long long)R, (long long)max_n,
+                     (long long)dim, (long long)n_pre);
+    *compared += (long)(R * dim);
+    free(kc), free(vc), free(pk), free(pv), free(qs), free(o0), free(o1), free(s0), free(s1), free(idx);
+    return bad;
+}
+
 int main(void) {
     static const td_dtype types[] = {TD_DTYPE_F32, TD_DTYPE_BF16, TD_DTYPE_F16, TD_DTYPE_Q8_0, TD_DTYPE_Q4_0};
     static const int64_t Rs[] = {1, 3, 4, 7, 33, 71}, Cf[] = {1, 5, 32, 100, 4097}, Cq[] = {32, 64, 96, 1056, 4096},
@@ -124,7 +155,13 @@ int main(void) {
     for (size_t a = 0; a < sizeof types / sizeof types[0]; a++) /* many rows, one block */
         for (int l = 0; l < 2; l++) fails += check(types[a], 4097, td_dtype_is_block(types[a]) ? 32 : 7, 3, l, &compared);
     fails += scales(TD_DTYPE_Q8_0, &compared) + scales(TD_DTYPE_Q4_0, &compared);
-    printf("kernels_wasm_test: %ld outputs of td_matmul_wasm128 compared with td_matmul_ref: %s\n", compared,
+    static const int64_t An[] = {1, 7, 33, 4097}, Ad[] = {1, 7, 64, 128};
+    for (size_t a = 0; a < 4; a++)
+        for (size_t d = 0; d < 4; d++)
+            for (int64_t R = 1; R <= 5; R += 2)
+                if (An[a] > R) fails += attn(R, An[a], Ad[d], An[a] / 3, &compared);
+    printf("kernels_wasm_test: %ld outputs of td_matmul_wasm128 and td_attn_rows_wasm128 compared with their "
+           "references: %s\n", compared,
            fails ? "DIFFERENT" : "bit-identical");
     return fails ? 1 : 0;
 }

@@ -14,8 +14,9 @@
 #include "typedecide.h"
 #include "util/error.h"
 
-/* The same activations, layouts and arithmetic as scalar (no packing: pack 0), the products in SIMD128. */
-static const td_kernels wasm128 = {"wasm128", 0, 0, td_matmul_wasm128, td_attn_rows_ref, td_deltanet_step_ref,
+/* The same activations, layouts and arithmetic as scalar (no packing: pack 0), the products and the attention in
+ * SIMD128. */
+static const td_kernels wasm128 = {"wasm128", 0, 0, td_matmul_wasm128, td_attn_rows_wasm128, td_deltanet_step_ref,
                                    td_kernels_quant_ref, td_rmsnorm, td_silu_mul};
 
 int td_cpu_has_avx2(void) { return 0; }

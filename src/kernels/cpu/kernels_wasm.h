@@ -14,5 +14,10 @@
  * activations take the reference itself. */
 void td_matmul_wasm128(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
                        float *y, int64_t ldy, int64_t j0, int64_t j1);
+/* td_attn_rows_ref's contract and bits with fp32 keys and values (f16 ones take the reference): four keys' scores
+ * in the lanes (each a serial sum over the dimensions, as the reference sums it), the values accumulated with the
+ * dimensions in the lanes, keys in order. */
+void td_attn_rows_wasm128(const float *const *q, float *const *out, const int64_t *n, int64_t R,
+                          const td_attn_keys *keys, int64_t dim, float scale, float *scratch);
 
 #endif

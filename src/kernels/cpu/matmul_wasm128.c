@@ -247,3 +247,60 @@ void td_matmul_wasm128(const td_mat *w, const int32_t *rows, const float *x, con
     }
     td_matmul_ref(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
 }
+
+/* Attention (td_attn_rows_ref's bits, fp32 KV; f16 KV takes the reference): the scores of four keys at a time ride
+ * in the lanes, each lane a serial sum over the dimensions, acc = acc + q[d] * k[d] (rows4: the keys as weight
+ * rows, up to four query rows as tokens), then * scale; td_softmax; the values accumulated with the dimensions in
+ * the lanes, out[d] = out[d] + p_i * v_i[d] for the keys in order: the reference's operations, element by element. */
+static inline const float *attn_row(const td_attn_keys *ks, int which, int64_t i, int64_t dim) {
+    if (i < ks->n_pre) return (which ? ks->pre_v : ks->pre_k) + i * dim;
+    return (const float *)(which ? ks->v : ks->k) + (int64_t)ks->idx[i] * ks->stride;
+}
+
+void td_attn_rows_wasm128(const float *const *q, float *const *out, const int64_t *n, int64_t R,
+                          const td_attn_keys *keys, int64_t dim, float scale, float *scratch) {
+    if (keys->kv_f16) {
+        td_attn_rows_ref(q, out, n, R, keys, dim, scale, scratch);
+        return;
+    }
+    int64_t max_n = 0;
+    for (int64_t r = 0; r < R; r++) max_n = n[r] > max_n ? n[r] : max_n;
+    for (int64_t r0 = 0; r0 < R; r0 += 4) { /* scores of up to four query rows, row r's at scratch + r * max_n */
+        int nr = R - r0 < 4 ? (int)(R - r0) : 4;
+        int64_t most = 0;
+        for (int t = 0; t < nr; t++) most = n[r0 + t] > most ? n[r0 + t] : most;
+        int64_t i = 0;
+        for (; i + 4 <= most; i += 4) {
+            const void *kr[4];
+            v128_t acc[4];
+            for (int l = 0; l < 4; l++) kr[l] = attn_row(keys, 0, i + l, dim);
+            rows4(kr, TD_DTYPE_F32, dim, q + r0, nr, acc);
+            for (int t = 0; t < nr; t++) {
+                float s4[4];
+                wasm_v128_store(s4, wasm_f32x4_mul(acc[t], wasm_f32x4_splat(scale)));
+                for (int l = 0; l < 4; l++) scratch[(r0 + t) * max_n + i + l] = s4[l];
+            }
+        }
+        for (; i < most; i++) {
+            const float *k = attn_row(keys, 0, i, dim);
+            for (int t = 0; t < nr; t++) {
+                float acc = 0.0f;
+                for (int64_t d = 0; d < dim; d++) acc += q[r0 + t][d] * k[d];
+                scratch[(r0 + t) * max_n + i] = acc * scale;
+            }
+        }
+    }
+    for (int64_t r = 0; r < R; r++) {
+        float *s = scratch + r * max_n, *o = out[r];
+        td_softmax(s, n[r]);
+        for (int64_t d = 0; d < dim; d++) o[d] = 0.0f;
+        for (int64_t i = 0; i < n[r]; i++) {
+            const float *v = attn_row(keys, 1, i, dim);
+            v128_t p = wasm_f32x4_splat(s[i]);
+            int64_t d = 0;
+            for (; d + 4 <= dim; d += 4)
+                wasm_v128_store(o + d, wasm_f32x4_add(wasm_v128_load(o + d), wasm_f32x4_mul(p, wasm_v128_load(v + d))));
+            for (; d < dim; d++) o[d] += s[i] * v[d];
+        }
+    }
+}
