@@ -6,7 +6,7 @@
 // threaded build; its own timings) with TD_WLLAMA3=1 (it ran at ~1.2 s a token here, prefill as decode).
 //   prefill   PREFILL tokens in one pass (wllama2: decode() of PREFILL ids, n_batch 512; wllama 3: a PREFILL-token
 //             prompt, max_tokens 1, timings.prompt_ms; ours: Model.bench's prefill pass, random ids)
-//   decode    DECODE one-token passes (wllama2: DECODE decode() calls of one id; wllama 3: max_tokens DECODE with
+//   decode    DECODE one-token passes after the prefill (wllama2: DECODE decode() calls of one id; wllama 3: max_tokens DECODE with
 //             ignore_eos, timings.predicted_ms; ours: Model.bench's decode passes)
 //   criterion one criterion (4 options) over an evidence of about EVIDENCE tokens, wall time in the page:
 //             cold: nothing cached (wllama2: kvClear, decode of evidence + question + lettered options +
@@ -52,6 +52,7 @@ const prompt = (c) => `${evidence}\n\nQuestion: ${c.question}\n` +
     c.options.map((o, i) => `${'ABCD'[i]}. ${o.description}`).join('\n') + '\nAnswer:';
 const threads = Number(nT);
 
+const before = loadavg(); // before the browser starts
 const page = await openPage(chromium);
 let res;
 try {
@@ -73,9 +74,8 @@ try {
             await w.decode(ids.slice(0, 8), {}); // warm-up
             await w.kvClear();
             const [prefill_ms] = await time(() => w.decode(ids, {}));
-            await w.kvClear();
-            await w.decode(ids.slice(0, 4), {});
-            const [decode_ms] = await time(async () => { for (let i = 0; i < ${nD}; i++) await w.decode([ids[4 + i]], {}); });
+            // decode after the prefill, as Model.bench does: each token attends to PREFILL + i positions
+            const [decode_ms] = await time(async () => { for (let i = 0; i < ${nD}; i++) await w.decode([ids[i]], {}); });
             const pa = await w.tokenize(${JSON.stringify(prompt(critA))}), pb = await w.tokenize(${JSON.stringify(prompt(critB))});
             let common = 0;
             while (common < pa.length && pa[common] === pb[common]) common++;
@@ -156,7 +156,6 @@ function native() {
     const c = run(['decide', '--prefix', nE, '--criteria', '1', '--suffix', '45', '--options', '4']);
     return { prefill: p, decode: d, one_criterion: c };
 }
-const before = loadavg();
 const result = { what: 'typedecide (WebAssembly) vs wllama in one headless Chromium, and native typedecide', model,
     model_bytes: statSync(model).size, wasm_bytes: statSync(resolve(dist, 'typedecide.wasm')).size,
     wllama_wasm_bytes: statSync(`${peer}/esm/wasm/wllama.wasm`).size,
