@@ -197,6 +197,7 @@ int td_file_id_same(const td_file_id *a, const td_file_id *b) {
 static int skip_path(const char *p) { return !p || !*p || strcmp(p, "-") == 0; }
 
 /* 1 when out (which exists) is one of the files directly inside the directory dir. */
+/* 1 when an entry of dir is the file out, 0 when none is, -1 when a path could not be allocated (reported). */
 static int inside_dir(const char *dir, const td_file_id *out) {
     DIR *d = opendir(dir);
     if (!d) return 0;
@@ -205,8 +206,13 @@ static int inside_dir(const char *dir, const td_file_id *out) {
     while (!hit && (e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char *p = td_path_join(dir, e->d_name);
+        if (!p) {
+            hit = -1;
+            td_fail_nomem("a path inside a model directory");
+            break;
+        }
         struct stat st;
-        hit = p && stat(p, &st) == 0 && (uint64_t)st.st_dev == out->dev && (uint64_t)st.st_ino == out->ino;
+        hit = stat(p, &st) == 0 && (uint64_t)st.st_dev == out->dev && (uint64_t)st.st_ino == out->ino;
         td_free(p);
     }
     closedir(d);
@@ -228,15 +234,22 @@ td_status td_paths_check(const char *const *inputs, int32_t n_inputs, const char
         for (int32_t j = 0; j < n_inputs; j++) {
             const char *in = inputs[j];
             td_file_id x;
-            if (skip_path(in) || td_file_id_of(in, &x) != TD_OK || !x.exists) continue; /* its reader says so */
+            if (skip_path(in)) continue;
+            td_status sx = td_file_id_of(in, &x);
+            if (sx == TD_ERR_NOMEM) return sx;
+            if (sx != TD_OK || !x.exists) continue; /* its reader says so */
             if (td_file_id_same(&o, &x))
                 return td_fail(TD_ERR_INVALID_ARG, "%s: refusing to write over an input of this command (%s)", out, in);
-            if (o.exists && x.exists && S_ISDIR(x.mode) && inside_dir(in, &o))
-                return td_fail(TD_ERR_INVALID_ARG, "%s: refusing to write over a file of the model %s", out, in);
+            int hit = o.exists && x.exists && S_ISDIR(x.mode) ? inside_dir(in, &o) : 0;
+            if (hit < 0) return TD_ERR_NOMEM;
+            if (hit) return td_fail(TD_ERR_INVALID_ARG, "%s: refusing to write over a file of the model %s", out, in);
         }
         for (int32_t j = 0; j < i; j++) {
             td_file_id y;
-            if (skip_path(outputs[j]) || td_file_id_of(outputs[j], &y) != TD_OK) continue;
+            if (skip_path(outputs[j])) continue;
+            td_status sy = td_file_id_of(outputs[j], &y);
+            if (sy == TD_ERR_NOMEM) return sy;
+            if (sy != TD_OK) continue;
             if (td_file_id_same(&o, &y))
                 return td_fail(TD_ERR_INVALID_ARG, "%s and %s are the same file: two outputs of this command cannot "
                                                    "share it", outputs[j], out);
