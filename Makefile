@@ -41,8 +41,10 @@ cuda:
 	else echo "make cuda: no GPU here; the CUDA backend and its tests compiled, not run"; fi
 
 # The WebAssembly module (web/build.sh: Debian's emscripten, the core's libraries from Debian's source packages):
-# web/dist/typedecide.wasm + typedecide.js; test_wasm checks it under Node against the native tool. Skipped where
-# emscripten is not installed or Debian's source packages cannot be fetched (test_wasm then skips too).
+# web/dist/typedecide.{js,wasm} (one thread) and typedecide-mt.{js,wasm,worker.js} (Web Workers over shared memory);
+# test_wasm, test_wasm_threads, test_wasm_browser, test_wasm_js and test_wasm_page check them under Node and in
+# headless Chromium. Skipped where emscripten is not installed or Debian's source packages cannot be fetched (the
+# wasm tests then skip too).
 wasm:
 	@if ! command -v emcc >/dev/null; then echo "make wasm: emscripten not installed, skipped"; \
 	elif ! web/fetch_deps.sh; then echo "make wasm: Debian's source packages unreachable, skipped"; \
