@@ -36,23 +36,6 @@
 #include "util/error.h"
 #include "util/json.h"
 
-td_server_params td_server_default_params(void) {
-    td_server_params p;
-    memset(&p, 0, sizeof p);
-    p.host = "127.0.0.1";
-    p.port = 8080;
-    p.parallel = 4;
-    p.queue_max = 64;
-    p.max_body = (int64_t)1 << 20;
-    p.max_tokens = 4096;
-    p.timeout_s = 30;
-    p.max_connections = 1024;
-    p.max_connections_per_ip = 16;
-    p.n_threads = 1;
-    p.memory_mb = 1024;
-    return p;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -1,28 +1,9 @@
 /* The server side of a build without libmicrohttpd (CMake's "server not built: libmicrohttpd not found", or
  * -DTD_SERVER=OFF): the public td_server_* functions exist, so that the library exports the same symbols in every
  * build, and td_server_start refuses with the reason. Where libmicrohttpd is found, server.c replaces this file.
- * td_server_default_params returns server.c's defaults (a caller may fill and print them before starting). */
-#include <string.h>
-
+ * td_server_default_params is server_params.c's, in both builds. */
 #include "typedecide.h"
 #include "util/error.h"
-
-td_server_params td_server_default_params(void) {
-    td_server_params p;
-    memset(&p, 0, sizeof p);
-    p.host = "127.0.0.1";
-    p.port = 8080;
-    p.parallel = 4;
-    p.queue_max = 64;
-    p.max_body = (int64_t)1 << 20;
-    p.max_tokens = 4096;
-    p.timeout_s = 30;
-    p.max_connections = 1024;
-    p.max_connections_per_ip = 16;
-    p.n_threads = 1;
-    p.memory_mb = 1024;
-    return p;
-}
 
 td_status td_server_start(const td_model *model, const td_server_params *params, td_server **out) {
     (void)model, (void)params;
