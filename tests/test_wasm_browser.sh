@@ -12,15 +12,14 @@
 set -euo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${TD_BIN:-$ROOT/build/typedecide}
-CHROMIUM=${TD_CHROMIUM:-/usr/bin/chromium}
 cd "$ROOT"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . tests/wasm/common.sh
-[ -x "$CHROMIUM" ] || { echo "SKIP: no chromium at $CHROMIUM"; exit 77; }
+chromium_or_skip
 wasm_build_or_skip
 native_refs
-ws=$(node -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' 2>/dev/null && echo "" || echo --experimental-websocket)
+ws=$(node_ws_flag)
 mkdir "$tmp/b"
 node $ws tests/wasm/browser_check.mjs "$CHROMIUM" "$tmp/b" "$CORPUS" "$EV" "$CRIT" --tok "${TOKS[@]}" \
     --models "${MODELS[@]}" || fail "the browser run"

@@ -17,7 +17,6 @@
 set -euo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${TD_BIN:-$ROOT/build/typedecide}
-CHROMIUM=${TD_CHROMIUM:-/usr/bin/chromium}
 cd "$ROOT"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp" "${web_tmp:-}"' EXIT
@@ -86,7 +85,7 @@ check "$tmp/node.json" node
 echo "ok: Node: load (path, ArrayBuffer, Blob, HTTP without Content-Length; 5 GB refused before reading), generate" \
      "and chat = native on both demo models, KV reused, cancel, a full context"
 if [ ! -x "$CHROMIUM" ]; then echo "note: no chromium at $CHROMIUM: the browser half not run"; exit 0; fi
-ws=$(node -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' 2>/dev/null && echo "" || echo --experimental-websocket)
+ws=$(node_ws_flag)
 node $ws tests/wasm/js_api_browser.mjs "$CHROMIUM" "$tmp/chromium.json" "$tmp/job.json" || fail "the Chromium run"
 check "$tmp/chromium.json" chromium
 node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).worker.chat.map((t) => t.text + "\n\n").join(""))' \

@@ -10,12 +10,11 @@
 set -euo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${TD_BIN:-$ROOT/build/typedecide}
-CHROMIUM=${TD_CHROMIUM:-/usr/bin/chromium}
 cd "$ROOT"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . tests/wasm/common.sh
-[ -x "$CHROMIUM" ] || { echo "SKIP: no chromium at $CHROMIUM"; exit 77; }
+chromium_or_skip
 wasm_build_or_skip
 dist=$(realpath "${TD_WASM_DIST:-web/dist}")
 case "$dist/" in "$ROOT"/*) ;; *) fail "TD_WASM_DIST=$dist is outside $ROOT: the page's static server would not serve it" ;; esac
@@ -23,7 +22,7 @@ case "$dist/" in "$ROOT"/*) ;; *) fail "TD_WASM_DIST=$dist is outside $ROOT: the
 shots=${TD_PAGE_SHOTS:-$tmp}
 GGUF=fixtures/gguf/qwen3-tiny-tied-q8_0.gguf
 head -c 4096 "$GGUF" >"$tmp/truncated.gguf"
-ws=$(node -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' 2>/dev/null && echo "" || echo --experimental-websocket)
+ws=$(node_ws_flag)
 node $ws tests/wasm/page_wasm_test.mjs "$CHROMIUM" "${dist#"$ROOT"}/" "$tmp" "$GGUF" "$tmp/truncated.gguf" \
     models/demo/ticket.txt "$shots/wasm-page-decide.png" "$shots/wasm-page-chat.png" || fail "the page in Chromium"
 for s in decide chat; do

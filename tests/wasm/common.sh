@@ -1,4 +1,4 @@
-# Shared by test_wasm.sh (Node) and test_wasm_browser.sh (Chromium): what is checked, the build, and the native
+# Shared by the wasm tests (test_wasm*.sh, Node and Chromium): what is checked, the build, and the native
 # references. Sourced with ROOT, BIN and tmp set; defines TOKS, MODELS, EV, CRIT, CORPUS.
 CORPUS=tests/tokenizer/corpus.jsonl
 TOKS=(fixtures/tokenizers/*/tokenizer.json fixtures/gguf/qwen35-tiny-vl-bf16.gguf)
@@ -9,6 +9,13 @@ for d in fixtures/models/*/; do [ -f "$d/tokenizer.json" ] && [ -f "$d/config.js
 MODELS+=(fixtures/gguf/*.gguf)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Skips (77) without a Chromium at $CHROMIUM (Debian's /usr/bin/chromium unless TD_CHROMIUM says otherwise).
+CHROMIUM=${TD_CHROMIUM:-/usr/bin/chromium}
+chromium_or_skip() { [ -x "$CHROMIUM" ] || { echo "SKIP: no chromium at $CHROMIUM"; exit 77; }; }
+
+# node's flag for the WebSocket client the Chromium drivers use (built in from Node 22; a flag before).
+node_ws_flag() { node -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' 2>/dev/null || echo --experimental-websocket; }
 
 # Skips (77) where the toolchain is missing; builds the module (incremental: cheap when nothing changed).
 wasm_build_or_skip() {
