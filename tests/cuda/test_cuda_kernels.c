@@ -522,110 +522,200 @@ static void kv_free(kvcase *c) {
     td_cu_free(c->kc_d), td_cu_free(c->vc_d), td_cu_free(c->cells_d);
 }
 
-/* out [T, Hq * hd] on the host, from q [T, Hq * qhs]. */
+/* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens), the sliding window, the test mode (cuda.h:
+ * 0 normal, 1 one block over all super-chunks, 2 every row through the combine), and whether the groups' token
+ * order is reversed (tiles then hold other neighbours). */
+typedef struct attn_cut {
+    int64_t qt, window;
+    int mode, reverse;
+} attn_cut;
+
+/* out [T, Hq * hd] on the host, from q [T, Hq * qhs]; the output buffer is poisoned (NaN) before the launch. */
 static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
-                            const int32_t *cells_d) {
-    int64_t ldq = c->Hq * c->qhs, ldo = c->Hq * c->hd;
+                            const int32_t *cells_d, attn_cut cut) {
+    int64_t ldq = c->Hq * c->qhs, ldo = c->Hq * c->hd, max_n = 1;
     float *qd = up(q, (size_t)(T * ldq) * 4), *od = up(NULL, (size_t)(T * ldo) * 4);
+    float *poison = malloc((size_t)(T * ldo) * 4);
+    memset(poison, 0xff, (size_t)(T * ldo) * 4);
+    CU(td_cu_h2d(od, poison, (size_t)(T * ldo) * 4, NULL));
+    /* the tokens grouped by sequence, as a pass does */
+    int32_t *tok = malloc((size_t)T * 4), *off = malloc((size_t)(c->n_seq + 1) * 4), *tile = malloc((size_t)T * 8);
+    int64_t k = 0;
+    for (int64_t sq = 0; sq < c->n_seq; sq++) {
+        off[sq] = (int32_t)k;
+        for (int64_t i = 0; i < T; i++) {
+            int64_t t = cut.reverse ? T - 1 - i : i;
+            if (seq[t] == sq) tok[k++] = (int32_t)t;
+        }
+    }
+    off[c->n_seq] = (int32_t)k;
+    for (int64_t t = 0; t < T; t++) max_n = pos[t] + 1 > max_n ? pos[t] + 1 : max_n;
+    int64_t qt = cut.qt > 0 ? cut.qt : td_cu_attn_tile_tokens(c->Hq, c->Hkv, c->hd);
+    td_cu_attn_plan plan = {0};
+    plan.n_tiles = td_cu_attn_tiles(tile, off, c->n_seq, qt);
+    plan.tok = up(tok, (size_t)T * 4);
+    plan.tile = up(tile, (size_t)plan.n_tiles * 8);
+    plan.max_n = max_n;
+    plan.scratch_floats = td_cu_attn_scratch_floats(T, c->Hq, max_n, c->hd);
+    plan.scratch = up(NULL, (size_t)plan.scratch_floats * 4);
     int32_t *seq_d = up(seq, (size_t)T * 4), *pos_d = up(pos, (size_t)T * 4);
+    td_cu_attention_test_mode(cut.mode);
     CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx, seq_d, pos_d,
-                       T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), 0, NULL));
+                       T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan, NULL));
+    td_cu_attention_test_mode(0);
     float *out = malloc((size_t)(T * ldo) * 4);
     down(out, od, (size_t)(T * ldo) * 4);
     td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
+    td_cu_free((void *)plan.tok), td_cu_free((void *)plan.tile), td_cu_free(plan.scratch);
+    free(poison), free(tok), free(off), free(tile);
     return out;
 }
 
+/* td_attn_rows_ref for every row, with the window as the CPU's attention task applies it. */
+static float *ref_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
+                            int64_t window) {
+    int64_t Hq = c->Hq, hd = c->hd, ldq = Hq * c->qhs, ldo = Hq * hd, es = c->f16 ? 2 : 4;
+    float *ref = malloc((size_t)(T * ldo) * 4);
+    float *scratch = malloc((size_t)td_attn_rows_scratch(1, c->n_ctx, hd, c->f16) * 4);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < Hq; h++) {
+            int64_t kvh = h / (Hq / c->Hkv), n = pos[t] + 1, lo = window > 0 && n > window ? n - window : 0;
+            td_attn_keys keys = {(const char *)c->kc + kvh * hd * es, (const char *)c->vc + kvh * hd * es, c->f16,
+                                 c->cells + seq[t] * c->n_ctx + lo, c->kv_dim, NULL, NULL, 0};
+            const float *qr = q + t * ldq + h * c->qhs;
+            float *orow = ref + t * ldo + h * hd;
+            int64_t m = n - lo;
+            td_attn_rows_ref(&qr, &orow, &m, 1, &keys, hd, 1.0f / sqrtf((float)hd), scratch);
+        }
+    free(scratch);
+    return ref;
+}
+
 static void test_attention(void) {
-    printf("attention: against td_attn_rows_ref (1e-5 relative: fmaf dots, online softmax over chunks of 128)\n");
+    printf("attention: against td_attn_rows_ref (1e-5 relative: fmaf dots, online softmax over chunks of 64); the\n"
+           "  one-block and all-through-the-combine paths bit-identical to the normal one\n");
     static const int64_t cases[][5] = {/* Hq, Hkv, hd, q head stride, T */
-                                       {16, 8, 128, 128, 144}, {4, 1, 64, 64, 300}, {8, 2, 256, 512, 7},
-                                       {2, 2, 72, 80, 3}, {16, 8, 128, 128, 1}};
+                                       {16, 8, 128, 128, 144}, {4, 1, 64, 64, 200}, {8, 2, 256, 512, 12},
+                                       {2, 2, 72, 80, 3},      {16, 2, 128, 128, 20}, {6, 2, 67, 67, 11},
+                                       {4, 2, 320, 320, 9},    {16, 8, 128, 128, 1}};
+    static const int32_t edge[] = {0, 1, 63, 64, 65, 511, 512, 513, 2047, 3000};
+    const int64_t n_edge = sizeof edge / sizeof *edge, n_ctx = 3100, n_seq = 3;
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
         for (int f16 = 0; f16 < 2; f16++) {
             int64_t Hq = cases[ci][0], Hkv = cases[ci][1], hd = cases[ci][2], qhs = cases[ci][3], T = cases[ci][4];
-            int64_t n_ctx = 300, n_seq = 3, ldq = Hq * qhs, ldo = Hq * hd;
+            int64_t ldq = Hq * qhs, ldo = Hq * hd;
             kvcase c = kv_new(Hq, Hkv, hd, qhs, f16, n_ctx, n_seq);
             float *q = rnd(T * ldq, -3.0f, 3.0f);
             int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
-            static const int32_t edge[] = {0, 1, 127, 128, 129, 255, 256, 299};
             for (int64_t t = 0; t < T; t++) {
                 seq[t] = (int32_t)irand(n_seq);
-                pos[t] = t < 8 ? edge[(t + (int64_t)ci) % 8] : (int32_t)irand(n_ctx);
+                pos[t] = t < n_edge ? edge[(t + (int64_t)ci) % n_edge] : (int32_t)irand(n_ctx);
             }
-            float *out = dev_attention(&c, q, seq, pos, T, c.cells_d), *ref = malloc((size_t)(T * ldo) * 4);
-            float *scratch = malloc((size_t)td_attn_rows_scratch(1, n_ctx, hd, f16) * 4);
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t h = 0; h < Hq; h++) {
-                    int64_t kvh = h / (Hq / Hkv), es = f16 ? 2 : 4;
-                    td_attn_keys keys = {(const char *)c.kc + kvh * hd * es, (const char *)c.vc + kvh * hd * es, f16,
-                                         c.cells + seq[t] * n_ctx, c.kv_dim, NULL, NULL, 0};
-                    const float *qr = q + t * ldq + h * qhs;
-                    float *orow = ref + t * ldo + h * hd;
-                    int64_t n = pos[t] + 1;
-                    td_attn_rows_ref(&qr, &orow, &n, 1, &keys, hd, 1.0f / sqrtf((float)hd), scratch);
+            if (T == 1) pos[0] = 3000;
+            for (int wi = 0; wi < 2; wi++) {
+                int64_t window = wi ? (ci % 2 ? 100 : 700) : 0;
+                float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0});
+                float *ref = ref_attention(&c, q, seq, pos, T, window);
+                char name[128];
+                snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
+                         (long long)Hkv, (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
+                within_rel(name, out, ref, T * ldo, 1e-5);
+                for (int mode = 1; mode <= 2; mode++) {
+                    float *o2 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0});
+                    snprintf(name, sizeof name, "  %s vs split: hd=%lld T=%lld kv %s window %lld",
+                             mode == 1 ? "one block" : "all combined", (long long)hd, (long long)T,
+                             f16 ? "f16" : "f32", (long long)window);
+                    bits(name, o2, out, T * ldo);
+                    free(o2);
                 }
-            char name[96];
-            snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s", (long long)Hq, (long long)Hkv,
-                     (long long)hd, (long long)T, f16 ? "f16" : "f32");
-            within_rel(name, out, ref, T * ldo, 1e-5);
-            free(q), free(seq), free(pos), free(out), free(ref), free(scratch);
+                free(out), free(ref);
+            }
+            free(q), free(seq), free(pos);
             kv_free(&c);
         }
 
-    printf("attention: batch invariance (other tokens, sequence slot, cell layout)\n");
-    for (int f16 = 0; f16 < 2; f16++) {
-        int64_t Hq = 16, Hkv = 8, hd = 128, n_ctx = 300, ldq = Hq * hd;
-        kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
-        float *target = rnd(ldq, -3.0f, 3.0f), *first = NULL;
-        int32_t tpos = 261; /* three chunks */
-        static const int64_t runs[][2] = {{1, 0}, {7, 4}, {144, 77}};
-        for (int r = 0; r < 4; r++) {
-            int64_t T = runs[r < 3 ? r : 2][0], at = runs[r < 3 ? r : 2][1];
-            float *q = rnd(T * ldq, -3.0f, 3.0f);
-            memcpy(q + at * ldq, target, (size_t)ldq * 4);
-            int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
-            for (int64_t t = 0; t < T; t++) seq[t] = (int32_t)irand(3), pos[t] = (int32_t)irand(n_ctx);
-            seq[at] = 0, pos[at] = tpos;
-            int32_t *cells_d = c.cells_d, *moved = NULL;
-            if (r == 3) {
-                /* the target's sequence moves to slot 2 of a new table whose other slots are fresh, and its keys
-                 * and values to other cache rows (same bytes) */
-                moved = malloc((size_t)(3 * n_ctx) * 4);
-                for (int64_t i = 0; i < 3 * n_ctx; i++) moved[i] = (int32_t)irand(c.n_rows);
-                size_t es = f16 ? 2 : 4, rb = (size_t)c.kv_dim * es;
-                for (int64_t p = 0; p <= tpos; p++) /* distinct rows: 7 and n_rows = 913 are coprime */
-                    moved[2 * n_ctx + p] = (int32_t)((p * 7 + 5) % c.n_rows);
-                /* a second cache holding seq 0's rows at their new places */
-                unsigned char *k2 = malloc((size_t)c.n_rows * rb), *v2 = malloc((size_t)c.n_rows * rb);
-                memcpy(k2, c.kc, (size_t)c.n_rows * rb), memcpy(v2, c.vc, (size_t)c.n_rows * rb);
-                for (int64_t p = 0; p <= tpos; p++) {
-                    memcpy(k2 + (size_t)moved[2 * n_ctx + p] * rb, (unsigned char *)c.kc + (size_t)c.cells[p] * rb, rb);
-                    memcpy(v2 + (size_t)moved[2 * n_ctx + p] * rb, (unsigned char *)c.vc + (size_t)c.cells[p] * rb, rb);
+    printf("attention: batch invariance (tile neighbours and sizes, other sequences, sequence slot, cell layout)\n");
+    static const int32_t tposs[] = {261, 1000, 3000};
+    for (int f16 = 0; f16 < 2; f16++)
+        for (size_t pi = 0; pi < sizeof tposs / sizeof *tposs; pi++) {
+            int64_t Hq = 16, Hkv = 8, hd = 128, ldq = Hq * hd, window = pi == 2 && f16 ? 700 : 0;
+            kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
+            float *target = rnd(ldq, -3.0f, 3.0f), *first = NULL;
+            int32_t tpos = tposs[pi];
+            /* T, the target's row, tokens per tile, reversed groups; r == 2: the target's sequence holds the other
+             * tokens (a prefill-like tile); the last run moves the cells and the slot */
+            static const int64_t runs[][4] = {{1, 0, 0, 0}, {7, 4, 0, 0}, {9, 3, 0, 1}, {144, 77, 0, 0},
+                                              {144, 77, 1, 0}, {144, 77, 3, 1}, {144, 77, 0, 0}};
+            const int n_runs = sizeof runs / sizeof *runs;
+            for (int r = 0; r < n_runs; r++) {
+                int64_t T = runs[r][0], at = runs[r][1];
+                float *q = rnd(T * ldq, -3.0f, 3.0f);
+                memcpy(q + at * ldq, target, (size_t)ldq * 4);
+                int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+                for (int64_t t = 0; t < T; t++) seq[t] = (int32_t)irand(3), pos[t] = (int32_t)irand(n_ctx);
+                if (r == 2)
+                    for (int64_t t = 0; t < T; t++) seq[t] = 0, pos[t] = tpos - (int32_t)at + (int32_t)t;
+                seq[at] = 0, pos[at] = tpos;
+                int32_t *cells_d = c.cells_d, *moved = NULL;
+                if (r == n_runs - 1) {
+                    /* the target's sequence moves to slot 2 of a new table whose other slots are fresh, and its keys
+                     * and values to other cache rows (same bytes) */
+                    moved = malloc((size_t)(3 * n_ctx) * 4);
+                    for (int64_t i = 0; i < 3 * n_ctx; i++) moved[i] = (int32_t)irand(c.n_rows);
+                    size_t es = f16 ? 2 : 4, rb = (size_t)c.kv_dim * es;
+                    for (int64_t p = 0; p <= tpos; p++) /* distinct rows: 7 and n_rows = 9313 are coprime */
+                        moved[2 * n_ctx + p] = (int32_t)((p * 7 + 5) % c.n_rows);
+                    unsigned char *k2 = malloc((size_t)c.n_rows * rb), *v2 = malloc((size_t)c.n_rows * rb);
+                    memcpy(k2, c.kc, (size_t)c.n_rows * rb), memcpy(v2, c.vc, (size_t)c.n_rows * rb);
+                    for (int64_t p = 0; p <= tpos; p++) {
+                        memcpy(k2 + (size_t)moved[2 * n_ctx + p] * rb, (unsigned char *)c.kc + (size_t)c.cells[p] * rb,
+                               rb);
+                        memcpy(v2 + (size_t)moved[2 * n_ctx + p] * rb, (unsigned char *)c.vc + (size_t)c.cells[p] * rb,
+                               rb);
+                    }
+                    CU(td_cu_h2d(c.kc_d, k2, (size_t)c.n_rows * rb, NULL));
+                    CU(td_cu_h2d(c.vc_d, v2, (size_t)c.n_rows * rb, NULL));
+                    CU(td_cu_sync(NULL));
+                    free(k2), free(v2);
+                    for (int64_t t = 0; t < T; t++)
+                        if (seq[t] == 2) seq[t] = 1;
+                    seq[at] = 2;
+                    cells_d = up(moved, (size_t)(3 * n_ctx) * 4);
                 }
-                CU(td_cu_h2d(c.kc_d, k2, (size_t)c.n_rows * rb, NULL));
-                CU(td_cu_h2d(c.vc_d, v2, (size_t)c.n_rows * rb, NULL));
-                CU(td_cu_sync(NULL));
-                free(k2), free(v2);
-                for (int64_t t = 0; t < T; t++)
-                    if (seq[t] == 2) seq[t] = 1;
-                seq[at] = 2;
-                cells_d = up(moved, (size_t)(3 * n_ctx) * 4);
+                attn_cut cut = {runs[r][2], window, 0, (int)runs[r][3]};
+                float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut);
+                if (!first) {
+                    first = out;
+                } else {
+                    char name[128];
+                    snprintf(name, sizeof name, "kv %s pos %d%s: T=%lld row %lld, tile %lld%s%s vs alone",
+                             f16 ? "f16" : "f32", tpos, window ? " window 700" : "", (long long)T, (long long)at,
+                             (long long)runs[r][2], r == 2 ? ", own sequence" : "",
+                             r == n_runs - 1 ? ", moved cells and slot" : "");
+                    bits(name, out + at * ldq, first, ldq); /* ldo = ldq here */
+                    free(out);
+                }
+                if (moved) td_cu_free(cells_d);
+                free(q), free(seq), free(pos), free(moved);
             }
-            float *out = dev_attention(&c, q, seq, pos, T, cells_d);
-            if (!first) {
-                first = out;
-            } else {
-                char name[96];
-                snprintf(name, sizeof name, "kv %s: T=%lld row %lld%s vs T=1", f16 ? "f16" : "f32", (long long)T,
-                         (long long)at, r == 3 ? ", moved cells and slot" : "");
-                bits(name, out + at * ldq, first, ldq); /* ldo = ldq here */
-                free(out);
-            }
-            if (moved) td_cu_free(cells_d);
-            free(q), free(seq), free(pos), free(moved);
+            free(target), free(first);
+            kv_free(&c);
         }
-        free(target), free(first);
+
+    /* a scratch too small is refused with the sizes, not written past */
+    {
+        kvcase c = kv_new(4, 2, 64, 64, 0, 1100, 1);
+        float *q = rnd(4 * 64, -1.0f, 1.0f);
+        int32_t seq = 0, pos = 1000, tile[2] = {0, 1}, tok = 0;
+        float *qd = up(q, 4 * 64 * 4), *od = up(NULL, 4 * 64 * 4);
+        int32_t *seq_d = up(&seq, 4), *pos_d = up(&pos, 4), *tile_d = up(tile, 8), *tok_d = up(&tok, 4);
+        td_cu_attn_plan plan = {tok_d, tile_d, 1, 1001, NULL, td_cu_attn_scratch_floats(1, 4, 1001, 64) - 1};
+        int rc = td_cu_attention(od, 256, qd, 256, 64, c.kc_d, c.vc_d, 0, c.kv_dim, c.cells_d, c.n_ctx, seq_d, pos_d, 1,
+                                 4, 2, 64, 0.125f, 0, &plan, NULL);
+        CHECK(rc == -1 && strstr(td_cu_error(), "scratch"));
+        printf("  %-58s \"%s\"\n", "a scratch too small", td_cu_error());
+        td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d), td_cu_free(tile_d), td_cu_free(tok_d);
+        free(q);
         kv_free(&c);
     }
 }

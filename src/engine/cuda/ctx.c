@@ -50,7 +50,7 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     if (st != TD_OK) return st;
     if (!(dv->stream = td_cu_stream_new())) return td_dev_fail("creating a CUDA stream");
     const int64_t B = p->n_batch;
-    dv->n_ints = 8 * B + 2;
+    dv->n_ints = 10 * B + 2; /* 8 arrays of n_batch, grp_off's extra one, the attention tiles [n_batch][2] */
     dv->h_ints = td_malloc((size_t)dv->n_ints * sizeof(int32_t));
     dv->cells_on_dev = td_malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
     if (!dv->h_ints || !dv->cells_on_dev) return td_fail_nomem("a CUDA context's staging buffers");
@@ -62,6 +62,10 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     dv->cells = dev_buf(&st, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t), "the cell tables");
     dv->out = dev_buf(&st, (size_t)p->n_outputs_max * (size_t)m->head.rows * sizeof(float), "the outputs");
     dv->fault = dev_buf(&st, sizeof(uint64_t), "the fault word");
+    if (m->cfg.n_head > 0 && p->n_ctx > 512) { /* the attention split's super-chunk states (rows past 512 only) */
+        dv->attn.scratch_floats = td_cu_attn_scratch_floats(B, m->cfg.n_head, p->n_ctx, m->cfg.head_dim);
+        dv->attn.scratch = dev_buf(&st, (size_t)dv->attn.scratch_floats * sizeof(float), "the attention scratch");
+    }
     return st;
 }
 
@@ -75,6 +79,7 @@ void td_eng_dev_close(td_ctx *ctx) {
     td_cu_free(dv->cells);
     td_cu_free(dv->out);
     td_cu_free(dv->fault);
+    td_cu_free(dv->attn.scratch);
     if (dv->stream) td_cu_stream_free(dv->stream);
     td_free(dv->h_ints);
     td_free(dv->cells_on_dev);
@@ -101,6 +106,15 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     stage(dv, &at, ps->grp_seq, ps->n_groups, &dv->grp_seq);
     stage(dv, &at, ps->grp_tok, n, &dv->grp_tok);
     stage(dv, &at, ps->grp_off, ps->n_groups + 1, &dv->grp_off);
+    const td_config *c = &ctx->model->cfg; /* attention tiles: a group's tokens cut every qt */
+    int64_t qt = c->n_head > 0 ? td_cu_attn_tile_tokens(c->n_head, c->n_head_kv, c->head_dim) : 1;
+    dv->attn.tok = dv->grp_tok;
+    dv->attn.tile = dv->ints + at;
+    dv->attn.n_tiles = td_cu_attn_tiles(dv->h_ints + at, ps->grp_off, ps->n_groups, qt);
+    at += 2 * dv->attn.n_tiles;
+    dv->attn.max_n = 1;
+    for (int64_t t = 0; t < n; t++)
+        if (ps->tok_pos[t] + 1 > dv->attn.max_n) dv->attn.max_n = ps->tok_pos[t] + 1;
     if (td_cu_h2d(dv->ints, dv->h_ints, (size_t)at * sizeof(int32_t), dv->stream) != 0)
         return td_dev_fail("sending a pass to the GPU");
     const int64_t rot = ctx->model->cfg.rotary_dim, set_floats = (int64_t)ctx->p.n_batch * rot;

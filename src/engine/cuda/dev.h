@@ -41,6 +41,8 @@ struct td_dev_ctx {
     int32_t *grp_seq, *grp_tok;                               /* [n_batch] */
     int32_t *grp_off;                                         /* [n_batch + 1] */
     int32_t *head_rows;                                       /* [head rows]: td_ctx_set_output_rows's list */
+    td_cu_attn_plan attn; /* the pass's attention tiles (in `ints`, [n_batch][2]), its max_n, and the split's scratch
+                             ([td_cu_attn_scratch_floats(n_batch, Hq, n_ctx, head_dim)], sized at open) */
     float *rope_cs;  /* [n_rope, n_batch, rotary_dim] */
     int32_t *cells;  /* [n_seq_max, n_ctx] the sequences' cell tables (each pass uploads its sequences' rows) */
     int32_t *cells_on_dev; /* host: what `cells` holds ([n_seq_max, n_ctx], -1 unknown), so a pass uploads only the
@@ -52,8 +54,8 @@ struct td_dev_ctx {
 /* TD_ERR_DEVICE with the CUDA runtime's words: "what: <td_cu_error()>". */
 td_status td_dev_fail(const char *what);
 
-/* Sends the prepared pass to the device: its index arrays, RoPE tables, its sequences' cell tables, the head rows,
- * and resets the fault word. */
+/* Sends the prepared pass to the device: its index arrays and attention tiles, RoPE tables, its sequences' cell
+ * tables, the head rows, and resets the fault word. */
 td_status td_dev_upload_pass(td_ctx *ctx);
 
 #endif

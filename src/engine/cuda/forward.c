@@ -102,7 +102,7 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
         LAUNCH(td_cu_attention(x->att, width(p, TD_B_ATT), x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx),
                                ctx->kv.k[il], ctx->kv.v[il], ctx->kv.f16, ctx->kv.dim, dv->cells, ctx->p.n_ctx,
                                dv->tok_seq, dv->tok_pos, T, c->n_head, c->n_head_kv, hd,
-                               c->attn_scale, c->layer_window[il], p->s),
+                               c->attn_scale, c->layer_window[il], &dv->attn, p->s),
                "attention");
         break;
     case TD_OP_OUT_GATE:

@@ -1,133 +1,369 @@
-/* Softmax attention over the KV cache (td_cu_attention): online softmax over fixed chunks of positions.
+/* Softmax attention over the KV cache (td_cu_attention): tiles of rows that read each key and value once, a split
+ * over super-chunks of positions for long rows, and a combine kernel. The order of operations is cuda.h's canonical
+ * one (chunks of 64 anchored at position 0, super-chunks of 8 chunks); this file only decides who does it.
  *
- * Shape: one block of 128 threads per (token, query head); positions 0..pos[t] in chunks of 128, thread i scoring
- * position p0 + i (its key and value rows prefetched into L2 when the chunk starts). A chunk's keys are staged in
- * shared memory 32 elements at a time; each thread carries its score chain acc = fmaf(q[e], k[e], acc), e ascending,
- * across the slices; s = scale * acc. Then the chunk's max and its exp-sum (p = expf(s - M'), M' the running max) by
- * fixed trees; the running sum and the value accumulators are rescaled by alpha = expf(M - M'); thread e (and
- * e + 128, ...) sums p_i * v_i[e] over the chunk's positions in order (fmaf, 32 value loads in flight at a time),
- * then acc[e] = acc[e] * alpha + that. Finally out[e] = acc[e] / L.
- * Batch invariance: a block reads only its own query, its own sequence's cell list up to pos[t], and the cache rows
- * those cells name; the chunking, trees and orders depend on pos[t] (and hd) alone, never on T, on the other tokens
- * of the launch or on where the cells lie. */
+ * Shape: one block of 256 threads per (tile, super-chunk, head group): a tile is up to QT tokens of one sequence x GH
+ * query heads of one KV head (R = QT * GH <= 16 rows), so a staged key or value is used by R rows. Per chunk of 64
+ * positions: the chunk's cells; then per slice of 64 head elements the key slice is staged in shared memory (f32,
+ * converted from f16 on the way) and thread (position p = tid % 64, row group tid / 64) carries the fmaf chains of
+ * rows tid / 64 + 4u across the slices; the scores go to shared memory; warp w makes rows w and w + 8's max, p's and
+ * exp-sum (the fixed tree) and the combine factors; then per slice the value slice is staged and thread (row, e)
+ * runs its chain over the row's visible positions and folds it into the super-chunk state (R x hd in shared memory).
+ * At the super-chunk's end a row with n <= 512 writes out = A / L; a longer row writes (M, L, A) to the scratch
+ * and td_attn_combine folds its super-chunks in ascending order.
+ * Batch invariance: every value a row computes depends on its own q, its own range [lo, n) and the keys/values of
+ * those positions; tile composition, launch shape and cell layout only decide which thread does it. */
 #include "kernels/cuda/common.cuh"
 
-#define AT_NT 128                     /* threads; also positions per chunk */
-#define AT_E 32                       /* key elements per shared-memory slice */
-#define AT_MAXHD 1024                 /* TD_MAX_HEAD_DIM */
-#define AT_VB 32                      /* value rows whose loads are in flight together */
-#define AT_KPT (AT_NT * AT_E / AT_NT) /* key elements a thread stages per slice (rows tid / 32 + 4u): 32 */
+#define AT_NT 256    /* threads per block */
+#define AT_C 64      /* positions per chunk (the canonical order's C) */
+#define AT_SCC 8     /* chunks per super-chunk */
+#define AT_SC (AT_C * AT_SCC)
+#define AT_ES 64     /* head elements per staged slice */
+#define AT_RMAX 16   /* rows per tile at most */
+#define AT_MAXHD 1024 /* TD_MAX_HEAD_DIM */
+#define AT_PER (AT_C * AT_ES / AT_NT) /* elements a thread stages per slice: 16 */
+
+static int at_test_mode = 0; /* td_cu_attention_test_mode */
 
 template <int F16> __device__ __forceinline__ float kv_at(const void *base, int64_t i) {
     if (F16) return td_dev_f16(((const uint16_t *)base)[i]);
     return ((const float *)base)[i];
 }
 
-__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+/* The combine rule, in one place for the tile kernel and td_attn_combine: (M, L) with (m, l) gives M' and the
+ * factors x, y; L' = L * x + l * y (--fmad=false: each product rounded, then the sum). */
+__device__ __forceinline__ void at_factors(float M, float m, float *Mn, float *x, float *y) {
+    *Mn = fmaxf(M, m);
+    *x = expf(M - *Mn);
+    *y = expf(m - *Mn);
+}
+__device__ __forceinline__ float at_mix(float A, float x, float a, float y) { return A * x + a * y; }
 
-template <int F16>
-__global__ void __launch_bounds__(AT_NT)
-    attention_kernel(float *__restrict__ out, int64_t ldo, const float *__restrict__ q, int64_t ldq,
-                     int64_t q_head_stride, const void *__restrict__ kc, const void *__restrict__ vc, int64_t kv_dim,
-                     const int32_t *__restrict__ cells, int64_t n_ctx, const int32_t *__restrict__ seq,
-                     const int32_t *__restrict__ pos, int64_t Hq, int64_t group, int64_t hd, float scale,
-                     int64_t window) {
-    __shared__ float qs[AT_MAXHD], acc[AT_MAXHD]; /* acc[e]: thread e % AT_NT's alone */
-    __shared__ float ks[AT_NT][AT_E + 1]; /* +1: thread i reads row i, conflict-free */
-    __shared__ float ps[AT_NT];
-    __shared__ int32_t cl[AT_NT];
-    __shared__ float red[AT_NT / 32 + 1];
-    const int tid = threadIdx.x;
-    const int64_t t = blockIdx.x / Hq, h = blockIdx.x % Hq, kvo = (h / group) * hd;
-    const int64_t n = (int64_t)pos[t] + 1, lo = window > 0 && n > window ? n - window : 0; /* the window's first */
-    const int32_t *cell = cells + (int64_t)seq[t] * n_ctx;
-    const float *qh = q + t * ldq + h * q_head_stride;
-    for (int64_t e = tid; e < hd; e += AT_NT) qs[e] = qh[e], acc[e] = 0.0f;
+/* Rows per tile for a head dimension: the shared memory holds R x hd for q, the state and (test mode 1) the row
+ * state. */
+static int at_rows(int64_t hd) { return hd <= 256 ? 16 : hd <= 512 ? 8 : 4; }
 
-    float M = -INFINITY, L = 0.0f;
+/* Query heads per tile: the largest divisor of G = Hq / Hkv that fits the rows. */
+static int64_t at_heads(int64_t G, int64_t R) {
+    int64_t gh = G < R ? G : R;
+    while (G % gh) gh--;
+    return gh;
+}
 
-    for (int64_t p0 = lo; p0 < n; p0 += AT_NT) { /* chunks from the row's own first position: its order alone */
-        const int nc = n - p0 < AT_NT ? (int)(n - p0) : AT_NT;
-        if (tid < nc) {
-            const int32_t c = cell[p0 + tid];
-            cl[tid] = c;
-            /* this position's key and value rows into L2 now: the slices below then wait on L2, not DRAM */
-            const size_t es = F16 ? 2 : 4, at = ((size_t)c * (size_t)kv_dim + (size_t)kvo) * es;
-            for (size_t b = 0; b < (size_t)hd * es; b += 128) {
-                prefetch_l2((const char *)kc + at + b);
-                prefetch_l2((const char *)vc + at + b);
-            }
-        }
-        __syncthreads();
-        /* scores */
-        float dot = 0.0f;
-        for (int64_t e0 = 0; e0 < hd; e0 += AT_E) {
-            const int ne = hd - e0 < AT_E ? (int)(hd - e0) : AT_E;
-            { /* element e = tid % 32 of rows tid / 32 + 4u: all loads in flight, then the stores */
-                const int e = tid % AT_E, r0 = tid / AT_E;
-                float kr[AT_KPT];
-#pragma unroll
-                for (int u = 0; u < AT_KPT; u++) {
-                    const int r = r0 + (AT_NT / AT_E) * u;
-                    kr[u] = r < nc && e < ne ? kv_at<F16>(kc, (int64_t)cl[r] * kv_dim + kvo + e0 + e) : 0.0f;
-                }
-#pragma unroll
-                for (int u = 0; u < AT_KPT; u++) ks[r0 + (AT_NT / AT_E) * u][e] = kr[u];
-            }
-            __syncthreads();
-            if (tid < nc)
-                for (int e = 0; e < ne; e++) dot = fmaf(qs[e0 + e], ks[tid][e], dot);
-            __syncthreads();
-        }
-        const float s = tid < nc ? scale * dot : -INFINITY;
-        /* the chunk's max and exp-sum, fixed trees */
-        const float Mn = fmaxf(M, td_dev_block_max<AT_NT>(s, red));
-        const float p = tid < nc ? expf(s - Mn) : 0.0f;
-        ps[tid] = p;
-        const float lc = td_dev_block_sum<AT_NT>(p, red); /* its barriers also publish ps */
-        const float alpha = expf(M - Mn);                  /* 0 for the first chunk (M = -inf), 1 when M = Mn */
-        L = L * alpha + lc;
-        /* values: thread owns e = tid, tid + AT_NT, ... */
-        for (int64_t e = tid; e < hd; e += AT_NT) {
-            const int64_t off = kvo + e;
-            float part = 0.0f;
-            for (int i0 = 0; i0 < nc; i0 += AT_VB) { /* AT_VB loads in flight, then the chain, i ascending */
-                float vr[AT_VB];
-#pragma unroll
-                for (int u = 0; u < AT_VB; u++)
-                    vr[u] = i0 + u < nc ? kv_at<F16>(vc, (int64_t)cl[i0 + u] * kv_dim + off) : 0.0f;
-#pragma unroll
-                for (int u = 0; u < AT_VB; u++)
-                    if (i0 + u < nc) part = fmaf(ps[i0 + u], vr[u], part);
-            }
-            acc[e] = acc[e] * alpha + part;
-        }
-        M = Mn;
-        __syncthreads(); /* cl and ps are rewritten by the next chunk */
+struct at_args {
+    float *out;
+    int64_t ldo;
+    const float *q;
+    int64_t ldq, qhs;
+    const void *kc, *vc;
+    int64_t kv_dim;
+    const int32_t *cells;
+    int64_t n_ctx;
+    const int32_t *seq, *pos, *tok, *tile;
+    int64_t Hq, G, GH, hd, window;
+    float scale;
+    int R;      /* rows capacity: at_rows(hd) */
+    int mode;   /* 0 split, 1 one block per tile over all super-chunks, 2 every row through the scratch */
+    float *scratch;
+    int64_t nsc; /* super-chunks of the scratch layout */
+};
+
+/* Shared memory floats (ints counted as floats) of the tile kernel. */
+static size_t at_smem(int R, int64_t hd, int mode) {
+    size_t f = (size_t)(mode == 1 ? 3 : 2) * (size_t)R * (size_t)hd + AT_C * (AT_ES + 1) + AT_C * AT_ES +
+               (size_t)R * AT_C + 6 * AT_RMAX + 7 * AT_RMAX + AT_C;
+    return f * sizeof(float);
+}
+
+template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_kernel(const at_args a) {
+    extern __shared__ float sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int R = a.R, hd = (int)a.hd;
+    float *Qs = sm;                        /* [R][hd] the rows' queries */
+    float *As = Qs + R * hd;               /* [R][hd] the super-chunk state's A */
+    float *Ks = As + R * hd;               /* [C][ES + 1] a key slice (+1: thread p reads row p, no conflicts) */
+    float *Vs = Ks + AT_C * (AT_ES + 1);   /* [C][ES] a value slice */
+    float *Ps = Vs + AT_C * AT_ES;         /* [R][C] scores, then p */
+    float *Ms = Ps + R * AT_C, *Ls = Ms + AT_RMAX, *Xs = Ls + AT_RMAX, *Ys = Xs + AT_RMAX;
+    float *RMs = Ys + AT_RMAX, *RLs = RMs + AT_RMAX; /* the row state (mode 1) */
+    int *rt = (int *)(RLs + AT_RMAX);      /* per row: batch token, head, n, lo, super state, chunk action, row state */
+    int *rh = rt + AT_RMAX, *rn = rh + AT_RMAX, *rlo = rn + AT_RMAX, *sst = rlo + AT_RMAX, *act = sst + AT_RMAX;
+    int *rst = act + AT_RMAX;
+    int *cl = rst + AT_RMAX;               /* [C] the chunk's cells (-1: no row of the tile sees the position) */
+    float *RAs = (float *)(cl + AT_C);     /* [R][hd] the row state's A (mode 1) */
+
+    const int64_t tile = blockIdx.x, hgroups = a.G / a.GH;
+    const int64_t kvh = blockIdx.z / hgroups, h0 = kvh * a.G + (blockIdx.z % hgroups) * a.GH;
+    const int64_t kvo = kvh * a.hd;
+    const int k0 = a.tile[2 * tile];
+    int cnt = a.tile[2 * tile + 1];
+    if (cnt > R / (int)a.GH) cnt = R / (int)a.GH;
+    const int nrows = cnt * (int)a.GH;
+    if (tid < nrows) {
+        const int t = a.tok[k0 + tid / (int)a.GH];
+        const int n = a.pos[t] + 1;
+        rt[tid] = t;
+        rh[tid] = (int)(h0 + tid % a.GH);
+        rn[tid] = n;
+        rlo[tid] = a.window > 0 && n > a.window ? n - (int)a.window : 0;
+        rst[tid] = 0;
     }
-    float *oh = out + t * ldo + h * hd;
-    for (int64_t e = tid; e < hd; e += AT_NT) oh[e] = acc[e] / L;
+    __syncthreads();
+    if (nrows <= 0) return;
+    int maxn = 0, minlo = 0x7fffffff;
+    for (int r = 0; r < nrows; r++) maxn = max(maxn, rn[r]), minlo = min(minlo, rlo[r]);
+    int j0 = minlo / AT_SC, j1 = (maxn - 1) / AT_SC + 1; /* the super-chunks some row sees */
+    if (a.mode != 1) {
+        if ((int)blockIdx.y < j0 || (int)blockIdx.y >= j1) return;
+        j0 = blockIdx.y, j1 = j0 + 1;
+    }
+    const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
+    for (int i = tid; i < nrows * hd; i += AT_NT) {
+        const int r = i / hd, e = i % hd;
+        Qs[i] = a.q[(int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e];
+    }
+
+    for (int j = j0; j < j1; j++) {
+        if (tid < nrows) sst[tid] = 0;
+        __syncthreads();
+        for (int c0 = j * AT_SC; c0 < (j + 1) * AT_SC && c0 < maxn; c0 += AT_C) {
+            if (c0 + AT_C <= minlo) continue;
+            if (tid < AT_C) {
+                const int p = c0 + tid;
+                cl[tid] = p >= minlo && p < maxn ? cell[p] : -1;
+            }
+            __syncthreads();
+            /* scores: thread (p, rg) carries rows rg + 4u */
+            const int p = tid % AT_C, rg = tid / AT_C;
+            float dot[AT_RMAX / 4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int e0 = 0; e0 < hd; e0 += AT_ES) {
+                const int ne = min(AT_ES, hd - e0);
+                {
+                    const int e = tid % AT_ES, pr0 = tid / AT_ES;
+                    float kr[AT_PER];
+#pragma unroll
+                    for (int u = 0; u < AT_PER; u++) {
+                        const int c = cl[pr0 + (AT_NT / AT_ES) * u];
+                        kr[u] = c >= 0 && e < ne ? kv_at<F16>(a.kc, (int64_t)c * a.kv_dim + kvo + e0 + e) : 0.0f;
+                    }
+#pragma unroll
+                    for (int u = 0; u < AT_PER; u++) Ks[(pr0 + (AT_NT / AT_ES) * u) * (AT_ES + 1) + e] = kr[u];
+                }
+                __syncthreads();
+#pragma unroll
+                for (int u = 0; u < AT_RMAX / 4; u++) {
+                    const int r = rg + 4 * u;
+                    if (r < nrows) {
+                        const float *qr = Qs + r * hd + e0, *kr = Ks + p * (AT_ES + 1);
+                        float d = dot[u];
+                        for (int e = 0; e < ne; e++) d = fmaf(qr[e], kr[e], d);
+                        dot[u] = d;
+                    }
+                }
+                __syncthreads();
+            }
+#pragma unroll
+            for (int u = 0; u < AT_RMAX / 4; u++) {
+                const int r = rg + 4 * u, pa = c0 + p;
+                if (r < nrows) Ps[r * AT_C + p] = pa >= rlo[r] && pa < rn[r] ? a.scale * dot[u] : -INFINITY;
+            }
+            __syncthreads();
+            /* the chunk's m, p and l per row (warp w: rows w, w + 8), and how it joins the super-chunk state */
+            for (int r = warp; r < nrows; r += AT_NT / 32) {
+                const int lo = max(rlo[r], c0) - c0, hi = min(rn[r], c0 + AT_C) - c0;
+                if (lo >= hi) {
+                    if (lane == 0) act[r] = 0;
+                    continue;
+                }
+                const bool v0 = lane >= lo && lane < hi, v1 = lane + 32 >= lo && lane + 32 < hi;
+                const float s0 = Ps[r * AT_C + lane], s1 = Ps[r * AT_C + lane + 32];
+                float m = fmaxf(v0 ? s0 : -INFINITY, v1 ? s1 : -INFINITY);
+#pragma unroll
+                for (int s = 16; s > 0; s >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, s));
+                const float p0 = v0 ? expf(s0 - m) : 0.0f, p1 = v1 ? expf(s1 - m) : 0.0f;
+                Ps[r * AT_C + lane] = p0, Ps[r * AT_C + lane + 32] = p1;
+                float l = p0 + p1; /* slots i and i + 32, then halving strides 16 .. 1 */
+#pragma unroll
+                for (int s = 16; s > 0; s >>= 1) l += __shfl_down_sync(0xffffffffu, l, s);
+                if (lane == 0) {
+                    if (!sst[r]) {
+                        Ms[r] = m, Ls[r] = l, act[r] = 1, sst[r] = 1;
+                    } else {
+                        float Mn, x, y;
+                        at_factors(Ms[r], m, &Mn, &x, &y);
+                        Ls[r] = at_mix(Ls[r], x, l, y);
+                        Ms[r] = Mn, Xs[r] = x, Ys[r] = y, act[r] = 2;
+                    }
+                }
+            }
+            __syncthreads();
+            /* values: thread (row, e) over the row's visible positions ascending */
+            for (int e0 = 0; e0 < hd; e0 += AT_ES) {
+                const int ne = min(AT_ES, hd - e0);
+                {
+                    const int e = tid % AT_ES, pr0 = tid / AT_ES;
+                    float vr[AT_PER];
+#pragma unroll
+                    for (int u = 0; u < AT_PER; u++) {
+                        const int c = cl[pr0 + (AT_NT / AT_ES) * u];
+                        vr[u] = c >= 0 && e < ne ? kv_at<F16>(a.vc, (int64_t)c * a.kv_dim + kvo + e0 + e) : 0.0f;
+                    }
+#pragma unroll
+                    for (int u = 0; u < AT_PER; u++) Vs[(pr0 + (AT_NT / AT_ES) * u) * AT_ES + e] = vr[u];
+                }
+                __syncthreads();
+                for (int i = tid; i < nrows * AT_ES; i += AT_NT) {
+                    const int r = i / AT_ES, e = i % AT_ES, how = act[r];
+                    if (e >= ne || !how) continue;
+                    const int lo = max(rlo[r], c0) - c0, hi = min(rn[r], c0 + AT_C) - c0;
+                    const float *pr = Ps + r * AT_C;
+                    float acc = 0.0f;
+                    for (int k = lo; k < hi; k++) acc = fmaf(pr[k], Vs[k * AT_ES + e], acc);
+                    float *A = As + r * hd + e0 + e;
+                    *A = how == 1 ? acc : at_mix(*A, Xs[r], acc, Ys[r]);
+                }
+                __syncthreads();
+            }
+        }
+        /* the super-chunk's end: rows that saw a position of it */
+        if (a.mode == 1) {
+            if (tid < nrows && sst[tid]) {
+                if (!rst[tid]) {
+                    RMs[tid] = Ms[tid], RLs[tid] = Ls[tid], act[tid] = 1;
+                } else {
+                    float Mn, x, y;
+                    at_factors(RMs[tid], Ms[tid], &Mn, &x, &y);
+                    RLs[tid] = at_mix(RLs[tid], x, Ls[tid], y);
+                    RMs[tid] = Mn, Xs[tid] = x, Ys[tid] = y, act[tid] = 2;
+                }
+            } else if (tid < nrows) {
+                act[tid] = 0;
+            }
+            __syncthreads();
+            for (int i = tid; i < nrows * hd; i += AT_NT) {
+                const int r = i / hd, how = act[r];
+                if (how) RAs[i] = how == 1 ? As[i] : at_mix(RAs[i], Xs[r], As[i], Ys[r]);
+            }
+            __syncthreads();
+            if (tid < nrows && sst[tid]) rst[tid] = 1;
+            __syncthreads();
+        } else {
+            for (int i = tid; i < nrows * hd; i += AT_NT) {
+                const int r = i / hd, e = i % hd;
+                if (!sst[r]) continue;
+                if (a.mode == 0 && rn[r] <= AT_SC) {
+                    a.out[(int64_t)rt[r] * a.ldo + rh[r] * a.hd + e] = As[i] / Ls[r];
+                } else {
+                    float *st = a.scratch + (((int64_t)rt[r] * a.Hq + rh[r]) * a.nsc + j) * (a.hd + 2);
+                    if (e == 0) st[0] = Ms[r], st[1] = Ls[r];
+                    st[2 + e] = As[i];
+                }
+            }
+        }
+    }
+    if (a.mode == 1)
+        for (int i = tid; i < nrows * hd; i += AT_NT) {
+            const int r = i / hd, e = i % hd;
+            a.out[(int64_t)rt[r] * a.ldo + rh[r] * a.hd + e] = RAs[i] / RLs[r];
+        }
+}
+
+/* One (token, head) per block: the row's super-chunk states in ascending order, the first one copied. */
+__global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a) {
+    const int64_t t = blockIdx.x / a.Hq, h = blockIdx.x % a.Hq;
+    const int n = a.pos[t] + 1, lo = a.window > 0 && n > a.window ? n - (int)a.window : 0;
+    if (a.mode == 0 && n <= AT_SC) return;
+    const int j0 = lo / AT_SC, j1 = min((n - 1) / AT_SC + 1, (int)a.nsc);
+    const float *st = a.scratch + (t * a.Hq + h) * a.nsc * (a.hd + 2);
+    for (int64_t e = threadIdx.x; e < a.hd; e += 128) {
+        float M = 0.0f, L = 0.0f, A = 0.0f;
+        for (int j = j0; j < j1; j++) {
+            const float *s = st + (int64_t)j * (a.hd + 2);
+            if (j == j0) {
+                M = s[0], L = s[1], A = s[2 + e];
+            } else {
+                float Mn, x, y;
+                at_factors(M, s[0], &Mn, &x, &y);
+                L = at_mix(L, x, s[1], y);
+                A = at_mix(A, x, s[2 + e], y);
+                M = Mn;
+            }
+        }
+        a.out[t * a.ldo + h * a.hd + e] = A / L;
+    }
+}
+
+extern "C" void td_cu_attention_test_mode(int mode) { at_test_mode = mode; }
+
+extern "C" int64_t td_cu_attn_tile_tokens(int64_t Hq, int64_t Hkv, int64_t hd) {
+    if (Hq <= 0 || Hkv <= 0 || Hq % Hkv || hd <= 0) return 1;
+    const int R = at_rows(hd);
+    return R / at_heads(Hq / Hkv, R);
+}
+
+extern "C" int64_t td_cu_attn_tiles(int32_t *tile, const int32_t *grp_off, int64_t n_groups, int64_t qt) {
+    int64_t n = 0;
+    if (qt < 1) qt = 1;
+    for (int64_t g = 0; g < n_groups; g++)
+        for (int64_t k = grp_off[g]; k < grp_off[g + 1]; k += qt) {
+            tile[2 * n] = (int32_t)k;
+            tile[2 * n + 1] = (int32_t)(grp_off[g + 1] - k < qt ? grp_off[g + 1] - k : qt);
+            n++;
+        }
+    return n;
+}
+
+extern "C" int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_n, int64_t hd) {
+    return T * Hq * ((max_n + AT_SC - 1) / AT_SC) * (hd + 2);
+}
+
+template <int F16> static int at_launch(const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
+    static size_t allowed = 48 * 1024; /* raised once per instantiation as needed (the same for every device 0) */
+    if (smem > allowed) {
+        cudaError_t e = cudaFuncSetAttribute(attention_tile_kernel<F16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess) return td_cu_fail("attention: shared memory", e);
+        allowed = smem;
+    }
+    attention_tile_kernel<F16><<<grid, AT_NT, smem, s>>>(a);
+    return td_cu_launched("attention");
 }
 
 extern "C" int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
                                const void *kc, const void *vc, int f16, int64_t kv_dim, const int32_t *cells,
                                int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq,
-                               int64_t Hkv, int64_t hd, float scale, int64_t window, void *stream) {
+                               int64_t Hkv, int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl,
+                               void *stream) {
     if (T <= 0 || Hq <= 0) return 0;
+    if (!tl || tl->n_tiles <= 0) return td_cu_failf("td_cu_attention: %lld tokens and no tiles", (long long)T);
     if (Hkv <= 0 || Hq % Hkv)
         return td_cu_failf("td_cu_attention: %lld query heads over %lld KV heads", (long long)Hq, (long long)Hkv);
     if (hd <= 0 || hd > AT_MAXHD)
         return td_cu_failf("td_cu_attention: head dim %lld (1 .. %d)", (long long)hd, AT_MAXHD);
-    if (T * Hq > 0x7fffffff)
-        return td_cu_failf("td_cu_attention: %lld tokens x %lld heads is beyond one launch", (long long)T,
-                           (long long)Hq);
-    unsigned grid = (unsigned)(T * Hq);
+    if (tl->max_n < 1 || tl->max_n > n_ctx)
+        return td_cu_failf("td_cu_attention: max_n %lld outside 1 .. n_ctx %lld", (long long)tl->max_n,
+                           (long long)n_ctx);
+    if (tl->n_tiles > 0x7fffffff || T * Hq > 0x7fffffff)
+        return td_cu_failf("td_cu_attention: %lld tiles, %lld tokens x %lld heads: beyond one launch",
+                           (long long)tl->n_tiles, (long long)T, (long long)Hq);
+    at_args a;
+    a.out = out, a.ldo = ldo, a.q = q, a.ldq = ldq, a.qhs = q_head_stride, a.kc = kc, a.vc = vc, a.kv_dim = kv_dim;
+    a.cells = cells, a.n_ctx = n_ctx, a.seq = seq, a.pos = pos, a.tok = tl->tok, a.tile = tl->tile;
+    a.Hq = Hq, a.G = Hq / Hkv, a.hd = hd, a.window = window, a.scale = scale;
+    a.R = at_rows(hd), a.GH = at_heads(a.G, a.R), a.mode = at_test_mode;
+    a.nsc = (tl->max_n + AT_SC - 1) / AT_SC;
+    a.scratch = tl->scratch;
+    const bool split = a.mode == 2 || (a.mode == 0 && tl->max_n > AT_SC);
+    if (split && tl->scratch_floats < td_cu_attn_scratch_floats(T, Hq, tl->max_n, hd))
+        return td_cu_failf("td_cu_attention: scratch of %lld floats, %lld needed (%lld tokens, %lld heads, n %lld)",
+                           (long long)tl->scratch_floats, (long long)td_cu_attn_scratch_floats(T, Hq, tl->max_n, hd),
+                           (long long)T, (long long)Hq, (long long)tl->max_n);
+    dim3 grid((unsigned)tl->n_tiles, a.mode == 1 ? 1u : (unsigned)a.nsc, (unsigned)(Hkv * (a.G / a.GH)));
+    const size_t smem = at_smem(a.R, hd, a.mode);
     cudaStream_t s = TD_CU_STREAM(stream);
-    if (f16)
-        attention_kernel<1><<<grid, AT_NT, 0, s>>>(out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq,
-                                                   pos, Hq, Hq / Hkv, hd, scale, window);
-    else
-        attention_kernel<0><<<grid, AT_NT, 0, s>>>(out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq,
-                                                   pos, Hq, Hq / Hkv, hd, scale, window);
-    return td_cu_launched("attention");
+    int rc = f16 ? at_launch<1>(a, grid, smem, s) : at_launch<0>(a, grid, smem, s);
+    if (rc != 0 || !split) return rc;
+    attention_combine_kernel<<<(unsigned)(T * Hq), 128, 0, s>>>(a);
+    return td_cu_launched("attention: combine");
 }

@@ -84,17 +84,56 @@ int td_cu_rope(float *x, const float *cs, int64_t T, int64_t H, int64_t ldt, int
 int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t ld, const int32_t *cell, int64_t T, int64_t dim,
                      void *stream);
 
-/* Softmax attention, one (token, query head) per task. Token t is of sequence seq[t] at position pos[t]; it reads
- * keys/values at positions lo..pos[t] of its sequence (lo = 0, or pos[t] - window + 1 with a sliding window > 0), position p in cache row cells[seq[t] * n_ctx + p]. Query head
- * h (at q + t * ldq + h * q_head_stride, hd floats) uses KV head h / (Hq / Hkv), whose key row of cache row c is at
- * kc + c * kv_dim + kvh * hd (float, or half when f16); likewise vc. out[t * ldo + h * hd + e]. Scores
- * s_p = scale * (sum_e q[e] k_p[e], e ascending, fmaf); softmax and the weighted value sum over p are computed in a
- * fixed order that depends only on pos[t] (e.g. online softmax over fixed chunks of positions, each chunk's max and
- * sum as a fixed tree). Equal to td_attn_rows_ref within fp32 rounding. */
+/* Softmax attention over the KV cache. Token t is of sequence seq[t] at position pos[t]; row (t, h) reads the
+ * positions [lo, n) of its sequence, n = pos[t] + 1, lo = 0, or n - window with a sliding window > 0 and n > window;
+ * position p is in cache row cells[seq[t] * n_ctx + p]. Query head h (q + t * ldq + h * q_head_stride, hd floats)
+ * uses KV head h / (Hq / Hkv), whose key row of cache row c is at kc + c * kv_dim + kvh * hd (float, or half when
+ * f16, converted exactly); likewise vc. Writes out[t * ldo + h * hd + e].
+ *
+ * The canonical order (the batch-invariance contract: the same for every launch shape, tile, cell layout and batch;
+ * fp32 arithmetic, no contraction, within 1e-5 relative of td_attn_rows_ref):
+ *   chunks of C = 64 positions anchored at position 0: chunk c = [64c, 64c + 64) intersected with [lo, n); a chunk
+ *   with no position there is skipped. Per chunk: s_p = scale * d_p, d_p = fmaf chain over e ascending of
+ *   q[e] * k_p[e] from +0; m = max s_p; p = expf(s_p - m) (0 at slots outside the range); l = the tree over the 64
+ *   slots: slot i + slot i + 32 (i < 32), then halving strides 16, 8, 4, 2, 1 (pairs (i, i + stride)); a[e] = fmaf
+ *   chain of p * v_p[e] over the chunk's positions in the range, ascending, from +0.
+ *   Combining (M, L, A) with (m, l, a): M' = max(M, m), x = expf(M - M'), y = expf(m - M'), L = L * x + l * y,
+ *   A = A * x + a * y (each product rounded, then the sum); the first combine into an empty state is a copy.
+ *   Chunks combine left to right into a super-chunk state (super-chunk = 8 chunks = positions [512j, 512j + 512));
+ *   super-chunk states with a position in the range combine left to right into the row's state; out = A / L.
+ * Execution: a block per (tile, super-chunk, query heads of one KV head); the tile's keys and values are read once
+ * for all its rows. Rows with n <= 512 write out directly; longer rows write each super-chunk's state to the
+ * scratch and a combine kernel per (token, head) folds them (the copy rule makes both paths the same bits).
+ *
+ * The plan: tiles of tokens of ONE sequence each, tile i = batch rows tok[tile[2i] .. tile[2i] + tile[2i + 1]) with
+ * tile[2i + 1] <= td_cu_attn_tile_tokens(Hq, Hkv, hd) (td_cu_attn_tiles makes them from a pass's groups); every token
+ * of the launch in exactly one tile. max_n >= every pos[t] + 1 of the launch (only the grid's size; a larger value
+ * costs empty blocks), max_n <= n_ctx. scratch: td_cu_attn_scratch_floats(T, Hq, max_n, hd) floats on the device
+ * when max_n > 512 (else unused, may be NULL). */
+typedef struct td_cu_attn_plan {
+    const int32_t *tok;  /* device: batch rows (a pass's grp_tok) */
+    const int32_t *tile; /* device: [n_tiles][2] first index into tok, count */
+    int64_t n_tiles;
+    int64_t max_n;       /* host value */
+    float *scratch;      /* device */
+    int64_t scratch_floats;
+} td_cu_attn_plan;
+
 int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
                     const void *vc, int f16, int64_t kv_dim, const int32_t *cells, int64_t n_ctx, const int32_t *seq,
                     const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, int64_t window,
-                    void *stream);
+                    const td_cu_attn_plan *plan, void *stream);
+
+/* Host helpers for the plan (no CUDA calls): tokens per tile for these sizes (>= 1); the tiles of groups
+ * (grp_off[n_groups + 1], host) cut every qt tokens into tile ([n_tokens][2] at most), returning their count; the
+ * scratch floats for T tokens of Hq heads reaching max_n positions. */
+int64_t td_cu_attn_tile_tokens(int64_t Hq, int64_t Hkv, int64_t hd);
+int64_t td_cu_attn_tiles(int32_t *tile, const int32_t *grp_off, int64_t n_groups, int64_t qt);
+int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_n, int64_t hd);
+/* Test only (not thread-safe; process-wide): 0 the normal path; 1 one block per tile walks all its super-chunks
+ * (the row state in shared memory, no scratch); 2 every row goes through the scratch and the combine kernel. The
+ * three must give the same bits. */
+void td_cu_attention_test_mode(int mode);
 
 /* Qwen3.5's output gate: x[t * ldx + h * hd + e] *= 1 / (1 + expf(-g)), g = gate[t * ldg + h * gate_stride + e]. */
 int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int64_t ldg, int64_t gate_stride, int64_t T,
