@@ -106,8 +106,16 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     stage(dv, &at, ps->grp_seq, ps->n_groups, &dv->grp_seq);
     stage(dv, &at, ps->grp_tok, n, &dv->grp_tok);
     stage(dv, &at, ps->grp_off, ps->n_groups + 1, &dv->grp_off);
-    const td_config *c = &ctx->model->cfg; /* attention tiles: a group's tokens cut every qt */
+    /* attention tiles: a group's tokens cut every qt; fewer tokens per tile while the launch would have under 256
+     * (tile, KV head) blocks (a small pass: more blocks beat more rows per staged key; no bit depends on the tiles) */
+    const td_config *c = &ctx->model->cfg;
     int64_t qt = c->n_head > 0 ? td_cu_attn_tile_tokens(c->n_head, c->n_head_kv, c->head_dim) : 1;
+    while (qt > 1) {
+        int64_t tiles = 0;
+        for (int32_t g = 0; g < ps->n_groups; g++) tiles += (ps->grp_off[g + 1] - ps->grp_off[g] + qt - 1) / qt;
+        if (tiles * (c->n_head_kv > 0 ? c->n_head_kv : 1) >= 256) break;
+        qt = (qt + 1) / 2;
+    }
     dv->attn.tok = dv->grp_tok;
     dv->attn.tile = dv->ints + at;
     dv->attn.n_tiles = td_cu_attn_tiles(dv->h_ints + at, ps->grp_off, ps->n_groups, qt);

@@ -31,6 +31,8 @@ template <int F16> __device__ __forceinline__ float kv_at(const void *base, int6
     return ((const float *)base)[i];
 }
 
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 /* The combine rule, in one place for the tile kernel and td_attn_combine: (M, L) with (m, l) gives M' and the
  * factors x, y; L' = L * x + l * y (--fmad=false: each product rounded, then the sum). */
 __device__ __forceinline__ void at_factors(float M, float m, float *Mn, float *x, float *y) {
@@ -124,8 +126,17 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
         Qs[i] = a.q[(int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e];
     }
 
+    const size_t es = F16 ? 2 : 4;
     for (int j = j0; j < j1; j++) {
         if (tid < nrows) sst[tid] = 0;
+        /* the super-chunk's key and value rows into L2 now: the chunks' staging loads then wait on L2, not DRAM */
+        for (int pp = max(j * AT_SC, minlo) + tid; pp < min((j + 1) * AT_SC, maxn); pp += AT_NT) {
+            const size_t at = ((size_t)cell[pp] * (size_t)a.kv_dim + (size_t)kvo) * es;
+            for (size_t b = 0; b < (size_t)hd * es; b += 128) {
+                prefetch_l2((const char *)a.kc + at + b);
+                prefetch_l2((const char *)a.vc + at + b);
+            }
+        }
         __syncthreads();
         for (int c0 = j * AT_SC; c0 < (j + 1) * AT_SC && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
