@@ -1,7 +1,9 @@
 /* The CUDA kernels (src/kernels/cuda/cuda.h) against the CPU scalar references, on random inputs of Qwen3-0.6B's
  * sizes and odd small ones, each held to the contract cuda.h states for it:
  *   bit-exact: matmul (against a host loop acc = fmaf(x, w, acc), k ascending, every weight type, bf16 inputs or
- *              not, with and without a row list), embed, rope, store_rows, add_rows, gather_rows, the conv state;
+ *              not, with and without a row list; but BF16 weights with bf16 inputs on the tensor cores: within the
+ *              fp32 accumulation's rounding of the exact sum, tc_close), embed, rope, store_rows, add_rows,
+ *              gather_rows, the conv state;
  *   within a few ulps (the device's expf is not glibc's: CUDA documents 2 ulp): sigmoid gate, silu_mul, the conv
  *              output;
  *   within 1e-6 relative (the double sum's order): rmsnorm; within 1e-5 relative (fp32 rounding: tree sums,
@@ -170,6 +172,34 @@ static void ref_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64
     free(wr);
 }
 
+/* The tensor-core path (cuda.h: td_cu_matmul_tc) against the exact sum of the bf16-rounded products in double:
+ * |y - ref| <= (cols / 16 + 16) * 2^-22 * sum_k |x_k w_k| for every element (the mma unit's fp32 accumulation over
+ * cols / 16 steps plus the slices' adds, with room), and columns past n_out unwritten (7.0f). */
+static void tc_close(const char *name, const float *y, const float *x, int64_t ldx, int64_t T, const td_mat *w,
+                     const int32_t *rows, int64_t n_out, int64_t ldy) {
+    int64_t K = w->cols, bad = 0;
+    float *wr = malloc((size_t)K * sizeof *wr);
+    double worst = 0, bound = (double)(K / 16 + 16) * ldexp(1.0, -22);
+    for (int64_t j = 0; j < n_out; j++) {
+        td_row_to_f32(wr, w, rows ? rows[j] : j);
+        for (int64_t t = 0; t < T; t++) {
+            double sum = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = (double)td_bf16_to_f32(td_f32_to_bf16(x[t * ldx + k])) * wr[k];
+                sum += p, mag += fabs(p);
+            }
+            double e = fabs(y[t * ldy + j] - sum) / (mag > 0 ? mag : 1);
+            if (!(e <= worst)) worst = e;
+        }
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = n_out; j < ldy; j++) bad += y[t * ldy + j] != 7.0f;
+    printf("  %-58s max |y - exact| / sum|x w| %.3g (allowed %.3g)%s\n", name, worst, bound,
+           bad ? ", padding written" : "");
+    CHECKF(worst <= bound && bad == 0, "%s: %g, %lld padding entries written", name, worst, (long long)bad);
+    free(wr);
+}
+
 /* One product on the device: y [T, ldy] (unwritten entries keep 7.0f) from x [T, ldx]. */
 static float *dev_matmul(const float *x, int64_t ldx, int64_t T, const weight *w, const int32_t *rows_d,
                          int64_t n_out, int64_t ldy, int bf16_in) {
@@ -210,10 +240,11 @@ static void test_matmul(void) {
                 for (int64_t i = 0; i < T * ldy; i++) ref[i] = 7.0f;
                 ref_matmul(ref, ldy, x, ldx, T, &w.h, rows, n_out, bf);
                 char name[128];
-                snprintf(name, sizeof name, "%s bf16_in=%d T=%lld n_out=%lld cols=%lld%s",
+                snprintf(name, sizeof name, "%s bf16_in=%d T=%lld n_out=%lld cols=%lld%s%s",
                          td_dtype_name((td_dtype)type), bf, (long long)T, (long long)n_out, (long long)cols,
-                         use_rows ? " rows" : "");
-                bits(name, y, ref, T * ldy); /* padding columns included: still 7.0f */
+                         use_rows ? " rows" : "", td_cu_matmul_tc(&w.d, bf) ? " (tensor cores)" : "");
+                if (td_cu_matmul_tc(&w.d, bf)) tc_close(name, y, x, ldx, T, &w.h, rows, n_out, ldy);
+                else bits(name, y, ref, T * ldy); /* padding columns included: still 7.0f */
                 free(x), free(y), free(ref), free(rows);
                 td_cu_free(rows_d);
                 weight_free(&w);
@@ -245,6 +276,54 @@ static void test_matmul(void) {
         free(target), free(first);
         weight_free(&w);
     }
+}
+
+/* The tensor-core path's order is the same for every T and kernel (tc_skinny up to 32 tokens, tc_tile above): one
+ * row's outputs alone (T = 1) and at every position of larger launches, with and without a row list, over a k that
+ * ends in a half step and one of many slices. */
+static void test_matmul_tc_invariance(void) {
+    printf("matmul (tensor cores): batch invariance (T = 1 .. 300, the row anywhere, both kernels)\n");
+    static const int64_t colss[] = {1040, 3072};
+    static const int64_t Ts[] = {7, 8, 9, 17, 31, 32, 33, 64, 65, 144, 300};
+    for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++)
+        for (int use_rows = 0; use_rows < 2; use_rows++) {
+            int64_t cols = colss[ci], n_out = 300, wrows = n_out + 11;
+            weight w = weight_new(TD_DTYPE_BF16, wrows, cols);
+            if (!td_cu_matmul_tc(&w.d, 1)) {
+                printf("  BF16 cols=%lld: not on the tensor cores\n", (long long)cols);
+                CHECKF(0, "a BF16 weight of %lld columns should take the tensor-core path", (long long)cols);
+                weight_free(&w);
+                continue;
+            }
+            int32_t *rows = NULL, *rows_d = NULL;
+            if (use_rows) {
+                rows = malloc((size_t)n_out * sizeof *rows);
+                for (int64_t j = 0; j < n_out; j++) rows[j] = (int32_t)irand(wrows);
+                rows_d = up(rows, (size_t)n_out * sizeof *rows);
+            }
+            float *target = rnd(cols, -2.0f, 2.0f);
+            float *alone = dev_matmul(target, cols, 1, &w, rows_d, n_out, n_out, 1);
+            int64_t differ = 0;
+            for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+                int64_t T = Ts[ti];
+                int64_t ats[3] = {0, T / 2, T - 1};
+                for (int a = 0; a < 3; a++) {
+                    float *x = rnd(T * cols, -2.0f, 2.0f);
+                    memcpy(x + ats[a] * cols, target, (size_t)cols * sizeof *x);
+                    float *y = dev_matmul(x, cols, T, &w, rows_d, n_out, n_out, 1);
+                    differ += memcmp(y + ats[a] * n_out, alone, (size_t)n_out * sizeof *y) != 0;
+                    free(x), free(y);
+                }
+            }
+            char name[96];
+            snprintf(name, sizeof name, "BF16 cols=%lld%s: a row at T = 7 .. 300 vs T = 1", (long long)cols,
+                     use_rows ? " rows" : "");
+            printf("  %-58s %s\n", name, differ ? "NOT bit-exact" : "bit-exact");
+            CHECKF(differ == 0, "%s: %lld launches differ", name, (long long)differ);
+            free(target), free(alone), free(rows);
+            td_cu_free(rows_d);
+            weight_free(&w);
+        }
 }
 
 static void test_embed(void) {
@@ -966,6 +1045,7 @@ int main(void) {
     }
     printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
     test_matmul();
+    test_matmul_tc_invariance();
     test_embed();
     test_rmsnorm();
     test_rope();

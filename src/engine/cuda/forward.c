@@ -59,6 +59,28 @@ static td_status deltanet(const dev_pass *p, int il, const td_dev_layer *ly) {
     return TD_OK;
 }
 
+/* Products of one input that follow each other in a layer's steps (q, k, v; gate, up), none with a bias: how many
+ * (1 .. 3) start at steps[i]. They run as one launch where the kernels allow it, each output as it would alone. */
+static int same_input_products(const td_layer_steps *ls, int i) {
+    int n = 1;
+    const td_step *a = &ls->steps[i];
+    if (a->op != TD_OP_MATMUL || a->bias >= 0) return 1;
+    while (n < 3 && i + n < ls->n) {
+        const td_step *b = &ls->steps[i + n];
+        if (b->op != TD_OP_MATMUL || b->bias >= 0 || b->src != a->src || b->dst == a->src) break;
+        n++;
+    }
+    return n;
+}
+
+static td_status products(const dev_pass *p, const td_dev_layer *ly, const td_step *st, int n) {
+    td_cu_mm mm[3];
+    for (int i = 0; i < n; i++)
+        mm[i] = (td_cu_mm){buf(p, st[i].dst), width(p, st[i].dst), &ly->w[st[i].w], NULL, ly->w[st[i].w].rows};
+    LAUNCH(td_cu_matmul_multi(mm, n, buf(p, st[0].src), width(p, st[0].src), p->T, p->bf16, p->s), "matrix products");
+    return TD_OK;
+}
+
 /* One step of layer il (r: the residuals already run in this layer). */
 static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step *st, int *r) {
     td_ctx *ctx = p->ctx;
@@ -163,8 +185,12 @@ td_status td_forward_dev(td_ctx *ctx) {
     for (int il = 0; il < m->cfg.n_layer; il++) {                                              /* x = layer(x) */
         const td_layer_steps *ls = td_arch_layer_steps(&m->cfg, il);
         int r = 0;
-        for (int i = 0; i < ls->n; i++)
-            if ((st = step(&p, il, &p.w->layers[il], &ls->steps[i], &r)) != TD_OK) return st;
+        for (int i = 0; i < ls->n; i++) {
+            int n = same_input_products(ls, i);
+            if (n > 1) st = products(&p, &p.w->layers[il], &ls->steps[i], n), i += n - 1;
+            else st = step(&p, il, &p.w->layers[il], &ls->steps[i], &r);
+            if (st != TD_OK) return st;
+        }
     }
     int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : m->head.rows; /* K letters or the vocabulary */
     if (ps->n_out > 0) {

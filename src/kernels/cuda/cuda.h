@@ -64,6 +64,24 @@ int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int64_t T, voi
  * That order is the same for every T and tile (tiles over t and j only; no split over k). */
 int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *w,
                  const int32_t *rows, int64_t n_out, int bf16_in, void *stream);
+/* Whether td_cu_matmul computes this weight on the tensor cores: bf16_in over a BF16 weight whose cols is a multiple
+ * of 16 and whose rows start 16-byte aligned (a property of the weight alone, never of T). Then the order above is
+ * replaced by this one, the same for every T, tile and kernel (matmul_tc.cu): k is cut into slices of 256 (the last
+ * shorter); a slice's partial P_s is one chain acc = mma.m16n8k16(W[row(j), k..k+16), bf16(x[t, k..k+16)), acc) over its
+ * 16-wide steps ascending from +0.0f, the mma unit's own fp32 accumulation inside a step; y = P_0, then y = y + P_s for
+ * s = 1, 2, ... in fp32. Not bit-equal to the fmaf chain; within fp32 rounding of the bf16 products' sum. */
+int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in);
+
+/* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,
+ * bit for bit; in one launch when all n <= 3 take the tensor-core path with equal cols, else one launch each. */
+typedef struct td_cu_mm {
+    float *y;
+    int64_t ldy;
+    const td_cu_mat *w;
+    const int32_t *rows; /* NULL: row j */
+    int64_t n_out;
+} td_cu_mm;
+int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in, void *stream);
 
 /* ---- row operations -------------------------------------------------------------------------------------------- */
 

@@ -181,6 +181,10 @@ extern "C" int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, 
         return td_cu_failf("td_cu_matmul: %lld tokens x %lld outputs is beyond one launch", (long long)T,
                            (long long)n_out);
     cudaStream_t s = TD_CU_STREAM(stream);
+    if (td_cu_matmul_tc(w, bf16_in)) {
+        td_cu_mm mm = {y, ldy, w, rows, n_out};
+        return td_cu_matmul_tc_launch(&mm, 1, x, ldx, T, s);
+    }
     switch (w->type) {
     case TD_DTYPE_F32: launch_matmul<TD_DTYPE_F32>(y, ldy, x, ldx, T, w, rows, n_out, bf16_in, s); break;
     case TD_DTYPE_F16: launch_matmul<TD_DTYPE_F16>(y, ldy, x, ldx, T, w, rows, n_out, bf16_in, s); break;
@@ -206,4 +210,22 @@ extern "C" int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int
     default: embed_kernel<TD_DTYPE_Q4_0><<<grid, 256, 0, s>>>(x, d, w->row_bytes, w->cols, tok); break;
     }
     return td_cu_launched("embed");
+}
+
+extern "C" int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in,
+                                  void *stream) {
+    if (T <= 0 || n <= 0) return 0;
+    int together = n <= 3;
+    for (int i = 0; i < n && together; i++)
+        together = td_cu_matmul_tc(mm[i].w, bf16_in) && mm[i].w->cols == mm[0].w->cols && mm[i].n_out > 0;
+    if (together) {
+        for (int i = 0; i < n; i++)
+            if (check_mat(mm[i].w, "td_cu_matmul_multi")) return -1;
+        if ((T + 63) / 64 > 65535)
+            return td_cu_failf("td_cu_matmul_multi: %lld tokens is beyond one launch", (long long)T);
+        return td_cu_matmul_tc_launch(mm, n, x, ldx, T, TD_CU_STREAM(stream));
+    }
+    for (int i = 0; i < n; i++)
+        if (td_cu_matmul(mm[i].y, mm[i].ldy, x, ldx, T, mm[i].w, mm[i].rows, mm[i].n_out, bf16_in, stream)) return -1;
+    return 0;
 }

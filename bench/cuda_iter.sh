@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# One quick device call while the CUDA kernels change (issue 43): the kernel and engine checks, the three timings
+# on synthetic qwen3-0.6b (and qwen3.5-0.8b) in bf16 and fp32, and a per-kernel profile (bench/cuda_profile.sh),
+# a short table last. The full measurement with peers is bench/cuda_device.sh.
+#   here    build (cmake -DTD_CUDA=ON, no MPI) and bundle: bash bench/cuda_iter.sh --prepare BUILD_DIR
+#   device  run(command="bash bench/cuda_iter.sh", carry=["build-cuda-iter"], timeout_s=...)
+# Environment: STEPS (default "kernels engine timing profile"), MODELS (default "qwen3-0.6b"), OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. bench/bundle.sh
+B=${BUNDLE:-build-cuda-iter}
+if [ "${1:-}" = "--prepare" ]; then
+    set -e
+    build=${2:?usage: bench/cuda_iter.sh --prepare BUILD_DIR}
+    cmake --build "$build" --target typedecide_cli test_cuda_kernels test_cuda_engine -j"$(nproc)" >/dev/null
+    rm -rf "$B" && mkdir -p "$B/lib"
+    cp "$build/typedecide" "$build/tests/test_cuda_kernels" "$build/tests/test_cuda_engine" "$B/"
+    strip "$B/typedecide" "$B/test_cuda_kernels" "$B/test_cuda_engine"
+    bundle_libs "$build/typedecide" "$B/lib"
+    bundle_tokenizer "$B"
+    echo "typedecide commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src cli include tests || echo ' (with uncommitted changes)')" >"$B/manifest.txt"
+    du -sh "$B" >&2
+    exit 0
+fi
+OUT=${OUT:-$PWD/cuda-out}
+STEPS=${STEPS:-kernels engine timing profile}
+MODELS=${MODELS:-qwen3-0.6b}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export TD_ROOT=$PWD
+BIN=$PWD/$B/typedecide
+want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+T0=$(date +%s)
+say() { echo "[$(($(date +%s) - T0)) s] $*"; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv,noheader
+cat "$B/manifest.txt"
+if want kernels; then
+    timeout 300 "$B/test_cuda_kernels" >"$OUT/kernels.log" 2>&1
+    say "kernels rc $?"
+    grep -E "NOT|FAIL|fail|allowed|checks" "$OUT/kernels.log" | grep -vE "max (rel diff|[0-9]+ ulp|\|y).*allowed" | tail -30
+    grep -E "tensor cores|attention" "$OUT/kernels.log" | head -40
+fi
+if want engine; then
+    timeout 300 "$B/test_cuda_engine" >"$OUT/engine.log" 2>&1
+    say "engine rc $?"
+    grep -E "NOT|FAIL|fail" "$OUT/engine.log" | head -20
+    tail -5 "$OUT/engine.log"
+fi
+xz -dc "$B/tokenizer.json.xz" >/tmp/td-tok.json
+table=""
+for m in $MODELS; do
+    S=/tmp/td-$m
+    [ -s "$S/model.safetensors" ] || "$BIN" synth --preset "$m" --tokenizer /tmp/td-tok.json --out "$S" >/dev/null 2>&1
+    if want timing; then
+        for prec in bf16 fp32; do
+            p=$(timeout 120 "$BIN" bench prefill --model "$S" --tokens 2048 --repeat 3 --device cuda --precision $prec 2>>"$OUT/timing.err")
+            d=$(timeout 120 "$BIN" bench decode --model "$S" --tokens 128 --repeat 3 --device cuda --precision $prec 2>>"$OUT/timing.err")
+            c=$(timeout 120 "$BIN" bench decide --model "$S" --prefix 256 --criteria 144 --suffix 45 --repeat 3 --device cuda --precision $prec 2>>"$OUT/timing.err")
+            c1=$(timeout 120 "$BIN" bench decide --model "$S" --prefix 256 --criteria 1 --suffix 45 --repeat 5 --device cuda --precision $prec 2>>"$OUT/timing.err")
+            echo "$p" "$d" "$c" "$c1" >>"$OUT/timing.jsonl"
+            row=$(printf '%-13s %-5s prefill %9s tok/s  decode %7s tok/s  decide %8s crit/s  one criterion %7s ms' "$m" "$prec" \
+                "$(echo "$p" | jq -r '.tokens_per_s // "err"' 2>/dev/null | cut -c1-9)" \
+                "$(echo "$d" | jq -r '.tokens_per_s // "err"' 2>/dev/null | cut -c1-7)" \
+                "$(echo "$c" | jq -r '.criteria_per_s // "err"' 2>/dev/null | cut -c1-8)" \
+                "$(echo "$c1" | jq -r '.suffix_ms_per_criterion // "err"' 2>/dev/null | cut -c1-7)")
+            say "$row"
+            table="$table$row"$'\n'
+        done
+    fi
+    if want profile; then
+        WORKLOADS=${PROFILE:-decide decode} bash bench/cuda_profile.sh "$BIN" "$S" "$OUT/profile-$m" bf16 >"$OUT/profile-$m.txt" 2>&1
+        say "profile $m rc $?"
+        cat "$OUT/profile-$m.txt" | head -60
+    fi
+done
+tail -3 "$OUT/timing.err" 2>/dev/null
+echo "== table"
+printf '%s' "$table"

@@ -1,0 +1,350 @@
+/* The bf16 tensor-core product: td_cu_matmul with bf16 inputs over BF16 weights (td_cu_matmul_tc decides), on
+ * mma.sync.m16n8k16 (bf16 operands, fp32 accumulators). The weight rows are the A operand (16 outputs per fragment),
+ * the activation rows rounded to bf16 (nearest even) the B operand (8 tokens per fragment), so D = W X^T.
+ *
+ * The order every output element is computed in (cuda.h states it; the batch-invariance contract):
+ *   k is cut into slices of TC_KS = 256 (the last one shorter); a slice's partial P_s is one accumulator chain
+ *   acc = mma(W[j, k..k+16), x[t, k..k+16), acc) over its 16-wide steps ascending, from +0.0f;
+ *   y = P_0, then y = y + P_s for s = 1, 2, ... (fp32 adds, ascending).
+ * Two kernels compute exactly that, for different numbers of tokens T, so the choice between them (and their tile
+ * shapes) never changes a bit:
+ *   tc_tile    T > TC_SKINNY_T: 128 outputs x 64 tokens per block (8 warps of 64 x 16), k in steps of 32 through
+ *              shared memory (weights by cp.async, activations converted to bf16 on the way), double-buffered; each
+ *              warp folds its chain into its total at every slice boundary.
+ *   tc_skinny  T <= TC_SKINNY_T (decode, a few streams): 16 outputs per block, 4 or 8 warps each computing one slice's
+ *              partial at a time straight from global memory (a slice's 64 weight words per lane in flight), the
+ *              partials then added in slice order by the block: the weights stream over many blocks and warps
+ *              without splitting any chain differently.
+ * Whether the mma unit's result for one output depends on other rows or columns of its fragments: it does not (each
+ * D element is a function of its A row, B column and C element); tests/cuda/test_cuda_kernels.c checks the bits of a
+ * row alone against the same row at other tile positions, T and kernels. */
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/common.cuh"
+
+#define TC_KS 256       /* k per slice: the fixed unit of the order above */
+#define TC_SKINNY_T 32  /* tokens up to which tc_skinny runs (4 fragments of 8) */
+#define TC_BM 128       /* tc_tile: outputs per block */
+#define TC_BK 32        /* tc_tile: k per shared-memory step (TC_KS is a multiple) */
+#define TC_PITCH 40     /* tc_tile: bf16 per shared row (80 bytes: ldmatrix rows land on distinct banks) */
+
+/* Up to TC_MAX_JOBS products of one x in one launch (q, k, v; gate, up): block b belongs to the last job whose
+ * first_block <= b. Each job's outputs are computed as they would be alone. */
+#define TC_MAX_JOBS 3
+struct tc_job {
+    const uint16_t *w;
+    const int32_t *rows;
+    float *y;
+    int64_t ldy, row_elems, n_out, first_block;
+};
+struct tc_jobs {
+    tc_job j[TC_MAX_JOBS];
+    int n;
+};
+
+__device__ __forceinline__ const tc_job &tc_pick(const tc_jobs &jobs, int64_t &blk) {
+    int i = 0;
+#pragma unroll
+    for (int u = 1; u < TC_MAX_JOBS; u++)
+        if (u < jobs.n && blk >= jobs.j[u].first_block) i = u;
+    blk -= jobs.j[i].first_block;
+    return jobs.j[i];
+}
+
+/* D += A B on one m16n8k16 fragment (D and C the same registers). */
+__device__ __forceinline__ void tc_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                       uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Two floats rounded to bf16 (nearest even), lo in the low half: one B (or A) register. */
+__device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+__device__ __forceinline__ void tc_ldmatrix_x4(uint32_t (&r)[4], const void *smem_row) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+__device__ __forceinline__ void tc_cp16(void *smem, const void *g) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(g));
+}
+__device__ __forceinline__ void tc_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void tc_cp_wait_all(void) { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+/* The slice rule: a chain ends here, its value joins the total (the first one as it is). */
+__device__ __forceinline__ void tc_fold(float &total, float &acc, bool first) {
+    total = first ? acc : total + acc;
+    acc = 0.0f;
+}
+
+/* ---- tc_tile: many tokens -------------------------------------------------------------------------------------- */
+
+/* Block: 256 threads = 8 warps as 2 (outputs) x 4 (tokens); warp tile 64 outputs x BN/4 tokens = 4 x NT fragments. */
+template <int BN, bool FOLD>
+__global__ void __launch_bounds__(256)
+    tc_tile(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K) {
+    constexpr int NT = BN / 32;     /* n8 fragments per warp */
+    constexpr int XV = BN / 32;     /* float4 activation loads per thread per step */
+    __shared__ __align__(16) uint16_t As[2][TC_BM][TC_PITCH];
+    __shared__ __align__(16) uint16_t Bs[2][BN][TC_PITCH];
+    __shared__ const uint16_t *wrow[TC_BM];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
+    int64_t blk = blockIdx.x;
+    const tc_job &job = tc_pick(jobs, blk);
+    const uint16_t *__restrict__ w = job.w;
+    const int32_t *__restrict__ rows = job.rows;
+    float *__restrict__ y = job.y;
+    const int64_t ldy = job.ldy, row_elems = job.row_elems, n_out = job.n_out;
+    const int64_t j0 = blk * TC_BM, t0 = (int64_t)blockIdx.y * BN;
+    if (tid < TC_BM) { /* rows past n_out repeat the last: computed, never stored */
+        int64_t j = j0 + tid < n_out ? j0 + tid : n_out - 1;
+        wrow[tid] = w + (rows ? (int64_t)rows[j] : j) * row_elems;
+    }
+    const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0;
+    __syncthreads();
+
+    float acc[4][NT][4], total[4][NT][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < NT; b++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[a][b][c] = 0.0f, total[a][b][c] = 0.0f;
+
+    float4 xr[XV];
+    /* step k0's weights into As[buf] (cp.async), its activations into registers */
+    auto fetch = [&](int buf, int64_t k0, int kn) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) { /* 128 rows x 4 chunks of 8 bf16 */
+            const int c = tid + 256 * i, r = c >> 2, part = c & 3;
+            if (part * 8 < kn) tc_cp16(&As[buf][r][part * 8], wrow[r] + k0 + part * 8);
+        }
+        tc_cp_commit();
+#pragma unroll
+        for (int i = 0; i < XV; i++) { /* BN tokens x 8 chunks of 4 floats */
+            const int c = tid + 256 * i, tk = c >> 3, part = c & 7;
+            const int64_t t = t0 + tk < T ? t0 + tk : T - 1;
+            const float *src = x + t * ldx + k0 + part * 4;
+            if (part * 4 >= kn) xr[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+            else if (xvec) xr[i] = *(const float4 *)src;
+            else xr[i] = make_float4(src[0], src[1], src[2], src[3]);
+        }
+    };
+    auto put = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < XV; i++) {
+            const int c = tid + 256 * i, tk = c >> 3, part = c & 7;
+            uint2 v = make_uint2(tc_pack(xr[i].x, xr[i].y), tc_pack(xr[i].z, xr[i].w));
+            *(uint2 *)&Bs[buf][tk][part * 4] = v;
+        }
+    };
+
+    const int64_t nsteps = (K + TC_BK - 1) / TC_BK;
+    fetch(0, 0, K < TC_BK ? (int)K : TC_BK);
+    put(0);
+    bool first = true;
+    for (int64_t st = 0; st < nsteps; st++) {
+        const int buf = (int)(st & 1);
+        const int64_t k0 = st * TC_BK;
+        const int kn = K - k0 < TC_BK ? (int)(K - k0) : TC_BK;
+        tc_cp_wait_all();
+        __syncthreads();
+        const bool more = st + 1 < nsteps;
+        if (more) {
+            const int64_t k1 = k0 + TC_BK;
+            fetch(buf ^ 1, k1, K - k1 < TC_BK ? (int)(K - k1) : TC_BK);
+        }
+        for (int ks = 0; ks < kn; ks += 16) {
+            uint32_t af[4][4], bf[NT][2];
+            const int i = lane >> 3, r = lane & 7;
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++)
+                tc_ldmatrix_x4(af[mt], &As[buf][wm * 64 + mt * 16 + r + (i & 1) * 8][ks + (i >> 1) * 8]);
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                uint32_t q[4];
+                tc_ldmatrix_x4(q, &Bs[buf][wn * (BN / 4) + np * 16 + r + (i >> 1) * 8][ks + (i & 1) * 8]);
+                bf[2 * np][0] = q[0], bf[2 * np][1] = q[1], bf[2 * np + 1][0] = q[2], bf[2 * np + 1][1] = q[3];
+            }
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    tc_mma(acc[mt][nt], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0], bf[nt][1]);
+        }
+        if (FOLD && ((k0 + kn) % TC_KS == 0 || k0 + kn == K)) { /* a slice ends */
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int b = 0; b < NT; b++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) tc_fold(total[a][b][c], acc[a][b][c], first);
+            first = false;
+        }
+        if (more) put(buf ^ 1);
+    }
+    /* D fragment: c0, c1 = (output g, tokens 2q, 2q+1), c2, c3 = output g + 8 */
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int64_t j = j0 + wm * 64 + mt * 16 + g + (c >> 1) * 8;
+                const int64_t t = t0 + wn * (BN / 4) + nt * 8 + 2 * q + (c & 1);
+                if (j < n_out && t < T) y[t * ldy + j] = FOLD ? total[mt][nt][c] : acc[mt][nt][c];
+            }
+}
+
+/* ---- tc_skinny: a few tokens ----------------------------------------------------------------------------------- */
+
+/* Block: SW warps, 16 outputs, NF fragments of 8 tokens (T <= 8 NF). Round r: warp w computes slice r * SW + w
+ * into part[w]; then the block adds the round's partials to the totals in slice order. */
+template <int NF, int SW>
+__global__ void __launch_bounds__(SW * 32)
+    tc_skinny(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K) {
+    constexpr int NTOK = NF * 8;
+    __shared__ float part[SW][16][NTOK + 1];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+    int64_t blk = blockIdx.x;
+    const tc_job &job = tc_pick(jobs, blk);
+    const uint16_t *__restrict__ w = job.w;
+    const int32_t *__restrict__ rows = job.rows;
+    float *__restrict__ y = job.y;
+    const int64_t ldy = job.ldy, row_elems = job.row_elems, n_out = job.n_out;
+    const int64_t j0 = blk * 16;
+    const uint16_t *wa, *wb; /* this lane's two weight rows: outputs g and g + 8 */
+    {
+        int64_t ja = j0 + g < n_out ? j0 + g : n_out - 1, jb = j0 + g + 8 < n_out ? j0 + g + 8 : n_out - 1;
+        wa = w + (rows ? (int64_t)rows[ja] : ja) * row_elems;
+        wb = w + (rows ? (int64_t)rows[jb] : jb) * row_elems;
+    }
+    const float *xt[NF]; /* this lane's token row in each fragment (column g), NULL past T */
+#pragma unroll
+    for (int f = 0; f < NF; f++) xt[f] = f * 8 + g < T ? x + (int64_t)(f * 8 + g) * ldx : nullptr;
+
+    const int64_t S = (K + TC_KS - 1) / TC_KS;
+    constexpr int PER = (NTOK * 16 + SW * 32 - 1) / (SW * 32); /* totals per thread */
+    float total[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) total[i] = 0.0f;
+
+    for (int64_t s0 = 0; s0 < S; s0 += SW) {
+        const int64_t s = s0 + warp;
+        if (s < S) {
+            const int64_t k0 = s * TC_KS, k1 = k0 + TC_KS < K ? k0 + TC_KS : K;
+            float acc[NF][4];
+#pragma unroll
+            for (int f = 0; f < NF; f++) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
+            for (int64_t kb = k0; kb < k1; kb += 128) { /* 8 steps' weights in flight, then their products */
+                const int steps = k1 - kb < 128 ? (int)((k1 - kb) / 16) : 8;
+                uint32_t a[8][4];
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    if (u < steps) {
+                        const int64_t kk = kb + 16 * u + 2 * q;
+                        a[u][0] = *(const uint32_t *)(wa + kk);
+                        a[u][1] = *(const uint32_t *)(wb + kk);
+                        a[u][2] = *(const uint32_t *)(wa + kk + 8);
+                        a[u][3] = *(const uint32_t *)(wb + kk + 8);
+                    }
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    if (u < steps) {
+                        const int64_t kk = kb + 16 * u + 2 * q;
+#pragma unroll
+                        for (int f = 0; f < NF; f++) {
+                            uint32_t b0 = 0, b1 = 0;
+                            if (xt[f]) {
+                                b0 = tc_pack(xt[f][kk], xt[f][kk + 1]);
+                                b1 = tc_pack(xt[f][kk + 8], xt[f][kk + 9]);
+                            }
+                            tc_mma(acc[f], a[u][0], a[u][1], a[u][2], a[u][3], b0, b1);
+                        }
+                    }
+            }
+#pragma unroll
+            for (int f = 0; f < NF; f++) {
+                part[warp][g][f * 8 + 2 * q] = acc[f][0];
+                part[warp][g][f * 8 + 2 * q + 1] = acc[f][1];
+                part[warp][g + 8][f * 8 + 2 * q] = acc[f][2];
+                part[warp][g + 8][f * 8 + 2 * q + 1] = acc[f][3];
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < PER; i++) { /* element e = tid + i * blockDim: output e % 16, token e / 16 */
+            const int e = tid + i * SW * 32, o = e & 15, tk = e >> 4;
+            if (tk >= NTOK) break;
+            for (int u = 0; u < SW && s0 + u < S; u++) {
+                float p = part[u][o][tk];
+                tc_fold(total[i], p, s0 + u == 0);
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int e = tid + i * SW * 32, o = e & 15, tk = e >> 4;
+        const int64_t j = j0 + o;
+        if (j < n_out && tk < T) y[(int64_t)tk * ldy + j] = total[i];
+    }
+}
+
+/* ---- dispatch -------------------------------------------------------------------------------------------------- */
+
+extern "C" int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in) {
+    return bf16_in && w->type == TD_DTYPE_BF16 && w->cols % 16 == 0 && w->row_bytes % 16 == 0 &&
+           ((uintptr_t)w->data & 15u) == 0;
+}
+
+/* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
+int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, cudaStream_t s) {
+    if (n < 1 || n > TC_MAX_JOBS) return td_cu_failf("matmul (tensor cores): %d products in one launch", n);
+    const bool skinny = T <= TC_SKINNY_T;
+    const int64_t per = skinny ? 16 : TC_BM; /* outputs per block */
+    tc_jobs jobs;
+    jobs.n = n;
+    int64_t blocks = 0;
+    for (int i = 0; i < n; i++) {
+        const td_cu_mat *w = mm[i].w;
+        jobs.j[i] = tc_job{(const uint16_t *)w->data, mm[i].rows, mm[i].y, mm[i].ldy, (int64_t)(w->row_bytes / 2),
+                           mm[i].n_out, blocks};
+        blocks += (mm[i].n_out + per - 1) / per;
+    }
+    if (blocks > 0x7fffffff) return td_cu_failf("matmul (tensor cores): %lld blocks", (long long)blocks);
+    const int64_t K = mm[0].w->cols;
+    if (skinny) {
+        /* as many warps as slices, up to 8: a long k streams through more warps at once */
+        const int nf = (int)((T + 7) / 8), wide = (K + TC_KS - 1) / TC_KS >= 8;
+        if (wide) {
+            if (nf == 1) tc_skinny<1, 8><<<(unsigned)blocks, 256, 0, s>>>(jobs, x, ldx, T, K);
+            else if (nf == 2) tc_skinny<2, 8><<<(unsigned)blocks, 256, 0, s>>>(jobs, x, ldx, T, K);
+            else tc_skinny<4, 8><<<(unsigned)blocks, 256, 0, s>>>(jobs, x, ldx, T, K);
+        } else {
+            if (nf == 1) tc_skinny<1, 4><<<(unsigned)blocks, 128, 0, s>>>(jobs, x, ldx, T, K);
+            else if (nf == 2) tc_skinny<2, 4><<<(unsigned)blocks, 128, 0, s>>>(jobs, x, ldx, T, K);
+            else tc_skinny<4, 4><<<(unsigned)blocks, 128, 0, s>>>(jobs, x, ldx, T, K);
+        }
+        return td_cu_launched("matmul (tensor cores, few tokens)");
+    }
+#ifdef TD_CUDA_BATCH_VARIANT
+    /* Not batch-invariant, to measure what invariance costs: one chain over all k (no slices) in tiles of 128 tokens,
+     * so a row's bits differ between T <= 32 (tc_skinny's slices) and above. */
+    tc_tile<128, false><<<dim3((unsigned)blocks, (unsigned)((T + 127) / 128)), 256, 0, s>>>(jobs, x, ldx, T, K);
+#else
+    /* 64 tokens a block: at 128 the accumulators and totals (128 registers) spill */
+    tc_tile<64, true><<<dim3((unsigned)blocks, (unsigned)((T + 63) / 64)), 256, 0, s>>>(jobs, x, ldx, T, K);
+#endif
+    return td_cu_launched("matmul (tensor cores)");
+}
