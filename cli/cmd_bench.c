@@ -12,7 +12,8 @@
 static const char usage_text[] =
     "usage: typedecide bench (prefill|decode) --model M [--tokens N] [--threads T] [--repeat R] [--kv f32|f16]\n"
     "       typedecide bench decide --model M [--prefix 256] [--criteria 144] [--suffix 45] [--options 4]\n"
-    "                               [--serial|--batch] [--threads T] [--repeat R] [--kv f32|f16]\n"
+    "                               [--serial|--batch] [--evidences E] [--cache-head] [--memory MB]\n"
+    "                               [--threads T] [--repeat R] [--kv f32|f16]\n"
     "       typedecide bench chat --model M [--history 200,1000,3000] [--turn 30] [--threads T] [--repeat R]\n"
     "       typedecide bench serve --model M [--clients 8] [--tokens 64] [--duration S] (see bench serve --help)\n"
     "       (every mode also takes [--device cpu|cuda] [--precision fp32|bf16])\n"
@@ -26,6 +27,15 @@ static const char usage_text[] =
     "            criteria per second and ms per criterion with the evidence's prefill shared among them;\n"
     "            prefix_ms (the evidence alone) and suffix_ms_per_criterion (a criterion's own cost over the\n"
     "            prefilled evidence, as llama-bench -p S -d P measures)\n"
+    "            --cache-head: the evidence stays prefilled between calls (td_decide_params.cache_head), so\n"
+    "            each timed call runs only its criteria: with --criteria 1, ms_per_criterion is one\n"
+    "            criterion's whole latency over a prefilled evidence\n"
+    "            --evidences E: E different evidences of ~P tokens (synthetic English words), each with the\n"
+    "            same C criteria (a question of words, K one-word options, ~S suffix tokens), decided by one\n"
+    "            td_decide_multi call (several evidences per forward pass, as the server's /v1/decide):\n"
+    "            criteria_per_s over all E x C; each repeat on new evidences (their prefill counted) unless\n"
+    "            --cache-head; the tokens actually run are reported\n"
+    "            --memory MB: the decider's memory budget (default 1024): how many criteria fit a pass\n"
     "  chat      time to first token of a T-token user turn after H tokens of conversation (synthetic ChatML\n"
     "            turns of random ids), for each H of --history: with the conversation's KV reused (ttft_ms; a\n"
     "            new turn per repeat, median; the repeats interleave the H values so that a change of load hits\n"
@@ -113,13 +123,169 @@ static double decide_once(td_decider *d, const int32_t *head, int32_t P, const i
     return cli_now() - t0;
 }
 
+/* --evidences E: the words of the synthetic texts (ASCII: any prefix of their tokens detokenises to valid UTF-8) */
+static const char *const bench_words[] = {
+    "the",    "order",  "arrived", "late",   "and",     "customer", "asked",  "for",    "a",       "refund",
+    "of",     "invoice", "was",    "charged", "twice",  "account",  "cannot", "log",    "in",      "since",
+    "update", "app",    "crashes", "on",     "start",   "please",   "fix",    "this",   "soon",    "plan",
+    "team",   "price",  "month",   "year",   "support", "reply",    "never",  "came",   "after",   "three",
+    "days",   "waiting", "mail",   "phone",  "number",  "changed",  "address", "box",   "damaged", "item",
+    "missing", "from",  "package", "again",  "thanks",  "best",     "regards", "would", "like",    "to",
+    "know",   "why",    "it",      "is"};
+#define BENCH_N_WORDS ((uint64_t)(sizeof bench_words / sizeof *bench_words))
+
+/* A text of exactly n tokens (n >= 1) of seed's random words, as *text (td_free): words drawn, tokenised, the first n
+ * ids detokenised. Returns TD_OK or the tokenizer's status. */
+static td_status bench_text(const td_tokenizer *tok, uint64_t seed, int32_t n, char **text) {
+    size_t cap = ((size_t)n + 8) * 16, at = 0; /* n + 8 words of at most 8 letters and a space */
+    char *w = malloc(cap);
+    if (!w) return TD_ERR_NOMEM;
+    for (int32_t i = 0; i < n + 8; i++) {
+        const char *s = bench_words[(uint64_t)bench_draw_id(&seed, (int32_t)BENCH_N_WORDS)];
+        at += (size_t)snprintf(w + at, cap - at, "%s%s", i ? " " : "", s);
+    }
+    int32_t *ids = NULL;
+    size_t n_ids = 0, len = 0;
+    td_status st = td_tokenize(tok, w, at, 0, &ids, &n_ids);
+    free(w);
+    if (st == TD_OK) st = td_detokenize(tok, ids, n_ids < (size_t)n ? n_ids : (size_t)n, text, &len);
+    td_free(ids);
+    return st;
+}
+
+/* --evidences E: E evidences of ~P tokens, each with the same C criteria (a question of words and K one-word
+ * options, ~S suffix tokens in all), decided by td_decide_multi as one call; each repeat on new evidences (their
+ * prefill counted) unless --cache-head (the same evidences, found prefilled). */
+static int bench_decide_multi(td_model *m, td_decider *d, const char *model_dir, long long threads, long long repeat,
+                              long long E, long long P, long long C, long long S, long long K, int cache_head,
+                              int32_t kv_f16, const bench_device *dv, double load_s, long long memory_mb) {
+    const td_tokenizer *tok = td_model_tokenizer(m);
+    int rc = 1;
+    td_status st = TD_OK;
+    char **texts = calloc((size_t)E * (size_t)(repeat + 1), sizeof *texts);
+    char **questions = calloc((size_t)C, sizeof *questions), **cids = calloc((size_t)C, sizeof *cids);
+    const char *oids[TD_DECIDE_MAX_OPTIONS], *odesc[TD_DECIDE_MAX_OPTIONS];
+    char oid_buf[TD_DECIDE_MAX_OPTIONS][8];
+    td_criterion *crit = calloc((size_t)C, sizeof *crit);
+    td_decision *out = calloc((size_t)(E * C), sizeof *out);
+    td_decide_group *g = calloc((size_t)E, sizeof *g);
+    double *secs = calloc((size_t)repeat, sizeof *secs);
+    long long head_tokens = 0, suffix_tokens = 0, forwards = 0, cached = 0;
+    if (!texts || !questions || !cids || !crit || !out || !g || !secs) {
+        rc = cli_error("bench", "out of memory");
+        goto done;
+    }
+    for (long long k = 0; k < K; k++) {
+        snprintf(oid_buf[k], sizeof oid_buf[k], "o%lld", k);
+        oids[k] = oid_buf[k];
+        odesc[k] = bench_words[(k * 7 + 3) % (long long)BENCH_N_WORDS];
+    }
+    /* each question's length in tokens so that its rendered suffix ("\nCriterion: {question}\nOptions:\nA. {word}\n
+     * ... Answer:", td_decide's) has ~S tokens: a few corrections of the count (words can merge across the joins) */
+    for (long long c = 0; c < C; c++) {
+        char idb[24];
+        snprintf(idb, sizeof idb, "c%lld", c);
+        if (!(cids[c] = strdup(idb))) {
+            st = TD_ERR_NOMEM;
+            goto fail;
+        }
+        int32_t q = (int32_t)S;
+        for (int tries = 0; tries < 6; tries++) {
+            td_free(questions[c]);
+            questions[c] = NULL;
+            if ((st = bench_text(tok, 1000003ull * (uint64_t)(c + 1), q, &questions[c])) != TD_OK) goto fail;
+            size_t cap = strlen(questions[c]) + 64 + (size_t)K * 16, n;
+            char *buf = malloc(cap);
+            if (!buf) {
+                st = TD_ERR_NOMEM;
+                goto fail;
+            }
+            n = (size_t)snprintf(buf, cap, "\nCriterion: %s\nOptions:\n", questions[c]);
+            for (long long k = 0; k < K; k++) n += (size_t)snprintf(buf + n, cap - n, "%c. %s\n", (char)('A' + k), odesc[k]);
+            n += (size_t)snprintf(buf + n, cap - n, "Answer:");
+            int32_t *ids = NULL;
+            size_t n_ids = 0;
+            st = td_tokenize(tok, buf, n, 0, &ids, &n_ids);
+            free(buf);
+            td_free(ids);
+            if (st != TD_OK) goto fail;
+            int32_t next = q + (int32_t)S - (int32_t)n_ids;
+            if (next < 1) next = 1;
+            if (next == q) break;
+            q = next;
+        }
+        crit[c] = (td_criterion){cids[c], questions[c], (int32_t)K, oids, odesc};
+    }
+    /* set 0: the warm-up's (and every repeat's with --cache-head); set r + 1: repeat r's */
+    for (long long i = 0; i < E * (cache_head ? 1 : repeat + 1); i++)
+        if ((st = bench_text(tok, 7919ull * (uint64_t)(i + 1), (int32_t)P, &texts[i])) != TD_OK) goto fail;
+    for (long long r = -1; r < repeat; r++) {
+        long long set = cache_head || r < 0 ? 0 : r + 1;
+        for (long long e = 0; e < E; e++) {
+            memset(&g[e], 0, sizeof g[e]);
+            g[e].evidence = texts[set * E + e];
+            g[e].len = strlen(texts[set * E + e]);
+            g[e].criteria = crit;
+            g[e].n = (int32_t)C;
+            g[e].out = out + e * C;
+        }
+        td_decide_stats before = td_decider_stats(d);
+        double t0 = cli_now();
+        if ((st = td_decide_multi(d, g, (int32_t)E)) != TD_OK) goto fail;
+        double t = cli_now() - t0;
+        for (long long e = 0; e < E; e++)
+            if (g[e].status != TD_OK) {
+                rc = cli_error("bench", "evidence %lld: %s", e, g[e].error);
+                goto done;
+            }
+        if (r < 0) continue;
+        secs[r] = t;
+        td_decide_stats after = td_decider_stats(d);
+        forwards += after.forwards - before.forwards;
+        for (long long e = 0; e < E; e++) {
+            head_tokens += g[e].prefill_tokens;
+            cached += g[e].head_cached;
+            for (long long c = 0; c < C; c++) suffix_tokens += out[e * C + c].suffix_tokens;
+        }
+    }
+    qsort(secs, (size_t)repeat, sizeof *secs, cmp_double);
+    double med = secs[repeat / 2], n_crit = (double)(E * C);
+    printf("{\"bench\": \"decide\", \"mode\": \"multi\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", "
+           "\"kv\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"evidences\": %lld, \"prefix\": %lld, "
+           "\"criteria\": %lld, \"suffix\": %lld, \"options\": %lld, \"threads\": %lld, \"repeat\": %lld, "
+           "\"memory_mb\": %lld, \"cache_head\": %s, \"load_s\": %.4f, \"criteria_per_s\": %.3f, "
+           "\"criteria_per_s_min\": %.3f, \"criteria_per_s_max\": %.3f, \"ms_per_call\": %.3f, "
+           "\"ms_per_criterion\": %.4f, \"prefill_tokens_per_evidence\": %.1f, \"heads_found_prefilled\": %.1f, "
+           "\"suffix_tokens_per_criterion\": %.2f, \"forwards_per_call\": %.2f}\n",
+           model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32", dv->desc,
+           cli_precision_name(dv->precision), E, P, C, S, K, threads, repeat, memory_mb, cache_head ? "true" : "false",
+           load_s, n_crit / med, n_crit / secs[repeat - 1], n_crit / secs[0], 1e3 * med, 1e3 * med / n_crit,
+           (double)head_tokens / (double)(E * repeat), (double)cached / (double)repeat,
+           (double)suffix_tokens / (n_crit * (double)repeat), (double)forwards / (double)repeat);
+    rc = 0;
+    goto done;
+fail:
+    rc = cli_fail("bench", st);
+done:
+    for (long long i = 0; texts && i < E * (repeat + 1); i++) td_free(texts[i]);
+    for (long long c = 0; questions && c < C; c++) td_free(questions[c]);
+    for (long long c = 0; cids && c < C; c++) free(cids[c]);
+    free(texts), free(questions), free(cids), free(crit), free(out), free(g), free(secs);
+    return rc;
+}
+
 static int bench_decide(const char *model_dir, long long threads, long long repeat, const char *prefix_s,
-                        const char *crit_s, const char *suffix_s, const char *opts_s, int serial, int32_t kv_f16,
-                        const bench_device *dv) {
-    long long P = 256, C = 144, S = 45, K = 4;
+                        const char *crit_s, const char *suffix_s, const char *opts_s, const char *evid_s,
+                        const char *mem_s, int serial, int cache_head, int32_t kv_f16, const bench_device *dv) {
+    long long P = 256, C = 144, S = 45, K = 4, E = 1, M = 0;
     if ((prefix_s && cli_int(prefix_s, 0, 1 << 20, &P)) || (crit_s && cli_int(crit_s, 1, 1 << 20, &C)) ||
         (suffix_s && cli_int(suffix_s, 1, 1 << 16, &S)) || (opts_s && cli_int(opts_s, 1, TD_DECIDE_MAX_OPTIONS, &K)))
         return cli_usage_error("bench", "--prefix, --criteria, --suffix and --options take positive integers");
+    if (evid_s && cli_int(evid_s, 1, 4096, &E)) return cli_usage_error("bench", "--evidences must be in 1..4096");
+    if (mem_s && cli_int(mem_s, 1, 1 << 24, &M)) return cli_usage_error("bench", "--memory must be a size in MB in 1..16777216");
+    if (evid_s && serial) return cli_usage_error("bench", "--evidences decides in batches: it does not take --serial");
+    if (evid_s && P < 1) return cli_usage_error("bench", "--evidences needs --prefix of at least 1 token");
+    if (K < 2 && evid_s) return cli_usage_error("bench", "--evidences needs --options of at least 2");
     td_model *m;
     double t0 = cli_now();
     td_status st = cli_load_model(model_dir, 1, 1, NULL, &m);
@@ -131,10 +297,19 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
     p.kv_f16 = kv_f16;
     p.device = dv->device;
     p.precision = dv->precision;
+    p.cache_head = cache_head;
+    if (M) p.memory_mb = M;
     td_decider *d = NULL;
     if ((st = td_decider_new(m, &p, &d)) != TD_OK) {
         td_model_free(m);
         return cli_fail("bench", st);
+    }
+    if (evid_s) {
+        int mrc = bench_decide_multi(m, d, model_dir, threads, repeat, E, P, C, S, K, cache_head, kv_f16, dv, load_s,
+                                     (long long)p.memory_mb);
+        td_decider_free(d);
+        td_model_free(m);
+        return mrc;
     }
     int32_t V = td_model_n_vocab(m), n_rand = V < 100000 ? V : 100000;
     int32_t *head = malloc((size_t)(P ? P : 1) * sizeof *head), *ids = malloc((size_t)(C * S) * sizeof *ids);
@@ -171,13 +346,15 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
                "\"load_s\": %.4f, \"criteria_per_s\": %.3f, \"ms_per_criterion\": %.3f, \"ms_per_criterion_min\": %.3f, "
                "\"ms_per_criterion_max\": %.3f, \"prefix_ms\": %.3f, \"suffix_ms_per_criterion\": %.3f, "
                "\"suffix_ms_per_criterion_min\": %.3f, \"suffix_ms_per_criterion_max\": %.3f, "
-               "\"forwards_per_run\": %lld, \"head_macs_per_criterion\": %lld}\n",
+               "\"forwards_per_run\": %lld, \"head_macs_per_criterion\": %lld, \"memory_mb\": %lld, "
+               "\"cache_head\": %s, \"heads_found_prefilled\": %lld}\n",
                serial ? "serial" : "batch", model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32",
                dv->desc, cli_precision_name(dv->precision), P, C,
                S, K, threads, repeat, load_s,
                (double)C / med, 1e3 * med / (double)C, 1e3 * secs[0] / (double)C, 1e3 * secs[repeat - 1] / (double)C,
                head_ms[repeat / 2], crit_ms[repeat / 2], crit_ms[0], crit_ms[repeat - 1],
-               (long long)(ds.forwards / (repeat + 1)), (long long)(ds.head_macs / (ds.criteria ? ds.criteria : 1)));
+               (long long)(ds.forwards / (repeat + 1)), (long long)(ds.head_macs / (ds.criteria ? ds.criteria : 1)),
+               (long long)p.memory_mb, cache_head ? "true" : "false", (long long)ds.head_cached);
     }
     free(head), free(ids), free(suf), free(ns), free(no), free(out), free(secs), free(head_ms), free(crit_ms);
     td_decider_free(d);
@@ -189,8 +366,8 @@ int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) return bench_serve(argc - 1, argv + 1); /* options of its own */
     const char *model_dir = NULL, *tokens_s = NULL, *threads_s = NULL, *repeat_s = "3", *prefix_s = NULL,
                *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL, *kv_s = NULL, *hist_s = NULL, *turn_s = NULL,
-               *device_s = NULL, *precision_s = NULL;
-    int serial = 0, batch = 0;
+               *device_s = NULL, *precision_s = NULL, *evid_s = NULL, *mem_s = NULL;
+    int serial = 0, batch = 0, cache_head = 0;
     int32_t kv_f16 = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"tokens", 1, &tokens_s, NULL},
                             {"threads", 1, &threads_s, NULL}, {"repeat", 1, &repeat_s, NULL},
@@ -199,7 +376,9 @@ int cmd_bench(int argc, char **argv) {
                             {"serial", 0, NULL, &serial},     {"batch", 0, NULL, &batch},
                             {"kv", 1, &kv_s, NULL},           {"history", 1, &hist_s, NULL},
                             {"turn", 1, &turn_s, NULL},       {"device", 1, &device_s, NULL},
-                            {"precision", 1, &precision_s, NULL}, {NULL, 0, NULL, NULL}};
+                            {"precision", 1, &precision_s, NULL}, {"evidences", 1, &evid_s, NULL},
+                            {"memory", 1, &mem_s, NULL},      {"cache-head", 0, NULL, &cache_head},
+                            {NULL, 0, NULL, NULL}};
     const char *pos[1];
     int np = 0;
     int r = cli_parse(argc, argv, opts, "bench", pos, 1, &np);
@@ -223,7 +402,10 @@ int cmd_bench(int argc, char **argv) {
     if ((r = cli_device("bench", device_s, precision_s, &dv.device, &dv.precision, dv.desc, sizeof dv.desc)) != 0) return r;
     if (strcmp(mode, "chat") == 0) return bench_chat(model_dir, threads, repeat, hist_s, turn_s, kv_f16, &dv);
     if (strcmp(mode, "decide") == 0)
-        return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, serial, kv_f16, &dv);
+        return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, evid_s, mem_s, serial,
+                            cache_head, kv_f16, &dv);
+    if (evid_s || mem_s || cache_head)
+        return cli_usage_error("bench", "--evidences, --memory and --cache-head are options of bench decide");
 
     double t0 = cli_now();
     td_model *m;
