@@ -6,7 +6,10 @@
 #      every tiny fixture: bit-identical to the one-thread module's (test_wasm.sh holds those to native);
 #   2. generation (greedy; sampled with the model's defaults and a seed) with 2 and 4 threads: the one-thread
 #      module's ids and text on both demo models;
-#   3. the threads really ran: a forward pass with 2 threads hands the pool's workers jobs (pool_jobs > 0) in the
+#   3. the pool itself (tests/test_pool.c built for the threaded module: web/CMakeLists.txt's pool_wasm_test) with up
+#      to 16 threads on Web Workers, its WebAssembly waits (spin, then memory.atomic.wait32) included: every item
+#      once, none under another job; a lost wake-up hangs it, so it runs under a timeout;
+#   4. the threads really ran: a forward pass with 2 threads hands the pool's workers jobs (pool_jobs > 0) in the
 #      threaded module, none in the one-thread module, which runs one thread whatever is asked (threads 1).
 # Skipped (77) as test_wasm.sh is. Under Chromium (cross-origin isolated or not): test_wasm_browser.sh.
 set -euo pipefail
@@ -18,6 +21,10 @@ trap 'rm -rf "$tmp"' EXIT
 . tests/wasm/common.sh
 wasm_build_or_skip
 RUN="node tests/wasm/wasm_run.mjs"
+
+timeout 120 node "${TD_WASM_BUILD_DIR:-web/build/wasm}-mt/pool_wasm_test.js" ||
+    fail "the thread pool's test on Web Workers (pool_wasm_test) failed or hung (exit $?)"
+echo "ok: the thread pool's test (tests/test_pool.c) on Web Workers"
 export TD_WASM_WORKERS=3 # the threaded module's pool: 4 threads with the caller
 
 for set in scalar wasm128; do
