@@ -81,3 +81,29 @@ rec() {
     echo "{\"step\": \"$1\", \"s\": $(($(date +%s) - START)), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"," \
         "\"result\": ${2:-null}}" >>"$L"
 }
+
+# bundle_llama_src_cuda DIR: the part of llama.cpp's source (node-llama-cpp's bundle) that llama-bench needs with
+# the CPU and CUDA backends, for x86 (no other backend, no other tool, not mtmd's vendored media headers), as
+# DIR/llama-src.tar.xz (~1/3 of bundle_llama_src's: the device's working tree is limited to 64 MiB), tools/ holding
+# llama-bench alone; its commit in DIR/llama.txt. Build it with GGML_CUDA=ON and LLAMA_BUILD_APP=OFF.
+bundle_llama_src_cuda() {
+    local src
+    src=$(mktemp -d)
+    git -c advice.detachedHead=false clone -q tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle "$src/llama.cpp"
+    git -C "$src/llama.cpp" archive --format=tar --prefix=llama.cpp/ HEAD CMakeLists.txt LICENSE cmake src include \
+        common vendor tools/llama-bench scripts/ui-assets.cmake ggml/CMakeLists.txt ggml/cmake ggml/include \
+        ggml/src/ggml-cpu ggml/src/ggml-cuda ':(glob)ggml/src/*.*' ggml/src/CMakeLists.txt \
+        ':(exclude)vendor/miniaudio/miniaudio.h' ':(exclude)vendor/stb/stb_image.h' \
+        ':(exclude)ggml/src/ggml-cpu/arch/arm' ':(exclude)ggml/src/ggml-cpu/arch/loongarch' \
+        ':(exclude)ggml/src/ggml-cpu/arch/powerpc' ':(exclude)ggml/src/ggml-cpu/arch/riscv' \
+        ':(exclude)ggml/src/ggml-cpu/arch/s390' ':(exclude)ggml/src/ggml-cpu/arch/wasm' \
+        ':(exclude)ggml/src/ggml-cpu/spacemit' ':(exclude)ggml/src/ggml-cpu/kleidiai' >"$src/llama.tar"
+    mkdir -p "$src/app/llama.cpp/app" "$src/app/llama.cpp/tools"
+    : >"$src/app/llama.cpp/app/CMakeLists.txt"
+    printf 'llama_add_compile_flags()\nadd_subdirectory(llama-bench)\n' >"$src/app/llama.cpp/tools/CMakeLists.txt"
+    tar -C "$src/app" -rf "$src/llama.tar" llama.cpp/app/CMakeLists.txt llama.cpp/tools/CMakeLists.txt
+    xz -9 -T0 -c "$src/llama.tar" >"$1/llama-src.tar.xz"
+    echo "llama.cpp $(git -C "$src/llama.cpp" rev-parse HEAD) from node-llama-cpp's bundle ($(tr -d '\n ' \
+        <tests/node/node_modules/node-llama-cpp/llama/llama.cpp.info.json)), trimmed to llama-bench, CPU + CUDA" >"$1/llama.txt"
+    rm -rf "$src"
+}
