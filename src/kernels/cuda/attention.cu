@@ -6,9 +6,11 @@
  * query heads of one KV head (R = QT * GH <= 16 rows), so a staged key or value is used by R rows. Per chunk of 64
  * positions: the chunk's cells; then per slice of 64 head elements the key slice is staged in shared memory (f32,
  * converted from f16 on the way) and thread (position p = tid % 64, row group tid / 64) carries the fmaf chains of
- * rows tid / 64 + 4u across the slices; the scores go to shared memory; warp w makes rows w and w + 8's max, p's and
- * exp-sum (the fixed tree) and the combine factors; then per slice the value slice is staged and thread (row, e)
- * runs its chain over the row's visible positions and folds it into the super-chunk state (R x hd in shared memory).
+ * rows tid / 64 + 4u across the slices (each key element read once for its rows); the scores go to shared memory;
+ * warp w makes rows w and w + 8's max, p's and exp-sum (the fixed tree) and the combine factors; then per slice the
+ * value slice is staged and thread (e = tid % 64, rows tid / 64 + 4u) runs each row's chain over that row's
+ * positions and folds it into the super-chunk state (R x hd in shared memory). The super-chunk's key and value rows
+ * are prefetched into L2 when it starts.
  * At the super-chunk's end a row with n <= 512 writes out = A / L; a longer row writes (M, L, A) to the scratch
  * and td_attn_combine folds its super-chunks in ascending order.
  * Batch invariance: every value a row computes depends on its own q, its own range [lo, n) and the keys/values of
@@ -74,7 +76,7 @@ struct at_args {
 /* Shared memory floats (ints counted as floats) of the tile kernel. */
 static size_t at_smem(int R, int64_t hd, int mode) {
     size_t f = (size_t)(mode == 1 ? 3 : 2) * (size_t)R * (size_t)hd + AT_C * (AT_ES + 1) + AT_C * AT_ES +
-               (size_t)R * AT_C + 6 * AT_RMAX + 7 * AT_RMAX + AT_C;
+               (size_t)R * AT_C + 6 * AT_RMAX + 7 * AT_RMAX + AT_SC;
     return f * sizeof(float);
 }
 
@@ -92,8 +94,8 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
     int *rt = (int *)(RLs + AT_RMAX);      /* per row: batch token, head, n, lo, super state, chunk action, row state */
     int *rh = rt + AT_RMAX, *rn = rh + AT_RMAX, *rlo = rn + AT_RMAX, *sst = rlo + AT_RMAX, *act = sst + AT_RMAX;
     int *rst = act + AT_RMAX;
-    int *cl = rst + AT_RMAX;               /* [C] the chunk's cells (-1: no row of the tile sees the position) */
-    float *RAs = (float *)(cl + AT_C);     /* [R][hd] the row state's A (mode 1) */
+    int *cls = rst + AT_RMAX;              /* [512] the super-chunk's cells (-1: no row of the tile sees it) */
+    float *RAs = (float *)(cls + AT_SC);   /* [R][hd] the row state's A (mode 1) */
 
     const int64_t tile = blockIdx.x, hgroups = a.G / a.GH;
     const int64_t kvh = blockIdx.z / hgroups, h0 = kvh * a.G + (blockIdx.z % hgroups) * a.GH;
@@ -129,9 +131,13 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
     const size_t es = F16 ? 2 : 4;
     for (int j = j0; j < j1; j++) {
         if (tid < nrows) sst[tid] = 0;
-        /* the super-chunk's key and value rows into L2 now: the chunks' staging loads then wait on L2, not DRAM */
-        for (int pp = max(j * AT_SC, minlo) + tid; pp < min((j + 1) * AT_SC, maxn); pp += AT_NT) {
-            const size_t at = ((size_t)cell[pp] * (size_t)a.kv_dim + (size_t)kvo) * es;
+        /* the super-chunk's cells, and its key and value rows into L2 now: the chunks' staging loads then wait on
+         * L2, not DRAM */
+        for (int i = tid; i < AT_SC; i += AT_NT) {
+            const int pp = j * AT_SC + i, c = pp >= minlo && pp < maxn ? cell[pp] : -1;
+            cls[i] = c;
+            if (c < 0) continue;
+            const size_t at = ((size_t)c * (size_t)a.kv_dim + (size_t)kvo) * es;
             for (size_t b = 0; b < (size_t)hd * es; b += 128) {
                 prefetch_l2((const char *)a.kc + at + b);
                 prefetch_l2((const char *)a.vc + at + b);
@@ -140,13 +146,9 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
         __syncthreads();
         for (int c0 = j * AT_SC; c0 < (j + 1) * AT_SC && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
-            if (tid < AT_C) {
-                const int p = c0 + tid;
-                cl[tid] = p >= minlo && p < maxn ? cell[p] : -1;
-            }
-            __syncthreads();
+            const int *cl = cls + (c0 - j * AT_SC); /* the chunk's 64 (the previous chunk ended on a barrier) */
             /* scores: thread (p, rg) carries rows rg + 4u */
-            const int p = tid % AT_C, rg = tid / AT_C;
+            const int p = tid % AT_C, rg = tid / AT_C, nu = rg < nrows ? (nrows - rg + 3) / 4 : 0;
             float dot[AT_RMAX / 4] = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int e0 = 0; e0 < hd; e0 += AT_ES) {
                 const int ne = min(AT_ES, hd - e0);
@@ -162,14 +164,13 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
                     for (int u = 0; u < AT_PER; u++) Ks[(pr0 + (AT_NT / AT_ES) * u) * (AT_ES + 1) + e] = kr[u];
                 }
                 __syncthreads();
+                { /* each staged key element once for the thread's rows (their chains stay e ascending) */
+                    const float *kp = Ks + p * (AT_ES + 1), *q0 = Qs + rg * hd + e0;
+                    for (int e = 0; e < ne; e++) {
+                        const float k = kp[e];
 #pragma unroll
-                for (int u = 0; u < AT_RMAX / 4; u++) {
-                    const int r = rg + 4 * u;
-                    if (r < nrows) {
-                        const float *qr = Qs + r * hd + e0, *kr = Ks + p * (AT_ES + 1);
-                        float d = dot[u];
-                        for (int e = 0; e < ne; e++) d = fmaf(qr[e], kr[e], d);
-                        dot[u] = d;
+                        for (int u = 0; u < AT_RMAX / 4; u++)
+                            if (u < nu) dot[u] = fmaf(q0[u * 4 * hd + e], k, dot[u]);
                     }
                 }
                 __syncthreads();
@@ -224,15 +225,35 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
                     for (int u = 0; u < AT_PER; u++) Vs[(pr0 + (AT_NT / AT_ES) * u) * AT_ES + e] = vr[u];
                 }
                 __syncthreads();
-                for (int i = tid; i < nrows * AT_ES; i += AT_NT) {
-                    const int r = i / AT_ES, e = i % AT_ES, how = act[r];
-                    if (e >= ne || !how) continue;
-                    const int lo = max(rlo[r], c0) - c0, hi = min(rn[r], c0 + AT_C) - c0;
-                    const float *pr = Ps + r * AT_C;
-                    float acc = 0.0f;
-                    for (int k = lo; k < hi; k++) acc = fmaf(pr[k], Vs[k * AT_ES + e], acc);
-                    float *A = As + r * hd + e0 + e;
-                    *A = how == 1 ? acc : at_mix(*A, Xs[r], acc, Ys[r]);
+                /* thread (e, rows rg + 4u): each staged value once for its rows; a row's chain runs over its own
+                 * positions ascending */
+                const int e = tid % AT_ES, rg = tid / AT_ES;
+                if (e < ne) {
+                    float acc[AT_RMAX / 4];
+                    int klo[AT_RMAX / 4], khi[AT_RMAX / 4], kmin = AT_C, kmax = 0;
+#pragma unroll
+                    for (int u = 0; u < AT_RMAX / 4; u++) {
+                        const int r = rg + 4 * u;
+                        acc[u] = 0.0f, klo[u] = 0, khi[u] = 0;
+                        if (r < nrows && act[r]) {
+                            klo[u] = max(rlo[r], c0) - c0, khi[u] = min(rn[r], c0 + AT_C) - c0;
+                            kmin = min(kmin, klo[u]), kmax = max(kmax, khi[u]);
+                        }
+                    }
+                    for (int k = kmin; k < kmax; k++) {
+                        const float v = Vs[k * AT_ES + e];
+#pragma unroll
+                        for (int u = 0; u < AT_RMAX / 4; u++)
+                            if (k >= klo[u] && k < khi[u]) acc[u] = fmaf(Ps[(rg + 4 * u) * AT_C + k], v, acc[u]);
+                    }
+#pragma unroll
+                    for (int u = 0; u < AT_RMAX / 4; u++) {
+                        const int r = rg + 4 * u;
+                        if (r < nrows && act[r]) {
+                            float *A = As + r * hd + e0 + e;
+                            *A = act[r] == 1 ? acc[u] : at_mix(*A, Xs[r], acc[u], Ys[r]);
+                        }
+                    }
                 }
                 __syncthreads();
             }
