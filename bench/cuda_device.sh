@@ -13,7 +13,7 @@
 # Steps, in this order (STEPS picks and orders nothing else: a step not named is not run; each one still to start
 # once BUDGET_S (default 550 s) is spent is skipped and listed; each result is one JSON line in $OUT/cuda.jsonl as
 # soon as it is measured, each log under a "== step" line of $OUT/steps.log):
-#   (always, in the background from the start) llama.cpp's CUDA build (sm_90, 12 jobs at nice 10) and the F16 GGUF
+#   (always, in the background from the start) llama.cpp's CUDA build (sm_90, 12 jobs at nice 19) and the F16 GGUF
 #              exports of the synthetic models by our exporter, while the GPU steps run
 #   timing     `typedecide bench` on synthetic qwen3-0.6b and qwen3.5-0.8b (BF16 safetensors, `typedecide synth`),
 #              --device cuda, for each of PRECISIONS (bf16 fp32): prefill 2048, decode batch 1 (128 tokens),
@@ -23,14 +23,15 @@
 #   peer       transformers bf16 (sdpa) on the same checkpoints: the same lines (scripts/cuda_peer.py), and the
 #              measured bf16 matrix-product ceiling (torch, 8192^3)
 #   run        `typedecide run --device cuda --precision bf16` over a DOCS (10,000) document synthetic corpus made
-#              here (bench/corpus_gen.sh: tickets x 12 criteria), at most RUN_CAP_S (150 s): documents/s (a run
+#              here (bench/corpus_gen.sh: tickets x 12 criteria), at most RUN_CAP_S (100 s): documents/s (a run
 #              cut at the cap is stated from the lines it wrote)
 #   serve      `typedecide serve --device cuda --precision bf16 --parallel 64`: STREAMS (8 64) concurrent streamed
 #              chat completions of STREAM_TOKENS (128) tokens each (bench/serve_streams.py), aggregate tokens/s
 #   llama      llama-bench (llama.cpp CUDA, -ngl 99 -fa 1) on our F16 GGUF exports: -p 2048 -n 128, and one
 #              criterion as -p 45 -n 0 -d 256; waits for the build while budget is left, else skipped with a line
 #   decide46   issue 46's /v1/decide line with --device cuda: bench/decide_clients.sh (node and jq there), else its
-#              Python twin bench/decide_clients.py; $OUT/decide-clients-h200.json
+#              Python twin bench/decide_clients.py; $OUT/decide-clients-h200.json; the CLI check on DC_CLI_CHECK (4)
+#              requests per model (each `decide --device cuda` process loads the model: ~2 s)
 #   kernels    test_cuda_kernels: every kernel against the CPU scalar references, batch invariance
 #   engine     test_cuda_engine: fixture parity (transformers, CPU fp32), GPU exactness, decide vs CPU
 #   clients    bench/cuda_clients.sh: decide on Q8_0/Q4_0 GGUFs, evaluate, generate, chat and serve on the GPU vs CPU
@@ -91,7 +92,7 @@ PRECISIONS=${PRECISIONS:-bf16 fp32}
 MULTI_PRECISIONS=${MULTI_PRECISIONS:-bf16}
 if [ "$DEV" = cuda ]; then
     PREFILL=${PREFILL:-2048} DECODE=${DECODE:-128} PREFIX=${PREFIX:-256} CRITERIA=${CRITERIA:-144} SUFFIX=${SUFFIX:-45}
-    EVIDENCES=${EVIDENCES:-16} REPEAT=${REPEAT:-3} DOCS=${DOCS:-10000} RUN_CAP_S=${RUN_CAP_S:-150}
+    EVIDENCES=${EVIDENCES:-16} REPEAT=${REPEAT:-3} DOCS=${DOCS:-10000} RUN_CAP_S=${RUN_CAP_S:-100}
     STREAMS=${STREAMS:-8 64} STREAM_TOKENS=${STREAM_TOKENS:-128}
 else # the dry run: tiny models, small sizes
     PREFILL=${PREFILL:-256} DECODE=${DECODE:-16} PREFIX=${PREFIX:-64} CRITERIA=${CRITERIA:-12} SUFFIX=${SUFFIX:-20}
@@ -180,7 +181,7 @@ except ValueError:
     else:
         print("null")' "$f.out" 2>/dev/null || echo null)
     { echo "== $name $model $prec (rc $rc): $*"; cat "$f.out" "$f.err"; } >>"$OUT/steps.log"
-    echo "{\"step\": \"$name\", \"model\": \"$model\", \"precision\": \"$prec\", \"rc\": $rc, \"seconds\": $(secs_since "$t0"), \"command\": $(jstr "$*"), \"result\": $res}" >>"$LOG"
+    echo "{\"step\": \"$name\", \"model\": \"$model\", \"precision\": \"$prec\", \"rc\": $rc, \"seconds\": $(secs_since "$t0"), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"command\": $(jstr "$*"), \"result\": $res}" >>"$LOG"
     say "$name $model $prec: rc $rc; $(echo "$res" | cut -c1-240)$([ "$rc" = 0 ] || tail -2 "$f.err" | tr '\n' ' ' | cut -c1-300)"
     return $rc
 }
@@ -210,7 +211,7 @@ if want llama && [ ! -x "$LL" ] && [ "$DEV" = cuda ] && [ -f "$BUNDLE/llama-src.
         cmake -S "$WORK/llama/llama.cpp" -B "$WORK/llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
             -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
             -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON
-        nice -n 10 cmake --build "$WORK/llama/build" --target llama-bench -j"${LLAMA_JOBS:-12}"
+        nice -n 19 cmake --build "$WORK/llama/build" --target llama-bench -j"${LLAMA_JOBS:-12}"
     ) >"$WORK/logs/llama-build.log" 2>&1 &
     LLAMA_PID=$!
     say "llama.cpp CUDA build started ($(cat "$BUNDLE/llama.txt" 2>/dev/null | cut -c1-60))"
@@ -219,6 +220,9 @@ fi
 # the models: synthetic BF16 checkpoints made here (the dry run: the tiny fixtures)
 TOK=$WORK/tokenizer.json
 declare -A MP
+need_models=
+for s_ in timing peer run serve llama decide46; do want $s_ && need_models=1; done
+[ -n "$need_models" ] || MODELS=
 for m in $MODELS; do
     if [ "$DEV" != cuda ]; then
         case "$m" in qwen3.5*) MP[$m]=fixtures/models/qwen35-tiny-text ;; *) MP[$m]=fixtures/models/qwen3-tiny-tied ;; esac
@@ -376,7 +380,8 @@ if want decide46; then
     dc=(bash bench/decide_clients.sh)
     command -v node >/dev/null && command -v jq >/dev/null || dc=(python3 bench/decide_clients.py)
     if [ "$DEV" = cuda ]; then
-        step decide46 60 200 env BIN="$BIN" WORK="$WORK" "${dc[@]}" "$OUT/decide-clients-h200.json" -- --device cuda
+        step decide46 60 200 env BIN="$BIN" WORK="$WORK" TOK="$TOK" CLI_CHECK="${DC_CLI_CHECK:-4}" "${dc[@]}" \
+            "$OUT/decide-clients-h200.json" -- --device cuda
     else
         step decide46 30 200 env BIN="$BIN" WORK="$WORK/dc" MODELS=demo-qwen3 CLIENTS=8 CLI_CHECK=4 "${dc[@]}" \
             "$OUT/decide-clients-h200.json"

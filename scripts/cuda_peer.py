@@ -124,8 +124,9 @@ def main():
         one = ids(1, a.suffix)
         base = model(head, use_cache=True, logits_to_keep=1).past_key_values
         state = {"cache": base}
-        recurrent = any("linear" in str(t) for t in (getattr(getattr(model.config, "text_config", model.config),
-                                                              "layer_types", None) or []))
+        tc = getattr(model.config, "text_config", model.config)
+        recurrent = (any("linear" in str(t) for t in (getattr(tc, "layer_types", None) or [])) or
+                     getattr(tc, "full_attention_interval", None) is not None or "qwen3_5" in str(tc.model_type))
         before = None
         how1 = "the suffix on the evidence's cache, cropped back to the evidence after each"
         if recurrent or not hasattr(base, "crop"):
