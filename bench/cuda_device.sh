@@ -207,7 +207,8 @@ if want llama && [ ! -x "$LL" ] && [ "$DEV" = cuda ] && [ -f "$BUNDLE/llama-src.
         set -e
         rm -rf "$WORK/llama" && mkdir -p "$WORK/llama"
         tar -C "$WORK/llama" -xJf "$BUNDLE/llama-src.tar.xz"
-        export PATH=/usr/local/cuda/bin:$PATH CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+        export PATH=/usr/local/cuda/bin:$PATH
+        export CUDACXX=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
         cmake -S "$WORK/llama/llama.cpp" -B "$WORK/llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
             -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
             -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON

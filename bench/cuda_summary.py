@@ -90,7 +90,7 @@ def main():
         def share(tokens_per_s):
             if not (lin and ceiling and tokens_per_s):
                 return None
-            return round(2 * lin * tokens_per_s / (ceiling * 1e12), 4)
+            return round(2 * lin * tokens_per_s / (ceiling * 1e12), 6)
 
         one_llama_ms = llama(m, ("llama_one", lambda x: x.get("n_gen") == 0), "avg_ns")
         one_llama_ms = one_llama_ms / 1e6 if one_llama_ms else None
@@ -136,6 +136,17 @@ def main():
                                                                       "ttft_ms_p50", "ttft_ms_max", "completion_tokens", "failed")}
         t["serve_chat_streams"] = serve or None
         t["non_embedding_params"] = lin
+        pf, tfp = t["prefill_tokens_per_s"]["ours_bf16"], t["prefill_tokens_per_s"]["transformers_bf16"]
+        dec, dcd = t["decode_batch1_tokens_per_s"]["ours_bf16"], t["decide_criteria_per_s"]["ours_bf16"]
+        one = t["one_criterion_ms"]["ours_bf16"]
+        t["targets_met"] = {
+            "prefill_200k_and_2x_transformers": None if pf is None else bool(pf >= 200000 and (tfp is None or pf >= 2 * tfp)),
+            "prefill_over_transformers": round(pf / tfp, 3) if pf and tfp else None,
+            "decode_1500": None if dec is None else dec >= 1500,
+            "decode_over_llama_cpp": round(dec / t["decode_batch1_tokens_per_s"]["llama_cpp_f16"], 3)
+            if dec and t["decode_batch1_tokens_per_s"]["llama_cpp_f16"] else None,
+            "decide_10000": None if dcd is None else dcd >= 10000,
+            "one_criterion_1ms": None if one is None else one <= 1.0}
         table[m] = t
 
     dc = None
@@ -182,10 +193,16 @@ def main():
             tf = r.get("transformers_bf16", r.get("transformers_bf16_evidence_by_evidence"))
             lines.append("%-34s %12s %12s %13s %12s  %s" % (label, num(r.get("ours_bf16")), num(r.get("ours_fp32")), num(tf),
                                                            num(r.get(ll)) if ll else "-", r.get("target", "")))
+        tm = t["targets_met"]
+        yn = lambda v: "-" if v is None else "met" if v else "NOT met"
+        lines.append("targets (bf16): prefill %s (%sx transformers), decode %s (%sx llama.cpp), decide %s, one criterion %s" % (
+            yn(tm["prefill_200k_and_2x_transformers"]), num(tm["prefill_over_transformers"], 2), yn(tm["decode_1500"]),
+            num(tm["decode_over_llama_cpp"], 2), yn(tm["decide_10000"]) if m.startswith("qwen3-") else "(stated)",
+            yn(tm["one_criterion_1ms"])))
         sh = t["decide_criteria_per_s"].get("ours_bf16_matrix_share_of_ceiling")
         psh = t["prefill_matrix_share_of_ceiling"]["ours_bf16"]
         lines.append("matrix share of the %s TFLOP/s bf16 ceiling: decide %s, prefill %s" % (
-            num(ceiling), "-" if sh is None else "%.1f%%" % (100 * sh), "-" if psh is None else "%.1f%%" % (100 * psh)))
+            num(ceiling), "-" if sh is None else "%.2f%%" % (100 * sh), "-" if psh is None else "%.2f%%" % (100 * psh)))
         run = t["run"] if isinstance(t["run"], dict) else {}
         lines.append("run %s docs x 12 criteria: %s documents/s%s" % (
             run.get("documents", "-"), num(t["run_documents_per_s"]),
