@@ -95,13 +95,14 @@ def main():
                          "min_s": lo, "max_s": hi, "note": "includes the 16-token prompt's prefill"}
 
         suffixes = ids(a.criteria, a.suffix)
-        pos = torch.arange(a.prefix, a.prefix + a.suffix, device=dev).unsqueeze(0).expand(a.criteria, -1)
         how = "evidence once, its cache repeated per criterion (batch_repeat_interleave)"
 
         def decide_cached(head):
             cache = model(head, use_cache=True, logits_to_keep=1).past_key_values
             cache.batch_repeat_interleave(a.criteria)
-            return model(suffixes, past_key_values=cache, position_ids=pos, use_cache=False, logits_to_keep=1).logits
+            # positions follow from the cache's length (as for one criterion below): no position_ids, which a model
+            # with multi-axis RoPE (Qwen3.5) would read otherwise
+            return model(suffixes, past_key_values=cache, use_cache=False, logits_to_keep=1).logits
 
         def decide_full(head):
             full = torch.cat([head.expand(a.criteria, -1), suffixes], dim=1)
