@@ -28,7 +28,8 @@
 #   serve      `typedecide serve --device cuda --precision bf16 --parallel 64`: STREAMS (8 64) concurrent streamed
 #              chat completions of STREAM_TOKENS (128) tokens each (bench/serve_streams.py), aggregate tokens/s
 #   llama      llama-bench (llama.cpp CUDA, -ngl 99 -fa 1) on our F16 GGUF exports: -p 2048 -n 128, and one
-#              criterion as -p 45 -n 0 -d 256; waits for the build while budget is left, else skipped with a line
+#              criterion as -p 45 -n 0 -d 256; a build still running then moves it after decide46, where it waits
+#              for the build while more than 60 s are left, else it is skipped with a line saying so
 #   decide46   issue 46's /v1/decide line with --device cuda: bench/decide_clients.sh (node and jq there), else its
 #              Python twin bench/decide_clients.py; $OUT/decide-clients-h200.json; the CLI check on DC_CLI_CHECK (4)
 #              requests per model (each `decide --device cuda` process loads the model: ~2 s)
@@ -110,6 +111,12 @@ export TD_ROOT=$PWD PYTHONUNBUFFERED=1
 say() { echo "cuda [$(($(date +%s) - START)) s]: $*" >&2; }
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
 skipped=""
+# kill_tree PID: the process and its descendants, by their ids (llama.cpp's build: cmake, make, nvcc)
+kill_tree() {
+    local c
+    for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$c"; done
+    kill "$1" 2>/dev/null
+}
 want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 jstr() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$*"; }
 secs_since() { awk -v n=$(($(date +%s%N) - $1)) 'BEGIN {printf "%.3f", n / 1e9}'; }
@@ -348,18 +355,27 @@ if want serve; then
     fi
 fi
 
-if want llama; then
+# llama [wait]: llama-bench once the build is done; without "wait", a build still running defers it (to after
+# decide46); with it, waits for the build while more than 60 s are left
+llama_deferred=
+llama() {
     [ -n "$EXPORT_PID" ] && wait "$EXPORT_PID"
+    if [ -n "$LLAMA_PID" ] && kill -0 "$LLAMA_PID" 2>/dev/null && [ -z "${1:-}" ]; then
+        say "llama.cpp's build still running ($(grep -o '^\[ *[0-9]*%\]' "$WORK/logs/llama-build.log" | tail -1)): llama after decide46"
+        llama_deferred=1
+        return
+    fi
     if [ -n "$LLAMA_PID" ]; then
         while kill -0 "$LLAMA_PID" 2>/dev/null && [ "$(left)" -gt 60 ]; do sleep 2; done
         if kill -0 "$LLAMA_PID" 2>/dev/null; then
             say "llama.cpp's build is not done with $(left) s left: llama skipped ($(grep -o '^\[ *[0-9]*%\]' "$WORK/logs/llama-build.log" | tail -1))"
             skipped="$skipped${skipped:+, }llama (build not done in time)"
-            kill -- "$LLAMA_PID" 2>/dev/null
+            kill_tree "$LLAMA_PID"
+            return
         fi
     fi
     if [ -x "$LL" ]; then
-        say "llama-bench built ($(secs_since $((START * 1000000000))) s into the call)"
+        say "llama-bench ready ($(($(date +%s) - START)) s into the call)"
         for m in $MODELS; do
             g=$WORK/$m-f16.gguf
             [ -s "$g" ] || { say "no F16 GGUF of $m: $(tail -2 "$WORK/logs/export.log" | tr '\n' ' ')"; continue; }
@@ -375,7 +391,8 @@ if want llama; then
         say "llama.cpp's build failed: $(grep -m3 -i 'error' "$WORK/logs/llama-build.log" | cut -c1-200 | tr '\n' ' ')"
         skipped="$skipped${skipped:+, }llama (build failed)"
     fi
-fi
+}
+want llama && llama
 
 if want decide46; then
     dc=(bash bench/decide_clients.sh)
@@ -388,6 +405,8 @@ if want decide46; then
             "$OUT/decide-clients-h200.json"
     fi
 fi
+
+[ -n "$llama_deferred" ] && llama wait
 
 if [ "$DEV" = cuda ]; then
     want kernels && step kernels 30 120 "$B/test_cuda_kernels"
@@ -407,7 +426,7 @@ fi
 want racecheck && [ "$DEV" = cuda ] && step racecheck-decide 60 120 "$CS" --tool racecheck --error-exitcode 3 \
     "$BIN" decide --device cuda --model models/demo-qwen3 $DEMO
 
-[ -n "$LLAMA_PID" ] && kill -- "$LLAMA_PID" 2>/dev/null
+[ -n "$LLAMA_PID" ] && kill_tree "$LLAMA_PID"
 say "done${skipped:+; skipped: $skipped}"
 echo "{\"step\": \"end\", \"skipped\": $(jstr "$skipped"), \"seconds\": $(($(date +%s) - START)), \"device\": \"$DEV\"}" >>"$LOG"
 tar -C "$WORK" -cf - logs 2>/dev/null | xz -6 -T0 >"$OUT/logs.tar.xz"
