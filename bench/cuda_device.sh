@@ -293,7 +293,7 @@ fi
 if want run; then
     m=${MODELS%% *}
     corpus=$(bash bench/corpus_gen.sh "$DOCS" "$WORK/corpus")
-    rm -f "$WORK/corpus/results.jsonl"*
+    rm -f "$WORK/corpus/results.jsonl"* "$WORK/corpus/summary.json"
     if [ "$(left)" -lt 30 ]; then
         skipped="$skipped${skipped:+, }run"
     else

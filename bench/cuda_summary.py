@@ -204,9 +204,10 @@ def main():
         lines.append("matrix share of the %s TFLOP/s bf16 ceiling: decide %s, prefill %s" % (
             num(ceiling), "-" if sh is None else "%.2f%%" % (100 * sh), "-" if psh is None else "%.2f%%" % (100 * psh)))
         run = t["run"] if isinstance(t["run"], dict) else {}
-        lines.append("run %s docs x 12 criteria: %s documents/s%s" % (
-            run.get("documents", "-"), num(t["run_documents_per_s"]),
-            " (cut at the cap: %s written in %s s)" % (run.get("documents_written"), num(run.get("wall_s"))) if run.get("cut_at_cap") else ""))
+        if run:
+                lines.append("run %s docs x 12 criteria: %s documents/s%s" % (
+                run.get("documents", "-"), num(t["run_documents_per_s"]),
+                " (cut at the cap: %s written in %s s)" % (run.get("documents_written"), num(run.get("wall_s"))) if run.get("cut_at_cap") else ""))
         for k, v in (t["serve_chat_streams"] or {}).items():
             lines.append("serve %s: %s tokens/s aggregate, %s per stream, ttft p50 %s ms, failed %s" % (
                 k.replace("_", " "), num(v["aggregate_tokens_per_s"]), num(v["per_stream_tokens_per_s_median"]),
