@@ -287,6 +287,57 @@ done:
     td_ctx_free(ctx);
 }
 
+/* CUDA graphs (forward.c: small passes recorded once, replayed while their shape holds) give the bits of plain
+ * launches: two contexts, one with TD_CUDA_GRAPHS=0, run the same 200 decode steps whose shape keeps changing (one
+ * sequence, then two, the head cut to 4 rows and back, positions past 64, 128 and 192 where the attention grid grows)
+ * and every step's outputs must be equal bit for bit; a stale argument in a replay would show here. */
+static void graphs_replay(const td_model *m, int bf16, const char *name) {
+    const int32_t V = td_model_n_vocab(m), P = 20, N = 200;
+    td_ctx *plain = NULL, *graphed = NULL;
+    setenv("TD_CUDA_GRAPHS", "0", 1);
+    plain = new_ctx(m, TD_DEVICE_CUDA, bf16, 512, 64, 4, 4);
+    unsetenv("TD_CUDA_GRAPHS");
+    graphed = new_ctx(m, TD_DEVICE_CUDA, bf16, 512, 64, 4, 4);
+    td_batch *b = NULL;
+    uint64_t rng = 29;
+    int32_t prompt[20], rows[4] = {3, 1, 4, 1}, differ = 0, steps = 0;
+    random_ids(&rng, prompt, P, V);
+    if (!plain || !graphed || td_batch_new(64, &b) != TD_OK) goto done;
+    td_ctx *ctxs[2] = {plain, graphed};
+    for (int c = 0; c < 2; c++)
+        if (run(ctxs[c], b, 0, 0, prompt, P, P)) goto done;
+    for (int c = 0; c < 2; c++) CHECK(td_ctx_seq_fork(ctxs[c], 0, 1, P) == TD_OK);
+    for (int32_t i = 0; i < N; i++) {
+        int two = (i / 7) % 2, cut = (i / 11) % 3 == 1;
+        int32_t tok = (int32_t)(td_test_rand(&rng) % (uint64_t)V), tok2 = (int32_t)(td_test_rand(&rng) % (uint64_t)V);
+        int32_t n_out = 0;
+        for (int c = 0; c < 2; c++) {
+            CHECK(td_ctx_set_output_rows(ctxs[c], cut ? rows : NULL, cut ? 4 : 0) == TD_OK);
+            td_batch_clear(b);
+            td_batch_add(b, tok, 0, P + i, 1);
+            if (two) td_batch_add(b, tok2, 1, P + i, 1);
+            else td_batch_add(b, tok2, 1, P + i, 0); /* sequence 1 keeps pace without an output */
+            if (td_ctx_decode(ctxs[c], b) != TD_OK) {
+                CHECKF(0, "%s: decode step %d: %s", name, i, td_last_error());
+                goto done;
+            }
+            n_out = two ? 2 : 1;
+        }
+        int32_t w = cut ? 4 : V;
+        for (int32_t o = 0; o < n_out; o++)
+            differ += !same_bits(td_ctx_output(plain, o), td_ctx_output(graphed, o), w);
+        steps++;
+    }
+    CHECKF(differ == 0, "%s (%s): %d of %d graph-replayed decode steps differ from plain launches", name,
+           bf16 ? "bf16" : "fp32", differ, steps);
+done:
+    printf("%-28s %s: %d decode steps through CUDA graphs = plain launches: %s\n", name, bf16 ? "bf16" : "fp32", steps,
+           differ ? "NOT bit-exact" : "bit-exact");
+    td_batch_free(b);
+    td_ctx_free(plain);
+    td_ctx_free(graphed);
+}
+
 /* The decider: 144 criteria x 45 tokens over a 256-token evidence, in every mode and batch size, on the GPU; and its
  * probabilities against the CPU's. */
 /* tol_cpu: the bound on the GPU's probabilities against the CPU's (< 0: reported, not held; the families' tiny random
@@ -361,6 +412,7 @@ int main(void) {
         demo_parity(m, demos[i], &demo16);
         for (int bf16 = 0; bf16 < 2; bf16++) {
             exactness_engine(m, bf16, demos[i]);
+            graphs_replay(m, bf16, demos[i]);
             exactness_decider(m, bf16, demos[i], &worst_prob, TOL_PROB);
         }
         td_model_free(m);

@@ -1,6 +1,7 @@
 /* A CUDA context's device part: its stream, the pass mirrored on the device, the sequences' cell tables, the
  * outputs, and the DeltaNet state copies that forks and truncations need. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/cuda/dev.h"
@@ -49,6 +50,8 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     td_status st = td_dev_weights_get(m, &dv->w);
     if (st != TD_OK) return st;
     if (!(dv->stream = td_cu_stream_new())) return td_dev_fail("creating a CUDA stream");
+    const char *graphs = getenv("TD_CUDA_GRAPHS");
+    dv->graphs = !(graphs && strcmp(graphs, "0") == 0);
     const int64_t B = p->n_batch;
     dv->n_ints = 10 * B + 2; /* 8 arrays of n_batch, grp_off's extra one, the attention tiles [n_batch][2] */
     dv->h_ints = td_malloc((size_t)dv->n_ints * sizeof(int32_t));
@@ -73,6 +76,7 @@ void td_eng_dev_close(td_ctx *ctx) {
     td_dev_ctx *dv = ctx->dev;
     if (!dv) return;
     if (dv->stream) td_cu_sync(dv->stream);
+    td_dev_graph_free(ctx);
     td_cu_free(dv->ints);
     td_cu_free(dv->head_rows);
     td_cu_free(dv->rope_cs);

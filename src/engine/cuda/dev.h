@@ -49,7 +49,14 @@ struct td_dev_ctx {
                               changed tail of a table (forks and truncations rewrite tables on the host only) */
     float *out;      /* [n_outputs_max, head rows] the outputs before they are copied to act.out */
     uint64_t *fault; /* the smallest (step code << 32 | token) that went non-finite in the pass; UINT64_MAX: none */
+    void *graph;           /* the last small pass's kernels as a CUDA graph (forward.c), NULL: none */
+    int64_t graph_key[8];  /* the shape it was recorded for */
+    int32_t graph_rows;    /* ctx->pass.n_rows after the recorded kernels (the last layer keeps the output rows) */
+    int graphs;            /* small passes run through graphs (TD_CUDA_GRAPHS=0 turns them off) */
 };
+
+/* Drops the context's recorded graph (forward.c); the context's close calls it. */
+void td_dev_graph_free(td_ctx *ctx);
 
 /* TD_ERR_DEVICE with the CUDA runtime's words: "what: <td_cu_error()>". */
 td_status td_dev_fail(const char *what);

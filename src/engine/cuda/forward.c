@@ -8,6 +8,7 @@
  *   logits = head(RMSNorm_final(x))                         only the output rows, only the asked-for head rows
  * The DeltaNet recurrence always runs token by token here (td_ctx_params.deltanet_chunked is a CPU option). */
 #include <math.h>
+#include <string.h>
 
 #include "engine/cuda/dev.h"
 #include "util/error.h"
@@ -169,42 +170,105 @@ static td_status fault_status(td_ctx *ctx, uint64_t word) {
     return td_eng_nonfinite(ctx, il, block, t);
 }
 
-td_status td_forward_dev(td_ctx *ctx) {
+/* The pass's kernels, from the embedding to the head's check: device work only (no copy to or from the host), so a
+ * graph can record it. */
+static td_status kernels(dev_pass *p, int64_t n_rows) {
+    td_ctx *ctx = p->ctx;
     const td_model *m = ctx->model;
     td_dev_ctx *dv = ctx->dev;
     td_acts *x = &ctx->act;
     td_pass *ps = &ctx->pass;
     const int64_t d = m->cfg.n_embd;
-    dev_pass p = {ctx, &m->cfg, dv->w, dv->stream, ps->n_tokens, NULL, ctx->p.precision == TD_PRECISION_BF16};
     td_status st;
-
-    if ((st = td_dev_upload_pass(ctx)) != TD_OK) return st;
-    LAUNCH(td_cu_embed(x->x, &p.w->embed, dv->tok_id, p.T, p.s), "embedding");                /* x [T, d] */
-    if (m->cfg.embed_scale != 0.0f) LAUNCH(td_cu_scale(x->x, m->cfg.embed_scale, p.T * d, p.s), "embedding scale");
-    LAUNCH(td_cu_check_rows(x->x, p.T, d, d, NULL, dv->fault, 0, p.s), "embedding: check");
+    LAUNCH(td_cu_embed(x->x, &p->w->embed, dv->tok_id, p->T, p->s), "embedding");              /* x [T, d] */
+    if (m->cfg.embed_scale != 0.0f) LAUNCH(td_cu_scale(x->x, m->cfg.embed_scale, p->T * d, p->s), "embedding scale");
+    LAUNCH(td_cu_check_rows(x->x, p->T, d, d, NULL, dv->fault, 0, p->s), "embedding: check");
     for (int il = 0; il < m->cfg.n_layer; il++) {                                              /* x = layer(x) */
         const td_layer_steps *ls = td_arch_layer_steps(&m->cfg, il);
         int r = 0;
         for (int i = 0; i < ls->n; i++) {
             int n = same_input_products(ls, i);
-            if (n > 1) st = products(&p, &p.w->layers[il], &ls->steps[i], n), i += n - 1;
-            else st = step(&p, il, &p.w->layers[il], &ls->steps[i], &r);
+            if (n > 1) st = products(p, &p->w->layers[il], &ls->steps[i], n), i += n - 1;
+            else st = step(p, il, &p->w->layers[il], &ls->steps[i], &r);
             if (st != TD_OK) return st;
         }
     }
-    int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : m->head.rows; /* K letters or the vocabulary */
     if (ps->n_out > 0) {
-        LAUNCH(td_cu_rmsnorm(x->out_x, x->x, p.w->final_norm, ps->n_out, 1, d, 0, d,
-                             m->cfg.rms_eps, m->cfg.zero_centred_norms, p.s),
+        LAUNCH(td_cu_rmsnorm(x->out_x, x->x, p->w->final_norm, ps->n_out, 1, d, 0, d,
+                             m->cfg.rms_eps, m->cfg.zero_centred_norms, p->s),
                "final norm");                                                                  /* out_x [n_out, d] */
-        LAUNCH(td_cu_matmul(dv->out, n_rows, x->out_x, d, ps->n_out, &p.w->head, ctx->head_rows ? dv->head_rows : NULL,
-                            n_rows, p.bf16, p.s),
+        LAUNCH(td_cu_matmul(dv->out, n_rows, x->out_x, d, ps->n_out, &p->w->head, ctx->head_rows ? dv->head_rows : NULL,
+                            n_rows, p->bf16, p->s),
                "output head");                                                                 /* out [n_out, n_rows] */
         LAUNCH(td_cu_check_rows(dv->out, ps->n_out, n_rows, n_rows, dv->out_tok, dv->fault,
-                                code_residual(m->cfg.n_layer, 0), p.s),
+                                code_residual(m->cfg.n_layer, 0), p->s),
                "output head: check");
-        ctx->head_macs += (int64_t)ps->n_out * n_rows * d;
     }
+    return TD_OK;
+}
+
+/* Small passes (a decode step, a few streams) are bound by launches, not by the GPU: their kernels are recorded once
+ * as a CUDA graph and replayed while the pass keeps its shape. A replay is exact only if every launch argument is the
+ * same, so the key holds everything the host computes a launch argument from: the pass's counts (tokens, outputs,
+ * sequences, head rows), the attention plan's tiles and its grid (cuda.h: ceil(max_n / 64), max_n rounded up to 64
+ * for that); everything else a kernel reads of the pass (indices, positions, cell tables, RoPE tables, head rows) is
+ * device memory that td_dev_upload_pass rewrites before the replay, at offsets the counts fix. */
+#define GRAPH_MAX_TOKENS 64
+
+static int graph_key(td_ctx *ctx, int64_t n_rows, int64_t key[8]) {
+    const td_pass *ps = &ctx->pass;
+    td_dev_ctx *dv = ctx->dev;
+    if (!dv->graphs || ps->n_tokens > GRAPH_MAX_TOKENS) return 0;
+    int64_t max_n = (dv->attn.max_n + 63) / 64 * 64;
+    dv->attn.max_n = max_n < ctx->p.n_ctx ? max_n : ctx->p.n_ctx; /* the same grid for 64 positions */
+    int64_t k[8] = {ps->n_tokens, ps->n_out, ps->n_groups, n_rows, ctx->head_rows != NULL, dv->attn.n_tiles,
+                    (dv->attn.max_n + 63) / 64, 1};
+    memcpy(key, k, sizeof k);
+    return 1;
+}
+
+/* The kernels through a graph: replayed when the key matches the recorded one, else recorded (replacing it) and run. */
+static td_status kernels_graph(dev_pass *p, int64_t n_rows, const int64_t key[8]) {
+    td_dev_ctx *dv = p->ctx->dev;
+    if (dv->graph && memcmp(key, dv->graph_key, sizeof dv->graph_key) == 0) {
+        if (td_cu_graph_launch(dv->graph, p->s) != 0) return td_dev_fail("replaying a pass's kernels");
+        p->ctx->pass.n_rows = dv->graph_rows; /* the host side of the recorded steps (KEEP_OUTPUTS) */
+        return TD_OK;
+    }
+    td_cu_graph_free(dv->graph);
+    dv->graph = NULL;
+    if (td_cu_capture_begin(p->s) != 0) return td_dev_fail("recording a pass's kernels");
+    td_status st = kernels(p, n_rows);
+    void *exec = NULL;
+    if (td_cu_capture_end(p->s, st == TD_OK, &exec) != 0) return td_dev_fail("recording a pass's kernels");
+    if (st != TD_OK) return st;
+    dv->graph = exec;
+    dv->graph_rows = p->ctx->pass.n_rows;
+    memcpy(dv->graph_key, key, sizeof dv->graph_key);
+    if (td_cu_graph_launch(dv->graph, p->s) != 0) return td_dev_fail("running a pass's kernels");
+    return TD_OK;
+}
+
+void td_dev_graph_free(td_ctx *ctx) {
+    if (!ctx->dev) return;
+    td_cu_graph_free(ctx->dev->graph);
+    ctx->dev->graph = NULL;
+}
+
+td_status td_forward_dev(td_ctx *ctx) {
+    const td_model *m = ctx->model;
+    td_dev_ctx *dv = ctx->dev;
+    td_acts *x = &ctx->act;
+    td_pass *ps = &ctx->pass;
+    dev_pass p = {ctx, &m->cfg, dv->w, dv->stream, ps->n_tokens, NULL, ctx->p.precision == TD_PRECISION_BF16};
+    td_status st;
+
+    if ((st = td_dev_upload_pass(ctx)) != TD_OK) return st;
+    int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : m->head.rows; /* K letters or the vocabulary */
+    int64_t key[8];
+    st = graph_key(ctx, n_rows, key) ? kernels_graph(&p, n_rows, key) : kernels(&p, n_rows);
+    if (st != TD_OK) return st;
+    if (ps->n_out > 0) ctx->head_macs += (int64_t)ps->n_out * n_rows * m->cfg.n_embd;
     uint64_t fault = 0;
     LAUNCH(td_cu_d2h(&fault, dv->fault, sizeof fault, p.s), "reading the pass's fault word");
     if (ps->n_out > 0)

@@ -38,6 +38,19 @@ int td_cu_d2h(void *dst, const void *src, size_t bytes, void *stream); /* device
 int td_cu_d2d(void *dst, const void *src, size_t bytes, void *stream);
 int td_cu_zero(void *dst, size_t bytes, void *stream);
 int td_cu_sync(void *stream); /* waits for the stream; reports any error of the work queued on it */
+/* Page-locked host memory (copies from and to it run asynchronously); NULL on failure. */
+void *td_cu_host_alloc(size_t bytes);
+void td_cu_host_free(void *p); /* NULL is fine */
+
+/* CUDA graphs: between td_cu_capture_begin and td_cu_capture_end the stream records the kernels and device copies it
+ * is given instead of running them (host-to-device and device-to-host copies must stay outside). td_cu_capture_end
+ * always ends the recording; with keep it makes the recording a runnable graph (*exec, freed by td_cu_graph_free),
+ * without keep (the recorded work failed part-way) it drops it and *exec is NULL. td_cu_graph_launch runs the graph
+ * on the stream: every recorded launch with the arguments it was recorded with. */
+int td_cu_capture_begin(void *stream);
+int td_cu_capture_end(void *stream, int keep, void **exec);
+int td_cu_graph_launch(void *exec, void *stream);
+void td_cu_graph_free(void *exec); /* NULL is fine */
 
 /* ---- weights --------------------------------------------------------------------------------------------------- */
 

@@ -121,3 +121,50 @@ extern "C" int td_cu_sync(void *stream) {
     cudaError_t e = cudaStreamSynchronize(TD_CU_STREAM(stream));
     return e == cudaSuccess ? 0 : td_cu_fail("cudaStreamSynchronize", e);
 }
+
+/* ---- graphs ---- */
+
+extern "C" int td_cu_capture_begin(void *stream) {
+    cudaError_t e = cudaStreamBeginCapture(TD_CU_STREAM(stream), cudaStreamCaptureModeThreadLocal);
+    return e == cudaSuccess ? 0 : td_cu_fail("cudaStreamBeginCapture", e);
+}
+
+extern "C" int td_cu_capture_end(void *stream, int keep, void **exec) {
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(TD_CU_STREAM(stream), &g);
+    *exec = NULL;
+    if (e != cudaSuccess || !keep) {
+        if (g) (void)cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        return e == cudaSuccess || !keep ? 0 : td_cu_fail("cudaStreamEndCapture", e);
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    (void)cudaGraphDestroy(g);
+    if (e != cudaSuccess) return td_cu_fail("cudaGraphInstantiate", e);
+    *exec = (void *)x;
+    return 0;
+}
+
+extern "C" int td_cu_graph_launch(void *exec, void *stream) {
+    cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)exec, TD_CU_STREAM(stream));
+    return e == cudaSuccess ? 0 : td_cu_fail("cudaGraphLaunch", e);
+}
+
+extern "C" void td_cu_graph_free(void *exec) {
+    if (exec) (void)cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}
+
+extern "C" void *td_cu_host_alloc(size_t bytes) {
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        td_cu_fail("cudaMallocHost", e);
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" void td_cu_host_free(void *p) {
+    if (p) (void)cudaFreeHost(p);
+}
