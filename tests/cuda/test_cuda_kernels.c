@@ -602,8 +602,8 @@ static void kv_free(kvcase *c) {
 }
 
 /* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens), the sliding window, the test mode (cuda.h:
- * 0 normal, 1 one block over all super-chunks, 2 every row through the combine), and whether the groups' token
- * order is reversed (tiles then hold other neighbours). */
+ * 0 normal, 1 one block over all super-chunks, 2 every row through the combine, 3 split by chunks), and whether the
+ * groups' token order is reversed (tiles then hold other neighbours). */
 typedef struct attn_cut {
     int64_t qt, window;
     int mode, reverse;
@@ -635,7 +635,7 @@ static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq,
     plan.tok = up(tok, (size_t)T * 4);
     plan.tile = up(tile, (size_t)plan.n_tiles * 8);
     plan.max_n = max_n;
-    plan.scratch_floats = td_cu_attn_scratch_floats(T, c->Hq, max_n, c->hd);
+    plan.scratch_floats = T * c->Hq * ((max_n + 63) / 64) * (c->hd + 2); /* enough to split by chunks (cuda.h) */
     plan.scratch = up(NULL, (size_t)plan.scratch_floats * 4);
     int32_t *seq_d = up(seq, (size_t)T * 4), *pos_d = up(pos, (size_t)T * 4);
     td_cu_attention_test_mode(cut.mode);
@@ -672,7 +672,7 @@ static float *ref_attention(const kvcase *c, const float *q, const int32_t *seq,
 
 static void test_attention(void) {
     printf("attention: against td_attn_rows_ref (1e-5 relative: fmaf dots, online softmax over chunks of 64); the\n"
-           "  one-block and all-through-the-combine paths bit-identical to the normal one\n");
+           "  one-block, all-through-the-combine and by-chunks paths bit-identical to the normal one\n");
     static const int64_t cases[][5] = {/* Hq, Hkv, hd, q head stride, T */
                                        {16, 8, 128, 128, 144}, {4, 1, 64, 64, 200}, {8, 2, 256, 512, 12},
                                        {2, 2, 72, 80, 3},      {16, 2, 128, 128, 20}, {6, 2, 67, 67, 11},
@@ -699,11 +699,11 @@ static void test_attention(void) {
                 snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
                          (long long)Hkv, (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
                 within_rel(name, out, ref, T * ldo, 1e-5);
-                for (int mode = 1; mode <= 2; mode++) {
+                for (int mode = 1; mode <= 3; mode++) {
+                    static const char *what[] = {"", "one block", "all combined", "by chunks"};
                     float *o2 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0});
-                    snprintf(name, sizeof name, "  %s vs split: hd=%lld T=%lld kv %s window %lld",
-                             mode == 1 ? "one block" : "all combined", (long long)hd, (long long)T,
-                             f16 ? "f16" : "f32", (long long)window);
+                    snprintf(name, sizeof name, "  %s vs normal: hd=%lld T=%lld kv %s window %lld", what[mode],
+                             (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
                     bits(name, o2, out, T * ldo);
                     free(o2);
                 }

@@ -65,7 +65,7 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     dv->cells = dev_buf(&st, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t), "the cell tables");
     dv->out = dev_buf(&st, (size_t)p->n_outputs_max * (size_t)m->head.rows * sizeof(float), "the outputs");
     dv->fault = dev_buf(&st, sizeof(uint64_t), "the fault word");
-    if (m->cfg.n_head > 0 && p->n_ctx > 512) { /* the attention split's super-chunk states (rows past 512 only) */
+    if (m->cfg.n_head > 0 && p->n_ctx > 64) { /* the attention split's states (cuda.h: rows past one span) */
         dv->attn.scratch_floats = td_cu_attn_scratch_floats(B, m->cfg.n_head, p->n_ctx, m->cfg.head_dim);
         dv->attn.scratch = dev_buf(&st, (size_t)dv->attn.scratch_floats * sizeof(float), "the attention scratch");
     }

@@ -69,8 +69,10 @@ struct at_args {
     float scale;
     int R;      /* rows capacity: at_rows(hd) */
     int mode;   /* 0 split, 1 one block per tile over all super-chunks, 2 every row through the scratch */
+    int span;   /* positions a block covers in the split: a super-chunk (512) or, for launches of few blocks, one
+                   chunk (64); mode 1: 512 */
     float *scratch;
-    int64_t nsc; /* super-chunks of the scratch layout */
+    int64_t nsc; /* spans of the scratch layout */
 };
 
 /* Shared memory floats (ints counted as floats) of the tile kernel. */
@@ -117,7 +119,8 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
     if (nrows <= 0) return;
     int maxn = 0, minlo = 0x7fffffff;
     for (int r = 0; r < nrows; r++) maxn = max(maxn, rn[r]), minlo = min(minlo, rlo[r]);
-    int j0 = minlo / AT_SC, j1 = (maxn - 1) / AT_SC + 1; /* the super-chunks some row sees */
+    const int span = a.span;
+    int j0 = minlo / span, j1 = (maxn - 1) / span + 1; /* the spans some row sees */
     if (a.mode != 1) {
         if ((int)blockIdx.y < j0 || (int)blockIdx.y >= j1) return;
         j0 = blockIdx.y, j1 = j0 + 1;
@@ -133,8 +136,8 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
         if (tid < nrows) sst[tid] = 0;
         /* the super-chunk's cells, and its key and value rows into L2 now: the chunks' staging loads then wait on
          * L2, not DRAM */
-        for (int i = tid; i < AT_SC; i += AT_NT) {
-            const int pp = j * AT_SC + i, c = pp >= minlo && pp < maxn ? cell[pp] : -1;
+        for (int i = tid; i < span; i += AT_NT) {
+            const int pp = j * span + i, c = pp >= minlo && pp < maxn ? cell[pp] : -1;
             cls[i] = c;
             if (c < 0) continue;
             const size_t at = ((size_t)c * (size_t)a.kv_dim + (size_t)kvo) * es;
@@ -144,9 +147,9 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
             }
         }
         __syncthreads();
-        for (int c0 = j * AT_SC; c0 < (j + 1) * AT_SC && c0 < maxn; c0 += AT_C) {
+        for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
-            const int *cl = cls + (c0 - j * AT_SC); /* the chunk's 64 (the previous chunk ended on a barrier) */
+            const int *cl = cls + (c0 - j * span); /* the chunk's 64 (the previous chunk ended on a barrier) */
             /* scores: thread (p, rg) carries rows rg + 4u */
             const int p = tid % AT_C, rg = tid / AT_C, nu = rg < nrows ? (nrows - rg + 3) / 4 : 0;
             float dot[AT_RMAX / 4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -284,7 +287,7 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
             for (int i = tid; i < nrows * hd; i += AT_NT) {
                 const int r = i / hd, e = i % hd;
                 if (!sst[r]) continue;
-                if (a.mode == 0 && rn[r] <= AT_SC) {
+                if (a.mode == 0 && rn[r] <= span) { /* one span: its state is the row's */
                     a.out[(int64_t)rt[r] * a.ldo + rh[r] * a.hd + e] = As[i] / Ls[r];
                 } else {
                     float *st = a.scratch + (((int64_t)rt[r] * a.Hq + rh[r]) * a.nsc + j) * (a.hd + 2);
@@ -301,24 +304,37 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
         }
 }
 
-/* One (token, head) per block: the row's super-chunk states in ascending order, the first one copied. */
+/* One (token, head) per block: the row's span states folded into super-chunk states, those into the row's state, each
+ * in ascending order, the first of each fold copied (with 512-position spans the first fold is a copy). */
 __global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a) {
     const int64_t t = blockIdx.x / a.Hq, h = blockIdx.x % a.Hq;
-    const int n = a.pos[t] + 1, lo = a.window > 0 && n > a.window ? n - (int)a.window : 0;
-    if (a.mode == 0 && n <= AT_SC) return;
-    const int j0 = lo / AT_SC, j1 = min((n - 1) / AT_SC + 1, (int)a.nsc);
+    const int n = a.pos[t] + 1, lo = a.window > 0 && n > a.window ? n - (int)a.window : 0, span = a.span;
+    if (a.mode == 0 && n <= span) return;
+    const int per = AT_SC / span, c0 = lo / span, c1 = min((n - 1) / span + 1, (int)a.nsc);
     const float *st = a.scratch + (t * a.Hq + h) * a.nsc * (a.hd + 2);
     for (int64_t e = threadIdx.x; e < a.hd; e += 128) {
         float M = 0.0f, L = 0.0f, A = 0.0f;
-        for (int j = j0; j < j1; j++) {
-            const float *s = st + (int64_t)j * (a.hd + 2);
-            if (j == j0) {
-                M = s[0], L = s[1], A = s[2 + e];
+        for (int j = c0 / per; j <= (c1 - 1) / per; j++) { /* super-chunk j: spans [j * per, j * per + per) */
+            float sM = 0.0f, sL = 0.0f, sA = 0.0f;
+            for (int c = max(c0, j * per); c < min(c1, j * per + per); c++) {
+                const float *s = st + (int64_t)c * (a.hd + 2);
+                if (c == max(c0, j * per)) {
+                    sM = s[0], sL = s[1], sA = s[2 + e];
+                } else {
+                    float Mn, x, y;
+                    at_factors(sM, s[0], &Mn, &x, &y);
+                    sL = at_mix(sL, x, s[1], y);
+                    sA = at_mix(sA, x, s[2 + e], y);
+                    sM = Mn;
+                }
+            }
+            if (j == c0 / per) {
+                M = sM, L = sL, A = sA;
             } else {
                 float Mn, x, y;
-                at_factors(M, s[0], &Mn, &x, &y);
-                L = at_mix(L, x, s[1], y);
-                A = at_mix(A, x, s[2 + e], y);
+                at_factors(M, sM, &Mn, &x, &y);
+                L = at_mix(L, x, sL, y);
+                A = at_mix(A, x, sA, y);
                 M = Mn;
             }
         }
@@ -350,6 +366,49 @@ extern "C" int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_
     return T * Hq * ((max_n + AT_SC - 1) / AT_SC) * (hd + 2);
 }
 
+/* The launch's arguments, grid and whether the combine runs; -1 (td_cu_failf) for arguments it cannot run. */
+static int at_prepare(at_args *ap, dim3 *gridp, bool *splitp, float *out, int64_t ldo, const float *q, int64_t ldq,
+                      int64_t q_head_stride, const void *kc, const void *vc, int64_t kv_dim, const int32_t *cells,
+                      int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv,
+                      int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl) {
+    if (!tl || tl->n_tiles <= 0) return td_cu_failf("td_cu_attention: %lld tokens and no tiles", (long long)T);
+    if (Hkv <= 0 || Hq % Hkv)
+        return td_cu_failf("td_cu_attention: %lld query heads over %lld KV heads", (long long)Hq, (long long)Hkv);
+    if (hd <= 0 || hd > AT_MAXHD)
+        return td_cu_failf("td_cu_attention: head dim %lld (1 .. %d)", (long long)hd, AT_MAXHD);
+    if (tl->max_n < 1 || tl->max_n > n_ctx)
+        return td_cu_failf("td_cu_attention: max_n %lld outside 1 .. n_ctx %lld", (long long)tl->max_n,
+                           (long long)n_ctx);
+    if (tl->n_tiles > 0x7fffffff || T * Hq > 0x7fffffff)
+        return td_cu_failf("td_cu_attention: %lld tiles, %lld tokens x %lld heads: beyond one launch",
+                           (long long)tl->n_tiles, (long long)T, (long long)Hq);
+    at_args a;
+    a.out = out, a.ldo = ldo, a.q = q, a.ldq = ldq, a.qhs = q_head_stride, a.kc = kc, a.vc = vc, a.kv_dim = kv_dim;
+    a.cells = cells, a.n_ctx = n_ctx, a.seq = seq, a.pos = pos, a.tok = tl->tok, a.tile = tl->tile;
+    a.Hq = Hq, a.G = Hq / Hkv, a.hd = hd, a.window = window, a.scale = scale;
+    a.R = at_rows(hd), a.GH = at_heads(a.G, a.R), a.mode = at_test_mode == 3 ? 0 : at_test_mode;
+    a.scratch = tl->scratch;
+    /* the span: one chunk when the super-chunk split would leave the GPU mostly idle and the scratch holds the chunk
+     * states (test mode 3 forces it); the bits are the same either way */
+    const int64_t zdim = Hkv * (a.G / a.GH), chunks = (tl->max_n + AT_C - 1) / AT_C;
+    const int64_t supers = (tl->max_n + AT_SC - 1) / AT_SC, chunk_need = T * Hq * chunks * (hd + 2);
+    a.span = AT_SC;
+    if (at_test_mode == 3 ||
+        (a.mode == 0 && tl->max_n > AT_C && tl->n_tiles * zdim * supers < 256 && tl->scratch_floats >= chunk_need))
+        a.span = AT_C;
+    a.nsc = (tl->max_n + a.span - 1) / a.span;
+    const bool split = a.mode == 2 || (a.mode == 0 && tl->max_n > a.span);
+    const int64_t need = T * Hq * a.nsc * (hd + 2);
+    if (split && tl->scratch_floats < need)
+        return td_cu_failf("td_cu_attention: scratch of %lld floats, %lld needed (%lld tokens, %lld heads, n %lld)",
+                           (long long)tl->scratch_floats, (long long)need, (long long)T, (long long)Hq,
+                           (long long)tl->max_n);
+    *gridp = dim3((unsigned)tl->n_tiles, a.mode == 1 ? 1u : (unsigned)a.nsc, (unsigned)zdim);
+    *ap = a;
+    *splitp = split;
+    return 0;
+}
+
 template <int F16> static int at_launch(const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
     static size_t allowed = 48 * 1024; /* raised once per instantiation as needed (the same for every device 0) */
     if (smem > allowed) {
@@ -368,30 +427,12 @@ extern "C" int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t 
                                int64_t Hkv, int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl,
                                void *stream) {
     if (T <= 0 || Hq <= 0) return 0;
-    if (!tl || tl->n_tiles <= 0) return td_cu_failf("td_cu_attention: %lld tokens and no tiles", (long long)T);
-    if (Hkv <= 0 || Hq % Hkv)
-        return td_cu_failf("td_cu_attention: %lld query heads over %lld KV heads", (long long)Hq, (long long)Hkv);
-    if (hd <= 0 || hd > AT_MAXHD)
-        return td_cu_failf("td_cu_attention: head dim %lld (1 .. %d)", (long long)hd, AT_MAXHD);
-    if (tl->max_n < 1 || tl->max_n > n_ctx)
-        return td_cu_failf("td_cu_attention: max_n %lld outside 1 .. n_ctx %lld", (long long)tl->max_n,
-                           (long long)n_ctx);
-    if (tl->n_tiles > 0x7fffffff || T * Hq > 0x7fffffff)
-        return td_cu_failf("td_cu_attention: %lld tiles, %lld tokens x %lld heads: beyond one launch",
-                           (long long)tl->n_tiles, (long long)T, (long long)Hq);
     at_args a;
-    a.out = out, a.ldo = ldo, a.q = q, a.ldq = ldq, a.qhs = q_head_stride, a.kc = kc, a.vc = vc, a.kv_dim = kv_dim;
-    a.cells = cells, a.n_ctx = n_ctx, a.seq = seq, a.pos = pos, a.tok = tl->tok, a.tile = tl->tile;
-    a.Hq = Hq, a.G = Hq / Hkv, a.hd = hd, a.window = window, a.scale = scale;
-    a.R = at_rows(hd), a.GH = at_heads(a.G, a.R), a.mode = at_test_mode;
-    a.nsc = (tl->max_n + AT_SC - 1) / AT_SC;
-    a.scratch = tl->scratch;
-    const bool split = a.mode == 2 || (a.mode == 0 && tl->max_n > AT_SC);
-    if (split && tl->scratch_floats < td_cu_attn_scratch_floats(T, Hq, tl->max_n, hd))
-        return td_cu_failf("td_cu_attention: scratch of %lld floats, %lld needed (%lld tokens, %lld heads, n %lld)",
-                           (long long)tl->scratch_floats, (long long)td_cu_attn_scratch_floats(T, Hq, tl->max_n, hd),
-                           (long long)T, (long long)Hq, (long long)tl->max_n);
-    dim3 grid((unsigned)tl->n_tiles, a.mode == 1 ? 1u : (unsigned)a.nsc, (unsigned)(Hkv * (a.G / a.GH)));
+    dim3 grid;
+    bool split = false;
+    if (at_prepare(&a, &grid, &split, out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq, pos, T, Hq,
+                   Hkv, hd, scale, window, tl) != 0)
+        return -1;
     const size_t smem = at_smem(a.R, hd, a.mode);
     cudaStream_t s = TD_CU_STREAM(stream);
     int rc = f16 ? at_launch<1>(a, grid, smem, s) : at_launch<0>(a, grid, smem, s);

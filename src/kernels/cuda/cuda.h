@@ -132,15 +132,17 @@ int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t ld, const 
  *   A = A * x + a * y (each product rounded, then the sum); the first combine into an empty state is a copy.
  *   Chunks combine left to right into a super-chunk state (super-chunk = 8 chunks = positions [512j, 512j + 512));
  *   super-chunk states with a position in the range combine left to right into the row's state; out = A / L.
- * Execution: a block per (tile, super-chunk, query heads of one KV head); the tile's keys and values are read once
- * for all its rows. Rows with n <= 512 write out directly; longer rows write each super-chunk's state to the
- * scratch and a combine kernel per (token, head) folds them (the copy rule makes both paths the same bits).
+ * Execution: a block per (tile, span, query heads of one KV head); the tile's keys and values are read once for all
+ * its rows. A span is a super-chunk, or one chunk when the launch would have under 256 blocks of super-chunks and
+ * the scratch holds T * Hq * ceil(max_n / 64) * (hd + 2) floats (decode: more blocks). Rows within one span write out
+ * directly; longer rows write each span's state to the scratch and a combine kernel per (token, head) folds chunks
+ * into super-chunks and those into the row, in the order above (the copy rule makes every path the same bits).
  *
  * The plan: tiles of tokens of ONE sequence each, tile i = batch rows tok[tile[2i] .. tile[2i] + tile[2i + 1]) with
  * tile[2i + 1] <= td_cu_attn_tile_tokens(Hq, Hkv, hd) (td_cu_attn_tiles makes them from a pass's groups); every token
  * of the launch in exactly one tile. max_n >= every pos[t] + 1 of the launch (only the grid's size; a larger value
  * costs empty blocks), max_n <= n_ctx. scratch: td_cu_attn_scratch_floats(T, Hq, max_n, hd) floats on the device
- * when max_n > 512 (else unused, may be NULL). */
+ * when max_n > 512 (else unused, may be NULL; more, as above, lets small launches split by chunks). */
 typedef struct td_cu_attn_plan {
     const int32_t *tok;  /* device: batch rows (a pass's grp_tok) */
     const int32_t *tile; /* device: [n_tiles][2] first index into tok, count */
@@ -162,8 +164,8 @@ int64_t td_cu_attn_tile_tokens(int64_t Hq, int64_t Hkv, int64_t hd);
 int64_t td_cu_attn_tiles(int32_t *tile, const int32_t *grp_off, int64_t n_groups, int64_t qt);
 int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_n, int64_t hd);
 /* Test only (not thread-safe; process-wide): 0 the normal path; 1 one block per tile walks all its super-chunks
- * (the row state in shared memory, no scratch); 2 every row goes through the scratch and the combine kernel. The
- * three must give the same bits. */
+ * (the row state in shared memory, no scratch); 2 every row goes through the scratch and the combine kernel; 3 the
+ * split by chunks whatever the launch (the scratch must hold it). All must give the same bits. */
 void td_cu_attention_test_mode(int mode);
 
 /* Qwen3.5's output gate: x[t * ldx + h * hd + e] *= 1 / (1 + expf(-g)), g = gate[t * ldg + h * gate_stride + e]. */
