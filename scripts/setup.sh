@@ -26,6 +26,10 @@ done
 # emscripten (3.1.6, Debian's) builds the WebAssembly module (web/build.sh, `make wasm`, test_wasm); dpkg-dev's
 # dpkg-source unpacks the Debian source packages of PCRE2, utf8proc and jansson that it compiles (web/fetch_deps.sh).
 command -v emcc >/dev/null 2>&1 || need_pkgs+=(emscripten)
+# clang-19 and lld-19 build the relaxed SIMD kernels' module (web/relaxed_module.cmake; emscripten 3.1.6's clang 14
+# has no relaxed SIMD); without them the module is built without that set.
+command -v clang-19 >/dev/null 2>&1 || need_pkgs+=(clang-19)
+command -v wasm-ld-19 >/dev/null 2>&1 || need_pkgs+=(lld-19)
 command -v dpkg-source >/dev/null 2>&1 || need_pkgs+=(dpkg-dev)
 # Chromium (headless) loads the server's web page in test_serve.
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)

@@ -8,6 +8,8 @@
 # and 1, 2, 4 threads decides bit for bit as the one-thread module (whose scalar set is held to native within 1e-6),
 # and a 2-thread forward pass hands its workers jobs; on a page without COOP/COEP (not cross-origin isolated)
 # create() loads the one-thread module even when asked for 4 threads (threads 1, no pool job), with the same bits.
+# The relaxed SIMD set (wasm128r) in both modules equals wasm128 bit for bit, and kernels_wasm_test (every set's
+# products against the scalar references) runs in the page with --relaxed (the set must be there).
 # Skipped (77) without emscripten or chromium, in the sanitizer run, or where Debian's sources cannot be fetched.
 set -euo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -43,6 +45,17 @@ for set in scalar wasm128; do
             fail "Chromium: the threaded module ($set, $t threads) decides otherwise than the one-thread module"
     done
 done
+# the relaxed SIMD set: really it (the models loaded with kernels=wasm128r), and the SIMD128 set's bits
+for f in "$tmp/b/st-wasm128r.jsonl" "$tmp/b/mt-wasm128r-"{1,2,4}.jsonl; do
+    [ "$(grep -c '^# .* kernels=wasm128r$' "$f")" = "${#MODELS[@]}" ] ||
+        fail "Chromium: $(basename "$f"): not ${#MODELS[@]} models with kernels=wasm128r (relaxed SIMD)"
+    node tests/wasm/compare.mjs "$tmp/b/st-wasm128.jsonl" "$f" 0 ||
+        fail "Chromium: the relaxed SIMD set ($(basename "$f")) decides otherwise than the SIMD128 set"
+done
+node $ws tests/wasm/kernels_browser.mjs "${TD_WASM_BUILD_DIR:-web/build/wasm}/kernels_wasm_test.js" --relaxed ||
+    fail "Chromium: the kernel sets' products differ from the scalar references (or no relaxed SIMD)"
+echo "ok: Chromium: the relaxed SIMD set (wasm128r) = wasm128 bit for bit on ${#MODELS[@]} models (1, 2, 4 threads);" \
+     "its products = the scalar references (kernels_wasm_test)"
 node tests/wasm/compare.mjs "$tmp/b/st-wasm128.jsonl" "$tmp/b/plain-wasm128.jsonl" 0 ||
     fail "Chromium, a page not cross-origin isolated: other bits than the one-thread module's"
 node -e '

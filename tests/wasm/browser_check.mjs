@@ -8,7 +8,7 @@
 // OUTDIR/worker.jsonl (the first two models' decisions made in a Worker, web/typedecide_worker.mjs),
 // OUTDIR/info.json (crossOriginIsolated, the user agent, the ms of each decide).
 // Threads (the page loads the threaded module, typedecide-mt, where it is cross-origin isolated):
-// OUTDIR/st-SET.jsonl (the one-thread module, SET scalar and wasm128), OUTDIR/mt-SET-T.jsonl (the threaded module
+// OUTDIR/st-SET.jsonl (the one-thread module, SET scalar, wasm128 and wasm128r (relaxed SIMD)), OUTDIR/mt-SET-T.jsonl (the threaded module
 // with T = 1, 2, 4 threads), on the same page; then on a page that is not cross-origin isolated (/plain.html),
 // OUTDIR/plain-wasm128.jsonl (the module create() picks there, asked for 4 threads); OUTDIR/threads.json (what each
 // page and module said: isolated, threaded, threads, a 2-thread forward pass's pool_jobs).
@@ -131,8 +131,10 @@ try {
         for (const [set, byT] of Object.entries(r.decide))
             for (const [t, text] of Object.entries(byT)) writeFileSync(join(outDir, name(set, t)), text);
     };
-    keep('st', await js(`(${run})(${tjob({ threads: 1 }, ['scalar', 'wasm128'], [1])})`), (set) => `st-${set}.jsonl`);
-    keep('mt', await js(`(${run})(${tjob({ threads: 4 }, ['scalar', 'wasm128'], [1, 2, 4])})`),
+    // wasm128r: the relaxed SIMD set (Chromium runs relaxed SIMD), instantiated on each of the threads' Workers
+    keep('st', await js(`(${run})(${tjob({ threads: 1 }, ['scalar', 'wasm128', 'wasm128r'], [1])})`),
+         (set) => `st-${set}.jsonl`);
+    keep('mt', await js(`(${run})(${tjob({ threads: 4 }, ['scalar', 'wasm128', 'wasm128r'], [1, 2, 4])})`),
          (set, t) => `mt-${set}-${t}.jsonl`);
     // a page that is not cross-origin isolated: no SharedArrayBuffer, so the one-thread module, whatever is asked
     await page.cdp('Page.navigate', { url: page.origin + '/plain.html' });

@@ -7,7 +7,9 @@
  * NaNs) through the Q8_0 and Q4_0 products (the kernel converts scales four at a time; NaN outputs count as equal
  * to NaN). The attention (td_attn_rows_wasm128 against td_attn_rows_ref): 1, 3, 5 query rows over 7, 33, 4097
  * keys (a third gathered, the rest cache rows out of order), dimensions 1, 7, 64, 128. Built by web/CMakeLists.txt, run under Node by test_wasm.sh. Prints the count of outputs compared; exit
- * 1 with the first difference. */
+ * 1 with the first difference.
+ * The products run twice: the SIMD128 set's, then the relaxed SIMD set's (td_matmul_wasm_relaxed) where the engine
+ * validates its module; with --relaxed (test_wasm.sh gives it, with Node's relaxed SIMD flag) its absence fails. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,10 @@
 #include "kernels/cpu/kernels_wasm.h"
 #include "kernels/cpu/quant.h"
 #include "util/half.h"
+
+typedef void (*matmul_fn)(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T, int64_t ldx,
+                          float *y, int64_t ldy, int64_t j0, int64_t j1);
+static matmul_fn matmul = td_matmul_wasm128; /* the set under test */
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 static float frand(void) { /* xorshift, uniform in [-1, 1), now and then a larger or a tiny value */
@@ -60,7 +66,7 @@ static int check(td_dtype type, int64_t R, int64_t C, int64_t T, int use_rows, l
     }
     const int32_t *rl = use_rows ? rows : NULL;
     td_matmul_ref(&w, rl, x, xqp, T, C, y0, Rall, 2, 2 + R);
-    td_matmul_wasm128(&w, rl, x, xqp, T, C, y1, Rall, 2, 2 + R);
+    matmul(&w, rl, x, xqp, T, C, y1, Rall, 2, 2 + R);
     int bad = memcmp(y0, y1, sizeof(float) * (size_t)(T * Rall)) != 0;
     if (bad)
         for (int64_t i = 0; i < T * Rall; i++)
@@ -94,7 +100,7 @@ static int scales(td_dtype type, long *compared) {
     td_qrows_bind(&xq, qbuf, T, C, td_qrows_layout(type, NULL));
     td_quantize_rows_ref(x, C, &xq, 0, T);
     td_matmul_ref(&w, NULL, x, &xq, T, C, y0, R, 0, R);
-    td_matmul_wasm128(&w, NULL, x, &xq, T, C, y1, R, 0, R);
+    matmul(&w, NULL, x, &xq, T, C, y1, R, 0, R);
     int bad = 0;
     for (int64_t i = 0; i < R * T && !bad; i++)
         if (memcmp(&y0[i], &y1[i], 4) && !(isnan(y0[i]) && isnan(y1[i]))) {
@@ -137,11 +143,10 @@ static int attn(int64_t R, int64_t max_n, int64_t dim, int64_t n_pre, long *comp
     return bad;
 }
 
-int main(void) {
+static int products(long *compared) {
     static const td_dtype types[] = {TD_DTYPE_F32, TD_DTYPE_BF16, TD_DTYPE_F16, TD_DTYPE_Q8_0, TD_DTYPE_Q4_0};
     static const int64_t Rs[] = {1, 3, 4, 7, 33, 71}, Cf[] = {1, 5, 32, 100, 4097}, Cq[] = {32, 64, 96, 1056, 4096},
                          Ts[] = {1, 2, 5, 9};
-    long compared = 0;
     int fails = 0;
     for (size_t a = 0; a < sizeof types / sizeof types[0]; a++) {
         int block = td_dtype_is_block(types[a]);
@@ -150,18 +155,31 @@ int main(void) {
         for (size_t r = 0; r < sizeof Rs / sizeof Rs[0]; r++)
             for (size_t c = 0; c < nC; c++)
                 for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++)
-                    for (int l = 0; l < 2; l++) fails += check(types[a], Rs[r], Cs[c], Ts[t], l, &compared);
+                    for (int l = 0; l < 2; l++) fails += check(types[a], Rs[r], Cs[c], Ts[t], l, compared);
     }
     for (size_t a = 0; a < sizeof types / sizeof types[0]; a++) /* many rows, one block */
-        for (int l = 0; l < 2; l++) fails += check(types[a], 4097, td_dtype_is_block(types[a]) ? 32 : 7, 3, l, &compared);
-    fails += scales(TD_DTYPE_Q8_0, &compared) + scales(TD_DTYPE_Q4_0, &compared);
+        for (int l = 0; l < 2; l++) fails += check(types[a], 4097, td_dtype_is_block(types[a]) ? 32 : 7, 3, l, compared);
+    return fails + scales(TD_DTYPE_Q8_0, compared) + scales(TD_DTYPE_Q4_0, compared);
+}
+
+int main(int argc, char **argv) {
+    int need_relaxed = argc > 1 && strcmp(argv[1], "--relaxed") == 0;
+    long compared = 0, relaxed = 0;
+    int fails = products(&compared);
+    if (td_wasm_relaxed_available()) {
+        matmul = td_matmul_wasm_relaxed;
+        fails += products(&relaxed);
+    } else if (need_relaxed) {
+        fprintf(stderr, "FAIL: --relaxed, but this engine does not run the relaxed SIMD module (it does not validate, or its dot fails the known answer)\n");
+        fails++;
+    }
     static const int64_t An[] = {1, 7, 33, 4097}, Ad[] = {1, 7, 64, 128};
     for (size_t a = 0; a < 4; a++)
         for (size_t d = 0; d < 4; d++)
             for (int64_t R = 1; R <= 5; R += 2)
                 if (An[a] > R) fails += attn(R, An[a], Ad[d], An[a] / 3, &compared);
-    printf("kernels_wasm_test: %ld outputs of td_matmul_wasm128 and td_attn_rows_wasm128 compared with their "
-           "references: %s\n", compared,
-           fails ? "DIFFERENT" : "bit-identical");
+    printf("kernels_wasm_test: %ld outputs of td_matmul_wasm128 and td_attn_rows_wasm128, %ld of "
+           "td_matmul_wasm_relaxed%s compared with their references: %s\n", compared, relaxed,
+           relaxed ? "" : " (no relaxed SIMD here)", fails ? "DIFFERENT" : "bit-identical");
     return fails ? 1 : 0;
 }
