@@ -217,6 +217,13 @@ def main():
             lines.append("issue 46 /v1/decide %s: one at a time %s, concurrent %s criteria/s, ratio %s (target >= 3), mismatched %s" % (
                 m, num(v.get("one_at_a_time_criteria_per_s")), num(v.get("concurrent_criteria_per_s")), num(v.get("ratio"), 2),
                 v.get("mismatched")))
+    checks = []
+    for s_ in steps:
+        if s_["step"] in ("kernels", "engine", "clients", "fixture") or s_["step"].startswith(("memcheck", "racecheck")):
+            checks.append("%s %s" % (s_["step"], "ok" if s_["rc"] == 0 else "rc %s" % s_["rc"]))
+    errs = [re.sub(r"^=+ ", "", l).strip() for l in summary["sanitizers"] if "SUMMARY" in l]
+    if checks:
+        lines.append("checks: " + ", ".join(checks) + ("; sanitizers: " + "; ".join(sorted(set(errs))) if errs else ""))
     bad = [s for s in steps if s.get("rc") not in (0, None)]
     lines.append("steps: %d run, %d failed%s; skipped: %s; %s s" % (
         len(steps), len(bad), (" (" + ", ".join("%s %s rc %s" % (s["step"], s.get("model") or "", s["rc"]) for s in bad) + ")") if bad else "",
