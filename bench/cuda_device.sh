@@ -19,7 +19,8 @@
 #              --device cuda, for each of PRECISIONS (bf16 fp32): prefill 2048, decode batch 1 (128 tokens),
 #              decide 144 criteria x 45 tokens x 4 options over a 256-token evidence, one criterion over a
 #              prefilled evidence (--cache-head --criteria 1), 16 evidences x 144 criteria in one td_decide_multi
-#              call (--evidences 16; MULTI_PRECISIONS, default bf16 only)
+#              call (--evidences 16 --verify: then each evidence decided alone, every result bit for bit the same;
+#              MULTI_PRECISIONS, default bf16 only)
 #   peer       transformers bf16 (sdpa) on the same checkpoints: the same lines (scripts/cuda_peer.py), and the
 #              measured bf16 matrix-product ceiling (torch, 8192^3)
 #   run        `typedecide run --device cuda --precision bf16` over a DOCS (10,000) document synthetic corpus made
@@ -273,8 +274,8 @@ if want timing; then
                 --suffix "$SUFFIX" --options "$OPTIONS" --cache-head --repeat 20 "${DEVP[@]}" --precision "$prec"
             case " $MULTI_PRECISIONS " in *" $prec "*)
                 measure multi "$m" "$prec" 30 150 "$BIN" bench decide --model "$M" --evidences "$EVIDENCES" --prefix "$PREFIX" \
-                    --criteria "$CRITERIA" --suffix "$SUFFIX" --options "$OPTIONS" --repeat 2 --memory 65536 "${DEVP[@]}" \
-                    --precision "$prec" ;;
+                    --criteria "$CRITERIA" --suffix "$SUFFIX" --options "$OPTIONS" --repeat 2 --memory 65536 --verify \
+                    "${DEVP[@]}" --precision "$prec" ;;
             esac
         done
     done

@@ -121,6 +121,8 @@ def main():
         t["evidences16_criteria_per_s"] = {
             "ours_bf16": get("multi", m, "bf16", "criteria_per_s"), "ours_fp32": get("multi", m, "fp32", "criteria_per_s"),
             "ours_bf16_forwards_per_call": get("multi", m, "bf16", "forwards_per_call"),
+            "ours_bf16_verified_alone": {"criteria": get("multi", m, "bf16", "verified_criteria"),
+                                         "mismatched": get("multi", m, "bf16", "verify_mismatched")},
             "ours_bf16_tokens": {"prefill_per_evidence": get("multi", m, "bf16", "prefill_tokens_per_evidence"),
                                  "suffix_per_criterion": get("multi", m, "bf16", "suffix_tokens_per_criterion")},
             "transformers_bf16_evidence_by_evidence": get("transformers", m, "bf16", "decide_evidences", "criteria_per_s"),
@@ -199,6 +201,10 @@ def main():
             yn(tm["prefill_200k_and_2x_transformers"]), num(tm["prefill_over_transformers"], 2), yn(tm["decode_1500"]),
             num(tm["decode_over_llama_cpp"], 2), yn(tm["decide_10000"]) if m.startswith("qwen3-") else "(stated)",
             yn(tm["one_criterion_1ms"])))
+        v = t["evidences16_criteria_per_s"]["ours_bf16_verified_alone"]
+        if v["criteria"] is not None:
+            lines.append("16 evidences x 144 in %s passes per call; each evidence alone: %s of %s criteria differ (bit for bit)" % (
+                num(t["evidences16_criteria_per_s"]["ours_bf16_forwards_per_call"], 2), v["mismatched"], v["criteria"]))
         sh = t["decide_criteria_per_s"].get("ours_bf16_matrix_share_of_ceiling")
         psh = t["prefill_matrix_share_of_ceiling"]["ours_bf16"]
         lines.append("matrix share of the %s TFLOP/s bf16 ceiling: decide %s, prefill %s" % (

@@ -12,7 +12,7 @@
 static const char usage_text[] =
     "usage: typedecide bench (prefill|decode) --model M [--tokens N] [--threads T] [--repeat R] [--kv f32|f16]\n"
     "       typedecide bench decide --model M [--prefix 256] [--criteria 144] [--suffix 45] [--options 4]\n"
-    "                               [--serial|--batch] [--evidences E] [--cache-head] [--memory MB]\n"
+    "                               [--serial|--batch] [--evidences E [--verify]] [--cache-head] [--memory MB]\n"
     "                               [--threads T] [--repeat R] [--kv f32|f16]\n"
     "       typedecide bench chat --model M [--history 200,1000,3000] [--turn 30] [--threads T] [--repeat R]\n"
     "       typedecide bench serve --model M [--clients 8] [--tokens 64] [--duration S] (see bench serve --help)\n"
@@ -34,7 +34,9 @@ static const char usage_text[] =
     "            same C criteria (a question of words, K one-word options, ~S suffix tokens), decided by one\n"
     "            td_decide_multi call (several evidences per forward pass, as the server's /v1/decide):\n"
     "            criteria_per_s over all E x C; each repeat on new evidences (their prefill counted) unless\n"
-    "            --cache-head; the tokens actually run are reported\n"
+    "            --cache-head; the tokens actually run are reported. --verify then decides each evidence of\n"
+    "            the last call alone (td_decide) and compares every probability and logit bit for bit\n"
+    "            (verify_mismatched; exit 1 when any differs)\n"
     "            --memory MB: the decider's memory budget (default 1024): how many criteria fit a pass\n"
     "  chat      time to first token of a T-token user turn after H tokens of conversation (synthetic ChatML\n"
     "            turns of random ids), for each H of --history: with the conversation's KV reused (ttft_ms; a\n"
@@ -158,14 +160,14 @@ static td_status bench_text(const td_tokenizer *tok, uint64_t seed, int32_t n, c
  * prefill counted) unless --cache-head (the same evidences, found prefilled). */
 static int bench_decide_multi(td_model *m, td_decider *d, const char *model_dir, long long threads, long long repeat,
                               long long E, long long P, long long C, long long S, long long K, int cache_head,
-                              int32_t kv_f16, const bench_device *dv, double load_s, long long memory_mb) {
+                              int verify, int32_t kv_f16, const bench_device *dv, double load_s, long long memory_mb) {
     const td_tokenizer *tok = td_model_tokenizer(m);
     int rc = 1;
     td_status st = TD_OK;
     char **texts = calloc((size_t)E * (size_t)(repeat + 1), sizeof *texts);
     char **questions = calloc((size_t)C, sizeof *questions), **cids = calloc((size_t)C, sizeof *cids);
     const char *oids[TD_DECIDE_MAX_OPTIONS], *odesc[TD_DECIDE_MAX_OPTIONS];
-    char oid_buf[TD_DECIDE_MAX_OPTIONS][8];
+    char oid_buf[TD_DECIDE_MAX_OPTIONS][24];
     td_criterion *crit = calloc((size_t)C, sizeof *crit);
     td_decision *out = calloc((size_t)(E * C), sizeof *out);
     td_decide_group *g = calloc((size_t)E, sizeof *g);
@@ -248,6 +250,34 @@ static int bench_decide_multi(td_model *m, td_decider *d, const char *model_dir,
             for (long long c = 0; c < C; c++) suffix_tokens += out[e * C + c].suffix_tokens;
         }
     }
+    /* --verify: each evidence of the last timed call decided alone (td_decide), every probability and logit
+     * compared bit for bit with the batched call's */
+    long long verified = 0, mismatched = 0;
+    double max_diff = 0;
+    if (verify) {
+        td_decision *alone = calloc((size_t)C, sizeof *alone);
+        if (!alone) {
+            rc = cli_error("bench", "out of memory");
+            goto done;
+        }
+        for (long long e = 0; e < E && st == TD_OK; e++) {
+            if ((st = td_decide(d, g[e].evidence, g[e].len, crit, (int32_t)C, alone)) != TD_OK) break;
+            for (long long c = 0; c < C; c++) {
+                const td_decision *a = &alone[c], *b = &out[e * C + c];
+                int same = a->n_options == b->n_options;
+                for (int32_t k = 0; same && k < a->n_options; k++) {
+                    double dd = a->probs[k] > b->probs[k] ? a->probs[k] - b->probs[k] : b->probs[k] - a->probs[k];
+                    if (dd > max_diff) max_diff = dd;
+                    same = memcmp(&a->probs[k], &b->probs[k], sizeof a->probs[k]) == 0 &&
+                           memcmp(&a->logits[k], &b->logits[k], sizeof a->logits[k]) == 0;
+                }
+                mismatched += !same;
+                verified++;
+            }
+        }
+        free(alone);
+        if (st != TD_OK) goto fail;
+    }
     qsort(secs, (size_t)repeat, sizeof *secs, cmp_double);
     double med = secs[repeat / 2], n_crit = (double)(E * C);
     printf("{\"bench\": \"decide\", \"mode\": \"multi\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", "
@@ -256,13 +286,17 @@ static int bench_decide_multi(td_model *m, td_decider *d, const char *model_dir,
            "\"memory_mb\": %lld, \"cache_head\": %s, \"load_s\": %.4f, \"criteria_per_s\": %.3f, "
            "\"criteria_per_s_min\": %.3f, \"criteria_per_s_max\": %.3f, \"ms_per_call\": %.3f, "
            "\"ms_per_criterion\": %.4f, \"prefill_tokens_per_evidence\": %.1f, \"heads_found_prefilled\": %.1f, "
-           "\"suffix_tokens_per_criterion\": %.2f, \"forwards_per_call\": %.2f}\n",
+           "\"suffix_tokens_per_criterion\": %.2f, \"forwards_per_call\": %.2f, \"verified_criteria\": %lld, "
+           "\"verify_mismatched\": %lld, \"verify_max_abs_prob_diff\": %.9g}\n",
            model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32", dv->desc,
            cli_precision_name(dv->precision), E, P, C, S, K, threads, repeat, memory_mb, cache_head ? "true" : "false",
            load_s, n_crit / med, n_crit / secs[repeat - 1], n_crit / secs[0], 1e3 * med, 1e3 * med / n_crit,
            (double)head_tokens / (double)(E * repeat), (double)cached / (double)repeat,
-           (double)suffix_tokens / (n_crit * (double)repeat), (double)forwards / (double)repeat);
-    rc = 0;
+           (double)suffix_tokens / (n_crit * (double)repeat), (double)forwards / (double)repeat, verified, mismatched,
+           max_diff);
+    rc = mismatched ? cli_error("bench", "--verify: %lld of %lld criteria differ from the same evidence decided alone",
+                                mismatched, verified)
+                    : 0;
     goto done;
 fail:
     rc = cli_fail("bench", st);
@@ -276,7 +310,8 @@ done:
 
 static int bench_decide(const char *model_dir, long long threads, long long repeat, const char *prefix_s,
                         const char *crit_s, const char *suffix_s, const char *opts_s, const char *evid_s,
-                        const char *mem_s, int serial, int cache_head, int32_t kv_f16, const bench_device *dv) {
+                        const char *mem_s, int serial, int cache_head, int verify, int32_t kv_f16,
+                        const bench_device *dv) {
     long long P = 256, C = 144, S = 45, K = 4, E = 1, M = 0;
     if ((prefix_s && cli_int(prefix_s, 0, 1 << 20, &P)) || (crit_s && cli_int(crit_s, 1, 1 << 20, &C)) ||
         (suffix_s && cli_int(suffix_s, 1, 1 << 16, &S)) || (opts_s && cli_int(opts_s, 1, TD_DECIDE_MAX_OPTIONS, &K)))
@@ -284,6 +319,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
     if (evid_s && cli_int(evid_s, 1, 4096, &E)) return cli_usage_error("bench", "--evidences must be in 1..4096");
     if (mem_s && cli_int(mem_s, 1, 1 << 24, &M)) return cli_usage_error("bench", "--memory must be a size in MB in 1..16777216");
     if (evid_s && serial) return cli_usage_error("bench", "--evidences decides in batches: it does not take --serial");
+    if (verify && !evid_s) return cli_usage_error("bench", "--verify checks --evidences: give --evidences E");
     if (evid_s && P < 1) return cli_usage_error("bench", "--evidences needs --prefix of at least 1 token");
     if (K < 2 && evid_s) return cli_usage_error("bench", "--evidences needs --options of at least 2");
     td_model *m;
@@ -305,7 +341,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
         return cli_fail("bench", st);
     }
     if (evid_s) {
-        int mrc = bench_decide_multi(m, d, model_dir, threads, repeat, E, P, C, S, K, cache_head, kv_f16, dv, load_s,
+        int mrc = bench_decide_multi(m, d, model_dir, threads, repeat, E, P, C, S, K, cache_head, verify, kv_f16, dv, load_s,
                                      (long long)p.memory_mb);
         td_decider_free(d);
         td_model_free(m);
@@ -367,7 +403,7 @@ int cmd_bench(int argc, char **argv) {
     const char *model_dir = NULL, *tokens_s = NULL, *threads_s = NULL, *repeat_s = "3", *prefix_s = NULL,
                *crit_s = NULL, *suffix_s = NULL, *opts_s = NULL, *kv_s = NULL, *hist_s = NULL, *turn_s = NULL,
                *device_s = NULL, *precision_s = NULL, *evid_s = NULL, *mem_s = NULL;
-    int serial = 0, batch = 0, cache_head = 0;
+    int serial = 0, batch = 0, cache_head = 0, verify = 0;
     int32_t kv_f16 = 0;
     const cli_opt opts[] = {{"model", 1, &model_dir, NULL},   {"tokens", 1, &tokens_s, NULL},
                             {"threads", 1, &threads_s, NULL}, {"repeat", 1, &repeat_s, NULL},
@@ -378,7 +414,7 @@ int cmd_bench(int argc, char **argv) {
                             {"turn", 1, &turn_s, NULL},       {"device", 1, &device_s, NULL},
                             {"precision", 1, &precision_s, NULL}, {"evidences", 1, &evid_s, NULL},
                             {"memory", 1, &mem_s, NULL},      {"cache-head", 0, NULL, &cache_head},
-                            {NULL, 0, NULL, NULL}};
+                            {"verify", 0, NULL, &verify},     {NULL, 0, NULL, NULL}};
     const char *pos[1];
     int np = 0;
     int r = cli_parse(argc, argv, opts, "bench", pos, 1, &np);
@@ -403,9 +439,9 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(mode, "chat") == 0) return bench_chat(model_dir, threads, repeat, hist_s, turn_s, kv_f16, &dv);
     if (strcmp(mode, "decide") == 0)
         return bench_decide(model_dir, threads, repeat, prefix_s, crit_s, suffix_s, opts_s, evid_s, mem_s, serial,
-                            cache_head, kv_f16, &dv);
-    if (evid_s || mem_s || cache_head)
-        return cli_usage_error("bench", "--evidences, --memory and --cache-head are options of bench decide");
+                            cache_head, verify, kv_f16, &dv);
+    if (evid_s || mem_s || cache_head || verify)
+        return cli_usage_error("bench", "--evidences, --memory, --cache-head and --verify are options of bench decide");
 
     double t0 = cli_now();
     td_model *m;

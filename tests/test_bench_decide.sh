@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # typedecide bench decide's modes for issue 43's lines, on the tiny fixture and the CPU (bench/cuda_device.sh runs
 # them on the GPU): --evidences E (E evidences x C criteria in one td_decide_multi call, new evidences each repeat
-# unless --cache-head), --cache-head (one criterion's latency over a prefilled evidence), --memory; their JSON says
-# what ran (tokens, passes, heads found prefilled), and bad values are usage errors. No timing is asserted.
+# unless --cache-head; --verify: each evidence then decided alone, bit for bit), --cache-head (one criterion's
+# latency over a prefilled evidence), --memory; their JSON says what ran (tokens, passes, heads found prefilled), and
+# bad values are usage errors. No timing is asserted.
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${TD_BIN:-$ROOT/build/typedecide}
@@ -33,6 +34,7 @@ PY
 
 "$BIN" bench --help | grep -q -- "--evidences E" || fail "bench --help does not name --evidences"
 "$BIN" bench --help | grep -q -- "--cache-head" || fail "bench --help does not name --cache-head"
+"$BIN" bench --help | grep -q -- "--verify" || fail "bench --help does not name --verify"
 
 # 3 evidences x 5 criteria in one call, each repeat on new evidences: 3 heads prefilled per call, none found
 run() { timeout 120 "$BIN" bench decide --model "$M" --threads 1 "$@" >"$tmp/out" 2>"$tmp/err" || fail "'$*' exited $?: $(tail -3 "$tmp/err")"; }
@@ -42,6 +44,11 @@ check "multi: new evidences are prefilled" 'o["prefill_tokens_per_evidence"] >= 
 check "multi: one pass for the heads, one for the suffixes" 'o["forwards_per_call"] == 2'
 check "multi: the rate is over all criteria" 'abs(o["criteria_per_s"] * o["ms_per_call"] / 1e3 - 15) < 0.01'
 check "multi: suffixes of tokens" 'o["suffix_tokens_per_criterion"] >= 10'
+# --verify: every criterion of the last call decided again alone (td_decide), bit for bit the same
+run --evidences 3 --prefix 40 --criteria 5 --suffix 30 --options 3 --repeat 1 --verify
+check "multi --verify: all checked, none differs" 'o["verified_criteria"] == 15 and o["verify_mismatched"] == 0 and o["verify_max_abs_prob_diff"] == 0'
+run --evidences 3 --prefix 40 --criteria 5 --suffix 30 --options 3 --repeat 1
+check "multi without --verify: nothing checked" 'o["verified_criteria"] == 0'
 # with --cache-head the same evidences every repeat: all three found prefilled, no head tokens run
 run --evidences 3 --prefix 40 --criteria 5 --suffix 30 --options 3 --repeat 2 --cache-head
 check "multi --cache-head: heads kept" 'o["heads_found_prefilled"] == 3 and o["prefill_tokens_per_evidence"] == 0'
@@ -61,6 +68,7 @@ expect 2 "--evidences must be in 1..4096" -- "$BIN" bench decide --model "$M" --
 expect 2 "does not take --serial" -- "$BIN" bench decide --model "$M" --evidences 2 --serial
 expect 2 "--options of at least 2" -- "$BIN" bench decide --model "$M" --evidences 2 --options 1
 expect 2 "--memory must be a size in MB" -- "$BIN" bench decide --model "$M" --memory 0
+expect 2 "--verify checks --evidences" -- "$BIN" bench decide --model "$M" --verify
 expect 2 "are options of bench decide" -- "$BIN" bench prefill --model "$M" --evidences 2
 expect 2 "are options of bench decide" -- "$BIN" bench decode --model "$M" --cache-head
 
