@@ -46,7 +46,8 @@
 # Environment: BUDGET_S, OUT (default ./cuda-out), BUNDLE (build-cuda-device), WORK (scratch), STEPS, MODELS
 #   ("qwen3-0.6b qwen3.5-0.8b"), PRECISIONS, MULTI_PRECISIONS, PREFILL (2048), DECODE (128), PREFIX (256),
 #   CRITERIA (144), SUFFIX (45), OPTIONS (4), EVIDENCES (16), REPEAT (3), DOCS, RUN_CAP_S, STREAMS, STREAM_TOKENS,
-#   LLAMA_JOBS (12), LLAMA_BENCH (a llama-bench to use instead of building one).
+#   LLAMA_JOBS (12), LLAMA_BENCH (a llama-bench to use instead of building one), RUN_MODELS and SERVE_MODELS (the
+#   models of the run and serve steps; default the first of MODELS).
 #   DEVICE=cpu BIN=build/typedecide: the whole flow on the CPU with the tiny fixtures instead of the synthetic models
 #   and small sizes (a dry run of the script where there is no GPU; no llama.cpp build, no sanitizers).
 set -uo pipefail
@@ -292,23 +293,23 @@ if want peer; then
 fi
 
 if want run; then
-    m=${MODELS%% *}
-    corpus=$(bash bench/corpus_gen.sh "$DOCS" "$WORK/corpus")
-    rm -f "$WORK/corpus/results.jsonl"* "$WORK/corpus/summary.json"
-    if [ "$(left)" -lt 30 ]; then
-        skipped="$skipped${skipped:+, }run"
-    else
-        lim=$(left)
-        [ "$lim" -gt "$RUN_CAP_S" ] && lim=$RUN_CAP_S
-        say "run $m: $DOCS documents x 12 criteria, at most $lim s"
-        t0=$(date +%s%N)
-        cmd=("$BIN" run --model "${MP[$m]}" --input "$corpus" --criteria "$WORK/corpus/criteria.jsonl" --out "$WORK/corpus/results.jsonl"
-             --summary "$WORK/corpus/summary.json" --quiet --no-timing "${DEVP[@]}" --precision bf16 --memory 8192)
-        timeout "$lim" "${cmd[@]}" 2>"$WORK/logs/run.err"
-        rc=$?
-        s=$(secs_since "$t0")
-        done_n=$(cat "$WORK/corpus/results.jsonl" "$WORK/corpus/results.jsonl.partial" 2>/dev/null | wc -l)
-        res=$(python3 - "$WORK/corpus/summary.json" "$rc" "$s" "$done_n" "$DOCS" <<'PY'
+    for m in ${RUN_MODELS:-${MODELS%% *}}; do
+        corpus=$(bash bench/corpus_gen.sh "$DOCS" "$WORK/corpus")
+        rm -f "$WORK/corpus/results.jsonl"* "$WORK/corpus/summary.json"
+        if [ "$(left)" -lt 30 ]; then
+            skipped="$skipped${skipped:+, }run/$m"
+        else
+            lim=$(left)
+            [ "$lim" -gt "$RUN_CAP_S" ] && lim=$RUN_CAP_S
+            say "run $m: $DOCS documents x 12 criteria, at most $lim s"
+            t0=$(date +%s%N)
+            cmd=("$BIN" run --model "${MP[$m]}" --input "$corpus" --criteria "$WORK/corpus/criteria.jsonl" --out "$WORK/corpus/results.jsonl"
+                 --summary "$WORK/corpus/summary.json" --quiet --no-timing "${DEVP[@]}" --precision bf16 --memory 8192)
+            timeout "$lim" "${cmd[@]}" 2>"$WORK/logs/run.err"
+            rc=$?
+            s=$(secs_since "$t0")
+            done_n=$(cat "$WORK/corpus/results.jsonl" "$WORK/corpus/results.jsonl.partial" 2>/dev/null | wc -l)
+            res=$(python3 - "$WORK/corpus/summary.json" "$rc" "$s" "$done_n" "$DOCS" <<'PY'
 import json, sys
 path, rc, s, n, docs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 out = {"documents": docs, "criteria_per_document": 12, "exit": rc, "wall_s": s, "documents_written": n,
@@ -324,36 +325,38 @@ else:
     out["documents_per_s"] = out["documents_per_s_wall"]  # the lines written over the wall time, load included
 print(json.dumps(out))
 PY
-)
-        echo "{\"step\": \"run\", \"model\": \"$m\", \"precision\": \"bf16\", \"rc\": $rc, \"seconds\": $s, \"command\": $(jstr "${cmd[*]}"), \"result\": ${res:-null}}" >>"$LOG"
-        { echo "== run $m (rc $rc): ${cmd[*]}"; echo "$res"; cat "$WORK/logs/run.err"; } >>"$OUT/steps.log"
-        say "run: rc $rc; $(echo "$res" | cut -c1-300)"
-    fi
+            )
+            echo "{\"step\": \"run\", \"model\": \"$m\", \"precision\": \"bf16\", \"rc\": $rc, \"seconds\": $s, \"command\": $(jstr "${cmd[*]}"), \"result\": ${res:-null}}" >>"$LOG"
+            { echo "== run $m (rc $rc): ${cmd[*]}"; echo "$res"; cat "$WORK/logs/run.err"; } >>"$OUT/steps.log"
+            say "run: rc $rc; $(echo "$res" | cut -c1-300)"
+        fi
+    done
 fi
 
 if want serve; then
-    m=${MODELS%% *}
-    maxs=0
-    for n in $STREAMS; do [ "$n" -gt "$maxs" ] && maxs=$n; done
-    if [ "$(left)" -lt 40 ]; then
-        skipped="$skipped${skipped:+, }serve"
-    else
-        port=18191
-        "$BIN" serve --model "${MP[$m]}" --port $port --parallel "$maxs" --queue $((maxs * 2)) --max-connections-per-ip 0 \
-            --memory 16384 --quiet "${DEVP[@]}" --precision bf16 >"$WORK/logs/serve.log" 2>&1 &
-        sp=$!
-        for _ in $(seq 1 300); do
-            curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-            kill -0 $sp 2>/dev/null || break
-            sleep 0.2
-        done
-        for n in $STREAMS; do
-            measure "serve_$n" "$m" bf16 20 90 python3 bench/serve_streams.py "http://127.0.0.1:$port" --streams "$n" \
-                --tokens "$STREAM_TOKENS" --rounds 2
-        done
-        kill $sp 2>/dev/null
-        wait $sp 2>/dev/null
-    fi
+    for m in ${SERVE_MODELS:-${MODELS%% *}}; do
+        maxs=0
+        for n in $STREAMS; do [ "$n" -gt "$maxs" ] && maxs=$n; done
+        if [ "$(left)" -lt 40 ]; then
+            skipped="$skipped${skipped:+, }serve/$m"
+        else
+            port=18191
+            "$BIN" serve --model "${MP[$m]}" --port $port --parallel "$maxs" --queue $((maxs * 2)) --max-connections-per-ip 0 \
+                --memory 16384 --quiet "${DEVP[@]}" --precision bf16 >"$WORK/logs/serve.log" 2>&1 &
+            sp=$!
+            for _ in $(seq 1 300); do
+                curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+                kill -0 $sp 2>/dev/null || break
+                sleep 0.2
+            done
+            for n in $STREAMS; do
+                measure "serve_$n" "$m" bf16 20 90 python3 bench/serve_streams.py "http://127.0.0.1:$port" --streams "$n" \
+                    --tokens "$STREAM_TOKENS" --rounds 2
+            done
+            kill $sp 2>/dev/null
+            wait $sp 2>/dev/null
+        fi
+    done
 fi
 
 # llama [wait]: llama-bench once the build is done; without "wait", a build still running defers it (to after
