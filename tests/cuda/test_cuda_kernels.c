@@ -278,7 +278,7 @@ static void test_matmul(void) {
     }
 }
 
-/* The tensor-core path's order is the same for every T and kernel (tc_skinny up to 32 tokens, tc_tile above): one
+/* The tensor-core path's order is the same for every T and kernel (tc_skinny up to 64 tokens, tc_tile above): one
  * row's outputs alone (T = 1) and at every position of larger launches, with and without a row list, over a k that
  * ends in a half step and one of many slices. */
 static void test_matmul_tc_invariance(void) {

@@ -23,7 +23,7 @@
 #include "kernels/cuda/common.cuh"
 
 #define TC_KS 256       /* k per slice: the fixed unit of the order above */
-#define TC_SKINNY_T 32  /* tokens up to which tc_skinny runs (4 fragments of 8) */
+#define TC_SKINNY_T 64  /* tokens up to which tc_skinny runs (8 fragments of 8): one criterion's 45 tokens too */
 #define TC_BM 128       /* tc_tile: outputs per block */
 #define TC_BK 32        /* tc_tile: k per shared-memory step (TC_KS is a multiple) */
 #define TC_PITCH 40     /* tc_tile: bf16 per shared row (80 bytes: ldmatrix rows land on distinct banks) */
@@ -330,17 +330,19 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         if (wide) {
             if (nf == 1) tc_skinny<1, 8><<<(unsigned)blocks, 256, 0, s>>>(jobs, x, ldx, T, K);
             else if (nf == 2) tc_skinny<2, 8><<<(unsigned)blocks, 256, 0, s>>>(jobs, x, ldx, T, K);
-            else tc_skinny<4, 8><<<(unsigned)blocks, 256, 0, s>>>(jobs, x, ldx, T, K);
+            else if (nf <= 4) tc_skinny<4, 8><<<(unsigned)blocks, 256, 0, s>>>(jobs, x, ldx, T, K);
+            else tc_skinny<8, 8><<<(unsigned)blocks, 256, 0, s>>>(jobs, x, ldx, T, K);
         } else {
             if (nf == 1) tc_skinny<1, 4><<<(unsigned)blocks, 128, 0, s>>>(jobs, x, ldx, T, K);
             else if (nf == 2) tc_skinny<2, 4><<<(unsigned)blocks, 128, 0, s>>>(jobs, x, ldx, T, K);
-            else tc_skinny<4, 4><<<(unsigned)blocks, 128, 0, s>>>(jobs, x, ldx, T, K);
+            else if (nf <= 4) tc_skinny<4, 4><<<(unsigned)blocks, 128, 0, s>>>(jobs, x, ldx, T, K);
+            else tc_skinny<8, 4><<<(unsigned)blocks, 128, 0, s>>>(jobs, x, ldx, T, K);
         }
         return td_cu_launched("matmul (tensor cores, few tokens)");
     }
 #ifdef TD_CUDA_BATCH_VARIANT
     /* Not batch-invariant, to measure what invariance costs: one chain over all k (no slices) in tiles of 128 tokens,
-     * so a row's bits differ between T <= 32 (tc_skinny's slices) and above. */
+     * so a row's bits differ between T <= TC_SKINNY_T (tc_skinny's slices) and above. */
     tc_tile<128, false><<<dim3((unsigned)blocks, (unsigned)((T + 127) / 128)), 256, 0, s>>>(jobs, x, ldx, T, K);
 #else
     /* 64 tokens a block: at 128 the accumulators and totals (128 registers) spill */
