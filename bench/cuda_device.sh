@@ -7,8 +7,10 @@
 #           here; the binaries link the CUDA runtime statically; SKIP_BUILD=1 packs what BUILD holds) and fills
 #           build-cuda-device/ (git-ignored): bin.tar.xz (typedecide, test_cuda_kernels, test_cuda_engine, the
 #           libraries the device lacks, a manifest), the Qwen3 tokenizer, llama.cpp's source trimmed to llama-bench
-#           with the CPU and CUDA backends (bundle_llama_src_cuda; NO_LLAMA=1 leaves it out). It prints what the
-#           call would carry against the device's 64 MiB limit. The fixtures and demo models travel with the tree.
+#           with the CPU and CUDA backends (bundle_llama_src_cuda; NO_LLAMA=1 leaves it out); VARIANT=1 adds
+#           typedecide-variant, built into BUILD-variant with -DTD_CUDA_BATCH_VARIANT=ON (batch-dependent products,
+#           for the invariance step). It prints what the call would carry against the device's 64 MiB limit. The
+#           fixtures and demo models travel with the tree.
 #   device  run(command="bash bench/cuda_device.sh", carry=["build-cuda-device"], timeout_s=590)
 # Steps, in this order (STEPS picks and orders nothing else: a step not named is not run; each one still to start
 # once BUDGET_S (default 550 s) is spent is skipped and listed; each result is one JSON line in $OUT/cuda.jsonl as
@@ -23,6 +25,9 @@
 #              MULTI_PRECISIONS, default bf16 only)
 #   peer       transformers bf16 (sdpa) on the same checkpoints: the same lines (scripts/cuda_peer.py), and the
 #              measured bf16 matrix-product ceiling (torch, 8192^3)
+#   invariance what batch invariance costs: prefill, decode and decide (bf16, the first model) with
+#              typedecide-variant (the bundle's, from --prepare with VARIANT=1: -DTD_CUDA_BATCH_VARIANT=ON) against
+#              the timing step's; skipped with a line when the bundle has no variant
 #   run        `typedecide run --device cuda --precision bf16` over a DOCS (10,000) document synthetic corpus made
 #              here (bench/corpus_gen.sh: tickets x 12 criteria), at most RUN_CAP_S (100 s): documents/s (a run
 #              cut at the cap is stated from the lines it wrote)
@@ -66,6 +71,14 @@ if [ "${1:-}" = "--prepare" ]; then
     s=$(mktemp -d)
     mkdir -p "$s/bin/lib"
     cp "$BUILD/typedecide" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_engine" "$s/bin/"
+    if [ -n "${VARIANT:-}" ]; then # the same sources with -DTD_CUDA_BATCH_VARIANT=ON: the invariance step's other side
+        if [ -z "${SKIP_BUILD:-}" ]; then
+            cmake -S . -B "$BUILD-variant" -DCMAKE_BUILD_TYPE=Release -DTD_CUDA=ON -DTD_CUDA_BATCH_VARIANT=ON \
+                -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
+            cmake --build "$BUILD-variant" --target typedecide_cli -j"$(nproc)" >/dev/null
+        fi
+        cp "$BUILD-variant/typedecide" "$s/bin/typedecide-variant"
+    fi
     bundle_libs "$BUILD/typedecide" "$s/bin/lib"
     cat >"$s/bin/manifest.txt" <<EOF
 typedecide commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src cli include tests || echo " (with uncommitted changes)")
@@ -89,7 +102,7 @@ BUDGET_S=${BUDGET_S:-550}
 DEV=${DEVICE:-cuda}
 OUT=${OUT:-$PWD/cuda-out}
 WORK=${WORK:-${TMPDIR:-/tmp}/td-cuda}
-STEPS=${STEPS:-timing peer run serve llama decide46 kernels engine clients fixture memcheck racecheck}
+STEPS=${STEPS:-timing peer invariance run serve llama decide46 kernels engine clients fixture memcheck racecheck}
 MODELS=${MODELS:-qwen3-0.6b qwen3.5-0.8b}
 PRECISIONS=${PRECISIONS:-bf16 fp32}
 MULTI_PRECISIONS=${MULTI_PRECISIONS:-bf16}
@@ -231,7 +244,7 @@ fi
 TOK=$WORK/tokenizer.json
 declare -A MP
 need_models=
-for s_ in timing peer run serve llama decide46; do want $s_ && need_models=1; done
+for s_ in timing peer invariance run serve llama decide46; do want $s_ && need_models=1; done
 [ -n "$need_models" ] || MODELS=
 for m in $MODELS; do
     if [ "$DEV" != cuda ]; then
@@ -290,6 +303,21 @@ if want peer; then
             --device "$DEV" $first
         first=
     done
+fi
+
+if want invariance; then
+    V=$B/typedecide-variant
+    m=${MODELS%% *}
+    if [ ! -x "$V" ]; then
+        say "invariance: no typedecide-variant in the bundle (bench/cuda_device.sh --prepare with VARIANT=1)"
+        skipped="$skipped${skipped:+, }invariance (no variant binary)"
+    else
+        M=${MP[$m]}
+        measure variant_prefill "$m" bf16 20 90 "$V" bench prefill --model "$M" --tokens "$PREFILL" --repeat "$REPEAT" "${DEVP[@]}" --precision bf16
+        measure variant_decode "$m" bf16 20 90 "$V" bench decode --model "$M" --tokens "$DECODE" --repeat "$REPEAT" "${DEVP[@]}" --precision bf16
+        measure variant_decide "$m" bf16 20 120 "$V" bench decide --model "$M" --prefix "$PREFIX" --criteria "$CRITERIA" \
+            --suffix "$SUFFIX" --options "$OPTIONS" --repeat "$REPEAT" --memory 16384 "${DEVP[@]}" --precision bf16
+    fi
 fi
 
 if want run; then

@@ -137,6 +137,12 @@ def main():
                 serve[step[6:] + "_streams"] = {k: v.get(k) for k in ("aggregate_tokens_per_s", "per_stream_tokens_per_s_median",
                                                                       "ttft_ms_p50", "ttft_ms_max", "completion_tokens", "failed")}
         t["serve_chat_streams"] = serve or None
+        inv = {}
+        for what, key in (("prefill", "tokens_per_s"), ("decode", "tokens_per_s"), ("decide", "criteria_per_s")):
+            a, b = get(what, m, "bf16", key), get("variant_" + what, m, "bf16", key)
+            if b is not None:
+                inv[what] = {"invariant": a, "batch_variant": b, "invariant_over_variant": round(a / b, 4) if a and b else None}
+        t["batch_invariance_cost_bf16"] = inv or None
         t["non_embedding_params"] = lin
         pf, tfp = t["prefill_tokens_per_s"]["ours_bf16"], t["prefill_tokens_per_s"]["transformers_bf16"]
         dec, dcd = t["decode_batch1_tokens_per_s"]["ours_bf16"], t["decide_criteria_per_s"]["ours_bf16"]
@@ -205,6 +211,10 @@ def main():
         if v["criteria"] is not None:
             lines.append("16 evidences x 144 in %s passes per call; each evidence alone: %s of %s criteria differ (bit for bit)" % (
                 num(t["evidences16_criteria_per_s"]["ours_bf16_forwards_per_call"], 2), v["mismatched"], v["criteria"]))
+        if t["batch_invariance_cost_bf16"]:
+            lines.append("batch invariance (bf16, invariant / batch-variant build): " + ", ".join(
+                "%s %s / %s = %s" % (k, num(v["invariant"]), num(v["batch_variant"]), num(v["invariant_over_variant"], 3))
+                for k, v in t["batch_invariance_cost_bf16"].items()))
         sh = t["decide_criteria_per_s"].get("ours_bf16_matrix_share_of_ceiling")
         psh = t["prefill_matrix_share_of_ceiling"]["ours_bf16"]
         lines.append("matrix share of the %s TFLOP/s bf16 ceiling: decide %s, prefill %s" % (
