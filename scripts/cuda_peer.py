@@ -32,11 +32,13 @@ def sync():
         torch.cuda.synchronize()
 
 
-def timed(fn, repeat, before=None):
-    """median, min, max seconds of fn() over repeat runs after a warm-up; before() runs untimed ahead of each"""
-    if before:
-        before()
-    fn()  # warm-up
+def timed(fn, repeat, before=None, warm=True):
+    """median, min, max seconds of fn() over repeat runs after a warm-up (unless warm is False: fn's parts already
+    ran); before() runs untimed ahead of each"""
+    if warm:
+        if before:
+            before()
+        fn()
     sync()
     out = []
     for _ in range(repeat):
@@ -154,7 +156,8 @@ def main():
         if a.evidences > 0:  # E evidences, each decided as above in turn (one evidence's cache at a time)
             heads = [ids(1, a.prefix) for _ in range(a.evidences)]
             try:
-                med, lo, hi = timed(lambda: [decide_one(h) for h in heads], max(1, a.repeat // 2))
+                # decide_one is warm from the decide line above: one timed pass over the E evidences
+                med, lo, hi = timed(lambda: [decide_one(h) for h in heads], 1, warm=False)
                 res["decide_evidences"] = {"evidences": a.evidences, "criteria": a.criteria, "suffix": a.suffix,
                                            "prefix": a.prefix, "seconds": med, "criteria_per_s": a.evidences * a.criteria / med,
                                            "how": how + ", evidence by evidence"}
