@@ -486,6 +486,42 @@ static void test_store_gather(void) {
     td_cu_free(cell_d), td_cu_free(rows_d);
 }
 
+/* td_cu_add_rows_norm = td_cu_add_rows then td_cu_rmsnorm, bit for bit (x, the norm's output written over y, the
+ * fault word), on rows of 1024, 1000 and 7 with plain and zero-centred weights. */
+static void test_add_rows_norm(void) {
+    printf("add_rows_norm: = add_rows then rmsnorm (bit-exact, out over y, fault)\n");
+    static const int64_t ns[] = {1024, 1000, 7};
+    for (size_t ni = 0; ni < 3; ni++)
+        for (int zc = 0; zc < 2; zc++) {
+            int64_t R = 9, n = ns[ni];
+            size_t bytes = (size_t)(R * n) * 4;
+            float *x = rnd(R * n, -3.0f, 3.0f), *y = rnd(R * n, -3.0f, 3.0f), *w = rnd(n, -1.0f, 1.0f);
+            y[4 * n + n / 2] = NAN; /* row 4 goes non-finite: code 5, its token */
+            int32_t tok[9] = {20, 21, 22, 23, 24, 25, 26, 27, 28};
+            uint64_t none = UINT64_MAX, f1, f2;
+            float *x1 = up(x, bytes), *y1 = up(y, bytes), *x2 = up(x, bytes), *y2 = up(y, bytes), *wd = up(w, (size_t)n * 4);
+            int32_t *tok_d = up(tok, sizeof tok);
+            uint64_t *fd1 = up(&none, sizeof none), *fd2 = up(&none, sizeof none);
+            CU(td_cu_add_rows(x1, y1, R, n, tok_d, fd1, 5, NULL));
+            CU(td_cu_rmsnorm(y1, x1, wd, R, 1, n, 0, n, 1e-6f, zc, NULL));
+            CU(td_cu_add_rows_norm(x2, y2, R, n, tok_d, fd2, 5, y2, wd, 1e-6f, zc, NULL));
+            float *a = malloc(bytes), *b = malloc(bytes);
+            char name[96];
+            down(a, x1, bytes), down(b, x2, bytes);
+            snprintf(name, sizeof name, "x, n=%lld zero_centred=%d", (long long)n, zc);
+            bits(name, b, a, R * n);
+            down(a, y1, bytes), down(b, y2, bytes);
+            snprintf(name, sizeof name, "norm, n=%lld zero_centred=%d", (long long)n, zc);
+            bits(name, b, a, R * n);
+            down(&f1, fd1, sizeof f1), down(&f2, fd2, sizeof f2);
+            CHECKF(f1 == f2 && f2 == ((5ull << 32) | 24), "add_rows_norm fault %llx vs %llx", (unsigned long long)f2,
+                   (unsigned long long)f1);
+            free(x), free(y), free(w), free(a), free(b);
+            td_cu_free(x1), td_cu_free(y1), td_cu_free(x2), td_cu_free(y2), td_cu_free(wd), td_cu_free(tok_d);
+            td_cu_free(fd1), td_cu_free(fd2);
+        }
+}
+
 static void test_gates(void) {
     printf("sigmoid_gate, silu_mul: within 4 ulp (the device's expf)\n");
     { /* the gate sits in q's rows: [T, H, 2 hd], gate = second half of each head */
@@ -1052,6 +1088,7 @@ int main(void) {
     test_store_gather();
     test_gates();
     test_residual();
+    test_add_rows_norm();
     test_attention();
     test_conv();
     test_deltanet();

@@ -170,6 +170,19 @@ static td_status fault_status(td_ctx *ctx, uint64_t word) {
     return td_eng_nonfinite(ctx, il, block, t);
 }
 
+/* The RMSNorm of x that directly follows the residual at steps[i] of layer il (a KEEP_OUTPUTS step between them is
+ * nothing before the last layer), in this layer or as the next layer's first step (*next set): the two run as one
+ * kernel with the same bits. NULL when none follows. */
+static const td_step *norm_after_residual(const td_config *c, int il, const td_layer_steps *ls, int i, int *next) {
+    *next = 0;
+    int j = i + 1;
+    if (j < ls->n && ls->steps[j].op == TD_OP_KEEP_OUTPUTS && il != c->n_layer - 1) j++;
+    const td_step *nx = NULL;
+    if (j < ls->n) nx = &ls->steps[j];
+    else if (il + 1 < c->n_layer) nx = &td_arch_layer_steps(c, il + 1)->steps[0], *next = 1;
+    return nx && nx->op == TD_OP_NORM && nx->src == TD_B_X ? nx : NULL;
+}
+
 /* The pass's kernels, from the embedding to the head's check: device work only (no copy to or from the host), so a
  * graph can record it. */
 static td_status kernels(dev_pass *p, int64_t n_rows) {
@@ -183,15 +196,30 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
     LAUNCH(td_cu_embed(x->x, &p->w->embed, dv->tok_id, p->T, p->s), "embedding");              /* x [T, d] */
     if (m->cfg.embed_scale != 0.0f) LAUNCH(td_cu_scale(x->x, m->cfg.embed_scale, p->T * d, p->s), "embedding scale");
     LAUNCH(td_cu_check_rows(x->x, p->T, d, d, NULL, dv->fault, 0, p->s), "embedding: check");
+    int first = 0; /* the layer's first step already ran (its norm, fused with the residual before it) */
     for (int il = 0; il < m->cfg.n_layer; il++) {                                              /* x = layer(x) */
         const td_layer_steps *ls = td_arch_layer_steps(&m->cfg, il);
         int r = 0;
-        for (int i = 0; i < ls->n; i++) {
-            int n = same_input_products(ls, i);
+        for (int i = first; i < ls->n; i++) {
+            const td_step *nx = NULL;
+            int n = same_input_products(ls, i), next = 0;
+            if (ls->steps[i].op == TD_OP_RESIDUAL && (nx = norm_after_residual(&m->cfg, il, ls, i, &next))) {
+                const td_dev_layer *nl = &p->w->layers[il + next];
+                LAUNCH(td_cu_add_rows_norm(x->x, buf(p, ls->steps[i].src), p->T, d, p->row_tok, dv->fault,
+                                           code_residual(il, r++), buf(p, nx->dst), nl->v[nx->w], m->cfg.rms_eps,
+                                           m->cfg.zero_centred_norms, p->s),
+                       "residual and norm");                                  /* x += xb; xb = RMSNorm(x) */
+                if (next) break;
+                i = (int)(nx - ls->steps);
+                continue;
+            }
             if (n > 1) st = products(p, &p->w->layers[il], &ls->steps[i], n), i += n - 1;
             else st = step(p, il, &p->w->layers[il], &ls->steps[i], &r);
             if (st != TD_OK) return st;
         }
+        int next = 0;
+        first = ls->n > 0 && ls->steps[ls->n - 1].op == TD_OP_RESIDUAL &&
+                norm_after_residual(&m->cfg, il, ls, ls->n - 1, &next) && next;
     }
     if (ps->n_out > 0) {
         LAUNCH(td_cu_rmsnorm(x->out_x, x->x, p->w->final_norm, ps->n_out, 1, d, 0, d,

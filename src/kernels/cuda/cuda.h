@@ -189,6 +189,10 @@ int td_cu_add_rows(float *x, const float *y, int64_t R, int64_t n, const int32_t
                    uint32_t code, void *stream);
 int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld, const int32_t *row_tok, uint64_t *fault,
                      uint32_t code, void *stream);
+/* td_cu_add_rows(x, y, ...) then td_cu_rmsnorm(out, x, w, R, 1, n, 0, n, eps, zero_centred) in one launch, both
+ * results bit for bit the two calls' (out may be y). */
+int td_cu_add_rows_norm(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok, uint64_t *fault,
+                        uint32_t code, float *out, const float *w, float eps, int zero_centred, void *stream);
 
 /* dst[r, :n] = src[idx[r], :n] for r < R (rows n apart; dst and src do not overlap). */
 int td_cu_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t R, int64_t n, void *stream);

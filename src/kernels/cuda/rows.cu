@@ -197,6 +197,49 @@ extern "C" int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld
     return td_cu_launched("check_rows");
 }
 
+/* td_cu_add_rows then td_cu_rmsnorm of the same rows, in one pass over them: the sum of squares folds the new x in
+ * rmsnorm_kernel's order (thread i = tid, tid + 256, ... ascending, then the same tree), so both results are the two
+ * kernels' bits. out may be y (each thread rewrites only the elements it read, after the block's barrier). */
+__global__ void __launch_bounds__(ROW_NT) add_rows_norm_kernel(float *x, const float *y, int64_t n,
+                                                               const int32_t *__restrict__ row_tok,
+                                                               unsigned long long *fault, uint32_t code, float *out,
+                                                               const float *__restrict__ w, float eps,
+                                                               int zero_centred) {
+    __shared__ double sh[ROW_NT / 32 + 1];
+    const int64_t r = blockIdx.x;
+    float *xr = x + r * n;
+    const float *yr = y + r * n;
+    int bad = 0;
+    double ss = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
+        float v = xr[i] + yr[i];
+        xr[i] = v;
+        bad |= !(fabsf(v) <= 3.402823466e38f);
+        ss += (double)v * (double)v;
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) {
+        uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
+        atomicMin(fault, ((unsigned long long)code << 32) | tok);
+    }
+    ss = td_dev_block_sum<ROW_NT>(ss, sh);
+    const float s = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
+    float *o = out + r * n;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
+        float wi = zero_centred ? 1.0f + w[i] : w[i];
+        o[i] = (xr[i] * s) * wi;
+    }
+}
+
+extern "C" int td_cu_add_rows_norm(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok,
+                                   uint64_t *fault, uint32_t code, float *out, const float *w, float eps,
+                                   int zero_centred, void *stream) {
+    if (R <= 0 || n <= 0) return 0;
+    if (R > 0x7fffffff) return td_cu_failf("td_cu_add_rows_norm: %lld rows is beyond one launch", (long long)R);
+    add_rows_norm_kernel<<<(unsigned)R, ROW_NT, 0, TD_CU_STREAM(stream)>>>(
+        x, y, n, row_tok, (unsigned long long *)fault, code, out, w, eps, zero_centred);
+    return td_cu_launched("add_rows_norm");
+}
+
 __global__ void __launch_bounds__(EW_NT) gather_rows_kernel(float *__restrict__ dst, const float *__restrict__ src,
                                                             const int32_t *__restrict__ idx, int64_t R, int64_t n) {
     const int64_t total = R * n;
