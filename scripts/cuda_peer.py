@@ -16,8 +16,8 @@ On a checkpoint as saved (e.g. `typedecide synth --preset qwen3-0.6b`, BF16), lo
             ceiling the engines' products are stated against
 Median of --repeat runs after one warm-up each. Prints one JSON object. --device cpu tries the script without a
 GPU (slow: use small sizes)."""
-import copy
 import argparse
+import copy
 import json
 import statistics
 import time
