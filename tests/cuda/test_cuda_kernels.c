@@ -522,6 +522,54 @@ static void test_add_rows_norm(void) {
         }
 }
 
+/* td_cu_qk_prep = the head norms, the two rotations and the two stores it replaces, bit for bit: with and without
+ * norms, q heads 2 hd apart (Qwen3.5's [query | gate]), a partial rotation, f32 and f16 caches, scattered cells. */
+static void test_qk_prep(void) {
+    printf("qk_prep: = rmsnorm (per head) x2, rope x2, store_rows x2 (bit-exact)\n");
+    for (int variant = 0; variant < 4; variant++) {
+        int norms = variant & 1, f16 = variant >> 1;
+        int64_t T = 5, Hq = 4, Hkv = 2, hd = 128, qhs = 2 * hd, rot = variant == 3 ? 64 : hd, kv_dim = Hkv * hd;
+        int64_t ldq = Hq * qhs, ncell = 40, es = f16 ? 2 : 4;
+        float *q = rnd(T * ldq, -2.0f, 2.0f), *k = rnd(T * kv_dim, -2.0f, 2.0f), *v = rnd(T * kv_dim, -2.0f, 2.0f);
+        float *qw = rnd(hd, 0.5f, 1.5f), *kw = rnd(hd, 0.5f, 1.5f), *cs = rnd(T * rot, -1.0f, 1.0f);
+        int32_t cell[5] = {33, 2, 17, 39, 8};
+        float *qa = up(q, (size_t)(T * ldq) * 4), *ka = up(k, (size_t)(T * kv_dim) * 4), *va = up(v, (size_t)(T * kv_dim) * 4);
+        float *qb = up(q, (size_t)(T * ldq) * 4), *kb = up(k, (size_t)(T * kv_dim) * 4), *vb = up(v, (size_t)(T * kv_dim) * 4);
+        float *qwd = up(qw, (size_t)hd * 4), *kwd = up(kw, (size_t)hd * 4), *csd = up(cs, (size_t)(T * rot) * 4);
+        int32_t *celld = up(cell, sizeof cell);
+        void *kca = up(NULL, (size_t)(ncell * kv_dim * es)), *vca = up(NULL, (size_t)(ncell * kv_dim * es));
+        void *kcb = up(NULL, (size_t)(ncell * kv_dim * es)), *vcb = up(NULL, (size_t)(ncell * kv_dim * es));
+        if (norms) {
+            CU(td_cu_rmsnorm(qa, qa, qwd, T * Hq, Hq, ldq, qhs, hd, 1e-6f, 0, NULL));
+            CU(td_cu_rmsnorm(ka, ka, kwd, T * Hkv, Hkv, kv_dim, hd, hd, 1e-6f, 0, NULL));
+        }
+        CU(td_cu_rope(qa, csd, T, Hq, ldq, qhs, rot, NULL));
+        CU(td_cu_rope(ka, csd, T, Hkv, kv_dim, hd, rot, NULL));
+        CU(td_cu_store_rows(kca, f16, ka, kv_dim, celld, T, kv_dim, NULL));
+        CU(td_cu_store_rows(vca, f16, va, kv_dim, celld, T, kv_dim, NULL));
+        CU(td_cu_qk_prep(qb, ldq, qhs, Hq, kb, kv_dim, Hkv, vb, kv_dim, norms ? qwd : NULL, norms ? kwd : NULL, hd,
+                         1e-6f, 0, csd, rot, kcb, vcb, f16, celld, kv_dim, T, NULL));
+        size_t cb = (size_t)(ncell * kv_dim * es);
+        float *a = malloc((size_t)(T * ldq) * 4), *b = malloc((size_t)(T * ldq) * 4);
+        unsigned char *ca = malloc(cb), *cb2 = malloc(cb);
+        char name[96];
+        down(a, qa, (size_t)(T * ldq) * 4), down(b, qb, (size_t)(T * ldq) * 4);
+        snprintf(name, sizeof name, "q, norms=%d f16=%d rot=%lld", norms, f16, (long long)rot);
+        bits(name, b, a, T * ldq);
+        down(a, ka, (size_t)(T * kv_dim) * 4), down(b, kb, (size_t)(T * kv_dim) * 4);
+        snprintf(name, sizeof name, "k, norms=%d f16=%d rot=%lld", norms, f16, (long long)rot);
+        bits(name, b, a, T * kv_dim);
+        down(ca, kca, cb), down(cb2, kcb, cb);
+        CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: key cache differs (norms %d f16 %d)", norms, f16);
+        down(ca, vca, cb), down(cb2, vcb, cb);
+        CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: value cache differs (norms %d f16 %d)", norms, f16);
+        free(q), free(k), free(v), free(qw), free(kw), free(cs), free(a), free(b), free(ca), free(cb2);
+        td_cu_free(qa), td_cu_free(ka), td_cu_free(va), td_cu_free(qb), td_cu_free(kb), td_cu_free(vb);
+        td_cu_free(qwd), td_cu_free(kwd), td_cu_free(csd), td_cu_free(celld);
+        td_cu_free(kca), td_cu_free(vca), td_cu_free(kcb), td_cu_free(vcb);
+    }
+}
+
 static void test_gates(void) {
     printf("sigmoid_gate, silu_mul: within 4 ulp (the device's expf)\n");
     { /* the gate sits in q's rows: [T, H, 2 hd], gate = second half of each head */
@@ -1089,6 +1137,7 @@ int main(void) {
     test_gates();
     test_residual();
     test_add_rows_norm();
+    test_qk_prep();
     test_attention();
     test_conv();
     test_deltanet();

@@ -60,13 +60,13 @@ static td_status deltanet(const dev_pass *p, int il, const td_dev_layer *ly) {
     return TD_OK;
 }
 
-/* Products of one input that follow each other in a layer's steps (q, k, v; gate, up), none with a bias: how many
- * (1 .. 3) start at steps[i]. They run as one launch where the kernels allow it, each output as it would alone. */
+/* Products of one input that follow each other in a layer's steps (q, k, v; gate, up; DeltaNet's four), none with
+ * a bias: how many (1 .. 4) start at steps[i]. They run as one launch where the kernels allow it, each output as it would alone. */
 static int same_input_products(const td_layer_steps *ls, int i) {
     int n = 1;
     const td_step *a = &ls->steps[i];
     if (a->op != TD_OP_MATMUL || a->bias >= 0) return 1;
-    while (n < 3 && i + n < ls->n) {
+    while (n < 4 && i + n < ls->n) {
         const td_step *b = &ls->steps[i + n];
         if (b->op != TD_OP_MATMUL || b->bias >= 0 || b->src != a->src || b->dst == a->src) break;
         n++;
@@ -75,7 +75,7 @@ static int same_input_products(const td_layer_steps *ls, int i) {
 }
 
 static td_status products(const dev_pass *p, const td_dev_layer *ly, const td_step *st, int n) {
-    td_cu_mm mm[3];
+    td_cu_mm mm[4];
     for (int i = 0; i < n; i++)
         mm[i] = (td_cu_mm){buf(p, st[i].dst), width(p, st[i].dst), &ly->w[st[i].w], NULL, ly->w[st[i].w].rows};
     LAUNCH(td_cu_matmul_multi(mm, n, buf(p, st[0].src), width(p, st[0].src), p->T, p->bf16, p->s), "matrix products");
@@ -170,6 +170,33 @@ static td_status fault_status(td_ctx *ctx, uint64_t word) {
     return td_eng_nonfinite(ctx, il, block, t);
 }
 
+/* Per-head norms of q and k, their rotations and the KV store, as the steps run them one after the other
+ * ([HEAD_NORM q, HEAD_NORM k,] ROPE q, ROPE k, STORE_KV): how many steps from steps[i] (5 or 3), or 0. */
+static int qk_prep_steps(const td_layer_steps *ls, int i) {
+    const td_step *s = ls->steps + i;
+    int n = ls->n - i, norms = n >= 2 && s[0].op == TD_OP_HEAD_NORM && s[0].dst == TD_B_Q &&
+                               s[1].op == TD_OP_HEAD_NORM && s[1].dst == TD_B_K ? 2 : 0;
+    s += norms, n -= norms;
+    if (n < 3 || s[0].op != TD_OP_ROPE || s[0].dst != TD_B_Q || s[1].op != TD_OP_ROPE || s[1].dst != TD_B_K ||
+        s[2].op != TD_OP_STORE_KV)
+        return 0;
+    return norms + 3;
+}
+
+static td_status qk_prep(const dev_pass *p, int il, const td_dev_layer *ly, const td_step *s, int n) {
+    td_ctx *ctx = p->ctx;
+    const td_config *c = p->c;
+    td_acts *x = &ctx->act;
+    const td_dev_ctx *dv = ctx->dev;
+    const float *qn = n == 5 ? ly->v[s[0].w] : NULL, *kn = n == 5 ? ly->v[s[1].w] : NULL;
+    LAUNCH(td_cu_qk_prep(x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx), c->n_head, x->k, width(p, TD_B_K),
+                         c->n_head_kv, x->v, width(p, TD_B_V), qn, kn, c->head_dim, c->rms_eps, c->zero_centred_norms,
+                         dv->rope_cs + (int64_t)c->layer_rope[il] * ctx->p.n_batch * c->rotary_dim, c->rotary_dim,
+                         ctx->kv.k[il], ctx->kv.v[il], ctx->kv.f16, dv->tok_cell, ctx->kv.dim, p->T, p->s),
+           "q and k: norms, RoPE, caching");
+    return TD_OK;
+}
+
 /* The RMSNorm of x that directly follows the residual at steps[i] of layer il (a KEEP_OUTPUTS step between them is
  * nothing before the last layer), in this layer or as the next layer's first step (*next set): the two run as one
  * kernel with the same bits. NULL when none follows. */
@@ -213,7 +240,9 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
                 i = (int)(nx - ls->steps);
                 continue;
             }
-            if (n > 1) st = products(p, &p->w->layers[il], &ls->steps[i], n), i += n - 1;
+            int nq = width(p, TD_B_K) == ctx->kv.dim && width(p, TD_B_V) == ctx->kv.dim ? qk_prep_steps(ls, i) : 0;
+            if (nq) st = qk_prep(p, il, &p->w->layers[il], &ls->steps[i], nq), i += nq - 1;
+            else if (n > 1) st = products(p, &p->w->layers[il], &ls->steps[i], n), i += n - 1;
             else st = step(p, il, &p->w->layers[il], &ls->steps[i], &r);
             if (st != TD_OK) return st;
         }

@@ -26,7 +26,7 @@ int td_cu_launched(const char *name);
 
 #define TD_CU_STREAM(s) ((cudaStream_t)(s))
 
-/* td_cu_matmul's tensor-core path (matmul_tc.cu): n (1 .. 3) products of x, every weight one td_cu_matmul_tc
+/* td_cu_matmul's tensor-core path (matmul_tc.cu): n (1 .. 4) products of x, every weight one td_cu_matmul_tc
  * accepts, all of the same cols; T >= 1, every n_out >= 1. */
 int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, cudaStream_t s);
 

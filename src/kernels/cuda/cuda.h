@@ -86,7 +86,7 @@ int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, 
 int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in);
 
 /* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,
- * bit for bit; in one launch when all n <= 3 take the tensor-core path with equal cols, else one launch each. */
+ * bit for bit; in one launch when all n <= 4 take the tensor-core path with equal cols, else one launch each. */
 typedef struct td_cu_mm {
     float *y;
     int64_t ldy;
@@ -167,6 +167,15 @@ int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_n, int64_t 
  * (the row state in shared memory, no scratch); 2 every row goes through the scratch and the combine kernel; 3 the
  * split by chunks whatever the launch (the scratch must hold it). All must give the same bits. */
 void td_cu_attention_test_mode(int mode);
+
+/* The steps between the q/k/v products and attention, in one launch and with their bits: for each token t, each q
+ * head (q + t * ldq + h * q_head_stride) and each k head (k + t * ldk + h * hd): td_cu_rmsnorm of the head's hd
+ * values with q_norm / k_norm (skipped when NULL), then td_cu_rope of its first rot dims with cs + t * rot; then
+ * td_cu_store_rows of k and v (rows ldk / ldv apart, Hkv * hd = kv_dim wide) into cache row cell[t]. */
+int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64_t Hq, float *k, int64_t ldk, int64_t Hkv,
+                  const float *v, int64_t ldv, const float *q_norm, const float *k_norm, int64_t hd, float eps,
+                  int zero_centred, const float *cs, int64_t rot, void *kc, void *vc, int f16, const int32_t *cell,
+                  int64_t kv_dim, int64_t T, void *stream);
 
 /* Qwen3.5's output gate: x[t * ldx + h * hd + e] *= 1 / (1 + expf(-g)), g = gate[t * ldg + h * gate_stride + e]. */
 int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int64_t ldg, int64_t gate_stride, int64_t T,

@@ -215,7 +215,7 @@ extern "C" int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int
 extern "C" int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in,
                                   void *stream) {
     if (T <= 0 || n <= 0) return 0;
-    int together = n <= 3;
+    int together = n <= 4;
     for (int i = 0; i < n && together; i++)
         together = td_cu_matmul_tc(mm[i].w, bf16_in) && mm[i].w->cols == mm[0].w->cols && mm[i].n_out > 0;
     if (together) {

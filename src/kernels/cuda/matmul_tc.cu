@@ -30,7 +30,7 @@
 
 /* Up to TC_MAX_JOBS products of one x in one launch (q, k, v; gate, up): block b belongs to the last job whose
  * first_block <= b. Each job's outputs are computed as they would be alone. */
-#define TC_MAX_JOBS 3
+#define TC_MAX_JOBS 4
 struct tc_job {
     const uint16_t *w;
     const int32_t *rows;

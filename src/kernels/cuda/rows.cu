@@ -62,6 +62,71 @@ extern "C" int td_cu_rope(float *x, const float *cs, int64_t T, int64_t H, int64
     return td_cu_launched("rope");
 }
 
+/* The steps between the q/k/v products and attention in one launch: per block one (token, head) of q or k, its
+ * per-head RMSNorm (when its weight is given: rmsnorm_kernel's code, so its bits), the rotation of its first rot
+ * dims (rope_kernel's expression), and for a k head the store of its k and v slices into the cache
+ * (store_rows_kernel's conversion). */
+__global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, int64_t qhs, int64_t Hq, float *k,
+                                                         int64_t ldk, int64_t Hkv, const float *__restrict__ v,
+                                                         int64_t ldv, const float *__restrict__ qw,
+                                                         const float *__restrict__ kw, int64_t hd, float eps,
+                                                         int zero_centred, const float *__restrict__ cs, int64_t rot,
+                                                         void *kc, void *vc, int f16,
+                                                         const int32_t *__restrict__ cell, int64_t kv_dim) {
+    __shared__ double sh[ROW_NT / 32 + 1];
+    const int64_t t = blockIdx.x / (Hq + Hkv), j = blockIdx.x % (Hq + Hkv);
+    const bool isq = j < Hq;
+    const int64_t h = isq ? j : j - Hq;
+    float *xh = isq ? q + t * ldq + h * qhs : k + t * ldk + h * hd;
+    const float *w = isq ? qw : kw;
+    if (w) {
+        double ss = 0.0;
+        for (int64_t i = threadIdx.x; i < hd; i += ROW_NT) ss += (double)xh[i] * (double)xh[i];
+        ss = td_dev_block_sum<ROW_NT>(ss, sh);
+        const float s = (float)(1.0 / sqrt((double)(float)(ss / (double)hd) + (double)eps));
+        for (int64_t i = threadIdx.x; i < hd; i += ROW_NT) {
+            float wi = zero_centred ? 1.0f + w[i] : w[i];
+            xh[i] = (xh[i] * s) * wi;
+        }
+        __syncthreads();
+    }
+    const int64_t half = rot / 2;
+    const float *c = cs + t * rot;
+    for (int64_t i = threadIdx.x; i < half; i += ROW_NT) {
+        float co = c[i], si = c[half + i];
+        float a = xh[i], b = xh[i + half];
+        xh[i] = a * co - b * si;
+        xh[i + half] = b * co + a * si;
+    }
+    if (isq) return;
+    __syncthreads();
+    const int64_t at = (int64_t)cell[t] * kv_dim + h * hd;
+    const float *vh = v + t * ldv + h * hd;
+    for (int64_t i = threadIdx.x; i < hd; i += ROW_NT) {
+        if (f16) {
+            ((uint16_t *)kc)[at + i] = td_dev_to_f16(xh[i]);
+            ((uint16_t *)vc)[at + i] = td_dev_to_f16(vh[i]);
+        } else {
+            ((float *)kc)[at + i] = xh[i];
+            ((float *)vc)[at + i] = vh[i];
+        }
+    }
+}
+
+extern "C" int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64_t Hq, float *k, int64_t ldk,
+                             int64_t Hkv, const float *v, int64_t ldv, const float *q_norm, const float *k_norm,
+                             int64_t hd, float eps, int zero_centred, const float *cs, int64_t rot, void *kc, void *vc,
+                             int f16, const int32_t *cell, int64_t kv_dim, int64_t T, void *stream) {
+    if (T <= 0 || Hq + Hkv <= 0) return 0;
+    if (T * (Hq + Hkv) > 0x7fffffff)
+        return td_cu_failf("td_cu_qk_prep: %lld tokens x %lld heads is beyond one launch", (long long)T,
+                           (long long)(Hq + Hkv));
+    qk_prep_kernel<<<(unsigned)(T * (Hq + Hkv)), ROW_NT, 0, TD_CU_STREAM(stream)>>>(
+        q, ldq, q_head_stride, Hq, k, ldk, Hkv, v, ldv, q_norm, k_norm, hd, eps, zero_centred, cs, rot, kc, vc, f16,
+        cell, kv_dim);
+    return td_cu_launched("qk_prep");
+}
+
 __global__ void __launch_bounds__(EW_NT) store_rows_kernel(void *cache, int f16, const float *__restrict__ rows,
                                                            int64_t ld, const int32_t *__restrict__ cell, int64_t T,
                                                            int64_t dim) {
