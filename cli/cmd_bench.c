@@ -36,7 +36,8 @@ static const char usage_text[] =
     "            criteria_per_s over all E x C; each repeat on new evidences (their prefill counted) unless\n"
     "            --cache-head; the tokens actually run are reported. --verify then decides each evidence of\n"
     "            the last call alone (td_decide) and compares every probability and logit bit for bit\n"
-    "            (verify_mismatched; exit 1 when any differs)\n"
+    "            (verify_mismatched; exit 1 when any differs). host_tokenize_ms_per_call: the time the\n"
+    "            call's prompts (E heads, E x C suffixes) take to tokenize, timed apart (part of ms_per_call)\n"
     "            --memory MB: the decider's memory budget (default 1024): how many criteria fit a pass\n"
     "  chat      time to first token of a T-token user turn after H tokens of conversation (synthetic ChatML\n"
     "            turns of random ids), for each H of --history: with the conversation's KV reused (ttft_ms; a\n"
@@ -278,6 +279,45 @@ static int bench_decide_multi(td_model *m, td_decider *d, const char *model_dir,
         free(alone);
         if (st != TD_OK) goto fail;
     }
+    /* the host's text work per call, timed apart: the prompts td_decide_multi renders and tokenizes (E heads:
+     * instruction + "\nEvidence:\n" + evidence; E x C suffixes), tokenized here the same way, median of 3 */
+    double tok_ms[3];
+    for (int r = 0; r < 3 && st == TD_OK; r++) {
+        double t0 = cli_now();
+        for (long long e = 0; e < E && st == TD_OK; e++) {
+            const char *ins = td_decide_default_instruction();
+            size_t cap = strlen(ins) + g[e].len + 16, n;
+            char *h = malloc(cap);
+            if (!h) {
+                st = TD_ERR_NOMEM;
+                break;
+            }
+            n = (size_t)snprintf(h, cap, "%s\nEvidence:\n%s", ins, g[e].evidence);
+            int32_t *ids = NULL;
+            size_t n_ids = 0;
+            st = td_tokenize(tok, h, n, 0, &ids, &n_ids);
+            free(h);
+            td_free(ids);
+            for (long long c = 0; c < C && st == TD_OK; c++) {
+                size_t qcap = strlen(questions[c]) + 64 + (size_t)K * 16, qn;
+                char *q = malloc(qcap);
+                if (!q) {
+                    st = TD_ERR_NOMEM;
+                    break;
+                }
+                qn = (size_t)snprintf(q, qcap, "\nCriterion: %s\nOptions:", questions[c]);
+                for (long long k = 0; k < K; k++) qn += (size_t)snprintf(q + qn, qcap - qn, "\n%c. %s", (char)('A' + k), odesc[k]);
+                qn += (size_t)snprintf(q + qn, qcap - qn, "\nAnswer:");
+                ids = NULL;
+                st = td_tokenize(tok, q, qn, 0, &ids, &n_ids);
+                free(q);
+                td_free(ids);
+            }
+        }
+        tok_ms[r] = 1e3 * (cli_now() - t0);
+    }
+    if (st != TD_OK) goto fail;
+    qsort(tok_ms, 3, sizeof *tok_ms, cmp_double);
     qsort(secs, (size_t)repeat, sizeof *secs, cmp_double);
     double med = secs[repeat / 2], n_crit = (double)(E * C);
     printf("{\"bench\": \"decide\", \"mode\": \"multi\", \"model\": \"%s\", \"arch\": \"%s\", \"kernels\": \"%s\", "
@@ -287,13 +327,13 @@ static int bench_decide_multi(td_model *m, td_decider *d, const char *model_dir,
            "\"criteria_per_s_min\": %.3f, \"criteria_per_s_max\": %.3f, \"ms_per_call\": %.3f, "
            "\"ms_per_criterion\": %.4f, \"prefill_tokens_per_evidence\": %.1f, \"heads_found_prefilled\": %.1f, "
            "\"suffix_tokens_per_criterion\": %.2f, \"forwards_per_call\": %.2f, \"verified_criteria\": %lld, "
-           "\"verify_mismatched\": %lld, \"verify_max_abs_prob_diff\": %.9g}\n",
+           "\"verify_mismatched\": %lld, \"verify_max_abs_prob_diff\": %.9g, \"host_tokenize_ms_per_call\": %.3f}\n",
            model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32", dv->desc,
            cli_precision_name(dv->precision), E, P, C, S, K, threads, repeat, memory_mb, cache_head ? "true" : "false",
            load_s, n_crit / med, n_crit / secs[repeat - 1], n_crit / secs[0], 1e3 * med, 1e3 * med / n_crit,
            (double)head_tokens / (double)(E * repeat), (double)cached / (double)repeat,
            (double)suffix_tokens / (n_crit * (double)repeat), (double)forwards / (double)repeat, verified, mismatched,
-           max_diff);
+           max_diff, tok_ms[1]);
     rc = mismatched ? cli_error("bench", "--verify: %lld of %lld criteria differ from the same evidence decided alone",
                                 mismatched, verified)
                     : 0;

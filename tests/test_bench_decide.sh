@@ -32,9 +32,10 @@ sys.exit(0 if eval(sys.argv[2]) else 1)
 PY
 }
 
-"$BIN" bench --help | grep -q -- "--evidences E" || fail "bench --help does not name --evidences"
-"$BIN" bench --help | grep -q -- "--cache-head" || fail "bench --help does not name --cache-head"
-"$BIN" bench --help | grep -q -- "--verify" || fail "bench --help does not name --verify"
+"$BIN" bench --help >"$tmp/help" || fail "bench --help exited $?"
+for o in "--evidences E" "--cache-head" "--verify" "--memory MB"; do
+    grep -q -- "$o" "$tmp/help" || fail "bench --help does not name $o"
+done
 
 # 3 evidences x 5 criteria in one call, each repeat on new evidences: 3 heads prefilled per call, none found
 run() { timeout 120 "$BIN" bench decide --model "$M" --threads 1 "$@" >"$tmp/out" 2>"$tmp/err" || fail "'$*' exited $?: $(tail -3 "$tmp/err")"; }
@@ -44,6 +45,7 @@ check "multi: new evidences are prefilled" 'o["prefill_tokens_per_evidence"] >= 
 check "multi: one pass for the heads, one for the suffixes" 'o["forwards_per_call"] == 2'
 check "multi: the rate is over all criteria" 'abs(o["criteria_per_s"] * o["ms_per_call"] / 1e3 - 15) < 0.01'
 check "multi: suffixes of tokens" 'o["suffix_tokens_per_criterion"] >= 10'
+check "multi: the host's tokenizing timed apart" 'o["host_tokenize_ms_per_call"] > 0'
 # --verify: every criterion of the last call decided again alone (td_decide), bit for bit the same
 run --evidences 3 --prefix 40 --criteria 5 --suffix 30 --options 3 --repeat 1 --verify
 check "multi --verify: all checked, none differs" 'o["verified_criteria"] == 15 and o["verify_mismatched"] == 0 and o["verify_max_abs_prob_diff"] == 0'
