@@ -132,6 +132,13 @@ kill_tree() {
     for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$c"; done
     kill "$1" 2>/dev/null
 }
+# stop_pid PID: SIGTERM, then SIGKILL after 10 s (a server that does not stop must not hold the call)
+stop_pid() {
+    kill "$1" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+}
 want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 jstr() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$*"; }
 secs_since() { awk -v n=$(($(date +%s%N) - $1)) 'BEGIN {printf "%.3f", n / 1e9}'; }
@@ -381,8 +388,7 @@ if want serve; then
                 measure "serve_$n" "$m" bf16 20 90 python3 bench/serve_streams.py "http://127.0.0.1:$port" --streams "$n" \
                     --tokens "$STREAM_TOKENS" --rounds 2
             done
-            kill $sp 2>/dev/null
-            wait $sp 2>/dev/null
+            stop_pid $sp
         fi
     done
 fi
