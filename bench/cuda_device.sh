@@ -45,6 +45,8 @@
 #   fixture    scripts/fixture_bf16.py: transformers' own BF16 inference against the fixtures' fp32 references
 #   memcheck   compute-sanitizer memcheck on a decide run and a generate run (demo-qwen3, demo-qwen35)
 #   racecheck  compute-sanitizer racecheck on the decide run (demo-qwen3)
+#   profile    (only when named in STEPS) bench/cuda_profile.sh's per-kernel ncu table on PROFILE_MODELS (default the
+#              last model, qwen3.5-0.8b), bf16, in steps.log
 # Then bench/cuda_summary.sh writes $OUT/cuda-h200-part2.json and prints the acceptance table (the last lines of the
 # output). Logs: $OUT/logs.tar.xz. At most 8 files come back: machine.txt, cuda.jsonl, steps.log,
 # cuda-h200-part2.json, decide-clients-h200.json, logs.tar.xz, summary.txt.
@@ -251,7 +253,7 @@ fi
 TOK=$WORK/tokenizer.json
 declare -A MP
 need_models=
-for s_ in timing peer invariance run serve llama decide46; do want $s_ && need_models=1; done
+for s_ in timing peer invariance run serve llama decide46 profile; do want $s_ && need_models=1; done
 [ -n "$need_models" ] || MODELS=
 for m in $MODELS; do
     if [ "$DEV" != cuda ]; then
@@ -463,6 +465,14 @@ if want memcheck && [ "$DEV" = cuda ]; then
 fi
 want racecheck && [ "$DEV" = cuda ] && step racecheck-decide 60 120 "$CS" --tool racecheck --error-exitcode 3 \
     "$BIN" decide --device cuda --model models/demo-qwen3 $DEMO
+
+# profile (not in the default STEPS): bench/cuda_profile.sh's per-kernel table (ncu) on PROFILE_MODELS (default the
+# last of MODELS: qwen3.5-0.8b, whose DeltaNet / attention / MLP shares the issue asks for), bf16, into steps.log
+if want profile && [ "$DEV" = cuda ]; then
+    for m in ${PROFILE_MODELS:-${MODELS##* }}; do
+        step "profile-$m" 60 300 bash bench/cuda_profile.sh "$BIN" "${MP[$m]}" "$WORK/profile-$m" bf16
+    done
+fi
 
 [ -n "$LLAMA_PID" ] && kill_tree "$LLAMA_PID"
 say "done${skipped:+; skipped: $skipped}"
