@@ -285,6 +285,11 @@ if want llama; then
 fi
 
 DEVP=(--device "$DEV")
+HAVE_MULTI=
+case "$("$BIN" bench --help 2>/dev/null)" in *--evidences*) HAVE_MULTI=1 ;; esac
+DMEM=()
+[ -n "$HAVE_MULTI" ] && DMEM=(--memory 16384) # the whole 144-criterion pass in one forward (1024 MB by default)
+[ -n "$HAVE_MULTI" ] || say "this typedecide's bench has no --evidences / --cache-head (built before 68e48fb): one criterion from --serial's suffix time, no 16-evidence line"
 if want timing; then
     for prec in $PRECISIONS; do
         for m in $MODELS; do
@@ -292,7 +297,12 @@ if want timing; then
             measure prefill "$m" "$prec" 20 90 "$BIN" bench prefill --model "$M" --tokens "$PREFILL" --repeat "$REPEAT" "${DEVP[@]}" --precision "$prec"
             measure decode "$m" "$prec" 20 90 "$BIN" bench decode --model "$M" --tokens "$DECODE" --repeat "$REPEAT" "${DEVP[@]}" --precision "$prec"
             measure decide "$m" "$prec" 20 120 "$BIN" bench decide --model "$M" --prefix "$PREFIX" --criteria "$CRITERIA" \
-                --suffix "$SUFFIX" --options "$OPTIONS" --repeat "$REPEAT" --memory 16384 "${DEVP[@]}" --precision "$prec"
+                --suffix "$SUFFIX" --options "$OPTIONS" --repeat "$REPEAT" "${DMEM[@]}" "${DEVP[@]}" --precision "$prec"
+            if [ -z "$HAVE_MULTI" ]; then # a binary before bench decide --cache-head / --evidences: serial suffixes
+                measure one_criterion "$m" "$prec" 15 60 "$BIN" bench decide --model "$M" --prefix "$PREFIX" --criteria 16 \
+                    --suffix "$SUFFIX" --options "$OPTIONS" --serial --repeat 3 "${DEVP[@]}" --precision "$prec"
+                continue
+            fi
             measure one_criterion "$m" "$prec" 15 60 "$BIN" bench decide --model "$M" --prefix "$PREFIX" --criteria 1 \
                 --suffix "$SUFFIX" --options "$OPTIONS" --cache-head --repeat 20 "${DEVP[@]}" --precision "$prec"
             case " $MULTI_PRECISIONS " in *" $prec "*)
@@ -325,7 +335,7 @@ if want invariance; then
         measure variant_prefill "$m" bf16 20 90 "$V" bench prefill --model "$M" --tokens "$PREFILL" --repeat "$REPEAT" "${DEVP[@]}" --precision bf16
         measure variant_decode "$m" bf16 20 90 "$V" bench decode --model "$M" --tokens "$DECODE" --repeat "$REPEAT" "${DEVP[@]}" --precision bf16
         measure variant_decide "$m" bf16 20 120 "$V" bench decide --model "$M" --prefix "$PREFIX" --criteria "$CRITERIA" \
-            --suffix "$SUFFIX" --options "$OPTIONS" --repeat "$REPEAT" --memory 16384 "${DEVP[@]}" --precision bf16
+            --suffix "$SUFFIX" --options "$OPTIONS" --repeat "$REPEAT" "${DMEM[@]}" "${DEVP[@]}" --precision bf16
     fi
 fi
 

@@ -112,9 +112,13 @@ def main():
             "llama_cpp_f16_one_at_a_time": 1e3 / one_llama_ms if one_llama_ms else None,
             "ours_bf16_matrix_share_of_ceiling": share((get("decide", m, "bf16", "criteria_per_s") or 0) * sfx),
             "target": ">= 10,000 (qwen3-0.6b)"}
+        serial = get("one_criterion", m, "bf16", "mode") == "serial"  # an older binary: the serial suffix time
+        one_key = "suffix_ms_per_criterion" if serial else "ms_per_criterion"
         t["one_criterion_ms"] = {
-            "ours_bf16": get("one_criterion", m, "bf16", "ms_per_criterion"),
-            "ours_fp32": get("one_criterion", m, "fp32", "ms_per_criterion"),
+            "ours_bf16": get("one_criterion", m, "bf16", one_key),
+            "ours_fp32": get("one_criterion", m, "fp32", one_key),
+            "ours_how": "serial suffix time over a prefilled evidence (bench decide --serial)" if serial else
+                        "a whole td_decide_ids call of one criterion, evidence kept prefilled (bench decide --cache-head)",
             "ours_bf16_suffix_only": get("one_criterion", m, "bf16", "suffix_ms_per_criterion"),
             "transformers_bf16": get("transformers", m, "bf16", "one_criterion", "ms"),
             "llama_cpp_f16_p45_d256": one_llama_ms, "target": "<= 1"}
