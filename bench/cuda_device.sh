@@ -142,7 +142,12 @@ stop_pid() {
     wait "$1" 2>/dev/null
 }
 want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
-jstr() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$*"; }
+jstr() { # "$*" as a JSON string (commands: no control characters)
+    local x="$*"
+    x=${x//\\/\\\\}
+    x=${x//\"/\\\"}
+    printf '"%s"' "${x//$'\t'/\\t}"
+}
 secs_since() { awk -v n=$(($(date +%s%N) - $1)) 'BEGIN {printf "%.3f", n / 1e9}'; }
 
 # the binaries: the bundle's bin.tar.xz unpacked into WORK (or BIN, e.g. the dry run's build/typedecide)
