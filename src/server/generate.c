@@ -22,13 +22,13 @@
 #include "server/server_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 
 /* One choice: a td_gen request and what came back. */
 typedef struct choice {
     int64_t id;                  /* td_gen's, 0 until submitted */
     int done, cancel_sent;
-    char *text;
-    size_t len, cap;
+    td_strbuf text;              /* what came back so far */
     int32_t *toks, n_tok, cap_tok, cap_lps, cap_top_ids, cap_top_lps;
     float *lps;                  /* [n_tok] */
     int32_t *top_ids;            /* [n_tok * n_top] */
@@ -84,7 +84,7 @@ static void job_free(job *j) {
     td_free(j->bias_ids), td_free(j->bias);
     for (int32_t k = 0; k < TD_GEN_MAX_CHOICES; k++) {
         choice *c = &j->ch[k];
-        td_free(c->text);
+        td_strbuf_free(&c->text);
         td_free(c->toks), td_free(c->lps), td_free(c->top_ids), td_free(c->top_lps);
     }
     td_free(j->plp), td_free(j->ptop_ids), td_free(j->ptop_lps);
@@ -110,17 +110,8 @@ static int grow(void **p, int32_t *cap, int32_t need, size_t elem) {
 
 static int append_text(choice *c, const char *t, size_t n) {
     if (!n) return 0;
-    if (c->len + n + 1 > c->cap) {
-        size_t cap = c->cap ? c->cap : 256;
-        while (cap < c->len + n + 1) cap *= 2;
-        char *nt = td_realloc(c->text, cap);
-        if (!nt) return -1;
-        c->text = nt, c->cap = cap;
-    }
-    memcpy(c->text + c->len, t, n);
-    c->len += n;
-    c->text[c->len] = 0;
-    return 0;
+    td_strbuf_put(&c->text, t, n);
+    return c->text.oom ? -1 : 0;
 }
 
 /* Ends a job that the engine will not run (failed submission, cancelled before it, the server stopping). */
@@ -700,8 +691,8 @@ typedef struct stream {
     int64_t id;
     int64_t created;
     char model[256];
-    char *pend;            /* bytes formatted, not yet handed to MHD */
-    size_t pend_len, pend_off, pend_cap;
+    td_strbuf pend;        /* bytes formatted, not yet handed to MHD */
+    size_t pend_off;       /* of which handed over */
     struct {
         size_t sent;       /* bytes of the choice's text already turned into events (completions) */
         size_t sent_reasoning, sent_content; /* chat: of the split texts */
@@ -712,16 +703,8 @@ typedef struct stream {
 } stream;
 
 static int pend_put(stream *st, const char *b, size_t n) {
-    if (st->pend_len + n > st->pend_cap) {
-        size_t c = st->pend_cap ? st->pend_cap : 1024;
-        while (c < st->pend_len + n) c *= 2;
-        char *np = td_realloc(st->pend, c);
-        if (!np) return -1;
-        st->pend = np, st->pend_cap = c;
-    }
-    memcpy(st->pend + st->pend_len, b, n);
-    st->pend_len += n;
-    return 0;
+    td_strbuf_put(&st->pend, b, n);
+    return st->pend.oom ? -1 : 0;
 }
 
 /* Appends "data: {json}\n\n" (the object is decref'ed). */
@@ -824,7 +807,7 @@ static int stream_emit(stream *st, int32_t k, const char *text, size_t len, int 
 static int stream_news(const stream *st, const job *j) {
     if (j->done) return 1;
     for (int32_t k = 0; k < j->n_choices; k++)
-        if (!st->c[k].role_sent || j->ch[k].len > st->c[k].sent || (j->ch[k].done && !st->c[k].fin_sent)) return 1;
+        if (!st->c[k].role_sent || j->ch[k].text.n > st->c[k].sent || (j->ch[k].done && !st->c[k].fin_sent)) return 1;
     return 0;
 }
 
@@ -832,8 +815,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream *st = cls;
     td_server_gen *G = st->s->gen;
-    while (st->pend_off == st->pend_len) {
-        st->pend_len = st->pend_off = 0;
+    while (st->pend_off == st->pend.n) {
+        td_strbuf_clear(&st->pend);
+        st->pend_off = 0;
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         pthread_mutex_lock(&G->mu);
         job *j = st->j;
@@ -858,8 +842,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         for (int32_t k = 0; k < j->n_choices && !rc && !failed; k++) {
             const choice *c = &j->ch[k];
             if (st->c[k].fin_sent) continue;
-            rc = stream_emit(st, k, c->text ? c->text : "", c->len, c->done);
-            st->c[k].sent = c->len;
+            rc = stream_emit(st, k, c->text.s ? c->text.s : "", c->text.n, c->done);
+            st->c[k].sent = c->text.n;
             if (rc || !c->done) {
                 all = 0;
                 continue;
@@ -895,9 +879,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_mutex_unlock(&G->mu);
         if (rc) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
-    size_t n = st->pend_len - st->pend_off;
+    size_t n = st->pend.n - st->pend_off;
     if (n > max) n = max;
-    memcpy(buf, st->pend + st->pend_off, n);
+    memcpy(buf, st->pend.s + st->pend_off, n);
     st->pend_off += n;
     return (ssize_t)n;
 }
@@ -906,7 +890,7 @@ static void stream_free(void *cls) {
     stream *st = cls;
     job_release(st->s, st->j); /* cancels the job when the client left before the end */
     td_server_release(st->s);
-    td_free(st->pend);
+    td_strbuf_free(&st->pend);
     td_free(st);
 }
 
@@ -980,7 +964,7 @@ void td_ep_chat(td_server *s, td_req *r, td_reply *out) {
         for (int32_t k = 0; k < j->n_choices && ok; k++) {
             const choice *cc = &j->ch[k];
             char *reasoning = NULL, *content = NULL;
-            if (td_chat_split_reasoning(cc->text ? cc->text : "", cc->len, thinking_open, &reasoning, &content) != TD_OK) {
+            if (td_chat_split_reasoning(cc->text.s ? cc->text.s : "", cc->text.n, thinking_open, &reasoning, &content) != TD_OK) {
                 ok = 0;
             } else {
                 json_t *c = json_object(), *m = json_object();
@@ -1113,15 +1097,15 @@ void td_ep_completion(td_server *s, td_req *r, td_reply *out) {
             char *joined = NULL;
             size_t tl = 0;
             if (r->echo && ptext) { /* the prompt's text, then the completion */
-                joined = td_malloc(pl + cc->len + 1);
+                joined = td_malloc(pl + cc->text.n + 1);
                 if (joined) {
                     memcpy(joined, ptext, pl);
-                    if (cc->len) memcpy(joined + pl, cc->text, cc->len);
-                    joined[pl + cc->len] = 0;
-                    tl = pl + cc->len;
+                    if (cc->text.n) memcpy(joined + pl, cc->text.s, cc->text.n);
+                    joined[pl + cc->text.n] = 0;
+                    tl = pl + cc->text.n;
                 }
             }
-            json_object_set_new(c, "text", joined ? text_json(joined, tl) : text_json(cc->text ? cc->text : "", cc->len));
+            json_object_set_new(c, "text", joined ? text_json(joined, tl) : text_json(cc->text.s ? cc->text.s : "", cc->text.n));
             td_free(joined);
             json_object_set_new(c, "index", json_integer(k));
             json_t *tid = json_array(); /* the generated ids (vLLM's return_token_ids), for exact comparisons */

@@ -35,6 +35,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/strbuf.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -295,8 +296,8 @@ typedef struct td_work {
     int ready;            /* the reply is in */
     int suspended;        /* the connection is suspended until the work resumes it */
     td_reply reply;
-    char *buf;            /* a stream's bytes pumped from reply.stream, not yet taken by MHD: [off, n) */
-    size_t off, n, cap;
+    td_strbuf buf;        /* a stream's bytes pumped from reply.stream, not yet taken by MHD: [off, buf.n) */
+    size_t off;
     ssize_t end;          /* 0, or how the stream ended (MHD_CONTENT_READER_END_OF_STREAM / _END_WITH_ERROR) */
     int gone;             /* MHD let go of the stream (the connection ended) */
 } td_work;
@@ -307,7 +308,7 @@ static void work_unref(td_work *w) { /* conn_mu held */
     if (--w->refs > 0) return;
     td_free(w->body);
     td_free(w->reply.body);
-    td_free(w->buf);
+    td_strbuf_free(&w->buf);
     td_free(w);
 }
 
@@ -325,7 +326,7 @@ static void pump(td_work *w, td_stream *st) {
     uint64_t pos = 0;
     for (;;) {
         pthread_mutex_lock(&s->conn_mu);
-        while (!w->gone && !s->stopping && w->n - w->off >= STREAM_AHEAD) pthread_cond_wait(&s->conn_cv, &s->conn_mu);
+        while (!w->gone && !s->stopping && w->buf.n - w->off >= STREAM_AHEAD) pthread_cond_wait(&s->conn_cv, &s->conn_mu);
         int gone = w->gone;
         pthread_mutex_unlock(&s->conn_mu);
         if (gone) break;
@@ -336,19 +337,11 @@ static void pump(td_work *w, td_stream *st) {
         }
         pthread_mutex_lock(&s->conn_mu);
         if (k > 0) {
-            if (w->n + (size_t)k > w->cap) {
-                size_t cap = w->cap ? w->cap : 8192;
-                while (cap < w->n + (size_t)k) cap *= 2;
-                char *b = td_realloc(w->buf, cap);
-                if (b) w->buf = b, w->cap = cap;
-            }
-            if (w->n + (size_t)k <= w->cap) {
-                memcpy(w->buf + w->n, tmp, (size_t)k);
-                w->n += (size_t)k;
-                pos += (uint64_t)k;
-            } else w->end = MHD_CONTENT_READER_END_WITH_ERROR;
+            td_strbuf_put(&w->buf, tmp, (size_t)k);
+            if (!w->buf.oom) pos += (uint64_t)k;
+            else w->end = MHD_CONTENT_READER_END_WITH_ERROR;
         } else if (k < 0) w->end = k == MHD_CONTENT_READER_END_OF_STREAM ? k : MHD_CONTENT_READER_END_WITH_ERROR;
-        if (w->n > w->off || w->end) work_wake(w);
+        if (w->buf.n > w->off || w->end) work_wake(w);
         int done = w->end || w->gone;
         pthread_mutex_unlock(&s->conn_mu);
         if (done) break;
@@ -391,11 +384,14 @@ static ssize_t work_read(void *cls, uint64_t pos, char *buf, size_t max) {
     td_server *s = w->s;
     ssize_t ret;
     pthread_mutex_lock(&s->conn_mu);
-    if (w->n > w->off) {
-        size_t k = w->n - w->off < max ? w->n - w->off : max;
-        memcpy(buf, w->buf + w->off, k);
+    if (w->buf.n > w->off) {
+        size_t k = w->buf.n - w->off < max ? w->buf.n - w->off : max;
+        memcpy(buf, w->buf.s + w->off, k);
         w->off += k;
-        if (w->off == w->n) w->off = w->n = 0;
+        if (w->off == w->buf.n) {
+            w->off = 0;
+            td_strbuf_clear(&w->buf);
+        }
         pthread_cond_broadcast(&s->conn_cv);
         ret = (ssize_t)k;
     } else if (w->end) ret = w->end;
@@ -484,8 +480,7 @@ typedef struct conn {
     int cut;          /* past its deadline: the 408 went out, nothing more is sent */
     int options;      /* OPTIONS on a known path */
     td_reply early;   /* ... this one */
-    char *body;
-    size_t len, cap;
+    td_strbuf body;   /* the request's body as it arrives */
     const char *method, *url;
     const char *origin; /* the request's Origin when CORS allows it (MHD's copy, valid until the request ends) */
     char allow[48];     /* the path's methods, for Allow */
@@ -500,7 +495,7 @@ static void conn_free(td_server *s, conn *cs) {
         pthread_mutex_unlock(&s->conn_mu);
     }
     td_free(cs->early.body);
-    td_free(cs->body);
+    td_strbuf_free(&cs->body);
     td_free(cs);
 }
 
@@ -645,10 +640,9 @@ static enum MHD_Result start_work(td_server *s, struct MHD_Connection *c, conn *
     w->s = s;
     w->c = c;
     w->r = cs->r;
-    w->body = cs->body;
-    w->len = cs->len;
-    cs->body = NULL;
-    cs->len = cs->cap = 0;
+    w->body = cs->body.s; /* handed over: NULL when there was no body */
+    w->len = cs->body.n;
+    cs->body = (td_strbuf)TD_STRBUF_INIT;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     w->fd = ci ? fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 0) : -1;
     snprintf(w->what, sizeof w->what, "%s %.140s", cs->method, cs->url);
@@ -771,23 +765,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_YES;
         }
         if (cs->early.status) return MHD_YES; /* over the size limit (chunked): drain, answer 413 at the end */
-        if (cs->len + n > (size_t)s->p.max_body) {
+        if (cs->body.n + n > (size_t)s->p.max_body) {
             td_reply_fail(&cs->early, 413, "invalid_request_error", NULL, "request_too_large",
                           "the request body is over %lld bytes, this server's limit", (long long)s->p.max_body);
             return MHD_YES;
         }
-        if (cs->len + n + 1 > cs->cap) {
-            size_t cap = cs->cap ? cs->cap : 4096;
-            while (cap < cs->len + n + 1) cap *= 2;
-            char *b = td_realloc(cs->body, cap);
-            if (!b) return MHD_NO;
-            cs->body = b;
-            cs->cap = cap;
-        }
-        memcpy(cs->body + cs->len, upload, n);
-        cs->len += n;
-        cs->body[cs->len] = 0;
-        return MHD_YES;
+        td_strbuf_put(&cs->body, upload, n);
+        return cs->body.oom ? MHD_NO : MHD_YES;
     }
     /* the whole request is in */
     if (cs->work) return work_reply(s, c, cs);
