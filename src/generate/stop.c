@@ -6,6 +6,7 @@
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 
 #define MAX_STOPS 16
 #define MAX_STOP_LEN 256
@@ -14,10 +15,8 @@ struct td_stopper {
     char *stops[MAX_STOPS];
     size_t lens[MAX_STOPS];
     int32_t n;
-    char *held; /* bytes fed and not released */
-    size_t n_held, cap_held;
-    char *out;  /* the last release */
-    size_t n_out, cap_out;
+    td_strbuf held; /* bytes fed and not released */
+    td_strbuf out;  /* the last release */
     int32_t matched;
     int done;
     int64_t oom; /* feeds whose text could not be kept or released for lack of memory */
@@ -53,22 +52,25 @@ td_status td_stopper_new(const char *const *stops, int32_t n, td_stopper **out) 
 void td_stopper_free(td_stopper *s) {
     if (!s) return;
     for (int32_t i = 0; i < s->n; i++) td_free(s->stops[i]);
-    td_free(s->held);
-    td_free(s->out);
+    td_strbuf_free(&s->held);
+    td_strbuf_free(&s->out);
     td_free(s);
 }
 
 int32_t td_stopper_matched(const td_stopper *s) { return s ? s->matched : -1; }
 
-static int grow(char **buf, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    char *n = td_realloc(*buf, c);
-    if (!n) return -1;
-    *buf = n;
-    *cap = c;
-    return 0;
+/* A buffer's failed append, counted in s->oom. The buffer's own flag is cleared: the text of that feed is lost, and
+ * the next feed tries again (td_strbuf's flag would make every later append a no-op). */
+static int lost(td_stopper *s, td_strbuf *b) {
+    b->oom = 0;
+    s->oom++;
+    return -1;
+}
+
+/* Keeps the first n bytes of the held text. */
+static void held_keep(td_stopper *s, size_t n) {
+    s->held.n = n;
+    if (s->held.s) s->held.s[n] = 0;
 }
 
 /* Length of a valid UTF-8 character at s (n bytes available): > 0 valid, 0 incomplete (could still become valid),
@@ -90,28 +92,19 @@ int td_gen_utf8_char(const unsigned char *s, size_t n) {
 /* Moves up to `limit` held bytes to the output as valid UTF-8 (invalid bytes become U+FFFD); an incomplete
  * character at the end stays held unless final. */
 static int release(td_stopper *s, size_t limit, int final) {
-    const unsigned char *u = (const unsigned char *)s->held;
+    const unsigned char *u = (const unsigned char *)s->held.s;
     size_t i = 0;
     while (i < limit) {
-        int k = td_gen_utf8_char(u + i, s->n_held - i);
+        int k = td_gen_utf8_char(u + i, s->held.n - i);
         if (k == 0 && !final) break;                 /* unfinished: wait for the next token */
         if (k > 0 && i + (size_t)k > limit) break;   /* it reaches into the held-back tail */
-        if (grow(&s->out, &s->cap_out, s->n_out + 4)) {
-            s->oom++;
-            return -1;
-        }
-        if (k <= 0) {
-            memcpy(s->out + s->n_out, "\xef\xbf\xbd", 3);
-            s->n_out += 3;
-            i++;
-        } else {
-            memcpy(s->out + s->n_out, s->held + i, (size_t)k);
-            s->n_out += (size_t)k;
-            i += (size_t)k;
-        }
+        if (k <= 0) td_strbuf_put(&s->out, "\xef\xbf\xbd", 3);
+        else td_strbuf_put(&s->out, s->held.s + i, (size_t)k);
+        if (s->out.oom) return lost(s, &s->out);
+        i += k <= 0 ? 1 : (size_t)k;
     }
-    if (i && s->n_held > i) memmove(s->held, s->held + i, s->n_held - i);
-    s->n_held -= i;
+    if (i && s->held.n > i) memmove(s->held.s, s->held.s + i, s->held.n - i);
+    held_keep(s, s->held.n - i);
     return 0;
 }
 
@@ -120,46 +113,45 @@ int td_stopper_feed(td_stopper *s, const char *bytes, size_t len, int final, con
     if (out) *out = empty;
     if (out_len) *out_len = 0;
     if (!s) return 0;
-    s->n_out = 0;
+    td_strbuf_clear(&s->out);
     if (s->done) return s->matched >= 0;
     if (len && bytes) {
-        if (grow(&s->held, &s->cap_held, s->n_held + len + 1)) { /* out of memory: this text is lost (counted) */
-            s->oom++;
+        td_strbuf_put(&s->held, bytes, len);
+        if (s->held.oom) { /* out of memory: this text is lost (counted) */
+            lost(s, &s->held);
             return 0;
         }
-        memcpy(s->held + s->n_held, bytes, len);
-        s->n_held += len;
     }
     /* the earliest full match of any stop string (the first listed wins at one position) */
     size_t best = (size_t)-1;
     int32_t which = -1;
     for (int32_t j = 0; j < s->n; j++) {
-        if (s->lens[j] > s->n_held) continue;
-        for (size_t i = 0; i + s->lens[j] <= s->n_held && i < best; i++)
-            if (memcmp(s->held + i, s->stops[j], s->lens[j]) == 0) {
+        if (s->lens[j] > s->held.n) continue;
+        for (size_t i = 0; i + s->lens[j] <= s->held.n && i < best; i++)
+            if (memcmp(s->held.s + i, s->stops[j], s->lens[j]) == 0) {
                 best = i, which = j;
                 break;
             }
     }
     if (which >= 0) {
-        s->n_held = best; /* the stop string and what follows are dropped */
-        release(s, s->n_held, 1);
+        held_keep(s, best); /* the stop string and what follows are dropped */
+        release(s, s->held.n, 1);
         s->matched = which;
         s->done = 1;
-        s->n_held = 0;
+        td_strbuf_clear(&s->held);
     } else {
         size_t hold = 0; /* the longest tail of the held text that is a proper prefix of a stop string */
         if (!final)
             for (int32_t j = 0; j < s->n; j++)
                 for (size_t l = s->lens[j] - 1; l > hold; l--)
-                    if (l <= s->n_held && memcmp(s->held + s->n_held - l, s->stops[j], l) == 0) {
+                    if (l <= s->held.n && memcmp(s->held.s + s->held.n - l, s->stops[j], l) == 0) {
                         hold = l;
                         break;
                     }
-        release(s, s->n_held - hold, final);
+        release(s, s->held.n - hold, final);
         if (final) s->done = 1;
     }
-    if (out) *out = s->n_out ? s->out : empty;
-    if (out_len) *out_len = s->n_out;
+    if (out) *out = s->out.n ? s->out.s : empty;
+    if (out_len) *out_len = s->out.n;
     return s->matched >= 0;
 }
