@@ -3,7 +3,8 @@
 // about EVIDENCE_TOKENS tokens (decide, batch mode), one thread, the module's sets in TD_BENCH_SETS (default
 // wasm128; wasm128,scalar for both). Writes one JSON.
 //   node --experimental-websocket web/bench_browser.mjs MODEL.gguf OUT.json [PREFILL] [DECODE] [EVIDENCE_TOKENS]
-// MODEL must lie under the working directory (the static server's root); TD_BIN names the native tool.
+// MODEL must lie under the working directory (the static server's root); TD_BIN names the native tool; TD_WASM_DIST
+// the module's folder (default web/dist; inside the working directory too). wasm128r: the relaxed SIMD set.
 import { readFileSync, writeFileSync, statSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { relative, resolve } from 'node:path';
@@ -15,6 +16,8 @@ const bin = process.env.TD_BIN || 'build/typedecide';
 const chromium = process.env.TD_CHROMIUM || '/usr/bin/chromium';
 const sets = (process.env.TD_BENCH_SETS || 'wasm128').split(','); // the module's kernel sets to measure
 const url = '/' + relative(process.cwd(), resolve(model));
+const distDir = process.env.TD_WASM_DIST || 'web/dist';
+const dist = '/' + relative(process.cwd(), resolve(distDir)) + '/';
 // evidence: a text of about nE tokens; one criterion with four options
 const words = 'the customer was charged twice for the same order and asks for a refund of the second payment'.split(' ');
 const evidence = Array.from({ length: Number(nE) }, (_, i) => words[i % words.length]).join(' ');
@@ -28,7 +31,7 @@ try {
     res = await page.js(`(async () => {
         const { Typedecide } = await import('/web/typedecide.mjs');
         const t0 = performance.now();
-        const td = await Typedecide.create();
+        const td = await Typedecide.create({ base: new URL(${JSON.stringify(dist)}, location.href), threads: 1 });
         const module_ms = performance.now() - t0;
         const t1 = performance.now();
         await td.addFileFromUrl('/model.gguf', ${JSON.stringify(url)});
@@ -66,7 +69,7 @@ function native(kernels) {
 }
 const cpu = cpus()[0].model;
 const result = { what: 'typedecide as WebAssembly in headless Chromium vs native, one thread', model,
-    model_bytes: statSync(model).size, wasm_bytes: statSync('web/dist/typedecide.wasm').size,
+    model_bytes: statSync(model).size, wasm_bytes: statSync(resolve(distDir, 'typedecide.wasm')).size,
     command: `TD_BENCH_SETS=${sets.join(',')} node --experimental-websocket web/bench_browser.mjs ${process.argv.slice(2).join(' ')}`,
     cpu, load_average_before: loadavg(), chromium: res, native: [native(''), native('scalar')],
     load_average_after: loadavg() };

@@ -44,7 +44,7 @@ export interface LoadOptions {
     onProgress?: (p: { loaded: number; total: number | null }) => void;
     /** The name in messages and info.name (default: the file's name). */
     name?: string;
-    kernels?: 'wasm128' | 'scalar';
+    kernels?: 'wasm128r' | 'wasm128' | 'scalar';
 }
 
 /** One streamed token; a final piece of text held back (a stop string that did not match) comes with token -1. */
@@ -135,7 +135,7 @@ export declare class Typedecide {
     /** The C library's version string. */
     version(): string;
     /** TD_KERNELS for the models loaded next: "wasm128" (default, SIMD128) or "scalar" (the reference). */
-    setKernels(name: 'wasm128' | 'scalar'): void;
+    setKernels(name: 'wasm128r' | 'wasm128' | 'scalar'): void;
     /** Writes a file into the module's virtual file system (its folders are made). */
     addFile(path: string, bytes: ArrayBuffer | Uint8Array): void;
     addFileFromUrl(path: string, url: string | URL): Promise<void>;

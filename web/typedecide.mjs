@@ -160,7 +160,8 @@ export class Typedecide {
         this.threads = this.threaded ? threads : 1;
     }
 
-    // TD_KERNELS in the module's environment ("wasm128", the default, or "scalar"): the set models load with next.
+    // TD_KERNELS in the module's environment ("wasm128r" (relaxed SIMD: the default where the engine has it),
+    // "wasm128" (SIMD128: the default elsewhere) or "scalar"; all give the same bits): the set models load with next.
     setKernels(name) {
         const [k] = this._cstr('TD_KERNELS'), [v] = this._cstr(name);
         this.M._tdw_setenv(k, v);

@@ -8,7 +8,8 @@
  * to NaN). The attention (td_attn_rows_wasm128 against td_attn_rows_ref): 1, 3, 5 query rows over 7, 33, 4097
  * keys (a third gathered, the rest cache rows out of order), dimensions 1, 7, 64, 128. Built by web/CMakeLists.txt, run under Node by test_wasm.sh. Prints the count of outputs compared; exit
  * 1 with the first difference.
- * The products run twice: the SIMD128 set's, then the relaxed SIMD set's (td_matmul_wasm_relaxed) where the engine
+ * The products run twice: the SIMD128 set's, then the relaxed SIMD module's (td_matmul_wasm_relaxed_module, Q8_0 and
+ * Q4_0 through it; the set itself takes it for Q4_0) where the engine
  * validates its module; with --relaxed (test_wasm.sh gives it, with Node's relaxed SIMD flag) its absence fails. */
 #include <math.h>
 #include <stdio.h>
@@ -167,7 +168,7 @@ int main(int argc, char **argv) {
     long compared = 0, relaxed = 0;
     int fails = products(&compared);
     if (td_wasm_relaxed_available()) {
-        matmul = td_matmul_wasm_relaxed;
+        matmul = td_matmul_wasm_relaxed_module; /* Q8_0 and Q4_0 through the module */
         fails += products(&relaxed);
     } else if (need_relaxed) {
         fprintf(stderr, "FAIL: --relaxed, but this engine does not run the relaxed SIMD module (it does not validate, or its dot fails the known answer)\n");
@@ -179,7 +180,7 @@ int main(int argc, char **argv) {
             for (int64_t R = 1; R <= 5; R += 2)
                 if (An[a] > R) fails += attn(R, An[a], Ad[d], An[a] / 3, &compared);
     printf("kernels_wasm_test: %ld outputs of td_matmul_wasm128 and td_attn_rows_wasm128, %ld of "
-           "td_matmul_wasm_relaxed%s compared with their references: %s\n", compared, relaxed,
+           "td_matmul_wasm_relaxed_module%s compared with their references: %s\n", compared, relaxed,
            relaxed ? "" : " (no relaxed SIMD here)", fails ? "DIFFERENT" : "bit-identical");
     return fails ? 1 : 0;
 }

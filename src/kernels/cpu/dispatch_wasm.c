@@ -1,8 +1,9 @@
 /* The kernel sets of the WebAssembly build (web/CMakeLists.txt compiles this file in place of dispatch.c, which
  * asks an x86 CPU what it runs; both share dispatch_ref.c: the scalar set, td_kernels_layout, the TD_KERNELS
- * lookup): "wasm128" (SIMD128 products, kernels_wasm.h, bit-identical to the scalar set; the default: every
- * browser and Node that runs this module has SIMD128) and "scalar", the reference set every other set is tested
- * against. The contract is kernels.h's; TD_KERNELS chooses as in the native build (the module's environment:
+ * lookup): "wasm128" (SIMD128 products, kernels_wasm.h, bit-identical to the scalar set; every browser and Node
+ * that runs this module has SIMD128), "wasm128r" (the same with relaxed SIMD's dot for Q4_0 and one-token Q8_0
+ * products; the default where the engine runs relaxed SIMD: Chromium 114 on) and "scalar", the reference set every
+ * other set is tested against. The contract is kernels.h's; TD_KERNELS chooses as in the native build (the module's environment:
  * tdw_setenv). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ const td_kernels *td_kernels_named(const char *name) {
 
 const td_kernels *td_kernels_best(void) {
     const td_kernels *k = td_kernels_forced();
-    return k ? k : &wasm128;
+    return k ? k : td_wasm_relaxed_available() ? &wasm128r : &wasm128;
 }
 
 td_status td_kernels_choose(const td_kernels **out) {

@@ -21,7 +21,7 @@ void td_attn_rows_wasm128(const float *const *q, float *const *out, const int64_
                           const td_attn_keys *keys, int64_t dim, float scale, float *scratch);
 
 
-/* The relaxed SIMD set ("wasm128r"): td_matmul_wasm128's contract and bits, the Q8_0 / Q4_0 block dots on
+/* The relaxed SIMD set ("wasm128r"): td_matmul_wasm128's contract and bits, the Q4_0 block dots on
  * i32x4.relaxed_dot_i8x16_i7x16_add_s (matmul_wasm_relaxed.c, a module of its own built by clang-19, which
  * relaxed_wasm.c instantiates on each thread that runs it); everything else, and every row past the last whole group
  * of four, is td_matmul_wasm128's. td_wasm_relaxed_available: 1 where the engine validates the module (Chromium 114
@@ -30,6 +30,10 @@ void td_attn_rows_wasm128(const float *const *q, float *const *out, const int64_
 void td_matmul_wasm_relaxed(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
                             int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1);
 int td_wasm_relaxed_available(void);
+/* Every Q8_0 / Q4_0 product through the relaxed module, whichever is faster (the tests and benches: the set itself
+ * sends Q8_0 to td_matmul_wasm128, relaxed_wasm.c says why). */
+void td_matmul_wasm_relaxed_module(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
+                                   int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1);
 
 /* What the relaxed module's tdr_matmul_quant writes besides the output (the caller's, on its stack: the module has
  * no memory of its own): the float accumulators of a slice of TD_WASM_RELAXED_SLICE groups of four rows by four

@@ -89,15 +89,28 @@ int td_wasm_relaxed_available(void) {
 /* This thread's entry to the module's product, instantiated on first use; NULL where it cannot be. */
 static relaxed_fn relaxed_product(void) { return td_wasm_relaxed_available() ? instantiate_here() : NULL; }
 
-void td_matmul_wasm_relaxed(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
-                            int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1) {
-    relaxed_fn f = !w->pack && td_dtype_is_block(w->type) && xq && j1 - j0 >= 4 ? relaxed_product() : NULL;
-    if (!f) {
-        td_matmul_wasm128(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
-        return;
-    }
+/* Rows [j0, j1) through the module (its whole groups of four; the rest through td_matmul_wasm128), Q8_0 or Q4_0. */
+static void through_module(relaxed_fn f, const td_mat *w, const int32_t *rows, const float *x, const void *xq,
+                           int64_t T, int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1) {
     td_wasm_relaxed_scratch scratch;
     int64_t full = j0 + (j1 - j0) / 4 * 4;
     f(w, rows, xq, T, y, ldy, j0, j1, &scratch);
     if (full < j1) td_matmul_wasm128(w, rows, x, xq, T, ldx, y, ldy, full, j1);
+}
+
+void td_matmul_wasm_relaxed(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
+                            int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1) {
+    /* Q8_0 (signed by signed) needs two relaxed dots per 16 bytes, and the SIMD128 product is as fast or faster
+     * (web/bench_matmul_browser.mjs, Chromium 156 on this AMD EPYC, 3072 x 1024, warmed up: Q8_0 0.89-1.08x at 1-32
+     * tokens; Q4_0 1.18-1.38x at every count): Q4_0 alone takes the module. Either gives the same bits. */
+    relaxed_fn f = !w->pack && w->type == TD_DTYPE_Q4_0 && xq && j1 - j0 >= 4 ? relaxed_product() : NULL;
+    if (f) through_module(f, w, rows, x, xq, T, ldx, y, ldy, j0, j1);
+    else td_matmul_wasm128(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
+}
+
+void td_matmul_wasm_relaxed_module(const td_mat *w, const int32_t *rows, const float *x, const void *xq, int64_t T,
+                                   int64_t ldx, float *y, int64_t ldy, int64_t j0, int64_t j1) {
+    relaxed_fn f = !w->pack && td_dtype_is_block(w->type) && xq && j1 - j0 >= 4 ? relaxed_product() : NULL;
+    if (f) through_module(f, w, rows, x, xq, T, ldx, y, ldy, j0, j1);
+    else td_matmul_wasm128(w, rows, x, xq, T, ldx, y, ldy, j0, j1);
 }
