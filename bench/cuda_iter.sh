@@ -75,7 +75,7 @@ for m in $MODELS; do
         done
     fi
     if want profile; then
-        WORKLOADS=${PROFILE:-decide decode} bash bench/cuda_profile.sh "$BIN" "$S" "$OUT/profile-$m" bf16 >"$OUT/profile-$m.txt" 2>&1
+        WORKLOADS=${PROFILE:-decide decode prefill} bash bench/cuda_profile.sh "$BIN" "$S" "$OUT/profile-$m" bf16 >"$OUT/profile-$m.txt" 2>&1
         say "profile $m rc $?"
         cat "$OUT/profile-$m.txt" | head -60
     fi

@@ -30,8 +30,9 @@ for wl in $WORKLOADS; do
     timeout 240 "$NCU" --clock-control none --launch-count "$COUNT" --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu-$wl-$PREC.log" \
         "$BIN" "${args[@]}" --model "$M" --device cuda --precision "$PREC" >"$csv.raw" 2>"$OUT/ncu-$wl-$PREC.err"
     rc=$?
-    # keep the CSV rows only (the program's own JSON line and ncu's ==PROF== lines go elsewhere)
-    grep -E '^"' "$csv.raw" >"$csv" || true
+    # ncu writes its CSV into the log file: keep its rows only (the program's JSON line is in .raw)
+    grep -E '^"' "$OUT/ncu-$wl-$PREC.log" >"$csv" || true
+    rm -f "$OUT/ncu-$wl-$PREC.log"
     echo "== $wl ($PREC): ncu rc $rc, $(($(wc -l <"$csv") - 1)) kernel launches"
     # columns: "ID","Process ID","Process Name","Host Name","Kernel Name",...,"Metric Name","Metric Unit","Metric Value"
     python3 - "$csv" <<'EOF'
