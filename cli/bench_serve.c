@@ -18,6 +18,7 @@
 
 #include "bench_serve.h"
 #include "cli.h"
+#include "typedecide_server.h"
 
 static const char usage_text[] =
     "usage: typedecide bench serve --model M [--clients 8] [--tokens 64] [--threads T] [--duration S] [options]\n"

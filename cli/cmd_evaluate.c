@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "typedecide_eval.h"
 #include "commands.h"
 
 static const char usage_text[] =

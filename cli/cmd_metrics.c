@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "typedecide_eval.h"
 #include "commands.h"
 
 static const char usage_text[] =

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "typedecide_run.h"
 #include "commands.h"
 #include "run_mpi.h"
 

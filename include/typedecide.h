@@ -1,36 +1,61 @@
 /*
- * typedecide.h — the public C API of libtypedecide.
+ * typedecide.h — the public C API of libtypedecide's core.
  *
  * typedecide runs Hugging Face Qwen3 and Qwen3.5 (hybrid Gated DeltaNet) checkpoints on the CPU exactly as
  * transformers does, from a Hugging Face directory (safetensors, single or sharded) or a GGUF file, with BF16,
  * F16, F32, Q8_0 or Q4_0 weights and fp32 arithmetic, and reads typed decisions from their logits: for every
- * criterion, a probability for each allowed answer. Around that core: evaluation (accuracy, calibration, order
- * bias), export to GGUF (quantised, head pruned to the letters), sampling. This header is the manual: every function
- * states its contract, who owns what, how it fails and from which threads it may be called. Every client of the
- * library (the command-line tool, the server) uses this header and nothing else; the corpus runner (src/run/) uses
- * it and the utilities of src/util/ alone.
+ * criterion, a probability for each allowed answer. This header is the manual: every function states its contract,
+ * who owns what, how it fails and from which threads it may be called.
  *
- * What is where
- * -------------
+ * The headers (layered as Lua's lua.h / lauxlib.h / lualib.h: the core, and the applications on top of it)
+ * ------------------------------------------------------------------------------------------------------------
+ *   typedecide.h ......... THE CORE (this file): tokenizer, model, export, engine, typed readout, the criteria
+ *                          reader (rows of a criteria or fixture JSONL file), files, synthetic checkpoints,
+ *                          sampling, stop rules, chat templates, generation. It names nothing of the applications.
+ *                          The core library (CMake's typedecide_core: src/util, kernels, model, tokenizer, engine,
+ *                          decide, generate, and src/eval/rows.c) implements all of it and links only PCRE2,
+ *                          utf8proc, jansson, threads and libm; the WebAssembly build (web/) is this core alone.
+ *   typedecide_eval.h .... evaluation: metrics, td_evaluate, predictions, plots (src/eval/).
+ *   typedecide_run.h ..... corpus runs: td_run, td_run_merge (src/run/).
+ *   typedecide_server.h .. the HTTP server: td_server_* (src/server/; the only part that needs libmicrohttpd).
+ * Each application header includes this one; a client includes the headers of what it uses and no other (the
+ * command-line tool's `evaluate` includes typedecide_eval.h, `serve` typedecide_server.h, `decide` none but this
+ * one; tests/test_layers.sh checks it). libtypedecide (static and shared) holds the core and the applications and
+ * exports the TD_API functions of all four headers, which are installed side by side.
+ * Why three application headers and not one: evaluation, corpus runs and the server are separate directories whose
+ * functions and types never refer to one another (corpus runs and the server read criteria with the core's rows),
+ * so a client of one needs nothing of the others. What every client shares is the core's: the rows
+ * of a criteria file (what `decide`, the server's /v1/decide, corpus runs and the browser read criteria with; the
+ * fixtures of td_evaluate are the same rows with an answer), td_evidence_groups, and the files (td_file_write,
+ * td_outfile_*, td_paths_check, td_file_fingerprint: src/util implements them and the core's own export writes
+ * through them).
+ *
+ * Public and internal names: every name of these four headers is td_* / TD_* and is the API. The headers under
+ * src/ (src/engine/engine.h, src/util/strbuf.h, ...) are the library's internals: some of their names also begin
+ * with td_ (an older convention; they are not renamed yet), but none of them is exported from the shared library
+ * (tests/test_exports.sh), they may change in any commit, and only the library's own sources and its white-box
+ * tests include them. A name is public if and only if it is declared in include/; a client that needs anything
+ * under src/ is asking for a new public function.
+ *
+ * What is where (typedecide.h)
+ * ----------------------------
  *   status codes, errors, version, allocator ........ td_status, td_last_error, td_version, td_set_allocator
  *   tokenizer (tokenizer.json or GGUF, and back) .... td_tokenizer_*, td_tokenize, td_detokenize
  *   model, export .................................... td_model_*, td_model_export_gguf
  *   batch and context (the engine's one entry point) . td_batch_*, td_ctx_*
  *   typed readout .................................... td_decider_*, td_decide*
- *   rows, evidence groups, evaluation, metrics ....... td_rows_*, td_evidence_groups, td_evaluate, td_metrics_json
+ *   criteria and fixture rows, evidence groups ...... td_rows_*, td_evidence_groups
  *   files: safe outputs, aliasing, fingerprints ..... td_file_write, td_outfile_*, td_paths_check, td_file_*
- *   corpus runs (resumable, sharded) ................. td_run, td_run_merge
  *   synthetic checkpoints ............................ td_synth_*, td_config_shape
  *   sampling, stop rules ............................. td_sampler_*, td_sample, td_logprob, td_stopper_*
  *   chat templates (ChatML family) ................... td_chat_*, td_model_chat_family
  *   generation (continuous batching, KV reuse) ....... td_gen_*
- *   HTTP server ...................................... td_server_*
  *
  * Conventions
  * -----------
- * - Objects are opaque handles (td_model, td_tokenizer, td_ctx, td_batch, td_decider, td_rows, td_eval,
- *   td_predictions). Constructors return a td_status and hand the new object back through an out-parameter, which
- *   is set to NULL on failure. Every *_free(NULL) is a harmless no-op.
+ * - Objects are opaque handles (td_model, td_tokenizer, td_ctx, td_batch, td_decider; the applications' td_rows,
+ *   td_eval, td_predictions, td_server). Constructors return a td_status and hand the new object back through an
+ *   out-parameter, which is set to NULL on failure. Every *_free(NULL) is a harmless no-op.
  * - Every fallible call returns td_status. On failure, td_last_error() returns a message that names the file,
  *   tensor, field, line or argument that is wrong. The message lives in thread-local storage: it is valid until
  *   the next failing call on the same thread (like dlerror()). Besides the errors each function lists, every call
@@ -43,7 +68,9 @@
  * - The library never prints and never exits. Diagnostics that are not errors (e.g. "skipped 12 tensors") go to
  *   the optional log callback in the params structs.
  *
- * Threads
+ * These conventions hold for the application headers too.
+ *
+ * Threads (the applications' handles included)
  * -------
  *   td_tokenizer, td_model, td_rows, td_eval, td_predictions: immutable once made; any number of threads may read
  *     them at once (a model's tokenizer too). Free them after every user is done.
@@ -51,7 +78,7 @@
  *     from different threads at once, also over the same model. A context runs its own worker threads
  *     (n_threads) inside td_ctx_decode; results never depend on their number.
  *   td_sampler, td_stopper, td_gen: one thread at a time (the server runs a td_gen on its engine thread).
- *   td_run, td_run_merge: one call at a time per decider and per set of files; separate runs (other deciders,
+ *   td_run, td_run_merge (typedecide_run.h): one call at a time per decider and per set of files; separate runs (other deciders,
  *     other files) may go on at once in one process.
  *   td_last_error: per thread. td_set_allocator: process-wide, before anything else.
  */
@@ -61,9 +88,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* TD_API marks the functions of this header: the shared library is built with hidden visibility and exports these
- * names and nothing else (tests/test_exports.sh lists what it exports against what this header declares). Every
- * new public function is declared with it. */
+/* TD_API marks the functions of this header and of the application headers: the shared library is built with hidden
+ * visibility and exports these names and nothing else (tests/test_exports.sh lists what it exports against what the
+ * headers of include/ declare). Every new public function is declared with it. */
 #ifndef TD_API
 #if defined(__GNUC__) || defined(__clang__)
 #define TD_API __attribute__((visibility("default")))
@@ -657,41 +684,6 @@ TD_API td_status td_decision_json(const td_criterion *criterion, const td_decisi
                                   unsigned flags, char **json);
 
 /* ------------------------------------------------------------------------------------------------------------ */
-/* Evaluation metrics                                                                                            */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-/* One scored row. probs and rotations are in the shown option order; rotations (n_rotations x n_options, may be
- * NULL) hold the probabilities of every cyclic rotation of the options, mapped back to the shown order. */
-typedef struct td_pred {
-    const char *id, *family, *answer;
-    int32_t n_options;
-    const char *const *option_ids;
-    const double *probs;
-    int32_t n_rotations;
-    const double *rotations;
-    int unparsed; /* generation mode: the answer named no option; counted wrong, probs uniform */
-} td_pred;
-
-/* What the scoring cost, for the "cost" key (negative fields are reported as null). */
-typedef struct td_cost {
-    double forwards, suffix_tokens, seconds;
-} td_cost;
-
-/* Computes the metrics as one JSON object (keys: accuracy, family_balanced_accuracy,
- * mean_family_balanced_accuracy, brier, ece, ece_bins, order_unstable, order_consistency, recall_by_position, rstd,
- * unparsed, cost, per_criterion).
- * Argmax ties go to the first option in shown order; ECE bin b holds max probability in (b/B, (b+1)/B]. A row is
- * order-unstable when the argmax option ids of its rotations are not all the same (order metrics are null unless
- * every row has rotations). *json is a new NUL-terminated string (td_free). Errors: TD_ERR_FORMAT for an answer
- * that is not among a row's options, TD_ERR_INVALID_ARG for bins < 1 or an incomplete row. */
-TD_API td_status td_metrics_json(const td_pred *rows, int32_t n, int32_t bins, const td_cost *cost, char **json);
-
-/* An SVG page from a metrics JSON object: the reliability diagram (accuracy against confidence per ECE bin, with
- * counts) and per-family balanced accuracy bars. *svg is a new string (td_free). TD_ERR_FORMAT when the JSON is
- * not a td_metrics_json object. */
-TD_API td_status td_plot_svg(const char *metrics_json, const char *title, char **svg);
-
-/* ------------------------------------------------------------------------------------------------------------ */
 /* Criteria and fixture rows (JSONL)                                                                             */
 /* ------------------------------------------------------------------------------------------------------------ */
 
@@ -742,78 +734,6 @@ TD_API td_status td_evidence_groups(const char *const *texts, const size_t *lens
                                     int32_t *order, int32_t *n_groups);
 
 /* ------------------------------------------------------------------------------------------------------------ */
-/* Evaluation                                                                                                    */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-typedef enum td_eval_mode {
-    TD_EVAL_READOUT = 0, /* option-letter probabilities (the typed readout) */
-    TD_EVAL_GENERATE = 1 /* greedy free text after the same prompt, parsed with td_answer_parse (unparsed: wrong,
-                            probabilities uniform) */
-} td_eval_mode;
-
-typedef enum td_debias {
-    TD_DEBIAS_NONE = 0,
-    TD_DEBIAS_CYCLIC = 1, /* score every cyclic rotation of the options, average per option id */
-    TD_DEBIAS_PRIOR = 2   /* estimate a per-letter prior from all rotations of a seeded share of rows, divide the
-                             other rows' probabilities by it */
-} td_debias;
-
-typedef struct td_eval_params {
-    td_eval_mode mode;
-    td_debias debias;          /* readout mode only */
-    int32_t shots;             /* worked examples per evidence (0..64), drawn (seeded) from rows of the same family
-                                  and another evidence, rendered in the shared head */
-    const td_rows *shots_pool; /* where shots come from; NULL: the evaluated rows */
-    double prior_fraction;     /* share of rows that estimate the prior, in (0, 1]; at least one row. 0.05 */
-    uint64_t seed;             /* shots and the prior's rows. 1 */
-    int32_t max_tokens;        /* generate mode: tokens per answer (1..4096). 8 */
-    int32_t bins;              /* ECE bins (1..1000). 15 */
-    const char *model_name, *adapter_name, *fixture_name; /* recorded in the results (NULL: null) */
-    void (*progress)(void *user, int32_t groups_done, int32_t n_groups); /* after each evidence group; may be NULL */
-    void *progress_user;
-} td_eval_params;
-
-TD_API td_eval_params td_eval_default_params(void);
-
-typedef struct td_eval td_eval;
-
-/* Scores every row with the decider (whose letters, instruction and mode apply): rows are grouped by evidence
- * (td_evidence_groups; one head prefill per group), then metrics and results are computed. The rows must have
- * evidence and an answer among their options (load them with TD_ROWS_EVIDENCE | TD_ROWS_ANSWER), else
- * TD_ERR_FORMAT naming the line; params out of range: TD_ERR_INVALID_ARG; decide errors pass through. The rows
- * (and the shots pool) must outlive the result. */
-TD_API td_status td_evaluate(td_decider *d, const td_rows *rows, const td_eval_params *params, td_eval **out);
-TD_API void td_eval_free(td_eval *e);
-/* td_metrics_json of the scored rows (borrowed; lives as long as the result). */
-TD_API const char *td_eval_metrics_json(const td_eval *e);
-/* The results: the metrics (order stability null under the prior, which rotates only its calibration rows) and
- * model, adapter, fixture, fixture_hash, mode, shots, debias, seed, skipped_rows (td_rows_n_bad), evidence_groups,
- * head_prefills, head_tokens, shared_suffix_tokens, slot_map and, with the prior, "prior" (calibration rows, the
- * priors per option count, rows left uncorrected, their extra suffix tokens). Indented JSON, borrowed. */
-TD_API const char *td_eval_results_json(const td_eval *e);
-/* Writes the predictions JSONL (the input of td_predictions_load): per row id, family, answer, options (ids in
- * shown order), probs, rotations (when rotated), shots (ids of the worked examples), text and unparsed (generate
- * mode), forwards, suffix_tokens and ms. TD_ERR_IO when the file cannot be written completely. */
-TD_API td_status td_eval_write_predictions(const td_eval *e, const char *path);
-
-/* The option a generated text names: a leading option letter (after spaces, newlines, '(', '*' or '"'; not followed
- * by a letter or digit), else the longest option description it starts with (case-insensitive); -1 when neither.
- * letters: NULL for "ABCD...T". */
-TD_API int32_t td_answer_parse(const char *text, const td_criterion *criterion, const char *letters);
-
-/* Predictions read back (files of td_eval_write_predictions, or made elsewhere with at least id, answer, options
- * and probs per line). Errors name "SOURCE:LINE". */
-typedef struct td_predictions td_predictions;
-TD_API td_status td_predictions_load(const char *path, td_predictions **out);
-TD_API td_status td_predictions_parse(const char *data, size_t len, const char *name, td_predictions **out);
-TD_API void td_predictions_free(td_predictions *p);
-TD_API int32_t td_predictions_count(const td_predictions *p);
-TD_API const td_pred *td_predictions_get(const td_predictions *p, int32_t i);
-/* td_metrics_json over the lines, with the cost summed from their forwards, suffix_tokens and ms (null when a line
- * lacks one). *json: td_free. */
-TD_API td_status td_predictions_metrics_json(const td_predictions *p, int32_t bins, char **json);
-
-/* ------------------------------------------------------------------------------------------------------------ */
 /* Files: outputs that never destroy what they replace                                                           */
 /* ------------------------------------------------------------------------------------------------------------ */
 
@@ -856,216 +776,6 @@ TD_API td_status td_paths_check(const char *const *inputs, int32_t n_inputs, con
  * tokenizer.json, tokenizer_config.json, adapter_config.json, *.safetensors, *.safetensors.index.json, *.gguf).
  * It changes when a model is replaced or retrained, not when it is copied or moved. TD_ERR_IO naming the file. */
 TD_API td_status td_file_fingerprint(const char *path, uint64_t *fingerprint);
-
-/* ------------------------------------------------------------------------------------------------------------ */
-/* Corpus runs: decisions over a whole JSONL corpus, crash-safe and resumable                                    */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-/* td_run decides every document of a JSONL corpus with a decider and appends one line per document to a results
- * file, streaming: memory does not grow with the corpus except for a table of document ids (about 21 bytes per
- * document: repeated ids and resume need it).
- *
- * Input lines: {"id": string or integer, "evidence": string, "criteria": [criterion, ...] (optional), ...}; other
- * members are ignored; blank lines are skipped. A document's criteria are those of params.criteria_path (a
- * criteria JSONL file as td_rows_load reads it, without evidence) followed by the line's own "criteria" (objects
- * of the same form); criterion ids must be distinct within a document.
- *
- * Output lines, in input order, each written whole with one write():
- *   {"id", "line": input line, "decisions": [{"id", "answer", "letter", "options": [ids], "probs": [same order],
- *    "allowed_mass" (with the decider's allowed_mass), "suffix_tokens"}, ...], "ms" (params.timing), "doc_hash",
- *    "check"}
- * Every results and errors line ends with "doc_hash" (16 hex digits: a 64-bit hash of the input line's bytes) and
- * "check" (16 hex digits: a 64-bit hash of the line's bytes before ',"check":'): resume keeps a line only when its
- * doc_hash is its input line's and its check matches, merge refuses a line whose check does not match (or whose
- * doc_hash, summed over the merge, is not the input's). Non-cryptographic: against accidents (copied lines, hand
- * edits), not adversaries.
- * The decisions are td_decide's over the document's evidence and criteria: bit for bit those of `typedecide
- * decide` on the same evidence and criteria, whatever the sharding, resumption or number of processes.
- * Floats are printed with 9 significant digits (exact for a float).
- *
- * Bad lines (malformed JSON, no id, no string evidence, no criteria, a bad criterion, evidence that does not fit
- * the model's context with a criterion, text that is not UTF-8) are appended to the errors file as
- * {"line", "id" (or null), "error": "INPUT:LINE: what is wrong", "doc_hash", "check"} and skipped, or, with params.strict, recorded and
- * then stop the run (TD_ERR_FORMAT with the same message). Repeated document ids in the input fail the run before
- * anything is written (TD_ERR_FORMAT naming the ids and their lines), in every shard.
- *
- * Crash safety: a line is written only when its document is finished; both files are fsync'ed every
- * params.checkpoint_docs documents or params.checkpoint_seconds, and at the end. A run holds an exclusive lock
- * (flock) on both files while it writes them: a second run on them fails (TD_ERR_STATE) instead of writing every
- * document twice.
- *
- * Provenance: beside the results file lies OUT.provenance.json, one JSON line: the input's size, hash and document
- * count, the criteria file's size and hash, params.identity, the shard, the errors file and whether the share is
- * complete (no time and no path of this machine in it). Resume refuses (TD_ERR_STATE, nothing changed) a results
- * file without one, or whose record differs from this run's, saying what differs. With params.resume, after that
- * check, the results and errors files are repaired: what stays is their complete lines about documents of this
- * share, in increasing input line, up to the first document that neither file covers; a torn last line, garbage,
- * duplicated lines, lines out of input order or of another share are cut (each kind counted in a warning through
- * params.log), and the documents already in the results file are skipped; bad lines already recorded are not
- * recorded again. A run killed at any point and resumed writes the same bytes as one run that was never
- * interrupted. Without resume, existing non-empty files are refused (TD_ERR_STATE) unless params.overwrite.
- * Overwrite never empties the old files: the run writes out_path + ".partial", the errors path + ".partial" and
- * out_path + ".partial.provenance.json" (holding out_path's lock too) and renames them over the old files only
- * when it completes; a failure or a kill leaves the old files as they were. Resume then continues the partial run
- * (and renames at its end); a run with neither resume nor overwrite is refused while a partial run exists.
- *
- * Inputs: the input must be a regular file (it is read twice; a pipe or device is refused with the reason); a line
- * longer than params.max_line_bytes is a bad line, read past without being held in memory; a UTF-8 byte-order mark
- * before the first line is skipped; an id holding a NUL character is a bad line. Outputs that are an input or each
- * other are refused (td_paths_check).
- *
- * Shards: the k-th document of the input (0-based, counting non-blank lines, bad ones included) belongs to shard
- * k % n_shards. A run with shard = I decides only its share, so that N runs (processes, machines, a Slurm array)
- * cover the corpus once; td_run_merge joins their results files into the one a single run writes. */
-typedef struct td_run_stats {
-    int64_t docs_total;   /* documents in this run's share of the input (known before the first decision) */
-    int64_t docs_done;    /* decided and written by this run */
-    int64_t docs_skipped; /* already in the results file (resume) */
-    int64_t docs_failed;  /* bad lines met by this run (recorded now or by an earlier run) */
-    int64_t criteria;     /* decisions written by this run */
-    double seconds;       /* wall time of this run so far */
-} td_run_stats;
-
-typedef struct td_run_params {
-    const char *criteria_path;  /* criteria for every document (JSONL), or NULL: every line brings its own */
-    const char *errors_path;    /* NULL: out_path + ".errors" */
-    int resume;                 /* 1: repair the files and skip the documents already done */
-    int overwrite;              /* 1: without resume, replace existing files instead of refusing */
-    int strict;                 /* 1: a bad line stops the run (after it is recorded) */
-    int timing;                 /* 1 (default): "ms" (wall time of the document) in every line; 0: the lines are
-                                   fully deterministic */
-    int32_t shard, n_shards;    /* this run's share: 0 .. n_shards - 1 (default 0 of 1) */
-    int32_t checkpoint_docs;    /* fsync after this many documents (default 64) */
-    double checkpoint_seconds;  /* ... or this many seconds since the last one (default 10) */
-    int sync;                   /* 1 (default): fsync at checkpoints; 0: never (scratch files: a process that dies
-                                   still leaves every line it wrote, a machine that dies may not) */
-    const char *prior_out;      /* optional: another results file (e.g. the merged output of an earlier run that
-                                   this run continues one shard of) whose ids also count as done with resume */
-    const char *prior_errors;   /* optional: its errors file, whose lines count as already recorded */
-    void (*progress)(void *user, const td_run_stats *stats); /* after every document; may be NULL */
-    void *progress_user;
-    td_log_fn log;              /* repairs and other notes (level 0 info, 1 warning); may be NULL */
-    void *log_user;
-    const char *identity;       /* what else the results depend on (the model's fingerprint, the decider's
-                                   settings): recorded in the provenance and compared by resume; NULL: "" */
-    int64_t max_line_bytes;     /* the longest input line read (default 64 MiB); 0: no limit */
-} td_run_params;
-
-TD_API td_run_params td_run_default_params(void);
-
-/* Runs the decider over input_path (a JSONL file; read twice: once for the ids and the share's size, once to
- * decide) and appends to out_path (and the errors file). The decider's parameters (letters, instruction, mode,
- * threads, memory, allowed_mass) apply. stats (may be NULL) receives the counts, also on failure. Errors:
- * TD_ERR_IO naming the file that cannot be read, written or synced, or an input that is not a regular file;
- * TD_ERR_FORMAT for repeated ids, a bad criteria file or (strict) a bad line, each naming file and line;
- * TD_ERR_STATE for existing files without resume or overwrite, files another run holds, and (resume) results whose
- * provenance is missing or differs, saying what differs; TD_ERR_INVALID_ARG for a shard outside 0..n_shards-1 and
- * outputs that are inputs or each other (td_paths_check); decide errors that are not the document's
- * fault (TD_ERR_NOMEM, ...) pass through. Whatever was written before a failure stays (synced) and a resumed run
- * continues from it. The decider is used by this call alone meanwhile (one thread); several runs may go on at once
- * in one process with different deciders and files. */
-TD_API td_status td_run(td_decider *d, const char *input_path, const char *out_path, const td_run_params *params,
-                        td_run_stats *stats);
-
-/* Joins the results files of runs over one input (shards, MPI parts), each in input order, into out_path in input
- * order (by their "line" members), and their errors files (named by their provenance) into errors_path (NULL:
- * out_path + ".errors", always written, empty when no run met a bad line): the merge of all shards equals the
- * files one unsharded run writes, byte for byte, provenance included. Every input needs its provenance record;
- * all must be of one run (input, criteria, identity); together they must cover every document of the input exactly
- * once, or nothing is written and the message names the shards missing and those that stopped early (with the
- * input line after which their documents are missing). Streams (one line per file in memory); each output is
- * written beside itself, synced and renamed, so it is either the old file or the whole new one. The outputs may
- * not be an input or an input's errors file (TD_ERR_INVALID_ARG) unless TD_MERGE_INTO_INPUT. Flags:
- * TD_MERGE_MISSING_OK (a missing input is an empty one), TD_MERGE_NO_SYNC (no fsync: scratch files),
- * TD_MERGE_INTO_INPUT (out_path may be one of the inputs: an earlier merged file that the others extend). Errors:
- * TD_ERR_FORMAT naming file and line for a line that is not ours, a torn last line, lines out of order or one line
- * number in two files, a missing provenance, runs that differ, incomplete coverage; TD_ERR_STATE when a run holds
- * out_path's lock; TD_ERR_IO. */
-#define TD_MERGE_MISSING_OK 1u
-#define TD_MERGE_NO_SYNC 2u
-#define TD_MERGE_INTO_INPUT 4u
-TD_API td_status td_run_merge(const char *const *inputs, int32_t n, const char *out_path, const char *errors_path,
-                              unsigned flags);
-
-/* ------------------------------------------------------------------------------------------------------------ */
-/* HTTP server (libmicrohttpd): OpenAI-compatible generation, /v1/decide, tokenize, the web page                 */
-/* ------------------------------------------------------------------------------------------------------------ */
-
-/* td_server serves one model over HTTP/1.1 (JSON bodies, UTF-8):
- *   GET  /                     the web page (compiled in, no external assets): decisions and a streaming chat
- *   GET  /health               {"status": "ok", "requests_admitted", "generating", "decide": {"passes",
- *                              "requests", "criteria", "max_requests_per_pass"}}; never needs the API key
- *   GET  /v1/models            {"object": "list", "data": [{"id": model name, "object": "model", ...}]}
- *   GET  /v1/models/{id}       the model object; 404 (code "model_not_found") for another id
- *   POST /tokenize             {"prompt": text} or {"messages", "add_generation_prompt", "tools",
- *                              "chat_template_kwargs"} -> {"tokens", "count", "max_model_len", "prompt"}
- *   POST /detokenize           {"tokens": [ids]} -> {"prompt": text}
- *   POST /v1/decide            {"evidence", "criteria": [criterion objects] or a JSONL string, "show_logits"} ->
- *                              {"object": "decision", "model", "decisions": [td_decision_json's objects, in criteria
- *                              order], "prefill_tokens", "prefix_cached", "evidence_groups", "pass_requests",
- *                              "pass_criteria", "ms"}: the lines of `typedecide decide` on the same inputs, bit for
- *                              bit, whatever else shares the pass: concurrent requests run together (pass_requests
- *                              of them, pass_criteria criteria; each distinct evidence prefilled once) and the last
- *                              16 evidences stay prefilled, so a request on one of them prefills nothing
- *                              ("prefill_tokens": 0, "prefix_cached": true); "ms" includes the wait for the pass
- *   POST /v1/chat/completions, POST /v1/completions   OpenAI's, on a td_gen stepped by one engine thread (continuous
- *                              batching); a client that goes away is cancelled at once (README, NOTES.md). "n" up
- *                              to 16 choices share the prompt's prefill (td_gen_submit_n; choice k samples with
- *                              seed + k); without a "seed" a fresh one is drawn, and every reply reports the one used
- *                              ("seed"); "logit_bias" is step 0 of each choice's sampler; a stream ends with a usage
- *                              chunk (choices: []) only when stream_options.include_usage asks. Every member is known
- *                              or refused (400 naming it): response_format other than text, best_of != 1, suffix...
- * Errors are {"error": {"message", "type", "param", "code"}}: 400 naming the member at fault (bad JSON, wrong
- * types, max_tokens < 1 or above the limit, a prompt longer than the context), 401 (API key missing or wrong), 404
- * (unknown path, or a "model" other than the one served: code "model_not_found"), 405, 408 (a body that does not
- * arrive within timeout_s), 413 (body above max_body), 503 with Retry-After (parallel + queue_max requests already
- * admitted). The API key, when set, is required as "Authorization: Bearer KEY" on every path but /health and /
- * (the page itself holds no data; its requests carry the key the user types into it). */
-typedef struct td_server td_server;
-
-typedef struct td_server_params {
-    const char *host;          /* address to bind: "127.0.0.1" (default), "0.0.0.0", "::1" */
-    int32_t port;              /* 8080; 0: any free port (td_server_port says which) */
-    const char *api_key;       /* NULL: no key */
-    const char *model_name;    /* the model's id in /v1/models and requests; NULL: the model path's last part */
-    int32_t parallel;          /* most requests worked on at once (generation: sequences stepped together). 4 */
-    int32_t queue_max;         /* admitted requests waiting beyond `parallel`; more get 503. 64 */
-    int64_t max_body;          /* bytes of a request body. 1 MiB */
-    int32_t max_tokens;        /* most new tokens one request may ask for. 4096 */
-    int32_t n_ctx;             /* positions per request (prompt + new tokens); 0: the model's trained context */
-    int32_t timeout_s;         /* a request's headers must arrive within it (from the connection's start or the end of
-                                  its previous reply), then its body within it: past either, a 408 and the
-                                  connection is closed; a connection idle this long is closed. 30 */
-    int32_t max_connections;   /* open connections at once, idle ones included (a socket each, no thread); capped by
-                                  the process's open-file limit. 1024 */
-    int32_t n_threads;         /* worker threads of the model's contexts. 1 */
-    int64_t memory_mb;         /* budget of each context: the generation engine's (td_gen_params.cache_bytes) and
-                                  /v1/decide's (td_decide_params.memory_mb). 1024 */
-    int32_t kv_f16;            /* 1: KV caches in f16 (half a KV row: more rows in the same budget) */
-    int32_t device;            /* td_device of every context (decide and generation); default CPU */
-    int32_t precision;       /* td_precision of the contexts (td_ctx_params.precision); default FP32 */
-    td_log_fn log;             /* one line per request (level 0) and the daemon's own complaints (1); NULL: silent */
-    void *log_user;
-    int allow_special_in_messages; /* 1: special-token text in chat messages becomes those tokens
-                                      (TD_CHAT_ALLOW_SPECIAL); 0 (default): message content is text */
-    int32_t max_connections_per_ip; /* open connections from one client address; more are closed at once. 16; 0: no cap */
-    const char *cors_origins;  /* origins allowed to call the API from a browser, comma-separated ("https://a.example,
-                                  http://localhost:3000"; "*": any): their OPTIONS preflight gets 204 with
-                                  Access-Control-Allow-{Origin,Methods,Headers} and Max-Age, and every reply to them
-                                  Access-Control-Allow-Origin. NULL (default): no CORS headers for anyone */
-} td_server_params;
-
-TD_API td_server_params td_server_default_params(void);
-
-/* Binds and starts serving on threads of its own; returns at once. The model must outlive the server. Errors:
- * TD_ERR_INVALID_ARG (params out of range, a host that is not an IP address), TD_ERR_IO (the port cannot be bound:
- * the message says why), TD_ERR_STATE (a model without a tokenizer), TD_ERR_UNSUPPORTED (this library was built
- * without the server: libmicrohttpd was not found when it was configured). */
-TD_API td_status td_server_start(const td_model *model, const td_server_params *params, td_server **out);
-/* The port the server listens on (the one picked when params.port was 0). */
-TD_API int32_t td_server_port(const td_server *server);
-/* Stops listening, cancels requests in progress, joins every thread and frees the server. NULL: no-op. */
-TD_API void td_server_free(td_server *server);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Synthetic checkpoints and shapes                                                                              */

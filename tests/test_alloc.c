@@ -15,6 +15,8 @@
 
 #include "test_util.h"
 #include "typedecide.h"
+#include "typedecide_eval.h"
+#include "typedecide_run.h"
 
 /* ---- a counting allocator that can fail the Nth allocation ---------------------------------------------------- */
 

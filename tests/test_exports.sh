@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The shared library exports the public API and nothing else: its defined dynamic symbols (nm -D) are exactly the
-# functions declared with TD_API in the headers of include/, and no function of those headers lacks TD_API (the
-# rule for a new public function: TD_API, its return type and its name on the declaration's first line).
+# functions declared with TD_API in the headers of include/ (the core's typedecide.h and the applications'
+# typedecide_eval.h, typedecide_run.h, typedecide_server.h), every one of those headers declares some, and no
+# function of those headers lacks TD_API (the rule for a new public function: TD_API, its return type and its name
+# on the declaration's first line).
 set -uo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 LIB=${TD_LIB:?TD_LIB names the shared library}
@@ -17,6 +19,11 @@ grep -oE '^TD_API [^(]*\btd_[a-z0-9_]+\(' "$tmp/headers" | grep -oE 'td_[a-z0-9_
 grep -nE '^[a-z_][a-z0-9_ *]*\btd_[a-z0-9_]+\(' "$ROOT"/include/*.h | grep -vE ':(TD_API|typedef) ' >"$tmp/bare"
 [ -s "$tmp/bare" ] && fail "public functions declared without TD_API (hidden in the shared library):
 $(cat "$tmp/bare")"
+for h in "$ROOT"/include/*.h; do
+    n=$(grep -cE '^TD_API [^(]*\btd_[a-z0-9_]+\(' "$h")
+    [ "$n" -ge 1 ] || fail "$(basename "$h") declares no TD_API function (a public header that is not checked here?)"
+    echo "exports: $(basename "$h"): $n TD_API functions"
+done
 [ "$(wc -l <"$tmp/declared")" -ge 100 ] || fail "only $(wc -l <"$tmp/declared") TD_API declarations found in include/*.h"
 
 # what the library exports: every defined dynamic symbol, with its type (T: text)

@@ -1,5 +1,5 @@
-"""The ctypes mirrors of the header's structs have the header's sizes and offsets: a C program compiled against the
-installed header prints them. A field added to the header and not to python/typedecide/_lib.py fails here."""
+"""The ctypes mirrors of the headers' structs have the headers' sizes and offsets: a C program compiled against the
+installed headers prints them. A field added to the header and not to python/typedecide/_lib.py fails here."""
 
 import ctypes
 import os
@@ -20,7 +20,10 @@ def header_dir():
 
 def test_struct_layouts(tmp_path):
     cc = os.environ.get("CC", "cc")
-    lines = ["#include <stddef.h>", "#include <stdio.h>", "#include <typedecide.h>", "int main(void) {"]
+    # the core header and the applications' (typedecide_eval.h holds td_eval_params), all installed side by side
+    headers = sorted(f for f in os.listdir(header_dir()) if f.startswith("typedecide") and f.endswith(".h"))
+    assert "typedecide.h" in headers
+    lines = ["#include <stddef.h>", "#include <stdio.h>"] + ["#include <%s>" % h for h in headers] + ["int main(void) {"]
     expected = []
     for py, c in _lib.STRUCTS.items():
         cls = getattr(_lib, py)

@@ -8,7 +8,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "typedecide.h"
+#include "typedecide_eval.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "typedecide.h"
+#include "typedecide_eval.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"

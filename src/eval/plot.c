@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "typedecide.h"
+#include "typedecide_eval.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/strbuf.h"

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "typedecide_run.h"
 #include "run/run_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "typedecide_run.h"
 #include "run/run_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"

@@ -11,7 +11,7 @@
 
 #include "server/decide_batch.h"
 #include "server/request.h"
-#include "typedecide.h"
+#include "typedecide_server.h"
 
 typedef struct td_server_gen td_server_gen; /* the generation engine (generate.c) */
 

@@ -2,7 +2,7 @@
  * -DTD_SERVER=OFF): the public td_server_* functions exist, so that the library exports the same symbols in every
  * build, and td_server_start refuses with the reason. Where libmicrohttpd is found, server.c replaces this file.
  * td_server_default_params is server_params.c's, in both builds. */
-#include "typedecide.h"
+#include "typedecide_server.h"
 #include "util/error.h"
 
 td_status td_server_start(const td_model *model, const td_server_params *params, td_server **out) {

@@ -2,7 +2,7 @@
  * may fill and print them before starting either way. */
 #include <string.h>
 
-#include "typedecide.h"
+#include "typedecide_server.h"
 
 td_server_params td_server_default_params(void) {
     td_server_params p;

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "run/run_internal.h"
-#include "typedecide.h"
+#include "typedecide_run.h"
 
 #define HARNESS_MAX_PARTS 9
 
