@@ -2,7 +2,8 @@
 // engine's pool on worker_threads over shared memory), against the native tool at the same moment. Rounds
 // interleave every module, thread count and the native tool so that a change of the machine's load hits them alike;
 // each figure carries the load average taken just before it and the process's CPU time over its wall time (threads
-// that spin show as CPU time without a shorter wall time). Per round and thread count: one prefill pass of PREFILL
+// that spin show as CPU time without a shorter wall time: cpu_ms, the process's CPU time over a whole tdw_bench call,
+// is what a pool costs on a machine whose cores are taken by others). Per round and thread count: one prefill pass of PREFILL
 // random tokens, DECODE one-token passes (tdw_bench: the forward pass alone, as `typedecide bench`), and with
 // EVIDENCE > 0 one criterion over an EVIDENCE-token evidence (decide, batch mode; its probabilities must not depend
 // on the module or the count). Writes one JSON.
@@ -91,7 +92,8 @@ for (let r = 0; r < Number(nRounds); r++) {
         for (const t of counts) {
             const b = timed(() => m.bench(Number(nP), Number(nD), t));
             const row = { load: b.load, prefill_ms: b.r.prefill_ms, decode_ms_per_pass: b.r.decode_ms / b.r.decode_tokens,
-                          cpu_per_wall: b.cpu_ms / b.wall_ms, pool_jobs: b.r.pool_jobs };
+                          wall_ms: b.wall_ms, cpu_ms: b.cpu_ms, cpu_per_wall: b.cpu_ms / b.wall_ms,
+                          pool_jobs: b.r.pool_jobs };
             if (nE > 0) {
                 const c = timed(() => m.decide(t));
                 Object.assign(row, { criterion_ms: c.wall_ms, criterion_cpu_per_wall: c.cpu_ms / c.wall_ms,
@@ -115,7 +117,7 @@ for (const label of Object.keys(rounds[0])) {
     summary[label] = {};
     for (const t of counts) {
         const rs = rounds.map((r) => r[label][t]), s = {};
-        for (const k of ['prefill_ms', 'decode_ms_per_pass', 'criterion_ms', 'cpu_per_wall'])
+        for (const k of ['prefill_ms', 'decode_ms_per_pass', 'criterion_ms', 'wall_ms', 'cpu_ms', 'cpu_per_wall'])
             if (rs[0][k] !== undefined) s[k] = { median: med(rs.map((x) => x[k])), best: Math.min(...rs.map((x) => x[k])) };
         summary[label][t] = s;
     }
