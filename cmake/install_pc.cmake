@@ -1,6 +1,10 @@
-# Writes typedecide.pc at install time: the prefix in it is the one installed to (`cmake --install --prefix P`),
-# which configure time does not know. TD_PC_* come from the install(CODE) that runs just before this script.
+# Writes typedecide.pc (or TD_PC_NAME.pc: typedecide_core.pc for the core component) at install time: the prefix in
+# it is the one installed to (`cmake --install --prefix P`), which configure time does not know. TD_PC_* come from
+# the install(CODE) that runs just before this script.
 set(TD_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+if(NOT TD_PC_NAME)
+  set(TD_PC_NAME typedecide)
+endif()
 foreach(dir LIBDIR INCLUDEDIR)
   if(IS_ABSOLUTE "${TD_PC_${dir}}")
     set(TD_PC_${dir}_PATH "${TD_PC_${dir}}")
@@ -9,9 +13,9 @@ foreach(dir LIBDIR INCLUDEDIR)
   endif()
 endforeach()
 if(IS_ABSOLUTE "${TD_PC_LIBDIR}")
-  set(td_pc_file "$ENV{DESTDIR}${TD_PC_LIBDIR}/pkgconfig/typedecide.pc")
+  set(td_pc_file "$ENV{DESTDIR}${TD_PC_LIBDIR}/pkgconfig/${TD_PC_NAME}.pc")
 else()
-  set(td_pc_file "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/${TD_PC_LIBDIR}/pkgconfig/typedecide.pc")
+  set(td_pc_file "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/${TD_PC_LIBDIR}/pkgconfig/${TD_PC_NAME}.pc")
 endif()
 message(STATUS "Installing: ${td_pc_file}")
 configure_file("${TD_PC_IN}" "${td_pc_file}" @ONLY)

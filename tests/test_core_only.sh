@@ -8,6 +8,10 @@
 #  - the core library (typedecide_core), the tool and three of the core's tests build (-j2, Release), and nothing
 #    built names libmicrohttpd or MPI: no MHD_/MPI_ symbol in either library, no such NEEDED entry in the tool;
 #    a core test links only libc, libm, PCRE2, utf8proc and jansson (and the C runtime's own);
+#  - `cmake --install --component core` installs the core alone: libtypedecide_core.a, the core header typedecide.h
+#    (byte for byte include/'s; none of the applications' headers) and typedecide_core.pc, whose libraries are the
+#    core's; examples/decide.c builds against that prefix with `pkg-config --static typedecide_core` alone and
+#    decides the demo ticket as the tool does;
 #  - test_strbuf, test_tokenizer and test_engine pass there; `typedecide decide` on the demo model prints the
 #    same decisions, bit for bit, as this build's tool (TD_BIN); `typedecide serve` says it was built without the
 #    server, at once (no model is loaded) and with status 1.
@@ -66,6 +70,27 @@ for so in $needed; do
     esac
 done
 
+# the core installed alone: its library, its one header, its pkg-config file
+CP="$CB/prefix-core"
+rm -rf "$CP"
+if cmake --install "$CB" --prefix "$CP" --component core >"$CB/install-core.log" 2>&1; then
+    got=$(cd "$CP" && find . -type f -o -type l | sed 's|^\./||' | sort | tr '\n' ' ')
+    want="include/typedecide.h lib/libtypedecide_core.a lib/pkgconfig/typedecide_core.pc "
+    [ "$got" = "$want" ] || fail "cmake --install --component core installed '$got' (want '$want')"
+    cmp -s "$ROOT/include/typedecide.h" "$CP/include/typedecide.h" || fail "the installed core header differs from include/typedecide.h"
+    libs=$(PKG_CONFIG_LIBDIR="$CB/pkgconfig:$CP/lib/pkgconfig" pkg-config --static --libs typedecide_core 2>&1)
+    case "$libs" in *microhttpd* | *mpi* | *-ltypedecide\ * | *-ltypedecide) fail "typedecide_core.pc links more than the core: $libs" ;; esac
+    if cc -std=c11 "$ROOT/examples/decide.c" $(PKG_CONFIG_LIBDIR="$CB/pkgconfig:$CP/lib/pkgconfig" pkg-config --static \
+        --cflags --libs typedecide_core) -o "$CB/decide-core-example" 2>"$CB/example.err"; then
+        (cd "$ROOT" && "$CB/decide-core-example" models/demo-qwen3 models/demo/ticket.txt models/demo/criteria.jsonl) \
+            >"$CB/decide.example.jsonl" 2>"$CB/example.run.err" || fail "examples/decide.c on the core failed: $(tail -2 "$CB/example.run.err")"
+    else
+        fail "examples/decide.c does not build against the installed core: $(head -3 "$CB/example.err")"
+    fi
+else
+    fail "cmake --install --component core failed: $(tail -3 "$CB/install-core.log")"
+fi
+
 # the core's tests
 for t in test_strbuf test_tokenizer test_engine; do
     (cd "$ROOT" && TD_ROOT="$ROOT" "$CB/tests/$t" >"$CB/$t.log" 2>&1) || fail "$t failed in the core-only build: $(tail -3 "$CB/$t.log")"
@@ -80,6 +105,9 @@ args=(decide --model "$ROOT/models/demo-qwen3" --evidence "$ROOT/models/demo/tic
 [ -s "$CB/decide.core.jsonl" ] && cmp -s "$CB/decide.core.jsonl" "$CB/decide.full.jsonl" ||
     fail "decide on the demo model differs from the full build's: $(diff "$CB/decide.core.jsonl" "$CB/decide.full.jsonl" | head -4)"
 
+[ -s "$CB/decide.example.jsonl" ] && { cmp -s "$CB/decide.example.jsonl" "$CB/decide.full.jsonl" ||
+    fail "examples/decide.c on the installed core differs from the tool's decide: $(diff "$CB/decide.example.jsonl" "$CB/decide.full.jsonl" | head -4)"; }
+
 # serve: refused with the reason, before any model is loaded (the model named does not even exist)
 "$CB/typedecide" serve --model "$CB/no-such-model" --port 0 >/dev/null 2>"$CB/serve.err"
 rc=$?
@@ -89,5 +117,5 @@ grep -q "built without the HTTP server (libmicrohttpd was not found" "$CB/serve.
 grep -q "no-such-model" "$CB/serve.err" && fail "serve tried to load the model before saying it has no server"
 "$CB/typedecide" serve --help | grep -q "usage: typedecide serve" || fail "serve --help no longer prints the usage"
 
-[ "$fails" -eq 0 ] && echo "test_core_only: configured and built without libmicrohttpd and MPI; core tests, decide and serve's refusal hold"
+[ "$fails" -eq 0 ] && echo "test_core_only: configured and built without libmicrohttpd and MPI; the core installs alone (its one header) and its example decides; core tests, decide and serve's refusal hold"
 exit $((fails > 0))
