@@ -8,6 +8,7 @@
 #include "tokenizer/tokenizer_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 
 int td_bpe_merge_split(const char *s, size_t len, td_bpe_merge *out) {
     const char *sp = memchr(s, ' ', len);
@@ -212,8 +213,7 @@ td_status td_bpe_build_model(td_tokenizer *tok, const td_bpe_parts *p) {
         st = td_fail_nomem("the merge table");
         goto done;
     }
-    char *cat = NULL;
-    size_t cat_cap = 0;
+    td_strbuf cat = TD_STRBUF_INIT; /* left + right, the merged token's text */
     for (size_t i = 0; i < p->n_merges; i++) {
         const td_bpe_merge *m = &p->merges[i];
         int32_t ia, ib, im;
@@ -222,20 +222,16 @@ td_status td_bpe_build_model(td_tokenizer *tok, const td_bpe_parts *p) {
                          i, (int)m->alen, m->a, (int)m->blen, m->b);
             break;
         }
-        if (m->alen + m->blen > cat_cap) {
-            cat_cap = (m->alen + m->blen) * 2;
-            char *nc = td_realloc(cat, cat_cap);
-            if (!nc) {
-                st = td_fail_nomem("a merge");
-                break;
-            }
-            cat = nc;
+        td_strbuf_clear(&cat);
+        td_strbuf_put(&cat, m->a, m->alen);
+        td_strbuf_put(&cat, m->b, m->blen);
+        if (cat.oom) {
+            st = td_fail_nomem("a merge");
+            break;
         }
-        memcpy(cat, m->a, m->alen);
-        memcpy(cat + m->alen, m->b, m->blen);
-        if (!td_strmap_get(&tok->vocab, cat, m->alen + m->blen, &im)) {
+        if (!td_strmap_get(&tok->vocab, cat.s, cat.n, &im)) {
             st = td_fail(TD_ERR_FORMAT, "%s: %s[%zu]: the merged token \"%.*s\" is not in the vocabulary", name,
-                         p->merges_key, i, (int)(m->alen + m->blen), cat);
+                         p->merges_key, i, (int)cat.n, cat.s);
             break;
         }
         uint64_t k = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
@@ -246,7 +242,7 @@ td_status td_bpe_build_model(td_tokenizer *tok, const td_bpe_parts *p) {
             break;
         }
     }
-    td_free(cat);
+    td_strbuf_free(&cat);
 done:
     td_free(id_str);
     td_free(id_len);
