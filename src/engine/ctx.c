@@ -125,6 +125,8 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     add(pl, &ctx->pass.grp_tok, B, sizeof(int32_t), 0);
     add(pl, &ctx->pass.rope_cs, (int64_t)c->n_rope * B * c->rotary_dim, sizeof(float), 0);
     add(pl, &ctx->pass.row_bad, B, 1, 0);
+    add(pl, &ctx->pass.seq_tmp, p->n_seq_max, sizeof(int32_t), 0);
+    add(pl, &ctx->pass.pos_tmp, n_ctx, sizeof(int32_t), 0);
 
     /* activations */
     td_acts *a = &ctx->act;
@@ -298,10 +300,11 @@ static td_status validate(const td_ctx *ctx, const td_batch *b) {
     if (n_out > ctx->p.n_outputs_max)
         return td_fail(TD_ERR_RANGE, "batch asks for %d outputs but the context was created for %d (n_outputs_max)",
                        n_out, ctx->p.n_outputs_max);
-    /* positions: each sequence grows at its end, in batch order */
+    /* positions: each sequence grows at its end, in batch order (seen[s]: its tokens before this one) */
+    int32_t *seen = ctx->pass.seq_tmp;
+    for (int32_t i = 0; i < b->n; i++) seen[b->seq[i]] = 0;
     for (int32_t i = 0; i < b->n; i++) {
-        int32_t expect = ctx->kv.seqs[b->seq[i]].len;
-        for (int32_t j = 0; j < i; j++) expect += b->seq[j] == b->seq[i];
+        int32_t expect = ctx->kv.seqs[b->seq[i]].len + seen[b->seq[i]]++;
         if (b->pos[i] != expect)
             return td_fail(TD_ERR_INVALID_ARG, "token %d of sequence %d has position %d; the next position is %d", i,
                            b->seq[i], b->pos[i], expect);
@@ -317,20 +320,28 @@ static td_status validate(const td_ctx *ctx, const td_batch *b) {
  * prefill), all of its keys. */
 static void group_by_sequence(td_ctx *ctx) {
     td_pass *ps = &ctx->pass;
-    int32_t n = ps->n_tokens;
+    int32_t n = ps->n_tokens, *group = ps->seq_tmp; /* group[s]: sequence s's group, -1 before its first token */
     ps->n_groups = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int known = 0;
-        for (int32_t g = 0; g < ps->n_groups && !known; g++) known = ps->grp_seq[g] == ps->tok_seq[i];
-        if (!known) ps->grp_seq[ps->n_groups++] = ps->tok_seq[i];
-    }
+    for (int32_t i = 0; i < n; i++) group[ps->tok_seq[i]] = -1;
+    for (int32_t i = 0; i < n; i++) /* groups in the order of their first token; grp_off counts, then offsets */
+        if (group[ps->tok_seq[i]] < 0) {
+            group[ps->tok_seq[i]] = ps->n_groups;
+            ps->grp_seq[ps->n_groups] = ps->tok_seq[i];
+            ps->grp_off[ps->n_groups++] = 0;
+        }
+    for (int32_t i = 0; i < n; i++) ps->grp_off[group[ps->tok_seq[i]]]++;
     int32_t k = 0;
-    for (int32_t g = 0; g < ps->n_groups; g++) {
+    for (int32_t g = 0; g <= ps->n_groups; g++) {
+        int32_t c = g < ps->n_groups ? ps->grp_off[g] : 0;
         ps->grp_off[g] = k;
-        for (int32_t i = 0; i < n; i++)
-            if (ps->tok_seq[i] == ps->grp_seq[g]) ps->grp_tok[k++] = i;
+        k += c;
     }
-    ps->grp_off[ps->n_groups] = k;
+    for (int32_t i = 0; i < n; i++) { /* batch order inside each group; grp_off[g] advances, then steps back */
+        int32_t g = group[ps->tok_seq[i]];
+        ps->grp_tok[ps->grp_off[g]++] = i;
+    }
+    for (int32_t g = ps->n_groups; g > 0; g--) ps->grp_off[g] = ps->grp_off[g - 1];
+    ps->grp_off[0] = 0;
     ps->n_pre = 0;
     if (!ctx->act.pre_kv) return;
     if (ps->n_groups == 1) {
@@ -370,10 +381,17 @@ static td_status prepare_pass(td_ctx *ctx, const td_batch *b) {
     }
     group_by_sequence(ctx);
     int64_t rot = ctx->model->cfg.rotary_dim;
-    for (int set = 0; set < ctx->model->cfg.n_rope; set++) /* each set's tables, n_batch rows apart */
-        for (int32_t i = 0; i < b->n; i++)
-            td_rope_table(ps->rope_cs + ((int64_t)set * ctx->p.n_batch + i) * rot, rot, ctx->inv_freq + set * (rot / 2),
-                          ps->tok_pos[i]);
+    int32_t *first = ps->pos_tmp; /* a table depends on the position alone: made once per position of the pass */
+    for (int32_t i = 0; i < b->n; i++) first[ps->tok_pos[i]] = -1;
+    for (int32_t i = 0; i < b->n; i++) {
+        int32_t f = first[ps->tok_pos[i]];
+        if (f < 0) first[ps->tok_pos[i]] = i;
+        for (int set = 0; set < ctx->model->cfg.n_rope; set++) { /* each set's tables, n_batch rows apart */
+            float *row = ps->rope_cs + ((int64_t)set * ctx->p.n_batch + i) * rot;
+            if (f < 0) td_rope_table(row, rot, ctx->inv_freq + set * (rot / 2), ps->tok_pos[i]);
+            else memcpy(row, ps->rope_cs + ((int64_t)set * ctx->p.n_batch + f) * rot, (size_t)rot * sizeof *row);
+        }
+    }
     return TD_OK;
 }
 

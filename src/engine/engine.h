@@ -69,6 +69,8 @@ typedef struct td_pass {
                          short to matter), or all of a single sequence's keys when its tokens make several tasks */
     float *rope_cs;   /* [n_rope, n_batch, rotary_dim] each token's cosines and sines (td_rope_table), per RoPE set */
     uint8_t *row_bad; /* [n_batch] a row of the residual stream held NaN or infinity after the last step */
+    int32_t *seq_tmp; /* [n_seq_max] scratch while a pass is prepared (tokens seen so far; group index) */
+    int32_t *pos_tmp; /* [n_ctx] scratch while a pass is prepared: the first token at each position */
 } td_pass;
 
 /* Where a pass met a non-finite value (td_ctx_nonfinite). */
