@@ -8,7 +8,9 @@
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/utf8.h"
+#include "util/grow.h"
 #include "util/hashmap.h"
+#include "util/strbuf.h"
 
 #define MAX_STRING (1ull << 30)
 #define MAX_ARRAY (1ull << 30)
@@ -445,29 +447,15 @@ typedef struct wtensor {
 } wtensor;
 
 struct td_gguf_writer {
-    uint8_t *kv;
-    size_t kv_len, kv_cap;
+    td_strbuf kv; /* the metadata's bytes (kv.oom: an allocation failed, reported by the next call) */
     uint64_t n_kv;
     wtensor *t;
-    int64_t n_t, cap_t;
-    int oom;
+    int64_t n_t;
+    size_t cap_t;
 };
 
 static void put(td_gguf_writer *w, const void *p, size_t n) {
-    if (w->oom) return;
-    if (w->kv_len + n > w->kv_cap) {
-        size_t cap = w->kv_cap ? w->kv_cap * 2 : 4096;
-        while (cap < w->kv_len + n) cap *= 2;
-        uint8_t *nk = td_realloc(w->kv, cap);
-        if (!nk) {
-            w->oom = 1;
-            return;
-        }
-        w->kv = nk;
-        w->kv_cap = cap;
-    }
-    memcpy(w->kv + w->kv_len, p, n);
-    w->kv_len += n;
+    if (n) td_strbuf_put(&w->kv, p, n);
 }
 
 static void put_u32(td_gguf_writer *w, uint32_t v) {
@@ -490,7 +478,7 @@ static td_status key_type(td_gguf_writer *w, const char *key, uint32_t t) {
     put_str(w, key, strlen(key));
     put_u32(w, t);
     w->n_kv++;
-    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+    return w->kv.oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 td_status td_gguf_writer_new(td_gguf_writer **out) {
@@ -502,20 +490,20 @@ void td_gguf_writer_free(td_gguf_writer *w) {
     if (!w) return;
     for (int64_t i = 0; i < w->n_t; i++) td_free(w->t[i].data);
     td_free(w->t);
-    td_free(w->kv);
+    td_strbuf_free(&w->kv);
     td_free(w);
 }
 
 td_status td_gguf_add_u32(td_gguf_writer *w, const char *key, uint32_t v) {
     key_type(w, key, TD_GGUF_U32);
     put_u32(w, v);
-    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+    return w->kv.oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 td_status td_gguf_add_i32(td_gguf_writer *w, const char *key, int32_t v) {
     key_type(w, key, TD_GGUF_I32);
     put_u32(w, (uint32_t)v);
-    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+    return w->kv.oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 td_status td_gguf_add_f32(td_gguf_writer *w, const char *key, float v) {
@@ -523,14 +511,14 @@ td_status td_gguf_add_f32(td_gguf_writer *w, const char *key, float v) {
     memcpy(&u, &v, 4);
     key_type(w, key, TD_GGUF_F32);
     put_u32(w, u);
-    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+    return w->kv.oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 td_status td_gguf_add_bool(td_gguf_writer *w, const char *key, int v) {
     uint8_t b = v != 0;
     key_type(w, key, TD_GGUF_BOOL);
     put(w, &b, 1);
-    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+    return w->kv.oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 /* GGUF strings are UTF-8: a value that is not is refused, naming the key and the byte. */
@@ -547,7 +535,7 @@ td_status td_gguf_add_str(td_gguf_writer *w, const char *key, const char *s, siz
     if (st != TD_OK) return st;
     key_type(w, key, TD_GGUF_STRING);
     put_str(w, s, len);
-    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+    return w->kv.oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 td_status td_gguf_add_str_array(td_gguf_writer *w, const char *key, const char *const *s, const size_t *len, uint64_t n) {
@@ -559,7 +547,7 @@ td_status td_gguf_add_str_array(td_gguf_writer *w, const char *key, const char *
     put_u32(w, TD_GGUF_STRING);
     put_u64(w, n);
     for (uint64_t i = 0; i < n; i++) put_str(w, s[i], len[i]);
-    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+    return w->kv.oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 td_status td_gguf_add_i32_array(td_gguf_writer *w, const char *key, const int32_t *v, uint64_t n) {
@@ -567,7 +555,7 @@ td_status td_gguf_add_i32_array(td_gguf_writer *w, const char *key, const int32_
     put_u32(w, TD_GGUF_I32);
     put_u64(w, n);
     for (uint64_t i = 0; i < n; i++) put_u32(w, (uint32_t)v[i]);
-    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+    return w->kv.oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 td_status td_gguf_add_f32_array(td_gguf_writer *w, const char *key, const float *v, uint64_t n) {
@@ -579,7 +567,7 @@ td_status td_gguf_add_f32_array(td_gguf_writer *w, const char *key, const float 
         memcpy(&u, &v[i], 4);
         put_u32(w, u);
     }
-    return w->oom ? td_fail_nomem("GGUF metadata") : TD_OK;
+    return w->kv.oom ? td_fail_nomem("GGUF metadata") : TD_OK;
 }
 
 td_status td_gguf_add_tensor(td_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne, void *data,
@@ -588,16 +576,12 @@ td_status td_gguf_add_tensor(td_gguf_writer *w, const char *name, int type, int 
         td_free(data);
         return td_fail(TD_ERR_INVALID_ARG, "GGUF tensor %s: name too long or bad dimensions", name);
     }
-    if (w->n_t == w->cap_t) {
-        int64_t cap = w->cap_t ? w->cap_t * 2 : 64;
-        wtensor *nt = td_realloc(w->t, (size_t)cap * sizeof *nt);
-        if (!nt) {
-            td_free(data);
-            return td_fail_nomem("GGUF tensors");
-        }
-        w->t = nt;
-        w->cap_t = cap;
+    wtensor *nt = td_grow(w->t, &w->cap_t, (size_t)w->n_t + 1, sizeof *nt, 64);
+    if (!nt) {
+        td_free(data);
+        return td_fail_nomem("GGUF tensors");
     }
+    w->t = nt;
     wtensor *t = &w->t[w->n_t++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -610,14 +594,14 @@ td_status td_gguf_add_tensor(td_gguf_writer *w, const char *name, int type, int 
 }
 
 td_status td_gguf_write(td_gguf_writer *w, const char *path) {
-    if (w->oom) return td_fail_nomem("GGUF metadata");
+    if (w->kv.oom) return td_fail_nomem("GGUF metadata");
     const uint64_t A = 32;
     td_gguf_writer hdr = {0}; /* header and tensor infos, built with the same helpers */
     put_u32(&hdr, 0x46554747u);
     put_u32(&hdr, 3);
     put_u64(&hdr, (uint64_t)w->n_t);
     put_u64(&hdr, w->n_kv);
-    put(&hdr, w->kv, w->kv_len);
+    put(&hdr, w->kv.s, w->kv.n);
     uint64_t off = 0;
     for (int64_t i = 0; i < w->n_t; i++) { /* offsets strictly sequential, each tensor padded to the alignment */
         const wtensor *t = &w->t[i];
@@ -629,10 +613,10 @@ td_status td_gguf_write(td_gguf_writer *w, const char *path) {
         off += (t->nbytes + A - 1) / A * A;
     }
     static const uint8_t zeros[32] = {0};
-    size_t pad = (size_t)((A - hdr.kv_len % A) % A);
+    size_t pad = (size_t)((A - hdr.kv.n % A) % A);
     put(&hdr, zeros, pad);
-    if (hdr.oom) {
-        td_free(hdr.kv);
+    if (hdr.kv.oom) {
+        td_strbuf_free(&hdr.kv);
         return td_fail_nomem("the GGUF header");
     }
     /* written beside the target and renamed over it: no half-written model, and whatever was at path before (a
@@ -640,11 +624,11 @@ td_status td_gguf_write(td_gguf_writer *w, const char *path) {
     td_wfile f;
     td_status st = td_wfile_open(&f, path, 0);
     if (st != TD_OK) {
-        td_free(hdr.kv);
+        td_strbuf_free(&hdr.kv);
         return st;
     }
-    int ok = fwrite(hdr.kv, 1, hdr.kv_len, f.f) == hdr.kv_len;
-    td_free(hdr.kv);
+    int ok = fwrite(hdr.kv.s, 1, hdr.kv.n, f.f) == hdr.kv.n;
+    td_strbuf_free(&hdr.kv);
     for (int64_t i = 0; ok && i < w->n_t; i++) {
         const wtensor *t = &w->t[i];
         ok = fwrite(t->data, 1, t->nbytes, f.f) == t->nbytes;

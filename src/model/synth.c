@@ -14,13 +14,15 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/grow.h"
 #include "util/dtype.h"
 #include "util/half.h"
 #include "util/hashmap.h"
 
 typedef struct spec_list {
     td_st_write_tensor *t;
-    int n, cap;
+    int n;
+    size_t cap_t, cap_norm;
     int *is_norm; /* 0: not a norm; 1: a norm that scales by w; 2: one that scales by (1 + w) */
     td_dtype dtype;
 } spec_list;
@@ -29,15 +31,11 @@ static const char *dtype_str(td_dtype t) { return t == TD_DTYPE_F32 ? "F32" : t 
 
 static td_status collect(void *user, const td_tensor_spec *s) {
     spec_list *l = user;
-    if (l->n == l->cap) {
-        int cap = l->cap ? l->cap * 2 : 256;
-        td_st_write_tensor *nt = td_realloc(l->t, (size_t)cap * sizeof *nt);
-        int *nn = td_realloc(l->is_norm, (size_t)cap * sizeof *nn);
-        if (nt) l->t = nt;
-        if (nn) l->is_norm = nn;
-        if (!nt || !nn) return td_fail_nomem("the tensor list");
-        l->cap = cap;
-    }
+    td_st_write_tensor *nt = td_grow(l->t, &l->cap_t, (size_t)l->n + 1, sizeof *nt, 256);
+    if (nt) l->t = nt;
+    int *nn = nt ? td_grow(l->is_norm, &l->cap_norm, (size_t)l->n + 1, sizeof *nn, 256) : NULL;
+    if (nn) l->is_norm = nn;
+    if (!nt || !nn) return td_fail_nomem("the tensor list");
     td_st_write_tensor *t = &l->t[l->n];
     memset(t, 0, sizeof *t);
     t->name = td_strdup(s->name);

@@ -22,6 +22,7 @@
 #include "server/server_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/grow.h"
 #include "util/strbuf.h"
 
 /* One choice: a td_gen request and what came back. */
@@ -29,7 +30,8 @@ typedef struct choice {
     int64_t id;                  /* td_gen's, 0 until submitted */
     int done, cancel_sent;
     td_strbuf text;              /* what came back so far */
-    int32_t *toks, n_tok, cap_tok, cap_lps, cap_top_ids, cap_top_lps;
+    int32_t *toks, n_tok;
+    size_t cap_tok, cap_lps, cap_top_ids, cap_top_lps;
     float *lps;                  /* [n_tok] */
     int32_t *top_ids;            /* [n_tok * n_top] */
     float *top_lps;
@@ -97,14 +99,21 @@ static void job_unref(job *j) {
     if (--j->refs == 0) job_free(j);
 }
 
-static int grow(void **p, int32_t *cap, int32_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    int32_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *np = td_realloc(*p, (size_t)c * elem);
-    if (!np) return -1;
-    *p = np;
-    *cap = c;
+/* Room for n tokens and their n * k alternatives in a choice: 0, or -1 (what grew keeps its new room). */
+static int token_room(choice *c, size_t n, size_t k) {
+    int32_t *t = td_grow(c->toks, &c->cap_tok, n, sizeof *t, 64);
+    if (!t) return -1;
+    c->toks = t;
+    float *l = td_grow(c->lps, &c->cap_lps, n, sizeof *l, 64);
+    if (!l) return -1;
+    c->lps = l;
+    if (!k) return 0;
+    int32_t *ti = td_grow(c->top_ids, &c->cap_top_ids, n * k, sizeof *ti, 64);
+    if (!ti) return -1;
+    c->top_ids = ti;
+    float *tl = td_grow(c->top_lps, &c->cap_top_lps, n * k, sizeof *tl, 64);
+    if (!tl) return -1;
+    c->top_lps = tl;
     return 0;
 }
 
@@ -164,10 +173,7 @@ static void take_event(td_server_gen *G, const td_gen_event *ev) {
         }
     } else if (ev->kind == TD_GEN_EVENT_TOKEN) {
         int32_t n = c->n_tok + 1, k = j->n_top;
-        if (grow((void **)&c->toks, &c->cap_tok, n, sizeof *c->toks) || grow((void **)&c->lps, &c->cap_lps, n, sizeof *c->lps) ||
-            (k && (grow((void **)&c->top_ids, &c->cap_top_ids, n * k, sizeof *c->top_ids) ||
-                   grow((void **)&c->top_lps, &c->cap_top_lps, n * k, sizeof *c->top_lps))))
-            oom = 1;
+        if (token_room(c, (size_t)n, (size_t)k)) oom = 1;
         else {
             c->toks[c->n_tok] = ev->token;
             c->lps[c->n_tok] = ev->logprob;
