@@ -23,7 +23,7 @@ wasm_build_or_skip
 # Q4_0 weights, which the relaxed SIMD set computes in its own module: the demo model exported to Q4_0, under the
 # build folder (the static server serves the repository)
 q4=${TD_WASM_BUILD_DIR:-web/build/wasm}/test-demo-qwen3-q4_0.gguf
-"$BIN" export --model models/demo-qwen3 --quant q4_0 -o "$q4" >/dev/null 2>"$tmp/export.log" ||
+"$BIN" export --model models/demo-qwen3 --quant q4_0 -o "$q4" --force >/dev/null 2>"$tmp/export.log" ||
     { cat "$tmp/export.log" >&2; fail "export of the Q4_0 model"; }
 MODELS+=("$(realpath --relative-to=. "$q4")")
 native_refs
