@@ -12,21 +12,32 @@
 #define ROW_NT 256
 #define EW_NT 256
 
+/* The second half of a row's RMSNorm, for every kernel that norms a row (so all give its bits): ss is this thread's
+ * fold of x[i]^2 (double) over i = tid, tid + ROW_NT, ... ascending; the block's fixed tree sums the folds, then
+ * y[i] = (x[i] * s) * w'[i]. y may be x: each thread rewrites only the elements it read, after the block's barrier. */
+__device__ __forceinline__ void norm_row(float *y, const float *x, const float *__restrict__ w, int64_t n, float eps,
+                                         int zero_centred, double ss, double *sh) {
+    ss = td_dev_block_sum<ROW_NT>(ss, sh);
+    const float s = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
+    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
+        float wi = zero_centred ? 1.0f + w[i] : w[i];
+        y[i] = (x[i] * s) * wi;
+    }
+}
+
+/* This thread's fold of x[i]^2 for norm_row. */
+__device__ __forceinline__ double row_squares(const float *x, int64_t n) {
+    double ss = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) ss += (double)x[i] * (double)x[i];
+    return ss;
+}
+
 __global__ void __launch_bounds__(ROW_NT) rmsnorm_kernel(float *y, const float *x, const float *__restrict__ w,
                                                          int64_t per, int64_t ld_outer, int64_t ld_inner, int64_t n,
                                                          float eps, int zero_centred) {
     __shared__ double sh[ROW_NT / 32 + 1];
     const int64_t r = blockIdx.x, off = (r / per) * ld_outer + (r % per) * ld_inner;
-    const float *xr = x + off;
-    float *yr = y + off; /* may be xr: each thread rewrites only the elements it read */
-    double ss = 0.0;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) ss += (double)xr[i] * (double)xr[i];
-    ss = td_dev_block_sum<ROW_NT>(ss, sh);
-    const float s = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
-    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
-        float wi = zero_centred ? 1.0f + w[i] : w[i];
-        yr[i] = (xr[i] * s) * wi;
-    }
+    norm_row(y + off, x + off, w, n, eps, zero_centred, row_squares(x + off, n), sh);
 }
 
 extern "C" int td_cu_rmsnorm(float *y, const float *x, const float *w, int64_t R, int64_t per, int64_t ld_outer,
@@ -80,14 +91,7 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
     float *xh = isq ? q + t * ldq + h * qhs : k + t * ldk + h * hd;
     const float *w = isq ? qw : kw;
     if (w) {
-        double ss = 0.0;
-        for (int64_t i = threadIdx.x; i < hd; i += ROW_NT) ss += (double)xh[i] * (double)xh[i];
-        ss = td_dev_block_sum<ROW_NT>(ss, sh);
-        const float s = (float)(1.0 / sqrt((double)(float)(ss / (double)hd) + (double)eps));
-        for (int64_t i = threadIdx.x; i < hd; i += ROW_NT) {
-            float wi = zero_centred ? 1.0f + w[i] : w[i];
-            xh[i] = (xh[i] * s) * wi;
-        }
+        norm_row(xh, xh, w, hd, eps, zero_centred, row_squares(xh, hd), sh);
         __syncthreads();
     }
     const int64_t half = rot / 2;
@@ -286,13 +290,7 @@ __global__ void __launch_bounds__(ROW_NT) add_rows_norm_kernel(float *x, const f
         uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
         atomicMin(fault, ((unsigned long long)code << 32) | tok);
     }
-    ss = td_dev_block_sum<ROW_NT>(ss, sh);
-    const float s = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
-    float *o = out + r * n;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
-        float wi = zero_centred ? 1.0f + w[i] : w[i];
-        o[i] = (xr[i] * s) * wi;
-    }
+    norm_row(out + r * n, xr, w, n, eps, zero_centred, ss, sh);
 }
 
 extern "C" int td_cu_add_rows_norm(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok,
