@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A synthetic corpus for `typedecide run`: DOCS support tickets (60-90 words each, as bench/run.sh's) and the 12
+# A synthetic corpus for `typedecide run` (bench/run.sh, bench/cuda_device.sh): DOCS support tickets (60-90 words) and the 12
 # criteria (2 to 5 options) every document is decided on; the same bytes for a given DOCS on every machine (awk's
 # srand(18)). Made where it runs (bench/cuda_device.sh makes 10,000 on the GPU host): no big file in the repository.
 # Usage: bash bench/corpus_gen.sh DOCS DIR   -> DIR/docs-DOCS.jsonl, DIR/criteria.jsonl
