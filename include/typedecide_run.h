@@ -74,7 +74,23 @@ extern "C" {
  *
  * Shards: the k-th document of the input (0-based, counting non-blank lines, bad ones included) belongs to shard
  * k % n_shards. A run with shard = I decides only its share, so that N runs (processes, machines, a Slurm array)
- * cover the corpus once; td_run_merge joins their results files into the one a single run writes. */
+ * cover the corpus once; td_run_merge joins their results files into the one a single run writes.
+ *
+ * Documents per pass (params.docs_per_pass = N > 1; for a GPU, whose small passes are bound by launches, not by
+ * arithmetic): up to N documents of the share are read ahead and checked, then decided by one td_decide_multi call
+ * (their evidences prefilled together, all their criteria in shared forward passes), then their lines are written
+ * in input order, each with one write(), exactly as one document at a time writes them: each decision is
+ * bit-identical to td_decide's for that document alone, and with timing off the results and errors files are the
+ * same bytes for every N. A bad line takes its place in input order in the errors file; a document refused by
+ * td_decide's checks (TD_ERR_RANGE, TD_ERR_FORMAT, TD_ERR_INVALID_ARG) is a bad line as with N = 1; any other
+ * failure stops the run after every earlier document of the window is written (the later ones are not: a resumed
+ * run decides them). With params.strict a bad line found while reading ends the window there, and the first bad
+ * line stops the run as with N = 1. "ms" (timing) is then the wall time of the window's td_decide_multi call
+ * divided by the documents decided in it. docs_per_pass is not part of the provenance (the bytes do not depend on
+ * it): a run resumed with another N continues the same files. Memory: the window's N documents (their parsed
+ * lines, criteria and decisions) are held at once: up to about N x max_line_bytes of text, beside the decider's
+ * context (sized by its memory budget). params.progress is still called after every document (those of a window
+ * come together, once it is decided). */
 typedef struct td_run_stats {
     int64_t docs_total;   /* documents in this run's share of the input (known before the first decision) */
     int64_t docs_done;    /* decided and written by this run */
@@ -107,7 +123,13 @@ typedef struct td_run_params {
     const char *identity;       /* what else the results depend on (the model's fingerprint, the decider's
                                    settings): recorded in the provenance and compared by resume; NULL: "" */
     int64_t max_line_bytes;     /* the longest input line read (default 64 MiB); 0: no limit */
+    int32_t docs_per_pass;      /* documents decided together (default 1; 0 counts as 1; at most
+                                   TD_RUN_MAX_DOCS_PER_PASS): 1 decides each document with td_decide; N > 1 reads up
+                                   to N documents of the share ahead and decides them with one td_decide_multi call
+                                   (see "Documents per pass" above) */
 } td_run_params;
+
+#define TD_RUN_MAX_DOCS_PER_PASS 4096
 
 TD_API td_run_params td_run_default_params(void);
 

@@ -41,6 +41,7 @@ td_run_params td_run_default_params(void) {
     p.checkpoint_seconds = 10.0;
     p.sync = 1;
     p.max_line_bytes = TD_RUN_MAX_LINE_DEFAULT;
+    p.docs_per_pass = 1;
     return p;
 }
 
@@ -181,9 +182,9 @@ typedef struct runner {
     const char *input, *out_path, *err_path;
     int out_fd, err_fd;
     const td_rows *global;      /* criteria of every document, or NULL */
-    td_criterion *crit;         /* the current document's criteria */
-    td_decision *dec;
-    int32_t crit_cap;
+    struct doc_slot *win;       /* the documents read ahead (params.docs_per_pass), in input order */
+    td_decide_group *groups;    /* [docs_per_pass]: the window's td_decide_multi call */
+    int32_t win_cap, n_win;
     td_idset done, reported;    /* input line numbers in the results; in the errors */
     const int32_t *share;       /* resume: the input line of every document of the share, ascending */
     const uint64_t *digests;    /* resume: their doc_hash (NULL: not checked, td_run_repair) */
@@ -197,6 +198,31 @@ typedef struct runner {
 } runner;
 
 enum { DOC_OK = 0, DOC_BAD = 1, DOC_FATAL = 2 };
+
+/* A document read and checked, waiting for its decision (alone, or with the window's other documents in one
+ * td_decide_multi call): everything its results or errors line needs. */
+typedef struct doc_slot {
+    int32_t lineno;
+    uint64_t doc_hash;
+    json_t *doc;          /* the parsed line: the evidence is borrowed from it */
+    char *id;             /* NULL when the line has none (a bad line) */
+    td_rows *own;         /* the line's own criteria */
+    td_criterion *crit;   /* [n]: the criteria file's, then the line's own */
+    td_decision *dec;
+    int32_t n, cap;       /* cap: room in crit and dec, kept from document to document */
+    const char *ev;
+    size_t ev_len;
+    char *why;            /* a bad line (found before deciding): its reason; NULL: to be decided */
+} doc_slot;
+
+/* Forgets a slot's document (its criteria arrays stay for the next one). */
+static void slot_clear(doc_slot *ds) {
+    json_decref(ds->doc);
+    td_rows_free(ds->own);
+    td_free(ds->id);
+    td_free(ds->why);
+    ds->doc = NULL, ds->own = NULL, ds->id = NULL, ds->why = NULL, ds->n = 0, ds->ev = NULL, ds->ev_len = 0;
+}
 
 static td_status checkpoint(runner *rn) {
     td_status st = rn->p->sync ? sync_fd(rn->out_fd, rn->out_path) : TD_OK;
@@ -284,7 +310,7 @@ static td_status bad_line(runner *rn, int32_t lineno, const char *id) {
     } while (0)
 
 /* The document's criteria: the global ones, then the line's own (parsed as criteria rows into *own). */
-static int gather_criteria(runner *rn, json_t *doc, const char *id, int32_t lineno, td_rows **own, int32_t *n) {
+static int gather_criteria(runner *rn, doc_slot *ds, json_t *doc, const char *id, td_rows **own, int32_t *n) {
     int rc = DOC_OK;
     json_t *cj = json_object_get(doc, "criteria");
     char *text = NULL;
@@ -324,20 +350,20 @@ static int gather_criteria(runner *rn, json_t *doc, const char *id, int32_t line
     }
     int32_t ng = td_rows_count(rn->global), no = td_rows_count(*own), total = ng + no;
     if (total == 0) BAD("document \"%s\" has no criteria (no criteria file and no \"criteria\" of its own)", id);
-    if (total > rn->crit_cap) {
-        td_criterion *nc = td_realloc(rn->crit, (size_t)total * sizeof *nc);
-        if (nc) rn->crit = nc;
-        td_decision *nd = nc ? td_realloc(rn->dec, (size_t)total * sizeof *nd) : NULL;
-        if (nd) rn->dec = nd;
+    if (total > ds->cap) {
+        td_criterion *nc = td_realloc(ds->crit, (size_t)total * sizeof *nc);
+        if (nc) ds->crit = nc;
+        td_decision *nd = nc ? td_realloc(ds->dec, (size_t)total * sizeof *nd) : NULL;
+        if (nd) ds->dec = nd;
         if (!nc || !nd) {
             td_fail_nomem("a document's criteria");
             rc = DOC_FATAL;
             goto done;
         }
-        rn->crit_cap = total;
+        ds->cap = total;
     }
-    for (int32_t i = 0; i < ng; i++) rn->crit[i] = td_rows_get(rn->global, i)->criterion;
-    for (int32_t i = 0; i < no; i++) rn->crit[ng + i] = td_rows_get(*own, i)->criterion;
+    for (int32_t i = 0; i < ng; i++) ds->crit[i] = td_rows_get(rn->global, i)->criterion;
+    for (int32_t i = 0; i < no; i++) ds->crit[ng + i] = td_rows_get(*own, i)->criterion;
     if (no > 0) { /* ids distinct within the document */
         td_strmap m;
         if (td_strmap_init(&m, (size_t)total) != 0) {
@@ -347,7 +373,7 @@ static int gather_criteria(runner *rn, json_t *doc, const char *id, int32_t line
         }
         for (int32_t i = 0; i < total && rc == DOC_OK; i++) {
             int32_t j;
-            const char *cid = rn->crit[i].id;
+            const char *cid = ds->crit[i].id;
             if (td_strmap_get(&m, cid, strlen(cid), &j)) {
                 snprintf(rn->why, sizeof rn->why, "document \"%s\": criterion id \"%s\" appears twice", id, cid);
                 rc = DOC_BAD;
@@ -357,22 +383,21 @@ static int gather_criteria(runner *rn, json_t *doc, const char *id, int32_t line
         td_strmap_free(&m);
     }
     *n = total;
-    (void)lineno;
 done:
     td_free(text);
     return rc;
 }
 
 /* The results line of a decided document. */
-static td_status write_result(runner *rn, const char *id, int32_t lineno, int32_t n, double ms) {
+static td_status write_result(runner *rn, const doc_slot *ds, double ms) {
     uint64_t f0 = td_alloc_failures();
     const char *letters = td_decider_letters(rn->d);
     json_t *o = json_object(), *decs = json_array();
-    json_object_set_new(o, "id", json_string(id));
-    json_object_set_new(o, "line", json_integer(lineno));
-    for (int32_t i = 0; i < n; i++) {
-        const td_criterion *c = &rn->crit[i];
-        const td_decision *dc = &rn->dec[i];
+    json_object_set_new(o, "id", json_string(ds->id));
+    json_object_set_new(o, "line", json_integer(ds->lineno));
+    for (int32_t i = 0; i < ds->n; i++) {
+        const td_criterion *c = &ds->crit[i];
+        const td_decision *dc = &ds->dec[i];
         json_t *x = json_object(), *opts = json_array(), *probs = json_array();
         for (int32_t k = 0; k < c->n_options; k++) {
             json_array_append_new(opts, json_string(c->option_ids[k]));
@@ -395,67 +420,111 @@ static td_status write_result(runner *rn, const char *id, int32_t lineno, int32_
     return st;
 }
 
-/* One line of the share (not done yet): decided and written, or recorded as bad. */
-static td_status run_line(runner *rn, const char *text, size_t len, int too_long, int32_t lineno) {
+/* One line of the share (not done yet), read and checked into a slot: TD_OK (ds->why set for a bad line), or a
+ * failure that stops the run (out of memory). */
+static td_status prepare_line(runner *rn, doc_slot *ds, const char *text, size_t len, int too_long) {
     json_error_t e;
     int oom = 0, rc = DOC_OK;
-    td_rows *own = NULL;
-    char *id = NULL;
     td_status st = TD_OK;
-    int32_t n = 0;
-    double t0;
     json_t *ev;
-    json_t *doc = NULL;
     if (too_long)
         BAD("the line is longer than %lld bytes, the most a document line may have", (long long)rn->p->max_line_bytes);
-    doc = td_json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
-    if (oom) {
-        st = td_fail(TD_ERR_NOMEM, "%s:%d: out of memory reading the line", rn->input, lineno);
-        goto out;
-    }
-    if (!doc) BAD("column %d: malformed JSON: %s", e.column, e.text);
-    if (!json_is_object(doc)) BAD("expected a JSON object {\"id\", \"evidence\", ...}");
-    if (!(id = td_json_id(json_object_get(doc, "id"), &oom))) {
-        if (oom) {
-            st = td_fail_nomem("a document id");
-            goto out;
-        }
+    ds->doc = td_json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &e, &oom);
+    if (oom) return td_fail(TD_ERR_NOMEM, "%s:%d: out of memory reading the line", rn->input, ds->lineno);
+    if (!ds->doc) BAD("column %d: malformed JSON: %s", e.column, e.text);
+    if (!json_is_object(ds->doc)) BAD("expected a JSON object {\"id\", \"evidence\", ...}");
+    if (!(ds->id = td_json_id(json_object_get(ds->doc, "id"), &oom))) {
+        if (oom) return td_fail_nomem("a document id");
         BAD("missing \"id\" (a string or an integer)");
     }
-    if (id_has_nul(json_object_get(doc, "id"))) {
-        td_free(id);
-        id = NULL;
+    if (id_has_nul(json_object_get(ds->doc, "id"))) {
+        td_free(ds->id);
+        ds->id = NULL;
         BAD("the \"id\" holds a NUL character");
     }
-    ev = json_object_get(doc, "evidence");
-    if (!json_is_string(ev)) BAD("document \"%s\": missing string \"evidence\"", id);
-    rc = gather_criteria(rn, doc, id, lineno, &own, &n);
-    if (rc != DOC_OK) goto done;
-    t0 = now_s();
-    st = td_decide(rn->d, json_string_value(ev), json_string_length(ev), rn->crit, n, rn->dec);
-    if (st == TD_ERR_RANGE || st == TD_ERR_FORMAT || st == TD_ERR_INVALID_ARG) { /* the document's fault */
-        st = TD_OK;
-        BAD("document \"%s\": %s", id, td_last_error());
-    }
-    if (st != TD_OK) {
-        td_fail_context(st, "%s:%d: document \"%s\"", rn->input, lineno, id);
-        goto out;
-    }
-    if ((st = write_result(rn, id, lineno, n, 1e3 * (now_s() - t0))) != TD_OK) goto out;
-    rn->s.docs_done++;
-    rn->s.criteria += n;
-    st = maybe_checkpoint(rn);
-    goto out;
+    ev = json_object_get(ds->doc, "evidence");
+    if (!json_is_string(ev)) BAD("document \"%s\": missing string \"evidence\"", ds->id);
+    rc = gather_criteria(rn, ds, ds->doc, ds->id, &ds->own, &ds->n);
+    ds->ev = json_string_value(ev);
+    ds->ev_len = json_string_length(ev);
 done:
     if (rc == DOC_FATAL) st = TD_ERR_NOMEM;
-    else if (rc == DOC_BAD) st = bad_line(rn, lineno, id);
-out:
-    json_decref(doc);
-    td_rows_free(own);
-    td_free(id);
+    else if (rc == DOC_BAD && !(ds->why = td_strdup(rn->why))) st = td_fail_nomem("a bad line's reason");
     return st;
 }
 #undef BAD
+
+/* The document's fault among td_decide's statuses: a bad line, not a failure of the run. */
+static int doc_fault(td_status st) { return st == TD_ERR_RANGE || st == TD_ERR_FORMAT || st == TD_ERR_INVALID_ARG; }
+
+/* Writes a slot's line: its results line (dst == TD_OK; ms: its "ms"), or its errors line (a bad line, or a decision
+ * refused for the document's fault: derr is td_decide's message); another dst, or any with call_failed (the window's
+ * td_decide_multi call itself failed), stops the run (derr: its message). */
+static td_status finish_slot(runner *rn, const doc_slot *ds, td_status dst, const char *derr, double ms, int call_failed) {
+    td_status st;
+    rn->doc_hash = ds->doc_hash;
+    if (ds->why || (doc_fault(dst) && !call_failed)) {
+        if (ds->why) snprintf(rn->why, sizeof rn->why, "%s", ds->why);
+        else snprintf(rn->why, sizeof rn->why, "document \"%s\": %s", ds->id, derr);
+        st = bad_line(rn, ds->lineno, ds->id);
+    } else if (dst != TD_OK) {
+        if (derr != td_last_error()) td_fail(dst, "%s", derr);
+        st = td_fail_context(dst, "%s:%d: document \"%s\"", rn->input, ds->lineno, ds->id);
+    } else if ((st = write_result(rn, ds, ms)) == TD_OK) {
+        rn->s.docs_done++;
+        rn->s.criteria += ds->n;
+        st = maybe_checkpoint(rn);
+    }
+    rn->s.seconds = now_s() - rn->t0;
+    if (rn->p->progress) rn->p->progress(rn->p->progress_user, &rn->s);
+    return st;
+}
+
+/* Decides the documents read ahead and writes their lines in input order, as one document at a time would: with one
+ * document per pass by td_decide, else by one td_decide_multi call (each result bit-identical to td_decide's for
+ * that document alone), whose wall time is shared evenly by the documents decided in it ("ms"). The first failure
+ * in input order stops it; the documents after it are not written (a resumed run decides them). */
+static td_status flush_window(runner *rn) {
+    int32_t nw = rn->n_win, ng = 0;
+    td_status st = TD_OK;
+    rn->n_win = 0;
+    if (rn->p->docs_per_pass <= 1) { /* today's path: one td_decide */
+        doc_slot *ds = &rn->win[0];
+        double t0 = now_s();
+        td_status dst = ds->why ? TD_OK : td_decide(rn->d, ds->ev, ds->ev_len, ds->crit, ds->n, ds->dec);
+        st = finish_slot(rn, ds, dst, td_last_error(), 1e3 * (now_s() - t0), 0);
+        slot_clear(ds);
+        return st;
+    }
+    for (int32_t i = 0; i < nw; i++) {
+        doc_slot *ds = &rn->win[i];
+        if (ds->why) continue;
+        td_decide_group *g = &rn->groups[ng++];
+        memset(g, 0, sizeof *g);
+        g->evidence = ds->ev, g->len = ds->ev_len, g->criteria = ds->crit, g->n = ds->n, g->out = ds->dec;
+    }
+    double t0 = now_s();
+    td_status call = ng ? td_decide_multi(rn->d, rn->groups, ng) : TD_OK;
+    double ms = ng ? 1e3 * (now_s() - t0) / ng : 0;
+    char call_err[512];
+    snprintf(call_err, sizeof call_err, "%s", call != TD_OK ? td_last_error() : "");
+    for (int32_t i = 0, k = 0; i < nw; i++) {
+        doc_slot *ds = &rn->win[i];
+        if (st == TD_OK) {
+            if (ds->why) st = finish_slot(rn, ds, TD_OK, "", 0, 0);
+            else {
+                td_decide_group *g = &rn->groups[k++];
+                if (call != TD_OK) st = finish_slot(rn, ds, call, call_err, 0, 1);
+                else if (doc_fault(g->status) && strlen(g->error) + 1 >= sizeof g->error &&
+                         td_decide(rn->d, ds->ev, ds->ev_len, ds->crit, ds->n, ds->dec) == g->status)
+                    st = finish_slot(rn, ds, g->status, td_last_error(), ms, 0); /* td_decide's whole message */
+                else st = finish_slot(rn, ds, g->status, g->error, ms, 0);
+            }
+        }
+        slot_clear(ds);
+    }
+    return st;
+}
 
 /* ---- resume: which part of the files is this run's, and the repair -------------------------------------------- */
 
@@ -919,6 +988,10 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
         return td_fail(TD_ERR_INVALID_ARG, "shard %d of %d: the shard must be in 0..%d", p.shard, p.n_shards,
                        p.n_shards - 1);
     if (p.max_line_bytes < 0) return td_fail(TD_ERR_INVALID_ARG, "td_run: max_line_bytes < 0");
+    if (p.docs_per_pass < 0 || p.docs_per_pass > TD_RUN_MAX_DOCS_PER_PASS)
+        return td_fail(TD_ERR_INVALID_ARG, "td_run: docs_per_pass %d: it must be in 1..%d", p.docs_per_pass,
+                       TD_RUN_MAX_DOCS_PER_PASS);
+    if (p.docs_per_pass == 0) p.docs_per_pass = 1; /* a zeroed struct: one document at a time */
     if (p.checkpoint_docs < 1) p.checkpoint_docs = 1;
     unsigned wflags = p.sync ? 0 : TD_WFILE_NO_SYNC;
     runner rn;
@@ -926,6 +999,14 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     rn.d = d, rn.p = &p, rn.input = input_path, rn.out_path = out_path;
     rn.out_fd = rn.err_fd = -1;
     rn.t0 = rn.last_sync = now_s();
+    rn.win_cap = p.docs_per_pass;
+    rn.win = td_calloc((size_t)rn.win_cap, sizeof *rn.win);
+    rn.groups = td_calloc((size_t)rn.win_cap, sizeof *rn.groups);
+    if (!rn.win || !rn.groups) {
+        td_free(rn.win);
+        td_free(rn.groups);
+        return td_fail_nomem("the documents of a pass");
+    }
     char *err_path = NULL, *prov_path = td_prov_path(out_path), *out_real = link_target(out_path), *err_real = NULL,
          *part_out = out_real ? str_cat(out_real, ".partial") : NULL, *part_err = NULL,
          *part_prov = part_out ? td_prov_path(part_out) : NULL;
@@ -1049,16 +1130,34 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     r.max_len = (size_t)p.max_line_bytes;
     int64_t k = 0;
     int got = 0;
+    /* the documents of the share in input order, read ahead docs_per_pass at a time, decided together and written
+     * in input order (flush_window): the files hold the same bytes whatever the window */
     while (st == TD_OK && (got = td_lines_next(&r)) == 1) {
         if (!r.too_long && td_line_blank(r.line, r.len)) continue;
         if (k++ % p.n_shards != p.shard) continue;
-        rn.doc_hash = r.line_digest;
-        if (td_lineset_has(&rn.done, r.lineno)) rn.s.docs_skipped++;
-        else st = run_line(&rn, r.line, r.len, r.too_long, r.lineno);
-        rn.s.seconds = now_s() - rn.t0;
-        if (p.progress) p.progress(p.progress_user, &rn.s);
+        if (td_lineset_has(&rn.done, r.lineno)) {
+            rn.s.docs_skipped++;
+            rn.s.seconds = now_s() - rn.t0;
+            if (p.progress) p.progress(p.progress_user, &rn.s);
+            continue;
+        }
+        doc_slot *ds = &rn.win[rn.n_win];
+        ds->lineno = r.lineno, ds->doc_hash = r.line_digest;
+        if ((st = prepare_line(&rn, ds, r.line, r.len, r.too_long)) != TD_OK) {
+            slot_clear(ds);
+            break;
+        }
+        /* strict: a bad line ends the window (nothing after it is decided) */
+        if (++rn.n_win == rn.win_cap || (p.strict && ds->why)) st = flush_window(&rn);
     }
     if (got < 0 && st == TD_OK) st = TD_ERR_IO;
+    if (rn.n_win > 0) { /* the last window, or the documents read before a failure: written as one at a time would */
+        char why[2048];
+        snprintf(why, sizeof why, "%s", st != TD_OK ? td_last_error() : "");
+        td_status st2 = flush_window(&rn);
+        if (st2 != TD_OK) st = st2; /* an earlier document's failure comes first */
+        else if (st != TD_OK) td_fail(st, "%s", why);
+    }
     if (written) { /* whatever happened, what was written is kept */
         td_status st2 = checkpoint(&rn);
         if (st == TD_OK) st = st2;
@@ -1084,8 +1183,13 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     td_lines_close(&r);
     td_idset_free(&rn.done);
     td_idset_free(&rn.reported);
-    td_free(rn.crit);
-    td_free(rn.dec);
+    for (int32_t i = 0; rn.win && i < rn.win_cap; i++) {
+        slot_clear(&rn.win[i]);
+        td_free(rn.win[i].crit);
+        td_free(rn.win[i].dec);
+    }
+    td_free(rn.win);
+    td_free(rn.groups);
     td_free(fo.share_lines);
     td_free(fo.share_digests);
     td_idset_free(&fo.ids);
