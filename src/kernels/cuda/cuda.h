@@ -84,6 +84,13 @@ int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, 
  * 16-wide steps ascending from +0.0f, the mma unit's own fp32 accumulation inside a step; y = P_0, then y = y + P_s for
  * s = 1, 2, ... in fp32. Not bit-equal to the fmaf chain; within fp32 rounding of the bf16 products' sum. */
 int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in);
+/* Which kernels compute that order (matmul_tc.cu; all give the same bits): the environment's TD_CUDA_TC, read once:
+ * "new" or unset: tc_stream for T <= 64 (weights staged through shared memory, a whole slice in flight per warp),
+ * tc_tile above; "old": tc_skinny for T <= 64, tc_tile above; anything else makes every tensor-core product fail
+ * with a message naming the value. Test only (not thread-safe; process-wide): td_cu_matmul_tc_test_mode(m) overrides
+ * it: 0 the environment's choice, 1 old, 2 new, 3 / 4 / 5 new with 16 / 8 / 4 outputs per tc_stream block (2 picks
+ * by the launch's size). */
+void td_cu_matmul_tc_test_mode(int mode);
 
 /* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,
  * bit for bit; in one launch when all n <= 4 take the tensor-core path with equal cols, else one launch each. */
@@ -156,6 +163,33 @@ int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_
                     const void *vc, int f16, int64_t kv_dim, const int32_t *cells, int64_t n_ctx, const int32_t *seq,
                     const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, int64_t window,
                     const td_cu_attn_plan *plan, void *stream);
+
+/* td_cu_attention in --precision bf16 mode (same arguments, plan and scratch): when td_cu_attention_tc(hd), the
+ * order below on the tensor cores (attention.cu, attention_bf16_kernel); otherwise exactly td_cu_attention.
+ * td_cu_attention_tc: hd is 64, 128 or 256 and TD_CUDA_TC_ATTN is not "0" in the environment (read once per
+ * process): a property of the head dim, never of the launch.
+ * The bf16 canonical order (the batch-invariance contract: the same for every launch shape, tile, span split, test
+ * mode, cell layout and batch; fp32 arithmetic, no contraction, outside the mma unit):
+ *   q, k and v rounded to bf16 (nearest even; a cached f16 or f32 value converted exactly to f32, then rounded);
+ *   the chunks of 64 positions anchored at position 0 as above. Per chunk, per row: d_p = one mma.m16n8k16 chain
+ *   (bf16 operands, fp32 accumulator) over the head's hd / 16 k-steps of 16 elements ascending, from +0, of q.k_p;
+ *   s_p = scale * d_p (s_p a function of q and k_p only); m = max s_p over the chunk's positions in [lo, n);
+ *   p_i = bf16(expf(s_i - m)) for the chunk's 64 slots i, exactly 0 at a slot outside the range;
+ *   l = the fp32 tree over the 64 p_i of the fp32 order (slot i + slot i + 32, then halving strides 16 .. 1);
+ *   a[e] = one mma chain over the chunk's 4 k-steps of 16 slots ascending, from +0, of p_i v_i[e] (a slot that no
+ *   row of the launch's tile sees enters as v = +0, never as cache bytes); then the combine of (M, L, A) above
+ *   (copy first, chunks left to right into super-chunks of 512, those left to right) and out = A / L.
+ *   Every per-row quantity is a function of the row's own inputs, so tiles of any height give the same bits.
+ *   Not bit-equal to td_cu_attention; within bf16 rounding of it (p's rounding: |out - ref| <= 2^-7 max |v|
+ *   against td_attn_rows_ref on the bf16-rounded q, k, v, tests/cuda/test_cuda_attn_bf16.c). One caveat of the
+ *   shared product: a non-finite value cached at a position that some row of a tile sees reaches every row of that
+ *   tile (0 * inf), where the fp32 path keeps it to the rows that see it; positions no row of the tile sees never
+ *   reach an output. */
+int td_cu_attention_tc(int64_t hd);
+int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
+                         const void *vc, int f16, int64_t kv_dim, const int32_t *cells, int64_t n_ctx,
+                         const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd,
+                         float scale, int64_t window, const td_cu_attn_plan *plan, void *stream);
 
 /* Host helpers for the plan (no CUDA calls): tokens per tile for these sizes (>= 1); the tiles of groups
  * (grp_off[n_groups + 1], host) cut every qt tokens into tile ([n_tokens][2] at most), returning their count; the

@@ -19,6 +19,8 @@
  * D element is a function of its A row, B column and C element); tests/cuda/test_cuda_kernels.c checks the bits of a
  * row alone against the same row at other tile positions, T and kernels. */
 #include <cuda_bf16.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/common.cuh"
 
@@ -42,13 +44,28 @@ struct tc_jobs {
     int n;
 };
 
-__device__ __forceinline__ const tc_job &tc_pick(const tc_jobs &jobs, int64_t &blk) {
+/* A block's share of its job: the job's pointers and sizes, and j0, the first of the block's `per` outputs. */
+struct tc_view {
+    const uint16_t *__restrict__ w;
+    const int32_t *__restrict__ rows;
+    float *__restrict__ y;
+    int64_t ldy, row_elems, n_out, j0;
+};
+
+__device__ __forceinline__ tc_view tc_unpack(const tc_jobs &jobs, int64_t per) {
+    const int64_t blk = blockIdx.x;
     int i = 0;
 #pragma unroll
     for (int u = 1; u < TC_MAX_JOBS; u++)
         if (u < jobs.n && blk >= jobs.j[u].first_block) i = u;
-    blk -= jobs.j[i].first_block;
-    return jobs.j[i];
+    const tc_job &j = jobs.j[i];
+    return tc_view{j.w, j.rows, j.y, j.ldy, j.row_elems, j.n_out, (blk - j.first_block) * per};
+}
+
+/* The weight row of output j; outputs past n_out repeat the last (computed, never stored). */
+__device__ __forceinline__ const uint16_t *tc_wrow(const tc_view &v, int64_t j) {
+    if (j >= v.n_out) j = v.n_out - 1;
+    return v.w + (v.rows ? (int64_t)v.rows[j] : j) * v.row_elems;
 }
 
 /* D += A B on one m16n8k16 fragment (D and C the same registers). */
@@ -98,17 +115,10 @@ __global__ void __launch_bounds__(256)
     __shared__ __align__(16) uint16_t Bs[2][BN][TC_PITCH];
     __shared__ const uint16_t *wrow[TC_BM];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
-    int64_t blk = blockIdx.x;
-    const tc_job &job = tc_pick(jobs, blk);
-    const uint16_t *__restrict__ w = job.w;
-    const int32_t *__restrict__ rows = job.rows;
-    float *__restrict__ y = job.y;
-    const int64_t ldy = job.ldy, row_elems = job.row_elems, n_out = job.n_out;
-    const int64_t j0 = blk * TC_BM, t0 = (int64_t)blockIdx.y * BN;
-    if (tid < TC_BM) { /* rows past n_out repeat the last: computed, never stored */
-        int64_t j = j0 + tid < n_out ? j0 + tid : n_out - 1;
-        wrow[tid] = w + (rows ? (int64_t)rows[j] : j) * row_elems;
-    }
+    const tc_view v = tc_unpack(jobs, TC_BM);
+    float *__restrict__ y = v.y;
+    const int64_t ldy = v.ldy, n_out = v.n_out, j0 = v.j0, t0 = (int64_t)blockIdx.y * BN;
+    if (tid < TC_BM) wrow[tid] = tc_wrow(v, j0 + tid);
     const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0;
     __syncthreads();
 
@@ -216,19 +226,10 @@ __global__ void __launch_bounds__(SW * 32)
     constexpr int NTOK = NF * 8;
     __shared__ float part[SW][16][NTOK + 1];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-    int64_t blk = blockIdx.x;
-    const tc_job &job = tc_pick(jobs, blk);
-    const uint16_t *__restrict__ w = job.w;
-    const int32_t *__restrict__ rows = job.rows;
-    float *__restrict__ y = job.y;
-    const int64_t ldy = job.ldy, row_elems = job.row_elems, n_out = job.n_out;
-    const int64_t j0 = blk * 16;
-    const uint16_t *wa, *wb; /* this lane's two weight rows: outputs g and g + 8 */
-    {
-        int64_t ja = j0 + g < n_out ? j0 + g : n_out - 1, jb = j0 + g + 8 < n_out ? j0 + g + 8 : n_out - 1;
-        wa = w + (rows ? (int64_t)rows[ja] : ja) * row_elems;
-        wb = w + (rows ? (int64_t)rows[jb] : jb) * row_elems;
-    }
+    const tc_view v = tc_unpack(jobs, 16);
+    float *__restrict__ y = v.y;
+    const int64_t ldy = v.ldy, n_out = v.n_out, j0 = v.j0;
+    const uint16_t *wa = tc_wrow(v, j0 + g), *wb = tc_wrow(v, j0 + g + 8); /* this lane's rows: outputs g, g + 8 */
     const float *xt[NF]; /* this lane's token row in each fragment (column g), NULL past T */
 #pragma unroll
     for (int f = 0; f < NF; f++) xt[f] = f * 8 + g < T ? x + (int64_t)(f * 8 + g) * ldx : nullptr;
@@ -301,6 +302,128 @@ __global__ void __launch_bounds__(SW * 32)
     }
 }
 
+/* ---- tc_stream: a few tokens, the weights streamed through shared memory (TD_CUDA_TC=new) --------------------- */
+
+#define TC_SP 264 /* tc_stream: bf16 per staged weight row: a slice + 8 (528 bytes: ldmatrix rows on distinct banks) */
+
+__device__ __forceinline__ void tc_cp_wait_one(void) { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+/* tc_skinny's work and order, with the weights' loads all issued before a slice's first mma. Block: SW warps, R
+ * outputs (16; or 8 / 4, the mma's rows past R repeating the block's rows, their results dropped: more blocks when a
+ * launch has few outputs), NF fragments of 8 tokens. Round r: warp w computes slice s = r * SW + w; its R x 256
+ * weights come to the warp's own shared buffer by cp.async, 16 bytes a lane (a row's 512 bytes by the 32 lanes), the
+ * whole slice in flight at once and, with nbuf = 2 (several rounds), the warp's next slice behind it; then the chain
+ * of ldmatrix + mma over the slice's 16-wide steps (the A fragments as tc_tile's, the B fragments as tc_skinny's);
+ * then the block adds the round's partials to the totals in slice order, as tc_skinny. */
+template <int NF, int SW, int R>
+__global__ void __launch_bounds__(SW * 32, 1)
+    tc_stream(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, int nbuf) {
+    static_assert(R == 16 || R == 8 || R == 4, "16, 8 or 4 outputs a block");
+    constexpr int NTOK = NF * 8;
+    constexpr int PER = (NTOK * R + SW * 32 - 1) / (SW * 32); /* totals per thread */
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    typedef uint16_t wbuf[R][TC_SP];
+    typedef float pbuf[R][NTOK + 1];
+    wbuf *ws = (wbuf *)tc_smem;                                          /* [SW * nbuf] */
+    pbuf *part = (pbuf *)(tc_smem + (size_t)SW * nbuf * sizeof(wbuf)); /* [SW] */
+    __shared__ const uint16_t *wrow[R];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+    const tc_view v = tc_unpack(jobs, R);
+    if (tid < R) wrow[tid] = tc_wrow(v, v.j0 + tid);
+    const bool x2 = ((uintptr_t)x & 7u) == 0 && (ldx & 1) == 0;
+    /* this lane's token in fragment f (column g): row f * 8 + g of x, when below T */
+    const float *xg = x + (int64_t)g * ldx;
+    const int64_t xf = 8 * ldx;
+    float total[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) total[i] = 0.0f;
+    const int64_t S = (K + TC_KS - 1) / TC_KS, rounds = (S + SW - 1) / SW;
+    /* ldmatrix.x4: lanes 8i .. 8i + 7 address matrix i's rows (a0: rows 0-7, k 0-7; a1: rows 8-15, k 0-7; a2, a3:
+     * k 8-15); with R < 16 the rows wrap onto the block's R rows */
+    const int r8 = lane & 7, i4 = lane >> 3;
+    const int arow = R == 16 ? r8 + (i4 & 1) * 8 : r8 & (R - 1), acol = (i4 >> 1) * 8;
+    __syncthreads();
+
+    auto issue = [&](int64_t sl, int b) { /* slice sl's weights into this warp's buffer b; one commit group */
+        const int64_t k = sl * TC_KS + lane * 8;
+        if (sl < S && k < K)
+#pragma unroll
+            for (int r = 0; r < R; r++) tc_cp16(&ws[warp * nbuf + b][r][lane * 8], wrow[r] + k);
+        tc_cp_commit();
+    };
+
+    issue(warp, 0);
+    for (int64_t rd = 0; rd < rounds; rd++) {
+        const int64_t s = rd * SW + warp;
+        const int b = nbuf == 2 ? (int)(rd & 1) : 0;
+        if (nbuf == 2) {
+            issue(s + SW, b ^ 1); /* its buffer was last read in round rd - 1, before the block's barriers */
+            tc_cp_wait_one();
+        } else {
+            if (rd > 0) issue(s, 0);
+            tc_cp_wait_all();
+        }
+        __syncwarp(); /* every lane's copies of this slice are visible to the warp */
+        if (s < S) {
+            const int64_t k0 = s * TC_KS;
+            const int n16 = (int)(((k0 + TC_KS < K ? k0 + TC_KS : K) - k0) / 16);
+            const uint16_t *abase = &ws[warp * nbuf + b][arow][acol];
+            float acc[NF][4];
+#pragma unroll
+            for (int f = 0; f < NF; f++) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
+#pragma unroll(NF >= 8 ? 2 : 4)
+            for (int st = 0; st < n16; st++) {
+                uint32_t a[4];
+                tc_ldmatrix_x4(a, abase + st * 16);
+                const int64_t kk = k0 + st * 16 + 2 * q;
+#pragma unroll
+                for (int f = 0; f < NF; f++) {
+                    uint32_t b0 = 0, b1 = 0;
+                    if (f * 8 + g < T) {
+                        const float *xp = xg + f * xf + kk;
+                        if (x2) {
+                            const float2 lo = *(const float2 *)xp, hi = *(const float2 *)(xp + 8);
+                            b0 = tc_pack(lo.x, lo.y), b1 = tc_pack(hi.x, hi.y);
+                        } else {
+                            b0 = tc_pack(xp[0], xp[1]);
+                            b1 = tc_pack(xp[8], xp[9]);
+                        }
+                    }
+                    tc_mma(acc[f], a[0], a[1], a[2], a[3], b0, b1);
+                }
+            }
+#pragma unroll
+            for (int f = 0; f < NF; f++) { /* D: c0, c1 = (row g, tokens 2q, 2q + 1), c2, c3 = row g + 8 */
+                if (g < R) {
+                    part[warp][g][f * 8 + 2 * q] = acc[f][0];
+                    part[warp][g][f * 8 + 2 * q + 1] = acc[f][1];
+                }
+                if (R == 16) {
+                    part[warp][(g + 8) & (R - 1)][f * 8 + 2 * q] = acc[f][2];
+                    part[warp][(g + 8) & (R - 1)][f * 8 + 2 * q + 1] = acc[f][3];
+                }
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < PER; i++) { /* element e = tid + i * blockDim: output e % R, token e / R */
+            const int e = tid + i * SW * 32, o = e % R, tk = e / R;
+            if (tk >= NTOK) break;
+            for (int u = 0; u < SW && rd * SW + u < S; u++) {
+                float p = part[u][o][tk];
+                tc_fold(total[i], p, rd * SW + u == 0);
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        const int e = tid + i * SW * 32, o = e % R, tk = e / R;
+        const int64_t j = v.j0 + o;
+        if (tk < NTOK && j < v.n_out && tk < T) v.y[(int64_t)tk * v.ldy + j] = total[i];
+    }
+}
+
 /* ---- dispatch -------------------------------------------------------------------------------------------------- */
 
 extern "C" int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in) {
@@ -308,10 +431,89 @@ extern "C" int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in) {
            ((uintptr_t)w->data & 15u) == 0;
 }
 
+/* Which kernels: TD_CUDA_TC (old: tc_skinny and tc_tile; new, the default: tc_stream and tc_tile), read once;
+ * td_cu_matmul_tc_test_mode overrides it. Every choice computes the same order, so the same bits. */
+static int tc_test = 0;
+extern "C" void td_cu_matmul_tc_test_mode(int mode) { tc_test = mode; }
+
+static int tc_env(void) { /* 1 old, 2 new, -1 neither */
+    const char *e = getenv("TD_CUDA_TC");
+    if (!e || !*e || !strcmp(e, "new")) return 2;
+    return !strcmp(e, "old") ? 1 : -1;
+}
+
+static int tc_sms(void) {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev))
+            v = 132;
+        cudaGetLastError();
+        return v > 0 ? v : 132;
+    }();
+    return n;
+}
+
+template <int NF, int SW, int R>
+static int tc_stream_go(int64_t blocks, const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K,
+                        cudaStream_t s) {
+    typedef uint16_t wbuf[R][TC_SP];
+    typedef float pbuf[R][NF * 8 + 1];
+    const int64_t S = (K + TC_KS - 1) / TC_KS;
+    const int nbuf = S > SW ? 2 : 1;
+    const size_t smem = (size_t)SW * nbuf * sizeof(wbuf) + SW * sizeof(pbuf);
+    static const cudaError_t opt = cudaFuncSetAttribute(tc_stream<NF, SW, R>,
+                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                        (int)(SW * 2 * sizeof(wbuf) + SW * sizeof(pbuf)));
+    if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_stream", opt);
+    tc_stream<NF, SW, R><<<(unsigned)blocks, SW * 32, smem, s>>>(jobs, x, ldx, T, K, nbuf);
+    return td_cu_launched("matmul (tensor cores, few tokens, streamed)");
+}
+
+template <int NF, int SW>
+static int tc_stream_r(int R, const int64_t *blocks, const tc_jobs *jobs, const float *x, int64_t ldx, int64_t T,
+                       int64_t K, cudaStream_t s) {
+    if (R == 16) return tc_stream_go<NF, SW, 16>(blocks[0], jobs[0], x, ldx, T, K, s);
+    if (R == 8) return tc_stream_go<NF, SW, 8>(blocks[1], jobs[1], x, ldx, T, K, s);
+    return tc_stream_go<NF, SW, 4>(blocks[2], jobs[2], x, ldx, T, K, s);
+}
+
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
 int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, cudaStream_t s) {
     if (n < 1 || n > TC_MAX_JOBS) return td_cu_failf("matmul (tensor cores): %d products in one launch", n);
+    static const int env = tc_env();
+    const int mode = tc_test ? tc_test : env;
+    if (mode < 0) return td_cu_failf("matmul (tensor cores): TD_CUDA_TC=%s (expected old or new)", getenv("TD_CUDA_TC"));
     const bool skinny = T <= TC_SKINNY_T;
+    const int64_t K = mm[0].w->cols;
+    if (skinny && mode >= 2) {
+        /* outputs per block: 16 when the launch has at least two blocks an SM so, else 8 or 4 (more blocks) */
+        static const int per[3] = {16, 8, 4};
+        tc_jobs jobs[3];
+        int64_t blocks[3] = {0, 0, 0};
+        for (int r = 0; r < 3; r++) {
+            jobs[r].n = n;
+            for (int i = 0; i < n; i++) {
+                const td_cu_mat *w = mm[i].w;
+                jobs[r].j[i] = tc_job{(const uint16_t *)w->data, mm[i].rows, mm[i].y, mm[i].ldy,
+                                      (int64_t)(w->row_bytes / 2), mm[i].n_out, blocks[r]};
+                blocks[r] += (mm[i].n_out + per[r] - 1) / per[r];
+            }
+        }
+        if (blocks[2] > 0x7fffffff) return td_cu_failf("matmul (tensor cores): %lld blocks", (long long)blocks[2]);
+        int R = mode == 3 ? 16 : mode == 4 ? 8 : mode == 5 ? 4 : 0;
+        if (!R) R = blocks[0] >= 2 * tc_sms() ? 16 : blocks[1] >= 2 * tc_sms() ? 8 : 4;
+        const int nf = (int)((T + 7) / 8), wide = (K + TC_KS - 1) / TC_KS >= 8;
+        if (wide) {
+            if (nf == 1) return tc_stream_r<1, 8>(R, blocks, jobs, x, ldx, T, K, s);
+            if (nf == 2) return tc_stream_r<2, 8>(R, blocks, jobs, x, ldx, T, K, s);
+            if (nf <= 4) return tc_stream_r<4, 8>(R, blocks, jobs, x, ldx, T, K, s);
+            return tc_stream_r<8, 8>(R, blocks, jobs, x, ldx, T, K, s);
+        }
+        if (nf == 1) return tc_stream_r<1, 4>(R, blocks, jobs, x, ldx, T, K, s);
+        if (nf == 2) return tc_stream_r<2, 4>(R, blocks, jobs, x, ldx, T, K, s);
+        if (nf <= 4) return tc_stream_r<4, 4>(R, blocks, jobs, x, ldx, T, K, s);
+        return tc_stream_r<8, 4>(R, blocks, jobs, x, ldx, T, K, s);
+    }
     const int64_t per = skinny ? 16 : TC_BM; /* outputs per block */
     tc_jobs jobs;
     jobs.n = n;
@@ -323,7 +525,6 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         blocks += (mm[i].n_out + per - 1) / per;
     }
     if (blocks > 0x7fffffff) return td_cu_failf("matmul (tensor cores): %lld blocks", (long long)blocks);
-    const int64_t K = mm[0].w->cols;
     if (skinny) {
         /* as many warps as slices, up to 8: a long k streams through more warps at once */
         const int nf = (int)((T + 7) / 8), wide = (K + TC_KS - 1) / TC_KS >= 8;

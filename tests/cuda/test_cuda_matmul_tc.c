@@ -1,0 +1,270 @@
+/* The tensor-core products' kernels against each other, bit for bit (src/kernels/cuda/matmul_tc.cu): every kernel
+ * computes cuda.h's one order (slices of 256, one mma chain each, slices added in order), so the new ones (tc_stream
+ * for T <= 64, with 16, 8 or 4 outputs a block) must give exactly the bits of the old ones (tc_skinny, tc_tile) that
+ * test_cuda_kernels holds against the exact sum, for every output: T = 1 .. 9, 16, 33, 45, 63, 64 and the tile sizes
+ * above, odd n_out (1, 7, 33, 4097), k of one slice, several, and a last slice shorter (1008), through row lists,
+ * activation rows not 8-byte aligned, several products in one launch (q/k/v of different n_out), and the entries
+ * past n_out poisoned (they must stay as they were). td_cu_matmul_tc_test_mode picks the kernels in one process.
+ * Also: TD_CUDA_TC with a value that is neither old nor new fails with a message naming it.
+ * Without a usable CUDA device it prints why and exits 77 (skipped). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda.h"
+#include "test_util.h"
+#include "util/dtype.h"
+#include "util/half.h"
+
+static uint64_t seed = 0x43beefull;
+
+#define CU(call) cu_ok((call) == 0, #call, __LINE__)
+static int cu_ok(int ok, const char *what, int line) {
+    if (!ok) {
+        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, line, what, td_cu_error());
+        td_test_failures++;
+    }
+    return ok;
+}
+
+static void *up(const void *h, size_t bytes) {
+    void *d = td_cu_malloc(bytes);
+    if (!d) {
+        fprintf(stderr, "td_cu_malloc(%zu): %s\n", bytes, td_cu_error());
+        exit(1);
+    }
+    if (h) CU(td_cu_h2d(d, h, bytes, NULL));
+    else CU(td_cu_zero(d, bytes, NULL));
+    return d;
+}
+
+static float *rnd(int64_t n, float lo, float hi) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++) p[i] = td_test_uniform(&seed, lo, hi);
+    return p;
+}
+
+static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
+
+/* The kernels' modes (cuda.h td_cu_matmul_tc_test_mode): old, then new with its own choice, 16, 8 and 4 outputs. */
+static const int new_modes[] = {2, 3, 4, 5};
+static const char *const mode_names[] = {"", "old", "new", "new/16", "new/8", "new/4"};
+
+/* A BF16 weight on the device: rows x cols, rows row_bytes apart (cols * 2 rounded up to 16). */
+typedef struct weight {
+    td_cu_mat d;
+} weight;
+
+static weight weight_new(int64_t rows, int64_t cols) {
+    size_t rb = (size_t)cols * 2;
+    rb = (rb + 15) / 16 * 16;
+    uint16_t *buf = malloc(rb * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < (int64_t)(rb / 2); k++)
+            buf[(size_t)r * rb / 2 + k] = td_f32_to_bf16(td_test_uniform(&seed, -1.0f, 1.0f));
+    weight w;
+    w.d = (td_cu_mat){TD_DTYPE_BF16, rows, cols, rb, up(buf, rb * (size_t)rows)};
+    free(buf);
+    return w;
+}
+
+static void weight_free(weight *w) { td_cu_free((void *)w->d.data); }
+
+/* One product in `mode` from the device x: y [T, ldy] starting as 7.0f everywhere. */
+static float *run(int mode, const float *xd, int64_t ldx, int64_t T, const weight *w, const int32_t *rows_d,
+                  int64_t n_out, int64_t ldy) {
+    size_t yn = (size_t)(T * ldy);
+    float *y = malloc(yn * sizeof *y);
+    for (size_t i = 0; i < yn; i++) y[i] = 7.0f;
+    float *yd = up(y, yn * sizeof *y);
+    td_cu_matmul_tc_test_mode(mode);
+    CU(td_cu_matmul(yd, ldy, xd, ldx, T, &w->d, rows_d, n_out, 1, NULL));
+    CU(td_cu_d2h(y, yd, yn * sizeof *y, NULL));
+    td_cu_free(yd);
+    return y;
+}
+
+/* Entries of a and b that differ (bits); the first few printed. */
+static int64_t differ(const char *name, const float *a, const float *b, int64_t n) {
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof *a) && d++ < 3)
+            fprintf(stderr, "  %s: [%lld] %.9g vs %.9g\n", name, (long long)i, a[i], b[i]);
+    return d;
+}
+
+/* Every n_out and k with the tokens of Ts, old against each new mode; one line per (cols, n_out). */
+static void test_shapes(const int64_t *Ts, int nT, const char *what) {
+    static const int64_t colss[] = {256, 1024, 3072, 1008};
+    static const int64_t n_outs[] = {1, 7, 33, 4097};
+    printf("%s: old vs new kernels, bit for bit\n", what);
+    for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++)
+        for (size_t ni = 0; ni < sizeof n_outs / sizeof *n_outs; ni++) {
+            int64_t cols = colss[ci], n_out = n_outs[ni], wrows = n_out + 5, bad = 0, launches = 0;
+            weight w = weight_new(wrows, cols);
+            CHECKF(td_cu_matmul_tc(&w.d, 1), "BF16 %lld x %lld should take the tensor cores", (long long)wrows,
+                   (long long)cols);
+            int32_t *rows = malloc((size_t)n_out * sizeof *rows);
+            for (int64_t j = 0; j < n_out; j++) rows[j] = (int32_t)irand(wrows);
+            int32_t *rows_d = up(rows, (size_t)n_out * sizeof *rows);
+            for (int ti = 0; ti < nT; ti++) {
+                int64_t T = Ts[ti];
+                int use_rows = (ti + (int)ni) % 2, odd = (ti + (int)ci) % 3 == 0;
+                int64_t ldx = cols + (odd ? 5 : 4), ldy = n_out + 3; /* odd: rows not 8-byte aligned */
+                float *x = rnd(T * ldx, -2.0f, 2.0f), *xd = up(x, (size_t)(T * ldx) * sizeof *x);
+                const int32_t *rd = use_rows ? rows_d : NULL;
+                float *ref = run(1, xd, ldx, T, &w, rd, n_out, ldy);
+                for (size_t m = 0; m < sizeof new_modes / sizeof *new_modes; m++) {
+                    float *y = run(new_modes[m], xd, ldx, T, &w, rd, n_out, ldy);
+                    char name[128];
+                    snprintf(name, sizeof name, "%s T=%lld n_out=%lld cols=%lld%s%s", mode_names[new_modes[m]],
+                             (long long)T, (long long)n_out, (long long)cols, use_rows ? " rows" : "",
+                             odd ? " ldx odd" : "");
+                    bad += differ(name, y, ref, T * ldy) != 0;
+                    launches++;
+                    free(y);
+                }
+                /* the poison past n_out is still there (the old kernel's too) */
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t j = n_out; j < ldy; j++) bad += ref[t * ldy + j] != 7.0f;
+                free(x), free(ref);
+                td_cu_free(xd);
+            }
+            char name[96];
+            snprintf(name, sizeof name, "n_out=%lld cols=%lld, %lld launches", (long long)n_out, (long long)cols,
+                     (long long)launches);
+            printf("  %-58s %s\n", name, bad ? "NOT bit-exact" : "bit-exact");
+            CHECKF(bad == 0, "%s: %s: %lld differ", what, name, (long long)bad);
+            free(rows);
+            td_cu_free(rows_d);
+            weight_free(&w);
+        }
+}
+
+/* q/k/v-like products of one x in one launch (td_cu_matmul_multi), each old vs new and against the product alone. */
+static void test_multi(void) {
+    printf("several products in one launch (td_cu_matmul_multi): old vs new, and vs each alone\n");
+    static const int64_t Ts[] = {1, 3, 8, 9, 45, 64, 65, 300};
+    static const int64_t n_outs[4] = {2048, 33, 1024, 7};
+    const int64_t cols = 1024;
+    weight w[4];
+    for (int i = 0; i < 4; i++) w[i] = weight_new(n_outs[i] + 3, cols);
+    int32_t *rows = malloc(33 * sizeof *rows);
+    for (int j = 0; j < 33; j++) rows[j] = (int32_t)irand(n_outs[1] + 3);
+    int32_t *rows_d = up(rows, 33 * sizeof *rows);
+    for (int n = 2; n <= 4; n++)
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+            int64_t T = Ts[ti], ldx = cols + 4, bad = 0;
+            float *x = rnd(T * ldx, -2.0f, 2.0f), *xd = up(x, (size_t)(T * ldx) * sizeof *x);
+            float *alone[4], *ref[4];
+            for (int i = 0; i < n; i++) {
+                ref[i] = NULL;
+                alone[i] = run(1, xd, ldx, T, &w[i], i == 1 ? rows_d : NULL, n_outs[i], n_outs[i] + 2);
+            }
+            for (int m = 0; m < 1 + (int)(sizeof new_modes / sizeof *new_modes); m++) {
+                int mode = m == 0 ? 1 : new_modes[m - 1];
+                td_cu_mm mm[4];
+                float *yd[4];
+                for (int i = 0; i < n; i++) {
+                    size_t yn = (size_t)(T * (n_outs[i] + 2));
+                    float *p = malloc(yn * sizeof *p);
+                    for (size_t e = 0; e < yn; e++) p[e] = 7.0f;
+                    yd[i] = up(p, yn * sizeof *p);
+                    free(p);
+                    mm[i] = (td_cu_mm){yd[i], n_outs[i] + 2, &w[i].d, i == 1 ? rows_d : NULL, n_outs[i]};
+                }
+                td_cu_matmul_tc_test_mode(mode);
+                CU(td_cu_matmul_multi(mm, n, xd, ldx, T, 1, NULL));
+                for (int i = 0; i < n; i++) {
+                    size_t yn = (size_t)(T * (n_outs[i] + 2));
+                    float *y = malloc(yn * sizeof *y);
+                    CU(td_cu_d2h(y, yd[i], yn * sizeof *y, NULL));
+                    char name[96];
+                    snprintf(name, sizeof name, "%s %d products T=%lld: product %d", mode_names[mode], n,
+                             (long long)T, i);
+                    bad += differ(name, y, alone[i], (int64_t)yn) != 0;
+                    if (ref[i]) bad += differ(name, y, ref[i], (int64_t)yn) != 0, free(y);
+                    else ref[i] = y;
+                    td_cu_free(yd[i]);
+                }
+            }
+            char name[96];
+            snprintf(name, sizeof name, "%d products T=%lld (old, new, new/16, new/8, new/4)", n, (long long)T);
+            printf("  %-58s %s\n", name, bad ? "NOT bit-exact" : "bit-exact");
+            CHECKF(bad == 0, "%s: %lld differ", name, (long long)bad);
+            for (int i = 0; i < n; i++) free(alone[i]), free(ref[i]);
+            free(x);
+            td_cu_free(xd);
+        }
+    for (int i = 0; i < 4; i++) weight_free(&w[i]);
+    free(rows);
+    td_cu_free(rows_d);
+}
+
+/* A row's bits alone (T = 1, new) equal its bits anywhere in larger launches of the new kernels. */
+static void test_invariance(void) {
+    printf("new kernels: a row alone (T = 1) vs the same row in launches of T = 2 .. 300\n");
+    static const int64_t Ts[] = {2, 5, 8, 9, 16, 33, 63, 64, 65, 129, 300};
+    const int64_t cols = 3072, n_out = 4097;
+    weight w = weight_new(n_out, cols);
+    float *target = rnd(cols, -2.0f, 2.0f), *td = up(target, (size_t)cols * sizeof *target);
+    float *alone = run(2, td, cols, 1, &w, NULL, n_out, n_out);
+    int64_t bad = 0;
+    for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+        int64_t T = Ts[ti], at = (T * 5) / 7;
+        float *x = rnd(T * cols, -2.0f, 2.0f);
+        memcpy(x + at * cols, target, (size_t)cols * sizeof *x);
+        float *xd = up(x, (size_t)(T * cols) * sizeof *x);
+        for (size_t m = 0; m < sizeof new_modes / sizeof *new_modes; m++) {
+            float *y = run(new_modes[m], xd, cols, T, &w, NULL, n_out, n_out);
+            char name[64];
+            snprintf(name, sizeof name, "%s T=%lld row %lld", mode_names[new_modes[m]], (long long)T, (long long)at);
+            bad += differ(name, y + at * n_out, alone, n_out) != 0;
+            free(y);
+        }
+        free(x);
+        td_cu_free(xd);
+    }
+    printf("  %-58s %s\n", "BF16 4097 x 3072", bad ? "NOT bit-exact" : "bit-exact");
+    CHECKF(bad == 0, "new kernels: %lld launches differ from the row alone", (long long)bad);
+    free(target), free(alone);
+    td_cu_free(td);
+    weight_free(&w);
+}
+
+/* TD_CUDA_TC is read at the first tensor-core launch: a bad value fails every product with its name. */
+static void test_env(void) {
+    printf("TD_CUDA_TC=fast (neither old nor new)\n");
+    weight w = weight_new(16, 256);
+    float *xd = up(NULL, 256 * sizeof(float)), *yd = up(NULL, 16 * sizeof(float));
+    td_cu_matmul_tc_test_mode(0);
+    int rc = td_cu_matmul(yd, 16, xd, 256, 1, &w.d, NULL, 16, 1, NULL);
+    printf("  %-58s rc %d \"%s\"\n", "td_cu_matmul", rc, td_cu_error());
+    CHECKF(rc == -1 && strstr(td_cu_error(), "TD_CUDA_TC=fast") != NULL, "a bad TD_CUDA_TC: rc %d, \"%s\"", rc,
+           td_cu_error());
+    td_cu_free(xd), td_cu_free(yd);
+    weight_free(&w);
+}
+
+int main(void) {
+    char name[256];
+    int64_t total = 0;
+    if (td_cu_probe(name, sizeof name, &total) != 0) {
+        printf("test_cuda_matmul_tc: skipped: %s\n", td_cu_error());
+        return 77;
+    }
+    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    setenv("TD_CUDA_TC", "fast", 1); /* before the first tensor-core launch of the process */
+    test_env();
+    static const int64_t few[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 45, 63, 64};
+    static const int64_t many[] = {65, 127, 128, 129, 300, 2048};
+    test_shapes(few, (int)(sizeof few / sizeof *few), "T <= 64 (tc_skinny vs tc_stream)");
+    test_shapes(many, (int)(sizeof many / sizeof *many), "T > 64 (tc_tile)");
+    test_multi();
+    test_invariance();
+    td_cu_matmul_tc_test_mode(0);
+    CU(td_cu_sync(NULL));
+    return td_test_finish("test_cuda_matmul_tc");
+}
