@@ -41,6 +41,7 @@ static void drop_slots(td_decider *d, int truncate) {
 void td_decider_free(td_decider *d) {
     if (!d) return;
     drop_slots(d, 0);
+    td_suffix_cache_clear(&d->suffixes);
     td_ctx_free(d->ctx);
     td_batch_free(d->batch);
     td_free(d->cached_head);
@@ -479,7 +480,7 @@ static td_status prepare(td_decider *d, const td_shot *shots, int32_t n_shots, c
         size_t sl, ns = 0;
         char *s = td_decide_render_suffix(&criteria[i], d->letters, &sl);
         if (!s) st = td_fail_nomem("a suffix");
-        else if ((st = td_tokenize(d->tok, s, sl, 0, &p->suf[i], &ns)) != TD_OK)
+        else if ((st = td_suffix_tokens(d, s, sl, &p->suf[i], &ns)) != TD_OK)
             td_fail_context(st, "criterion %d (%s)", i, criteria[i].id ? criteria[i].id : "");
         td_free(s);
         p->n_suf[i] = (int32_t)ns;

@@ -3,6 +3,16 @@
 #define TD_DECIDE_INTERNAL_H
 
 #include "typedecide.h"
+#include "util/hashmap.h"
+
+/* Suffix tokens kept by their text (suffix_cache.c). */
+typedef struct td_suffix_cache {
+    td_strmap map; /* text -> index */
+    char **text;   /* [TD_SUFFIX_KEEP] owned: the keys of map */
+    int32_t **ids;
+    int32_t *n;
+    size_t count, bytes;
+} td_suffix_cache;
 
 struct td_decider {
     const td_model *model;
@@ -29,6 +39,7 @@ struct td_decider {
     uint64_t slot_clock;
     int32_t fault; /* after TD_ERR_NONFINITE: the criterion (index in the call) whose pass met it, -1 the shared head,
                       -2 a stem several criteria share */
+    td_suffix_cache suffixes;
 };
 
 /* Shared token prefixes among the suffixes of one batched pass (stems.c): criteria whose suffixes begin with the
@@ -54,5 +65,10 @@ char *td_decide_render_head(const td_decider *d, const td_shot *shots, int32_t n
                             size_t len, size_t *out_len);
 /* suffix = "\nCriterion: {question}\nOptions:\nA. {d0}\nB. {d1}...\nAnswer:", as a new string. */
 char *td_decide_render_suffix(const td_criterion *c, const char *letters, size_t *out_len);
+
+/* A suffix's tokens (*out: td_free), from the decider's cache when this text was tokenized before: the same ids as
+ * td_tokenize(d->tok, s, len, 0, ...) whatever was kept. Errors: td_tokenize's, TD_ERR_NOMEM. */
+td_status td_suffix_tokens(td_decider *d, const char *s, size_t len, int32_t **out, size_t *n_out);
+void td_suffix_cache_clear(td_suffix_cache *c);
 
 #endif
