@@ -122,10 +122,11 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
                "caching values");
         break;
     case TD_OP_ATTENTION:
-        LAUNCH(td_cu_attention(x->att, width(p, TD_B_ATT), x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx),
-                               ctx->kv.k[il], ctx->kv.v[il], ctx->kv.f16, ctx->kv.dim, dv->cells, ctx->p.n_ctx,
-                               dv->tok_seq, dv->tok_pos, T, c->n_head, c->n_head_kv, hd,
-                               c->attn_scale, c->layer_window[il], &dv->attn, p->s),
+        /* bf16 mode: the tensor-core kernel where td_cu_attention_tc(hd) (cuda.h: its own order) */
+        LAUNCH((p->bf16 ? td_cu_attention_bf16 : td_cu_attention)(
+                   x->att, width(p, TD_B_ATT), x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx), ctx->kv.k[il],
+                   ctx->kv.v[il], ctx->kv.f16, ctx->kv.dim, dv->cells, ctx->p.n_ctx, dv->tok_seq, dv->tok_pos, T,
+                   c->n_head, c->n_head_kv, hd, c->attn_scale, c->layer_window[il], &dv->attn, p->s),
                "attention");
         break;
     case TD_OP_OUT_GATE:

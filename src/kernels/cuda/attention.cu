@@ -14,7 +14,13 @@
  * At the super-chunk's end a row with n <= 512 writes out = A / L; a longer row writes (M, L, A) to the scratch
  * and td_attn_combine folds its super-chunks in ascending order.
  * Batch invariance: every value a row computes depends on its own q, its own range [lo, n) and the keys/values of
- * those positions; tile composition, launch shape and cell layout only decide which thread does it. */
+ * those positions; tile composition, launch shape and cell layout only decide which thread does it.
+ * --precision bf16 (td_cu_attention_bf16): attention_bf16_kernel, the same blocks, spans, scratch and combine with
+ * cuda.h's bf16 order on the tensor cores (below); TD_CUDA_TC_ATTN=0 keeps bf16 mode on the kernel above. */
+#include <cuda_bf16.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cuda/common.cuh"
 
 #define AT_NT 256    /* threads per block */
@@ -73,6 +79,7 @@ struct at_args {
                    chunk (64); mode 1: 512 */
     float *scratch;
     int64_t nsc; /* spans of the scratch layout */
+    int vec;     /* bf16 kernel: kc and vc 16-byte aligned (vector loads; the same values either way) */
 };
 
 /* Shared memory floats (ints counted as floats) of the tile kernel. */
@@ -342,6 +349,323 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a)
     }
 }
 
+/* ---- --precision bf16: the tensor-core kernel (td_cu_attention_bf16) ------------------------------------------- */
+
+/* The same block, tile and span as attention_tile_kernel (so the same plan, grid, scratch and combine kernel), with
+ * cuda.h's bf16 order computed on mma.sync.m16n8k16 (bf16 operands, fp32 accumulators; the fragment conventions of
+ * matmul_tc.cu). A tile's rows (up to 16, padded with rows that see nothing) are the A operand's 16 rows. Per chunk
+ * of 64 positions:
+ *   staging   the chunk's keys and values, rounded to bf16, into Ks / Vs [64][HD] (row = position); a slot that no
+ *             row of the tile sees is staged +0 (never cache bytes: 0 * NaN would be NaN)
+ *   scores    warp w: S[16 rows][positions 16w .. 16w + 16) = Q K^T, one mma chain over HD in k-steps of 16
+ *             ascending from +0 (A = Qs by ldmatrix, B = Ks by ldmatrix: the key rows are B's columns); s = scale * d
+ *             into Ss, -inf where the row does not see the position
+ *   softmax   warp w: rows w, w + 4, w + 8, w + 12 as attention_tile_kernel (lane holds slots lane, lane + 32): m, p
+ *             = expf(s - m) rounded to bf16 into Ps (0 where unseen), l by the fixed tree, the fold factors
+ *   values    warp w: a[16 rows][columns w HD/4 .. (w+1) HD/4) = P V, one mma chain over the chunk's 4 k-steps of 16
+ *             positions ascending from +0 (A = Ps by ldmatrix, B = Vs by ldmatrix.trans); a joins the super-chunk
+ *             state A (registers, the mma D layout: rows g and g + 8 of lane = 4 g + q) by the combine rule
+ * Batch invariance: every D element of an mma is a function of its A row, its B column and its C element only, so a
+ * row's s, p, l and a depend on its q and the keys / values of its own positions (others' slots enter as p = 0 times
+ * a finite value or +0); the tile's other rows and the launch only decide which thread computes them. */
+#define AB_NT 128            /* threads per block: 4 warps */
+#define AB_PAD 8             /* bf16 of padding per staged row: ldmatrix's 8 row addresses on distinct banks */
+#define AB_SP (AT_C + 4)     /* float pitch of Ss */
+#define AB_PP (AT_C + AB_PAD) /* bf16 pitch of Ps */
+
+static_assert(AT_RMAX == 16, "the bf16 kernel's tile is one m16 fragment");
+
+/* D += A B on one m16n8k16 fragment (bf16 A row-major, B col-major, f32 C/D). */
+__device__ __forceinline__ void ab_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Four 8x8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8. Without .trans lane 4g + q gets
+ * row g, columns 2q, 2q + 1 of each; with .trans, rows 2q, 2q + 1 of column g. */
+__device__ __forceinline__ void ab_ldsm_x4(uint32_t (&r)[4], const void *row) {
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+__device__ __forceinline__ void ab_ldsm_x4_t(uint32_t (&r)[4], const void *row) {
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+/* f rounded to bf16 (nearest even; td_f32_to_bf16), its 16 bits. */
+__device__ __forceinline__ uint32_t ab_bf16(float f) { return __float_as_uint(td_dev_round_bf16(f)) >> 16; }
+__device__ __forceinline__ uint32_t ab_pack(float lo, float hi) { return ab_bf16(lo) | ab_bf16(hi) << 16; }
+
+/* 8 cache elements from element i (a multiple of 8) as 8 bf16: exact to f32, then rounded. */
+template <int F16> __device__ __forceinline__ uint4 ab_load8(const void *base, int64_t i, int vec) {
+    float f[8];
+    if (F16) {
+        const uint16_t *h = (const uint16_t *)base + i;
+        if (vec) {
+            const uint4 w = *(const uint4 *)h;
+            const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) f[2 * k] = td_dev_f16((uint16_t)u[k]), f[2 * k + 1] = td_dev_f16(u[k] >> 16);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) f[k] = td_dev_f16(h[k]);
+        }
+    } else {
+        const float *x = (const float *)base + i;
+        if (vec) {
+            const float4 u = ((const float4 *)x)[0], w = ((const float4 *)x)[1];
+            f[0] = u.x, f[1] = u.y, f[2] = u.z, f[3] = u.w, f[4] = w.x, f[5] = w.y, f[6] = w.z, f[7] = w.w;
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) f[k] = x[k];
+        }
+    }
+    return make_uint4(ab_pack(f[0], f[1]), ab_pack(f[2], f[3]), ab_pack(f[4], f[5]), ab_pack(f[6], f[7]));
+}
+
+/* Shared memory bytes of attention_bf16_kernel<.., HD>. */
+static size_t ab_smem(int64_t hd) {
+    const size_t P = (size_t)hd + AB_PAD;
+    return (16 + 2 * AT_C) * P * 2 + 16 * AB_PP * 2 + 16 * AB_SP * 4 + 6 * AT_RMAX * 4 + 8 * AT_RMAX * 4 + AT_SC * 4;
+}
+
+template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_kernel(const at_args a) {
+    constexpr int P = HD + AB_PAD; /* bf16 pitch of Qs, Ks, Vs */
+    constexpr int NF = HD / 32;    /* n8 fragments of the output a warp owns: HD / 4 columns */
+    static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
+    extern __shared__ __align__(16) unsigned char ab_sm[];
+    uint16_t *Qs = (uint16_t *)ab_sm;  /* [16][P] the rows' queries (padding rows 0) */
+    uint16_t *Ks = Qs + 16 * P;        /* [64][P] the chunk's keys */
+    uint16_t *Vs = Ks + AT_C * P;      /* [64][P] the chunk's values */
+    uint16_t *Ps = Vs + AT_C * P;      /* [16][AB_PP] p as bf16 */
+    float *Ss = (float *)(Ps + 16 * AB_PP); /* [16][AB_SP] scores */
+    float *Ms = Ss + 16 * AB_SP, *Ls = Ms + AT_RMAX, *Xs = Ls + AT_RMAX, *Ys = Xs + AT_RMAX;
+    float *RMs = Ys + AT_RMAX, *RLs = RMs + AT_RMAX; /* the row state (mode 1) */
+    int *rt = (int *)(RLs + AT_RMAX);  /* per row: batch token, head, n, lo, super state, chunk action, row state */
+    int *rh = rt + AT_RMAX, *rn = rh + AT_RMAX, *rlo = rn + AT_RMAX, *sst = rlo + AT_RMAX, *act = sst + AT_RMAX;
+    int *rst = act + AT_RMAX, *ract = rst + AT_RMAX;
+    int *cls = ract + AT_RMAX;         /* [512] the span's cells (-1: no row of the tile sees the position) */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
+    const int li = lane >> 3, lr = lane & 7; /* ldmatrix: this lane's matrix and row */
+    const int64_t tile = blockIdx.x, hgroups = a.G / a.GH;
+    const int64_t kvh = blockIdx.z / hgroups, h0 = kvh * a.G + (blockIdx.z % hgroups) * a.GH;
+    const int64_t kvo = kvh * HD;
+    const int k0 = a.tile[2 * tile];
+    int cnt = a.tile[2 * tile + 1];
+    if (cnt > AT_RMAX / (int)a.GH) cnt = AT_RMAX / (int)a.GH;
+    const int nrows = cnt * (int)a.GH;
+    if (tid < AT_RMAX) {
+        if (tid < nrows) {
+            const int t = a.tok[k0 + tid / (int)a.GH];
+            const int n = a.pos[t] + 1;
+            rt[tid] = t;
+            rh[tid] = (int)(h0 + tid % a.GH);
+            rn[tid] = n;
+            rlo[tid] = a.window > 0 && n > a.window ? n - (int)a.window : 0;
+        } else { /* a padding row: sees no position */
+            rt[tid] = 0, rh[tid] = 0, rn[tid] = 0, rlo[tid] = 0;
+        }
+        rst[tid] = 0, sst[tid] = 0;
+    }
+    __syncthreads();
+    if (nrows <= 0) return;
+    int maxn = 0, minlo = 0x7fffffff;
+    for (int r = 0; r < nrows; r++) maxn = max(maxn, rn[r]), minlo = min(minlo, rlo[r]);
+    const int span = a.span;
+    int j0 = minlo / span, j1 = (maxn - 1) / span + 1;
+    if (a.mode != 1) {
+        if ((int)blockIdx.y < j0 || (int)blockIdx.y >= j1) return;
+        j0 = blockIdx.y, j1 = j0 + 1;
+    }
+    const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
+    for (int i = tid; i < 16 * HD; i += AB_NT) {
+        const int r = i / HD, e = i % HD;
+        Qs[r * P + e] = r < nrows ? (uint16_t)ab_bf16(a.q[(int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e]) : (uint16_t)0;
+    }
+
+    float A[NF][4], RA[NF][4]; /* the super-chunk state's and the row state's A: rows g, g + 8 (mma D layout) */
+#pragma unroll
+    for (int f = 0; f < NF; f++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) A[f][c] = 0.0f, RA[f][c] = 0.0f;
+
+    const size_t es = F16 ? 2 : 4;
+    for (int j = j0; j < j1; j++) {
+        if (tid < AT_RMAX) sst[tid] = 0;
+        for (int i = tid; i < span; i += AB_NT) {
+            const int pp = j * span + i;
+            bool seen = false;
+            for (int r = 0; r < nrows; r++) seen = seen || (pp >= rlo[r] && pp < rn[r]);
+            const int c = seen ? cell[pp] : -1;
+            cls[i] = c;
+            if (c < 0) continue;
+            const size_t at = ((size_t)c * (size_t)a.kv_dim + (size_t)kvo) * es;
+            for (size_t b = 0; b < (size_t)HD * es; b += 128) {
+                prefetch_l2((const char *)a.kc + at + b);
+                prefetch_l2((const char *)a.vc + at + b);
+            }
+        }
+        __syncthreads();
+        for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
+            if (c0 + AT_C <= minlo) continue;
+            const int *cl = cls + (c0 - j * span);
+            /* staging: units of 8 elements of one position's key and value */
+            for (int u = tid; u < AT_C * (HD / 8); u += AB_NT) {
+                const int pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
+                uint4 kk = make_uint4(0u, 0u, 0u, 0u), vv = kk;
+                if (c >= 0) {
+                    const int64_t at = (int64_t)c * a.kv_dim + kvo + e8;
+                    kk = ab_load8<F16>(a.kc, at, a.vec);
+                    vv = ab_load8<F16>(a.vc, at, a.vec);
+                }
+                *(uint4 *)&Ks[pr * P + e8] = kk;
+                *(uint4 *)&Vs[pr * P + e8] = vv;
+            }
+            __syncthreads();
+            /* scores: warp w, positions 16w .. 16w + 16 (two n8 fragments) */
+            {
+                float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+                for (int ks = 0; ks < HD; ks += 16) {
+                    uint32_t af[4], bq[4];
+                    ab_ldsm_x4(af, &Qs[(lr + (li & 1) * 8) * P + ks + (li >> 1) * 8]);
+                    ab_ldsm_x4(bq, &Ks[(warp * 16 + lr + (li >> 1) * 8) * P + ks + (li & 1) * 8]);
+                    ab_mma(s[0], af, bq[0], bq[1]);
+                    ab_mma(s[1], af, bq[2], bq[3]);
+                }
+#pragma unroll
+                for (int f = 0; f < 2; f++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const int r = g + (c >> 1) * 8, slot = warp * 16 + f * 8 + 2 * qd + (c & 1), pa = c0 + slot;
+                        Ss[r * AB_SP + slot] = pa >= rlo[r] && pa < rn[r] ? a.scale * s[f][c] : -INFINITY;
+                    }
+            }
+            __syncthreads();
+            /* softmax: warp w, rows w + 4i */
+            for (int r = warp; r < 16; r += AB_NT / 32) {
+                const int lo = max(rlo[r], c0) - c0, hi = min(rn[r], c0 + AT_C) - c0;
+                const bool v0 = lane >= lo && lane < hi, v1 = lane + 32 >= lo && lane + 32 < hi;
+                const float s0 = Ss[r * AB_SP + lane], s1 = Ss[r * AB_SP + lane + 32];
+                float m = fmaxf(v0 ? s0 : -INFINITY, v1 ? s1 : -INFINITY);
+#pragma unroll
+                for (int sh = 16; sh > 0; sh >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, sh));
+                const uint32_t b0 = v0 ? ab_bf16(expf(s0 - m)) : 0u, b1 = v1 ? ab_bf16(expf(s1 - m)) : 0u;
+                Ps[r * AB_PP + lane] = (uint16_t)b0, Ps[r * AB_PP + lane + 32] = (uint16_t)b1;
+                if (lo >= hi) {
+                    if (lane == 0) act[r] = 0;
+                    continue;
+                }
+                float l = td_dev_bf16((uint16_t)b0) + td_dev_bf16((uint16_t)b1); /* slots i, i + 32; then 16 .. 1 */
+#pragma unroll
+                for (int sh = 16; sh > 0; sh >>= 1) l += __shfl_down_sync(0xffffffffu, l, sh);
+                if (lane == 0) {
+                    if (!sst[r]) {
+                        Ms[r] = m, Ls[r] = l, act[r] = 1, sst[r] = 1;
+                    } else {
+                        float Mn, x, y;
+                        at_factors(Ms[r], m, &Mn, &x, &y);
+                        Ls[r] = at_mix(Ls[r], x, l, y);
+                        Ms[r] = Mn, Xs[r] = x, Ys[r] = y, act[r] = 2;
+                    }
+                }
+            }
+            __syncthreads();
+            /* values: warp w, columns w HD/4 .. (w + 1) HD/4 */
+            {
+                float pv[NF][4];
+#pragma unroll
+                for (int f = 0; f < NF; f++) pv[f][0] = pv[f][1] = pv[f][2] = pv[f][3] = 0.0f;
+#pragma unroll
+                for (int kk = 0; kk < AT_C / 16; kk++) {
+                    uint32_t af[4];
+                    ab_ldsm_x4(af, &Ps[(lr + (li & 1) * 8) * AB_PP + kk * 16 + (li >> 1) * 8]);
+#pragma unroll
+                    for (int np = 0; np < NF / 2; np++) {
+                        uint32_t bq[4];
+                        const int e0 = warp * (HD / 4) + np * 16;
+                        ab_ldsm_x4_t(bq, &Vs[(kk * 16 + (li & 1) * 8 + lr) * P + e0 + (li >> 1) * 8]);
+                        ab_mma(pv[2 * np], af, bq[0], bq[1]);
+                        ab_mma(pv[2 * np + 1], af, bq[2], bq[3]);
+                    }
+                }
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int r = g + (c >> 1) * 8, how = act[r];
+                    const float x = Xs[r], y = Ys[r];
+#pragma unroll
+                    for (int f = 0; f < NF; f++)
+                        if (how == 1) A[f][c] = pv[f][c];
+                        else if (how == 2) A[f][c] = at_mix(A[f][c], x, pv[f][c], y);
+                }
+            }
+            __syncthreads(); /* Ks, Vs, Ps, act free for the next chunk */
+        }
+        /* the span's end: rows that saw a position of it */
+        if (a.mode == 1) {
+            if (tid < AT_RMAX) {
+                if (tid < nrows && sst[tid]) {
+                    if (!rst[tid]) {
+                        RMs[tid] = Ms[tid], RLs[tid] = Ls[tid], ract[tid] = 1;
+                    } else {
+                        float Mn, x, y;
+                        at_factors(RMs[tid], Ms[tid], &Mn, &x, &y);
+                        RLs[tid] = at_mix(RLs[tid], x, Ls[tid], y);
+                        RMs[tid] = Mn, Xs[tid] = x, Ys[tid] = y, ract[tid] = 2;
+                    }
+                    rst[tid] = 1;
+                } else {
+                    ract[tid] = 0;
+                }
+            }
+            __syncthreads();
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int r = g + (c >> 1) * 8, how = ract[r];
+                const float x = Xs[r], y = Ys[r];
+#pragma unroll
+                for (int f = 0; f < NF; f++)
+                    if (how == 1) RA[f][c] = A[f][c];
+                    else if (how == 2) RA[f][c] = at_mix(RA[f][c], x, A[f][c], y);
+            }
+        } else {
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int r = g + (c >> 1) * 8;
+                if (r >= nrows || !sst[r]) continue;
+                const bool direct = a.mode == 0 && rn[r] <= span; /* one span: its state is the row's */
+                float *st = a.scratch + (((int64_t)rt[r] * a.Hq + rh[r]) * a.nsc + j) * (HD + 2);
+                if (!direct && warp == 0 && qd == 0 && c % 2 == 0) st[0] = Ms[r], st[1] = Ls[r];
+#pragma unroll
+                for (int f = 0; f < NF; f++) {
+                    const int e = warp * (HD / 4) + f * 8 + 2 * qd + (c & 1);
+                    if (direct) a.out[(int64_t)rt[r] * a.ldo + rh[r] * HD + e] = A[f][c] / Ls[r];
+                    else st[2 + e] = A[f][c];
+                }
+            }
+        }
+        __syncthreads(); /* sst, Xs, Ys, cls free for the next span */
+    }
+    if (a.mode == 1)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int r = g + (c >> 1) * 8;
+            if (r >= nrows) continue;
+#pragma unroll
+            for (int f = 0; f < NF; f++) {
+                const int e = warp * (HD / 4) + f * 8 + 2 * qd + (c & 1);
+                a.out[(int64_t)rt[r] * a.ldo + rh[r] * HD + e] = RA[f][c] / RLs[r];
+            }
+        }
+}
+
 extern "C" void td_cu_attention_test_mode(int mode) { at_test_mode = mode; }
 
 extern "C" int64_t td_cu_attn_tile_tokens(int64_t Hq, int64_t Hkv, int64_t hd) {
@@ -387,7 +711,7 @@ static int at_prepare(at_args *ap, dim3 *gridp, bool *splitp, float *out, int64_
     a.cells = cells, a.n_ctx = n_ctx, a.seq = seq, a.pos = pos, a.tok = tl->tok, a.tile = tl->tile;
     a.Hq = Hq, a.G = Hq / Hkv, a.hd = hd, a.window = window, a.scale = scale;
     a.R = at_rows(hd), a.GH = at_heads(a.G, a.R), a.mode = at_test_mode == 3 ? 0 : at_test_mode;
-    a.scratch = tl->scratch;
+    a.scratch = tl->scratch, a.vec = 0;
     /* the span: one chunk when the super-chunk split would leave the GPU mostly idle and the scratch holds the chunk
      * states (test mode 3 forces it); the bits are the same either way */
     const int64_t zdim = Hkv * (a.G / a.GH), chunks = (tl->max_n + AT_C - 1) / AT_C;
@@ -439,4 +763,54 @@ extern "C" int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t 
     if (rc != 0 || !split) return rc;
     attention_combine_kernel<<<(unsigned)(T * Hq), 128, 0, s>>>(a);
     return td_cu_launched("attention: combine");
+}
+
+/* TD_CUDA_TC_ATTN=0 in the environment (read once per process) keeps bf16 mode on attention_tile_kernel. */
+static bool ab_enabled(void) {
+    static const bool on = [] {
+        const char *e = getenv("TD_CUDA_TC_ATTN");
+        return !(e && strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
+extern "C" int td_cu_attention_tc(int64_t hd) { return ab_enabled() && (hd == 64 || hd == 128 || hd == 256); }
+
+template <int F16, int HD> static int ab_launch(const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
+    static size_t allowed = 48 * 1024; /* raised once per instantiation as needed */
+    if (smem > allowed) {
+        cudaError_t e = cudaFuncSetAttribute(attention_bf16_kernel<F16, HD>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return td_cu_fail("attention (tensor cores): shared memory", e);
+        allowed = smem;
+    }
+    attention_bf16_kernel<F16, HD><<<grid, AB_NT, smem, s>>>(a);
+    return td_cu_launched("attention (tensor cores)");
+}
+
+extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
+                                    const void *kc, const void *vc, int f16, int64_t kv_dim, const int32_t *cells,
+                                    int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq,
+                                    int64_t Hkv, int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl,
+                                    void *stream) {
+    if (!td_cu_attention_tc(hd))
+        return td_cu_attention(out, ldo, q, ldq, q_head_stride, kc, vc, f16, kv_dim, cells, n_ctx, seq, pos, T, Hq,
+                               Hkv, hd, scale, window, tl, stream);
+    if (T <= 0 || Hq <= 0) return 0;
+    at_args a;
+    dim3 grid;
+    bool split = false;
+    if (at_prepare(&a, &grid, &split, out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq, pos, T, Hq,
+                   Hkv, hd, scale, window, tl) != 0)
+        return -1;
+    a.vec = ((uintptr_t)kc & 15u) == 0 && ((uintptr_t)vc & 15u) == 0 && kv_dim % 8 == 0;
+    const size_t smem = ab_smem(hd);
+    cudaStream_t s = TD_CU_STREAM(stream);
+    int rc;
+    if (hd == 64) rc = f16 ? ab_launch<1, 64>(a, grid, smem, s) : ab_launch<0, 64>(a, grid, smem, s);
+    else if (hd == 128) rc = f16 ? ab_launch<1, 128>(a, grid, smem, s) : ab_launch<0, 128>(a, grid, smem, s);
+    else rc = f16 ? ab_launch<1, 256>(a, grid, smem, s) : ab_launch<0, 256>(a, grid, smem, s);
+    if (rc != 0 || !split) return rc;
+    attention_combine_kernel<<<(unsigned)(T * Hq), 128, 0, s>>>(a);
+    return td_cu_launched("attention (tensor cores): combine");
 }

@@ -1,0 +1,461 @@
+/* Attention in --precision bf16 mode on the tensor cores (td_cu_attention_bf16, cuda.h's bf16 order), issue 43:
+ *   accuracy: against td_attn_rows_ref on the same inputs rounded to bf16 (q; the cache's keys and values, f32 or
+ *             f16, converted exactly and rounded), GQA 1, 2 and 8, head dims 64, 128 and 256, f32 and f16 caches,
+ *             with and without a sliding window, positions 0, 1, 63, 64, 65, 511, 512, 513, 2047, 3000 and random
+ *             ones. The bound, |out - ref| <= 2^-7 max |v|: the kernel rounds each p to bf16 (relative error
+ *             u = 2^-9) and divides by the sum of the rounded p, so every weight p_i / l moves by at most about 2u of
+ *             itself and the output, a weighted mean of the v, by at most 2u max |v| = 2^-8 max |v|; the other
+ *             differences (the mma's fp32 dot products against fmaf chains, the online softmax's chunking) are fp32
+ *             roundings, ~1e-6 here; the factor 2 is margin for the mma unit's own accumulation. A wrong fragment
+ *             layout or a stale value moves outputs by O(max |v|).
+ *   bit-identity: a row alone, amid other tokens of its sequence, amid other sequences, in tiles of other sizes and
+ *             neighbours, through every td_cu_attention_test_mode (split by super-chunks, one block, all through
+ *             the combine kernel, split by chunks), with its sequence moved to another slot and other cache rows.
+ *   poison:   every cache row outside every row's range set to NaN (keys and values), including the gap between
+ *             two windowed rows of one tile: the outputs are the unpoisoned ones, bit for bit.
+ *   switch:   head dims other than 64, 128, 256 (and TD_CUDA_TC_ATTN=0) give td_cu_attention's bits; where the
+ *             tensor-core kernel runs its bits differ from the fp32 kernel's (it ran).
+ * Without a usable CUDA device it prints why and exits 77 (skipped). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/cuda.h"
+#include "test_util.h"
+#include "util/half.h"
+
+static uint64_t seed = 0xbf16a77eull;
+
+/* ---- plumbing (as tests/cuda/test_cuda_kernels.c) ---- */
+
+#define CU(call) cu_ok((call) == 0, #call, __LINE__)
+static int cu_ok(int ok, const char *what, int line) {
+    if (!ok) {
+        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, line, what, td_cu_error());
+        td_test_failures++;
+    }
+    return ok;
+}
+
+static void *up(const void *h, size_t bytes) {
+    void *d = td_cu_malloc(bytes);
+    if (!d) {
+        fprintf(stderr, "td_cu_malloc(%zu): %s\n", bytes, td_cu_error());
+        exit(1);
+    }
+    if (h) CU(td_cu_h2d(d, h, bytes, NULL));
+    else CU(td_cu_zero(d, bytes, NULL));
+    return d;
+}
+
+static void down(void *h, const void *d, size_t bytes) { CU(td_cu_d2h(h, d, bytes, NULL)); }
+
+static float uni(float lo, float hi) { return td_test_uniform(&seed, lo, hi); }
+static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
+
+static float *rnd(int64_t n, float lo, float hi) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++) p[i] = uni(lo, hi);
+    return p;
+}
+
+static void shuffle(int32_t *a, int64_t n) {
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = irand(i + 1);
+        int32_t t = a[i];
+        a[i] = a[j], a[j] = t;
+    }
+}
+
+static float rb(float f) { return td_bf16_to_f32(td_f32_to_bf16(f)); }
+
+static int64_t bits_differ(const float *a, const float *b, int64_t n) {
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], sizeof *a) != 0;
+    return d;
+}
+
+static void bits(const char *name, const float *a, const float *b, int64_t n) {
+    int64_t differ = 0;
+    double md = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (memcmp(&a[i], &b[i], sizeof *a)) {
+            if (differ++ < 3) fprintf(stderr, "  %s: [%lld] %.9g vs %.9g\n", name, (long long)i, a[i], b[i]);
+            double d = fabs((double)a[i] - b[i]);
+            if (!(d <= md)) md = d;
+        }
+    }
+    printf("  %-66s %s", name, differ ? "NOT bit-exact" : "bit-exact");
+    if (differ) printf(" (%lld of %lld differ, max |diff| %.3g)", (long long)differ, (long long)n, md);
+    printf("\n");
+    CHECKF(differ == 0, "%s", name);
+}
+
+/* ---- a KV cache ---- */
+
+/* n_seq sequences of n_ctx positions in shuffled cache rows; sequence 1 shares sequence 0's first 50 cells. kr / vr
+ * are the cache's values rounded to bf16, as float (the reference's cache). */
+typedef struct kvcase {
+    int64_t Hq, Hkv, hd, qhs, kv_dim, n_ctx, n_seq, n_rows;
+    int f16;
+    void *kc, *vc; /* host: float or uint16 */
+    float *kr, *vr;
+    int32_t *cells; /* [n_seq, n_ctx] */
+    void *kc_d, *vc_d;
+    int32_t *cells_d;
+} kvcase;
+
+static kvcase kv_new(int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, int f16, int64_t n_ctx, int64_t n_seq) {
+    kvcase c = {.Hq = Hq, .Hkv = Hkv, .hd = hd, .qhs = qhs, .kv_dim = Hkv * hd, .n_ctx = n_ctx, .n_seq = n_seq,
+                .n_rows = n_ctx * n_seq + 13, .f16 = f16};
+    size_t es = f16 ? 2 : 4, n = (size_t)(c.n_rows * c.kv_dim);
+    c.kc = malloc(n * es), c.vc = malloc(n * es);
+    c.kr = malloc(n * 4), c.vr = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) {
+        float k = uni(-1.5f, 1.5f), v = uni(-1.0f, 1.0f);
+        if (f16) {
+            uint16_t hk = td_f32_to_f16(k), hv = td_f32_to_f16(v);
+            ((uint16_t *)c.kc)[i] = hk, ((uint16_t *)c.vc)[i] = hv;
+            c.kr[i] = rb(td_f16_to_f32(hk)), c.vr[i] = rb(td_f16_to_f32(hv));
+        } else {
+            ((float *)c.kc)[i] = k, ((float *)c.vc)[i] = v;
+            c.kr[i] = rb(k), c.vr[i] = rb(v);
+        }
+    }
+    int32_t *perm = malloc((size_t)c.n_rows * sizeof *perm);
+    for (int64_t i = 0; i < c.n_rows; i++) perm[i] = (int32_t)i;
+    shuffle(perm, c.n_rows);
+    c.cells = malloc((size_t)(n_seq * n_ctx) * sizeof *c.cells);
+    memcpy(c.cells, perm, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
+    if (n_seq > 1) memcpy(c.cells + n_ctx, c.cells, 50 * sizeof *c.cells);
+    free(perm);
+    c.kc_d = up(c.kc, n * es), c.vc_d = up(c.vc, n * es);
+    c.cells_d = up(c.cells, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
+    return c;
+}
+
+static void kv_free(kvcase *c) {
+    free(c->kc), free(c->vc), free(c->kr), free(c->vr), free(c->cells);
+    td_cu_free(c->kc_d), td_cu_free(c->vc_d), td_cu_free(c->cells_d);
+}
+
+/* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens), the window, the test mode, reversed groups. */
+typedef struct attn_cut {
+    int64_t qt, window;
+    int mode, reverse;
+} attn_cut;
+
+/* out [T, Hq * hd] on the host through td_cu_attention_bf16 (bf16) or td_cu_attention; the output buffer is
+ * poisoned (NaN) before the launch. */
+static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
+                            const int32_t *cells_d, attn_cut cut, int bf16) {
+    int64_t ldq = c->Hq * c->qhs, ldo = c->Hq * c->hd, max_n = 1;
+    float *qd = up(q, (size_t)(T * ldq) * 4), *od = up(NULL, (size_t)(T * ldo) * 4);
+    float *poison = malloc((size_t)(T * ldo) * 4);
+    memset(poison, 0xff, (size_t)(T * ldo) * 4);
+    CU(td_cu_h2d(od, poison, (size_t)(T * ldo) * 4, NULL));
+    int32_t *tok = malloc((size_t)T * 4), *off = malloc((size_t)(c->n_seq + 1) * 4), *tile = malloc((size_t)T * 8);
+    int64_t k = 0;
+    for (int64_t sq = 0; sq < c->n_seq; sq++) {
+        off[sq] = (int32_t)k;
+        for (int64_t i = 0; i < T; i++) {
+            int64_t t = cut.reverse ? T - 1 - i : i;
+            if (seq[t] == sq) tok[k++] = (int32_t)t;
+        }
+    }
+    off[c->n_seq] = (int32_t)k;
+    for (int64_t t = 0; t < T; t++) max_n = pos[t] + 1 > max_n ? pos[t] + 1 : max_n;
+    int64_t qt = cut.qt > 0 ? cut.qt : td_cu_attn_tile_tokens(c->Hq, c->Hkv, c->hd);
+    td_cu_attn_plan plan = {0};
+    plan.n_tiles = td_cu_attn_tiles(tile, off, c->n_seq, qt);
+    plan.tok = up(tok, (size_t)T * 4);
+    plan.tile = up(tile, (size_t)plan.n_tiles * 8);
+    plan.max_n = max_n;
+    plan.scratch_floats = T * c->Hq * ((max_n + 63) / 64) * (c->hd + 2); /* enough to split by chunks */
+    plan.scratch = up(NULL, (size_t)plan.scratch_floats * 4);
+    int32_t *seq_d = up(seq, (size_t)T * 4), *pos_d = up(pos, (size_t)T * 4);
+    td_cu_attention_test_mode(cut.mode);
+    if (bf16)
+        CU(td_cu_attention_bf16(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx,
+                                seq_d, pos_d, T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan,
+                                NULL));
+    else
+        CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx, seq_d,
+                           pos_d, T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan, NULL));
+    td_cu_attention_test_mode(0);
+    float *out = malloc((size_t)(T * ldo) * 4);
+    down(out, od, (size_t)(T * ldo) * 4);
+    td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
+    td_cu_free((void *)plan.tok), td_cu_free((void *)plan.tile), td_cu_free(plan.scratch);
+    free(poison), free(tok), free(off), free(tile);
+    return out;
+}
+
+/* td_attn_rows_ref for every row on the bf16-rounded q and cache, with the window as the CPU's attention applies it. */
+static float *ref_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
+                            int64_t window) {
+    int64_t Hq = c->Hq, hd = c->hd, ldq = Hq * c->qhs, ldo = Hq * hd;
+    float *ref = malloc((size_t)(T * ldo) * 4), *qr = malloc((size_t)hd * 4);
+    float *scratch = malloc((size_t)td_attn_rows_scratch(1, c->n_ctx, hd, 0) * 4);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < Hq; h++) {
+            int64_t kvh = h / (Hq / c->Hkv), n = pos[t] + 1, lo = window > 0 && n > window ? n - window : 0;
+            td_attn_keys keys = {c->kr + kvh * hd, c->vr + kvh * hd, 0, c->cells + seq[t] * c->n_ctx + lo, c->kv_dim,
+                                 NULL, NULL, 0};
+            for (int64_t e = 0; e < hd; e++) qr[e] = rb(q[t * ldq + h * c->qhs + e]);
+            const float *qp = qr;
+            float *orow = ref + t * ldo + h * hd;
+            int64_t m = n - lo;
+            td_attn_rows_ref(&qp, &orow, &m, 1, &keys, hd, 1.0f / sqrtf((float)hd), scratch);
+        }
+    free(scratch), free(qr);
+    return ref;
+}
+
+/* max |a - b| over n values (NaN: infinity), checked against bound. */
+static void within_abs(const char *name, const float *a, const float *b, int64_t n, double bound) {
+    double worst = 0, sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+        sum += isnan(d) ? 0 : d;
+    }
+    printf("  %-66s max |diff| %.3g, mean %.2g (allowed %.3g)\n", name, worst, sum / (double)(n > 0 ? n : 1), bound);
+    CHECKF(worst <= bound, "%s: %g > %g", name, worst, bound);
+}
+
+/* the bound against the reference: 2^-7 max |v| (the header comment); the values are in [-1, 1] */
+#define BOUND ldexp(1.0, -7)
+
+static const int32_t edge[] = {0, 1, 63, 64, 65, 511, 512, 513, 2047, 3000};
+#define N_EDGE ((int64_t)(sizeof edge / sizeof *edge))
+
+static void test_accuracy(void) {
+    printf("bf16 attention against td_attn_rows_ref on bf16-rounded inputs (|diff| <= 2^-7 max |v|); the one-block,\n"
+           "  all-through-the-combine and by-chunks paths bit-identical to the normal one\n");
+    static const int64_t cases[][5] = {/* Hq, Hkv, hd, q head stride, T */
+                                       {16, 8, 128, 128, 144}, {8, 8, 64, 64, 40},  {16, 2, 128, 128, 20},
+                                       {8, 1, 256, 512, 12},   {4, 2, 64, 64, 200}, {16, 8, 256, 256, 24},
+                                       {16, 8, 128, 128, 1}};
+    const int64_t n_ctx = 3100, n_seq = 3;
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            int64_t Hq = cases[ci][0], Hkv = cases[ci][1], hd = cases[ci][2], qhs = cases[ci][3], T = cases[ci][4];
+            int64_t ldq = Hq * qhs, ldo = Hq * hd;
+            kvcase c = kv_new(Hq, Hkv, hd, qhs, f16, n_ctx, n_seq);
+            float *q = rnd(T * ldq, -3.0f, 3.0f);
+            int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+            for (int64_t t = 0; t < T; t++) {
+                seq[t] = (int32_t)irand(n_seq);
+                pos[t] = t < N_EDGE ? edge[(t + (int64_t)ci) % N_EDGE] : (int32_t)irand(n_ctx);
+            }
+            if (T == 1) pos[0] = 3000;
+            for (int wi = 0; wi < 2; wi++) {
+                int64_t window = wi ? (ci % 2 ? 100 : 700) : 0;
+                float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0}, 1);
+                float *ref = ref_attention(&c, q, seq, pos, T, window);
+                char name[160];
+                snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
+                         (long long)Hkv, (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
+                within_abs(name, out, ref, T * ldo, BOUND);
+                for (int mode = 1; mode <= 3; mode++) {
+                    static const char *what[] = {"", "one block", "all combined", "by chunks"};
+                    float *o2 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0}, 1);
+                    snprintf(name, sizeof name, "  %s vs normal: hd=%lld T=%lld kv %s window %lld", what[mode],
+                             (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
+                    bits(name, o2, out, T * ldo);
+                    free(o2);
+                }
+                if (wi == 0 && f16 == 0) { /* the tensor-core kernel ran: not the fp32 kernel's bits */
+                    float *o32 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0}, 0);
+                    int64_t d = bits_differ(out, o32, T * ldo);
+                    printf("  %-66s %lld of %lld differ\n", "  vs the fp32 kernel (must differ)", (long long)d,
+                           (long long)(T * ldo));
+                    CHECKF(d > 0, "hd=%lld: bf16 mode gave the fp32 kernel's bits", (long long)hd);
+                    free(o32);
+                }
+                free(out), free(ref);
+            }
+            free(q), free(seq), free(pos);
+            kv_free(&c);
+        }
+}
+
+static void test_invariance(void) {
+    printf("bf16 attention: batch invariance (tile neighbours and sizes, own sequence, other sequences, test modes,\n"
+           "  sequence slot, cell layout)\n");
+    static const int32_t tposs[] = {0, 64, 261, 1000, 3000};
+    static const int64_t shapes[][3] = {{16, 8, 128}, {8, 1, 256}, {4, 4, 64}}; /* Hq, Hkv, hd: G 2, 8, 1 */
+    const int64_t n_ctx = 3100;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int f16 = 0; f16 < 2; f16++)
+            for (size_t pi = 0; pi < sizeof tposs / sizeof *tposs; pi++) {
+                int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], ldq = Hq * hd;
+                int64_t window = pi == 4 && f16 ? 700 : pi == 3 && !f16 ? 100 : 0;
+                kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
+                float *target = rnd(ldq, -3.0f, 3.0f), *first = NULL;
+                int32_t tpos = tposs[pi];
+                /* T, the target's row, tokens per tile, test mode, reversed groups; r == 2, 3: the target's
+                 * sequence holds the other tokens (a prefill-like tile); the last run moves the cells and slot */
+                static const int64_t runs[][5] = {{1, 0, 0, 0, 0},    {7, 4, 0, 0, 0},    {9, 3, 0, 0, 1},
+                                                  {16, 5, 0, 2, 0},   {144, 77, 0, 0, 0}, {144, 77, 1, 0, 0},
+                                                  {144, 77, 0, 1, 0}, {144, 77, 0, 2, 0}, {144, 77, 3, 3, 1},
+                                                  {1, 0, 0, 3, 0},    {144, 77, 0, 0, 0}};
+                const int n_runs = sizeof runs / sizeof *runs;
+                for (int r = 0; r < n_runs; r++) {
+                    int64_t T = runs[r][0], at = runs[r][1];
+                    float *q = rnd(T * ldq, -3.0f, 3.0f);
+                    memcpy(q + at * ldq, target, (size_t)ldq * 4);
+                    int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+                    for (int64_t t = 0; t < T; t++) seq[t] = (int32_t)irand(3), pos[t] = (int32_t)irand(n_ctx);
+                    if (r == 2 || r == 3)
+                        for (int64_t t = 0; t < T; t++) {
+                            int64_t p = tpos - at + t;
+                            seq[t] = 0, pos[t] = (int32_t)(p < 0 ? t : p);
+                        }
+                    seq[at] = 0, pos[at] = tpos;
+                    int32_t *cells_d = c.cells_d, *moved = NULL;
+                    if (r == n_runs - 1) {
+                        /* the target's sequence moves to slot 2 of a new table, its keys and values to other cache
+                         * rows (same bytes) */
+                        moved = malloc((size_t)(3 * n_ctx) * 4);
+                        for (int64_t i = 0; i < 3 * n_ctx; i++) moved[i] = (int32_t)irand(c.n_rows);
+                        size_t es = f16 ? 2 : 4, rbytes = (size_t)c.kv_dim * es;
+                        for (int64_t p = 0; p <= tpos; p++) /* distinct rows: 7 and n_rows = 9313 are coprime */
+                            moved[2 * n_ctx + p] = (int32_t)((p * 7 + 5) % c.n_rows);
+                        unsigned char *k2 = malloc((size_t)c.n_rows * rbytes), *v2 = malloc((size_t)c.n_rows * rbytes);
+                        memcpy(k2, c.kc, (size_t)c.n_rows * rbytes), memcpy(v2, c.vc, (size_t)c.n_rows * rbytes);
+                        for (int64_t p = 0; p <= tpos; p++) {
+                            memcpy(k2 + (size_t)moved[2 * n_ctx + p] * rbytes,
+                                   (unsigned char *)c.kc + (size_t)c.cells[p] * rbytes, rbytes);
+                            memcpy(v2 + (size_t)moved[2 * n_ctx + p] * rbytes,
+                                   (unsigned char *)c.vc + (size_t)c.cells[p] * rbytes, rbytes);
+                        }
+                        CU(td_cu_h2d(c.kc_d, k2, (size_t)c.n_rows * rbytes, NULL));
+                        CU(td_cu_h2d(c.vc_d, v2, (size_t)c.n_rows * rbytes, NULL));
+                        CU(td_cu_sync(NULL));
+                        free(k2), free(v2);
+                        for (int64_t t = 0; t < T; t++)
+                            if (seq[t] == 2) seq[t] = 1;
+                        seq[at] = 2;
+                        cells_d = up(moved, (size_t)(3 * n_ctx) * 4);
+                    }
+                    attn_cut cut = {runs[r][2], window, (int)runs[r][3], (int)runs[r][4]};
+                    float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut, 1);
+                    if (!first) {
+                        first = out;
+                    } else {
+                        char name[160];
+                        snprintf(name, sizeof name,
+                                 "hd %lld G %lld kv %s pos %d%s: T=%lld row %lld tile %lld mode %d%s%s", (long long)hd,
+                                 (long long)(Hq / Hkv), f16 ? "f16" : "f32", tpos,
+                                 window ? (window == 700 ? " w700" : " w100") : "", (long long)T, (long long)at,
+                                 (long long)runs[r][2], (int)runs[r][3], r == 2 || r == 3 ? " own seq" : "",
+                                 r == n_runs - 1 ? " moved" : "");
+                        bits(name, out + at * ldq, first, ldq);
+                        free(out);
+                    }
+                    if (moved) td_cu_free(cells_d);
+                    free(q), free(seq), free(pos), free(moved);
+                }
+                free(target), free(first);
+                kv_free(&c);
+            }
+}
+
+/* Every cache row outside every row's range NaN: the outputs must not change. One sequence's tokens in one tile with
+ * a window and far-apart positions (a gap no row sees inside the tile's span), plus rows of the other sequences. */
+static void test_poison(void) {
+    printf("bf16 attention: NaN in every cache row no row sees reaches no output\n");
+    const int64_t n_ctx = 3100;
+    for (int f16 = 0; f16 < 2; f16++)
+        for (int wi = 0; wi < 2; wi++) {
+            int64_t Hq = 16, Hkv = 8, hd = 128, ldq = Hq * hd, window = wi ? 64 : 0, T = 11;
+            kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
+            float *q = rnd(T * ldq, -3.0f, 3.0f);
+            static const int32_t tseq[] = {0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 0};
+            static const int32_t tpos[] = {100, 101, 700, 2000, 2001, 30, 520, 5, 6, 1300, 2900};
+            int32_t seq[11], pos[11];
+            memcpy(seq, tseq, sizeof seq), memcpy(pos, tpos, sizeof pos);
+            for (int mode = 0; mode <= 3; mode++) {
+                float *clean = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0}, 1);
+                /* poison every cache row not in any row's range */
+                char *seen = calloc((size_t)c.n_rows, 1);
+                for (int64_t t = 0; t < T; t++) {
+                    int64_t n = pos[t] + 1, lo = window > 0 && n > window ? n - window : 0;
+                    for (int64_t p = lo; p < n; p++) seen[c.cells[seq[t] * n_ctx + p]] = 1;
+                }
+                size_t es = f16 ? 2 : 4, rbytes = (size_t)c.kv_dim * es;
+                unsigned char *k2 = malloc((size_t)c.n_rows * rbytes), *v2 = malloc((size_t)c.n_rows * rbytes);
+                memcpy(k2, c.kc, (size_t)c.n_rows * rbytes), memcpy(v2, c.vc, (size_t)c.n_rows * rbytes);
+                int64_t poisoned = 0;
+                for (int64_t row = 0; row < c.n_rows; row++) {
+                    if (seen[row]) continue;
+                    poisoned++;
+                    for (int64_t i = 0; i < c.kv_dim; i++) {
+                        size_t at = (size_t)row * (size_t)c.kv_dim + (size_t)i;
+                        if (f16) ((uint16_t *)k2)[at] = 0x7e00, ((uint16_t *)v2)[at] = 0x7e00;
+                        else ((float *)k2)[at] = NAN, ((float *)v2)[at] = NAN;
+                    }
+                }
+                CU(td_cu_h2d(c.kc_d, k2, (size_t)c.n_rows * rbytes, NULL));
+                CU(td_cu_h2d(c.vc_d, v2, (size_t)c.n_rows * rbytes, NULL));
+                float *dirty = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0}, 1);
+                char name[160];
+                snprintf(name, sizeof name, "kv %s window %lld mode %d, %lld of %lld rows NaN", f16 ? "f16" : "f32",
+                         (long long)window, mode, (long long)poisoned, (long long)c.n_rows);
+                bits(name, dirty, clean, T * Hq * hd);
+                size_t all = (size_t)c.n_rows * rbytes; /* restore */
+                CU(td_cu_h2d(c.kc_d, c.kc, all, NULL));
+                CU(td_cu_h2d(c.vc_d, c.vc, all, NULL));
+                free(seen), free(k2), free(v2), free(clean), free(dirty);
+            }
+            free(q);
+            kv_free(&c);
+        }
+}
+
+/* Head dims the tensor-core kernel does not take: td_cu_attention's bits. */
+static void test_fallback(void) {
+    printf("bf16 attention: other head dims run the fp32 kernel\n");
+    static const int64_t shapes[][3] = {{4, 2, 72}, {2, 2, 16}, {4, 1, 320}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], T = 9;
+        CHECKF(!td_cu_attention_tc(hd), "td_cu_attention_tc(%lld)", (long long)hd);
+        kvcase c = kv_new(Hq, Hkv, hd, hd, 0, 1100, 2);
+        float *q = rnd(T * Hq * hd, -3.0f, 3.0f);
+        int32_t seq[9], pos[9];
+        for (int t = 0; t < 9; t++) seq[t] = (int32_t)irand(2), pos[t] = (int32_t)irand(1100);
+        float *a = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0}, 1);
+        float *b = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0}, 0);
+        char name[96];
+        snprintf(name, sizeof name, "hd %lld: bf16 mode vs td_cu_attention", (long long)hd);
+        bits(name, a, b, T * Hq * hd);
+        free(a), free(b), free(q);
+        kv_free(&c);
+    }
+}
+
+int main(void) {
+    char name[256];
+    int64_t total = 0;
+    if (td_cu_probe(name, sizeof name, &total) != 0) {
+        printf("test_cuda_attn_bf16: skipped: %s\n", td_cu_error());
+        return 77;
+    }
+    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    test_fallback();
+    if (!td_cu_attention_tc(128)) {
+        printf("TD_CUDA_TC_ATTN=0: the tensor-core kernel is off (bf16 mode runs td_cu_attention; checked above)\n");
+        CU(td_cu_sync(NULL));
+        return td_test_finish("test_cuda_attn_bf16");
+    }
+    test_accuracy();
+    test_invariance();
+    test_poison();
+    CU(td_cu_sync(NULL));
+    return td_test_finish("test_cuda_attn_bf16");
+}
