@@ -356,7 +356,7 @@ if want run; then
             say "run $m: $DOCS documents x 12 criteria, at most $lim s"
             t0=$(date +%s%N)
             cmd=("$BIN" run --model "${MP[$m]}" --input "$corpus" --criteria "$WORK/corpus/criteria.jsonl" --out "$WORK/corpus/results.jsonl"
-                 --summary "$WORK/corpus/summary.json" --quiet --no-timing "${DEVP[@]}" --precision bf16 --memory 8192)
+                 --summary "$WORK/corpus/summary.json" --quiet --no-timing "${DEVP[@]}" --precision bf16 --memory 8192 --docs-per-pass "${RUN_DOCS_PER_PASS:-16}")
             timeout "$lim" "${cmd[@]}" 2>"$WORK/logs/run.err"
             rc=$?
             s=$(secs_since "$t0")
