@@ -402,29 +402,44 @@ __device__ __forceinline__ void ab_ldsm_x4_t(uint32_t (&r)[4], const void *row) 
 __device__ __forceinline__ uint32_t ab_bf16(float f) { return __float_as_uint(td_dev_round_bf16(f)) >> 16; }
 __device__ __forceinline__ uint32_t ab_pack(float lo, float hi) { return ab_bf16(lo) | ab_bf16(hi) << 16; }
 
-/* 8 cache elements from element i (a multiple of 8) as 8 bf16: exact to f32, then rounded. */
-template <int F16> __device__ __forceinline__ uint4 ab_load8(const void *base, int64_t i, int vec) {
-    float f[8];
+/* 8 cache elements from element i (a multiple of 8), as stored (ab_fetch: the loads, issued for several units before
+ * the first use), then as 8 bf16 (ab_cvt: exact to f32, then rounded). */
+template <int F16> struct ab_raw {
+    uint4 w[F16 ? 1 : 2];
+};
+template <int F16> __device__ __forceinline__ void ab_fetch(ab_raw<F16> &r, const void *base, int64_t i, int vec) {
     if (F16) {
         const uint16_t *h = (const uint16_t *)base + i;
         if (vec) {
-            const uint4 w = *(const uint4 *)h;
-            const uint32_t u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-            for (int k = 0; k < 4; k++) f[2 * k] = td_dev_f16((uint16_t)u[k]), f[2 * k + 1] = td_dev_f16(u[k] >> 16);
+            r.w[0] = *(const uint4 *)h;
         } else {
-#pragma unroll
-            for (int k = 0; k < 8; k++) f[k] = td_dev_f16(h[k]);
+            r.w[0] = make_uint4((uint32_t)h[0] | (uint32_t)h[1] << 16, (uint32_t)h[2] | (uint32_t)h[3] << 16,
+                                (uint32_t)h[4] | (uint32_t)h[5] << 16, (uint32_t)h[6] | (uint32_t)h[7] << 16);
         }
     } else {
         const float *x = (const float *)base + i;
         if (vec) {
-            const float4 u = ((const float4 *)x)[0], w = ((const float4 *)x)[1];
-            f[0] = u.x, f[1] = u.y, f[2] = u.z, f[3] = u.w, f[4] = w.x, f[5] = w.y, f[6] = w.z, f[7] = w.w;
+            r.w[0] = ((const uint4 *)x)[0];
+            r.w[F16 ? 0 : 1] = ((const uint4 *)x)[1];
         } else {
-#pragma unroll
-            for (int k = 0; k < 8; k++) f[k] = x[k];
+            r.w[0] = make_uint4(__float_as_uint(x[0]), __float_as_uint(x[1]), __float_as_uint(x[2]),
+                                __float_as_uint(x[3]));
+            r.w[F16 ? 0 : 1] = make_uint4(__float_as_uint(x[4]), __float_as_uint(x[5]), __float_as_uint(x[6]),
+                                          __float_as_uint(x[7]));
         }
+    }
+}
+template <int F16> __device__ __forceinline__ uint4 ab_cvt(const ab_raw<F16> &r) {
+    float f[8];
+    if (F16) {
+        const uint32_t u[4] = {r.w[0].x, r.w[0].y, r.w[0].z, r.w[0].w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) f[2 * k] = td_dev_f16((uint16_t)u[k]), f[2 * k + 1] = td_dev_f16(u[k] >> 16);
+    } else {
+        const uint4 u = r.w[0], w = r.w[F16 ? 0 : 1];
+        f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y), f[2] = __uint_as_float(u.z);
+        f[3] = __uint_as_float(u.w), f[4] = __uint_as_float(w.x), f[5] = __uint_as_float(w.y);
+        f[6] = __uint_as_float(w.z), f[7] = __uint_as_float(w.w);
     }
     return make_uint4(ab_pack(f[0], f[1]), ab_pack(f[2], f[3]), ab_pack(f[4], f[5]), ab_pack(f[6], f[7]));
 }
@@ -438,6 +453,9 @@ static size_t ab_smem(int64_t hd) {
 template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_kernel(const at_args a) {
     constexpr int P = HD + AB_PAD; /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 32;    /* n8 fragments of the output a warp owns: HD / 4 columns */
+    constexpr int AB_UNITS = AT_C * (HD / 8) / AB_NT; /* staging units (8 elements of K and of V) a thread: HD / 16 */
+    constexpr int AB_BATCH = F16 ? 4 : 2;             /* units whose loads are in flight together */
+    static_assert(AB_UNITS % AB_BATCH == 0, "whole batches");
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
     extern __shared__ __align__(16) unsigned char ab_sm[];
     uint16_t *Qs = (uint16_t *)ab_sm;  /* [16][P] the rows' queries (padding rows 0) */
@@ -516,17 +534,31 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
             const int *cl = cls + (c0 - j * span);
-            /* staging: units of 8 elements of one position's key and value */
-            for (int u = tid; u < AT_C * (HD / 8); u += AB_NT) {
-                const int pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
-                uint4 kk = make_uint4(0u, 0u, 0u, 0u), vv = kk;
-                if (c >= 0) {
-                    const int64_t at = (int64_t)c * a.kv_dim + kvo + e8;
-                    kk = ab_load8<F16>(a.kc, at, a.vec);
-                    vv = ab_load8<F16>(a.vc, at, a.vec);
+            /* staging: units of 8 elements of one position's key and value, unit tid + 128 i; a batch's loads are
+             * all issued before its first conversion (batches one after another: all at once would spill) */
+#pragma unroll 1
+            for (int u0 = 0; u0 < AB_UNITS; u0 += AB_BATCH) {
+                ab_raw<F16> kr[AB_BATCH], vr[AB_BATCH];
+                int cc[AB_BATCH];
+#pragma unroll
+                for (int b = 0; b < AB_BATCH; b++) {
+                    const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
+                    cc[b] = cl[pr];
+#pragma unroll
+                    for (int w = 0; w < (F16 ? 1 : 2); w++) kr[b].w[w] = vr[b].w[w] = make_uint4(0u, 0u, 0u, 0u);
+                    if (cc[b] >= 0) {
+                        const int64_t at = (int64_t)cc[b] * a.kv_dim + kvo + e8;
+                        ab_fetch<F16>(kr[b], a.kc, at, a.vec);
+                        ab_fetch<F16>(vr[b], a.vc, at, a.vec);
+                    }
                 }
-                *(uint4 *)&Ks[pr * P + e8] = kk;
-                *(uint4 *)&Vs[pr * P + e8] = vv;
+#pragma unroll
+                for (int b = 0; b < AB_BATCH; b++) {
+                    const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
+                    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+                    *(uint4 *)&Ks[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(kr[b]) : z;
+                    *(uint4 *)&Vs[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(vr[b]) : z;
+                }
             }
             __syncthreads();
             /* scores: warp w, positions 16w .. 16w + 16 (two n8 fragments) */
