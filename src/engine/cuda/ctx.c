@@ -52,19 +52,33 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     if (!(dv->stream = td_cu_stream_new())) return td_dev_fail("creating a CUDA stream");
     const char *graphs = getenv("TD_CUDA_GRAPHS");
     dv->graphs = !(graphs && strcmp(graphs, "0") == 0);
-    const int64_t B = p->n_batch;
-    dv->n_ints = 10 * B + 2; /* 8 arrays of n_batch, grp_off's extra one, the attention tiles [n_batch][2] */
-    dv->h_ints = td_malloc((size_t)dv->n_ints * sizeof(int32_t));
-    dv->cells_on_dev = td_malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
-    if (!dv->h_ints || !dv->cells_on_dev) return td_fail_nomem("a CUDA context's staging buffers");
-    memset(dv->cells_on_dev, 0xff, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
+    const int64_t B = p->n_batch, cells = (int64_t)p->n_seq_max * p->n_ctx;
+    const size_t rope_bytes = (size_t)m->cfg.n_rope * (size_t)B * (size_t)m->cfg.rotary_dim * sizeof(float);
+    /* the fault word (2), 8 arrays of n_batch, grp_off's extra one, the attention tiles [n_batch][2], a run list of
+     * up to n_batch groups [3], and room for runs of cell tables (all of them, up to 1 Mi ints: a pass whose changed
+     * tables exceed it sends the rest run by run) */
+    dv->n_ints = TD_DEV_FIXED_INTS(B) + 3 * B + (cells < (1 << 20) ? cells : (1 << 20));
+    dv->h_ints = td_cu_host_alloc((size_t)dv->n_ints * sizeof(int32_t));
+    dv->h_rope = td_cu_host_alloc(rope_bytes ? rope_bytes : 1);
+    if (!dv->h_ints || !dv->h_rope) { /* no locked pages to be had: ordinary memory (copies then wait for the host) */
+        td_cu_host_free(dv->h_ints);
+        td_cu_host_free(dv->h_rope);
+        dv->h_pageable = 1;
+        dv->h_ints = td_malloc((size_t)dv->n_ints * sizeof(int32_t));
+        dv->h_rope = td_malloc(rope_bytes ? rope_bytes : 1);
+    }
+    dv->cells_on_dev = td_malloc((size_t)cells * sizeof(int32_t));
+    dv->head_rows_on_dev = td_malloc((size_t)m->head.rows * sizeof(int32_t));
+    dv->n_head_rows_on_dev = -1;
+    if (!dv->h_ints || !dv->h_rope || !dv->cells_on_dev || !dv->head_rows_on_dev)
+        return td_fail_nomem("a CUDA context's staging buffers");
+    memset(dv->cells_on_dev, 0xff, (size_t)cells * sizeof(int32_t));
     dv->ints = dev_buf(&st, (size_t)dv->n_ints * sizeof(int32_t), "the pass's indices");
+    dv->fault = (uint64_t *)dv->ints; /* td_cu_malloc blocks are 256-byte aligned */
     dv->head_rows = dev_buf(&st, (size_t)m->head.rows * sizeof(int32_t), "the head's rows");
-    dv->rope_cs = dev_buf(&st, (size_t)m->cfg.n_rope * (size_t)B * (size_t)m->cfg.rotary_dim * sizeof(float),
-                          "the RoPE tables");
-    dv->cells = dev_buf(&st, (size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t), "the cell tables");
+    dv->rope_cs = dev_buf(&st, rope_bytes, "the RoPE tables");
+    dv->cells = dev_buf(&st, (size_t)cells * sizeof(int32_t), "the cell tables");
     dv->out = dev_buf(&st, (size_t)p->n_outputs_max * (size_t)m->head.rows * sizeof(float), "the outputs");
-    dv->fault = dev_buf(&st, sizeof(uint64_t), "the fault word");
     if (m->cfg.n_head > 0 && p->n_ctx > 64) { /* the attention split's states (cuda.h: rows past one span) */
         dv->attn.scratch_floats = td_cu_attn_scratch_floats(B, m->cfg.n_head, p->n_ctx, m->cfg.head_dim);
         dv->attn.scratch = dev_buf(&st, (size_t)dv->attn.scratch_floats * sizeof(float), "the attention scratch");
@@ -82,11 +96,17 @@ void td_eng_dev_close(td_ctx *ctx) {
     td_cu_free(dv->rope_cs);
     td_cu_free(dv->cells);
     td_cu_free(dv->out);
-    td_cu_free(dv->fault);
     td_cu_free(dv->attn.scratch);
     if (dv->stream) td_cu_stream_free(dv->stream);
-    td_free(dv->h_ints);
+    if (dv->h_pageable) {
+        td_free(dv->h_ints);
+        td_free(dv->h_rope);
+    } else {
+        td_cu_host_free(dv->h_ints);
+        td_cu_host_free(dv->h_rope);
+    }
     td_free(dv->cells_on_dev);
+    td_free(dv->head_rows_on_dev);
     td_free(dv);
     ctx->dev = NULL;
 }
@@ -98,10 +118,45 @@ static void stage(td_dev_ctx *dv, int64_t *at, const int32_t *src, int64_t n, in
     *at += n;
 }
 
+/* The changed tail of each of the pass's sequences' cell tables, packed at *at as runs (list, then data) for one
+ * scatter on the device; a run that does not fit the block (or whose offset would not fit an int32) is sent alone.
+ * Returns the runs packed, -1 on a failed copy. */
+static int64_t stage_cells(td_ctx *ctx, int64_t *at, int32_t **runs_dev) {
+    td_dev_ctx *dv = ctx->dev;
+    const td_pass *ps = &ctx->pass;
+    const int64_t n_ctx = ctx->p.n_ctx;
+    int32_t *runs = dv->h_ints + *at;
+    int64_t n_runs = 0, data = *at + 3 * (int64_t)ps->n_groups;
+    *runs_dev = dv->ints + *at;
+    for (int32_t g = 0; g < ps->n_groups; g++) { /* each sequence's table, from its first changed position */
+        int32_t seq = ps->grp_seq[g], len = ctx->kv.seqs[seq].len;
+        const int32_t *cells = ctx->kv.seqs[seq].cells;
+        int32_t *known = dv->cells_on_dev + (int64_t)seq * n_ctx, i = 0;
+        while (i < len && known[i] == cells[i]) i++;
+        if (i == len) continue;
+        int64_t to = (int64_t)seq * n_ctx + i, count = len - i;
+        if (data + count <= dv->n_ints && to + count <= INT32_MAX) {
+            memcpy(dv->h_ints + data, cells + i, (size_t)count * sizeof(int32_t));
+            runs[3 * n_runs] = (int32_t)to, runs[3 * n_runs + 1] = (int32_t)data, runs[3 * n_runs + 2] = (int32_t)count;
+            n_runs++;
+            data += count;
+        } else if (td_cu_h2d(dv->cells + to, cells + i, (size_t)count * sizeof(int32_t), dv->stream) != 0) {
+            return -1;
+        }
+        memcpy(known + i, cells + i, (size_t)count * sizeof(int32_t));
+    }
+    *at = data;
+    return n_runs;
+}
+
 td_status td_dev_upload_pass(td_ctx *ctx) {
     td_dev_ctx *dv = ctx->dev;
     const td_pass *ps = &ctx->pass;
-    int64_t n = ps->n_tokens, at = 0, n_ctx = ctx->p.n_ctx;
+    int64_t n = ps->n_tokens, at = 2;
+    /* the staging is rewritten below: the copies of the previous pass out of it must have run (a pass ends with a
+     * read that waits for its stream, but one that failed part-way may have left them queued) */
+    if (td_cu_sync(dv->stream) != 0) return td_dev_fail("finishing the previous pass");
+    dv->h_ints[0] = dv->h_ints[1] = -1; /* the fault word: UINT64_MAX, none */
     stage(dv, &at, ps->tok_id, n, &dv->tok_id);
     stage(dv, &at, ps->tok_seq, n, &dv->tok_seq);
     stage(dv, &at, ps->tok_pos, n, &dv->tok_pos);
@@ -127,29 +182,28 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     dv->attn.max_n = 1;
     for (int64_t t = 0; t < n; t++)
         if (ps->tok_pos[t] + 1 > dv->attn.max_n) dv->attn.max_n = ps->tok_pos[t] + 1;
+    int32_t *runs = NULL;
+    int64_t n_runs = stage_cells(ctx, &at, &runs);
+    if (n_runs < 0) return td_dev_fail("sending a cell table to the GPU");
     if (td_cu_h2d(dv->ints, dv->h_ints, (size_t)at * sizeof(int32_t), dv->stream) != 0)
         return td_dev_fail("sending a pass to the GPU");
+    if (td_cu_scatter_ints(dv->cells, dv->ints, runs, n_runs, dv->stream) != 0)
+        return td_dev_fail("placing the cell tables on the GPU");
     const int64_t rot = ctx->model->cfg.rotary_dim, set_floats = (int64_t)ctx->p.n_batch * rot;
-    for (int set = 0; set < ctx->model->cfg.n_rope; set++) /* each RoPE set's tables, n_batch rows apart */
-        if (td_cu_h2d(dv->rope_cs + set * set_floats, ps->rope_cs + set * set_floats, (size_t)n * (size_t)rot * sizeof(float),
-                      dv->stream) != 0)
+    const size_t set_bytes = (size_t)n * (size_t)rot * sizeof(float);
+    for (int set = 0; set < ctx->model->cfg.n_rope; set++) { /* each RoPE set's tables, n_batch rows apart */
+        memcpy(dv->h_rope + set * set_floats, ps->rope_cs + set * set_floats, set_bytes);
+        if (td_cu_h2d(dv->rope_cs + set * set_floats, dv->h_rope + set * set_floats, set_bytes, dv->stream) != 0)
             return td_dev_fail("sending a pass to the GPU");
-    for (int32_t g = 0; g < ps->n_groups; g++) { /* each sequence's table, from its first changed position */
-        int32_t seq = ps->grp_seq[g], len = ctx->kv.seqs[seq].len;
-        const int32_t *cells = ctx->kv.seqs[seq].cells;
-        int32_t *known = dv->cells_on_dev + (int64_t)seq * n_ctx, i = 0;
-        while (i < len && known[i] == cells[i]) i++;
-        if (i == len) continue;
-        if (td_cu_h2d(dv->cells + (int64_t)seq * n_ctx + i, cells + i, (size_t)(len - i) * sizeof(int32_t),
-                      dv->stream) != 0)
-            return td_dev_fail("sending a cell table to the GPU");
-        memcpy(known + i, cells + i, (size_t)(len - i) * sizeof(int32_t));
     }
-    static const uint64_t none = UINT64_MAX;
-    if (td_cu_h2d(dv->fault, &none, sizeof none, dv->stream) != 0) return td_dev_fail("resetting the fault word");
-    if (ctx->head_rows && td_cu_h2d(dv->head_rows, ctx->head_rows, (size_t)ctx->n_head_rows * sizeof(int32_t),
-                                    dv->stream) != 0)
-        return td_dev_fail("sending the head's rows to the GPU");
+    if (ctx->head_rows && (dv->n_head_rows_on_dev != ctx->n_head_rows ||
+                           memcmp(dv->head_rows_on_dev, ctx->head_rows, (size_t)ctx->n_head_rows * sizeof(int32_t)))) {
+        dv->n_head_rows_on_dev = -1; /* unknown until the copy is queued */
+        if (td_cu_h2d(dv->head_rows, ctx->head_rows, (size_t)ctx->n_head_rows * sizeof(int32_t), dv->stream) != 0)
+            return td_dev_fail("sending the head's rows to the GPU");
+        memcpy(dv->head_rows_on_dev, ctx->head_rows, (size_t)ctx->n_head_rows * sizeof(int32_t));
+        dv->n_head_rows_on_dev = ctx->n_head_rows;
+    }
     return TD_OK;
 }
 

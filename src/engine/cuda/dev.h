@@ -29,26 +29,35 @@ typedef struct td_dev_weights {
 /* The model's weights on the device, uploaded by the first CUDA context of the model (one lock for all models). */
 td_status td_dev_weights_get(const td_model *m, const td_dev_weights **out);
 
-/* A context's device part. The pass's index arrays are mirrored on the device each pass, packed into one block of
- * int32 (ints; the pointers below point into it and are reset per pass). */
+/* A context's device part. What a pass sends goes as one copy: one block of int32 (ints, staged in page-locked host
+ * memory h_ints) holds the fault word (its first two ints, reset by the copy), the pass's index arrays (the pointers
+ * below point into it and are reset per pass), the attention tiles, and the changed runs of the sequences' cell
+ * tables (a list of {cell-table offset, block offset, count} and the runs' data: td_cu_scatter_ints puts them in
+ * place); the RoPE tables go from their own page-locked staging. */
 typedef struct td_dev_ctx td_dev_ctx;
+#define TD_DEV_FIXED_INTS(n_batch) (2 + 10 * (int64_t)(n_batch) + 2) /* fault word, arrays, tiles */
 struct td_dev_ctx {
     void *stream;
     const td_dev_weights *w;
-    int32_t *ints, *h_ints;  /* device block and its host staging: the arrays below, each at a fixed offset */
-    int64_t n_ints;
+    int32_t *ints, *h_ints;  /* device block and its host staging (page-locked unless h_pageable) */
+    int64_t n_ints;          /* ints of the block: the fixed part (fault word, arrays, tiles), then room for runs */
+    int h_pageable;          /* the host would not lock pages: h_ints and h_rope are ordinary memory */
     int32_t *tok_id, *tok_seq, *tok_pos, *tok_cell, *out_tok; /* [n_batch] */
     int32_t *grp_seq, *grp_tok;                               /* [n_batch] */
     int32_t *grp_off;                                         /* [n_batch + 1] */
     int32_t *head_rows;                                       /* [head rows]: td_ctx_set_output_rows's list */
+    int32_t *head_rows_on_dev; /* host: what head_rows holds ([head rows]), n_head_rows_on_dev of them (-1 unknown) */
+    int64_t n_head_rows_on_dev;
     td_cu_attn_plan attn; /* the pass's attention tiles (in `ints`, [n_batch][2]), its max_n, and the split's scratch
                              ([td_cu_attn_scratch_floats(n_batch, Hq, n_ctx, head_dim)], sized at open) */
     float *rope_cs;  /* [n_rope, n_batch, rotary_dim] */
+    float *h_rope;   /* its host staging, the same shape */
     int32_t *cells;  /* [n_seq_max, n_ctx] the sequences' cell tables (each pass uploads its sequences' rows) */
     int32_t *cells_on_dev; /* host: what `cells` holds ([n_seq_max, n_ctx], -1 unknown), so a pass uploads only the
                               changed tail of a table (forks and truncations rewrite tables on the host only) */
     float *out;      /* [n_outputs_max, head rows] the outputs before they are copied to act.out */
-    uint64_t *fault; /* the smallest (step code << 32 | token) that went non-finite in the pass; UINT64_MAX: none */
+    uint64_t *fault; /* the smallest (step code << 32 | token) that went non-finite in the pass; UINT64_MAX: none
+                        (the first 8 bytes of ints) */
     void *graph;           /* the last small pass's kernels as a CUDA graph (forward.c), NULL: none */
     int64_t graph_key[8];  /* the shape it was recorded for */
     int32_t graph_rows;    /* ctx->pass.n_rows after the recorded kernels (the last layer keeps the output rows) */

@@ -117,6 +117,11 @@ int td_cu_rmsnorm(float *y, const float *x, const float *w, int64_t R, int64_t p
  * x + t * ldt + h * ldh is rotated with cs + t * rot ([cos | sin] of rot/2 each, made on the host by td_rope_table). */
 int td_cu_rope(float *x, const float *cs, int64_t T, int64_t H, int64_t ldt, int64_t ldh, int64_t rot, void *stream);
 
+/* Copies n_ranges runs of int32s on the device: run r = ranges[3r .. 3r + 2] = {offset into dst, offset into src,
+ * count} (offsets and counts >= 0; runs may not overlap in dst). One launch for many small uploads: the host packs
+ * them into one block, sends it with one copy, and this puts each run in place (the sequences' cell tables). */
+int td_cu_scatter_ints(int32_t *dst, const int32_t *src, const int32_t *ranges, int64_t n_ranges, void *stream);
+
 /* Stores T rows of dim floats (rows ld apart) into a cache of rows dim apart: row t goes to cache row cell[t], as
  * float, or as IEEE half (round to nearest even) when f16. */
 int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t ld, const int32_t *cell, int64_t T, int64_t dim,

@@ -152,6 +152,21 @@ extern "C" int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t
     return td_cu_launched("store_rows");
 }
 
+/* Block r copies ranges[r] = {dst offset, src offset, count} of int32s, threads striding over the count. */
+__global__ void __launch_bounds__(EW_NT) scatter_ints_kernel(int32_t *__restrict__ dst, const int32_t *__restrict__ src,
+                                                             const int32_t *__restrict__ ranges) {
+    const int32_t *r = ranges + 3 * (int64_t)blockIdx.x;
+    const int64_t to = r[0], from = r[1], n = r[2];
+    for (int64_t i = threadIdx.x; i < n; i += EW_NT) dst[to + i] = src[from + i];
+}
+
+extern "C" int td_cu_scatter_ints(int32_t *dst, const int32_t *src, const int32_t *ranges, int64_t n_ranges,
+                                  void *stream) {
+    if (n_ranges <= 0) return 0;
+    scatter_ints_kernel<<<(unsigned)n_ranges, EW_NT, 0, TD_CU_STREAM(stream)>>>(dst, src, ranges);
+    return td_cu_launched("scatter_ints");
+}
+
 __global__ void __launch_bounds__(EW_NT) sigmoid_gate_kernel(float *x, int64_t ldx, const float *__restrict__ gate,
                                                              int64_t ldg, int64_t gate_stride, int64_t T, int64_t H,
                                                              int64_t hd) {
