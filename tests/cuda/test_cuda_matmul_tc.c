@@ -1,6 +1,7 @@
 /* The tensor-core products' kernels against each other, bit for bit (src/kernels/cuda/matmul_tc.cu): every kernel
  * computes cuda.h's one order (slices of 256, one mma chain each, slices added in order), so the new ones (tc_stream
- * for T <= 64, with 16, 8 or 4 outputs a block) must give exactly the bits of the old ones (tc_skinny, tc_tile) that
+ * for T <= 64, with 16, 8 or 4 outputs a block; tc_wide above) must give exactly the bits of the old ones (tc_skinny,
+ * tc_tile) that
  * test_cuda_kernels holds against the exact sum, for every output: T = 1 .. 9, 16, 33, 45, 63, 64 and the tile sizes
  * above, odd n_out (1, 7, 33, 4097), k of one slice, several, and a last slice shorter (1008), through row lists,
  * activation rows not 8-byte aligned, several products in one launch (q/k/v of different n_out), and the entries
@@ -96,7 +97,7 @@ static int64_t differ(const char *name, const float *a, const float *b, int64_t 
 }
 
 /* Every n_out and k with the tokens of Ts, old against each new mode; one line per (cols, n_out). */
-static void test_shapes(const int64_t *Ts, int nT, const char *what) {
+static void test_shapes(const int64_t *Ts, int nT, const int *modes, int n_modes, const char *what) {
     static const int64_t colss[] = {256, 1024, 3072, 1008};
     static const int64_t n_outs[] = {1, 7, 33, 4097};
     printf("%s: old vs new kernels, bit for bit\n", what);
@@ -116,10 +117,10 @@ static void test_shapes(const int64_t *Ts, int nT, const char *what) {
                 float *x = rnd(T * ldx, -2.0f, 2.0f), *xd = up(x, (size_t)(T * ldx) * sizeof *x);
                 const int32_t *rd = use_rows ? rows_d : NULL;
                 float *ref = run(1, xd, ldx, T, &w, rd, n_out, ldy);
-                for (size_t m = 0; m < sizeof new_modes / sizeof *new_modes; m++) {
-                    float *y = run(new_modes[m], xd, ldx, T, &w, rd, n_out, ldy);
+                for (int m = 0; m < n_modes; m++) {
+                    float *y = run(modes[m], xd, ldx, T, &w, rd, n_out, ldy);
                     char name[128];
-                    snprintf(name, sizeof name, "%s T=%lld n_out=%lld cols=%lld%s%s", mode_names[new_modes[m]],
+                    snprintf(name, sizeof name, "%s T=%lld n_out=%lld cols=%lld%s%s", mode_names[modes[m]],
                              (long long)T, (long long)n_out, (long long)cols, use_rows ? " rows" : "",
                              odd ? " ldx odd" : "");
                     bad += differ(name, y, ref, T * ldy) != 0;
@@ -260,8 +261,9 @@ int main(void) {
     test_env();
     static const int64_t few[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 45, 63, 64};
     static const int64_t many[] = {65, 127, 128, 129, 300, 2048};
-    test_shapes(few, (int)(sizeof few / sizeof *few), "T <= 64 (tc_skinny vs tc_stream)");
-    test_shapes(many, (int)(sizeof many / sizeof *many), "T > 64 (tc_tile)");
+    static const int wide_modes[] = {2}; /* above 64 tokens the modes differ only in tc_stream's outputs a block */
+    test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, 4, "T <= 64 (tc_skinny vs tc_stream)");
+    test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide)");
     test_multi();
     test_invariance();
     td_cu_matmul_tc_test_mode(0);

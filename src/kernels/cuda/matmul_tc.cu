@@ -6,8 +6,8 @@
  *   k is cut into slices of TC_KS = 256 (the last one shorter); a slice's partial P_s is one accumulator chain
  *   acc = mma(W[j, k..k+16), x[t, k..k+16), acc) over its 16-wide steps ascending, from +0.0f;
  *   y = P_0, then y = y + P_s for s = 1, 2, ... (fp32 adds, ascending).
- * Two kernels compute exactly that, for different numbers of tokens T, so the choice between them (and their tile
- * shapes) never changes a bit:
+ * Four kernels compute exactly that, two for T <= TC_SKINNY_T and two above, so the choice between them (and their
+ * tile shapes) never changes a bit; TD_CUDA_TC=old runs the first two, new (the default) the last two:
  *   tc_tile    T > TC_SKINNY_T: 128 outputs x 64 tokens per block (8 warps of 64 x 16), k in steps of 32 through
  *              shared memory (weights by cp.async, activations converted to bf16 on the way), double-buffered; each
  *              warp folds its chain into its total at every slice boundary.
@@ -15,6 +15,11 @@
  *              partial at a time straight from global memory (a slice's 64 weight words per lane in flight), the
  *              partials then added in slice order by the block: the weights stream over many blocks and warps
  *              without splitting any chain differently.
+ *   tc_stream  T <= TC_SKINNY_T: tc_skinny's work with the weights staged through shared memory by cp.async, a warp's
+ *              whole slice (and its next) in flight before its first mma; 16, 8 or 4 outputs a block (more blocks
+ *              for small products).
+ *   tc_wide    T > TC_SKINNY_T: 128 outputs x 128 tokens, warps of 64 x 32, k in stages of 64 (weights three
+ *              deep), the slice totals in shared memory.
  * Whether the mma unit's result for one output depends on other rows or columns of its fragments: it does not (each
  * D element is a function of its A row, B column and C element); tests/cuda/test_cuda_kernels.c checks the bits of a
  * row alone against the same row at other tile positions, T and kernels. */
@@ -302,6 +307,148 @@ __global__ void __launch_bounds__(SW * 32)
     }
 }
 
+/* ---- tc_wide: many tokens, 128 x 128 tiles (TD_CUDA_TC=new) --------------------------------------------------- */
+
+#define TW_BN 128   /* tc_wide: tokens per block */
+#define TW_BK 64    /* tc_wide: k per stage (TC_KS is a multiple) */
+#define TW_PITCH 72 /* tc_wide: bf16 per shared row (144 bytes: ldmatrix rows on distinct banks) */
+#define TW_AS 3     /* tc_wide: weight stages in flight (cp.async) */
+#define TW_SMEM ((size_t)TW_AS * TC_BM * TW_PITCH * 2 + (size_t)2 * TW_BN * TW_PITCH * 2 + (size_t)64 * 256 * 4)
+
+/* tc_tile's order with twice its tokens a block: 128 outputs x 128 tokens, 8 warps as 2 (outputs) x 4 (tokens) of
+ * 64 x 32 (4 x 4 fragments: 16 mma for 6 ldmatrix a 16-wide step, tc_tile 8 for 5), k in stages of 64: the weights
+ * three stages deep by cp.async, the activations one stage ahead in registers (loaded before a stage's mma, stored as
+ * bf16 after). The slice totals live in shared memory (64 a thread, [c][thread]: no bank conflicts), so the
+ * accumulators alone take registers; at a slice end each thread folds its chain into its totals as tc_fold does,
+ * and the last fold leaves the result in the accumulators. */
+template <bool FOLD>
+__global__ void __launch_bounds__(256, 1)
+    tc_wide(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K) {
+    constexpr int NT = 4, XV = TW_BN * TW_BK / 4 / 256; /* n8 fragments per warp; float4 loads per thread a stage */
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    typedef uint16_t arows[TC_BM][TW_PITCH];
+    typedef uint16_t brows[TW_BN][TW_PITCH];
+    arows *As = (arows *)tc_smem;                                                    /* [TW_AS] */
+    brows *Bs = (brows *)(tc_smem + sizeof(arows) * TW_AS);                          /* [2] */
+    float *ts = (float *)(tc_smem + sizeof(arows) * TW_AS + sizeof(brows) * 2); /* [64][256] */
+    __shared__ const uint16_t *wrow[TC_BM];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
+    const tc_view v = tc_unpack(jobs, TC_BM);
+    const int64_t j0 = v.j0, t0 = (int64_t)blockIdx.y * TW_BN;
+    if (tid < TC_BM) wrow[tid] = tc_wrow(v, j0 + tid);
+    const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0;
+    __syncthreads();
+
+    float acc[4][NT][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < NT; b++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[a][b][c] = 0.0f;
+
+    const int64_t nsteps = (K + TW_BK - 1) / TW_BK;
+    auto kn_of = [&](int64_t st) { return K - st * TW_BK < TW_BK ? (int)(K - st * TW_BK) : TW_BK; };
+    auto fetch_w = [&](int64_t st) { /* stage st's weights into As[st % TW_AS]; one commit group (maybe empty) */
+        if (st < nsteps) {
+            const int64_t k0 = st * TW_BK;
+            const int kn = kn_of(st), buf = (int)(st % TW_AS);
+#pragma unroll
+            for (int i = 0; i < TC_BM * TW_BK / 8 / 256; i++) { /* 128 rows x 8 chunks of 8 bf16 */
+                const int c = tid + 256 * i, r = c >> 3, part = c & 7;
+                if (part * 8 < kn) tc_cp16(&As[buf][r][part * 8], wrow[r] + k0 + part * 8);
+            }
+        }
+        tc_cp_commit();
+    };
+    float4 xr[XV];
+    auto fetch_x = [&](int64_t st) { /* stage st's activations into registers */
+        if (st >= nsteps) return;
+        const int64_t k0 = st * TW_BK;
+        const int kn = kn_of(st);
+#pragma unroll
+        for (int i = 0; i < XV; i++) { /* 128 tokens x 16 chunks of 4 floats */
+            const int c = tid + 256 * i, tk = c >> 4, part = c & 15;
+            const int64_t t = t0 + tk < T ? t0 + tk : T - 1;
+            const float *src = x + t * ldx + k0 + part * 4;
+            if (part * 4 >= kn) xr[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+            else if (xvec) xr[i] = *(const float4 *)src;
+            else xr[i] = make_float4(src[0], src[1], src[2], src[3]);
+        }
+    };
+    auto put_x = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < XV; i++) {
+            const int c = tid + 256 * i, tk = c >> 4, part = c & 15;
+            *(uint2 *)&Bs[buf][tk][part * 4] = make_uint2(tc_pack(xr[i].x, xr[i].y), tc_pack(xr[i].z, xr[i].w));
+        }
+    };
+
+    fetch_w(0);
+    fetch_w(1);
+    fetch_x(0);
+    put_x(0);
+    fetch_x(1);
+    bool first = true;
+    const int i8 = lane >> 3, r8 = lane & 7;
+    for (int64_t st = 0; st < nsteps; st++) {
+        const int64_t k0 = st * TW_BK;
+        const int kn = kn_of(st), abuf = (int)(st % TW_AS), bbuf = (int)(st & 1);
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(TW_AS - 2)); /* stage st's weights have landed */
+        __syncthreads(); /* ... for every thread; and every thread is done with stage st - 1's buffers */
+        fetch_w(st + TW_AS - 1);
+        if (st + 1 < nsteps) put_x((int)((st + 1) & 1));
+        fetch_x(st + 2);
+#pragma unroll
+        for (int ks = 0; ks < TW_BK; ks += 16) {
+            if (ks < kn) {
+                uint32_t af[4][4], bf[NT][2];
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++)
+                    tc_ldmatrix_x4(af[mt], &As[abuf][wm * 64 + mt * 16 + r8 + (i8 & 1) * 8][ks + (i8 >> 1) * 8]);
+#pragma unroll
+                for (int np = 0; np < NT / 2; np++) {
+                    uint32_t q[4];
+                    tc_ldmatrix_x4(q, &Bs[bbuf][wn * 32 + np * 16 + r8 + (i8 >> 1) * 8][ks + (i8 & 1) * 8]);
+                    bf[2 * np][0] = q[0], bf[2 * np][1] = q[1], bf[2 * np + 1][0] = q[2], bf[2 * np + 1][1] = q[3];
+                }
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+                        tc_mma(acc[mt][nt], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0], bf[nt][1]);
+            }
+        }
+        const bool last = k0 + kn == K;
+        if (FOLD && ((k0 + kn) % TC_KS == 0 || last)) { /* a slice ends: total = P_0, then total + P_s */
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int b = 0; b < NT; b++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        float *tp = &ts[((a * NT + b) * 4 + c) * 256 + tid];
+                        const float t = first ? acc[a][b][c] : *tp + acc[a][b][c];
+                        if (last) acc[a][b][c] = t;
+                        else *tp = t, acc[a][b][c] = 0.0f;
+                    }
+            first = false;
+        }
+    }
+    /* D fragment: c0, c1 = (output g, tokens 2q, 2q+1), c2, c3 = output g + 8 */
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int64_t j = j0 + wm * 64 + mt * 16 + g + (c >> 1) * 8;
+                const int64_t t = t0 + wn * 32 + nt * 8 + 2 * q + (c & 1);
+                if (j < v.n_out && t < T) v.y[t * v.ldy + j] = acc[mt][nt][c];
+            }
+}
+
 /* ---- tc_stream: a few tokens, the weights streamed through shared memory (TD_CUDA_TC=new) --------------------- */
 
 #define TC_SP 264 /* tc_stream: bf16 per staged weight row: a slice + 8 (528 bytes: ldmatrix rows on distinct banks) */
@@ -540,6 +687,19 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
             else tc_skinny<8, 4><<<(unsigned)blocks, 128, 0, s>>>(jobs, x, ldx, T, K);
         }
         return td_cu_launched("matmul (tensor cores, few tokens)");
+    }
+    if (mode >= 2) {
+#ifdef TD_CUDA_BATCH_VARIANT
+        constexpr bool fold = false; /* not batch-invariant: one chain over all k, so T <= 64 and above differ */
+#else
+        constexpr bool fold = true;
+#endif
+        static const cudaError_t opt =
+            cudaFuncSetAttribute(tc_wide<fold>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TW_SMEM);
+        if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
+        tc_wide<fold><<<dim3((unsigned)blocks, (unsigned)((T + TW_BN - 1) / TW_BN)), 256, TW_SMEM, s>>>(jobs, x, ldx,
+                                                                                                          T, K);
+        return td_cu_launched("matmul (tensor cores, wide)");
     }
 #ifdef TD_CUDA_BATCH_VARIANT
     /* Not batch-invariant, to measure what invariance costs: one chain over all k (no slices) in tiles of 128 tokens,
