@@ -13,8 +13,9 @@
  *             the combine kernel, split by chunks), with its sequence moved to another slot and other cache rows.
  *   poison:   every cache row outside every row's range set to NaN (keys and values), including the gap between
  *             two windowed rows of one tile: the outputs are the unpoisoned ones, bit for bit.
- *   switch:   head dims other than 64, 128, 256 (and TD_CUDA_TC_ATTN=0) give td_cu_attention's bits; where the
- *             tensor-core kernel runs its bits differ from the fp32 kernel's (it ran).
+ *   switch:   head dims other than 64, 128, 256 give td_cu_attention's bits, and so do all with TD_CUDA_TC_ATTN=0 in
+ *             the environment (ctest test_cuda_attn_bf16_off); where the tensor-core kernel runs its bits differ from
+ *             the fp32 kernel's (it ran). A scratch too small is refused with the sizes.
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
 #include <stdint.h>
@@ -418,11 +419,11 @@ static void test_poison(void) {
         }
 }
 
-/* Head dims the tensor-core kernel does not take: td_cu_attention's bits. */
-static void test_fallback(void) {
-    printf("bf16 attention: other head dims run the fp32 kernel\n");
-    static const int64_t shapes[][3] = {{4, 2, 72}, {2, 2, 16}, {4, 1, 320}};
-    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+/* Head dims the tensor-core kernel does not take (all of them with TD_CUDA_TC_ATTN=0): td_cu_attention's bits. */
+static void test_fallback(int off) {
+    printf("bf16 attention: %s run the fp32 kernel\n", off ? "with TD_CUDA_TC_ATTN=0 all head dims" : "other head dims");
+    static const int64_t shapes[][3] = {{4, 2, 72}, {2, 2, 16}, {4, 1, 320}, {4, 2, 64}, {16, 8, 128}, {8, 1, 256}};
+    for (size_t si = 0; si < (off ? 6u : 3u); si++) {
         int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], T = 9;
         CHECKF(!td_cu_attention_tc(hd), "td_cu_attention_tc(%lld)", (long long)hd);
         kvcase c = kv_new(Hq, Hkv, hd, hd, 0, 1100, 2);
@@ -439,6 +440,24 @@ static void test_fallback(void) {
     }
 }
 
+/* A scratch too small for the split is refused with the sizes, not written past (the tensor-core path's check). */
+static void test_refusal(void) {
+    printf("bf16 attention: errors\n");
+    kvcase c = kv_new(4, 2, 64, 64, 0, 1100, 1);
+    float *q = rnd(4 * 64, -1.0f, 1.0f);
+    int32_t seq = 0, pos = 1000, tile[2] = {0, 1}, tok = 0;
+    float *qd = up(q, 4 * 64 * 4), *od = up(NULL, 4 * 64 * 4);
+    int32_t *seq_d = up(&seq, 4), *pos_d = up(&pos, 4), *tile_d = up(tile, 8), *tok_d = up(&tok, 4);
+    td_cu_attn_plan plan = {tok_d, tile_d, 1, 1001, NULL, td_cu_attn_scratch_floats(1, 4, 1001, 64) - 1};
+    int rc = td_cu_attention_bf16(od, 256, qd, 256, 64, c.kc_d, c.vc_d, 0, c.kv_dim, c.cells_d, c.n_ctx, seq_d, pos_d,
+                                  1, 4, 2, 64, 0.125f, 0, &plan, NULL);
+    CHECK(rc == -1 && strstr(td_cu_error(), "scratch"));
+    printf("  %-66s \"%s\"\n", "a scratch too small", td_cu_error());
+    td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d), td_cu_free(tile_d), td_cu_free(tok_d);
+    free(q);
+    kv_free(&c);
+}
+
 int main(void) {
     char name[256];
     int64_t total = 0;
@@ -447,8 +466,12 @@ int main(void) {
         return 77;
     }
     printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
-    test_fallback();
-    if (!td_cu_attention_tc(128)) {
+    const char *env = getenv("TD_CUDA_TC_ATTN");
+    const int off = env && strcmp(env, "0") == 0;
+    CHECKF(td_cu_attention_tc(128) == !off, "td_cu_attention_tc(128) with TD_CUDA_TC_ATTN=%s", env ? env : "(unset)");
+    test_fallback(off);
+    test_refusal();
+    if (off) {
         printf("TD_CUDA_TC_ATTN=0: the tensor-core kernel is off (bf16 mode runs td_cu_attention; checked above)\n");
         CU(td_cu_sync(NULL));
         return td_test_finish("test_cuda_attn_bf16");
