@@ -592,12 +592,25 @@ static int tc_env(void) { /* 1 old, 2 new, -1 neither */
 static int tc_sms(void) {
     static const int n = [] {
         int dev = 0, v = 0;
+        cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+        cudaThreadExchangeStreamCaptureMode(&m);
         if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev))
-            v = 132;
-        cudaGetLastError();
+            v = 132, cudaGetLastError(); /* only a size hint: no error left behind for a later launch */
+        cudaThreadExchangeStreamCaptureMode(&m);
         return v > 0 ? v : 132;
     }();
     return n;
+}
+
+/* The opt-in to more than 48 KB of dynamic shared memory, once per kernel. The first launch may come while the
+ * stream records a graph (runtime.cu captures in thread-local mode): the call runs in relaxed mode, then the mode
+ * is restored. */
+template <typename F> static cudaError_t tc_smem_opt(F *kernel, size_t bytes) {
+    cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&m);
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    cudaThreadExchangeStreamCaptureMode(&m);
+    return e;
 }
 
 template <int NF, int SW, int R>
@@ -608,9 +621,7 @@ static int tc_stream_go(int64_t blocks, const tc_jobs &jobs, const float *x, int
     const int64_t S = (K + TC_KS - 1) / TC_KS;
     const int nbuf = S > SW ? 2 : 1;
     const size_t smem = (size_t)SW * nbuf * sizeof(wbuf) + SW * sizeof(pbuf);
-    static const cudaError_t opt = cudaFuncSetAttribute(tc_stream<NF, SW, R>,
-                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        (int)(SW * 2 * sizeof(wbuf) + SW * sizeof(pbuf)));
+    static const cudaError_t opt = tc_smem_opt(tc_stream<NF, SW, R>, SW * 2 * sizeof(wbuf) + SW * sizeof(pbuf));
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_stream", opt);
     tc_stream<NF, SW, R><<<(unsigned)blocks, SW * 32, smem, s>>>(jobs, x, ldx, T, K, nbuf);
     return td_cu_launched("matmul (tensor cores, few tokens, streamed)");
@@ -694,8 +705,7 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
 #else
         constexpr bool fold = true;
 #endif
-        static const cudaError_t opt =
-            cudaFuncSetAttribute(tc_wide<fold>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TW_SMEM);
+        static const cudaError_t opt = tc_smem_opt(tc_wide<fold>, TW_SMEM);
         if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
         tc_wide<fold><<<dim3((unsigned)blocks, (unsigned)((T + TW_BN - 1) / TW_BN)), 256, TW_SMEM, s>>>(jobs, x, ldx,
                                                                                                           T, K);
