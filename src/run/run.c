@@ -4,7 +4,8 @@
  * Two passes over the input. The first reads every line's id: repeated ids fail the run before anything is
  * written (in every shard, since a shard sees all ids), and the share's size is known for progress; it also hashes
  * the input for the provenance record. The second decides the share's documents in input order with td_decide (so
- * a line's bits are those of `typedecide decide`) and appends each finished line with one write(); the files are
+ * a line's bits are those of `typedecide decide`), or docs_per_pass of them at a time with one td_decide_multi call
+ * (the same bits: batch invariance), and appends each finished line in input order with one write(); the files are
  * fsync'ed at checkpoints. A run that dies leaves complete lines, at most one torn line after them, and nothing
  * else: resume checks the provenance, keeps the longest part of the files that is this run's documents in input
  * order, cuts the rest, and appends the documents after it in the same order, so the files end up as one
