@@ -7,12 +7,14 @@
  * activation rows not 8-byte aligned, several products in one launch (q/k/v of different n_out), and the entries
  * past n_out poisoned (they must stay as they were). td_cu_matmul_tc_test_mode picks the kernels in one process.
  * Also: TD_CUDA_TC with a value that is neither old nor new fails with a message naming it.
+ * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cuda/cuda.h"
 #include "test_util.h"
@@ -249,6 +251,65 @@ static void test_env(void) {
     weight_free(&w);
 }
 
+/* TD_TC_BENCH=1: no checks, the old and new kernels timed on qwen3-0.6b's products (wall time of 20 launches after
+ * 3, then a sync: launch overhead included, as in a pass without graphs), weights GB/s and TFLOP/s per line. */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void bench(void) {
+    static const struct {
+        const char *name;
+        int n;
+        int64_t n_out[2], cols;
+    } prods[] = {{"q/k/v", 2, {2048, 2048}, 1024}, /* q, then k and v as one 2048 */
+                 {"o", 1, {1024, 0}, 2048},
+                 {"gate/up", 2, {3072, 3072}, 1024},
+                 {"down", 1, {1024, 0}, 3072},
+                 {"lm_head", 1, {151936, 0}, 1024}};
+    static const int64_t Ts[] = {1, 2, 8, 45, 64, 65, 2048, 6480};
+    printf("TD_TC_BENCH: microseconds a launch (20 after 3), weights GB/s, TFLOP/s\n");
+    for (size_t pi = 0; pi < sizeof prods / sizeof *prods; pi++) {
+        weight w[2];
+        int64_t cols = prods[pi].cols, wbytes = 0, outs = 0;
+        for (int i = 0; i < prods[pi].n; i++) {
+            w[i] = weight_new(prods[pi].n_out[i], cols);
+            wbytes += prods[pi].n_out[i] * cols * 2, outs += prods[pi].n_out[i];
+        }
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+            int64_t T = Ts[ti];
+            if (T * outs > ((int64_t)1 << 28)) continue; /* y over 1 GiB */
+            float *xd = up(NULL, (size_t)(T * cols) * sizeof(float));
+            float *yd[2];
+            td_cu_mm mm[2];
+            for (int i = 0; i < prods[pi].n; i++) {
+                yd[i] = up(NULL, (size_t)(T * prods[pi].n_out[i]) * sizeof(float));
+                mm[i] = (td_cu_mm){yd[i], prods[pi].n_out[i], &w[i].d, NULL, prods[pi].n_out[i]};
+            }
+            double us[2];
+            for (int m = 0; m < 2; m++) {
+                td_cu_matmul_tc_test_mode(m == 0 ? 1 : 2);
+                for (int r = 0; r < 3; r++) CU(td_cu_matmul_multi(mm, prods[pi].n, xd, cols, T, 1, NULL));
+                CU(td_cu_sync(NULL));
+                double t0 = now_s();
+                for (int r = 0; r < 20; r++) CU(td_cu_matmul_multi(mm, prods[pi].n, xd, cols, T, 1, NULL));
+                CU(td_cu_sync(NULL));
+                us[m] = (now_s() - t0) / 20 * 1e6;
+            }
+            for (int m = 0; m < 2; m++)
+                printf("  %-8s T=%-5lld %-3s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", prods[pi].name, (long long)T,
+                       m ? "new" : "old", us[m], wbytes / us[m] * 1e-3, 2.0 * T * outs * cols / us[m] * 1e-6);
+            printf("  %-8s T=%-5lld new / old %.2f\n", prods[pi].name, (long long)T, us[1] / us[0]);
+            for (int i = 0; i < prods[pi].n; i++) td_cu_free(yd[i]);
+            td_cu_free(xd);
+        }
+        for (int i = 0; i < prods[pi].n; i++) weight_free(&w[i]);
+    }
+    td_cu_matmul_tc_test_mode(0);
+}
+
 int main(void) {
     char name[256];
     int64_t total = 0;
@@ -257,6 +318,12 @@ int main(void) {
         return 77;
     }
     printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    const char *b = getenv("TD_TC_BENCH");
+    if (b && !strcmp(b, "1")) {
+        bench();
+        CU(td_cu_sync(NULL));
+        return td_test_finish("test_cuda_matmul_tc (bench)");
+    }
     setenv("TD_CUDA_TC", "fast", 1); /* before the first tensor-core launch of the process */
     test_env();
     static const int64_t few[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 45, 63, 64};
