@@ -578,7 +578,7 @@ extern "C" int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in) {
            ((uintptr_t)w->data & 15u) == 0;
 }
 
-/* Which kernels: TD_CUDA_TC (old: tc_skinny and tc_tile; new, the default: tc_stream and tc_tile), read once;
+/* Which kernels: TD_CUDA_TC (old: tc_skinny and tc_tile; new, the default: tc_stream and tc_wide), read once;
  * td_cu_matmul_tc_test_mode overrides it. Every choice computes the same order, so the same bits. */
 static int tc_test = 0;
 extern "C" void td_cu_matmul_tc_test_mode(int mode) { tc_test = mode; }
@@ -640,11 +640,12 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     if (n < 1 || n > TC_MAX_JOBS) return td_cu_failf("matmul (tensor cores): %d products in one launch", n);
     static const int env = tc_env();
     const int mode = tc_test ? tc_test : env;
-    if (mode < 0) return td_cu_failf("matmul (tensor cores): TD_CUDA_TC=%s (expected old or new)", getenv("TD_CUDA_TC"));
+    if (mode < 0)
+        return td_cu_failf("matmul (tensor cores): TD_CUDA_TC=%s (expected old or new)", getenv("TD_CUDA_TC"));
     const bool skinny = T <= TC_SKINNY_T;
     const int64_t K = mm[0].w->cols;
     if (skinny && mode >= 2) {
-        /* outputs per block: 16 when the launch has at least two blocks an SM so, else 8 or 4 (more blocks) */
+        /* outputs a block: 16 when that gives at least two blocks an SM, else 8 if that does, else 4 */
         static const int per[3] = {16, 8, 4};
         tc_jobs jobs[3];
         int64_t blocks[3] = {0, 0, 0};
