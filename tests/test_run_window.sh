@@ -34,11 +34,14 @@ cat >"$tmp/crit.jsonl" <<'EOF'
 EOF
 # D documents; every 5th brings a criterion of its own (every 15th one with 4 options: refused under --letters ABC
 # by td_decide, a decide-time bad line inside a window); every 7th repeats an earlier evidence; bad lines read-time
-# after documents 5, 12, 17, 33, 34 (two in a row, and a blank line), 50 and decide-time (evidence beyond the context) after 9, 40
+# after documents 5, 12, 17, 33, 34 (two in a row, and a blank line), 50 and decide-time (evidence beyond the context) after 9, 40;
+# after 20 a criterion with a 700-byte id and 4 options (under --letters ABC: a refusal whose message is longer than
+# td_decide_group.error holds: the runner asks td_decide for the whole message)
 D=${SAN:+60}
 D=${D:-150}
 long=$(awk 'BEGIN { for (i = 0; i < 3000; i++) printf "word%d ", i }')
-awk -v n="$D" -v long="$long" 'BEGIN {
+kid=$(awk 'BEGIN { for (i = 0; i < 700; i++) printf "k" }') # a refusal's message longer than td_decide_group.error
+awk -v n="$D" -v long="$long" -v kid="$kid" 'BEGIN {
     for (i = 1; i <= n; i++) {
         j = i % 7 == 0 ? i - 3 : i
         ev = sprintf("Ticket %d: I was billed %d times for plan %c. The app logs me out since v%d.%d.", j, j % 4 + 1, 65 + j % 3, j % 7, j % 5)
@@ -53,6 +56,7 @@ awk -v n="$D" -v long="$long" 'BEGIN {
         if (i == 34) { print "[1, 2, 3]"; print "" }
         if (i == 50) print "{\"id\": \"dup-criterion\", \"evidence\": \"x\", \"criteria\": [{\"id\": \"refund\", \"question\": \"Again?\", \"options\": [{\"id\": \"a\", \"description\": \"A\"}]}]}"
         if (i == 9 || i == 40) printf "{\"id\": \"too-long-%d\", \"evidence\": \"%s\"}\n", i, long
+        if (i == 20) printf "{\"id\": \"long-criterion-id\", \"evidence\": \"%s\", \"criteria\": [{\"id\": \"%s\", \"question\": \"How urgent is it?\", \"options\": [{\"id\": \"1\", \"description\": \"Low\"}, {\"id\": \"2\", \"description\": \"Medium\"}, {\"id\": \"3\", \"description\": \"High\"}, {\"id\": \"4\", \"description\": \"Critical\"}]}]}\n", ev, kid
     }
 }' >"$tmp/docs.jsonl"
 n_docs=$(grep -c . "$tmp/docs.jsonl")
@@ -68,7 +72,9 @@ for model in "$QWEN3" "$QWEN35"; do
         letters) args=(--criteria "$tmp/crit.jsonl" --letters ABC) ;; # 4 options refused by td_decide
         esac
         [ -n "$SAN" ] && [ "$name" = qwen35-tiny-text ] && [ "$mode" != crit ] && continue # time under ASan
-        for n in 1 3 16 64; do
+        ns="1 3 16 64"
+        [ "$mode" != crit ] && ns="1 16"
+        for n in $ns; do
             out=$tmp/$name.$mode.$n.jsonl
             "$BIN" run --model "$model" --threads 1 --quiet --no-timing --docs-per-pass "$n" "${args[@]}" \
                 --input "$tmp/docs.jsonl" --out "$out" 2>"$tmp/err" || fail "$name $mode N=$n: $(cat "$tmp/err")"
@@ -82,9 +88,11 @@ for model in "$QWEN3" "$QWEN35"; do
         crit) [ "$(wc -l <"$ref.errors")" -eq 8 ] || fail "$name: want 8 bad lines: $(cat "$ref.errors")"
               grep -q 'too-long-9\\": criterion 0: evidence.*exceeds the model' "$ref.errors" ||
                   fail "$name: the evidence beyond the context is not a bad line: $(cat "$ref.errors")" ;;
-        own) [ "$(wc -l <"$ref")" -eq $((D / 5 + 1)) ] || fail "$name own: want $((D / 5 + 1)) results" ;; # + dup-criterion
+        own) [ "$(wc -l <"$ref")" -eq $((D / 5 + 2)) ] || fail "$name own: want $((D / 5 + 2)) results" ;; # + dup-criterion, long-criterion-id
         letters) grep -q '"doc-15","error":".*doc-15\\": criterion 2' "$ref.errors" ||
-                     fail "$name letters: 4 options under ABC not refused: $(head -c 600 "$ref.errors")" ;;
+                     fail "$name letters: 4 options under ABC not refused: $(head -c 600 "$ref.errors")"
+                 grep -q "long-criterion-id\\\\\": criterion 2 ($kid)" "$ref.errors" ||
+                     fail "$name letters: the long refusal is not whole: $(grep long-criterion "$ref.errors" | head -c 900)" ;;
         esac
     done
 done
