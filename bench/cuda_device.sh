@@ -5,7 +5,7 @@
 #   here    bench/cuda_device.sh --prepare
 #           builds with -DTD_CUDA=ON and without MPI into BUILD (default build-cuda-nompi/; nvcc 13 compiles sm_90
 #           here; the binaries link the CUDA runtime statically; SKIP_BUILD=1 packs what BUILD holds) and fills
-#           build-cuda-device/ (git-ignored): bin.tar.xz (typedecide, test_cuda_kernels, test_cuda_engine, the
+#           build-cuda-device/ (git-ignored): bin.tar.xz (typedecide, every tests/cuda/test_cuda_* binary, the
 #           libraries the device lacks, a manifest), the Qwen3 tokenizer, llama.cpp's source trimmed to llama-bench
 #           with the CPU and CUDA backends (bundle_llama_src_cuda; NO_LLAMA=1 leaves it out); VARIANT=1 adds
 #           typedecide-variant, built into BUILD-variant with -DTD_CUDA_BATCH_VARIANT=ON (batch-dependent products,
@@ -39,7 +39,8 @@
 #   decide46   issue 46's /v1/decide line with --device cuda: bench/decide_clients.sh (node and jq there), else its
 #              Python twin bench/decide_clients.py; $OUT/decide-clients-h200.json; the CLI check on DC_CLI_CHECK (4)
 #              requests per model (each `decide --device cuda` process loads the model: ~2 s)
-#   kernels    test_cuda_kernels: every kernel against the CPU scalar references, batch invariance
+#   kernels    test_cuda_kernels: every kernel against the CPU scalar references, batch invariance; then every other
+#              test_cuda_* of the bundle (and test_cuda_attn_bf16 again with TD_CUDA_TC_ATTN=0)
 #   engine     test_cuda_engine: fixture parity (transformers, CPU fp32), GPU exactness, decide vs CPU
 #   clients    bench/cuda_clients.sh: decide on Q8_0/Q4_0 GGUFs, evaluate, generate, chat and serve on the GPU vs CPU
 #   fixture    scripts/fixture_bf16.py: transformers' own BF16 inference against the fixtures' fp32 references
@@ -67,12 +68,15 @@ if [ "${1:-}" = "--prepare" ]; then
     BUILD=${BUILD:-build-cuda-nompi}
     if [ -z "${SKIP_BUILD:-}" ]; then
         cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTD_CUDA=ON -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
-        cmake --build "$BUILD" --target typedecide_cli test_cuda_kernels test_cuda_engine -j"$(nproc)" >/dev/null
+        # shellcheck disable=SC2046
+        cmake --build "$BUILD" --target typedecide_cli $(cd tests/cuda && ls test_cuda_*.c | sed 's/\.c$//') \
+            -j"$(nproc)" >/dev/null
     fi
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE"
     s=$(mktemp -d)
     mkdir -p "$s/bin/lib"
-    cp "$BUILD/typedecide" "$BUILD/tests/test_cuda_kernels" "$BUILD/tests/test_cuda_engine" "$s/bin/"
+    cp "$BUILD/typedecide" "$s/bin/"
+    for t in tests/cuda/test_cuda_*.c; do cp "$BUILD/tests/$(basename "$t" .c)" "$s/bin/"; done
     if [ -n "${VARIANT:-}" ]; then # the same sources with -DTD_CUDA_BATCH_VARIANT=ON: the invariance step's other side
         if [ -z "${SKIP_BUILD:-}" ]; then
             cmake -S . -B "$BUILD-variant" -DCMAKE_BUILD_TYPE=Release -DTD_CUDA=ON -DTD_CUDA_BATCH_VARIANT=ON \
@@ -464,7 +468,15 @@ fi
 [ -n "$llama_deferred" ] && llama wait
 
 if [ "$DEV" = cuda ]; then
-    want kernels && step kernels 30 120 "$B/test_cuda_kernels"
+    if want kernels; then
+        step kernels 30 120 "$B/test_cuda_kernels"
+        for t in "$B"/test_cuda_*; do # the other kernel tests (tensor-core products, bf16 attention, DeltaNet, ...)
+            n=$(basename "$t")
+            case $n in test_cuda_kernels | test_cuda_engine) continue ;; esac
+            step "kernels-${n#test_cuda_}" 20 120 "$t"
+        done
+        [ -x "$B/test_cuda_attn_bf16" ] && step kernels-attn_bf16-off 20 120 env TD_CUDA_TC_ATTN=0 "$B/test_cuda_attn_bf16"
+    fi
     want engine && step engine 60 180 "$B/test_cuda_engine"
 fi
 want clients && step clients 90 200 env DEVICE="$DEV" bash bench/cuda_clients.sh "$BIN" "$WORK/clients"

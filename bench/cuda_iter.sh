@@ -4,7 +4,10 @@
 # a short table last. The full measurement with peers is bench/cuda_device.sh.
 #   here    build (cmake -DTD_CUDA=ON, no MPI) and bundle: bash bench/cuda_iter.sh --prepare BUILD_DIR
 #   device  run(command="bash bench/cuda_iter.sh", carry=["build-cuda-iter"], timeout_s=...)
-# Environment: STEPS (default "kernels engine timing profile"), MODELS (default "qwen3-0.6b"), OUT.
+# Environment: STEPS (default "kernels engine timing profile"), MODELS (default "qwen3-0.6b"), OUT, VARIANTS: settings
+#   timed again in bf16 after the default's bf16 and fp32 (default "TD_CUDA_TC=old TD_CUDA_TC_ATTN=0": the products
+#   and attention kernels from before the last change, to see what each change bought; "" for none). The kernels step
+#   runs every test_cuda_* binary of the bundle except test_cuda_engine (the engine step's).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/bundle.sh
@@ -12,14 +15,17 @@ B=${BUNDLE:-build-cuda-iter}
 if [ "${1:-}" = "--prepare" ]; then
     set -e
     build=${2:?usage: bench/cuda_iter.sh --prepare BUILD_DIR}
-    cmake --build "$build" --target typedecide_cli test_cuda_kernels test_cuda_engine -j"$(nproc)" >/dev/null
+    tests=$(cd tests/cuda && ls test_cuda_*.c | sed 's/\.c$//')
+    # shellcheck disable=SC2086
+    cmake --build "$build" --target typedecide_cli $tests -j"$(nproc)" >/dev/null
     rm -rf "$B" && mkdir -p "$B/lib"
-    cp "$build/typedecide" "$build/tests/test_cuda_kernels" "$build/tests/test_cuda_engine" "$B/"
-    strip "$B/typedecide" "$B/test_cuda_kernels" "$B/test_cuda_engine"
+    cp "$build/typedecide" "$B/"
+    for t in $tests; do cp "$build/tests/$t" "$B/"; done
+    (cd "$B" && strip typedecide $tests)
     bundle_libs "$build/typedecide" "$B/lib"
     bundle_tokenizer "$B"
     # xz: the working tree that travels is limited to 64 MiB and the tracked tree alone is ~56 MB
-    (cd "$B" && tar -cJf bin.tar.xz typedecide test_cuda_kernels test_cuda_engine lib && rm -rf typedecide test_cuda_kernels test_cuda_engine lib)
+    (cd "$B" && tar -cJf bin.tar.xz typedecide $tests lib && rm -rf typedecide $tests lib)
     echo "typedecide commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src cli include tests || echo ' (with uncommitted changes)')" >"$B/manifest.txt"
     du -sh "$B" >&2
     exit 0
@@ -42,10 +48,19 @@ say() { echo "[$(($(date +%s) - T0)) s] $*"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv,noheader
 cat "$B/manifest.txt"
 if want kernels; then
-    timeout 300 "$B/test_cuda_kernels" >"$OUT/kernels.log" 2>&1
-    say "kernels rc $?"
-    grep -E "NOT|FAIL|fail|allowed|checks" "$OUT/kernels.log" | grep -vE "max (rel diff|[0-9]+ ulp|\|y).*allowed" | tail -30
-    grep -E "tensor cores|attention" "$OUT/kernels.log" | head -40
+    for t in "$B"/test_cuda_*; do
+        n=$(basename "$t")
+        [ "$n" = test_cuda_engine ] && continue
+        timeout 300 "$t" >"$OUT/$n.log" 2>&1
+        say "$n rc $?"
+        grep -E "NOT|FAIL|fail|WRONG|allowed|checks" "$OUT/$n.log" | grep -vE "max (rel diff|[0-9]+ ulp|\|y).*allowed" | tail -30
+    done
+    if [ -x "$B/test_cuda_attn_bf16" ]; then # the switch: every head dim then gives td_cu_attention's bits
+        TD_CUDA_TC_ATTN=0 timeout 300 "$B/test_cuda_attn_bf16" >"$OUT/test_cuda_attn_bf16_off.log" 2>&1
+        say "test_cuda_attn_bf16 with TD_CUDA_TC_ATTN=0 rc $?"
+        tail -3 "$OUT/test_cuda_attn_bf16_off.log"
+    fi
+    grep -E "tensor cores|attention" "$OUT/test_cuda_kernels.log" | head -40
 fi
 if want engine; then
     timeout 300 "$B/test_cuda_engine" >"$OUT/engine.log" 2>&1
@@ -59,16 +74,22 @@ for m in $MODELS; do
     S=/tmp/td-$m
     [ -s "$S/model.safetensors" ] || "$BIN" synth --preset "$m" --tokenizer /tmp/td-tok.json --out "$S" >/dev/null 2>&1
     if want timing; then
-        for prec in bf16 fp32; do
-            p=$(timeout 120 "$BIN" bench prefill --model "$S" --tokens 2048 --repeat 3 --device cuda --precision $prec 2>>"$OUT/timing.err")
-            d=$(timeout 120 "$BIN" bench decode --model "$S" --tokens 128 --repeat 3 --device cuda --precision $prec 2>>"$OUT/timing.err")
-            c=$(timeout 120 "$BIN" bench decide --model "$S" --prefix 256 --criteria 144 --suffix 45 --repeat 3 --device cuda --precision $prec 2>>"$OUT/timing.err")
-            c1=$(timeout 120 "$BIN" bench decide --model "$S" --prefix 256 --criteria 1 --suffix 45 --repeat 5 --device cuda --precision $prec 2>>"$OUT/timing.err")
-            echo "$p" "$d" "$c" "$c1" >>"$OUT/timing.jsonl"
-            row=$(printf '%-13s %-5s prefill %9s tok/s  decode %7s tok/s  decide %8s crit/s  one criterion %7s ms' "$m" "$prec" \
+        runs="default:bf16 default:fp32"
+        for v in ${VARIANTS-TD_CUDA_TC=old TD_CUDA_TC_ATTN=0}; do runs="$runs $v:bf16"; done
+        for r in $runs; do
+            env=${r%:*} prec=${r##*:}
+            [ "$env" = default ] && env=TD_CUDA_DEFAULTS=1
+            E() { env "$env" timeout 120 "$BIN" "$@" --device cuda --precision "$prec" 2>>"$OUT/timing.err"; }
+            p=$(E bench prefill --model "$S" --tokens 2048 --repeat 3)
+            d=$(E bench decode --model "$S" --tokens 128 --repeat 3)
+            c=$(E bench decide --model "$S" --prefix 256 --criteria 144 --suffix 45 --repeat 3)
+            c1=$(E bench decide --model "$S" --prefix 256 --criteria 1 --suffix 45 --repeat 5 --cache-head)
+            echo "{\"env\": \"$env\"}" "$p" "$d" "$c" "$c1" >>"$OUT/timing.jsonl"
+            row=$(printf '%-13s %-5s %-18s prefill %9s tok/s  decode %7s tok/s  decide %8s crit/s  one criterion %7s ms (suffix %7s)' "$m" "$prec" "${env#TD_CUDA_DEFAULTS=1}" \
                 "$(echo "$p" | jq -r '.tokens_per_s // "err"' 2>/dev/null | cut -c1-9)" \
                 "$(echo "$d" | jq -r '.tokens_per_s // "err"' 2>/dev/null | cut -c1-7)" \
                 "$(echo "$c" | jq -r '.criteria_per_s // "err"' 2>/dev/null | cut -c1-8)" \
+                "$(echo "$c1" | jq -r '.ms_per_criterion // "err"' 2>/dev/null | cut -c1-7)" \
                 "$(echo "$c1" | jq -r '.suffix_ms_per_criterion // "err"' 2>/dev/null | cut -c1-7)")
             say "$row"
             table="$table$row"$'\n'
