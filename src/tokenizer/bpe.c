@@ -8,6 +8,7 @@
 #include "tokenizer/tokenizer_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/grow.h"
 
 typedef struct cand {
     uint32_t rank;
@@ -58,13 +59,9 @@ static int lookup_merge(const struct td_tokenizer *tok, int32_t a, int32_t b, ui
 }
 
 int td_idvec_push(td_idvec *vec, int32_t id) {
-    if (vec->n == vec->cap) {
-        size_t cap = vec->cap ? vec->cap * 2 : 64;
-        int32_t *nv = td_realloc(vec->v, cap * sizeof *nv);
-        if (!nv) return -1;
-        vec->v = nv;
-        vec->cap = cap;
-    }
+    int32_t *nv = td_grow(vec->v, &vec->cap, vec->n + 1, sizeof *nv, 64);
+    if (!nv) return -1;
+    vec->v = nv;
     vec->v[vec->n++] = id;
     return 0;
 }

@@ -9,6 +9,7 @@
 #include "tokenizer/tokenizer_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/grow.h"
 
 /* PCRE2 allocates through the library's hook too (util/alloc.h): a general context per use. */
 static void *pcre_malloc(PCRE2_SIZE size, void *data) {
@@ -71,13 +72,9 @@ typedef struct spanvec {
 
 static int span_push(spanvec *s, size_t start, size_t len) {
     if (len == 0) return 0; /* empty pieces are dropped, as in Hugging Face */
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        span *nv = td_realloc(s->v, cap * sizeof *nv);
-        if (!nv) return -1;
-        s->v = nv;
-        s->cap = cap;
-    }
+    span *nv = td_grow(s->v, &s->cap, s->n + 1, sizeof *nv, 64);
+    if (!nv) return -1;
+    s->v = nv;
     s->v[s->n].start = start;
     s->v[s->n].len = len;
     s->n++;
@@ -95,13 +92,9 @@ typedef struct segvec {
 } segvec;
 
 static int seg_push(segvec *s, size_t start, size_t len, int is_match) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        segment *nv = td_realloc(s->v, cap * sizeof *nv);
-        if (!nv) return -1;
-        s->v = nv;
-        s->cap = cap;
-    }
+    segment *nv = td_grow(s->v, &s->cap, s->n + 1, sizeof *nv, 64);
+    if (!nv) return -1;
+    s->v = nv;
     s->v[s->n].start = start;
     s->v[s->n].len = len;
     s->v[s->n].is_match = is_match;
