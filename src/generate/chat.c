@@ -10,6 +10,7 @@
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/grow.h"
 #include "util/json.h"
 #include "util/strbuf.h"
 #include "util/utf8.h"
@@ -35,15 +36,12 @@ static void sb_lit(sbuf *b, const char *s) {
         b->spans[2 * b->n_spans - 1] = b->t.n;
         return;
     }
-    if (b->n_spans == b->cap_spans) {
-        size_t cap = b->cap_spans ? 2 * b->cap_spans : 32;
-        size_t *ns = td_realloc(b->spans, cap * 2 * sizeof *ns);
-        if (!ns) {
-            b->t.oom = 1;
-            return;
-        }
-        b->spans = ns, b->cap_spans = cap;
+    size_t *ns = td_grow(b->spans, &b->cap_spans, b->n_spans + 1, 2 * sizeof *ns, 32); /* [start, end) pairs */
+    if (!ns) {
+        b->t.oom = 1;
+        return;
     }
+    b->spans = ns;
     b->spans[2 * b->n_spans] = start, b->spans[2 * b->n_spans + 1] = b->t.n;
     b->n_spans++;
 }

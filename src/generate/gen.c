@@ -14,6 +14,7 @@
 #include "typedecide.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/grow.h"
 
 #define MAX_STOP_IDS 16
 #define MAX_TOP 20
@@ -78,7 +79,8 @@ struct td_gen {
     entry *entries;     /* [max_sequences] */
     int32_t n_entries;
     req **reqs;         /* queued and running, in submission order */
-    int32_t n_reqs, cap_reqs;
+    int32_t n_reqs;
+    size_t cap_reqs;
     ev_store *evq;
     int32_t ev_head, ev_n, ev_cap;
     ev_store cur;       /* the event handed out last (owned until the next call) */
@@ -473,11 +475,10 @@ static td_status submit_one(td_gen *g, const td_gen_request *rq, uint64_t seed, 
         r->plp_top_lp = td_malloc((size_t)(rq->n_prompt - 1) * (k ? k : 1) * sizeof *r->plp_top_lp);
         if (!r->plp || !r->plp_top || !r->plp_top_lp) st = td_fail_nomem("prompt logprobs");
     }
-    if (st == TD_OK && g->n_reqs == g->cap_reqs) {
-        int32_t cap = g->cap_reqs ? g->cap_reqs * 2 : 16;
-        req **n = td_realloc(g->reqs, (size_t)cap * sizeof *n);
+    if (st == TD_OK) {
+        req **n = td_grow(g->reqs, &g->cap_reqs, (size_t)g->n_reqs + 1, sizeof *n, 16);
         if (!n) st = td_fail_nomem("the request list");
-        else g->reqs = n, g->cap_reqs = cap;
+        else g->reqs = n;
     }
     if (st != TD_OK) {
         req_free(r);
