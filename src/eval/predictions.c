@@ -12,6 +12,7 @@
 #include "util/json.h"
 #include "eval/eval_internal.h"
 #include "util/fileio.h"
+#include "util/grow.h"
 
 /* Everything a line owns, freed together. */
 typedef struct line_mem {
@@ -24,7 +25,8 @@ typedef struct line_mem {
 struct td_predictions {
     td_pred *v;
     line_mem *mem;
-    int32_t n, cap;
+    int32_t n;
+    size_t cap_v, cap_mem; /* v and mem grow together: the same count each, apart only after a failed grow */
     double forwards, suffix_tokens, ms; /* sums over the lines; negative when a line lacks the field */
 };
 
@@ -123,18 +125,14 @@ td_status td_predictions_parse(const char *data, size_t len, const char *name, t
     const char *line;
     size_t n, at = 0;
     while (st == TD_OK && td_jsonl_next(data, len, &at, &line, &n, &lineno)) {
-        if (p->n == p->cap) {
-            int32_t cap = p->cap ? 2 * p->cap : 64;
-            td_pred *nv = td_realloc(p->v, (size_t)cap * sizeof *nv);
-            if (nv) p->v = nv;
-            line_mem *nm = nv ? td_realloc(p->mem, (size_t)cap * sizeof *nm) : NULL;
-            if (!nm) {
-                st = td_fail_nomem("predictions");
-                break;
-            }
-            p->mem = nm;
-            p->cap = cap;
+        td_pred *nv = td_grow(p->v, &p->cap_v, (size_t)p->n + 1, sizeof *nv, 64);
+        if (nv) p->v = nv;
+        line_mem *nm = nv ? td_grow(p->mem, &p->cap_mem, (size_t)p->n + 1, sizeof *nm, 64) : NULL;
+        if (!nm) {
+            st = td_fail_nomem("predictions");
+            break;
         }
+        p->mem = nm;
         line_mem *m = &p->mem[p->n];
         memset(m, 0, sizeof *m);
         json_error_t e;

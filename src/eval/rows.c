@@ -10,6 +10,7 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "util/fileio.h"
+#include "util/grow.h"
 #include "util/hashmap.h"
 
 /* A row and the strings it owns (the td_row points into them). */
@@ -22,9 +23,11 @@ typedef struct row_mem {
 
 struct td_rows {
     row_mem *v;
-    int32_t n, cap;
+    int32_t n;
+    size_t cap;
     char **bad; /* "SOURCE:LINE: what is wrong", in the order found */
-    int32_t n_bad, cap_bad;
+    int32_t n_bad;
+    size_t cap_bad;
     uint64_t hash;
 };
 
@@ -128,13 +131,9 @@ done:
 /* Records a bad line (with TD_ROWS_SKIP_BAD) or fails with its message. */
 static td_status bad_line(td_rows *rs, unsigned flags, const char *name, int32_t line, const char *why) {
     if (!(flags & TD_ROWS_SKIP_BAD)) return td_fail(TD_ERR_FORMAT, "%s:%d: %s", name, line, why);
-    if (rs->n_bad == rs->cap_bad) {
-        int32_t cap = rs->cap_bad ? 2 * rs->cap_bad : 16;
-        char **nb = td_realloc(rs->bad, (size_t)cap * sizeof *nb);
-        if (!nb) return td_fail_nomem("the list of bad rows");
-        rs->bad = nb;
-        rs->cap_bad = cap;
-    }
+    char **nb = td_grow(rs->bad, &rs->cap_bad, (size_t)rs->n_bad + 1, sizeof *nb, 16);
+    if (!nb) return td_fail_nomem("the list of bad rows");
+    rs->bad = nb;
     size_t n = strlen(name) + strlen(why) + 32;
     char *msg = td_malloc(n);
     if (!msg) return td_fail_nomem("the list of bad rows");
@@ -190,16 +189,12 @@ td_status td_rows_parse(const char *data, size_t len, const char *name, unsigned
     const char *line;
     size_t n, at = 0;
     while (st == TD_OK && td_jsonl_next(data, len, &at, &line, &n, &lineno)) {
-        if (rs->n == rs->cap) {
-            int32_t cap = rs->cap ? 2 * rs->cap : 64;
-            row_mem *nv = td_realloc(rs->v, (size_t)cap * sizeof *nv);
-            if (!nv) {
-                st = td_fail_nomem("rows");
-                break;
-            }
-            rs->v = nv;
-            rs->cap = cap;
+        row_mem *nv = td_grow(rs->v, &rs->cap, (size_t)rs->n + 1, sizeof *nv, 64);
+        if (!nv) {
+            st = td_fail_nomem("rows");
+            break;
         }
+        rs->v = nv;
         row_mem *r = &rs->v[rs->n];
         memset(r, 0, sizeof *r);
         r->row.line = lineno;
