@@ -270,6 +270,13 @@ int td_cu_conv(float *out, const float *x, float *state, int64_t seq_stride, con
 int td_cu_deltanet(float *core, const float *u, int64_t ldu, const float *z, const float *b, const float *a,
                    const float *a_log, const float *dt_bias, const float *norm_w, float *state, int64_t seq_stride,
                    int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps, const td_cu_groups *g, void *stream);
+/* Which kernel td_cu_deltanet runs (the same bits either way): for dk = 128 and dv <= 128 one whose threads keep their
+ * state column in registers for the whole launch (loaded once, stored once; td_cu_deltanet_regs(dk, dv) says 1), else
+ * the one that reads and writes the state in global memory for every token. TD_CUDA_DN=old in the environment (read
+ * once per process) keeps every shape on the latter. Test only (not thread-safe; process-wide):
+ * td_cu_deltanet_test_mode(1) does the same, 0 restores the normal choice. */
+int td_cu_deltanet_regs(int64_t dk, int64_t dv);
+void td_cu_deltanet_test_mode(int mode);
 
 #ifdef __cplusplus
 }

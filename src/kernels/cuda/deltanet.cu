@@ -8,10 +8,14 @@
  * squares: each thread folds its elements ascending, then td_dev_block_sum's fixed tree), then per column
  * td_deltanet_step_ref's order exactly (decay multiply; m = sum_i S[i][e] k[i], i ascending, mul then add;
  * d = beta (v - m); S[i][e] += k[i] d; o = sum_i S[i][e] q[i] ascending), then the gated RMS norm (sum of o^2 in
- * double by the fixed tree).
+ * double by the fixed tree). At dk = 128, dv <= 128 deltanet_reg_kernel does the same with thread e's state column
+ * in registers for the whole launch (below; TD_CUDA_DN=old keeps deltanet_kernel): the same bits.
  * Batch invariance: a (group, head) reads its own tokens' inputs and its own sequence's state only, in position
  * order; nothing depends on the number of groups, on the other groups, or on how a sequence was split into launches
  * (the state carries over in device memory, bit for bit). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cuda/common.cuh"
 
 #define CV_NT 128
@@ -146,6 +150,158 @@ __global__ void __launch_bounds__(DN_NT)
     }
 }
 
+/* ---- the recurrence with the state in registers (dk = DK = 128, dv <= 128): deltanet_reg_kernel ----
+ * The same block per (group, value head) and the same 128 threads as deltanet_kernel, but thread e holds its state
+ * column e (DK floats) in registers for the whole launch: loaded once at the start, stored once at the end (the
+ * same [dk, dv] layout in global memory, so snapshots and forks copy it as before) instead of read and written in
+ * global memory for every token. Every value has deltanet_kernel's expression and order, so its bits: the q, k
+ * l2 norms (the same loads, td_dev_block_sum<128> tree), beta and the decay (the same expressions), per column the
+ * chains m = m + (S[i] * decay) * k[i] and o = o + s * q[i] with s = (S[i] * decay) + k[i] * d, i ascending, and
+ * the gated RMS norm (the same double tree). One difference of schedule only: the chain for m of token j + 1 runs
+ * in the same loop as token j's update and o (it needs token j's updated S[i] and nothing else of token j), so the
+ * two serial chains of a token overlap; the q, k of two tokens are staged in shared memory (double buffered). */
+struct dn_tok {
+    float beta, decay, v;
+};
+
+/* Stages token row t: qs, ks <- the normalised q, k of key head kh (deltanet_kernel's code), and this thread's
+ * beta, decay and v (column tid). Synchronises the block before returning (qs, ks ready). */
+template <int DK>
+__device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, float *redf, const float *__restrict__ u, int64_t ldu,
+                                           const float *__restrict__ b, const float *__restrict__ a, int64_t t, int h,
+                                           int kh, int Hk, int Hv, int dv, float qscale, float neg_a, float dtb,
+                                           bool live) {
+    constexpr int PT = (DK + DN_NT - 1) / DN_NT; /* elements a thread loads */
+    const int tid = threadIdx.x;
+    const int key_dim = Hk * DK;
+    const float *ut = u + t * ldu;
+    float qr[PT], kr[PT];
+    float ssq = 0.0f, ssk = 0.0f;
+#pragma unroll
+    for (int j = 0; j < PT; j++) {
+        const int i = tid + j * DN_NT;
+        if (i < DK) {
+            const float qv = ut[kh * DK + i], kv = ut[key_dim + kh * DK + i];
+            qr[j] = qv;
+            kr[j] = kv;
+            ssq += qv * qv;
+            ssk += kv * kv;
+        }
+    }
+    ssq = td_dev_block_sum<DN_NT>(ssq, redf);
+    ssk = td_dev_block_sum<DN_NT>(ssk, redf);
+    const float rq = 1.0f / sqrtf(ssq + 1e-6f), rk = 1.0f / sqrtf(ssk + 1e-6f);
+#pragma unroll
+    for (int j = 0; j < PT; j++) {
+        const int i = tid + j * DN_NT;
+        if (i < DK) {
+            qs[i] = (qr[j] * rq) * qscale;
+            ks[i] = kr[j] * rk;
+        }
+    }
+    dn_tok r;
+    r.beta = 1.0f / (1.0f + expf(-b[t * Hv + h]));
+    const float g = neg_a * softplus(a[t * Hv + h] + dtb);
+    r.decay = expf(g);
+    r.v = live ? ut[2 * key_dim + h * dv + tid] : 0.0f;
+    __syncthreads();
+    return r;
+}
+
+template <int DK>
+__global__ void __launch_bounds__(DN_NT, 1)
+    deltanet_reg_kernel(float *__restrict__ core, const float *__restrict__ u, int64_t ldu,
+                        const float *__restrict__ z, const float *__restrict__ b, const float *__restrict__ a,
+                        const float *__restrict__ a_log, const float *__restrict__ dt_bias,
+                        const float *__restrict__ norm_w, float *__restrict__ state, int64_t seq_stride, int64_t Hk,
+                        int64_t Hv, int64_t dv, float eps, const int32_t *__restrict__ grp_seq,
+                        const int32_t *__restrict__ grp_off, const int32_t *__restrict__ grp_tok) {
+    /* head counts and dims fit an int here (td_cu_deltanet checks them) */
+    __shared__ __align__(16) float qs[2][DK];
+    __shared__ __align__(16) float ks[2][DK];
+    __shared__ float redf[DN_NT / 32 + 1];
+    __shared__ double redd[DN_NT / 32 + 1];
+    const int tid = threadIdx.x;
+    const int hv = (int)Hv, hk = (int)Hk, ndv = (int)dv;
+    const int gi = (int)(blockIdx.x / (unsigned)hv), h = (int)(blockIdx.x % (unsigned)hv), kh = h / (hv / hk);
+    const int32_t i0 = grp_off[gi], i1 = grp_off[gi + 1];
+    if (i0 >= i1) return; /* the whole block: no token, state untouched */
+    const bool live = tid < ndv;
+    float *Se = state + (int64_t)grp_seq[gi] * seq_stride + (int64_t)h * DK * ndv + (live ? tid : 0);
+    const float qscale = (float)(1.0 / sqrt((double)DK)); /* as head_inputs() */
+    const float neg_a = -expf(a_log[h]), dtb = dt_bias[h];
+    const int value_dim = hv * ndv;
+
+    float S[DK];
+#pragma unroll
+    for (int i = 0; i < DK; i++) S[i] = live ? Se[i * ndv] : 0.0f;
+
+    dn_tok cur =
+        dn_stage<DK>(qs[0], ks[0], redf, u, ldu, b, a, grp_tok[i0], h, kh, hk, hv, ndv, qscale, neg_a, dtb, live);
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DK; i++) m = m + (S[i] * cur.decay) * ks[0][i];
+
+    for (int32_t it = i0; it < i1; it++) {
+        const int buf = (it - i0) & 1;
+        const int64_t t = grp_tok[it];
+        const float *qc = qs[buf], *kc = ks[buf], *kn = ks[buf ^ 1];
+        const float d = cur.beta * (cur.v - m);
+        const float decay = cur.decay;
+        float o = 0.0f;
+        if (it + 1 < i1) { /* block-uniform */
+            const dn_tok nxt = dn_stage<DK>(qs[buf ^ 1], ks[buf ^ 1], redf, u, ldu, b, a, grp_tok[it + 1], h, kh, hk,
+                                            hv, ndv, qscale, neg_a, dtb, live);
+            float mn = 0.0f;
+#pragma unroll
+            for (int i = 0; i < DK; i++) {
+                const float s = (S[i] * decay) + kc[i] * d;
+                S[i] = s;
+                o = o + s * qc[i];
+                mn = mn + (s * nxt.decay) * kn[i];
+            }
+            cur = nxt;
+            m = mn;
+        } else {
+#pragma unroll
+            for (int i = 0; i < DK; i++) {
+                const float s = (S[i] * decay) + kc[i] * d;
+                S[i] = s;
+                o = o + s * qc[i];
+            }
+        }
+        /* td_gated_rmsnorm(o, z, norm_w, dv, eps), deltanet_kernel's code for dv <= DN_NT */
+        double ss = 0.0;
+        if (live) ss += (double)o * (double)o;
+        ss = td_dev_block_sum<DN_NT>(ss, redd); /* also: every thread is done with qs[buf], ks[buf] */
+        const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)ndv) + (double)eps));
+        if (live) {
+            const float zi = z[t * value_dim + h * ndv + tid];
+            core[t * value_dim + h * ndv + tid] = (norm_w[tid] * (o * r)) * (zi / (1.0f + expf(-zi)));
+        }
+    }
+    if (live) {
+#pragma unroll
+        for (int i = 0; i < DK; i++) Se[i * ndv] = S[i];
+    }
+}
+
+/* TD_CUDA_DN=old in the environment (read once per process) keeps every shape on deltanet_kernel. */
+static int dn_test_mode = 0; /* td_cu_deltanet_test_mode */
+static bool dn_reg_enabled(void) {
+    static const bool on = [] {
+        const char *e = getenv("TD_CUDA_DN");
+        return !(e && strcmp(e, "old") == 0);
+    }();
+    return on && dn_test_mode != 1;
+}
+
+extern "C" void td_cu_deltanet_test_mode(int mode) { dn_test_mode = mode; }
+
+extern "C" int td_cu_deltanet_regs(int64_t dk, int64_t dv) {
+    return dn_reg_enabled() && dk == 128 && dv >= 1 && dv <= DN_NT;
+}
+
 extern "C" int td_cu_deltanet(float *core, const float *u, int64_t ldu, const float *z, const float *b, const float *a,
                               const float *a_log, const float *dt_bias, const float *norm_w, float *state,
                               int64_t seq_stride, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
@@ -158,6 +314,12 @@ extern "C" int td_cu_deltanet(float *core, const float *u, int64_t ldu, const fl
     if (g->n_groups * Hv > 0x7fffffff)
         return td_cu_failf("td_cu_deltanet: %lld groups x %lld heads is beyond one launch", (long long)g->n_groups,
                            (long long)Hv);
+    if (td_cu_deltanet_regs(dk, dv) && Hv <= 65536) { /* the kernel keeps head offsets in an int */
+        deltanet_reg_kernel<128><<<(unsigned)(g->n_groups * Hv), DN_NT, 0, TD_CU_STREAM(stream)>>>(
+            core, u, ldu, z, b, a, a_log, dt_bias, norm_w, state, seq_stride, Hk, Hv, dv, eps, g->grp_seq, g->grp_off,
+            g->grp_tok);
+        return td_cu_launched("deltanet (state in registers)");
+    }
     deltanet_kernel<<<(unsigned)(g->n_groups * Hv), DN_NT, 0, TD_CU_STREAM(stream)>>>(
         core, u, ldu, z, b, a, a_log, dt_bias, norm_w, state, seq_stride, Hk, Hv, dk, dv, eps, g->grp_seq, g->grp_off,
         g->grp_tok);

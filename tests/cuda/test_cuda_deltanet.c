@@ -1,0 +1,333 @@
+/* td_cu_deltanet's two kernels give the same bits (src/kernels/cuda/deltanet.cu): the one that keeps each thread's
+ * state column in registers (dk = 128, dv <= 128) against the one that reads and writes the state in global memory
+ * for every token (td_cu_deltanet_test_mode(1), as TD_CUDA_DN=old), core outputs and the state after, bit for bit:
+ *   Hk / Hv = 16 / 16 and 16 / 32 at dk = dv = 128 (Qwen3.5's shapes), 2 / 4 at dv = 96 (threads without a column);
+ *   groups of 1, 7, 64 and 300 tokens in four of six sequences (two untouched), their rows shuffled over the batch;
+ *   the 300-token group split over two launches (state carried on the device) = one launch, also old then new;
+ *   shapes the register kernel does not take (dk = 64; dv = 256) fall back to the old kernel and say so.
+ * Both are also held to the CPU's td_deltanet_step_ref + td_gated_rmsnorm within 1e-4 relative (test_cuda_kernels
+ * allows 1e-5 over 64 tokens for the l2 norm's tree sum and expf; here roundings of 300 tokens meet), so two equally
+ * wrong kernels cannot pass.
+ * With TD_CUDA_DN=old in the environment (ctest test_cuda_deltanet_old) the register kernel must be off.
+ * TD_DN_BENCH=1 times the two kernels instead (bench(): no checks).
+ * Without a usable CUDA device it prints why and exits 77 (skipped). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/cuda.h"
+#include "test_util.h"
+
+static uint64_t seed = 0xde17a5eedull;
+
+/* ---- plumbing (as test_cuda_kernels.c) ---- */
+
+#define CU(call) cu_ok((call) == 0, #call, __LINE__)
+static int cu_ok(int ok, const char *what, int line) {
+    if (!ok) {
+        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, line, what, td_cu_error());
+        td_test_failures++;
+    }
+    return ok;
+}
+
+/* A device copy of h (bytes), or zeros when h is NULL. */
+static void *up(const void *h, size_t bytes) {
+    void *d = td_cu_malloc(bytes);
+    if (!d) {
+        fprintf(stderr, "td_cu_malloc(%zu): %s\n", bytes, td_cu_error());
+        exit(1);
+    }
+    if (h) CU(td_cu_h2d(d, h, bytes, NULL));
+    else CU(td_cu_zero(d, bytes, NULL));
+    return d;
+}
+
+static void down(void *h, const void *d, size_t bytes) { CU(td_cu_d2h(h, d, bytes, NULL)); }
+
+static float uni(float lo, float hi) { return td_test_uniform(&seed, lo, hi); }
+static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
+
+static float *rnd(int64_t n, float lo, float hi) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++) p[i] = uni(lo, hi);
+    return p;
+}
+
+static void shuffle(int32_t *a, int64_t n) {
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = irand(i + 1);
+        int32_t t = a[i];
+        a[i] = a[j], a[j] = t;
+    }
+}
+
+/* a and b (n floats) must be equal bit for bit. */
+static void bits(const char *name, const float *a, const float *b, int64_t n) {
+    int64_t differ = 0;
+    double md = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (memcmp(&a[i], &b[i], sizeof *a)) {
+            if (differ++ < 3) fprintf(stderr, "  %s: [%lld] %.9g vs %.9g\n", name, (long long)i, a[i], b[i]);
+            double d = fabs((double)a[i] - b[i]);
+            if (!(d <= md)) md = d;
+        }
+    }
+    printf("  %-66s %s", name, differ ? "NOT bit-exact" : "bit-exact");
+    if (differ) printf(" (%lld of %lld differ, max |diff| %.3g)", (long long)differ, (long long)n, md);
+    printf("\n");
+    CHECKF(differ == 0, "%s", name);
+}
+
+static void within_rel(const char *name, const float *a, const float *b, int64_t n, double tol) {
+    double e = td_test_rel_diff(a, b, n);
+    printf("  %-66s max rel diff %.3g (allowed %.3g)\n", name, e, tol);
+    CHECKF(e <= tol, "%s: %g", name, e);
+}
+
+/* ---- the batch: groups of 1, 7, 64 and 300 tokens (sequences 4, 0, 5, 2 of 6), rows shuffled ---- */
+
+#define NG 4
+#define DN_T 372
+#define DN_NSEQ 6
+static const int32_t g_seq[NG] = {4, 0, 5, 2}, g_off[NG + 1] = {0, 1, 8, 72, 372};
+
+typedef struct groups {
+    td_cu_groups g;
+    int32_t *seq_d, *off_d, *tok_d;
+} groups;
+
+static groups groups_new(const int32_t *gseq, const int32_t *off, const int32_t *tok, int64_t n_groups) {
+    groups r;
+    r.seq_d = up(gseq, (size_t)n_groups * 4);
+    r.off_d = up(off, (size_t)(n_groups + 1) * 4);
+    r.tok_d = up(tok, (size_t)(off[n_groups] > 0 ? off[n_groups] : 1) * 4);
+    r.g = (td_cu_groups){r.seq_d, r.off_d, r.tok_d, n_groups};
+    return r;
+}
+
+static void groups_free(groups *r) { td_cu_free(r->seq_d), td_cu_free(r->off_d), td_cu_free(r->tok_d); }
+
+typedef struct dncase {
+    int64_t Hk, Hv, dk, dv, ldu, ss, T, n_seq; /* T token rows, n_seq sequences */
+    float eps;
+    float *u, *z, *b, *a, *a_log, *dt_bias, *norm_w, *state; /* host inputs */
+    float *u_d, *z_d, *b_d, *a_d, *a_log_d, *dt_bias_d, *norm_w_d;
+} dncase;
+
+static dncase dn_new(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int64_t rows, int64_t nseq) {
+    dncase c = {.Hk = Hk, .Hv = Hv, .dk = dk, .dv = dv, .ldu = 2 * Hk * dk + Hv * dv + 3, .ss = Hv * dk * dv + 5,
+                .T = rows, .n_seq = nseq, .eps = 1e-6f};
+    c.u = rnd(rows * c.ldu, -1.0f, 1.0f), c.z = rnd(rows * Hv * dv, -3.0f, 3.0f);
+    c.b = rnd(rows * Hv, -3.0f, 3.0f), c.a = rnd(rows * Hv, -4.0f, 4.0f);
+    c.a_log = rnd(Hv, -2.0f, 1.0f), c.dt_bias = rnd(Hv, -1.0f, 1.0f), c.norm_w = rnd(dv, 0.5f, 1.5f);
+    c.state = rnd(nseq * c.ss, -0.2f, 0.2f);
+    c.u_d = up(c.u, (size_t)(rows * c.ldu) * 4), c.z_d = up(c.z, (size_t)(rows * Hv * dv) * 4);
+    c.b_d = up(c.b, (size_t)(rows * Hv) * 4), c.a_d = up(c.a, (size_t)(rows * Hv) * 4);
+    c.a_log_d = up(c.a_log, (size_t)Hv * 4), c.dt_bias_d = up(c.dt_bias, (size_t)Hv * 4);
+    c.norm_w_d = up(c.norm_w, (size_t)dv * 4);
+    return c;
+}
+
+static void dn_free(dncase *c) {
+    free(c->u), free(c->z), free(c->b), free(c->a), free(c->a_log), free(c->dt_bias), free(c->norm_w), free(c->state);
+    td_cu_free(c->u_d), td_cu_free(c->z_d), td_cu_free(c->b_d), td_cu_free(c->a_d), td_cu_free(c->a_log_d);
+    td_cu_free(c->dt_bias_d), td_cu_free(c->norm_w_d);
+}
+
+/* One td_cu_deltanet launch in test mode `mode` (0 the normal choice, 1 the old kernel) on the device core cd and
+ * state sd. */
+static void dn_launch(const dncase *c, const groups *g, float *cd, float *sd, int mode) {
+    td_cu_deltanet_test_mode(mode);
+    CU(td_cu_deltanet(cd, c->u_d, c->ldu, c->z_d, c->b_d, c->a_d, c->a_log_d, c->dt_bias_d, c->norm_w_d, sd, c->ss,
+                      c->Hk, c->Hv, c->dk, c->dv, c->eps, &g->g, NULL));
+    td_cu_deltanet_test_mode(0);
+}
+
+/* td_cu_deltanet from c->state in mode `mode`; core [T, Hv * dv] (rows of no group stay 0) and the final state of
+ * every sequence come back on the host. */
+static void dn_run(const dncase *c, const groups *g, float *core, float *state, int mode) {
+    size_t sb = (size_t)(c->n_seq * c->ss) * 4, cb = (size_t)(c->T * c->Hv * c->dv) * 4;
+    float *sd = up(c->state, sb), *cd = up(NULL, cb);
+    dn_launch(c, g, cd, sd, mode);
+    down(core, cd, cb);
+    down(state, sd, sb);
+    td_cu_free(sd), td_cu_free(cd);
+}
+
+/* The CPU engine's recurrence_task (token-by-token form) over one group (as test_cuda_kernels.c). */
+static void dn_ref_group(const dncase *c, float *core, float *state, int32_t seq, const int32_t *tok, int64_t n) {
+    float q[1024], k[1024], o[1024];
+    float scale = (float)(1.0 / sqrt((double)c->dk));
+    for (int64_t h = 0; h < c->Hv; h++) {
+        int64_t kh = h / (c->Hv / c->Hk);
+        float *S = state + seq * c->ss + h * c->dk * c->dv;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t t = tok[i];
+            const float *u = c->u + t * c->ldu;
+            for (int64_t x = 0; x < c->dk; x++) q[x] = u[kh * c->dk + x], k[x] = u[c->Hk * c->dk + kh * c->dk + x];
+            td_l2norm(q, c->dk, 1e-6f);
+            td_l2norm(k, c->dk, 1e-6f);
+            for (int64_t x = 0; x < c->dk; x++) q[x] *= scale;
+            const float *v = u + 2 * c->Hk * c->dk + h * c->dv;
+            float beta = 1.0f / (1.0f + expf(-c->b[t * c->Hv + h]));
+            float g = -expf(c->a_log[h]) * td_softplus(c->a[t * c->Hv + h] + c->dt_bias[h]);
+            td_deltanet_step_ref(S, q, k, v, g, beta, c->dk, c->dv, o);
+            td_gated_rmsnorm(core + t * c->Hv * c->dv + h * c->dv, o, c->z + t * c->Hv * c->dv + h * c->dv, c->norm_w,
+                             c->dv, c->eps);
+        }
+    }
+}
+
+static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_regs) {
+    char name[128], shape[64];
+    snprintf(shape, sizeof shape, "Hk=%lld Hv=%lld dk=%lld dv=%lld", (long long)Hk, (long long)Hv, (long long)dk,
+             (long long)dv);
+    printf("%s\n", shape);
+    int regs = td_cu_deltanet_regs(dk, dv);
+    printf("  %-66s %s\n", "kernel", regs ? "state in registers" : "state in global memory (old)");
+    CHECKF(regs == want_regs, "%s: td_cu_deltanet_regs %d, want %d", shape, regs, want_regs);
+    dncase c = dn_new(Hk, Hv, dk, dv, DN_T, DN_NSEQ);
+    int64_t cn = DN_T * Hv * dv, sn = DN_NSEQ * c.ss;
+    int32_t tok[DN_T];
+    for (int32_t i = 0; i < DN_T; i++) tok[i] = i;
+    shuffle(tok, DN_T);
+    groups g = groups_new(g_seq, g_off, tok, NG);
+    float *core_new = malloc((size_t)cn * 4), *state_new = malloc((size_t)sn * 4);
+    float *core_old = malloc((size_t)cn * 4), *state_old = malloc((size_t)sn * 4);
+    dn_run(&c, &g, core_new, state_new, 0);
+    dn_run(&c, &g, core_old, state_old, 1);
+    bits("groups of 1 / 7 / 64 / 300 tokens: core, normal vs old kernel", core_new, core_old, cn);
+    bits("groups of 1 / 7 / 64 / 300 tokens: state, normal vs old kernel", state_new, state_old, sn);
+    bits("sequence 1 (in no group) untouched", state_new + c.ss, c.state + c.ss, c.ss);
+    bits("sequence 3 (in no group) untouched", state_new + 3 * c.ss, c.state + 3 * c.ss, c.ss);
+
+    /* the CPU reference */
+    {
+        float *rcore = calloc((size_t)cn, 4), *rstate = malloc((size_t)sn * 4);
+        memcpy(rstate, c.state, (size_t)sn * 4);
+        for (int gi = 0; gi < NG; gi++)
+            dn_ref_group(&c, rcore, rstate, g_seq[gi], tok + g_off[gi], g_off[gi + 1] - g_off[gi]);
+        within_rel("core against the CPU reference", core_new, rcore, cn, 1e-4);
+        within_rel("state against the CPU reference", state_new, rstate, sn, 1e-4);
+        free(rcore), free(rstate);
+    }
+
+    /* the 300-token group (sequence 2) as 123 + 177 tokens over two launches, the state kept on the device: normal
+     * then normal, and old then normal, each = one launch */
+    for (int first = 0; first < 2; first++) {
+        int32_t seqa[1] = {2}, offa[2] = {0, 123}, offb[2] = {0, 177};
+        groups ga = groups_new(seqa, offa, tok + 72, 1), gb = groups_new(seqa, offb, tok + 72 + 123, 1);
+        size_t sb = (size_t)sn * 4, cb = (size_t)cn * 4;
+        float *sd = up(c.state, sb), *cd = up(NULL, cb);
+        dn_launch(&c, &ga, cd, sd, first);
+        dn_launch(&c, &gb, cd, sd, 0);
+        float *core2 = malloc(cb), *state2 = malloc(sb);
+        down(core2, cd, cb);
+        down(state2, sd, sb);
+        float *x = malloc((size_t)(300 * Hv * dv) * 4), *y = malloc((size_t)(300 * Hv * dv) * 4);
+        for (int i = 0; i < 300; i++) {
+            memcpy(x + i * Hv * dv, core2 + tok[72 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
+            memcpy(y + i * Hv * dv, core_new + tok[72 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
+        }
+        snprintf(name, sizeof name, "300 tokens as 123 (%s) + 177 (normal) = one launch: core",
+                 first ? "old" : "normal");
+        bits(name, x, y, 300 * Hv * dv);
+        snprintf(name, sizeof name, "300 tokens as 123 (%s) + 177 (normal) = one launch: state",
+                 first ? "old" : "normal");
+        bits(name, state2 + 2 * c.ss, state_new + 2 * c.ss, c.ss);
+        free(core2), free(state2), free(x), free(y);
+        td_cu_free(sd), td_cu_free(cd);
+        groups_free(&ga), groups_free(&gb);
+    }
+
+    /* a group alone (the 7 tokens of sequence 0) = among the others */
+    {
+        int32_t seq1[1] = {0}, off1[2] = {0, 7};
+        groups g1 = groups_new(seq1, off1, tok + 1, 1);
+        float *core1 = malloc((size_t)cn * 4), *state1 = malloc((size_t)sn * 4);
+        dn_run(&c, &g1, core1, state1, 0);
+        float *x = malloc((size_t)(7 * Hv * dv) * 4), *y = malloc((size_t)(7 * Hv * dv) * 4);
+        for (int i = 0; i < 7; i++) {
+            memcpy(x + i * Hv * dv, core1 + tok[1 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
+            memcpy(y + i * Hv * dv, core_new + tok[1 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
+        }
+        bits("a group alone vs among others: core", x, y, 7 * Hv * dv);
+        bits("a group alone vs among others: state", state1, state_new, c.ss);
+        free(core1), free(state1), free(x), free(y);
+        groups_free(&g1);
+    }
+    free(core_new), free(state_new), free(core_old), free(state_old);
+    groups_free(&g);
+    dn_free(&c);
+}
+
+/* TD_DN_BENCH=1: no checks; the old and the register kernel timed on Qwen3.5's shapes (wall time of 10 launches after
+ * 3, then a sync: launch overhead included), microseconds a launch and tokens/s: one sequence of 2048 tokens (a
+ * prefill), 16 sequences of 128, 64 sequences of 1 token (decode steps). */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void bench(void) {
+    static const int64_t heads[][2] = {{16, 16}, {16, 32}}, shapes[][2] = {{1, 2048}, {16, 128}, {64, 1}};
+    for (size_t hi = 0; hi < sizeof heads / sizeof *heads; hi++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            int64_t ns = shapes[si][0], per = shapes[si][1], nt = ns * per;
+            dncase c = dn_new(heads[hi][0], heads[hi][1], 128, 128, nt, ns);
+            int32_t *gseq = malloc((size_t)ns * 4), *off = malloc((size_t)(ns + 1) * 4), *tok = malloc((size_t)nt * 4);
+            for (int64_t i = 0; i < ns; i++) gseq[i] = (int32_t)i, off[i] = (int32_t)(i * per);
+            off[ns] = (int32_t)nt;
+            for (int64_t i = 0; i < nt; i++) tok[i] = (int32_t)i;
+            groups g = groups_new(gseq, off, tok, ns);
+            float *sd = up(c.state, (size_t)(ns * c.ss) * 4), *cd = up(NULL, (size_t)(nt * c.Hv * c.dv) * 4);
+            double us[2];
+            for (int mode = 1; mode >= 0; mode--) {
+                for (int r = 0; r < 3; r++) dn_launch(&c, &g, cd, sd, mode);
+                CU(td_cu_sync(NULL));
+                double t0 = now_s();
+                for (int r = 0; r < 10; r++) dn_launch(&c, &g, cd, sd, mode);
+                CU(td_cu_sync(NULL));
+                us[mode] = (now_s() - t0) / 10 * 1e6;
+            }
+            printf("  Hk=%lld Hv=%lld, %lld x %lld tokens: old %.1f us (%.0f tokens/s), registers %.1f us (%.0f "
+                   "tokens/s), %.2fx\n",
+                   (long long)c.Hk, (long long)c.Hv, (long long)ns, (long long)per, us[1], (double)nt / us[1] * 1e6, us[0],
+                   (double)nt / us[0] * 1e6, us[1] / us[0]);
+            td_cu_free(sd), td_cu_free(cd);
+            groups_free(&g);
+            free(gseq), free(off), free(tok);
+            dn_free(&c);
+        }
+}
+
+int main(void) {
+    char name[256];
+    int64_t total = 0;
+    if (td_cu_probe(name, sizeof name, &total) != 0) {
+        printf("test_cuda_deltanet: skipped: %s\n", td_cu_error());
+        return 77;
+    }
+    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    const char *b = getenv("TD_DN_BENCH");
+    if (b && strcmp(b, "1") == 0) {
+        bench();
+        return td_test_finish("test_cuda_deltanet (bench)");
+    }
+    const char *env = getenv("TD_CUDA_DN");
+    int on = !(env && strcmp(env, "old") == 0); /* TD_CUDA_DN=old: the register kernel is never chosen */
+    if (!on) printf("TD_CUDA_DN=old: every shape on the old kernel\n");
+    test_case(16, 16, 128, 128, on);
+    test_case(16, 32, 128, 128, on);
+    test_case(2, 4, 128, 96, on);
+    test_case(2, 2, 64, 64, 0);
+    test_case(1, 2, 128, 256, 0);
+    CU(td_cu_sync(NULL));
+    return td_test_finish("test_cuda_deltanet");
+}
