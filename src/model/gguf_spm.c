@@ -21,6 +21,7 @@
 #include "tokenizer/vocab.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/grow.h"
 
 /* ---- pieces by string: open addressing over the ids ---------------------------------------------------------- */
 
@@ -106,14 +107,12 @@ static td_status extract(const char *const *s, const size_t *len, const float *s
             if (((unsigned char)s[i][c] & 0xc0) == 0x80) continue; /* not a character boundary */
             int32_t l = map_get(&m, s[i], c), r = map_get(&m, s[i] + c, len[i] - c);
             if (l < 0 || r < 0) continue;
-            if (k == cap) {
-                xmerge *nv = td_realloc(v, (cap *= 2) * sizeof *v);
-                if (!nv) {
-                    st = td_fail_nomem("the merges");
-                    break;
-                }
-                v = nv;
+            xmerge *nv = td_grow(v, &cap, k + 1, sizeof *v, 0);
+            if (!nv) {
+                st = td_fail_nomem("the merges");
+                break;
             }
+            v = nv;
             v[k++] = (xmerge){l, r, score[i], n_chars(s[i], c), n_chars(s[i] + c, len[i] - c), 0};
         }
         qsort(v + first, k - first, sizeof *v, by_ids);

@@ -56,7 +56,8 @@ struct td_model {
                           scaling as llama.cpp stores it), or NULL: the config's rope parameters say it all */
     td_layer *layers;
     void **owned;      /* fp32 copies of small tensors and realigned data */
-    int n_owned, cap_owned;
+    int n_owned;
+    size_t cap_owned;
     td_tokenizer *tok;
     int32_t *stop_ids;
     int n_stop;
@@ -72,7 +73,8 @@ struct td_model {
     int32_t n_keep;
     char *slot_map;    /* JSON, when pruned */
     struct td_qpack **packs; /* packed copies of quantised matrices (td_model_pack), owned */
-    int n_packs, cap_packs;
+    int n_packs;
+    size_t cap_packs;
     const struct td_kernels *kernels; /* the kernel set chosen at load (td_model_pack): its packing and activation
                                          layouts fix the model's numerics; every context of the model uses it */
     /* A copy of the weights on a device, made by the engine when the first device context is created (the model

@@ -16,6 +16,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/grow.h"
 #include "util/hashmap.h"
 #include "util/half.h"
 #include "util/json.h"
@@ -39,13 +40,9 @@ static void log_msg(const td_model_params *p, int level, const char *fmt, ...) {
 }
 
 int td_model_own(td_model *m, void *p) {
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? m->cap_owned * 2 : 64;
-        void **n = td_realloc(m->owned, (size_t)cap * sizeof *n);
-        if (!n) return -1;
-        m->owned = n;
-        m->cap_owned = cap;
-    }
+    void **n = td_grow(m->owned, &m->cap_owned, (size_t)m->n_owned + 1, sizeof *n, 64);
+    if (!n) return -1;
+    m->owned = n;
     m->owned[m->n_owned++] = p;
     return 0;
 }

@@ -4,18 +4,14 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
 #include "model/model.h"
-#include "util/alloc.h"
 #include "util/error.h"
+#include "util/grow.h"
 
 static td_status pack_one(td_model *m, td_mat *w, int lanes) {
     if ((w->type != TD_DTYPE_Q8_0 && w->type != TD_DTYPE_Q4_0) || w->pack) return TD_OK;
-    if (m->n_packs == m->cap_packs) {
-        int cap = m->cap_packs ? 2 * m->cap_packs : 64;
-        td_qpack **p = td_realloc(m->packs, (size_t)cap * sizeof *p);
-        if (!p) return td_fail_nomem("packed weights");
-        m->packs = p;
-        m->cap_packs = cap;
-    }
+    td_qpack **packs = td_grow(m->packs, &m->cap_packs, (size_t)m->n_packs + 1, sizeof *packs, 64);
+    if (!packs) return td_fail_nomem("packed weights");
+    m->packs = packs;
     td_qpack *p = td_qpack_new(w->type, w->rows, w->cols, w->data, w->row_bytes, lanes);
     if (!p) return td_fail_nomem("packed weights");
     m->packs[m->n_packs++] = p;
