@@ -198,6 +198,57 @@ static td_status tool_call_parts(const json_t *call, int32_t mi, size_t ci, cons
     return TD_OK;
 }
 
+/* ---- what the Qwen templates share ---------------------------------------------------------------------------- */
+
+/* {%- for tool in tools %}{{- "\n" }}{{- tool | tojson }}{%- endfor %} */
+static void sb_tool_list(sbuf *b, const json_t *tools) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        sb_lit(b, "\n");
+        sb_json(b, t);
+    }
+}
+
+/* The tools section of the Qwen3 and Qwen2.5 system turn (Hermes-style calls), to the end of the turn. */
+static void sb_qwen_tools(sbuf *b, const json_t *tools) {
+    sb_lit(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
+              "with function signatures within <tools></tools> XML tags:\n<tools>");
+    sb_tool_list(b, tools);
+    sb_lit(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+              "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+              "<args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
+/* <|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n */
+static void sb_turn(sbuf *b, const msg *x) {
+    sb_lit(b, "<|im_start|>");
+    sb_str(b, x->role);
+    sb_lit(b, "\n");
+    sb_str(b, x->content);
+    sb_lit(b, "<|im_end|>\n");
+}
+
+/* Tool message i of m[n] as a tool response: consecutive tool messages share one user turn, which `opens` begins
+ * (the templates differ on when) and the last of them ends. */
+static void sb_tool_response(sbuf *b, int opens, str content, const msg *m, int32_t n, int32_t i) {
+    if (opens) sb_lit(b, "<|im_start|>user");
+    sb_lit(b, "\n<tool_response>\n");
+    sb_str(b, content);
+    sb_lit(b, "\n</tool_response>");
+    if (i == n - 1 || !is_role(m[i + 1].role, "tool")) sb_lit(b, "<|im_end|>\n");
+}
+
+/* An assistant message's reasoning: its reasoning_content, else the text before "</think>" (after "<think>"), which
+ * then leaves *content; else "". */
+static str split_reasoning(const msg *x, str *content) {
+    if (x->has_reasoning) return x->reasoning;
+    if (find_first(*content, "</think>") < 0) return S("");
+    str reasoning = lstrip_nl(split_last(rstrip_nl(split_first(*content, "</think>")), "<think>"));
+    *content = lstrip_nl(split_last(*content, "</think>"));
+    return reasoning;
+}
+
 /* ---- Qwen3 ---------------------------------------------------------------------------------------------------- */
 
 static td_status render_qwen3(const conv *c, const td_chat_params *p, const json_t *tools, sbuf *b) {
@@ -210,17 +261,7 @@ static td_status render_qwen3(const conv *c, const td_chat_params *p, const json
             sb_str(b, m[0].content);
             sb_lit(b, "\n\n");
         }
-        sb_lit(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided "
-                  "with function signatures within <tools></tools> XML tags:\n<tools>");
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            sb_lit(b, "\n");
-            sb_json(b, t);
-        }
-        sb_lit(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
-                  "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
-                  "<args-json-object>}\n</tool_call><|im_end|>\n");
+        sb_qwen_tools(b, tools);
     } else if (is_role(m[0].role, "system")) {
         sb_lit(b, "<|im_start|>system\n");
         sb_str(b, m[0].content);
@@ -237,18 +278,10 @@ static td_status render_qwen3(const conv *c, const td_chat_params *p, const json
     for (int32_t i = 0; i < n; i++) {
         const msg *x = &m[i];
         if (is_role(x->role, "user") || (is_role(x->role, "system") && i > 0)) {
-            sb_lit(b, "<|im_start|>");
-            sb_str(b, x->role);
-            sb_lit(b, "\n");
-            sb_str(b, x->content);
-            sb_lit(b, "<|im_end|>\n");
+            sb_turn(b, x);
         } else if (is_role(x->role, "assistant")) {
-            str content = x->content, reasoning = S("");
-            if (x->has_reasoning) reasoning = x->reasoning;
-            else if (find_first(content, "</think>") >= 0) {
-                reasoning = lstrip_nl(split_last(rstrip_nl(split_first(content, "</think>")), "<think>"));
-                content = lstrip_nl(split_last(content, "</think>"));
-            }
+            str content = x->content;
+            str reasoning = split_reasoning(x, &content);
             sb_lit(b, "<|im_start|>assistant\n");
             if (i > last_query && (i == n - 1 || reasoning.n > 0)) {
                 sb_lit(b, "<think>\n");
@@ -276,11 +309,7 @@ static td_status render_qwen3(const conv *c, const td_chat_params *p, const json
             }
             sb_lit(b, "<|im_end|>\n");
         } else if (is_role(x->role, "tool")) {
-            if (i == 0 || !is_role(m[i - 1].role, "tool")) sb_lit(b, "<|im_start|>user");
-            sb_lit(b, "\n<tool_response>\n");
-            sb_str(b, x->content);
-            sb_lit(b, "\n</tool_response>");
-            if (i == n - 1 || !is_role(m[i + 1].role, "tool")) sb_lit(b, "<|im_end|>\n");
+            sb_tool_response(b, i == 0 || !is_role(m[i - 1].role, "tool"), x->content, m, n, i);
         }
     }
     if (p->add_generation_prompt) {
@@ -308,12 +337,7 @@ static td_status render_qwen35(const conv *c, const td_chat_params *p, const jso
     int32_t n = c->n;
     if (tools && json_array_size(tools) > 0) {
         sb_lit(b, "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>");
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            sb_lit(b, "\n");
-            sb_json(b, t);
-        }
+        sb_tool_list(b, tools);
         sb_lit(b, "\n</tools>");
         sb_lit(b, qwen35_tools_tail);
         if (is_role(m[0].role, "system")) {
@@ -348,13 +372,7 @@ static td_status render_qwen35(const conv *c, const td_chat_params *p, const jso
             sb_str(b, content);
             sb_lit(b, "<|im_end|>\n");
         } else if (is_role(x->role, "assistant")) {
-            str reasoning = S("");
-            if (x->has_reasoning) reasoning = x->reasoning;
-            else if (find_first(content, "</think>") >= 0) {
-                reasoning = lstrip_nl(split_last(rstrip_nl(split_first(content, "</think>")), "<think>"));
-                content = lstrip_nl(split_last(content, "</think>"));
-            }
-            reasoning = trim(reasoning);
+            str reasoning = trim(split_reasoning(x, &content));
             sb_lit(b, "<|im_start|>assistant\n");
             if (i > last_query) {
                 sb_lit(b, "<think>\n");
@@ -402,11 +420,7 @@ static td_status render_qwen35(const conv *c, const td_chat_params *p, const jso
             }
             sb_lit(b, "<|im_end|>\n");
         } else if (is_role(x->role, "tool")) {
-            if (i > 0 && !is_role(m[i - 1].role, "tool")) sb_lit(b, "<|im_start|>user");
-            sb_lit(b, "\n<tool_response>\n");
-            sb_str(b, content);
-            sb_lit(b, "\n</tool_response>");
-            if (i == n - 1 || !is_role(m[i + 1].role, "tool")) sb_lit(b, "<|im_end|>\n");
+            sb_tool_response(b, i > 0 && !is_role(m[i - 1].role, "tool"), content, m, n, i);
         }
     }
     if (p->add_generation_prompt) {
@@ -429,17 +443,8 @@ static td_status render_qwen25(const conv *c, const td_chat_params *p, const jso
     if (system_first) sb_str(b, m[0].content);
     else sb_lit(b, qwen25_default_system);
     if (tools && json_array_size(tools) > 0) {
-        sb_lit(b, "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
-                  "provided with function signatures within <tools></tools> XML tags:\n<tools>");
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t) {
-            sb_lit(b, "\n");
-            sb_json(b, t);
-        }
-        sb_lit(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
-                  "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
-                  "<args-json-object>}\n</tool_call><|im_end|>\n");
+        sb_lit(b, "\n\n");
+        sb_qwen_tools(b, tools);
     } else {
         sb_lit(b, "<|im_end|>\n");
     }
@@ -448,11 +453,7 @@ static td_status render_qwen25(const conv *c, const td_chat_params *p, const jso
         int calls = x->tool_calls && json_array_size(x->tool_calls) > 0;
         if (is_role(x->role, "user") || (is_role(x->role, "system") && i > 0) ||
             (is_role(x->role, "assistant") && !calls)) {
-            sb_lit(b, "<|im_start|>");
-            sb_str(b, x->role);
-            sb_lit(b, "\n");
-            sb_str(b, x->content);
-            sb_lit(b, "<|im_end|>\n");
+            sb_turn(b, x);
         } else if (is_role(x->role, "assistant")) {
             sb_lit(b, "<|im_start|>assistant");
             if (x->content.n) {
@@ -474,11 +475,7 @@ static td_status render_qwen25(const conv *c, const td_chat_params *p, const jso
             }
             sb_lit(b, "<|im_end|>\n");
         } else if (is_role(x->role, "tool")) {
-            if (i == 0 || !is_role(m[i - 1].role, "tool")) sb_lit(b, "<|im_start|>user");
-            sb_lit(b, "\n<tool_response>\n");
-            sb_str(b, x->content);
-            sb_lit(b, "\n</tool_response>");
-            if (i == n - 1 || !is_role(m[i + 1].role, "tool")) sb_lit(b, "<|im_end|>\n");
+            sb_tool_response(b, i == 0 || !is_role(m[i - 1].role, "tool"), x->content, m, n, i);
         }
     }
     if (p->add_generation_prompt) sb_lit(b, "<|im_start|>assistant\n");
