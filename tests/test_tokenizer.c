@@ -106,6 +106,32 @@ static void test_split_behaviours(void) {
     }
 }
 
+/* A Split whose match needs more than the 32 KB of stack the JIT matches on first ((?:(a)|b)* over 10,000 characters
+ * fails with PCRE2_ERROR_JIT_STACKLIMIT there): the pre-tokenizer repeats it with a JIT stack of its own and gets the
+ * whole match as one piece; a short text before and after on the same tokenizer matches as usual. */
+static void test_jit_stack(void) {
+    td_tokenizer *t = byte_tokenizer(
+        "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+        "\"(?:(a)|b)*\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+        "\"add_prefix_space\": false, \"use_regex\": false}]}");
+    if (!t) return;
+    enum { PAIRS = 5000 };
+    char *text = malloc(2 * PAIRS + 1), *got = malloc(2 * PAIRS + 64);
+    for (int i = 0; i < PAIRS; i++) text[2 * i] = 'a', text[2 * i + 1] = 'b';
+    text[2 * PAIRS] = 0;
+    char small[64];
+    pieces(t, "abba-ab", small, sizeof small);
+    CHECKF(strcmp(small, "abba|-|ab") == 0, "short text before: %s", small);
+    pieces(t, text, got, 2 * PAIRS + 64);
+    CHECKF(strcmp(got, text) == 0, "a match past the JIT's first stack: %zu bytes of pieces, want one piece of %d",
+           strlen(got), 2 * PAIRS);
+    pieces(t, "abba-ab", small, sizeof small);
+    CHECKF(strcmp(small, "abba|-|ab") == 0, "short text after: %s", small);
+    free(text);
+    free(got);
+    td_tokenizer_free(t);
+}
+
 /* Tokenizes every line of fixtures/tokenizers/<name>/ref_ids.jsonl with t and counts the lines whose ids equal
  * Hugging Face's; *n gets the number of lines. */
 static int lines_identical(const td_tokenizer *t, const char *name, int *n) {
@@ -254,6 +280,7 @@ static void test_regex_widen(void) {
 int main(void) {
     test_regex_widen();
     test_split_behaviours();
+    test_jit_stack();
     test_reference_ids("qwen3-trunc2048");
     test_reference_ids("qwen35-trunc2048");
     test_lossy_decode();

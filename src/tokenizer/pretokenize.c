@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tokenizer/recent_unicode.h"
@@ -148,15 +149,34 @@ static int apply_behavior(td_split_behavior b, segvec *segs, spanvec *out) {
     return 0;
 }
 
+/* One call's match state. The JIT matches on 32 KB of the thread's own stack until a match needs more; only then is
+ * a JIT stack (up to 1 MB) made and the match repeated with it: the same match, since the stack's size only decides
+ * whether a match can finish. Making one for every call cost an mmap and a munmap each (with their page faults
+ * and TLB flushes: most of a short text's tokenizing time on this project's VMs). */
+typedef struct matcher {
+    pcre2_general_context *g;
+    pcre2_match_data *md;
+    pcre2_match_context *mctx;
+    pcre2_jit_stack *jit;
+} matcher;
+
+static int match(matcher *m, const td_split_step *step, const unsigned char *subj, size_t len, size_t search) {
+    int rc = pcre2_match((const pcre2_code *)step->code, subj, len, search, PCRE2_NO_UTF_CHECK, m->md, m->mctx);
+    if (rc != PCRE2_ERROR_JIT_STACKLIMIT || m->jit) return rc;
+    if (!(m->jit = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, m->g))) return PCRE2_ERROR_NOMEMORY;
+    pcre2_jit_stack_assign(m->mctx, NULL, m->jit);
+    return pcre2_match((const pcre2_code *)step->code, subj, len, search, PCRE2_NO_UTF_CHECK, m->md, m->mctx);
+}
+
 /* Applies one Split step to piece [start, start+len) of text, appending the resulting pieces to out. */
-static td_status split_piece(const td_split_step *step, const char *text, size_t start, size_t len,
-                             pcre2_match_data *md, pcre2_match_context *mctx, segvec *segs, spanvec *out) {
+static td_status split_piece(const td_split_step *step, const char *text, size_t start, size_t len, matcher *m,
+                             segvec *segs, spanvec *out) {
     const unsigned char *subj = (const unsigned char *)text + start;
     size_t pos = 0, search = 0;
     int inv = step->invert;
     segs->n = 0;
     while (search <= len) {
-        int rc = pcre2_match((const pcre2_code *)step->code, subj, len, search, PCRE2_NO_UTF_CHECK, md, mctx);
+        int rc = match(m, step, subj, len, search);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc == PCRE2_ERROR_NOMEMORY || rc == PCRE2_ERROR_HEAPLIMIT) return td_fail_nomem("the pre-tokenizer's match");
         if (rc < 0) {
@@ -165,7 +185,7 @@ static td_status split_piece(const td_split_step *step, const char *text, size_t
             return td_fail(TD_ERR_FORMAT, "pre-tokenizer regex failed at byte %zu: %s", start + search,
                            (const char *)msg);
         }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
         size_t ms = ov[0], me = ov[1];
         if (me == ms) { /* empty match: no split here; move on by one character */
             if (ms >= len) break;
@@ -206,31 +226,24 @@ td_status td_pretokenize(const struct td_tokenizer *tok, const char *text, size_
     td_status st = TD_OK;
     spanvec a = {0}, b = {0};
     segvec segs = {0};
-    pcre2_general_context *g = NULL;
-    pcre2_match_data *md = NULL;
-    pcre2_match_context *mctx = NULL;
-    pcre2_jit_stack *jit = NULL;
+    matcher m = {0}; /* a PCRE2 without JIT (the WebAssembly build's) matches with the interpreter, with m.mctx */
     if (span_push(&a, 0, len)) {
         st = td_fail_nomem("pre-token pieces");
         goto done;
     }
     if (tok->n_split > 0) {
-        g = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
-        md = g ? pcre2_match_data_create(4, g) : NULL;
-        mctx = g ? pcre2_match_context_create(g) : NULL;
-        uint32_t have_jit = 0; /* a PCRE2 without JIT (the WebAssembly build's) matches with the interpreter */
-        (void)pcre2_config(PCRE2_CONFIG_JIT, &have_jit);
-        jit = g && have_jit ? pcre2_jit_stack_create(32 * 1024, 1024 * 1024, g) : NULL;
-        if (!md || !mctx || (have_jit && !jit)) {
+        m.g = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
+        m.md = m.g ? pcre2_match_data_create(4, m.g) : NULL;
+        m.mctx = m.g ? pcre2_match_context_create(m.g) : NULL;
+        if (!m.md || !m.mctx) {
             st = td_fail_nomem("regex match data");
             goto done;
         }
-        if (jit) pcre2_jit_stack_assign(mctx, NULL, jit);
     }
     for (int k = 0; k < tok->n_split; k++) {
         b.n = 0;
         for (size_t i = 0; i < a.n; i++) {
-            st = split_piece(&tok->split[k], out->text, a.v[i].start, a.v[i].len, md, mctx, &segs, &b);
+            st = split_piece(&tok->split[k], out->text, a.v[i].start, a.v[i].len, &m, &segs, &b);
             if (st != TD_OK) goto done;
         }
         spanvec t = a;
@@ -249,10 +262,10 @@ done:
     td_free(a.v);
     td_free(b.v);
     td_free(segs.v);
-    if (jit) pcre2_jit_stack_free(jit);
-    if (mctx) pcre2_match_context_free(mctx);
-    if (md) pcre2_match_data_free(md);
-    pcre2_general_context_free(g);
+    if (m.jit) pcre2_jit_stack_free(m.jit);
+    if (m.mctx) pcre2_match_context_free(m.mctx);
+    if (m.md) pcre2_match_data_free(m.md);
+    pcre2_general_context_free(m.g);
     if (st != TD_OK) td_pieces_free(out);
     return st;
 }
