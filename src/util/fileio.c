@@ -15,6 +15,7 @@
 
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/grow.h"
 
 td_status td_map_file(const char *path, td_mapped_file *out) {
     memset(out, 0, sizeof *out);
@@ -539,14 +540,12 @@ td_status td_file_fingerprint(const char *path, uint64_t *fingerprint) {
     struct dirent *e;
     while (st == TD_OK && (e = readdir(d))) {
         if (e->d_name[0] == '.' || !model_file_name(e->d_name)) continue;
-        if (n == cap) {
-            char **nn = td_realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nn);
-            if (!nn) {
-                st = td_fail_nomem("file names");
-                break;
-            }
-            names = nn;
+        char **nn = td_grow(names, &cap, n + 1, sizeof *nn, 16);
+        if (!nn) {
+            st = td_fail_nomem("file names");
+            break;
         }
+        names = nn;
         if (!(names[n] = td_strdup(e->d_name))) st = td_fail_nomem("file names");
         else n++;
     }
