@@ -2,8 +2,8 @@
  * bit-identical to td_decide on that group alone, on demo-qwen3 (four settings; the default under the sanitizers)
  * and, outside the sanitizer build, the hybrid demo-qwen35 (two): more distinct evidences than kept heads (LRU),
  * repeated evidences prefilled once, a second call finding its heads kept, failing groups among good ones, passes
- * split by a small memory budget and by max_batch, serial mode, and td_decide calls interleaved with td_decide_multi
- * on one decider. */
+ * split by a small memory budget and by max_batch, serial mode, td_decide calls interleaved with td_decide_multi
+ * on one decider, and criteria of one evidence sharing a stem (the start of their suffixes, run once). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +13,7 @@
 
 #define N_EV 20
 #define N_GROUPS 26
-#define N_CRIT 6
+#define N_CRIT 7
 
 static const char *const yn_ids[] = {"yes", "no"}, *const yn_desc[] = {"Yes", "No"};
 static const char *const cat_ids[] = {"billing", "access", "bug", "feature"};
@@ -27,6 +27,7 @@ static const td_criterion crit[N_CRIT] = {
     {"tone", "What is the customer's tone?", 3, tone_ids, tone_desc},
     {"urgent", "Is the matter urgent?", 2, yn_ids, yn_desc},
     {"one", "Is this a single-option question?", 1, yn_ids, yn_desc},
+    {"discount", "Does the customer ask for a discount?", 2, yn_ids, yn_desc}, /* a stem with "refund" */
 };
 
 static char ev[N_EV][400];
@@ -108,6 +109,8 @@ static void run_model(const char *rel, int32_t small_mb, size_t n_cfg) {
             if (c == 0 && call == 0) /* 20 distinct evidences, more than the 16 kept: each prefilled once */
                 CHECKF(heads == N_EV && prefilled == N_EV, "%s: %lld heads prefilled (%d groups say so), want %d", rel,
                        heads, prefilled, N_EV);
+            if (c == 0) /* "refund" and "discount" over one evidence share their question's start: run once */
+                CHECKF(s1.shared_tokens > s0.shared_tokens, "%s call %d: no suffix tokens shared (stems)", rel, call);
             if (c == 0 && call == 1) /* the second call finds most of its heads kept */
                 CHECKF(heads > 0 && heads < N_EV, "%s second call: %lld heads prefilled, want fewer than %d", rel,
                        heads, N_EV);
