@@ -17,20 +17,29 @@
 #include "util/error.h"
 #include "util/grow.h"
 
-td_status td_map_file(const char *path, td_mapped_file *out) {
-    memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block the open */
-    if (fd < 0) return td_fail(TD_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+/* Opens path for reading, *fd, when it is a regular file (*st its stat): else an error that says what it is. The open
+ * does not block (on a FIFO it would, before the check could refuse it). */
+static td_status open_regular(const char *path, int *fd, struct stat *st) {
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) return td_fail(TD_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(*fd, st) != 0) {
         int e = errno;
-        close(fd);
+        close(*fd);
         return td_fail(TD_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return td_fail(TD_ERR_IO, "%s: %s, not a regular file", path, td_file_kind(st.st_mode));
+    if (!S_ISREG(st->st_mode)) {
+        close(*fd);
+        return td_fail(TD_ERR_IO, "%s: %s, not a regular file", path, td_file_kind(st->st_mode));
     }
+    return TD_OK;
+}
+
+td_status td_map_file(const char *path, td_mapped_file *out) {
+    memset(out, 0, sizeof *out);
+    int fd;
+    struct stat st;
+    td_status rc = open_regular(path, &fd, &st);
+    if (rc != TD_OK) return rc;
     out->size = (size_t)st.st_size;
     if (out->size > 0) {
         void *p = mmap(NULL, out->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -70,18 +79,10 @@ const char *td_file_kind(unsigned mode) {
 td_status td_read_file_max(const char *path, size_t cap, const char *what, char **data, size_t *size) {
     *data = NULL;
     if (size) *size = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return td_fail(TD_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return td_fail(TD_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return td_fail(TD_ERR_IO, "%s: %s, not a regular file", path, td_file_kind(st.st_mode));
-    }
+    td_status rc = open_regular(path, &fd, &st);
+    if (rc != TD_OK) return rc;
     if ((uint64_t)st.st_size > (uint64_t)cap) {
         close(fd);
         return td_fail(TD_ERR_IO, "%s: %lld bytes, more than the %zu bytes %s", path, (long long)st.st_size, cap,
@@ -478,18 +479,10 @@ uint64_t td_hash64_final(const td_hash64 *s) {
 
 /* Size and 1 MiB of content: the first and last 64 KiB and 14 blocks of 64 KiB evenly between. */
 static td_status fingerprint_file(const char *path, td_hash64 *h) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return td_fail(TD_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return td_fail(TD_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return td_fail(TD_ERR_IO, "%s: %s, not a regular file", path, td_file_kind(st.st_mode));
-    }
+    td_status rc = open_regular(path, &fd, &st);
+    if (rc != TD_OK) return rc;
     uint64_t size = (uint64_t)st.st_size;
     td_hash64_update(h, &size, sizeof size);
     enum { BLOCK = 1 << 16, BLOCKS = 16 };

@@ -86,10 +86,10 @@ int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, 
 int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in);
 /* Which kernels compute that order (matmul_tc.cu; all give the same bits): the environment's TD_CUDA_TC, read once:
  * "new" or unset: tc_stream for T <= 64 (weights staged through shared memory, a whole slice in flight per warp),
- * tc_tile above; "old": tc_skinny for T <= 64, tc_tile above; anything else makes every tensor-core product fail
- * with a message naming the value. Test only (not thread-safe; process-wide): td_cu_matmul_tc_test_mode(m) overrides
- * it: 0 the environment's choice, 1 old, 2 new, 3 / 4 / 5 new with 16 / 8 / 4 outputs per tc_stream block (2 picks
- * by the launch's size). */
+ * tc_wide above (128 x 128 tiles); "old": tc_skinny for T <= 64, tc_tile above; anything else makes every
+ * tensor-core product fail with a message naming the value. Test only (not thread-safe; process-wide):
+ * td_cu_matmul_tc_test_mode(m) overrides it: 0 the environment's choice, 1 old, 2 new, 3 / 4 / 5 / 6 new with
+ * 16 / 8 / 4 / 32 outputs per tc_stream block (2 picks by the launch's size). */
 void td_cu_matmul_tc_test_mode(int mode);
 
 /* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,
