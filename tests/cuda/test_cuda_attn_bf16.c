@@ -143,10 +143,12 @@ static void kv_free(kvcase *c) {
     td_cu_free(c->kc_d), td_cu_free(c->vc_d), td_cu_free(c->cells_d);
 }
 
-/* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens), the window, the test mode, reversed groups. */
+/* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens, or td_cu_attn_tile_tokens_bf16 in bf16 mode), the
+ * window, the test mode, reversed groups, the bf16 kernel's rows per tile (td_cu_attention_rows_test: 0 the
+ * environment's, 16, 64). */
 typedef struct attn_cut {
     int64_t qt, window;
-    int mode, reverse;
+    int mode, reverse, rows;
 } attn_cut;
 
 /* out [T, Hq * hd] on the host through td_cu_attention_bf16 (bf16) or td_cu_attention; the output buffer is
@@ -169,9 +171,13 @@ static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq,
     }
     off[c->n_seq] = (int32_t)k;
     for (int64_t t = 0; t < T; t++) max_n = pos[t] + 1 > max_n ? pos[t] + 1 : max_n;
-    int64_t qt = cut.qt > 0 ? cut.qt : td_cu_attn_tile_tokens(c->Hq, c->Hkv, c->hd);
+    td_cu_attention_rows_test(cut.rows);
+    int64_t qt = cut.qt > 0 ? cut.qt
+                 : bf16     ? td_cu_attn_tile_tokens_bf16(c->Hq, c->Hkv, c->hd)
+                            : td_cu_attn_tile_tokens(c->Hq, c->Hkv, c->hd);
     td_cu_attn_plan plan = {0};
     plan.n_tiles = td_cu_attn_tiles(tile, off, c->n_seq, qt);
+    plan.tile_tokens = qt;
     plan.tok = up(tok, (size_t)T * 4);
     plan.tile = up(tile, (size_t)plan.n_tiles * 8);
     plan.max_n = max_n;
@@ -187,6 +193,7 @@ static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq,
         CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx, seq_d,
                            pos_d, T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan, NULL));
     td_cu_attention_test_mode(0);
+    td_cu_attention_rows_test(0);
     float *out = malloc((size_t)(T * ldo) * 4);
     down(out, od, (size_t)(T * ldo) * 4);
     td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
@@ -256,7 +263,7 @@ static void test_accuracy(void) {
             if (T == 1) pos[0] = 3000;
             for (int wi = 0; wi < 2; wi++) {
                 int64_t window = wi ? (ci % 2 ? 100 : 700) : 0;
-                float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0}, 1);
+                float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 0}, 1);
                 float *ref = ref_attention(&c, q, seq, pos, T, window);
                 char name[160];
                 snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
@@ -264,14 +271,14 @@ static void test_accuracy(void) {
                 within_abs(name, out, ref, T * ldo, BOUND);
                 for (int mode = 1; mode <= 3; mode++) {
                     static const char *what[] = {"", "one block", "all combined", "by chunks"};
-                    float *o2 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0}, 1);
+                    float *o2 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0, 0}, 1);
                     snprintf(name, sizeof name, "  %s vs normal: hd=%lld T=%lld kv %s window %lld", what[mode],
                              (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
                     bits(name, o2, out, T * ldo);
                     free(o2);
                 }
                 if (wi == 0 && f16 == 0) { /* the tensor-core kernel ran: not the fp32 kernel's bits */
-                    float *o32 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0}, 0);
+                    float *o32 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 0}, 0);
                     int64_t d = bits_differ(out, o32, T * ldo);
                     printf("  %-66s %lld of %lld differ\n", "  vs the fp32 kernel (must differ)", (long long)d,
                            (long long)(T * ldo));
@@ -344,7 +351,7 @@ static void test_invariance(void) {
                         seq[at] = 2;
                         cells_d = up(moved, (size_t)(3 * n_ctx) * 4);
                     }
-                    attn_cut cut = {runs[r][2], window, (int)runs[r][3], (int)runs[r][4]};
+                    attn_cut cut = {runs[r][2], window, (int)runs[r][3], (int)runs[r][4], 0};
                     float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut, 1);
                     if (!first) {
                         first = out;
@@ -382,7 +389,7 @@ static void test_poison(void) {
             int32_t seq[11], pos[11];
             memcpy(seq, tseq, sizeof seq), memcpy(pos, tpos, sizeof pos);
             for (int mode = 0; mode <= 3; mode++) {
-                float *clean = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0}, 1);
+                float *clean = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0, 0}, 1);
                 /* poison every cache row not in any row's range */
                 char *seen = calloc((size_t)c.n_rows, 1);
                 for (int64_t t = 0; t < T; t++) {
@@ -404,7 +411,7 @@ static void test_poison(void) {
                 }
                 CU(td_cu_h2d(c.kc_d, k2, (size_t)c.n_rows * rbytes, NULL));
                 CU(td_cu_h2d(c.vc_d, v2, (size_t)c.n_rows * rbytes, NULL));
-                float *dirty = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0}, 1);
+                float *dirty = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0, 0}, 1);
                 char name[160];
                 snprintf(name, sizeof name, "kv %s window %lld mode %d, %lld of %lld rows NaN", f16 ? "f16" : "f32",
                          (long long)window, mode, (long long)poisoned, (long long)c.n_rows);
@@ -419,6 +426,90 @@ static void test_poison(void) {
         }
 }
 
+/* The 64-row kernel (attention_bf16_64_kernel, warp w rows 16w .. 16w + 16 over the whole chunk) against the 16-row
+ * one (attention_bf16_kernel) bit for bit: G 1, 2, 8 (and hd 256, which stays on the 16-row kernel), f32 and f16
+ * caches, with and without a window, tiles of 1 .. 64 rows (tokens per tile 1 .. 64 / G), the test modes; a
+ * prefill-like run of one sequence (a causal tile: rows of different n in one tile, crossing 512), random positions
+ * and the edge positions in the other sequences, groups reversed (the tile's rows out of position order). */
+static void test_rows64(void) {
+    printf("bf16 attention: tiles of 64 rows vs tiles of 16 rows, bit for bit\n");
+    static const int64_t shapes[][3] = {{4, 4, 64}, {16, 8, 128}, {16, 2, 128}, {8, 8, 64}, {4, 2, 64}, {8, 1, 256}};
+    static const int64_t qts[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 21, 32, 33, 64};
+    const int64_t n_ctx = 2200, T = 150;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int f16 = 0; f16 < 2; f16++)
+            for (int wi = 0; wi < 2; wi++) {
+                int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], G = Hq / Hkv, ldo = Hq * hd;
+                int64_t window = wi ? (si % 2 ? 100 : 600) : 0;
+                kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
+                float *q = rnd(T * Hq * hd, -3.0f, 3.0f);
+                int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+                for (int64_t t = 0; t < T; t++) {
+                    if (t < 90) seq[t] = 0, pos[t] = (int32_t)(470 + t); /* positions 470 .. 559: a causal run */
+                    else if (t < 130) seq[t] = 1, pos[t] = (int32_t)irand(n_ctx);
+                    else seq[t] = 2, pos[t] = edge[(t - 130) % (N_EDGE - 1)]; /* 0 .. 2047 */
+                }
+                /* the 16-row kernel's tiles as the engine cuts them */
+                float *ref = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 16}, 1);
+                int64_t q64 = td_cu_attention_tc(hd) ? 64 / G : 16 / G, q16 = 16 / G;
+                td_cu_attention_rows_test(64);
+                CHECKF(td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd) == (hd == 256 ? q16 : q64),
+                       "td_cu_attn_tile_tokens_bf16(%lld, %lld, %lld) = %lld", (long long)Hq, (long long)Hkv,
+                       (long long)hd, (long long)td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd));
+                td_cu_attention_rows_test(16);
+                CHECKF(td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd) == q16, "rows 16: tile tokens %lld",
+                       (long long)td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd));
+                td_cu_attention_rows_test(0);
+                const int64_t qmax = hd == 256 ? q16 : q64;
+                for (size_t qi = 0; qi < sizeof qts / sizeof *qts; qi++) {
+                    if (qts[qi] > qmax) continue;
+                    for (int rev = 0; rev < 2; rev++) {
+                        if (rev && qts[qi] != qmax && qts[qi] != 5) continue;
+                        float *o = dev_attention(&c, q, seq, pos, T, c.cells_d,
+                                                 (attn_cut){qts[qi], window, 0, rev, 64}, 1);
+                        char name[160];
+                        snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: %lld tokens (%lld rows)%s",
+                                 (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window,
+                                 (long long)qts[qi], (long long)(qts[qi] * G), rev ? " reversed" : "");
+                        bits(name, o, ref, T * ldo);
+                        free(o);
+                    }
+                }
+                for (int mode = 1; mode <= 3; mode++) {
+                    float *o = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0, 64}, 1);
+                    char name[160];
+                    snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: 64 rows, test mode %d",
+                             (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window, mode);
+                    bits(name, o, ref, T * ldo);
+                    free(o);
+                }
+                free(ref), free(q), free(seq), free(pos);
+                kv_free(&c);
+            }
+}
+
+/* The plan's sizes on the host (no device needed): 64-row tiles where the 64-row kernel runs. */
+static void test_tile_tokens(int off) {
+    printf("bf16 attention: tokens per tile\n");
+    static const int64_t shapes[][4] = {/* Hq, Hkv, hd, tokens per tile with 64 rows */
+                                        {16, 8, 128, 32}, {16, 2, 128, 8}, {8, 8, 64, 64}, {4, 2, 64, 32},
+                                        {32, 2, 128, 4},  {48, 1, 64, 1},  {8, 1, 256, 2}, {4, 2, 72, 8}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], fp32 = td_cu_attn_tile_tokens(Hq, Hkv, hd);
+        int64_t want = off || hd == 256 || hd == 72 ? fp32 : shapes[si][3];
+        td_cu_attention_rows_test(64);
+        int64_t got64 = td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd);
+        td_cu_attention_rows_test(16);
+        int64_t got16 = td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd);
+        td_cu_attention_rows_test(0);
+        printf("  Hq %2lld Hkv %lld hd %3lld: %2lld tokens (64 rows), %2lld (16 rows), fp32 %2lld\n", (long long)Hq,
+               (long long)Hkv, (long long)hd, (long long)got64, (long long)got16, (long long)fp32);
+        CHECKF(got64 == want && got16 == fp32, "Hq %lld Hkv %lld hd %lld: %lld / %lld tokens, want %lld / %lld",
+               (long long)Hq, (long long)Hkv, (long long)hd, (long long)got64, (long long)got16, (long long)want,
+               (long long)fp32);
+    }
+}
+
 /* Head dims the tensor-core kernel does not take (all of them with TD_CUDA_TC_ATTN=0): td_cu_attention's bits. */
 static void test_fallback(int off) {
     printf("bf16 attention: %s run the fp32 kernel\n", off ? "with TD_CUDA_TC_ATTN=0 all head dims" : "other head dims");
@@ -430,8 +521,8 @@ static void test_fallback(int off) {
         float *q = rnd(T * Hq * hd, -3.0f, 3.0f);
         int32_t seq[9], pos[9];
         for (int t = 0; t < 9; t++) seq[t] = (int32_t)irand(2), pos[t] = (int32_t)irand(1100);
-        float *a = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0}, 1);
-        float *b = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0}, 0);
+        float *a = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0, 0}, 1);
+        float *b = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0, 0}, 0);
         char name[96];
         snprintf(name, sizeof name, "hd %lld: bf16 mode vs td_cu_attention", (long long)hd);
         bits(name, a, b, T * Hq * hd);
@@ -448,11 +539,23 @@ static void test_refusal(void) {
     int32_t seq = 0, pos = 1000, tile[2] = {0, 1}, tok = 0;
     float *qd = up(q, 4 * 64 * 4), *od = up(NULL, 4 * 64 * 4);
     int32_t *seq_d = up(&seq, 4), *pos_d = up(&pos, 4), *tile_d = up(tile, 8), *tok_d = up(&tok, 4);
-    td_cu_attn_plan plan = {tok_d, tile_d, 1, 1001, NULL, td_cu_attn_scratch_floats(1, 4, 1001, 64) - 1};
+    td_cu_attn_plan plan = {tok_d, tile_d, 1, 1001, NULL, td_cu_attn_scratch_floats(1, 4, 1001, 64) - 1, 0};
     int rc = td_cu_attention_bf16(od, 256, qd, 256, 64, c.kc_d, c.vc_d, 0, c.kv_dim, c.cells_d, c.n_ctx, seq_d, pos_d,
                                   1, 4, 2, 64, 0.125f, 0, &plan, NULL);
     CHECK(rc == -1 && strstr(td_cu_error(), "scratch"));
     printf("  %-66s \"%s\"\n", "a scratch too small", td_cu_error());
+    /* a plan cut for 64 rows given to the 16-row kernel (and the fp32 one): refused with the sizes */
+    td_cu_attn_plan big = {tok_d, tile_d, 1, 1001, NULL, td_cu_attn_scratch_floats(1, 4, 1001, 64), 32};
+    td_cu_attention_rows_test(16);
+    rc = td_cu_attention_bf16(od, 256, qd, 256, 64, c.kc_d, c.vc_d, 0, c.kv_dim, c.cells_d, c.n_ctx, seq_d, pos_d, 1, 4,
+                              2, 64, 0.125f, 0, &big, NULL);
+    td_cu_attention_rows_test(0);
+    CHECK(rc == -1 && strstr(td_cu_error(), "tiles of 32 tokens"));
+    printf("  %-66s \"%s\"\n", "64-row tiles to the 16-row kernel", td_cu_error());
+    rc = td_cu_attention(od, 256, qd, 256, 64, c.kc_d, c.vc_d, 0, c.kv_dim, c.cells_d, c.n_ctx, seq_d, pos_d, 1, 4, 2,
+                         64, 0.125f, 0, &big, NULL);
+    CHECK(rc == -1 && strstr(td_cu_error(), "tiles of 32 tokens"));
+    printf("  %-66s \"%s\"\n", "64-row tiles to the fp32 kernel", td_cu_error());
     td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d), td_cu_free(tile_d), td_cu_free(tok_d);
     free(q);
     kv_free(&c);
@@ -461,13 +564,17 @@ static void test_refusal(void) {
 int main(void) {
     char name[256];
     int64_t total = 0;
-    if (td_cu_probe(name, sizeof name, &total) != 0) {
-        printf("test_cuda_attn_bf16: skipped: %s\n", td_cu_error());
-        return 77;
-    }
-    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
     const char *env = getenv("TD_CUDA_TC_ATTN");
     const int off = env && strcmp(env, "0") == 0;
+    test_tile_tokens(off); /* host only */
+    if (td_cu_probe(name, sizeof name, &total) != 0) {
+        printf("test_cuda_attn_bf16: skipped: %s\n", td_cu_error());
+        return td_test_failures ? td_test_finish("test_cuda_attn_bf16") : 77;
+    }
+    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    const char *rows_env = getenv("TD_CUDA_ATTN_ROWS");
+    printf("bf16 attention: %s rows per tile (TD_CUDA_ATTN_ROWS=%s)\n", rows_env ? rows_env : "64",
+           rows_env ? rows_env : "(unset)");
     CHECKF(td_cu_attention_tc(128) == !off, "td_cu_attention_tc(128) with TD_CUDA_TC_ATTN=%s", env ? env : "(unset)");
     test_fallback(off);
     test_refusal();
@@ -479,6 +586,7 @@ int main(void) {
     test_accuracy();
     test_invariance();
     test_poison();
+    test_rows64();
     CU(td_cu_sync(NULL));
     return td_test_finish("test_cuda_attn_bf16");
 }

@@ -168,7 +168,10 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     /* attention tiles: a group's tokens cut every qt; fewer tokens per tile while the launch would have under 256
      * (tile, KV head) blocks (a small pass: more blocks beat more rows per staged key; no bit depends on the tiles) */
     const td_config *c = &ctx->model->cfg;
-    int64_t qt = c->n_head > 0 ? td_cu_attn_tile_tokens(c->n_head, c->n_head_kv, c->head_dim) : 1;
+    const int bf16 = ctx->p.precision == TD_PRECISION_BF16; /* td_cu_attention_bf16's tiles (64 rows where it can) */
+    int64_t qt = c->n_head <= 0 ? 1
+                 : bf16    ? td_cu_attn_tile_tokens_bf16(c->n_head, c->n_head_kv, c->head_dim)
+                           : td_cu_attn_tile_tokens(c->n_head, c->n_head_kv, c->head_dim);
     while (qt > 1) {
         int64_t tiles = 0;
         for (int32_t g = 0; g < ps->n_groups; g++) tiles += (ps->grp_off[g + 1] - ps->grp_off[g] + qt - 1) / qt;
@@ -178,6 +181,7 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     dv->attn.tok = dv->grp_tok;
     dv->attn.tile = dv->ints + at;
     dv->attn.n_tiles = td_cu_attn_tiles(dv->h_ints + at, ps->grp_off, ps->n_groups, qt);
+    dv->attn.tile_tokens = qt;
     at += 2 * dv->attn.n_tiles;
     dv->attn.max_n = 1;
     for (int64_t t = 0; t < n; t++)

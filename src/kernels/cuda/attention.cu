@@ -15,8 +15,9 @@
  * and td_attn_combine folds its super-chunks in ascending order.
  * Batch invariance: every value a row computes depends on its own q, its own range [lo, n) and the keys/values of
  * those positions; tile composition, launch shape and cell layout only decide which thread does it.
- * --precision bf16 (td_cu_attention_bf16): attention_bf16_kernel, the same blocks, spans, scratch and combine with
- * cuda.h's bf16 order on the tensor cores (below); TD_CUDA_TC_ATTN=0 keeps bf16 mode on the kernel above. */
+ * --precision bf16 (td_cu_attention_bf16): attention_bf16_64_kernel (tiles of up to 64 rows; head dims 64, 128) or
+ * attention_bf16_kernel (16 rows; 256, or TD_CUDA_ATTN_ROWS=16), the same spans, scratch and combine with cuda.h's
+ * bf16 order on the tensor cores (below); TD_CUDA_TC_ATTN=0 keeps bf16 mode on the kernel above. */
 #include <cuda_bf16.h>
 #include <stdlib.h>
 #include <string.h>
@@ -698,6 +699,312 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
         }
 }
 
+/* ---- --precision bf16, tiles of 64 rows (attention_bf16_64_kernel) ---------------------------------------------- */
+
+/* The same order, spans, scratch and combine as attention_bf16_kernel (so the same bits: cuda.h), in the
+ * FlashAttention-2 layout: a tile of up to 64 rows (tokens of one sequence x query heads of one KV head), warp w
+ * owning rows 16w .. 16w + 16 over the whole chunk, the chunk's keys and values staged once in shared memory for the
+ * 4 warps (each staged key is used by 64 rows instead of 16). Per chunk of 64 positions:
+ *   staging   as attention_bf16_kernel (Ks / Vs [64][HD] bf16, +0 at a slot no row of the tile sees)
+ *   scores    warp w: S[its 16 rows][64 positions] = Q K^T, 8 n8 fragments, each one mma chain over HD in k-steps
+ *             of 16 ascending from +0 (the same chain per element as attention_bf16_kernel); s = scale * d, -inf
+ *             where the row does not see the position. Lane 4g + q holds rows g and g + 8, slots 8f + 2q + {0, 1}.
+ *   softmax   in registers: m = max over the row's slots (the lane's 16, then the quad's shuffles: max is exact);
+ *             p = bf16(expf(s - m)) (0 where unseen); l = the canonical tree: slot i + slot i + 32 is fragment f
+ *             + fragment f + 4 in the lane, stride 16 is f + f + 2, stride 8 is f = 0 + f = 1, strides 4 and 2 are
+ *             the quad's lanes q + q ^ 2 and q + q ^ 1 (xor: every lane of the quad gets the sum, a + b = b + a),
+ *             stride 1 is the lane's slot pair; then the fold factors, per row in the quad's registers.
+ *   values    the S fragments are the A operand of P V (the mma's D layout is its A layout): per 16 output columns
+ *             (np), one mma chain over the chunk's 4 k-steps of 16 slots ascending from +0 (B = Vs by
+ *             ldmatrix.trans), folded into the super-chunk state A (registers, HD / 2 floats a thread) by the
+ *             combine rule.
+ * A warp whose 16 rows see no position of a chunk skips its products (nothing of theirs changes). Test mode 1's row
+ * state lives in shared memory (the thread's own slots), not registers. */
+#define AB64_R 64 /* rows per tile */
+/* head dims it runs (the others keep attention_bf16_kernel): 64 and 128. At 256 the 16 x 256 output state is 128
+ * floats a thread and sm_90 spills (ptxas: 255 registers, 344 bytes of spill stores, 924 of loads): AB64_HD256 0
+ * keeps 256 on the 16-row kernel */
+#define AB64_HD256 0
+#define AB64_HD_OK(hd) ((hd) == 64 || (hd) == 128 || (AB64_HD256 && (hd) == 256))
+
+/* Shared memory bytes of attention_bf16_64_kernel<.., HD> (mode 1: the row state too). */
+static size_t ab64_smem(int64_t hd, int mode) {
+    const size_t P = (size_t)hd + AB_PAD;
+    return 3 * (size_t)AT_C * P * 2 + 4 * AB64_R * 4 + AT_SC * 4 + (mode == 1 ? (size_t)AB64_R * (size_t)hd * 4 : 0);
+}
+
+template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args a) {
+    constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
+    constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
+    constexpr int AB_UNITS = AT_C * (HD / 8) / AB_NT;
+    constexpr int AB_BATCH = F16 ? 4 : 2;
+    static_assert(AB_UNITS % AB_BATCH == 0, "whole batches");
+    static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
+    extern __shared__ __align__(16) unsigned char ab_sm[];
+    uint16_t *Qs = (uint16_t *)ab_sm; /* [64][P] the rows' queries (padding rows 0) */
+    uint16_t *Ks = Qs + AB64_R * P;   /* [64][P] the chunk's keys */
+    uint16_t *Vs = Ks + AT_C * P;     /* [64][P] the chunk's values */
+    int *rt = (int *)(Vs + AT_C * P); /* per row: batch token, head, n, lo */
+    int *rh = rt + AB64_R, *rn = rh + AB64_R, *rlo = rn + AB64_R;
+    int *cls = rlo + AB64_R;          /* [512] the span's cells (-1: no row of the tile sees the position) */
+    float *RAs = (float *)(cls + AT_SC); /* mode 1: [4 warps][NF][4][32 lanes] the row state's A */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
+    const int li = lane >> 3, lr = lane & 7;
+    const int64_t tile = blockIdx.x, hgroups = a.G / a.GH;
+    const int64_t kvh = blockIdx.z / hgroups, h0 = kvh * a.G + (blockIdx.z % hgroups) * a.GH;
+    const int64_t kvo = kvh * HD;
+    const int k0 = a.tile[2 * tile];
+    int cnt = a.tile[2 * tile + 1];
+    if (cnt > AB64_R / (int)a.GH) cnt = AB64_R / (int)a.GH;
+    const int nrows = cnt * (int)a.GH;
+    if (tid < AB64_R) {
+        if (tid < nrows) {
+            const int t = a.tok[k0 + tid / (int)a.GH];
+            const int n = a.pos[t] + 1;
+            rt[tid] = t;
+            rh[tid] = (int)(h0 + tid % a.GH);
+            rn[tid] = n;
+            rlo[tid] = a.window > 0 && n > a.window ? n - (int)a.window : 0;
+        } else { /* a padding row: sees no position */
+            rt[tid] = 0, rh[tid] = 0, rn[tid] = 0, rlo[tid] = 0;
+        }
+    }
+    __syncthreads();
+    if (nrows <= 0) return;
+    int maxn = 0, minlo = 0x7fffffff;
+    const int gh = (int)a.GH; /* a token's GH rows have its n and lo: one of them stands for all */
+    for (int r = 0; r < nrows; r += gh) maxn = max(maxn, rn[r]), minlo = min(minlo, rlo[r]);
+    const int span = a.span;
+    int j0 = minlo / span, j1 = (maxn - 1) / span + 1;
+    if (a.mode != 1) {
+        if ((int)blockIdx.y < j0 || (int)blockIdx.y >= j1) return;
+        j0 = blockIdx.y, j1 = j0 + 1;
+    }
+    const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
+    for (int i = tid; i < AB64_R * HD; i += AB_NT) {
+        const int r = i / HD, e = i % HD;
+        Qs[r * P + e] = r < nrows ? (uint16_t)ab_bf16(a.q[(int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e]) : (uint16_t)0;
+    }
+    /* this lane's rows: row[h] = 16 warp + g + 8h (h = c >> 1 of a D fragment's element c) */
+    int row[2], lo_[2], n_[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) row[h] = warp * 16 + g + 8 * h, lo_[h] = rlo[row[h]], n_[h] = rn[row[h]];
+    int wlo = 0x7fffffff, whi = 0; /* the positions some row of the warp sees */
+    for (int r = warp * 16; r < warp * 16 + 16; r++)
+        if (rn[r] > rlo[r]) wlo = min(wlo, rlo[r]), whi = max(whi, rn[r]);
+
+    float A[NF][4]; /* the super-chunk state's A: rows g, g + 8 of the warp, columns 8f + 2q + {0, 1} */
+#pragma unroll
+    for (int f = 0; f < NF; f++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) A[f][c] = 0.0f;
+    float M[2] = {0.0f, 0.0f}, L[2] = {0.0f, 0.0f}, RM[2] = {0.0f, 0.0f}, RL[2] = {0.0f, 0.0f};
+    int sst[2] = {0, 0}, rst[2] = {0, 0};
+    float *RA = RAs + warp * (NF * 4 * 32) + lane; /* mode 1: element (f, c) at RA[(4 f + c) * 32] */
+
+    const size_t es = F16 ? 2 : 4;
+    for (int j = j0; j < j1; j++) {
+        sst[0] = sst[1] = 0;
+        for (int i = tid; i < span; i += AB_NT) {
+            const int pp = j * span + i;
+            bool seen = false;
+            for (int r = 0; r < nrows; r += gh) seen = seen || (pp >= rlo[r] && pp < rn[r]);
+            const int c = seen ? cell[pp] : -1;
+            cls[i] = c;
+            if (c < 0) continue;
+            const size_t at = ((size_t)c * (size_t)a.kv_dim + (size_t)kvo) * es;
+            for (size_t b = 0; b < (size_t)HD * es; b += 128) {
+                prefetch_l2((const char *)a.kc + at + b);
+                prefetch_l2((const char *)a.vc + at + b);
+            }
+        }
+        __syncthreads();
+        for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
+            if (c0 + AT_C <= minlo) continue;
+            const int *cl = cls + (c0 - j * span);
+#pragma unroll 1
+            for (int u0 = 0; u0 < AB_UNITS; u0 += AB_BATCH) {
+                ab_raw<F16> kr[AB_BATCH], vr[AB_BATCH];
+                int cc[AB_BATCH];
+#pragma unroll
+                for (int b = 0; b < AB_BATCH; b++) {
+                    const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
+                    cc[b] = cl[pr];
+#pragma unroll
+                    for (int w = 0; w < (F16 ? 1 : 2); w++) kr[b].w[w] = vr[b].w[w] = make_uint4(0u, 0u, 0u, 0u);
+                    if (cc[b] >= 0) {
+                        const int64_t at = (int64_t)cc[b] * a.kv_dim + kvo + e8;
+                        ab_fetch<F16>(kr[b], a.kc, at, a.vec);
+                        ab_fetch<F16>(vr[b], a.vc, at, a.vec);
+                    }
+                }
+#pragma unroll
+                for (int b = 0; b < AB_BATCH; b++) {
+                    const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
+                    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+                    *(uint4 *)&Ks[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(kr[b]) : z;
+                    *(uint4 *)&Vs[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(vr[b]) : z;
+                }
+            }
+            __syncthreads();
+            if (wlo < c0 + AT_C && whi > c0) { /* some row of the warp sees a position of the chunk (warp-uniform) */
+                /* scores: S[16 rows][64 slots], fragment f = slots 8f .. 8f + 8 */
+                float s[8][4];
+#pragma unroll
+                for (int f = 0; f < 8; f++) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.0f;
+#pragma unroll
+                for (int ks = 0; ks < HD; ks += 16) {
+                    uint32_t af[4];
+                    ab_ldsm_x4(af, &Qs[(warp * 16 + lr + (li & 1) * 8) * P + ks + (li >> 1) * 8]);
+#pragma unroll
+                    for (int np = 0; np < 4; np++) {
+                        uint32_t bq[4];
+                        ab_ldsm_x4(bq, &Ks[(np * 16 + lr + (li >> 1) * 8) * P + ks + (li & 1) * 8]);
+                        ab_mma(s[2 * np], af, bq[0], bq[1]);
+                        ab_mma(s[2 * np + 1], af, bq[2], bq[3]);
+                    }
+                }
+                /* softmax per row h (the quad's 4 lanes hold its 64 slots) */
+                uint32_t pk[8][2]; /* p as bf16 pairs: fragment f, rows g (0) and g + 8 (1) */
+                int act[2];
+                float x[2] = {0.0f, 0.0f}, y[2] = {0.0f, 0.0f};
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int vlo = max(lo_[h], c0) - c0, vhi = min(n_[h], c0 + AT_C) - c0; /* seen slots */
+                    float m = -INFINITY;
+#pragma unroll
+                    for (int f = 0; f < 8; f++)
+#pragma unroll
+                        for (int b = 0; b < 2; b++) {
+                            const int slot = f * 8 + 2 * qd + b;
+                            const bool v = slot >= vlo && slot < vhi;
+                            s[f][2 * h + b] = v ? a.scale * s[f][2 * h + b] : -INFINITY;
+                            m = fmaxf(m, s[f][2 * h + b]);
+                        }
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+                    float p[8][2];
+#pragma unroll
+                    for (int f = 0; f < 8; f++) {
+                        uint32_t bits[2];
+#pragma unroll
+                        for (int b = 0; b < 2; b++) {
+                            const int slot = f * 8 + 2 * qd + b;
+                            bits[b] = slot >= vlo && slot < vhi ? ab_bf16(expf(s[f][2 * h + b] - m)) : 0u;
+                            p[f][b] = td_dev_bf16((uint16_t)bits[b]);
+                        }
+                        pk[f][h] = bits[0] | bits[1] << 16;
+                    }
+                    /* l: the canonical tree over slots 8f + 2q + b */
+                    float t1[4][2], t2[2][2], t3[2];
+#pragma unroll
+                    for (int b = 0; b < 2; b++) {
+#pragma unroll
+                        for (int f = 0; f < 4; f++) t1[f][b] = p[f][b] + p[f + 4][b]; /* i + i + 32 */
+#pragma unroll
+                        for (int f = 0; f < 2; f++) t2[f][b] = t1[f][b] + t1[f + 2][b]; /* stride 16 */
+                        t3[b] = t2[0][b] + t2[1][b];                                     /* stride 8 */
+                        t3[b] += __shfl_xor_sync(0xffffffffu, t3[b], 2);                 /* stride 4 */
+                        t3[b] += __shfl_xor_sync(0xffffffffu, t3[b], 1);                 /* stride 2 */
+                    }
+                    const float l = t3[0] + t3[1]; /* stride 1 */
+                    if (vlo >= vhi) {
+                        act[h] = 0;
+                    } else if (!sst[h]) {
+                        M[h] = m, L[h] = l, act[h] = 1, sst[h] = 1;
+                    } else {
+                        float Mn;
+                        at_factors(M[h], m, &Mn, &x[h], &y[h]);
+                        L[h] = at_mix(L[h], x[h], l, y[h]);
+                        M[h] = Mn, act[h] = 2;
+                    }
+                }
+                /* values: per 16 columns, the chain over the chunk's 4 k-steps; A operand = p (D layout = A layout) */
+#pragma unroll
+                for (int np = 0; np < NF / 2; np++) {
+                    float pv[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+                    for (int kk = 0; kk < AT_C / 16; kk++) {
+                        const uint32_t af[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+                        uint32_t bq[4];
+                        ab_ldsm_x4_t(bq, &Vs[(kk * 16 + (li & 1) * 8 + lr) * P + np * 16 + (li >> 1) * 8]);
+                        ab_mma(pv[0], af, bq[0], bq[1]);
+                        ab_mma(pv[1], af, bq[2], bq[3]);
+                    }
+#pragma unroll
+                    for (int u = 0; u < 2; u++)
+#pragma unroll
+                        for (int c = 0; c < 4; c++) {
+                            const int h = c >> 1;
+                            if (act[h] == 1) A[2 * np + u][c] = pv[u][c];
+                            else if (act[h] == 2) A[2 * np + u][c] = at_mix(A[2 * np + u][c], x[h], pv[u][c], y[h]);
+                        }
+                }
+            }
+            __syncthreads(); /* Ks, Vs free for the next chunk */
+        }
+        /* the span's end: rows that saw a position of it */
+        if (a.mode == 1) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int how = 0;
+                float x = 0.0f, y = 0.0f;
+                if (sst[h]) {
+                    if (!rst[h]) {
+                        RM[h] = M[h], RL[h] = L[h], how = 1;
+                    } else {
+                        float Mn;
+                        at_factors(RM[h], M[h], &Mn, &x, &y);
+                        RL[h] = at_mix(RL[h], x, L[h], y);
+                        RM[h] = Mn, how = 2;
+                    }
+                    rst[h] = 1;
+                }
+#pragma unroll
+                for (int f = 0; f < NF; f++)
+#pragma unroll
+                    for (int b = 0; b < 2; b++) {
+                        float *ra = RA + (4 * f + 2 * h + b) * 32;
+                        if (how == 1) *ra = A[f][2 * h + b];
+                        else if (how == 2) *ra = at_mix(*ra, x, A[f][2 * h + b], y);
+                    }
+            }
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = row[h];
+                if (r >= nrows || !sst[h]) continue;
+                const bool direct = a.mode == 0 && n_[h] <= span; /* one span: its state is the row's */
+                float *st = a.scratch + (((int64_t)rt[r] * a.Hq + rh[r]) * a.nsc + j) * (HD + 2);
+                if (!direct && qd == 0) st[0] = M[h], st[1] = L[h];
+#pragma unroll
+                for (int f = 0; f < NF; f++)
+#pragma unroll
+                    for (int b = 0; b < 2; b++) {
+                        const int e = f * 8 + 2 * qd + b;
+                        if (direct) a.out[(int64_t)rt[r] * a.ldo + rh[r] * HD + e] = A[f][2 * h + b] / L[h];
+                        else st[2 + e] = A[f][2 * h + b];
+                    }
+            }
+        }
+        __syncthreads(); /* cls free for the next span */
+    }
+    if (a.mode == 1)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = row[h];
+            if (r >= nrows) continue;
+#pragma unroll
+            for (int f = 0; f < NF; f++)
+#pragma unroll
+                for (int b = 0; b < 2; b++) {
+                    const int e = f * 8 + 2 * qd + b;
+                    a.out[(int64_t)rt[r] * a.ldo + rh[r] * HD + e] = RA[(4 * f + 2 * h + b) * 32] / RL[h];
+                }
+        }
+}
+
 extern "C" void td_cu_attention_test_mode(int mode) { at_test_mode = mode; }
 
 extern "C" int64_t td_cu_attn_tile_tokens(int64_t Hq, int64_t Hkv, int64_t hd) {
@@ -726,7 +1033,7 @@ extern "C" int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_
 static int at_prepare(at_args *ap, dim3 *gridp, bool *splitp, float *out, int64_t ldo, const float *q, int64_t ldq,
                       int64_t q_head_stride, const void *kc, const void *vc, int64_t kv_dim, const int32_t *cells,
                       int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv,
-                      int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl) {
+                      int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl, int R) {
     if (!tl || tl->n_tiles <= 0) return td_cu_failf("td_cu_attention: %lld tokens and no tiles", (long long)T);
     if (Hkv <= 0 || Hq % Hkv)
         return td_cu_failf("td_cu_attention: %lld query heads over %lld KV heads", (long long)Hq, (long long)Hkv);
@@ -742,7 +1049,10 @@ static int at_prepare(at_args *ap, dim3 *gridp, bool *splitp, float *out, int64_
     a.out = out, a.ldo = ldo, a.q = q, a.ldq = ldq, a.qhs = q_head_stride, a.kc = kc, a.vc = vc, a.kv_dim = kv_dim;
     a.cells = cells, a.n_ctx = n_ctx, a.seq = seq, a.pos = pos, a.tok = tl->tok, a.tile = tl->tile;
     a.Hq = Hq, a.G = Hq / Hkv, a.hd = hd, a.window = window, a.scale = scale;
-    a.R = at_rows(hd), a.GH = at_heads(a.G, a.R), a.mode = at_test_mode == 3 ? 0 : at_test_mode;
+    a.R = R, a.GH = at_heads(a.G, a.R), a.mode = at_test_mode == 3 ? 0 : at_test_mode;
+    if (tl->tile_tokens > a.R / a.GH)
+        return td_cu_failf("td_cu_attention: tiles of %lld tokens, this kernel takes %lld (%lld rows of %lld heads)",
+                           (long long)tl->tile_tokens, (long long)(a.R / a.GH), (long long)a.R, (long long)a.GH);
     a.scratch = tl->scratch, a.vec = 0;
     /* the span: one chunk when the super-chunk split would leave the GPU mostly idle and the scratch holds the chunk
      * states (test mode 3 forces it); the bits are the same either way */
@@ -787,7 +1097,7 @@ extern "C" int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t 
     dim3 grid;
     bool split = false;
     if (at_prepare(&a, &grid, &split, out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq, pos, T, Hq,
-                   Hkv, hd, scale, window, tl) != 0)
+                   Hkv, hd, scale, window, tl, at_rows(hd)) != 0)
         return -1;
     const size_t smem = at_smem(a.R, hd, a.mode);
     cudaStream_t s = TD_CU_STREAM(stream);
@@ -820,6 +1130,44 @@ template <int F16, int HD> static int ab_launch(const at_args &a, dim3 grid, siz
     return td_cu_launched("attention (tensor cores)");
 }
 
+/* The bf16 kernel's rows per tile for hd: 64 (attention_bf16_64_kernel) unless TD_CUDA_ATTN_ROWS=16 or the test
+ * override says 16; -1 for another value of the variable. */
+static int ab_rows_test = 0; /* td_cu_attention_rows_test */
+static const char *ab_rows_env(void) {
+    static const char *e = getenv("TD_CUDA_ATTN_ROWS");
+    return e;
+}
+static int ab_rows(int64_t hd) {
+    int rows = ab_rows_test;
+    if (!rows) {
+        const char *e = ab_rows_env();
+        rows = !e || !*e || strcmp(e, "64") == 0 ? 64 : strcmp(e, "16") == 0 ? 16 : -1;
+    }
+    if (rows == 64 && !AB64_HD_OK(hd)) rows = 16;
+    return rows;
+}
+
+extern "C" void td_cu_attention_rows_test(int rows) { ab_rows_test = rows == 16 || rows == 64 ? rows : 0; }
+
+extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t hd) {
+    if (Hq <= 0 || Hkv <= 0 || Hq % Hkv || !td_cu_attention_tc(hd)) return td_cu_attn_tile_tokens(Hq, Hkv, hd);
+    const int rows = ab_rows(hd);
+    if (rows != 64) return td_cu_attn_tile_tokens(Hq, Hkv, hd);
+    return rows / at_heads(Hq / Hkv, rows);
+}
+
+template <int F16, int HD> static int ab64_launch(const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
+    static size_t allowed = 48 * 1024; /* raised once per instantiation as needed */
+    if (smem > allowed) {
+        cudaError_t e = cudaFuncSetAttribute(attention_bf16_64_kernel<F16, HD>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return td_cu_fail("attention (tensor cores, 64 rows): shared memory", e);
+        allowed = smem;
+    }
+    attention_bf16_64_kernel<F16, HD><<<grid, AB_NT, smem, s>>>(a);
+    return td_cu_launched("attention (tensor cores, 64 rows)");
+}
+
 extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
                                     const void *kc, const void *vc, int f16, int64_t kv_dim, const int32_t *cells,
                                     int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq,
@@ -829,19 +1177,32 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
         return td_cu_attention(out, ldo, q, ldq, q_head_stride, kc, vc, f16, kv_dim, cells, n_ctx, seq, pos, T, Hq,
                                Hkv, hd, scale, window, tl, stream);
     if (T <= 0 || Hq <= 0) return 0;
+    const int rows = ab_rows(hd);
+    if (rows < 0) return td_cu_failf("TD_CUDA_ATTN_ROWS=%s: 16 or 64 rows per attention tile", ab_rows_env());
     at_args a;
     dim3 grid;
     bool split = false;
     if (at_prepare(&a, &grid, &split, out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq, pos, T, Hq,
-                   Hkv, hd, scale, window, tl) != 0)
+                   Hkv, hd, scale, window, tl, rows) != 0)
         return -1;
     a.vec = ((uintptr_t)kc & 15u) == 0 && ((uintptr_t)vc & 15u) == 0 && kv_dim % 8 == 0;
-    const size_t smem = ab_smem(hd);
     cudaStream_t s = TD_CU_STREAM(stream);
     int rc;
-    if (hd == 64) rc = f16 ? ab_launch<1, 64>(a, grid, smem, s) : ab_launch<0, 64>(a, grid, smem, s);
-    else if (hd == 128) rc = f16 ? ab_launch<1, 128>(a, grid, smem, s) : ab_launch<0, 128>(a, grid, smem, s);
-    else rc = f16 ? ab_launch<1, 256>(a, grid, smem, s) : ab_launch<0, 256>(a, grid, smem, s);
+    if (rows == 64) {
+        const size_t smem = ab64_smem(hd, a.mode);
+        if (hd == 64) rc = f16 ? ab64_launch<1, 64>(a, grid, smem, s) : ab64_launch<0, 64>(a, grid, smem, s);
+        else if (hd == 128) rc = f16 ? ab64_launch<1, 128>(a, grid, smem, s) : ab64_launch<0, 128>(a, grid, smem, s);
+#if AB64_HD256
+        else rc = f16 ? ab64_launch<1, 256>(a, grid, smem, s) : ab64_launch<0, 256>(a, grid, smem, s);
+#else
+        else rc = td_cu_failf("attention (tensor cores, 64 rows): head dim %lld", (long long)hd);
+#endif
+    } else {
+        const size_t smem = ab_smem(hd);
+        if (hd == 64) rc = f16 ? ab_launch<1, 64>(a, grid, smem, s) : ab_launch<0, 64>(a, grid, smem, s);
+        else if (hd == 128) rc = f16 ? ab_launch<1, 128>(a, grid, smem, s) : ab_launch<0, 128>(a, grid, smem, s);
+        else rc = f16 ? ab_launch<1, 256>(a, grid, smem, s) : ab_launch<0, 256>(a, grid, smem, s);
+    }
     if (rc != 0 || !split) return rc;
     attention_combine_kernel<<<(unsigned)(T * Hq), 128, 0, s>>>(a);
     return td_cu_launched("attention (tensor cores): combine");

@@ -1,0 +1,245 @@
+// attention_bf16_64_kernel (tiles of 64 rows) against attention_bf16_kernel (16 rows), bit for bit, on the CPU
+// (run.sh says how and what it checks), and both against a double-precision reference of cuda.h's bf16 order
+// (|diff| <= 2^-7 max |v|, as tests/cuda/test_cuda_attn_bf16.c). The launch arguments mirror attention.cu's
+// at_prepare (span, split, grid); shared memory starts as 0xff bytes (bf16 NaN) so a read of a slot never written
+// shows; every output must be written (the buffer starts NaN and the reference check would fail).
+#include <algorithm>
+#include <thread>
+#include <vector>
+#include "shim.h"
+thread_local dim3v threadIdx, blockIdx;
+unsigned char *g_dyn_smem;
+std::barrier<> *g_block_bar;
+std::barrier<> *g_warp_bar[32];
+warp_x g_wx[32];
+#include "kernels.inc"
+
+static uint64_t rs = 0x5eed64;
+static uint64_t rnd64() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
+static float urand(float lo, float hi) {
+    return lo + (hi - lo) * (float)((rnd64() >> 11) * (1.0 / 9007199254740992.0));
+}
+static int failures = 0;
+
+template <typename F> static void launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn, F body) {
+    std::vector<unsigned char> smem(dyn + 64);
+    g_dyn_smem = (unsigned char *)(((uintptr_t)smem.data() + 15) & ~(uintptr_t)15);
+    for (unsigned bz = 0; bz < gz; bz++)
+        for (unsigned by = 0; by < gy; by++)
+            for (unsigned bx = 0; bx < gx; bx++) {
+                memset(g_dyn_smem, 0xff, dyn);
+                std::barrier<> bb(nt);
+                std::vector<std::unique_ptr<std::barrier<>>> wb;
+                for (int w = 0; w < nt / 32; w++)
+                    wb.emplace_back(new std::barrier<>(32)), g_warp_bar[w] = wb.back().get();
+                g_block_bar = &bb;
+                std::vector<std::thread> th;
+                for (int t = 0; t < nt; t++)
+                    th.emplace_back([&, t] {
+                        threadIdx.x = t, blockIdx.x = bx, blockIdx.y = by, blockIdx.z = bz;
+                        body();
+                    });
+                for (auto &t : th) t.join();
+            }
+}
+
+struct kcase {
+    int64_t Hq, Hkv, hd, n_ctx, n_seq, n_rows, kv_dim, window;
+    int f16;
+    std::vector<float> kf, vf;      // f32 cache, or the f16 cache's values
+    std::vector<uint16_t> kh, vh;   // f16 cache
+    std::vector<int32_t> cells;     // [n_seq][n_ctx]
+    std::vector<int32_t> seq, pos;  // [T]
+    std::vector<float> q;           // [T][Hq][hd]
+    int64_t T;
+};
+
+static uint16_t to_f16(float f) { // values in [-1, 1]: normal or zero, round to nearest even
+    if (f == 0) return 0;
+    int e;
+    float m = frexpf(fabsf(f), &e); // |f| = m 2^e, m in [0.5, 1)
+    int E = e - 1 + 15;
+    if (E <= 0) return 0;
+    float mant = (m * 2 - 1) * 1024;
+    int mi = (int)nearbyintf(mant);
+    if (mi == 1024) mi = 0, E++;
+    return (uint16_t)((f < 0) << 15 | E << 10 | mi);
+}
+
+static kcase mk(int64_t Hq, int64_t Hkv, int64_t hd, int f16, int64_t window, int64_t n_ctx,
+                const std::vector<int32_t> &seq, const std::vector<int32_t> &pos) {
+    kcase c;
+    c.Hq = Hq, c.Hkv = Hkv, c.hd = hd, c.f16 = f16, c.window = window, c.n_ctx = n_ctx, c.n_seq = 3;
+    c.n_rows = 3 * n_ctx + 7, c.kv_dim = Hkv * hd;
+    c.kf.resize(c.n_rows * c.kv_dim), c.vf.resize(c.n_rows * c.kv_dim);
+    for (auto &x : c.kf) x = urand(-1, 1);
+    for (auto &x : c.vf) x = urand(-1, 1);
+    if (f16) {
+        c.kh.resize(c.kf.size()), c.vh.resize(c.vf.size());
+        for (size_t i = 0; i < c.kf.size(); i++)
+            c.kh[i] = to_f16(c.kf[i]), c.kf[i] = td_dev_f16(c.kh[i]), c.vh[i] = to_f16(c.vf[i]),
+            c.vf[i] = td_dev_f16(c.vh[i]);
+    }
+    std::vector<int32_t> perm(c.n_rows);
+    for (int64_t i = 0; i < c.n_rows; i++) perm[i] = (int32_t)i;
+    for (int64_t i = c.n_rows - 1; i > 0; i--) std::swap(perm[i], perm[rnd64() % (i + 1)]);
+    c.cells.assign(perm.begin(), perm.begin() + 3 * n_ctx);
+    c.seq = seq, c.pos = pos, c.T = (int64_t)seq.size();
+    c.q.resize(c.T * Hq * hd);
+    for (auto &x : c.q) x = urand(-3, 3);
+    return c;
+}
+
+// rows: 16 or 64; qt: tokens per tile (0: the most the kernel takes); mode: td_cu_attention_test_mode; big: the
+// scratch holds the split by chunks (else exactly the super-chunk split's)
+static std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big, bool reverse) {
+    const int64_t T = c.T, Hq = c.Hq, hd = c.hd, G = Hq / c.Hkv;
+    std::vector<int32_t> tok, off(c.n_seq + 1), tile;
+    for (int64_t s = 0; s < c.n_seq; s++) {
+        off[s] = (int32_t)tok.size();
+        for (int64_t i = 0; i < T; i++) {
+            int64_t t = reverse ? T - 1 - i : i;
+            if (c.seq[t] == s) tok.push_back((int32_t)t);
+        }
+    }
+    off[c.n_seq] = (int32_t)tok.size();
+    const int64_t GH = at_heads(G, rows);
+    if (qt <= 0) qt = rows / GH;
+    for (int64_t g = 0; g < c.n_seq; g++)
+        for (int64_t k = off[g]; k < off[g + 1]; k += qt)
+            tile.push_back((int32_t)k), tile.push_back((int32_t)std::min<int64_t>(qt, off[g + 1] - k));
+    int64_t max_n = 1;
+    for (int64_t t = 0; t < T; t++) max_n = std::max<int64_t>(max_n, c.pos[t] + 1);
+    const int64_t n_tiles = (int64_t)tile.size() / 2;
+    std::vector<float> out(T * Hq * hd, NAN);
+    const int64_t chunk_need = T * Hq * ((max_n + AT_C - 1) / AT_C) * (hd + 2);
+    const int64_t super_need = T * Hq * ((max_n + AT_SC - 1) / AT_SC) * (hd + 2);
+    std::vector<float> scratch(big ? chunk_need : super_need, NAN);
+    at_args a;
+    a.out = out.data(), a.ldo = Hq * hd, a.q = c.q.data(), a.ldq = Hq * hd, a.qhs = hd;
+    a.kc = c.f16 ? (const void *)c.kh.data() : (const void *)c.kf.data();
+    a.vc = c.f16 ? (const void *)c.vh.data() : (const void *)c.vf.data();
+    a.kv_dim = c.kv_dim, a.cells = c.cells.data(), a.n_ctx = c.n_ctx, a.seq = c.seq.data(), a.pos = c.pos.data();
+    a.tok = tok.data(), a.tile = tile.data(), a.Hq = Hq, a.G = G, a.hd = hd, a.window = c.window;
+    a.scale = 1.0f / sqrtf((float)hd);
+    a.R = rows, a.GH = GH, a.mode = mode == 3 ? 0 : mode, a.scratch = scratch.data(), a.vec = 1;
+    const int64_t zdim = c.Hkv * (G / GH), supers = (max_n + AT_SC - 1) / AT_SC;
+    a.span = AT_SC;
+    if (mode == 3 ||
+        (a.mode == 0 && max_n > AT_C && n_tiles * zdim * supers < 256 && (int64_t)scratch.size() >= chunk_need))
+        a.span = AT_C;
+    a.nsc = (max_n + a.span - 1) / a.span;
+    const bool split = a.mode == 2 || (a.mode == 0 && max_n > a.span);
+    if (split && (int64_t)scratch.size() < T * Hq * a.nsc * (hd + 2)) { fprintf(stderr, "scratch\n"); abort(); }
+    const unsigned gy = a.mode == 1 ? 1u : (unsigned)a.nsc;
+    auto go = [&](auto hdc, auto f16c) {
+        constexpr int HD = decltype(hdc)::value, F16 = decltype(f16c)::value;
+        if (rows == 64)
+            launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode), [&] { attention_bf16_64_kernel<F16, HD>(a); });
+        else
+            launch(n_tiles, gy, zdim, AB_NT, ab_smem(HD), [&] { attention_bf16_kernel<F16, HD>(a); });
+    };
+    using I0 = std::integral_constant<int, 0>;
+    using I1 = std::integral_constant<int, 1>;
+    if (hd == 64) c.f16 ? go(std::integral_constant<int, 64>(), I1()) : go(std::integral_constant<int, 64>(), I0());
+    else c.f16 ? go(std::integral_constant<int, 128>(), I1()) : go(std::integral_constant<int, 128>(), I0());
+    if (split)
+        for (int64_t b = 0; b < T * Hq; b++) {
+            blockIdx.x = (unsigned)b;
+            for (int t = 0; t < 128; t++) threadIdx.x = t, attention_combine_kernel(a);
+        }
+    return out;
+}
+
+// cuda.h's bf16 order in double: q, k, v rounded to bf16, p = bf16(exp(s - m_chunk)) per chunk of 64 anchored at 0
+static std::vector<float> ref(const kcase &c) {
+    const int64_t Hq = c.Hq, hd = c.hd, G = Hq / c.Hkv;
+    std::vector<float> out(c.T * Hq * hd);
+    auto rb = [](float f) { return td_dev_round_bf16(f); };
+    for (int64_t t = 0; t < c.T; t++)
+        for (int64_t h = 0; h < Hq; h++) {
+            int64_t n = c.pos[t] + 1, lo = c.window > 0 && n > c.window ? n - c.window : 0, kvh = h / G;
+            std::vector<double> acc(hd, 0.0);
+            double L = 0, M = -INFINITY;
+            std::vector<double> s(n, -INFINITY);
+            for (int64_t p = lo; p < n; p++) {
+                const int64_t row = c.cells[c.seq[t] * c.n_ctx + p];
+                double d = 0;
+                for (int64_t e = 0; e < hd; e++)
+                    d += (double)rb(c.q[(t * Hq + h) * hd + e]) * rb(c.kf[row * c.kv_dim + kvh * hd + e]);
+                s[p] = d / sqrt((double)hd);
+                M = std::max(M, s[p]);
+            }
+            for (int64_t c0 = lo / 64 * 64; c0 < n; c0 += 64) { // per chunk: p rounded to bf16 against its own max
+                double m = -INFINITY;
+                for (int64_t p = std::max(c0, lo); p < std::min(c0 + 64, n); p++) m = std::max(m, s[p]);
+                for (int64_t p = std::max(c0, lo); p < std::min(c0 + 64, n); p++) {
+                    double pp = rb((float)exp(s[p] - m)) * exp(m - M);
+                    L += pp;
+                    const int64_t row = c.cells[c.seq[t] * c.n_ctx + p];
+                    for (int64_t e = 0; e < hd; e++) acc[e] += pp * rb(c.vf[row * c.kv_dim + kvh * hd + e]);
+                }
+            }
+            for (int64_t e = 0; e < hd; e++) out[(t * Hq + h) * hd + e] = (float)(acc[e] / L);
+        }
+    return out;
+}
+
+static void bits(const char *name, const std::vector<float> &a, const std::vector<float> &b) {
+    int64_t differ = 0;
+    for (size_t i = 0; i < a.size(); i++) differ += memcmp(&a[i], &b[i], 4) != 0;
+    printf("  %-70s %s", name, differ ? "NOT bit-exact" : "bit-exact");
+    if (differ) printf(" (%lld of %zu differ)", (long long)differ, a.size()), failures++;
+    printf("\n");
+}
+static void near(const char *name, const std::vector<float> &a, const std::vector<float> &r) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        double d = fabs((double)a[i] - r[i]);
+        if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
+    }
+    bool ok = worst <= ldexp(1.0, -7);
+    printf("  %-70s max |diff| %.3g%s\n", name, worst, ok ? "" : " TOO FAR");
+    failures += !ok;
+}
+
+int main(int argc, char **argv) {
+    const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    struct spec { int64_t Hq, Hkv, hd; int f16; int64_t window; };
+    const spec specs[] = {{2, 1, 64, 0, 0}, {8, 1, 128, 1, 100}, {2, 2, 64, 1, 0}, {4, 2, 128, 0, 40}};
+    int n_specs = quick ? 1 : 4;
+    for (int si = 0; si < n_specs; si++) {
+        const spec &sp = specs[si];
+        const int64_t G = sp.Hq / sp.Hkv;
+        std::vector<int32_t> seq, pos;
+        const int run_len = (int)(sp.hd == 128 && G == 8 ? 20 : 70); // seq 0: a causal run crossing 512
+        for (int i = 0; i < run_len; i++) seq.push_back(0), pos.push_back(500 - run_len / 2 + i);
+        for (int i = 0; i < 5; i++) seq.push_back(1), pos.push_back((int32_t)(rnd64() % 700));
+        static const int32_t edge[] = {0, 1, 63, 64, 65, 600};
+        for (int32_t p : edge) seq.push_back(2), pos.push_back(p);
+        kcase c = mk(sp.Hq, sp.Hkv, sp.hd, sp.f16, sp.window, 700, seq, pos);
+        printf("hd %lld G %lld kv %s window %lld, %lld tokens\n", (long long)sp.hd, (long long)G,
+               sp.f16 ? "f16" : "f32", (long long)sp.window, (long long)c.T);
+        std::vector<float> r16 = run(c, 16, 0, 0, true, false), rr = ref(c);
+        near("16 rows vs the double reference", r16, rr);
+        std::vector<float> r64 = run(c, 64, 0, 0, true, false);
+        near("64 rows vs the double reference", r64, rr);
+        bits("64 rows (most tokens a tile) vs 16 rows", r64, r16);
+        if (quick) continue;
+        char name[160];
+        const int64_t qmax = 64 / at_heads(G, 64);
+        for (int64_t qt : {(int64_t)1, (int64_t)3, qmax / 2 + 1}) {
+            if (qt > qmax) continue;
+            snprintf(name, sizeof name, "64 rows, %lld tokens a tile, groups reversed", (long long)qt);
+            bits(name, run(c, 64, qt, 0, true, true), r16);
+        }
+        bits("64 rows, super-chunk spans (scratch too small for chunks)", run(c, 64, 0, 0, false, false), r16);
+        bits("16 rows, super-chunk spans", run(c, 16, 0, 0, false, false), r16);
+        for (int mode = 1; mode <= 3; mode++) {
+            snprintf(name, sizeof name, "64 rows, test mode %d", mode);
+            bits(name, run(c, 64, 0, mode, true, false), r16);
+        }
+    }
+    printf(failures ? "attn_emu: %d FAILED\n" : "attn_emu: all passed\n", failures);
+    return failures ? 1 : 0;
+}
