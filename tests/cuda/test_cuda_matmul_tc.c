@@ -1,9 +1,9 @@
 /* The tensor-core products' kernels against each other, bit for bit (src/kernels/cuda/matmul_tc.cu): every kernel
  * computes cuda.h's one order (slices of 256, one mma chain each, slices added in order), so the new ones (tc_stream
- * for T <= 64, with 16, 8 or 4 outputs a block; tc_wide above) must give exactly the bits of the old ones (tc_skinny,
- * tc_tile) that
- * test_cuda_kernels holds against the exact sum, for every output: T = 1 .. 9, 16, 33, 45, 63, 64 and the tile sizes
- * above, odd n_out (1, 7, 33, 4097), k of one slice, several, and a last slice shorter (1008), through row lists,
+ * for T <= 64, with 16, 8, 4 or 32 outputs a block; tc_wide above) must give exactly the bits of the old ones
+ * (tc_skinny, tc_tile) that test_cuda_kernels holds against the exact sum, for every output: T = 1 .. 9, 16, 33,
+ * 45, 63, 64 and the tile sizes above, odd n_out (1, 7, 33, 4097), k of one slice, several, and a last slice shorter
+ * (1008), through row lists,
  * activation rows not 8-byte aligned, several products in one launch (q/k/v of different n_out), and the entries
  * past n_out poisoned (they must stay as they were). td_cu_matmul_tc_test_mode picks the kernels in one process.
  * Also: TD_CUDA_TC with a value that is neither old nor new fails with a message naming it.
@@ -51,9 +51,9 @@ static float *rnd(int64_t n, float lo, float hi) {
 
 static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
 
-/* The kernels' modes (cuda.h td_cu_matmul_tc_test_mode): old, then new with its own choice, 16, 8 and 4 outputs. */
-static const int new_modes[] = {2, 3, 4, 5};
-static const char *const mode_names[] = {"", "old", "new", "new/16", "new/8", "new/4"};
+/* The kernels' modes (cuda.h td_cu_matmul_tc_test_mode): old, then new with its own choice, 16, 8, 4, 32 outputs. */
+static const int new_modes[] = {2, 3, 4, 5, 6};
+static const char *const mode_names[] = {"", "old", "new", "new/16", "new/8", "new/4", "new/32"};
 
 /* A BF16 weight on the device: rows x cols, rows row_bytes apart (cols * 2 rounded up to 16). */
 typedef struct weight {
@@ -194,7 +194,7 @@ static void test_multi(void) {
                 }
             }
             char name[96];
-            snprintf(name, sizeof name, "%d products T=%lld (old, new, new/16, new/8, new/4)", n, (long long)T);
+            snprintf(name, sizeof name, "%d products T=%lld (old, new, new/16, /8, /4, /32)", n, (long long)T);
             printf("  %-58s %s\n", name, bad ? "NOT bit-exact" : "bit-exact");
             CHECKF(bad == 0, "%s: %lld differ", name, (long long)bad);
             for (int i = 0; i < n; i++) free(alone[i]), free(ref[i]);
@@ -329,7 +329,7 @@ int main(void) {
     static const int64_t few[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 45, 63, 64};
     static const int64_t many[] = {65, 127, 128, 129, 300, 2048};
     static const int wide_modes[] = {2}; /* above 64 tokens the modes differ only in tc_stream's outputs a block */
-    test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, 4, "T <= 64 (tc_skinny vs tc_stream)");
+    test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, 5, "T <= 64 (tc_skinny vs tc_stream)");
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide)");
     test_multi();
     test_invariance();

@@ -457,7 +457,8 @@ __device__ __forceinline__ void tc_cp_wait_one(void) { asm volatile("cp.async.wa
 
 /* tc_skinny's work and order, with the weights' loads all issued before a slice's first mma. Block: SW warps, R
  * outputs (16; or 8 / 4, the mma's rows past R repeating the block's rows, their results dropped: more blocks when a
- * launch has few outputs), NF fragments of 8 tokens. Round r: warp w computes slice s = r * SW + w; its R x 256
+ * launch has few outputs; or 32, two A fragments a step sharing each B fragment: fewer reads of x when T is larger),
+ * NF fragments of 8 tokens. Round r: warp w computes slice s = r * SW + w; its R x 256
  * weights come to the warp's own shared buffer by cp.async, 16 bytes a lane (a row's 512 bytes by the 32 lanes), the
  * whole slice in flight at once and, with nbuf = 2 (several rounds), the warp's next slice behind it; then the chain
  * of ldmatrix + mma over the slice's 16-wide steps (the A fragments as tc_tile's, the B fragments as tc_skinny's);
@@ -465,7 +466,8 @@ __device__ __forceinline__ void tc_cp_wait_one(void) { asm volatile("cp.async.wa
 template <int NF, int SW, int R>
 __global__ void __launch_bounds__(SW * 32, 1)
     tc_stream(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, int nbuf) {
-    static_assert(R == 16 || R == 8 || R == 4, "16, 8 or 4 outputs a block");
+    static_assert(R == 32 || R == 16 || R == 8 || R == 4, "32, 16, 8 or 4 outputs a block");
+    constexpr int MT = R == 32 ? 2 : 1; /* A fragments (16 rows) a step, each B fragment used for all */
     constexpr int NTOK = NF * 8;
     constexpr int PER = (NTOK * R + SW * 32 - 1) / (SW * 32); /* totals per thread */
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -488,7 +490,7 @@ __global__ void __launch_bounds__(SW * 32, 1)
     /* ldmatrix.x4: lanes 8i .. 8i + 7 address matrix i's rows (a0: rows 0-7, k 0-7; a1: rows 8-15, k 0-7; a2, a3:
      * k 8-15); with R < 16 the rows wrap onto the block's R rows */
     const int r8 = lane & 7, i4 = lane >> 3;
-    const int arow = R == 16 ? r8 + (i4 & 1) * 8 : r8 & (R - 1), acol = (i4 >> 1) * 8;
+    const int arow = R >= 16 ? r8 + (i4 & 1) * 8 : r8 & (R - 1), acol = (i4 >> 1) * 8;
     __syncthreads();
 
     auto issue = [&](int64_t sl, int b) { /* slice sl's weights into this warp's buffer b; one commit group */
@@ -515,13 +517,16 @@ __global__ void __launch_bounds__(SW * 32, 1)
             const int64_t k0 = s * TC_KS;
             const int n16 = (int)(((k0 + TC_KS < K ? k0 + TC_KS : K) - k0) / 16);
             const uint16_t *abase = &ws[warp * nbuf + b][arow][acol];
-            float acc[NF][4];
+            float acc[MT][NF][4];
 #pragma unroll
-            for (int f = 0; f < NF; f++) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
-#pragma unroll(NF >= 8 ? 2 : 4)
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int f = 0; f < NF; f++) acc[m][f][0] = acc[m][f][1] = acc[m][f][2] = acc[m][f][3] = 0.0f;
+#pragma unroll(NF * MT >= 8 ? 2 : 4)
             for (int st = 0; st < n16; st++) {
-                uint32_t a[4];
-                tc_ldmatrix_x4(a, abase + st * 16);
+                uint32_t a[MT][4];
+#pragma unroll
+                for (int m = 0; m < MT; m++) tc_ldmatrix_x4(a[m], abase + m * 16 * TC_SP + st * 16);
                 const int64_t kk = k0 + st * 16 + 2 * q;
 #pragma unroll
                 for (int f = 0; f < NF; f++) {
@@ -536,20 +541,24 @@ __global__ void __launch_bounds__(SW * 32, 1)
                             b1 = tc_pack(xp[8], xp[9]);
                         }
                     }
-                    tc_mma(acc[f], a[0], a[1], a[2], a[3], b0, b1);
+#pragma unroll
+                    for (int m = 0; m < MT; m++) tc_mma(acc[m][f], a[m][0], a[m][1], a[m][2], a[m][3], b0, b1);
                 }
             }
 #pragma unroll
-            for (int f = 0; f < NF; f++) { /* D: c0, c1 = (row g, tokens 2q, 2q + 1), c2, c3 = row g + 8 */
-                if (g < R) {
-                    part[warp][g][f * 8 + 2 * q] = acc[f][0];
-                    part[warp][g][f * 8 + 2 * q + 1] = acc[f][1];
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int f = 0; f < NF; f++) { /* D: c0, c1 = (row g, tokens 2q, 2q + 1), c2, c3 = row g + 8 */
+                    const int r0 = m * 16 + g, r1 = (m * 16 + g + 8) & (R - 1);
+                    if (g < R) {
+                        part[warp][r0][f * 8 + 2 * q] = acc[m][f][0];
+                        part[warp][r0][f * 8 + 2 * q + 1] = acc[m][f][1];
+                    }
+                    if (R >= 16) {
+                        part[warp][r1][f * 8 + 2 * q] = acc[m][f][2];
+                        part[warp][r1][f * 8 + 2 * q + 1] = acc[m][f][3];
+                    }
                 }
-                if (R == 16) {
-                    part[warp][(g + 8) & (R - 1)][f * 8 + 2 * q] = acc[f][2];
-                    part[warp][(g + 8) & (R - 1)][f * 8 + 2 * q + 1] = acc[f][3];
-                }
-            }
         }
         __syncthreads();
 #pragma unroll
@@ -618,10 +627,14 @@ static int tc_stream_go(int64_t blocks, const tc_jobs &jobs, const float *x, int
                         cudaStream_t s) {
     typedef uint16_t wbuf[R][TC_SP];
     typedef float pbuf[R][NF * 8 + 1];
+    /* a second buffer per warp when it has several slices, except at 8 warps of 32 outputs (over 227 KB): then each
+     * round's loads are issued at the round's start */
+    constexpr int NBUF = SW == 8 && R == 32 ? 1 : 2;
+    static_assert(SW * NBUF * sizeof(wbuf) + SW * sizeof(pbuf) + R * sizeof(void *) <= 227 * 1024, "shared memory");
     const int64_t S = (K + TC_KS - 1) / TC_KS;
-    const int nbuf = S > SW ? 2 : 1;
+    const int nbuf = S > SW ? NBUF : 1;
     const size_t smem = (size_t)SW * nbuf * sizeof(wbuf) + SW * sizeof(pbuf);
-    static const cudaError_t opt = tc_smem_opt(tc_stream<NF, SW, R>, SW * 2 * sizeof(wbuf) + SW * sizeof(pbuf));
+    static const cudaError_t opt = tc_smem_opt(tc_stream<NF, SW, R>, SW * NBUF * sizeof(wbuf) + SW * sizeof(pbuf));
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_stream", opt);
     tc_stream<NF, SW, R><<<(unsigned)blocks, SW * 32, smem, s>>>(jobs, x, ldx, T, K, nbuf);
     return td_cu_launched("matmul (tensor cores, few tokens, streamed)");
@@ -630,6 +643,7 @@ static int tc_stream_go(int64_t blocks, const tc_jobs &jobs, const float *x, int
 template <int NF, int SW>
 static int tc_stream_r(int R, const int64_t *blocks, const tc_jobs *jobs, const float *x, int64_t ldx, int64_t T,
                        int64_t K, cudaStream_t s) {
+    if (R == 32) return tc_stream_go<NF, SW, 32>(blocks[3], jobs[3], x, ldx, T, K, s);
     if (R == 16) return tc_stream_go<NF, SW, 16>(blocks[0], jobs[0], x, ldx, T, K, s);
     if (R == 8) return tc_stream_go<NF, SW, 8>(blocks[1], jobs[1], x, ldx, T, K, s);
     return tc_stream_go<NF, SW, 4>(blocks[2], jobs[2], x, ldx, T, K, s);
@@ -645,11 +659,12 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     const bool skinny = T <= TC_SKINNY_T;
     const int64_t K = mm[0].w->cols;
     if (skinny && mode >= 2) {
-        /* outputs a block: 16 when that gives at least two blocks an SM, else 8 if that does, else 4 */
-        static const int per[3] = {16, 8, 4};
-        tc_jobs jobs[3];
-        int64_t blocks[3] = {0, 0, 0};
-        for (int r = 0; r < 3; r++) {
+        /* outputs a block: for up to 16 tokens, 16 when that gives at least two blocks an SM, else 8 if that does,
+         * else 4; above, 32 (each block reads all of x: with 32 outputs x's bytes weigh 2T / 32 of the weights') */
+        static const int per[4] = {16, 8, 4, 32};
+        tc_jobs jobs[4];
+        int64_t blocks[4] = {0, 0, 0, 0};
+        for (int r = 0; r < 4; r++) {
             jobs[r].n = n;
             for (int i = 0; i < n; i++) {
                 const td_cu_mat *w = mm[i].w;
@@ -659,7 +674,8 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
             }
         }
         if (blocks[2] > 0x7fffffff) return td_cu_failf("matmul (tensor cores): %lld blocks", (long long)blocks[2]);
-        int R = mode == 3 ? 16 : mode == 4 ? 8 : mode == 5 ? 4 : 0;
+        int R = mode == 3 ? 16 : mode == 4 ? 8 : mode == 5 ? 4 : mode == 6 ? 32 : 0;
+        if (!R && T > 16) R = 32;
         if (!R) R = blocks[0] >= 2 * tc_sms() ? 16 : blocks[1] >= 2 * tc_sms() ? 8 : 4;
         const int nf = (int)((T + 7) / 8), wide = (K + TC_KS - 1) / TC_KS >= 8;
         if (wide) {

@@ -2,8 +2,8 @@
 """The kernels of src/kernels/cuda/matmul_tc.cu as host C++ for tests/cuda/tc_emu (run.sh): everything before the
 dispatch, with the inline-asm helpers (mma, ldmatrix, cp.async, the bf16 pack) removed (shim.h emulates them) and the
 dynamic shared memory pointed at the emulator's buffer.
-Usage: gen.py SRC OUT [--mutate]   (--mutate: swap two fragment-layout indices of tc_stream and tc_wide, to show that
-the comparison catches a wrong layout)."""
+Usage: gen.py SRC OUT [--mutate]   (--mutate: swap two fragment-layout indices of tc_stream and tc_wide and let them
+wait for one cp.async group too few, to show that the comparison catches a wrong layout or a missing wait)."""
 import re
 import sys
 
@@ -21,13 +21,16 @@ for name in ('tc_mma', 'tc_pack', 'tc_ldmatrix_x4', 'tc_cp16', 'tc_cp_commit', '
     line_end = s.index('\n', a)
     b = line_end + 1 if s[a:line_end].rstrip().endswith('}') else s.index('\n}\n', a) + 3
     s = s[:a] + s[b:]
-s = s.replace('asm volatile("cp.async.wait_group %0;\\n" ::"n"(TW_AS - 2));', 'tc_cp_wait_all();')
+s = s.replace('asm volatile("cp.async.wait_group %0;\\n" ::"n"(TW_AS - 2));', 'tc_cp_wait_n(TW_AS - 2);')
 s = s.replace('extern __shared__ __align__(16) unsigned char tc_smem[];', 'unsigned char *tc_smem = g_dyn_smem;')
 if re.search(r'\basm\b', s):
     sys.exit('gen.py: inline asm left in the kernels: extend shim.h and this script')
 if '--mutate' in sys.argv:
-    pairs = [('r8 + (i4 & 1) * 8 : r8 & (R - 1), acol = (i4 >> 1) * 8', 'r8 + (i4 >> 1) * 8 : r8 & (R - 1), acol = (i4 & 1) * 8'),
-             ('np * 16 + r8 + (i8 >> 1) * 8][ks + (i8 & 1) * 8]', 'np * 16 + r8 + (i8 & 1) * 8][ks + (i8 >> 1) * 8]')]
+    pairs = [('r8 + (i4 & 1) * 8 : r8 & (R - 1), acol = (i4 >> 1) * 8',
+              'r8 + (i4 >> 1) * 8 : r8 & (R - 1), acol = (i4 & 1) * 8'),
+             ('np * 16 + r8 + (i8 >> 1) * 8][ks + (i8 & 1) * 8]', 'np * 16 + r8 + (i8 & 1) * 8][ks + (i8 >> 1) * 8]'),
+             ('tc_cp_wait_n(TW_AS - 2);', 'tc_cp_wait_n(TW_AS - 1);'),  # a stage read before it lands
+             ('            tc_cp_wait_one();', '            tc_cp_wait_n(2);')]
     for a, b in pairs:
         if a not in s:
             sys.exit('gen.py --mutate: "%s" not found' % a)

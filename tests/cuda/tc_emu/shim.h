@@ -1,13 +1,13 @@
-// tests/cuda/tc_emu: host emulation of the few CUDA features matmul_tc.cu's kernels use: one block at a time, a std::thread per CUDA
-// thread, std::barrier for __syncthreads / __syncwarp, and the warp-collective ldmatrix / mma.sync by the PTX
-// fragment layouts (the mma itself replaced by a fixed fp32 fma chain: any function of its own A row, B column and
-// C element serves to check that old and new kernels route the same data to the same places).
+// tests/cuda/tc_emu: host emulation of the few CUDA features matmul_tc.cu's kernels use: one block at a time, a
+// std::thread per CUDA thread, std::barrier for __syncthreads / __syncwarp, and the warp-collective ldmatrix / mma.sync
+// by the PTX fragment layouts (the mma itself replaced by a fixed fp32 fma chain: any function of its own A row, B
+// column and C element serves to check that old and new kernels route the same data to the same places).
 #pragma once
 #include <barrier>
-#include <cstdio>
-#include <cstdlib>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdint.h>
@@ -17,11 +17,19 @@
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
-struct dim3v { unsigned x = 0, y = 0, z = 0; };
+struct dim3v {
+    unsigned x = 0, y = 0, z = 0;
+};
 extern thread_local dim3v threadIdx, blockIdx;
-struct float2 { float x, y; };
-struct alignas(16) float4 { float x, y, z, w; };
-struct uint2 { uint32_t x, y; };
+struct float2 {
+    float x, y;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct uint2 {
+    uint32_t x, y;
+};
 inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 inline uint2 make_uint2(uint32_t a, uint32_t b) { return uint2{a, b}; }
 extern unsigned char *g_dyn_smem;
@@ -30,20 +38,58 @@ extern std::barrier<> *g_warp_bar[32];
 inline void __syncthreads() { g_block_bar->arrive_and_wait(); }
 inline void __syncwarp() { g_warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
 // warp exchange areas
-struct warp_x { const void *addr[32]; uint32_t a[32][4], b[32][2]; float c[32][4]; };
+struct warp_x {
+    const void *addr[32];
+    uint32_t a[32][4], b[32][2];
+    float c[32][4];
+};
 extern warp_x g_wx[32];
 static inline uint16_t f2bf(float f) { // round to nearest even (no NaN in tests)
-    uint32_t u; memcpy(&u, &f, 4); u += 0x7fffu + ((u >> 16) & 1u); return (uint16_t)(u >> 16);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
 }
-static inline float bf2f(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline float bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 inline uint32_t tc_pack(float lo, float hi) { return (uint32_t)f2bf(lo) | (uint32_t)f2bf(hi) << 16; }
-inline void tc_cp16(void *smem, const void *g) { memcpy(smem, g, 16); }
-inline void tc_cp_commit(void) {}
-inline void tc_cp_wait_all(void) {}
-inline void tc_cp_wait_one(void) {}
+// cp.async as late as the PTX allows: a thread's copies wait in their commit group until a wait_group lets at most
+// n groups stay pending, so a kernel that reads a buffer before waiting for it reads the emulator's stale poison.
+#include <deque>
+#include <vector>
+struct cp_op {
+    void *dst;
+    const void *src;
+};
+extern thread_local std::vector<cp_op> cp_open;               // not yet committed
+extern thread_local std::deque<std::vector<cp_op>> cp_groups; // committed, oldest first
+inline void tc_cp16(void *smem, const void *g) {
+    if (((uintptr_t)smem & 15) || ((uintptr_t)g & 15)) {
+        fprintf(stderr, "cp.async: address not 16-byte aligned\n");
+        abort();
+    }
+    cp_open.push_back(cp_op{smem, g});
+}
+inline void tc_cp_commit(void) { cp_groups.push_back(cp_open), cp_open.clear(); }
+inline void tc_cp_wait_n(int n) {
+    while ((int)cp_groups.size() > n) {
+        for (const cp_op &o : cp_groups.front())
+            memcpy(o.dst, o.src, 16);
+        cp_groups.pop_front();
+    }
+}
+inline void tc_cp_wait_all(void) { tc_cp_wait_n(0); }
+inline void tc_cp_wait_one(void) { tc_cp_wait_n(1); }
 inline void tc_ldmatrix_x4(uint32_t (&r)[4], const void *row) {
     int lane = threadIdx.x & 31, w = threadIdx.x / 32;
-    if (((uintptr_t)row & 15) != 0) { fprintf(stderr, "ldmatrix: row address not 16-byte aligned\n"); abort(); }
+    if (((uintptr_t)row & 15) != 0) {
+        fprintf(stderr, "ldmatrix: row address not 16-byte aligned\n");
+        abort();
+    }
     g_wx[w].addr[lane] = row;
     __syncwarp();
     for (int m = 0; m < 4; m++) {
@@ -75,9 +121,11 @@ inline void tc_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_
     for (int c = 0; c < 4; c++) {
         int i = g + (c >> 1) * 8, j = 2 * q + (c & 1);
         float acc = d[c];
-        for (int k = 0; k < 16; k++) acc = fmaf(A(i, k), B(k, j), acc);
+        for (int k = 0; k < 16; k++)
+            acc = fmaf(A(i, k), B(k, j), acc);
         out[c] = acc;
     }
     __syncwarp();
-    for (int c = 0; c < 4; c++) d[c] = out[c];
+    for (int c = 0; c < 4; c++)
+        d[c] = out[c];
 }
