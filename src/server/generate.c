@@ -722,15 +722,21 @@ static int pend_event(stream *st, json_t *o) {
     return rc;
 }
 
-static json_t *chunk_head(stream *st) {
+/* The fields a response object begins with, in OpenAI's order: id ("PREFIX-N"), object, created, model. */
+static json_t *response_head(const char *prefix, int64_t id, const char *object, int64_t created, const char *model) {
     json_t *o = json_object();
-    char id[48];
-    snprintf(id, sizeof id, "%s-%lld", st->chat ? "chatcmpl" : "cmpl", (long long)st->id);
-    json_object_set_new(o, "id", json_string(id));
-    json_object_set_new(o, "object", json_string(st->chat ? "chat.completion.chunk" : "text_completion"));
-    json_object_set_new(o, "created", json_integer(st->created));
-    json_object_set_new(o, "model", json_string(st->model));
+    char s[48];
+    snprintf(s, sizeof s, "%s-%lld", prefix, (long long)id);
+    json_object_set_new(o, "id", json_string(s));
+    json_object_set_new(o, "object", json_string(object));
+    json_object_set_new(o, "created", json_integer((json_int_t)created));
+    json_object_set_new(o, "model", json_string(model));
     return o;
+}
+
+static json_t *chunk_head(stream *st) {
+    return response_head(st->chat ? "chatcmpl" : "cmpl", st->id, st->chat ? "chat.completion.chunk" : "text_completion",
+                         st->created, st->model);
 }
 
 /* Ends a chunk of one choice: usage null when the last chunk will carry it (as OpenAI's), the extras on a choice's
@@ -959,13 +965,8 @@ void td_ep_chat(td_server *s, td_req *r, td_reply *out) {
     }
     job_wait(s, j, out->client_fd);
     if (!job_failed(j, out)) {
-        json_t *o = json_object(), *ch = json_array();
-        char id[48];
-        snprintf(id, sizeof id, "chatcmpl-%lld", (long long)next_id(s));
-        json_object_set_new(o, "id", json_string(id));
-        json_object_set_new(o, "object", json_string("chat.completion"));
-        json_object_set_new(o, "created", json_integer((json_int_t)time(NULL)));
-        json_object_set_new(o, "model", json_string(s->model_name));
+        json_t *o = response_head("chatcmpl", next_id(s), "chat.completion", (int64_t)time(NULL), s->model_name);
+        json_t *ch = json_array();
         int ok = 1;
         for (int32_t k = 0; k < j->n_choices && ok; k++) {
             const choice *cc = &j->ch[k];
@@ -1090,13 +1091,8 @@ void td_ep_completion(td_server *s, td_req *r, td_reply *out) {
     }
     job_wait(s, j, out->client_fd);
     if (!job_failed(j, out)) {
-        json_t *o = json_object(), *ch = json_array();
-        char id[48];
-        snprintf(id, sizeof id, "cmpl-%lld", (long long)next_id(s));
-        json_object_set_new(o, "id", json_string(id));
-        json_object_set_new(o, "object", json_string("text_completion"));
-        json_object_set_new(o, "created", json_integer((json_int_t)time(NULL)));
-        json_object_set_new(o, "model", json_string(s->model_name));
+        json_t *o = response_head("cmpl", next_id(s), "text_completion", (int64_t)time(NULL), s->model_name);
+        json_t *ch = json_array();
         for (int32_t k = 0; k < j->n_choices; k++) {
             const choice *cc = &j->ch[k];
             json_t *c = json_object();
