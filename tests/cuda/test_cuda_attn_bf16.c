@@ -13,6 +13,10 @@
  *             the combine kernel, split by chunks), with its sequence moved to another slot and other cache rows.
  *   poison:   every cache row outside every row's range set to NaN (keys and values), including the gap between
  *             two windowed rows of one tile: the outputs are the unpoisoned ones, bit for bit.
+ *   64 rows:  attention_bf16_64_kernel (the default at hd 64 and 128) = attention_bf16_kernel (TD_CUDA_ATTN_ROWS=16;
+ *             ctest test_cuda_attn_bf16_rows16 runs everything on it) bit for bit: G 1, 2, 8, tiles of 1 .. 64 rows, a
+ *             causal run (rows of different n in one tile), reversed groups, the test modes; the plan's tile sizes
+ *             (host only, also without a GPU) and a plan whose tiles a kernel cannot hold refused with the sizes.
  *   switch:   head dims other than 64, 128, 256 give td_cu_attention's bits, and so do all with TD_CUDA_TC_ATTN=0 in
  *             the environment (ctest test_cuda_attn_bf16_off); where the tensor-core kernel runs its bits differ from
  *             the fp32 kernel's (it ran). A scratch too small is refused with the sizes.

@@ -445,6 +445,89 @@ template <int F16> __device__ __forceinline__ uint4 ab_cvt(const ab_raw<F16> &r)
     return make_uint4(ab_pack(f[0], f[1]), ab_pack(f[2], f[3]), ab_pack(f[4], f[5]), ab_pack(f[6], f[7]));
 }
 
+/* The tile's rows (tokens tile[2 blockIdx.x] .. x the GH query heads of blockIdx.z's group, at most R rows): thread
+ * tid < R writes row tid's batch token, head, n and lo (a padding row: n = lo = 0, it sees no position); returns
+ * the number of real rows. */
+__device__ __forceinline__ int ab_tile_rows(const at_args &a, int R, int *rt, int *rh, int *rn, int *rlo, int tid) {
+    const int64_t tile = blockIdx.x, hgroups = a.G / a.GH;
+    const int64_t kvh = blockIdx.z / hgroups, h0 = kvh * a.G + (blockIdx.z % hgroups) * a.GH;
+    const int k0 = a.tile[2 * tile];
+    int cnt = a.tile[2 * tile + 1];
+    if (cnt > R / (int)a.GH) cnt = R / (int)a.GH;
+    const int nrows = cnt * (int)a.GH;
+    if (tid < R) {
+        if (tid < nrows) {
+            const int t = a.tok[k0 + tid / (int)a.GH];
+            const int n = a.pos[t] + 1;
+            rt[tid] = t;
+            rh[tid] = (int)(h0 + tid % a.GH);
+            rn[tid] = n;
+            rlo[tid] = a.window > 0 && n > a.window ? n - (int)a.window : 0;
+        } else { /* a padding row: sees no position */
+            rt[tid] = 0, rh[tid] = 0, rn[tid] = 0, rlo[tid] = 0;
+        }
+    }
+    return nrows;
+}
+
+/* The span's cells into cls: -1 where no row of the tile sees the position (rows 0, step, 2 step .. < nrows stand
+ * for all: a token's rows share n and lo), and the seen positions' key and value rows prefetched into L2. */
+template <int F16, int HD>
+__device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const int32_t *cell, int j, int span,
+                                              const int *rlo, const int *rn, int nrows, int step, int64_t kvo,
+                                              int tid) {
+    const size_t es = F16 ? 2 : 4;
+    for (int i = tid; i < span; i += AB_NT) {
+        const int pp = j * span + i;
+        bool seen = false;
+        for (int r = 0; r < nrows; r += step) seen = seen || (pp >= rlo[r] && pp < rn[r]);
+        const int c = seen ? cell[pp] : -1;
+        cls[i] = c;
+        if (c < 0) continue;
+        const size_t at = ((size_t)c * (size_t)a.kv_dim + (size_t)kvo) * es;
+        for (size_t b = 0; b < (size_t)HD * es; b += 128) {
+            prefetch_l2((const char *)a.kc + at + b);
+            prefetch_l2((const char *)a.vc + at + b);
+        }
+    }
+}
+
+/* One chunk's keys and values, rounded to bf16, into Ks / Vs [64][HD + AB_PAD] (+0 at a slot whose cell cl[] is -1):
+ * units of 8 elements of one position's key and value, unit tid + 128 i; a batch's loads are all issued before its
+ * first conversion (batches one after another: all at once would spill). */
+template <int F16, int HD>
+__device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
+                                         int tid) {
+    constexpr int P = HD + AB_PAD;
+    constexpr int AB_UNITS = AT_C * (HD / 8) / AB_NT; /* staging units (8 elements of K and of V) a thread: HD / 16 */
+    constexpr int AB_BATCH = F16 ? 4 : 2;             /* units whose loads are in flight together */
+    static_assert(AB_UNITS % AB_BATCH == 0, "whole batches");
+#pragma unroll 1
+    for (int u0 = 0; u0 < AB_UNITS; u0 += AB_BATCH) {
+        ab_raw<F16> kr[AB_BATCH], vr[AB_BATCH];
+        int cc[AB_BATCH];
+#pragma unroll
+        for (int b = 0; b < AB_BATCH; b++) {
+            const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
+            cc[b] = cl[pr];
+#pragma unroll
+            for (int w = 0; w < (F16 ? 1 : 2); w++) kr[b].w[w] = vr[b].w[w] = make_uint4(0u, 0u, 0u, 0u);
+            if (cc[b] >= 0) {
+                const int64_t at = (int64_t)cc[b] * a.kv_dim + kvo + e8;
+                ab_fetch<F16>(kr[b], a.kc, at, a.vec);
+                ab_fetch<F16>(vr[b], a.vc, at, a.vec);
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < AB_BATCH; b++) {
+            const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
+            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+            *(uint4 *)&Ks[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(kr[b]) : z;
+            *(uint4 *)&Vs[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(vr[b]) : z;
+        }
+    }
+}
+
 /* Shared memory bytes of attention_bf16_kernel<.., HD>. */
 static size_t ab_smem(int64_t hd) {
     const size_t P = (size_t)hd + AB_PAD;
@@ -454,9 +537,6 @@ static size_t ab_smem(int64_t hd) {
 template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_kernel(const at_args a) {
     constexpr int P = HD + AB_PAD; /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 32;    /* n8 fragments of the output a warp owns: HD / 4 columns */
-    constexpr int AB_UNITS = AT_C * (HD / 8) / AB_NT; /* staging units (8 elements of K and of V) a thread: HD / 16 */
-    constexpr int AB_BATCH = F16 ? 4 : 2;             /* units whose loads are in flight together */
-    static_assert(AB_UNITS % AB_BATCH == 0, "whole batches");
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
     extern __shared__ __align__(16) unsigned char ab_sm[];
     uint16_t *Qs = (uint16_t *)ab_sm;  /* [16][P] the rows' queries (padding rows 0) */
@@ -473,26 +553,9 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
     const int li = lane >> 3, lr = lane & 7; /* ldmatrix: this lane's matrix and row */
-    const int64_t tile = blockIdx.x, hgroups = a.G / a.GH;
-    const int64_t kvh = blockIdx.z / hgroups, h0 = kvh * a.G + (blockIdx.z % hgroups) * a.GH;
-    const int64_t kvo = kvh * HD;
-    const int k0 = a.tile[2 * tile];
-    int cnt = a.tile[2 * tile + 1];
-    if (cnt > AT_RMAX / (int)a.GH) cnt = AT_RMAX / (int)a.GH;
-    const int nrows = cnt * (int)a.GH;
-    if (tid < AT_RMAX) {
-        if (tid < nrows) {
-            const int t = a.tok[k0 + tid / (int)a.GH];
-            const int n = a.pos[t] + 1;
-            rt[tid] = t;
-            rh[tid] = (int)(h0 + tid % a.GH);
-            rn[tid] = n;
-            rlo[tid] = a.window > 0 && n > a.window ? n - (int)a.window : 0;
-        } else { /* a padding row: sees no position */
-            rt[tid] = 0, rh[tid] = 0, rn[tid] = 0, rlo[tid] = 0;
-        }
-        rst[tid] = 0, sst[tid] = 0;
-    }
+    const int64_t kvo = (int64_t)(blockIdx.z / (a.G / a.GH)) * HD; /* the KV head's offset in a cache row */
+    const int nrows = ab_tile_rows(a, AT_RMAX, rt, rh, rn, rlo, tid);
+    if (tid < AT_RMAX) rst[tid] = 0, sst[tid] = 0;
     __syncthreads();
     if (nrows <= 0) return;
     int maxn = 0, minlo = 0x7fffffff;
@@ -515,52 +578,14 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 #pragma unroll
         for (int c = 0; c < 4; c++) A[f][c] = 0.0f, RA[f][c] = 0.0f;
 
-    const size_t es = F16 ? 2 : 4;
     for (int j = j0; j < j1; j++) {
         if (tid < AT_RMAX) sst[tid] = 0;
-        for (int i = tid; i < span; i += AB_NT) {
-            const int pp = j * span + i;
-            bool seen = false;
-            for (int r = 0; r < nrows; r++) seen = seen || (pp >= rlo[r] && pp < rn[r]);
-            const int c = seen ? cell[pp] : -1;
-            cls[i] = c;
-            if (c < 0) continue;
-            const size_t at = ((size_t)c * (size_t)a.kv_dim + (size_t)kvo) * es;
-            for (size_t b = 0; b < (size_t)HD * es; b += 128) {
-                prefetch_l2((const char *)a.kc + at + b);
-                prefetch_l2((const char *)a.vc + at + b);
-            }
-        }
+        ab_span_cells<F16, HD>(cls, a, cell, j, span, rlo, rn, nrows, 1, kvo, tid);
         __syncthreads();
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
             const int *cl = cls + (c0 - j * span);
-            /* staging: units of 8 elements of one position's key and value, unit tid + 128 i; a batch's loads are
-             * all issued before its first conversion (batches one after another: all at once would spill) */
-#pragma unroll 1
-            for (int u0 = 0; u0 < AB_UNITS; u0 += AB_BATCH) {
-                ab_raw<F16> kr[AB_BATCH], vr[AB_BATCH];
-                int cc[AB_BATCH];
-#pragma unroll
-                for (int b = 0; b < AB_BATCH; b++) {
-                    const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
-                    cc[b] = cl[pr];
-#pragma unroll
-                    for (int w = 0; w < (F16 ? 1 : 2); w++) kr[b].w[w] = vr[b].w[w] = make_uint4(0u, 0u, 0u, 0u);
-                    if (cc[b] >= 0) {
-                        const int64_t at = (int64_t)cc[b] * a.kv_dim + kvo + e8;
-                        ab_fetch<F16>(kr[b], a.kc, at, a.vec);
-                        ab_fetch<F16>(vr[b], a.vc, at, a.vec);
-                    }
-                }
-#pragma unroll
-                for (int b = 0; b < AB_BATCH; b++) {
-                    const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
-                    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-                    *(uint4 *)&Ks[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(kr[b]) : z;
-                    *(uint4 *)&Vs[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(vr[b]) : z;
-                }
-            }
+            ab_stage<F16, HD>(Ks, Vs, cl, a, kvo, tid);
             __syncthreads();
             /* scores: warp w, positions 16w .. 16w + 16 (two n8 fragments) */
             {
@@ -736,9 +761,6 @@ static size_t ab64_smem(int64_t hd, int mode) {
 template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args a) {
     constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
-    constexpr int AB_UNITS = AT_C * (HD / 8) / AB_NT;
-    constexpr int AB_BATCH = F16 ? 4 : 2;
-    static_assert(AB_UNITS % AB_BATCH == 0, "whole batches");
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
     extern __shared__ __align__(16) unsigned char ab_sm[];
     uint16_t *Qs = (uint16_t *)ab_sm; /* [64][P] the rows' queries (padding rows 0) */
@@ -751,25 +773,8 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
     const int li = lane >> 3, lr = lane & 7;
-    const int64_t tile = blockIdx.x, hgroups = a.G / a.GH;
-    const int64_t kvh = blockIdx.z / hgroups, h0 = kvh * a.G + (blockIdx.z % hgroups) * a.GH;
-    const int64_t kvo = kvh * HD;
-    const int k0 = a.tile[2 * tile];
-    int cnt = a.tile[2 * tile + 1];
-    if (cnt > AB64_R / (int)a.GH) cnt = AB64_R / (int)a.GH;
-    const int nrows = cnt * (int)a.GH;
-    if (tid < AB64_R) {
-        if (tid < nrows) {
-            const int t = a.tok[k0 + tid / (int)a.GH];
-            const int n = a.pos[t] + 1;
-            rt[tid] = t;
-            rh[tid] = (int)(h0 + tid % a.GH);
-            rn[tid] = n;
-            rlo[tid] = a.window > 0 && n > a.window ? n - (int)a.window : 0;
-        } else { /* a padding row: sees no position */
-            rt[tid] = 0, rh[tid] = 0, rn[tid] = 0, rlo[tid] = 0;
-        }
-    }
+    const int64_t kvo = (int64_t)(blockIdx.z / (a.G / a.GH)) * HD; /* the KV head's offset in a cache row */
+    const int nrows = ab_tile_rows(a, AB64_R, rt, rh, rn, rlo, tid);
     __syncthreads();
     if (nrows <= 0) return;
     int maxn = 0, minlo = 0x7fffffff;
@@ -803,50 +808,14 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
     int sst[2] = {0, 0}, rst[2] = {0, 0};
     float *RA = RAs + warp * (NF * 4 * 32) + lane; /* mode 1: element (f, c) at RA[(4 f + c) * 32] */
 
-    const size_t es = F16 ? 2 : 4;
     for (int j = j0; j < j1; j++) {
         sst[0] = sst[1] = 0;
-        for (int i = tid; i < span; i += AB_NT) {
-            const int pp = j * span + i;
-            bool seen = false;
-            for (int r = 0; r < nrows; r += gh) seen = seen || (pp >= rlo[r] && pp < rn[r]);
-            const int c = seen ? cell[pp] : -1;
-            cls[i] = c;
-            if (c < 0) continue;
-            const size_t at = ((size_t)c * (size_t)a.kv_dim + (size_t)kvo) * es;
-            for (size_t b = 0; b < (size_t)HD * es; b += 128) {
-                prefetch_l2((const char *)a.kc + at + b);
-                prefetch_l2((const char *)a.vc + at + b);
-            }
-        }
+        ab_span_cells<F16, HD>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
         __syncthreads();
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
             const int *cl = cls + (c0 - j * span);
-#pragma unroll 1
-            for (int u0 = 0; u0 < AB_UNITS; u0 += AB_BATCH) {
-                ab_raw<F16> kr[AB_BATCH], vr[AB_BATCH];
-                int cc[AB_BATCH];
-#pragma unroll
-                for (int b = 0; b < AB_BATCH; b++) {
-                    const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
-                    cc[b] = cl[pr];
-#pragma unroll
-                    for (int w = 0; w < (F16 ? 1 : 2); w++) kr[b].w[w] = vr[b].w[w] = make_uint4(0u, 0u, 0u, 0u);
-                    if (cc[b] >= 0) {
-                        const int64_t at = (int64_t)cc[b] * a.kv_dim + kvo + e8;
-                        ab_fetch<F16>(kr[b], a.kc, at, a.vec);
-                        ab_fetch<F16>(vr[b], a.vc, at, a.vec);
-                    }
-                }
-#pragma unroll
-                for (int b = 0; b < AB_BATCH; b++) {
-                    const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
-                    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-                    *(uint4 *)&Ks[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(kr[b]) : z;
-                    *(uint4 *)&Vs[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(vr[b]) : z;
-                }
-            }
+            ab_stage<F16, HD>(Ks, Vs, cl, a, kvo, tid);
             __syncthreads();
             if (wlo < c0 + AT_C && whi > c0) { /* some row of the warp sees a position of the chunk (warp-uniform) */
                 /* scores: S[16 rows][64 slots], fragment f = slots 8f .. 8f + 8 */
@@ -1118,16 +1087,17 @@ static bool ab_enabled(void) {
 
 extern "C" int td_cu_attention_tc(int64_t hd) { return ab_enabled() && (hd == 64 || hd == 128 || hd == 256); }
 
-template <int F16, int HD> static int ab_launch(const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
+/* kern (attention_bf16_kernel<F16, HD> for ROWS 16, attention_bf16_64_kernel<F16, HD> for 64) on the grid. */
+template <int F16, int HD, int ROWS>
+static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
     static size_t allowed = 48 * 1024; /* raised once per instantiation as needed */
     if (smem > allowed) {
-        cudaError_t e = cudaFuncSetAttribute(attention_bf16_kernel<F16, HD>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return td_cu_fail("attention (tensor cores): shared memory", e);
         allowed = smem;
     }
-    attention_bf16_kernel<F16, HD><<<grid, AB_NT, smem, s>>>(a);
-    return td_cu_launched("attention (tensor cores)");
+    kern<<<grid, AB_NT, smem, s>>>(a);
+    return td_cu_launched(ROWS == 64 ? "attention (tensor cores, 64 rows)" : "attention (tensor cores)");
 }
 
 /* The bf16 kernel's rows per tile for hd: 64 (attention_bf16_64_kernel) unless TD_CUDA_ATTN_ROWS=16 or the test
@@ -1156,18 +1126,6 @@ extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t 
     return rows / at_heads(Hq / Hkv, rows);
 }
 
-template <int F16, int HD> static int ab64_launch(const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
-    static size_t allowed = 48 * 1024; /* raised once per instantiation as needed */
-    if (smem > allowed) {
-        cudaError_t e = cudaFuncSetAttribute(attention_bf16_64_kernel<F16, HD>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return td_cu_fail("attention (tensor cores, 64 rows): shared memory", e);
-        allowed = smem;
-    }
-    attention_bf16_64_kernel<F16, HD><<<grid, AB_NT, smem, s>>>(a);
-    return td_cu_launched("attention (tensor cores, 64 rows)");
-}
-
 extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
                                     const void *kc, const void *vc, int f16, int64_t kv_dim, const int32_t *cells,
                                     int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq,
@@ -1190,18 +1148,20 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
     int rc;
     if (rows == 64) {
         const size_t smem = ab64_smem(hd, a.mode);
-        if (hd == 64) rc = f16 ? ab64_launch<1, 64>(a, grid, smem, s) : ab64_launch<0, 64>(a, grid, smem, s);
-        else if (hd == 128) rc = f16 ? ab64_launch<1, 128>(a, grid, smem, s) : ab64_launch<0, 128>(a, grid, smem, s);
+#define AB64_GO(F, H) ab_launch<F, H, 64>(attention_bf16_64_kernel<F, H>, a, grid, smem, s)
+        if (hd == 64) rc = f16 ? AB64_GO(1, 64) : AB64_GO(0, 64);
+        else if (hd == 128) rc = f16 ? AB64_GO(1, 128) : AB64_GO(0, 128);
 #if AB64_HD256
-        else rc = f16 ? ab64_launch<1, 256>(a, grid, smem, s) : ab64_launch<0, 256>(a, grid, smem, s);
+        else rc = f16 ? AB64_GO(1, 256) : AB64_GO(0, 256);
 #else
         else rc = td_cu_failf("attention (tensor cores, 64 rows): head dim %lld", (long long)hd);
 #endif
     } else {
         const size_t smem = ab_smem(hd);
-        if (hd == 64) rc = f16 ? ab_launch<1, 64>(a, grid, smem, s) : ab_launch<0, 64>(a, grid, smem, s);
-        else if (hd == 128) rc = f16 ? ab_launch<1, 128>(a, grid, smem, s) : ab_launch<0, 128>(a, grid, smem, s);
-        else rc = f16 ? ab_launch<1, 256>(a, grid, smem, s) : ab_launch<0, 256>(a, grid, smem, s);
+#define AB16_GO(F, H) ab_launch<F, H, 16>(attention_bf16_kernel<F, H>, a, grid, smem, s)
+        if (hd == 64) rc = f16 ? AB16_GO(1, 64) : AB16_GO(0, 64);
+        else if (hd == 128) rc = f16 ? AB16_GO(1, 128) : AB16_GO(0, 128);
+        else rc = f16 ? AB16_GO(1, 256) : AB16_GO(0, 256);
     }
     if (rc != 0 || !split) return rc;
     attention_combine_kernel<<<(unsigned)(T * Hq), 128, 0, s>>>(a);
