@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "typedecide_eval.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"
@@ -60,12 +60,6 @@ td_eval_params td_eval_default_params(void) {
 static const char *mode_name(td_eval_mode m) { return m == TD_EVAL_GENERATE ? "generate" : "readout"; }
 static const char *debias_name(td_debias d) {
     return d == TD_DEBIAS_CYCLIC ? "cyclic" : d == TD_DEBIAS_PRIOR ? "prior" : "none";
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
@@ -425,7 +419,7 @@ td_status td_evaluate(td_decider *d, const td_rows *rows, const td_eval_params *
     }
     /* evidence groups: rows with byte-identical evidence share one head (instruction + shots + evidence) */
     if (st == TD_OK) st = td_evidence_groups(texts, lens, n, group, idx, &n_groups);
-    double t0 = now_s();
+    double t0 = td_now_s();
     td_decide_stats s0 = td_decider_stats(d);
     for (int32_t at = 0, g = 0; st == TD_OK && at < n; g++) { /* idx[] lists the rows group by group */
         int32_t k = 0;
@@ -434,7 +428,7 @@ td_status td_evaluate(td_decider *d, const td_rows *rows, const td_eval_params *
         at += k;
         if (st == TD_OK && p.progress) p.progress(p.progress_user, g + 1, n_groups);
     }
-    ev->seconds = now_s() - t0;
+    ev->seconds = td_now_s() - t0;
     td_decide_stats s1 = td_decider_stats(d);
     if (st == TD_OK && p.debias == TD_DEBIAS_PRIOR && !(prior_report = apply_prior(ev)))
         st = td_fail_nomem("the prior");

@@ -8,11 +8,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "generate/gen_internal.h"
 #include "typedecide.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/grow.h"
 
@@ -89,12 +89,6 @@ struct td_gen {
     int64_t lost; /* events (or parts of them) and cache entries that could not be allocated */
     td_gen_stats st;
 };
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static void ev_release(ev_store *e) {
     td_free(e->text);
@@ -496,7 +490,7 @@ static td_status submit_one(td_gen *g, const td_gen_request *rq, uint64_t seed, 
     r->state = R_QUEUED;
     r->seq = -1;
     r->pending = -1;
-    r->t_submit = now_ms();
+    r->t_submit = td_now_ms();
     g->reqs[g->n_reqs++] = r;
     g->st.submitted++;
     *id = r->id;
@@ -529,7 +523,7 @@ static void finish(td_gen *g, int32_t i, td_gen_finish how, int32_t stop_id, con
             if (!e->error) g->lost++;
             e->ev.error = e->error ? e->error : "out of memory";
         }
-        double t = now_ms();
+        double t = td_now_ms();
         e->ev.ms_queue = (r->t_admit ? r->t_admit : t) - r->t_submit;
         e->ev.ms_prefill = r->t_prompt && r->t_admit ? r->t_prompt - r->t_admit : 0;
         e->ev.ms_first_token = r->t_first ? r->t_first - r->t_submit : 0;
@@ -663,7 +657,7 @@ static int admit(td_gen *g, req *r, int any_running) {
     r->n_reused = reuse;
     r->reserved = (int32_t)need;
     r->state = R_PREFILL;
-    r->t_admit = now_ms();
+    r->t_admit = td_now_ms();
     for (int32_t i = 0; i < g->n_reqs; i++) { /* its further choices: a slot and their rows each, now */
         req *f = g->reqs[i];
         if (f->follows != r->id || f->state != R_QUEUED) continue;
@@ -695,7 +689,7 @@ static int take_token(td_gen *g, int32_t i, const float *logits) {
     req *r = g->reqs[i];
     int32_t tok = td_sampler_sample(r->sampler, logits);
     td_sampler_accept(r->sampler, tok);
-    double t = now_ms();
+    double t = td_now_ms();
     if (!r->t_first) r->t_first = t;
     r->t_last = t;
     r->gen[r->n_gen++] = tok;
@@ -752,7 +746,7 @@ static int take_token(td_gen *g, int32_t i, const float *logits) {
 }
 
 static void prompt_done(td_gen *g, req *r) {
-    r->t_prompt = now_ms();
+    r->t_prompt = td_now_ms();
     ev_store *e = ev_push(g);
     if (!e) return;
     e->ev.kind = TD_GEN_EVENT_PROMPT;

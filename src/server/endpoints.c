@@ -2,18 +2,12 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "server/server_internal.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/strbuf.h"
 #include "util/utf8.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
 
 char *td_server_utf8_clean(const char *s, size_t len, size_t *out_len) {
     char *o = td_malloc(3 * len + 1), *w = o;
@@ -166,7 +160,7 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
         groups[g].n = at - start;
     }
     if (st != TD_OK) snprintf(msg, sizeof msg, "%s", td_last_error());
-    double t0 = now_ms();
+    double t0 = td_now_ms();
     td_decide_job job;
     memset(&job, 0, sizeof job);
     job.groups = groups, job.n_groups = n_groups, job.n_criteria = n;
@@ -175,7 +169,7 @@ void td_ep_decide(td_server *s, const td_req *r, td_reply *out) {
         td_reply_fail(out, 400, "invalid_request_error", NULL, NULL, "the client closed the connection");
         goto done;
     }
-    double ms = now_ms() - t0;
+    double ms = td_now_ms() - t0;
     long long prefill = 0;
     int cached = 0;
     for (int32_t g = 0; g < n_groups && st == TD_OK; g++) { /* the first group that failed answers, as td_decide's */

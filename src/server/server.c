@@ -33,15 +33,10 @@
 
 #include "server/server_internal.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/strbuf.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void note(const td_server *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void note(const td_server *s, int level, const char *fmt, ...) {
@@ -186,7 +181,7 @@ static void *sweeper_main(void *arg) {
     prctl(PR_SET_NAME, "td-deadlines", 0, 0, 0);
     pthread_mutex_lock(&s->conn_mu);
     while (!s->sweeper_stop) {
-        double t = now_s();
+        double t = td_now_s();
         for (td_conn_slot *sl = s->slots; sl; sl = sl->next) {
             if (sl->cut == 1 && t - sl->cut_at >= 1.0) {
                 shutdown(sl->fd, SHUT_RDWR);
@@ -212,7 +207,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (!ci || ci->connect_fd < 0 || !(sl = td_calloc(1, sizeof *sl))) return; /* no deadline: MHD's idle one */
         sl->fd = ci->connect_fd;
-        sl->since = now_s();
+        sl->since = td_now_s();
         pthread_mutex_lock(&s->conn_mu);
         sl->next = s->slots;
         if (s->slots) s->slots->prev = sl;
@@ -244,7 +239,7 @@ static int slot_phase(td_server *s, struct MHD_Connection *c, int phase) {
     int ok = !sl->cut;
     if (ok) {
         sl->phase = phase;
-        sl->since = now_s();
+        sl->since = td_now_s();
         if (phase == PH_HEADERS) {
             sl->rx_mark = rx_bytes(sl->fd);
             sl->origin[0] = 0;
@@ -271,7 +266,7 @@ static int slot_in_time(td_server *s, struct MHD_Connection *c) {
     td_conn_slot *sl = slot_of(c);
     if (!sl) return 1;
     pthread_mutex_lock(&s->conn_mu);
-    double t = now_s();
+    double t = td_now_s();
     if (!sl->cut && sl->phase != PH_WORK && t - sl->since > (double)s->p.timeout_s) slot_cut(s, sl, t);
     int ok = !sl->cut;
     pthread_mutex_unlock(&s->conn_mu);
@@ -358,9 +353,9 @@ static void *work_main(void *arg) {
     td_reply r;
     memset(&r, 0, sizeof r);
     r.client_fd = w->fd;
-    double t = now_s();
+    double t = td_now_s();
     dispatch(s, w->r, w->body ? w->body : "", w->len, &r);
-    note(s, 0, "%s -> %d%s (%.1f ms)", w->what, r.status, r.stream.read ? " stream" : "", 1e3 * (now_s() - t));
+    note(s, 0, "%s -> %d%s (%.1f ms)", w->what, r.status, r.stream.read ? " stream" : "", 1e3 * (td_now_s() - t));
     td_stream st = r.stream;
     pthread_mutex_lock(&s->conn_mu);
     w->reply = r;
@@ -787,7 +782,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     td_reply r;
     memset(&r, 0, sizeof r);
-    double t = now_s();
+    double t = td_now_s();
     switch (cs->r) {
     case R_PAGE:
         r.status = 200;
@@ -801,7 +796,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_MODEL: td_ep_model(s, url + 11, &r); break;
     default: return start_work(s, c, cs); /* the model's endpoints: off the pool threads */
     }
-    note(s, 0, "%s %s -> %d (%.1f ms)", method, url, r.status, 1e3 * (now_s() - t));
+    note(s, 0, "%s %s -> %d (%.1f ms)", method, url, r.status, 1e3 * (td_now_s() - t));
     return send_reply(c, &r, cs->origin);
 }
 
