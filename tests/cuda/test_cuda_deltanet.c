@@ -18,76 +18,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda/cuda_test.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
 #include "test_util.h"
 
 static uint64_t seed = 0xde17a5eedull;
 
-/* ---- plumbing (as test_cuda_kernels.c) ---- */
+/* ---- plumbing (cuda_test.h) ---- */
 
-#define CU(call) cu_ok((call) == 0, #call, __LINE__)
-static int cu_ok(int ok, const char *what, int line) {
-    if (!ok) {
-        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, line, what, td_cu_error());
-        td_test_failures++;
-    }
-    return ok;
-}
-
-/* A device copy of h (bytes), or zeros when h is NULL. */
-static void *up(const void *h, size_t bytes) {
-    void *d = td_cu_malloc(bytes);
-    if (!d) {
-        fprintf(stderr, "td_cu_malloc(%zu): %s\n", bytes, td_cu_error());
-        exit(1);
-    }
-    if (h) CU(td_cu_h2d(d, h, bytes, NULL));
-    else CU(td_cu_zero(d, bytes, NULL));
-    return d;
-}
-
-static void down(void *h, const void *d, size_t bytes) { CU(td_cu_d2h(h, d, bytes, NULL)); }
-
-static float uni(float lo, float hi) { return td_test_uniform(&seed, lo, hi); }
-static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
-
-static float *rnd(int64_t n, float lo, float hi) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    for (int64_t i = 0; i < n; i++) p[i] = uni(lo, hi);
-    return p;
-}
-
-static void shuffle(int32_t *a, int64_t n) {
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = irand(i + 1);
-        int32_t t = a[i];
-        a[i] = a[j], a[j] = t;
-    }
-}
-
-/* a and b (n floats) must be equal bit for bit. */
-static void bits(const char *name, const float *a, const float *b, int64_t n) {
-    int64_t differ = 0;
-    double md = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (memcmp(&a[i], &b[i], sizeof *a)) {
-            if (differ++ < 3) fprintf(stderr, "  %s: [%lld] %.9g vs %.9g\n", name, (long long)i, a[i], b[i]);
-            double d = fabs((double)a[i] - b[i]);
-            if (!(d <= md)) md = d;
-        }
-    }
-    printf("  %-66s %s", name, differ ? "NOT bit-exact" : "bit-exact");
-    if (differ) printf(" (%lld of %lld differ, max |diff| %.3g)", (long long)differ, (long long)n, md);
-    printf("\n");
-    CHECKF(differ == 0, "%s", name);
-}
-
-static void within_rel(const char *name, const float *a, const float *b, int64_t n, double tol) {
-    double e = td_test_rel_diff(a, b, n);
-    printf("  %-66s max rel diff %.3g (allowed %.3g)\n", name, e, tol);
-    CHECKF(e <= tol, "%s: %g", name, e);
-}
+static float *rnd(int64_t n, float lo, float hi) { return cu_rnd(&seed, n, lo, hi); }
+static void shuffle(int32_t *a, int64_t n) { cu_shuffle(&seed, a, n); }
 
 /* ---- the batch: groups of 1, 7, 64 and 300 tokens (sequences 4, 0, 5, 2 of 6), rows shuffled ---- */
 
@@ -103,9 +44,9 @@ typedef struct groups {
 
 static groups groups_new(const int32_t *gseq, const int32_t *off, const int32_t *tok, int64_t n_groups) {
     groups r;
-    r.seq_d = up(gseq, (size_t)n_groups * 4);
-    r.off_d = up(off, (size_t)(n_groups + 1) * 4);
-    r.tok_d = up(tok, (size_t)(off[n_groups] > 0 ? off[n_groups] : 1) * 4);
+    r.seq_d = cu_up(gseq, (size_t)n_groups * 4);
+    r.off_d = cu_up(off, (size_t)(n_groups + 1) * 4);
+    r.tok_d = cu_up(tok, (size_t)(off[n_groups] > 0 ? off[n_groups] : 1) * 4);
     r.g = (td_cu_groups){r.seq_d, r.off_d, r.tok_d, n_groups};
     return r;
 }
@@ -126,10 +67,10 @@ static dncase dn_new(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int64_t row
     c.b = rnd(rows * Hv, -3.0f, 3.0f), c.a = rnd(rows * Hv, -4.0f, 4.0f);
     c.a_log = rnd(Hv, -2.0f, 1.0f), c.dt_bias = rnd(Hv, -1.0f, 1.0f), c.norm_w = rnd(dv, 0.5f, 1.5f);
     c.state = rnd(nseq * c.ss, -0.2f, 0.2f);
-    c.u_d = up(c.u, (size_t)(rows * c.ldu) * 4), c.z_d = up(c.z, (size_t)(rows * Hv * dv) * 4);
-    c.b_d = up(c.b, (size_t)(rows * Hv) * 4), c.a_d = up(c.a, (size_t)(rows * Hv) * 4);
-    c.a_log_d = up(c.a_log, (size_t)Hv * 4), c.dt_bias_d = up(c.dt_bias, (size_t)Hv * 4);
-    c.norm_w_d = up(c.norm_w, (size_t)dv * 4);
+    c.u_d = cu_up(c.u, (size_t)(rows * c.ldu) * 4), c.z_d = cu_up(c.z, (size_t)(rows * Hv * dv) * 4);
+    c.b_d = cu_up(c.b, (size_t)(rows * Hv) * 4), c.a_d = cu_up(c.a, (size_t)(rows * Hv) * 4);
+    c.a_log_d = cu_up(c.a_log, (size_t)Hv * 4), c.dt_bias_d = cu_up(c.dt_bias, (size_t)Hv * 4);
+    c.norm_w_d = cu_up(c.norm_w, (size_t)dv * 4);
     return c;
 }
 
@@ -152,10 +93,10 @@ static void dn_launch(const dncase *c, const groups *g, float *cd, float *sd, in
  * every sequence come back on the host. */
 static void dn_run(const dncase *c, const groups *g, float *core, float *state, int mode) {
     size_t sb = (size_t)(c->n_seq * c->ss) * 4, cb = (size_t)(c->T * c->Hv * c->dv) * 4;
-    float *sd = up(c->state, sb), *cd = up(NULL, cb);
+    float *sd = cu_up(c->state, sb), *cd = cu_up(NULL, cb);
     dn_launch(c, g, cd, sd, mode);
-    down(core, cd, cb);
-    down(state, sd, sb);
+    cu_down(core, cd, cb);
+    cu_down(state, sd, sb);
     td_cu_free(sd), td_cu_free(cd);
 }
 
@@ -201,10 +142,10 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
     float *core_old = malloc((size_t)cn * 4), *state_old = malloc((size_t)sn * 4);
     dn_run(&c, &g, core_new, state_new, 0);
     dn_run(&c, &g, core_old, state_old, 1);
-    bits("groups of 1 / 7 / 64 / 300 tokens: core, normal vs old kernel", core_new, core_old, cn);
-    bits("groups of 1 / 7 / 64 / 300 tokens: state, normal vs old kernel", state_new, state_old, sn);
-    bits("sequence 1 (in no group) untouched", state_new + c.ss, c.state + c.ss, c.ss);
-    bits("sequence 3 (in no group) untouched", state_new + 3 * c.ss, c.state + 3 * c.ss, c.ss);
+    cu_bits("groups of 1 / 7 / 64 / 300 tokens: core, normal vs old kernel", core_new, core_old, cn);
+    cu_bits("groups of 1 / 7 / 64 / 300 tokens: state, normal vs old kernel", state_new, state_old, sn);
+    cu_bits("sequence 1 (in no group) untouched", state_new + c.ss, c.state + c.ss, c.ss);
+    cu_bits("sequence 3 (in no group) untouched", state_new + 3 * c.ss, c.state + 3 * c.ss, c.ss);
 
     /* the CPU reference */
     {
@@ -212,8 +153,8 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
         memcpy(rstate, c.state, (size_t)sn * 4);
         for (int gi = 0; gi < NG; gi++)
             dn_ref_group(&c, rcore, rstate, g_seq[gi], tok + g_off[gi], g_off[gi + 1] - g_off[gi]);
-        within_rel("core against the CPU reference", core_new, rcore, cn, 1e-4);
-        within_rel("state against the CPU reference", state_new, rstate, sn, 1e-4);
+        cu_within_rel("core against the CPU reference", core_new, rcore, cn, 1e-4);
+        cu_within_rel("state against the CPU reference", state_new, rstate, sn, 1e-4);
         free(rcore), free(rstate);
     }
 
@@ -223,12 +164,12 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
         int32_t seqa[1] = {2}, offa[2] = {0, 123}, offb[2] = {0, 177};
         groups ga = groups_new(seqa, offa, tok + 72, 1), gb = groups_new(seqa, offb, tok + 72 + 123, 1);
         size_t sb = (size_t)sn * 4, cb = (size_t)cn * 4;
-        float *sd = up(c.state, sb), *cd = up(NULL, cb);
+        float *sd = cu_up(c.state, sb), *cd = cu_up(NULL, cb);
         dn_launch(&c, &ga, cd, sd, first);
         dn_launch(&c, &gb, cd, sd, 0);
         float *core2 = malloc(cb), *state2 = malloc(sb);
-        down(core2, cd, cb);
-        down(state2, sd, sb);
+        cu_down(core2, cd, cb);
+        cu_down(state2, sd, sb);
         float *x = malloc((size_t)(300 * Hv * dv) * 4), *y = malloc((size_t)(300 * Hv * dv) * 4);
         for (int i = 0; i < 300; i++) {
             memcpy(x + i * Hv * dv, core2 + tok[72 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
@@ -236,10 +177,10 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
         }
         snprintf(name, sizeof name, "300 tokens as 123 (%s) + 177 (normal) = one launch: core",
                  first ? "old" : "normal");
-        bits(name, x, y, 300 * Hv * dv);
+        cu_bits(name, x, y, 300 * Hv * dv);
         snprintf(name, sizeof name, "300 tokens as 123 (%s) + 177 (normal) = one launch: state",
                  first ? "old" : "normal");
-        bits(name, state2 + 2 * c.ss, state_new + 2 * c.ss, c.ss);
+        cu_bits(name, state2 + 2 * c.ss, state_new + 2 * c.ss, c.ss);
         free(core2), free(state2), free(x), free(y);
         td_cu_free(sd), td_cu_free(cd);
         groups_free(&ga), groups_free(&gb);
@@ -256,8 +197,8 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
             memcpy(x + i * Hv * dv, core1 + tok[1 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
             memcpy(y + i * Hv * dv, core_new + tok[1 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
         }
-        bits("a group alone vs among others: core", x, y, 7 * Hv * dv);
-        bits("a group alone vs among others: state", state1, state_new, c.ss);
+        cu_bits("a group alone vs among others: core", x, y, 7 * Hv * dv);
+        cu_bits("a group alone vs among others: state", state1, state_new, c.ss);
         free(core1), free(state1), free(x), free(y);
         groups_free(&g1);
     }
@@ -286,7 +227,7 @@ static void bench(void) {
             off[ns] = (int32_t)nt;
             for (int64_t i = 0; i < nt; i++) tok[i] = (int32_t)i;
             groups g = groups_new(gseq, off, tok, ns);
-            float *sd = up(c.state, (size_t)(ns * c.ss) * 4), *cd = up(NULL, (size_t)(nt * c.Hv * c.dv) * 4);
+            float *sd = cu_up(c.state, (size_t)(ns * c.ss) * 4), *cd = cu_up(NULL, (size_t)(nt * c.Hv * c.dv) * 4);
             double us[2];
             for (int mode = 1; mode >= 0; mode--) {
                 for (int r = 0; r < 3; r++) dn_launch(&c, &g, cd, sd, mode);

@@ -20,99 +20,19 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
+#include "cuda/cuda_test.h"
 #include "kernels/cuda/cuda.h"
-#include "test_util.h"
 #include "util/dtype.h"
 #include "util/half.h"
 
 static uint64_t seed = 0x7d5eedull;
 
-/* ---- plumbing ---- */
-
-#define CU(call) cu_ok((call) == 0, #call, __LINE__)
-static int cu_ok(int ok, const char *what, int line) {
-    if (!ok) {
-        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, line, what, td_cu_error());
-        td_test_failures++;
-    }
-    return ok;
-}
-
-/* A device copy of h (bytes), or zeros when h is NULL. */
-static void *up(const void *h, size_t bytes) {
-    void *d = td_cu_malloc(bytes);
-    if (!d) {
-        fprintf(stderr, "td_cu_malloc(%zu): %s\n", bytes, td_cu_error());
-        exit(1);
-    }
-    if (h) CU(td_cu_h2d(d, h, bytes, NULL));
-    else CU(td_cu_zero(d, bytes, NULL));
-    return d;
-}
-
-static void down(void *h, const void *d, size_t bytes) { CU(td_cu_d2h(h, d, bytes, NULL)); }
+/* ---- plumbing (cuda_test.h) ---- */
 
 static float uni(float lo, float hi) { return td_test_uniform(&seed, lo, hi); }
 static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
-
-static float *rnd(int64_t n, float lo, float hi) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    for (int64_t i = 0; i < n; i++) p[i] = uni(lo, hi);
-    return p;
-}
-
-static void shuffle(int32_t *a, int64_t n) {
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = irand(i + 1);
-        int32_t t = a[i];
-        a[i] = a[j], a[j] = t;
-    }
-}
-
-/* Distance in units in the last place (NaN against NaN: 0; NaN against a number: huge). */
-static int64_t ulps(float a, float b) {
-    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? 0 : INT64_MAX / 2;
-    int32_t i, j;
-    memcpy(&i, &a, 4);
-    memcpy(&j, &b, 4);
-    int64_t x = i < 0 ? (int64_t)INT32_MIN - i : i, y = j < 0 ? (int64_t)INT32_MIN - j : j;
-    return x > y ? x - y : y - x;
-}
-
-/* ---- verdicts: one line per check ---- */
-
-/* a and b (n floats) must be equal bit for bit. */
-static void bits(const char *name, const float *a, const float *b, int64_t n) {
-    int64_t differ = 0;
-    double md = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (memcmp(&a[i], &b[i], sizeof *a)) {
-            if (differ++ < 3) fprintf(stderr, "  %s: [%lld] %.9g vs %.9g\n", name, (long long)i, a[i], b[i]);
-            double d = fabs((double)a[i] - b[i]);
-            if (!(d <= md)) md = d;
-        }
-    }
-    printf("  %-58s %s", name, differ ? "NOT bit-exact" : "bit-exact");
-    if (differ) printf(" (%lld of %lld differ, max |diff| %.3g)", (long long)differ, (long long)n, md);
-    printf("\n");
-    CHECKF(differ == 0, "%s", name);
-}
-
-static void within_ulps(const char *name, const float *a, const float *b, int64_t n, int64_t tol) {
-    int64_t worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t u = ulps(a[i], b[i]);
-        if (u > worst) worst = u;
-    }
-    printf("  %-58s max %lld ulp (allowed %lld)\n", name, (long long)worst, (long long)tol);
-    CHECKF(worst <= tol, "%s: %lld ulp", name, (long long)worst);
-}
-
-static void within_rel(const char *name, const float *a, const float *b, int64_t n, double tol) {
-    double e = td_test_rel_diff(a, b, n);
-    printf("  %-58s max rel diff %.3g (allowed %.3g)\n", name, e, tol);
-    CHECKF(e <= tol, "%s: %g", name, e);
-}
+static float *rnd(int64_t n, float lo, float hi) { return cu_rnd(&seed, n, lo, hi); }
+static void shuffle(int32_t *a, int64_t n) { cu_shuffle(&seed, a, n); }
 
 /* ---- weights ---- */
 
@@ -141,7 +61,7 @@ static weight weight_new(int type, int64_t rows, int64_t cols) {
     free(tmp);
     weight w;
     w.h = (td_mat){(td_dtype)type, rows, cols, rb, buf, NULL};
-    w.d = (td_cu_mat){type, rows, cols, rb, up(buf, rb * (size_t)rows)};
+    w.d = (td_cu_mat){type, rows, cols, rb, cu_up(buf, rb * (size_t)rows)};
     return w;
 }
 
@@ -206,9 +126,9 @@ static float *dev_matmul(const float *x, int64_t ldx, int64_t T, const weight *w
     size_t yn = (size_t)(T * ldy);
     float *y = malloc(yn * sizeof *y);
     for (size_t i = 0; i < yn; i++) y[i] = 7.0f;
-    float *xd = up(x, (size_t)(T * ldx) * sizeof *x), *yd = up(y, yn * sizeof *y);
+    float *xd = cu_up(x, (size_t)(T * ldx) * sizeof *x), *yd = cu_up(y, yn * sizeof *y);
     CU(td_cu_matmul(yd, ldy, xd, ldx, T, &w->d, rows_d, n_out, bf16_in, NULL));
-    down(y, yd, yn * sizeof *y);
+    cu_down(y, yd, yn * sizeof *y);
     td_cu_free(xd);
     td_cu_free(yd);
     return y;
@@ -232,7 +152,7 @@ static void test_matmul(void) {
                 if (use_rows) {
                     rows = malloc((size_t)n_out * sizeof *rows);
                     for (int64_t j = 0; j < n_out; j++) rows[j] = (int32_t)irand(wrows);
-                    rows_d = up(rows, (size_t)n_out * sizeof *rows);
+                    rows_d = cu_up(rows, (size_t)n_out * sizeof *rows);
                 }
                 float *x = rnd(T * ldx, -2.0f, 2.0f);
                 float *y = dev_matmul(x, ldx, T, &w, rows_d, n_out, ldy, bf);
@@ -244,7 +164,7 @@ static void test_matmul(void) {
                          td_dtype_name((td_dtype)type), bf, (long long)T, (long long)n_out, (long long)cols,
                          use_rows ? " rows" : "", td_cu_matmul_tc(&w.d, bf) ? " (tensor cores)" : "");
                 if (td_cu_matmul_tc(&w.d, bf)) tc_close(name, y, x, ldx, T, &w.h, rows, n_out, ldy);
-                else bits(name, y, ref, T * ldy); /* padding columns included: still 7.0f */
+                else cu_bits(name, y, ref, T * ldy); /* padding columns included: still 7.0f */
                 free(x), free(y), free(ref), free(rows);
                 td_cu_free(rows_d);
                 weight_free(&w);
@@ -269,7 +189,7 @@ static void test_matmul(void) {
                 char name[96];
                 snprintf(name, sizeof name, "%s T=%lld row %lld vs T=1", td_dtype_name((td_dtype)type), (long long)T,
                          (long long)at);
-                bits(name, y + at * n_out, first, n_out);
+                cu_bits(name, y + at * n_out, first, n_out);
             }
             free(x), free(y);
         }
@@ -299,7 +219,7 @@ static void test_matmul_tc_invariance(void) {
             if (use_rows) {
                 rows = malloc((size_t)n_out * sizeof *rows);
                 for (int64_t j = 0; j < n_out; j++) rows[j] = (int32_t)irand(wrows);
-                rows_d = up(rows, (size_t)n_out * sizeof *rows);
+                rows_d = cu_up(rows, (size_t)n_out * sizeof *rows);
             }
             float *target = rnd(cols, -2.0f, 2.0f);
             float *alone = dev_matmul(target, cols, 1, &w, rows_d, n_out, n_out, 1);
@@ -333,13 +253,13 @@ static void test_embed(void) {
         weight w = weight_new(wtypes[ti], vocab, cols);
         int32_t tok[7];
         for (int64_t t = 0; t < T; t++) tok[t] = (int32_t)irand(vocab);
-        int32_t *tok_d = up(tok, sizeof tok);
-        float *xd = up(NULL, (size_t)(T * cols) * sizeof(float));
+        int32_t *tok_d = cu_up(tok, sizeof tok);
+        float *xd = cu_up(NULL, (size_t)(T * cols) * sizeof(float));
         float *x = malloc((size_t)(T * cols) * sizeof *x), *ref = malloc((size_t)(T * cols) * sizeof *ref);
         CU(td_cu_embed(xd, &w.d, tok_d, T, NULL));
-        down(x, xd, (size_t)(T * cols) * sizeof *x);
+        cu_down(x, xd, (size_t)(T * cols) * sizeof *x);
         for (int64_t t = 0; t < T; t++) td_row_to_f32(ref + t * cols, &w.h, tok[t]);
-        bits(td_dtype_name((td_dtype)wtypes[ti]), x, ref, T * cols);
+        cu_bits(td_dtype_name((td_dtype)wtypes[ti]), x, ref, T * cols);
         free(x), free(ref);
         td_cu_free(tok_d), td_cu_free(xd);
         weight_free(&w);
@@ -356,46 +276,46 @@ static void test_rmsnorm(void) {
             int64_t T = shapes[si][0], n = shapes[si][1];
             float *x = rnd(T * n, -3.0f, 3.0f), *w = rnd(n, -1.0f, 1.5f), *y = malloc((size_t)(T * n) * sizeof *y);
             float *ref = malloc((size_t)(T * n) * sizeof *ref);
-            float *xd = up(x, (size_t)(T * n) * 4), *wd = up(w, (size_t)n * 4), *yd = up(NULL, (size_t)(T * n) * 4);
+            float *xd = cu_up(x, (size_t)(T * n) * 4), *wd = cu_up(w, (size_t)n * 4), *yd = cu_up(NULL, (size_t)(T * n) * 4);
             CU(td_cu_rmsnorm(yd, xd, wd, T, 1, n, 0, n, 1e-6f, zc, NULL));
-            down(y, yd, (size_t)(T * n) * 4);
+            cu_down(y, yd, (size_t)(T * n) * 4);
             for (int64_t t = 0; t < T; t++) td_rmsnorm(ref + t * n, x + t * n, w, n, 1e-6f, zc);
             char name[64];
             snprintf(name, sizeof name, "rows T=%lld n=%lld zero_centred=%d", (long long)T, (long long)n, zc);
-            within_rel(name, y, ref, T * n, 1e-6);
+            cu_within_rel(name, y, ref, T * n, 1e-6);
             free(x), free(w), free(y), free(ref);
             td_cu_free(xd), td_cu_free(wd), td_cu_free(yd);
         }
     { /* per-head, in place: Hq = 16 heads of hd = 128, 256 apart (a gated q row), per = 16 */
         int64_t T = 7, H = 16, hd = 128, stride = 256, ld = H * stride, n = T * ld;
         float *x = rnd(n, -3.0f, 3.0f), *w = rnd(hd, -1.0f, 1.0f), *y = malloc((size_t)n * 4);
-        float *xd = up(x, (size_t)n * 4), *wd = up(w, (size_t)hd * 4);
+        float *xd = cu_up(x, (size_t)n * 4), *wd = cu_up(w, (size_t)hd * 4);
         CU(td_cu_rmsnorm(xd, xd, wd, T * H, H, ld, stride, hd, 1e-6f, 1, NULL));
-        down(y, xd, (size_t)n * 4);
+        cu_down(y, xd, (size_t)n * 4);
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) {
                 float *xh = x + t * ld + h * stride;
                 td_rmsnorm(xh, xh, w, hd, 1e-6f, 1);
             }
-        within_rel("per head, in place, T=7 H=16 hd=128 stride=256", y, x, n, 1e-6);
+        cu_within_rel("per head, in place, T=7 H=16 hd=128 stride=256", y, x, n, 1e-6);
         free(x), free(w), free(y);
         td_cu_free(xd), td_cu_free(wd);
     }
     { /* batch invariance */
         int64_t n = 1024;
         float *target = rnd(n, -3.0f, 3.0f), *w = rnd(n, -1.0f, 1.0f), first[1024];
-        float *wd = up(w, (size_t)n * 4);
+        float *wd = cu_up(w, (size_t)n * 4);
         static const int64_t runs[][2] = {{1, 0}, {7, 3}, {144, 100}};
         for (int r = 0; r < 3; r++) {
             int64_t T = runs[r][0], at = runs[r][1];
             float *x = rnd(T * n, -3.0f, 3.0f), y[1024];
             memcpy(x + at * n, target, (size_t)n * 4);
-            float *xd = up(x, (size_t)(T * n) * 4);
+            float *xd = cu_up(x, (size_t)(T * n) * 4);
             CU(td_cu_rmsnorm(xd, xd, wd, T, 1, n, 0, n, 1e-6f, 0, NULL));
-            down(r ? y : first, xd + at * n, (size_t)n * 4);
+            cu_down(r ? y : first, xd + at * n, (size_t)n * 4);
             char name[64];
             snprintf(name, sizeof name, "invariance: T=%lld row %lld vs T=1", (long long)T, (long long)at);
-            if (r) bits(name, y, first, n);
+            if (r) cu_bits(name, y, first, n);
             free(x);
             td_cu_free(xd);
         }
@@ -414,15 +334,15 @@ static void test_rope(void) {
         float inv[512];
         td_rope_inv_freq(inv, rot, 1000000.0);
         for (int64_t t = 0; t < T; t++) td_rope_table(cs + t * rot, rot, inv, (int32_t)irand(40000));
-        float *xd = up(x, (size_t)n * 4), *csd = up(cs, (size_t)(T * rot) * 4);
+        float *xd = cu_up(x, (size_t)n * 4), *csd = cu_up(cs, (size_t)(T * rot) * 4);
         CU(td_cu_rope(xd, csd, T, H, ldt, ldh, rot, NULL));
-        down(y, xd, (size_t)n * 4);
+        cu_down(y, xd, (size_t)n * 4);
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) td_rope(x + t * ldt + h * ldh, rot, cs + t * rot);
         char name[64];
         snprintf(name, sizeof name, "T=%lld H=%lld hd=%lld rot=%lld", (long long)T, (long long)H, (long long)hd,
                  (long long)rot);
-        bits(name, y, x, n);
+        cu_bits(name, y, x, n);
         free(x), free(y), free(cs);
         td_cu_free(xd), td_cu_free(csd);
     }
@@ -442,15 +362,15 @@ static void test_store_gather(void) {
     for (int i = 0; i < 40; i++) order[i] = i;
     shuffle(order, 40);
     memcpy(cell, order, sizeof cell);
-    int32_t *cell_d = up(cell, sizeof cell);
-    float *rows_d = up(rows, (size_t)(T * ld) * 4);
+    int32_t *cell_d = cu_up(cell, sizeof cell);
+    float *rows_d = cu_up(rows, (size_t)(T * ld) * 4);
     for (int f16 = 0; f16 < 2; f16++) {
         size_t es = f16 ? 2 : 4, bytes = (size_t)(ncells * dim) * es;
         unsigned char *cache = malloc(bytes), *ref = malloc(bytes);
         memset(ref, 0x5a, bytes);
-        void *cache_d = up(ref, bytes);
+        void *cache_d = cu_up(ref, bytes);
         CU(td_cu_store_rows(cache_d, f16, rows_d, ld, cell_d, T, dim, NULL));
-        down(cache, cache_d, bytes);
+        cu_down(cache, cache_d, bytes);
         for (int64_t t = 0; t < T; t++)
             for (int64_t i = 0; i < dim; i++) {
                 unsigned char *dst = ref + ((size_t)cell[t] * (size_t)dim + (size_t)i) * es;
@@ -473,12 +393,12 @@ static void test_store_gather(void) {
         float *ref = malloc((size_t)(R * n) * 4);
         int32_t idx[9];
         for (int64_t r = 0; r < R; r++) idx[r] = (int32_t)irand(ncells);
-        float *src_d = up(src, (size_t)(ncells * n) * 4), *dst_d = up(NULL, (size_t)(R * n) * 4);
-        int32_t *idx_d = up(idx, sizeof idx);
+        float *src_d = cu_up(src, (size_t)(ncells * n) * 4), *dst_d = cu_up(NULL, (size_t)(R * n) * 4);
+        int32_t *idx_d = cu_up(idx, sizeof idx);
         CU(td_cu_gather_rows(dst_d, src_d, idx_d, R, n, NULL));
-        down(dst, dst_d, (size_t)(R * n) * 4);
+        cu_down(dst, dst_d, (size_t)(R * n) * 4);
         for (int64_t r = 0; r < R; r++) memcpy(ref + r * n, src + idx[r] * n, (size_t)n * 4);
-        bits("gather_rows R=9 n=1024", dst, ref, R * n);
+        cu_bits("gather_rows R=9 n=1024", dst, ref, R * n);
         free(src), free(dst), free(ref);
         td_cu_free(src_d), td_cu_free(dst_d), td_cu_free(idx_d);
     }
@@ -493,10 +413,10 @@ static void test_store_gather(void) {
         }
         for (int i = 0; i < 1100; i++) src[i] = (int32_t)td_test_rand(&seed);
         for (int i = 0; i < DST; i++) ref[i] = -7;
-        int32_t *src_d = up(src, sizeof src), *runs_d = up(runs, sizeof runs), *dst_d = up(ref, DST * 4);
+        int32_t *src_d = cu_up(src, sizeof src), *runs_d = cu_up(runs, sizeof runs), *dst_d = cu_up(ref, DST * 4);
         for (int r = 0; r < RUNS; r++) memcpy(ref + to[r], src + runs[3 * r + 1], (size_t)len[r] * 4);
         CU(td_cu_scatter_ints(dst_d, src_d, runs_d, RUNS, NULL));
-        down(dst, dst_d, DST * 4);
+        cu_down(dst, dst_d, DST * 4);
         int same = memcmp(dst, ref, DST * 4) == 0;
         printf("  %-58s %s\n", "scatter_ints 6 runs (0 .. 700 ints)", same ? "exact, nothing else written" : "WRONG");
         CHECKF(same, "scatter_ints");
@@ -520,21 +440,21 @@ static void test_add_rows_norm(void) {
             y[4 * n + n / 2] = NAN; /* row 4 goes non-finite: code 5, its token */
             int32_t tok[9] = {20, 21, 22, 23, 24, 25, 26, 27, 28};
             uint64_t none = UINT64_MAX, f1, f2;
-            float *x1 = up(x, bytes), *y1 = up(y, bytes), *x2 = up(x, bytes), *y2 = up(y, bytes), *wd = up(w, (size_t)n * 4);
-            int32_t *tok_d = up(tok, sizeof tok);
-            uint64_t *fd1 = up(&none, sizeof none), *fd2 = up(&none, sizeof none);
+            float *x1 = cu_up(x, bytes), *y1 = cu_up(y, bytes), *x2 = cu_up(x, bytes), *y2 = cu_up(y, bytes), *wd = cu_up(w, (size_t)n * 4);
+            int32_t *tok_d = cu_up(tok, sizeof tok);
+            uint64_t *fd1 = cu_up(&none, sizeof none), *fd2 = cu_up(&none, sizeof none);
             CU(td_cu_add_rows(x1, y1, R, n, tok_d, fd1, 5, NULL));
             CU(td_cu_rmsnorm(y1, x1, wd, R, 1, n, 0, n, 1e-6f, zc, NULL));
             CU(td_cu_add_rows_norm(x2, y2, R, n, tok_d, fd2, 5, y2, wd, 1e-6f, zc, NULL));
             float *a = malloc(bytes), *b = malloc(bytes);
             char name[96];
-            down(a, x1, bytes), down(b, x2, bytes);
+            cu_down(a, x1, bytes), cu_down(b, x2, bytes);
             snprintf(name, sizeof name, "x, n=%lld zero_centred=%d", (long long)n, zc);
-            bits(name, b, a, R * n);
-            down(a, y1, bytes), down(b, y2, bytes);
+            cu_bits(name, b, a, R * n);
+            cu_down(a, y1, bytes), cu_down(b, y2, bytes);
             snprintf(name, sizeof name, "norm, n=%lld zero_centred=%d", (long long)n, zc);
-            bits(name, b, a, R * n);
-            down(&f1, fd1, sizeof f1), down(&f2, fd2, sizeof f2);
+            cu_bits(name, b, a, R * n);
+            cu_down(&f1, fd1, sizeof f1), cu_down(&f2, fd2, sizeof f2);
             CHECKF(f1 == f2 && f2 == ((5ull << 32) | 24), "add_rows_norm fault %llx vs %llx", (unsigned long long)f2,
                    (unsigned long long)f1);
             free(x), free(y), free(w), free(a), free(b);
@@ -554,12 +474,12 @@ static void test_qk_prep(void) {
         float *q = rnd(T * ldq, -2.0f, 2.0f), *k = rnd(T * kv_dim, -2.0f, 2.0f), *v = rnd(T * kv_dim, -2.0f, 2.0f);
         float *qw = rnd(hd, 0.5f, 1.5f), *kw = rnd(hd, 0.5f, 1.5f), *cs = rnd(T * rot, -1.0f, 1.0f);
         int32_t cell[5] = {33, 2, 17, 39, 8};
-        float *qa = up(q, (size_t)(T * ldq) * 4), *ka = up(k, (size_t)(T * kv_dim) * 4), *va = up(v, (size_t)(T * kv_dim) * 4);
-        float *qb = up(q, (size_t)(T * ldq) * 4), *kb = up(k, (size_t)(T * kv_dim) * 4), *vb = up(v, (size_t)(T * kv_dim) * 4);
-        float *qwd = up(qw, (size_t)hd * 4), *kwd = up(kw, (size_t)hd * 4), *csd = up(cs, (size_t)(T * rot) * 4);
-        int32_t *celld = up(cell, sizeof cell);
-        void *kca = up(NULL, (size_t)(ncell * kv_dim * es)), *vca = up(NULL, (size_t)(ncell * kv_dim * es));
-        void *kcb = up(NULL, (size_t)(ncell * kv_dim * es)), *vcb = up(NULL, (size_t)(ncell * kv_dim * es));
+        float *qa = cu_up(q, (size_t)(T * ldq) * 4), *ka = cu_up(k, (size_t)(T * kv_dim) * 4), *va = cu_up(v, (size_t)(T * kv_dim) * 4);
+        float *qb = cu_up(q, (size_t)(T * ldq) * 4), *kb = cu_up(k, (size_t)(T * kv_dim) * 4), *vb = cu_up(v, (size_t)(T * kv_dim) * 4);
+        float *qwd = cu_up(qw, (size_t)hd * 4), *kwd = cu_up(kw, (size_t)hd * 4), *csd = cu_up(cs, (size_t)(T * rot) * 4);
+        int32_t *celld = cu_up(cell, sizeof cell);
+        void *kca = cu_up(NULL, (size_t)(ncell * kv_dim * es)), *vca = cu_up(NULL, (size_t)(ncell * kv_dim * es));
+        void *kcb = cu_up(NULL, (size_t)(ncell * kv_dim * es)), *vcb = cu_up(NULL, (size_t)(ncell * kv_dim * es));
         if (norms) {
             CU(td_cu_rmsnorm(qa, qa, qwd, T * Hq, Hq, ldq, qhs, hd, 1e-6f, 0, NULL));
             CU(td_cu_rmsnorm(ka, ka, kwd, T * Hkv, Hkv, kv_dim, hd, hd, 1e-6f, 0, NULL));
@@ -574,15 +494,15 @@ static void test_qk_prep(void) {
         float *a = malloc((size_t)(T * ldq) * 4), *b = malloc((size_t)(T * ldq) * 4);
         unsigned char *ca = malloc(cb), *cb2 = malloc(cb);
         char name[96];
-        down(a, qa, (size_t)(T * ldq) * 4), down(b, qb, (size_t)(T * ldq) * 4);
+        cu_down(a, qa, (size_t)(T * ldq) * 4), cu_down(b, qb, (size_t)(T * ldq) * 4);
         snprintf(name, sizeof name, "q, norms=%d f16=%d rot=%lld", norms, f16, (long long)rot);
-        bits(name, b, a, T * ldq);
-        down(a, ka, (size_t)(T * kv_dim) * 4), down(b, kb, (size_t)(T * kv_dim) * 4);
+        cu_bits(name, b, a, T * ldq);
+        cu_down(a, ka, (size_t)(T * kv_dim) * 4), cu_down(b, kb, (size_t)(T * kv_dim) * 4);
         snprintf(name, sizeof name, "k, norms=%d f16=%d rot=%lld", norms, f16, (long long)rot);
-        bits(name, b, a, T * kv_dim);
-        down(ca, kca, cb), down(cb2, kcb, cb);
+        cu_bits(name, b, a, T * kv_dim);
+        cu_down(ca, kca, cb), cu_down(cb2, kcb, cb);
         CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: key cache differs (norms %d f16 %d)", norms, f16);
-        down(ca, vca, cb), down(cb2, vcb, cb);
+        cu_down(ca, vca, cb), cu_down(cb2, vcb, cb);
         CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: value cache differs (norms %d f16 %d)", norms, f16);
         free(q), free(k), free(v), free(qw), free(kw), free(cs), free(a), free(b), free(ca), free(cb2);
         td_cu_free(qa), td_cu_free(ka), td_cu_free(va), td_cu_free(qb), td_cu_free(kb), td_cu_free(vb);
@@ -596,23 +516,23 @@ static void test_gates(void) {
     { /* the gate sits in q's rows: [T, H, 2 hd], gate = second half of each head */
         int64_t T = 7, H = 16, hd = 128, ldx = H * hd, ldg = H * 2 * hd;
         float *x = rnd(T * ldx, -3.0f, 3.0f), *q = rnd(T * ldg, -8.0f, 8.0f), *y = malloc((size_t)(T * ldx) * 4);
-        float *xd = up(x, (size_t)(T * ldx) * 4), *qd = up(q, (size_t)(T * ldg) * 4);
+        float *xd = cu_up(x, (size_t)(T * ldx) * 4), *qd = cu_up(q, (size_t)(T * ldg) * 4);
         CU(td_cu_sigmoid_gate(xd, ldx, qd + hd, ldg, 2 * hd, T, H, hd, NULL));
-        down(y, xd, (size_t)(T * ldx) * 4);
+        cu_down(y, xd, (size_t)(T * ldx) * 4);
         for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < H; h++) td_sigmoid_gate(x + t * ldx + h * hd, q + t * ldg + h * 2 * hd + hd, hd);
-        within_ulps("sigmoid_gate T=7 H=16 hd=128", y, x, T * ldx, 4);
+        cu_within_ulps("sigmoid_gate T=7 H=16 hd=128", y, x, T * ldx, 4);
         free(x), free(q), free(y);
         td_cu_free(xd), td_cu_free(qd);
     }
     {
         int64_t n = 7 * 3072 + 5;
         float *g = rnd(n, -12.0f, 12.0f), *u = rnd(n, -3.0f, 3.0f), *y = malloc((size_t)n * 4);
-        float *gd = up(g, (size_t)n * 4), *ud = up(u, (size_t)n * 4);
+        float *gd = cu_up(g, (size_t)n * 4), *ud = cu_up(u, (size_t)n * 4);
         CU(td_cu_silu_mul(gd, ud, n, NULL));
-        down(y, gd, (size_t)n * 4);
+        cu_down(y, gd, (size_t)n * 4);
         td_silu_mul(g, u, n);
-        within_ulps("silu_mul n=21509", y, g, n, 4);
+        cu_within_ulps("silu_mul n=21509", y, g, n, 4);
         free(g), free(u), free(y);
         td_cu_free(gd), td_cu_free(ud);
     }
@@ -624,42 +544,42 @@ static void test_residual(void) {
     float *x = rnd(R * n, -1.0f, 1.0f), *y = rnd(R * n, -1.0f, 1.0f), *out = malloc((size_t)(R * n) * 4);
     int32_t tok[7] = {10, 11, 12, 13, 14, 15, 16};
     uint64_t fault = UINT64_MAX, got;
-    float *xd = up(x, (size_t)(R * n) * 4), *yd = up(y, (size_t)(R * n) * 4);
-    int32_t *tok_d = up(tok, sizeof tok);
-    uint64_t *fault_d = up(&fault, sizeof fault);
+    float *xd = cu_up(x, (size_t)(R * n) * 4), *yd = cu_up(y, (size_t)(R * n) * 4);
+    int32_t *tok_d = cu_up(tok, sizeof tok);
+    uint64_t *fault_d = cu_up(&fault, sizeof fault);
     CU(td_cu_add_rows(xd, yd, R, n, tok_d, fault_d, 7, NULL));
-    down(out, xd, (size_t)(R * n) * 4);
-    down(&got, fault_d, sizeof got);
+    cu_down(out, xd, (size_t)(R * n) * 4);
+    cu_down(&got, fault_d, sizeof got);
     for (int64_t i = 0; i < R * n; i++) x[i] += y[i];
-    bits("add_rows R=7 n=1024", out, x, R * n);
+    cu_bits("add_rows R=7 n=1024", out, x, R * n);
     CHECKF(got == UINT64_MAX, "add_rows on finite rows set the fault to %llx", (unsigned long long)got);
     /* NaN in row 5 and inf in row 3 (from y): code 7, token 13 */
     float nan = NAN, inf = INFINITY;
     CU(td_cu_h2d(yd + 5 * n + 17, &nan, 4, NULL));
     CU(td_cu_h2d(yd + 3 * n + 1000, &inf, 4, NULL));
     CU(td_cu_add_rows(xd, yd, R, n, tok_d, fault_d, 7, NULL));
-    down(&got, fault_d, sizeof got);
+    cu_down(&got, fault_d, sizeof got);
     CHECKF(got == ((7ull << 32) | 13), "add_rows fault %llx", (unsigned long long)got);
     /* a smaller code wins whatever the token */
     CU(td_cu_add_rows(xd + 5 * n, yd + 5 * n, 1, n, tok_d + 6, fault_d, 3, NULL));
-    down(&got, fault_d, sizeof got);
+    cu_down(&got, fault_d, sizeof got);
     CHECKF(got == ((3ull << 32) | 16), "add_rows fault after code 3 %llx", (unsigned long long)got);
     printf("  %-58s %s\n", "add_rows faults", got == ((3ull << 32) | 16) ? "as stated" : "WRONG");
     /* check_rows, rows ld apart: NaN in the gaps is not looked at; row 4 holds -inf; tok = r without row_tok */
     float *c = rnd(R * ld, -1.0f, 1.0f);
     for (int64_t r = 0; r < R; r++)
         for (int64_t i = n; i < ld; i++) c[r * ld + i] = NAN;
-    float *cd = up(c, (size_t)(R * ld) * 4);
+    float *cd = cu_up(c, (size_t)(R * ld) * 4);
     fault = UINT64_MAX;
     CU(td_cu_h2d(fault_d, &fault, sizeof fault, NULL));
     CU(td_cu_check_rows(cd, R, n, ld, NULL, fault_d, 9, NULL));
-    down(&got, fault_d, sizeof got);
+    cu_down(&got, fault_d, sizeof got);
     CHECKF(got == UINT64_MAX, "check_rows looked past n: %llx", (unsigned long long)got);
     float minf = -INFINITY;
     CU(td_cu_h2d(cd + 4 * ld + 3, &minf, 4, NULL));
     CU(td_cu_h2d(cd + 6 * ld + 0, &nan, 4, NULL));
     CU(td_cu_check_rows(cd, R, n, ld, NULL, fault_d, 9, NULL));
-    down(&got, fault_d, sizeof got);
+    cu_down(&got, fault_d, sizeof got);
     CHECKF(got == ((9ull << 32) | 4), "check_rows fault %llx", (unsigned long long)got);
     printf("  %-58s %s\n", "check_rows faults", got == ((9ull << 32) | 4) ? "as stated" : "WRONG");
     free(x), free(y), free(out), free(c);
@@ -696,8 +616,8 @@ static kvcase kv_new(int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, int f16, 
     memcpy(c.cells, perm, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
     if (n_seq > 1) memcpy(c.cells + n_ctx, c.cells, 50 * sizeof *c.cells);
     free(perm);
-    c.kc_d = up(c.kc, bytes), c.vc_d = up(c.vc, bytes);
-    c.cells_d = up(c.cells, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
+    c.kc_d = cu_up(c.kc, bytes), c.vc_d = cu_up(c.vc, bytes);
+    c.cells_d = cu_up(c.cells, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
     return c;
 }
 
@@ -718,7 +638,7 @@ typedef struct attn_cut {
 static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
                             const int32_t *cells_d, attn_cut cut) {
     int64_t ldq = c->Hq * c->qhs, ldo = c->Hq * c->hd, max_n = 1;
-    float *qd = up(q, (size_t)(T * ldq) * 4), *od = up(NULL, (size_t)(T * ldo) * 4);
+    float *qd = cu_up(q, (size_t)(T * ldq) * 4), *od = cu_up(NULL, (size_t)(T * ldo) * 4);
     float *poison = malloc((size_t)(T * ldo) * 4);
     memset(poison, 0xff, (size_t)(T * ldo) * 4);
     CU(td_cu_h2d(od, poison, (size_t)(T * ldo) * 4, NULL));
@@ -737,18 +657,18 @@ static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq,
     int64_t qt = cut.qt > 0 ? cut.qt : td_cu_attn_tile_tokens(c->Hq, c->Hkv, c->hd);
     td_cu_attn_plan plan = {0};
     plan.n_tiles = td_cu_attn_tiles(tile, off, c->n_seq, qt);
-    plan.tok = up(tok, (size_t)T * 4);
-    plan.tile = up(tile, (size_t)plan.n_tiles * 8);
+    plan.tok = cu_up(tok, (size_t)T * 4);
+    plan.tile = cu_up(tile, (size_t)plan.n_tiles * 8);
     plan.max_n = max_n;
     plan.scratch_floats = T * c->Hq * ((max_n + 63) / 64) * (c->hd + 2); /* enough to split by chunks (cuda.h) */
-    plan.scratch = up(NULL, (size_t)plan.scratch_floats * 4);
-    int32_t *seq_d = up(seq, (size_t)T * 4), *pos_d = up(pos, (size_t)T * 4);
+    plan.scratch = cu_up(NULL, (size_t)plan.scratch_floats * 4);
+    int32_t *seq_d = cu_up(seq, (size_t)T * 4), *pos_d = cu_up(pos, (size_t)T * 4);
     td_cu_attention_test_mode(cut.mode);
     CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx, seq_d, pos_d,
                        T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan, NULL));
     td_cu_attention_test_mode(0);
     float *out = malloc((size_t)(T * ldo) * 4);
-    down(out, od, (size_t)(T * ldo) * 4);
+    cu_down(out, od, (size_t)(T * ldo) * 4);
     td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
     td_cu_free((void *)plan.tok), td_cu_free((void *)plan.tile), td_cu_free(plan.scratch);
     free(poison), free(tok), free(off), free(tile);
@@ -803,13 +723,13 @@ static void test_attention(void) {
                 char name[128];
                 snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
                          (long long)Hkv, (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
-                within_rel(name, out, ref, T * ldo, 1e-5);
+                cu_within_rel(name, out, ref, T * ldo, 1e-5);
                 for (int mode = 1; mode <= 3; mode++) {
                     static const char *what[] = {"", "one block", "all combined", "by chunks"};
                     float *o2 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0});
                     snprintf(name, sizeof name, "  %s vs normal: hd=%lld T=%lld kv %s window %lld", what[mode],
                              (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
-                    bits(name, o2, out, T * ldo);
+                    cu_bits(name, o2, out, T * ldo);
                     free(o2);
                 }
                 free(out), free(ref);
@@ -864,7 +784,7 @@ static void test_attention(void) {
                     for (int64_t t = 0; t < T; t++)
                         if (seq[t] == 2) seq[t] = 1;
                     seq[at] = 2;
-                    cells_d = up(moved, (size_t)(3 * n_ctx) * 4);
+                    cells_d = cu_up(moved, (size_t)(3 * n_ctx) * 4);
                 }
                 attn_cut cut = {runs[r][2], window, 0, (int)runs[r][3]};
                 float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut);
@@ -876,7 +796,7 @@ static void test_attention(void) {
                              f16 ? "f16" : "f32", tpos, window ? " window 700" : "", (long long)T, (long long)at,
                              (long long)runs[r][2], r == 2 ? ", own sequence" : "",
                              r == n_runs - 1 ? ", moved cells and slot" : "");
-                    bits(name, out + at * ldq, first, ldq); /* ldo = ldq here */
+                    cu_bits(name, out + at * ldq, first, ldq); /* ldo = ldq here */
                     free(out);
                 }
                 if (moved) td_cu_free(cells_d);
@@ -891,8 +811,8 @@ static void test_attention(void) {
         kvcase c = kv_new(4, 2, 64, 64, 0, 1100, 1);
         float *q = rnd(4 * 64, -1.0f, 1.0f);
         int32_t seq = 0, pos = 1000, tile[2] = {0, 1}, tok = 0;
-        float *qd = up(q, 4 * 64 * 4), *od = up(NULL, 4 * 64 * 4);
-        int32_t *seq_d = up(&seq, 4), *pos_d = up(&pos, 4), *tile_d = up(tile, 8), *tok_d = up(&tok, 4);
+        float *qd = cu_up(q, 4 * 64 * 4), *od = cu_up(NULL, 4 * 64 * 4);
+        int32_t *seq_d = cu_up(&seq, 4), *pos_d = cu_up(&pos, 4), *tile_d = cu_up(tile, 8), *tok_d = cu_up(&tok, 4);
         td_cu_attn_plan plan = {tok_d, tile_d, 1, 1001, NULL, td_cu_attn_scratch_floats(1, 4, 1001, 64) - 1, 0};
         int rc = td_cu_attention(od, 256, qd, 256, 64, c.kc_d, c.vc_d, 0, c.kv_dim, c.cells_d, c.n_ctx, seq_d, pos_d, 1,
                                  4, 2, 64, 0.125f, 0, &plan, NULL);
@@ -914,9 +834,9 @@ typedef struct groups {
 
 static groups groups_new(const int32_t *gseq, const int32_t *off, const int32_t *tok, int64_t n_groups) {
     groups r;
-    r.seq_d = up(gseq, (size_t)n_groups * 4);
-    r.off_d = up(off, (size_t)(n_groups + 1) * 4);
-    r.tok_d = up(tok, (size_t)(off[n_groups] > 0 ? off[n_groups] : 1) * 4);
+    r.seq_d = cu_up(gseq, (size_t)n_groups * 4);
+    r.off_d = cu_up(off, (size_t)(n_groups + 1) * 4);
+    r.tok_d = cu_up(tok, (size_t)(off[n_groups] > 0 ? off[n_groups] : 1) * 4);
     r.g = (td_cu_groups){r.seq_d, r.off_d, r.tok_d, n_groups};
     return r;
 }
@@ -940,31 +860,31 @@ static void test_conv(void) {
     float *out = malloc((size_t)(DN_T * C) * 4), *ref = malloc((size_t)(DN_T * C) * 4);
     float *st_ref = malloc((size_t)(n_seq * ss) * 4), *st_got = malloc((size_t)(n_seq * ss) * 4);
     memcpy(st_ref, st, (size_t)(n_seq * ss) * 4);
-    float *xd = up(x, (size_t)(DN_T * C) * 4), *wd = up(w, (size_t)(C * K) * 4), *od = up(NULL, (size_t)(DN_T * C) * 4);
-    float *sd = up(st, (size_t)(n_seq * ss) * 4);
+    float *xd = cu_up(x, (size_t)(DN_T * C) * 4), *wd = cu_up(w, (size_t)(C * K) * 4), *od = cu_up(NULL, (size_t)(DN_T * C) * 4);
+    float *sd = cu_up(st, (size_t)(n_seq * ss) * 4);
     groups g = groups_new(dn_seq, dn_off, tok, 3);
     CU(td_cu_conv(od, xd, sd, ss, wd, K, C, &g.g, NULL));
-    down(out, od, (size_t)(DN_T * C) * 4);
-    down(st_got, sd, (size_t)(n_seq * ss) * 4);
+    cu_down(out, od, (size_t)(DN_T * C) * 4);
+    cu_down(st_got, sd, (size_t)(n_seq * ss) * 4);
     for (int gi = 0; gi < 3; gi++)
         for (int32_t i = dn_off[gi]; i < dn_off[gi + 1]; i++)
             td_conv_step(ref + tok[i] * C, st_ref + dn_seq[gi] * ss, x + tok[i] * C, w, K, C, 0, C);
-    within_ulps("conv K=4 C=1000, groups of 1 / 7 / 64 tokens", out, ref, DN_T * C, 4);
-    bits("conv state (sequence 1 untouched)", st_got, st_ref, n_seq * ss);
+    cu_within_ulps("conv K=4 C=1000, groups of 1 / 7 / 64 tokens", out, ref, DN_T * C, 4);
+    cu_bits("conv state (sequence 1 untouched)", st_got, st_ref, n_seq * ss);
     /* invariance: group 1 (sequence 0, 7 tokens) alone, its tokens at rows 0..6 */
     {
         int32_t off1[2] = {0, 7}, seq1[1] = {0}, tok1[7];
         float *x1 = malloc((size_t)(7 * C) * 4), *o1 = malloc((size_t)(7 * C) * 4), *s1 = malloc((size_t)ss * 4);
         for (int i = 0; i < 7; i++) tok1[i] = i, memcpy(x1 + i * C, x + tok[1 + i] * C, (size_t)C * 4);
-        float *x1d = up(x1, (size_t)(7 * C) * 4), *o1d = up(NULL, (size_t)(7 * C) * 4), *s1d = up(st, (size_t)ss * 4);
+        float *x1d = cu_up(x1, (size_t)(7 * C) * 4), *o1d = cu_up(NULL, (size_t)(7 * C) * 4), *s1d = cu_up(st, (size_t)ss * 4);
         groups g1 = groups_new(seq1, off1, tok1, 1);
         CU(td_cu_conv(o1d, x1d, s1d, ss, wd, K, C, &g1.g, NULL));
-        down(o1, o1d, (size_t)(7 * C) * 4);
-        down(s1, s1d, (size_t)ss * 4);
+        cu_down(o1, o1d, (size_t)(7 * C) * 4);
+        cu_down(s1, s1d, (size_t)ss * 4);
         float *want = malloc((size_t)(7 * C) * 4);
         for (int i = 0; i < 7; i++) memcpy(want + i * C, out + tok[1 + i] * C, (size_t)C * 4);
-        bits("conv: a group alone vs among others (outputs)", o1, want, 7 * C);
-        bits("conv: a group alone vs among others (state)", s1, st_got, ss);
+        cu_bits("conv: a group alone vs among others (outputs)", o1, want, 7 * C);
+        cu_bits("conv: a group alone vs among others (state)", s1, st_got, ss);
         free(x1), free(o1), free(s1), free(want);
         td_cu_free(x1d), td_cu_free(o1d), td_cu_free(s1d);
         groups_free(&g1);
@@ -972,20 +892,20 @@ static void test_conv(void) {
     /* prefix: group 2 (sequence 3, 64 tokens) as 21 + 43 tokens over two launches */
     {
         float *o2 = malloc((size_t)(DN_T * C) * 4), *s2 = malloc((size_t)(n_seq * ss) * 4);
-        float *o2d = up(NULL, (size_t)(DN_T * C) * 4), *s2d = up(st, (size_t)(n_seq * ss) * 4);
+        float *o2d = cu_up(NULL, (size_t)(DN_T * C) * 4), *s2d = cu_up(st, (size_t)(n_seq * ss) * 4);
         int32_t seqa[1] = {3}, offa[2] = {0, 21}, offb[2] = {0, 43};
         groups ga = groups_new(seqa, offa, tok + 8, 1), gb = groups_new(seqa, offb, tok + 29, 1);
         CU(td_cu_conv(o2d, xd, s2d, ss, wd, K, C, &ga.g, NULL));
         CU(td_cu_conv(o2d, xd, s2d, ss, wd, K, C, &gb.g, NULL));
-        down(o2, o2d, (size_t)(DN_T * C) * 4);
-        down(s2, s2d, (size_t)(n_seq * ss) * 4);
+        cu_down(o2, o2d, (size_t)(DN_T * C) * 4);
+        cu_down(s2, s2d, (size_t)(n_seq * ss) * 4);
         float *a = malloc((size_t)(64 * C) * 4), *b = malloc((size_t)(64 * C) * 4);
         for (int i = 0; i < 64; i++) {
             memcpy(a + i * C, o2 + tok[8 + i] * C, (size_t)C * 4);
             memcpy(b + i * C, out + tok[8 + i] * C, (size_t)C * 4);
         }
-        bits("conv: 64 tokens as 21 + 43 (outputs)", a, b, 64 * C);
-        bits("conv: 64 tokens as 21 + 43 (state)", s2 + 3 * ss, st_got + 3 * ss, ss);
+        cu_bits("conv: 64 tokens as 21 + 43 (outputs)", a, b, 64 * C);
+        cu_bits("conv: 64 tokens as 21 + 43 (state)", s2 + 3 * ss, st_got + 3 * ss, ss);
         free(o2), free(s2), free(a), free(b);
         td_cu_free(o2d), td_cu_free(s2d);
         groups_free(&ga), groups_free(&gb);
@@ -1009,10 +929,10 @@ static dncase dn_new(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv) {
     c.b = rnd(DN_T * Hv, -3.0f, 3.0f), c.a = rnd(DN_T * Hv, -4.0f, 4.0f);
     c.a_log = rnd(Hv, -2.0f, 1.0f), c.dt_bias = rnd(Hv, -1.0f, 1.0f), c.norm_w = rnd(dv, 0.5f, 1.5f);
     c.state = rnd(c.n_seq * c.ss, -0.2f, 0.2f);
-    c.u_d = up(c.u, (size_t)(DN_T * c.ldu) * 4), c.z_d = up(c.z, (size_t)(DN_T * Hv * dv) * 4);
-    c.b_d = up(c.b, (size_t)(DN_T * Hv) * 4), c.a_d = up(c.a, (size_t)(DN_T * Hv) * 4);
-    c.a_log_d = up(c.a_log, (size_t)Hv * 4), c.dt_bias_d = up(c.dt_bias, (size_t)Hv * 4);
-    c.norm_w_d = up(c.norm_w, (size_t)dv * 4);
+    c.u_d = cu_up(c.u, (size_t)(DN_T * c.ldu) * 4), c.z_d = cu_up(c.z, (size_t)(DN_T * Hv * dv) * 4);
+    c.b_d = cu_up(c.b, (size_t)(DN_T * Hv) * 4), c.a_d = cu_up(c.a, (size_t)(DN_T * Hv) * 4);
+    c.a_log_d = cu_up(c.a_log, (size_t)Hv * 4), c.dt_bias_d = cu_up(c.dt_bias, (size_t)Hv * 4);
+    c.norm_w_d = cu_up(c.norm_w, (size_t)dv * 4);
     return c;
 }
 
@@ -1026,11 +946,11 @@ static void dn_free(dncase *c) {
  * the final state come back on the host. */
 static void dn_run(const dncase *c, const groups *g, float *core, float *state, float *state_d) {
     size_t sb = (size_t)(c->n_seq * c->ss) * 4, cb = (size_t)(DN_T * c->Hv * c->dv) * 4;
-    float *sd = state_d ? state_d : up(c->state, sb), *cd = up(NULL, cb);
+    float *sd = state_d ? state_d : cu_up(c->state, sb), *cd = cu_up(NULL, cb);
     CU(td_cu_deltanet(cd, c->u_d, c->ldu, c->z_d, c->b_d, c->a_d, c->a_log_d, c->dt_bias_d, c->norm_w_d, sd, c->ss,
                       c->Hk, c->Hv, c->dk, c->dv, c->eps, &g->g, NULL));
-    down(core, cd, cb);
-    down(state, sd, sb);
+    cu_down(core, cd, cb);
+    cu_down(state, sd, sb);
     if (!state_d) td_cu_free(sd);
     td_cu_free(cd);
 }
@@ -1077,11 +997,11 @@ static void test_deltanet(void) {
         char name[96];
         snprintf(name, sizeof name, "Hk=%lld Hv=%lld dk=%lld dv=%lld: outputs", (long long)c.Hk, (long long)c.Hv,
                  (long long)c.dk, (long long)c.dv);
-        within_rel(name, core, rcore, cn, 1e-5);
+        cu_within_rel(name, core, rcore, cn, 1e-5);
         snprintf(name, sizeof name, "Hk=%lld Hv=%lld dk=%lld dv=%lld: state", (long long)c.Hk, (long long)c.Hv,
                  (long long)c.dk, (long long)c.dv);
-        within_rel(name, state, rstate, sn, 1e-5);
-        bits("  sequence 1 (in no group) untouched", state + c.ss, c.state + c.ss, c.ss);
+        cu_within_rel(name, state, rstate, sn, 1e-5);
+        cu_bits("  sequence 1 (in no group) untouched", state + c.ss, c.state + c.ss, c.ss);
 
         /* invariance: group 1 (sequence 0, 7 tokens) alone, same token rows, no other group */
         {
@@ -1094,8 +1014,8 @@ static void test_deltanet(void) {
                 memcpy(a + i * c.Hv * c.dv, core1 + tok[1 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
                 memcpy(b + i * c.Hv * c.dv, core + tok[1 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
             }
-            bits("  a group alone vs among others (outputs)", a, b, 7 * c.Hv * c.dv);
-            bits("  a group alone vs among others (state)", state1, state, c.ss);
+            cu_bits("  a group alone vs among others (outputs)", a, b, 7 * c.Hv * c.dv);
+            cu_bits("  a group alone vs among others (state)", state1, state, c.ss);
             free(core1), free(state1), free(a), free(b);
             groups_free(&g1);
         }
@@ -1104,7 +1024,7 @@ static void test_deltanet(void) {
             int32_t seqa[1] = {3}, offa[2] = {0, 21}, offb[2] = {0, 43};
             groups ga = groups_new(seqa, offa, tok + 8, 1), gb = groups_new(seqa, offb, tok + 29, 1);
             float *core2 = malloc((size_t)cn * 4), *core3 = malloc((size_t)cn * 4), *state2 = malloc((size_t)sn * 4);
-            float *sd = up(c.state, (size_t)sn * 4);
+            float *sd = cu_up(c.state, (size_t)sn * 4);
             dn_run(&c, &ga, core2, state2, sd);
             dn_run(&c, &gb, core3, state2, sd);
             float *a = malloc((size_t)(64 * c.Hv * c.dv) * 4), *b = malloc((size_t)(64 * c.Hv * c.dv) * 4);
@@ -1113,8 +1033,8 @@ static void test_deltanet(void) {
                 memcpy(a + i * c.Hv * c.dv, src + tok[8 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
                 memcpy(b + i * c.Hv * c.dv, core + tok[8 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
             }
-            bits("  64 tokens as 21 + 43 (outputs)", a, b, 64 * c.Hv * c.dv);
-            bits("  64 tokens as 21 + 43 (state)", state2 + 3 * c.ss, state + 3 * c.ss, c.ss);
+            cu_bits("  64 tokens as 21 + 43 (outputs)", a, b, 64 * c.Hv * c.dv);
+            cu_bits("  64 tokens as 21 + 43 (state)", state2 + 3 * c.ss, state + 3 * c.ss, c.ss);
             free(core2), free(core3), free(state2), free(a), free(b);
             td_cu_free(sd);
             groups_free(&ga), groups_free(&gb);
@@ -1135,7 +1055,7 @@ static void test_errors(void) {
     CHECK(td_cu_matmul(NULL, 1, NULL, 32, 1, &bad, NULL, 1, 0, NULL) == -1 && td_cu_error()[0]);
     printf("  %-58s \"%s\"\n", "td_cu_matmul on an OTHER weight", td_cu_error());
     /* a later good launch is not blamed for the earlier errors */
-    float *x = up(NULL, 64 * 4), *u = up(NULL, 64 * 4);
+    float *x = cu_up(NULL, 64 * 4), *u = cu_up(NULL, 64 * 4);
     CU(td_cu_silu_mul(x, u, 64, NULL));
     CU(td_cu_sync(NULL));
     td_cu_free(x), td_cu_free(u);

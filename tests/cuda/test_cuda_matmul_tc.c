@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda/cuda_test.h"
 #include "kernels/cuda/cuda.h"
 #include "test_util.h"
 #include "util/dtype.h"
@@ -23,32 +24,9 @@
 
 static uint64_t seed = 0x43beefull;
 
-#define CU(call) cu_ok((call) == 0, #call, __LINE__)
-static int cu_ok(int ok, const char *what, int line) {
-    if (!ok) {
-        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, line, what, td_cu_error());
-        td_test_failures++;
-    }
-    return ok;
-}
+/* ---- plumbing (cuda_test.h) ---- */
 
-static void *up(const void *h, size_t bytes) {
-    void *d = td_cu_malloc(bytes);
-    if (!d) {
-        fprintf(stderr, "td_cu_malloc(%zu): %s\n", bytes, td_cu_error());
-        exit(1);
-    }
-    if (h) CU(td_cu_h2d(d, h, bytes, NULL));
-    else CU(td_cu_zero(d, bytes, NULL));
-    return d;
-}
-
-static float *rnd(int64_t n, float lo, float hi) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    for (int64_t i = 0; i < n; i++) p[i] = td_test_uniform(&seed, lo, hi);
-    return p;
-}
-
+static float *rnd(int64_t n, float lo, float hi) { return cu_rnd(&seed, n, lo, hi); }
 static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
 
 /* The kernels' modes (cuda.h td_cu_matmul_tc_test_mode): old, then new with its own choice, 16, 8, 4, 32 outputs. */
@@ -68,7 +46,7 @@ static weight weight_new(int64_t rows, int64_t cols) {
         for (int64_t k = 0; k < (int64_t)(rb / 2); k++)
             buf[(size_t)r * rb / 2 + k] = td_f32_to_bf16(td_test_uniform(&seed, -1.0f, 1.0f));
     weight w;
-    w.d = (td_cu_mat){TD_DTYPE_BF16, rows, cols, rb, up(buf, rb * (size_t)rows)};
+    w.d = (td_cu_mat){TD_DTYPE_BF16, rows, cols, rb, cu_up(buf, rb * (size_t)rows)};
     free(buf);
     return w;
 }
@@ -81,7 +59,7 @@ static float *run(int mode, const float *xd, int64_t ldx, int64_t T, const weigh
     size_t yn = (size_t)(T * ldy);
     float *y = malloc(yn * sizeof *y);
     for (size_t i = 0; i < yn; i++) y[i] = 7.0f;
-    float *yd = up(y, yn * sizeof *y);
+    float *yd = cu_up(y, yn * sizeof *y);
     td_cu_matmul_tc_test_mode(mode);
     CU(td_cu_matmul(yd, ldy, xd, ldx, T, &w->d, rows_d, n_out, 1, NULL));
     CU(td_cu_d2h(y, yd, yn * sizeof *y, NULL));
@@ -111,12 +89,12 @@ static void test_shapes(const int64_t *Ts, int nT, const int *modes, int n_modes
                    (long long)cols);
             int32_t *rows = malloc((size_t)n_out * sizeof *rows);
             for (int64_t j = 0; j < n_out; j++) rows[j] = (int32_t)irand(wrows);
-            int32_t *rows_d = up(rows, (size_t)n_out * sizeof *rows);
+            int32_t *rows_d = cu_up(rows, (size_t)n_out * sizeof *rows);
             for (int ti = 0; ti < nT; ti++) {
                 int64_t T = Ts[ti];
                 int use_rows = (ti + (int)ni) % 2, odd = (ti + (int)ci) % 3 == 0;
                 int64_t ldx = cols + (odd ? 5 : 4), ldy = n_out + 3; /* odd: rows not 8-byte aligned */
-                float *x = rnd(T * ldx, -2.0f, 2.0f), *xd = up(x, (size_t)(T * ldx) * sizeof *x);
+                float *x = rnd(T * ldx, -2.0f, 2.0f), *xd = cu_up(x, (size_t)(T * ldx) * sizeof *x);
                 const int32_t *rd = use_rows ? rows_d : NULL;
                 float *ref = run(1, xd, ldx, T, &w, rd, n_out, ldy);
                 for (int m = 0; m < n_modes; m++) {
@@ -156,11 +134,11 @@ static void test_multi(void) {
     for (int i = 0; i < 4; i++) w[i] = weight_new(n_outs[i] + 3, cols);
     int32_t *rows = malloc(33 * sizeof *rows);
     for (int j = 0; j < 33; j++) rows[j] = (int32_t)irand(n_outs[1] + 3);
-    int32_t *rows_d = up(rows, 33 * sizeof *rows);
+    int32_t *rows_d = cu_up(rows, 33 * sizeof *rows);
     for (int n = 2; n <= 4; n++)
         for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
             int64_t T = Ts[ti], ldx = cols + 4, bad = 0;
-            float *x = rnd(T * ldx, -2.0f, 2.0f), *xd = up(x, (size_t)(T * ldx) * sizeof *x);
+            float *x = rnd(T * ldx, -2.0f, 2.0f), *xd = cu_up(x, (size_t)(T * ldx) * sizeof *x);
             float *alone[4], *ref[4];
             for (int i = 0; i < n; i++) {
                 ref[i] = NULL;
@@ -174,7 +152,7 @@ static void test_multi(void) {
                     size_t yn = (size_t)(T * (n_outs[i] + 2));
                     float *p = malloc(yn * sizeof *p);
                     for (size_t e = 0; e < yn; e++) p[e] = 7.0f;
-                    yd[i] = up(p, yn * sizeof *p);
+                    yd[i] = cu_up(p, yn * sizeof *p);
                     free(p);
                     mm[i] = (td_cu_mm){yd[i], n_outs[i] + 2, &w[i].d, i == 1 ? rows_d : NULL, n_outs[i]};
                 }
@@ -212,14 +190,14 @@ static void test_invariance(void) {
     static const int64_t Ts[] = {2, 5, 8, 9, 16, 33, 63, 64, 65, 129, 300};
     const int64_t cols = 3072, n_out = 4097;
     weight w = weight_new(n_out, cols);
-    float *target = rnd(cols, -2.0f, 2.0f), *td = up(target, (size_t)cols * sizeof *target);
+    float *target = rnd(cols, -2.0f, 2.0f), *td = cu_up(target, (size_t)cols * sizeof *target);
     float *alone = run(2, td, cols, 1, &w, NULL, n_out, n_out);
     int64_t bad = 0;
     for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
         int64_t T = Ts[ti], at = (T * 5) / 7;
         float *x = rnd(T * cols, -2.0f, 2.0f);
         memcpy(x + at * cols, target, (size_t)cols * sizeof *x);
-        float *xd = up(x, (size_t)(T * cols) * sizeof *x);
+        float *xd = cu_up(x, (size_t)(T * cols) * sizeof *x);
         for (size_t m = 0; m < sizeof new_modes / sizeof *new_modes; m++) {
             float *y = run(new_modes[m], xd, cols, T, &w, NULL, n_out, n_out);
             char name[64];
@@ -241,7 +219,7 @@ static void test_invariance(void) {
 static void test_env(void) {
     printf("TD_CUDA_TC=fast (neither old nor new)\n");
     weight w = weight_new(16, 256);
-    float *xd = up(NULL, 256 * sizeof(float)), *yd = up(NULL, 16 * sizeof(float));
+    float *xd = cu_up(NULL, 256 * sizeof(float)), *yd = cu_up(NULL, 16 * sizeof(float));
     td_cu_matmul_tc_test_mode(0);
     int rc = td_cu_matmul(yd, 16, xd, 256, 1, &w.d, NULL, 16, 1, NULL);
     printf("  %-58s rc %d \"%s\"\n", "td_cu_matmul", rc, td_cu_error());
@@ -281,11 +259,11 @@ static void bench(void) {
         for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
             int64_t T = Ts[ti];
             if (T * outs > ((int64_t)1 << 28)) continue; /* y over 1 GiB */
-            float *xd = up(NULL, (size_t)(T * cols) * sizeof(float));
+            float *xd = cu_up(NULL, (size_t)(T * cols) * sizeof(float));
             float *yd[2];
             td_cu_mm mm[2];
             for (int i = 0; i < prods[pi].n; i++) {
-                yd[i] = up(NULL, (size_t)(T * prods[pi].n_out[i]) * sizeof(float));
+                yd[i] = cu_up(NULL, (size_t)(T * prods[pi].n_out[i]) * sizeof(float));
                 mm[i] = (td_cu_mm){yd[i], prods[pi].n_out[i], &w[i].d, NULL, prods[pi].n_out[i]};
             }
             double us[2];
