@@ -9,6 +9,7 @@
 
 #include "server/server_internal.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 
 /* What one call takes at most: the groups of this many passes' worth (td_decide_multi plans the passes inside). */
 #define CALL_GROUPS (4 * TD_DECIDE_SLOTS)
@@ -108,10 +109,7 @@ int td_decide_queue_run(td_server *s, td_decide_job *job, int client_fd) {
             pthread_mutex_unlock(&s->decide_mu);
             return -1;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 50 * 1000 * 1000; /* wake to watch the client while waiting */
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = td_deadline(CLOCK_MONOTONIC, 50); /* wake to watch the client while waiting */
         int rc = pthread_cond_timedwait(&q->cv, &s->decide_mu, &ts);
         (void)rc;
     }

@@ -21,6 +21,7 @@
 
 #include "server/server_internal.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/grow.h"
 #include "util/strbuf.h"
@@ -664,10 +665,7 @@ static void job_wait(td_server *s, job *j, int fd) {
             j->cancel = 1;
             pthread_cond_broadcast(&G->wake);
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 50 * 1000000L;
-        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        struct timespec until = td_deadline(CLOCK_REALTIME, 50);
         pthread_cond_timedwait(&j->cv, &G->mu, &until);
     }
     pthread_mutex_unlock(&G->mu);
@@ -840,10 +838,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 gone = 1;
                 break;
             }
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 50 * 1000000L;
-            if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+            struct timespec until = td_deadline(CLOCK_REALTIME, 50);
             pthread_cond_timedwait(&j->cv, &G->mu, &until);
         }
         if (gone) { /* ends the reply; MHD frees the stream, which cancels the job */

@@ -189,10 +189,7 @@ static void *sweeper_main(void *arg) {
             } else if (!sl->cut && sl->phase != PH_WORK && t - sl->since > (double)s->p.timeout_s)
                 slot_cut(s, sl, t);
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 200 * 1000000L;
-        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        struct timespec until = td_deadline(CLOCK_REALTIME, 200);
         pthread_cond_timedwait(&s->conn_cv, &s->conn_mu, &until);
     }
     pthread_mutex_unlock(&s->conn_mu);

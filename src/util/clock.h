@@ -18,4 +18,15 @@ static inline double td_now_ms(void) {
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
+/* The time `ms` milliseconds from now on `clock`, a deadline for pthread_cond_timedwait: CLOCK_REALTIME for a
+ * condition variable made with the default attributes, the clock set by pthread_condattr_setclock otherwise. */
+static inline struct timespec td_deadline(clockid_t clock, long ms) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += ms % 1000 * 1000000L;
+    if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+    return t;
+}
+
 #endif
