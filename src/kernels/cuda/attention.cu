@@ -18,11 +18,11 @@
  * --precision bf16 (td_cu_attention_bf16): attention_bf16_64_kernel (tiles of up to 64 rows; head dims 64, 128) or
  * attention_bf16_kernel (16 rows; 256, or TD_CUDA_ATTN_ROWS=16), the same spans, scratch and combine with cuda.h's
  * bf16 order on the tensor cores (below); TD_CUDA_TC_ATTN=0 keeps bf16 mode on the kernel above. */
-#include <cuda_bf16.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ptx.cuh"
 
 #define AT_NT 256    /* threads per block */
 #define AT_C 64      /* positions per chunk (the canonical order's C) */
@@ -39,8 +39,6 @@ template <int F16> __device__ __forceinline__ float kv_at(const void *base, int6
     if (F16) return td_dev_f16(((const uint16_t *)base)[i]);
     return ((const float *)base)[i];
 }
-
-__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 /* The combine rule, in one place for the tile kernel and td_attn_combine: (M, L) with (m, l) gives M' and the
  * factors x, y; L' = L * x + l * y (--fmad=false: each product rounded, then the sum). */
@@ -91,7 +89,7 @@ static size_t at_smem(int R, int64_t hd, int mode) {
 }
 
 template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_kernel(const at_args a) {
-    extern __shared__ float sm[];
+    TD_DYN_SMEM(float, sm);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int R = a.R, hd = (int)a.hd;
     float *Qs = sm;                        /* [R][hd] the rows' queries */
@@ -150,8 +148,8 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
             if (c < 0) continue;
             const size_t at = ((size_t)c * (size_t)a.kv_dim + (size_t)kvo) * es;
             for (size_t b = 0; b < (size_t)hd * es; b += 128) {
-                prefetch_l2((const char *)a.kc + at + b);
-                prefetch_l2((const char *)a.vc + at + b);
+                td_prefetch_l2((const char *)a.kc + at + b);
+                td_prefetch_l2((const char *)a.vc + at + b);
             }
         }
         __syncthreads();
@@ -376,29 +374,6 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a)
 
 static_assert(AT_RMAX == 16, "the bf16 kernel's tile is one m16 fragment");
 
-/* D += A B on one m16n8k16 fragment (bf16 A row-major, B col-major, f32 C/D). */
-__device__ __forceinline__ void ab_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* Four 8x8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8. Without .trans lane 4g + q gets
- * row g, columns 2q, 2q + 1 of each; with .trans, rows 2q, 2q + 1 of column g. */
-__device__ __forceinline__ void ab_ldsm_x4(uint32_t (&r)[4], const void *row) {
-    const uint32_t s = (uint32_t)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-__device__ __forceinline__ void ab_ldsm_x4_t(uint32_t (&r)[4], const void *row) {
-    const uint32_t s = (uint32_t)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
 /* f rounded to bf16 (nearest even; td_f32_to_bf16), its 16 bits. */
 __device__ __forceinline__ uint32_t ab_bf16(float f) { return __float_as_uint(td_dev_round_bf16(f)) >> 16; }
 __device__ __forceinline__ uint32_t ab_pack(float lo, float hi) { return ab_bf16(lo) | ab_bf16(hi) << 16; }
@@ -486,8 +461,8 @@ __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const 
         if (c < 0) continue;
         const size_t at = ((size_t)c * (size_t)a.kv_dim + (size_t)kvo) * es;
         for (size_t b = 0; b < (size_t)HD * es; b += 128) {
-            prefetch_l2((const char *)a.kc + at + b);
-            prefetch_l2((const char *)a.vc + at + b);
+            td_prefetch_l2((const char *)a.kc + at + b);
+            td_prefetch_l2((const char *)a.vc + at + b);
         }
     }
 }
@@ -538,7 +513,7 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
     constexpr int P = HD + AB_PAD; /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 32;    /* n8 fragments of the output a warp owns: HD / 4 columns */
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
-    extern __shared__ __align__(16) unsigned char ab_sm[];
+    TD_DYN_SMEM16(unsigned char, ab_sm);
     uint16_t *Qs = (uint16_t *)ab_sm;  /* [16][P] the rows' queries (padding rows 0) */
     uint16_t *Ks = Qs + 16 * P;        /* [64][P] the chunk's keys */
     uint16_t *Vs = Ks + AT_C * P;      /* [64][P] the chunk's values */
@@ -593,10 +568,10 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 #pragma unroll
                 for (int ks = 0; ks < HD; ks += 16) {
                     uint32_t af[4], bq[4];
-                    ab_ldsm_x4(af, &Qs[(lr + (li & 1) * 8) * P + ks + (li >> 1) * 8]);
-                    ab_ldsm_x4(bq, &Ks[(warp * 16 + lr + (li >> 1) * 8) * P + ks + (li & 1) * 8]);
-                    ab_mma(s[0], af, bq[0], bq[1]);
-                    ab_mma(s[1], af, bq[2], bq[3]);
+                    td_ldsm_x4(af, &Qs[(lr + (li & 1) * 8) * P + ks + (li >> 1) * 8]);
+                    td_ldsm_x4(bq, &Ks[(warp * 16 + lr + (li >> 1) * 8) * P + ks + (li & 1) * 8]);
+                    td_mma_bf16(s[0], af, bq[0], bq[1]);
+                    td_mma_bf16(s[1], af, bq[2], bq[3]);
                 }
 #pragma unroll
                 for (int f = 0; f < 2; f++)
@@ -644,14 +619,14 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 #pragma unroll
                 for (int kk = 0; kk < AT_C / 16; kk++) {
                     uint32_t af[4];
-                    ab_ldsm_x4(af, &Ps[(lr + (li & 1) * 8) * AB_PP + kk * 16 + (li >> 1) * 8]);
+                    td_ldsm_x4(af, &Ps[(lr + (li & 1) * 8) * AB_PP + kk * 16 + (li >> 1) * 8]);
 #pragma unroll
                     for (int np = 0; np < NF / 2; np++) {
                         uint32_t bq[4];
                         const int e0 = warp * (HD / 4) + np * 16;
-                        ab_ldsm_x4_t(bq, &Vs[(kk * 16 + (li & 1) * 8 + lr) * P + e0 + (li >> 1) * 8]);
-                        ab_mma(pv[2 * np], af, bq[0], bq[1]);
-                        ab_mma(pv[2 * np + 1], af, bq[2], bq[3]);
+                        td_ldsm_x4_t(bq, &Vs[(kk * 16 + (li & 1) * 8 + lr) * P + e0 + (li >> 1) * 8]);
+                        td_mma_bf16(pv[2 * np], af, bq[0], bq[1]);
+                        td_mma_bf16(pv[2 * np + 1], af, bq[2], bq[3]);
                     }
                 }
 #pragma unroll
@@ -762,7 +737,7 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
     constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
-    extern __shared__ __align__(16) unsigned char ab_sm[];
+    TD_DYN_SMEM16(unsigned char, ab_sm);
     uint16_t *Qs = (uint16_t *)ab_sm; /* [64][P] the rows' queries (padding rows 0) */
     uint16_t *Ks = Qs + AB64_R * P;   /* [64][P] the chunk's keys */
     uint16_t *Vs = Ks + AT_C * P;     /* [64][P] the chunk's values */
@@ -825,13 +800,13 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 #pragma unroll
                 for (int ks = 0; ks < HD; ks += 16) {
                     uint32_t af[4];
-                    ab_ldsm_x4(af, &Qs[(warp * 16 + lr + (li & 1) * 8) * P + ks + (li >> 1) * 8]);
+                    td_ldsm_x4(af, &Qs[(warp * 16 + lr + (li & 1) * 8) * P + ks + (li >> 1) * 8]);
 #pragma unroll
                     for (int np = 0; np < 4; np++) {
                         uint32_t bq[4];
-                        ab_ldsm_x4(bq, &Ks[(np * 16 + lr + (li >> 1) * 8) * P + ks + (li & 1) * 8]);
-                        ab_mma(s[2 * np], af, bq[0], bq[1]);
-                        ab_mma(s[2 * np + 1], af, bq[2], bq[3]);
+                        td_ldsm_x4(bq, &Ks[(np * 16 + lr + (li >> 1) * 8) * P + ks + (li & 1) * 8]);
+                        td_mma_bf16(s[2 * np], af, bq[0], bq[1]);
+                        td_mma_bf16(s[2 * np + 1], af, bq[2], bq[3]);
                     }
                 }
                 /* softmax per row h (the quad's 4 lanes hold its 64 slots) */
@@ -897,9 +872,9 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
                     for (int kk = 0; kk < AT_C / 16; kk++) {
                         const uint32_t af[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
                         uint32_t bq[4];
-                        ab_ldsm_x4_t(bq, &Vs[(kk * 16 + (li & 1) * 8 + lr) * P + np * 16 + (li >> 1) * 8]);
-                        ab_mma(pv[0], af, bq[0], bq[1]);
-                        ab_mma(pv[1], af, bq[2], bq[3]);
+                        td_ldsm_x4_t(bq, &Vs[(kk * 16 + (li & 1) * 8 + lr) * P + np * 16 + (li >> 1) * 8]);
+                        td_mma_bf16(pv[0], af, bq[0], bq[1]);
+                        td_mma_bf16(pv[1], af, bq[2], bq[3]);
                     }
 #pragma unroll
                     for (int u = 0; u < 2; u++)
@@ -973,6 +948,8 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
                 }
         }
 }
+
+#ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels above alone */
 
 extern "C" void td_cu_attention_test_mode(int mode) { at_test_mode = mode; }
 
@@ -1167,3 +1144,5 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
     attention_combine_kernel<<<(unsigned)(T * Hq), 128, 0, s>>>(a);
     return td_cu_launched("attention (tensor cores): combine");
 }
+
+#endif /* TD_CU_EMU */

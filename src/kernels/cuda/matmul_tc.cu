@@ -23,11 +23,11 @@
  * Whether the mma unit's result for one output depends on other rows or columns of its fragments: it does not (each
  * D element is a function of its A row, B column and C element); tests/cuda/test_cuda_kernels.c checks the bits of a
  * row alone against the same row at other tile positions, T and kernels. */
-#include <cuda_bf16.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ptx.cuh"
 
 #define TC_KS 256       /* k per slice: the fixed unit of the order above */
 #define TC_SKINNY_T 64  /* tokens up to which tc_skinny runs (8 fragments of 8): one criterion's 45 tokens too */
@@ -73,35 +73,6 @@ __device__ __forceinline__ const uint16_t *tc_wrow(const tc_view &v, int64_t j) 
     return v.w + (v.rows ? (int64_t)v.rows[j] : j) * v.row_elems;
 }
 
-/* D += A B on one m16n8k16 fragment (D and C the same registers). */
-__device__ __forceinline__ void tc_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                       uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/* Two floats rounded to bf16 (nearest even), lo in the low half: one B (or A) register. */
-__device__ __forceinline__ uint32_t tc_pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&v;
-}
-
-__device__ __forceinline__ void tc_ldmatrix_x4(uint32_t (&r)[4], const void *smem_row) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem_row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-__device__ __forceinline__ void tc_cp16(void *smem, const void *g) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(g));
-}
-__device__ __forceinline__ void tc_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void tc_cp_wait_all(void) { asm volatile("cp.async.wait_group 0;\n" ::); }
-
 /* The slice rule: a chain ends here, its value joins the total (the first one as it is). */
 __device__ __forceinline__ void tc_fold(float &total, float &acc, bool first) {
     total = first ? acc : total + acc;
@@ -141,9 +112,9 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int i = 0; i < 2; i++) { /* 128 rows x 4 chunks of 8 bf16 */
             const int c = tid + 256 * i, r = c >> 2, part = c & 3;
-            if (part * 8 < kn) tc_cp16(&As[buf][r][part * 8], wrow[r] + k0 + part * 8);
+            if (part * 8 < kn) td_cp16(&As[buf][r][part * 8], wrow[r] + k0 + part * 8);
         }
-        tc_cp_commit();
+        td_cp_commit();
 #pragma unroll
         for (int i = 0; i < XV; i++) { /* BN tokens x 8 chunks of 4 floats */
             const int c = tid + 256 * i, tk = c >> 3, part = c & 7;
@@ -158,7 +129,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int i = 0; i < XV; i++) {
             const int c = tid + 256 * i, tk = c >> 3, part = c & 7;
-            uint2 v = make_uint2(tc_pack(xr[i].x, xr[i].y), tc_pack(xr[i].z, xr[i].w));
+            uint2 v = make_uint2(td_pack_bf16(xr[i].x, xr[i].y), td_pack_bf16(xr[i].z, xr[i].w));
             *(uint2 *)&Bs[buf][tk][part * 4] = v;
         }
     };
@@ -171,7 +142,7 @@ __global__ void __launch_bounds__(256)
         const int buf = (int)(st & 1);
         const int64_t k0 = st * TC_BK;
         const int kn = K - k0 < TC_BK ? (int)(K - k0) : TC_BK;
-        tc_cp_wait_all();
+        td_cp_wait<0>();
         __syncthreads();
         const bool more = st + 1 < nsteps;
         if (more) {
@@ -183,18 +154,18 @@ __global__ void __launch_bounds__(256)
             const int i = lane >> 3, r = lane & 7;
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
-                tc_ldmatrix_x4(af[mt], &As[buf][wm * 64 + mt * 16 + r + (i & 1) * 8][ks + (i >> 1) * 8]);
+                td_ldsm_x4(af[mt], &As[buf][wm * 64 + mt * 16 + r + (i & 1) * 8][ks + (i >> 1) * 8]);
 #pragma unroll
             for (int np = 0; np < NT / 2; np++) {
                 uint32_t q[4];
-                tc_ldmatrix_x4(q, &Bs[buf][wn * (BN / 4) + np * 16 + r + (i >> 1) * 8][ks + (i & 1) * 8]);
+                td_ldsm_x4(q, &Bs[buf][wn * (BN / 4) + np * 16 + r + (i >> 1) * 8][ks + (i & 1) * 8]);
                 bf[2 * np][0] = q[0], bf[2 * np][1] = q[1], bf[2 * np + 1][0] = q[2], bf[2 * np + 1][1] = q[3];
             }
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
-                    tc_mma(acc[mt][nt], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0], bf[nt][1]);
+                    td_mma_bf16(acc[mt][nt], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0], bf[nt][1]);
         }
         if (FOLD && ((k0 + kn) % TC_KS == 0 || k0 + kn == K)) { /* a slice ends */
 #pragma unroll
@@ -272,10 +243,10 @@ __global__ void __launch_bounds__(SW * 32)
                         for (int f = 0; f < NF; f++) {
                             uint32_t b0 = 0, b1 = 0;
                             if (xt[f]) {
-                                b0 = tc_pack(xt[f][kk], xt[f][kk + 1]);
-                                b1 = tc_pack(xt[f][kk + 8], xt[f][kk + 9]);
+                                b0 = td_pack_bf16(xt[f][kk], xt[f][kk + 1]);
+                                b1 = td_pack_bf16(xt[f][kk + 8], xt[f][kk + 9]);
                             }
-                            tc_mma(acc[f], a[u][0], a[u][1], a[u][2], a[u][3], b0, b1);
+                            td_mma_bf16(acc[f], a[u][0], a[u][1], a[u][2], a[u][3], b0, b1);
                         }
                     }
             }
@@ -325,7 +296,7 @@ template <bool FOLD>
 __global__ void __launch_bounds__(256, 1)
     tc_wide(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K) {
     constexpr int NT = 4, XV = TW_BN * TW_BK / 4 / 256; /* n8 fragments per warp; float4 loads per thread a stage */
-    extern __shared__ __align__(16) unsigned char tc_smem[];
+    TD_DYN_SMEM16(unsigned char, tc_smem);
     typedef uint16_t arows[TC_BM][TW_PITCH];
     typedef uint16_t brows[TW_BN][TW_PITCH];
     arows *As = (arows *)tc_smem;                                                    /* [TW_AS] */
@@ -356,10 +327,10 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int i = 0; i < TC_BM * TW_BK / 8 / 256; i++) { /* 128 rows x 8 chunks of 8 bf16 */
                 const int c = tid + 256 * i, r = c >> 3, part = c & 7;
-                if (part * 8 < kn) tc_cp16(&As[buf][r][part * 8], wrow[r] + k0 + part * 8);
+                if (part * 8 < kn) td_cp16(&As[buf][r][part * 8], wrow[r] + k0 + part * 8);
             }
         }
-        tc_cp_commit();
+        td_cp_commit();
     };
     float4 xr[XV];
     auto fetch_x = [&](int64_t st) { /* stage st's activations into registers */
@@ -380,7 +351,8 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
         for (int i = 0; i < XV; i++) {
             const int c = tid + 256 * i, tk = c >> 4, part = c & 15;
-            *(uint2 *)&Bs[buf][tk][part * 4] = make_uint2(tc_pack(xr[i].x, xr[i].y), tc_pack(xr[i].z, xr[i].w));
+            *(uint2 *)&Bs[buf][tk][part * 4] =
+                make_uint2(td_pack_bf16(xr[i].x, xr[i].y), td_pack_bf16(xr[i].z, xr[i].w));
         }
     };
 
@@ -394,7 +366,7 @@ __global__ void __launch_bounds__(256, 1)
     for (int64_t st = 0; st < nsteps; st++) {
         const int64_t k0 = st * TW_BK;
         const int kn = kn_of(st), abuf = (int)(st % TW_AS), bbuf = (int)(st & 1);
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(TW_AS - 2)); /* stage st's weights have landed */
+        td_cp_wait<TW_AS - 2>(); /* stage st's weights have landed */
         __syncthreads(); /* ... for every thread; and every thread is done with stage st - 1's buffers */
         fetch_w(st + TW_AS - 1);
         if (st + 1 < nsteps) put_x((int)((st + 1) & 1));
@@ -405,18 +377,18 @@ __global__ void __launch_bounds__(256, 1)
                 uint32_t af[4][4], bf[NT][2];
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++)
-                    tc_ldmatrix_x4(af[mt], &As[abuf][wm * 64 + mt * 16 + r8 + (i8 & 1) * 8][ks + (i8 >> 1) * 8]);
+                    td_ldsm_x4(af[mt], &As[abuf][wm * 64 + mt * 16 + r8 + (i8 & 1) * 8][ks + (i8 >> 1) * 8]);
 #pragma unroll
                 for (int np = 0; np < NT / 2; np++) {
                     uint32_t q[4];
-                    tc_ldmatrix_x4(q, &Bs[bbuf][wn * 32 + np * 16 + r8 + (i8 >> 1) * 8][ks + (i8 & 1) * 8]);
+                    td_ldsm_x4(q, &Bs[bbuf][wn * 32 + np * 16 + r8 + (i8 >> 1) * 8][ks + (i8 & 1) * 8]);
                     bf[2 * np][0] = q[0], bf[2 * np][1] = q[1], bf[2 * np + 1][0] = q[2], bf[2 * np + 1][1] = q[3];
                 }
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++)
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++)
-                        tc_mma(acc[mt][nt], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0], bf[nt][1]);
+                        td_mma_bf16(acc[mt][nt], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0], bf[nt][1]);
             }
         }
         const bool last = k0 + kn == K;
@@ -453,8 +425,6 @@ __global__ void __launch_bounds__(256, 1)
 
 #define TC_SP 264 /* tc_stream: bf16 per staged weight row: a slice + 8 (528 bytes: ldmatrix rows on distinct banks) */
 
-__device__ __forceinline__ void tc_cp_wait_one(void) { asm volatile("cp.async.wait_group 1;\n" ::); }
-
 /* tc_skinny's work and order, with the weights' loads all issued before a slice's first mma. Block: SW warps, R
  * outputs (16; or 8 / 4, the mma's rows past R repeating the block's rows, their results dropped: more blocks when a
  * launch has few outputs; or 32, two A fragments a step sharing each B fragment: fewer reads of x when T is larger),
@@ -470,7 +440,7 @@ __global__ void __launch_bounds__(SW * 32, 1)
     constexpr int MT = R == 32 ? 2 : 1; /* A fragments (16 rows) a step, each B fragment used for all */
     constexpr int NTOK = NF * 8;
     constexpr int PER = (NTOK * R + SW * 32 - 1) / (SW * 32); /* totals per thread */
-    extern __shared__ __align__(16) unsigned char tc_smem[];
+    TD_DYN_SMEM16(unsigned char, tc_smem);
     typedef uint16_t wbuf[R][TC_SP];
     typedef float pbuf[R][NTOK + 1];
     wbuf *ws = (wbuf *)tc_smem;                                          /* [SW * nbuf] */
@@ -497,8 +467,8 @@ __global__ void __launch_bounds__(SW * 32, 1)
         const int64_t k = sl * TC_KS + lane * 8;
         if (sl < S && k < K)
 #pragma unroll
-            for (int r = 0; r < R; r++) tc_cp16(&ws[warp * nbuf + b][r][lane * 8], wrow[r] + k);
-        tc_cp_commit();
+            for (int r = 0; r < R; r++) td_cp16(&ws[warp * nbuf + b][r][lane * 8], wrow[r] + k);
+        td_cp_commit();
     };
 
     issue(warp, 0);
@@ -507,10 +477,10 @@ __global__ void __launch_bounds__(SW * 32, 1)
         const int b = nbuf == 2 ? (int)(rd & 1) : 0;
         if (nbuf == 2) {
             issue(s + SW, b ^ 1); /* its buffer was last read in round rd - 1, before the block's barriers */
-            tc_cp_wait_one();
+            td_cp_wait<1>();
         } else {
             if (rd > 0) issue(s, 0);
-            tc_cp_wait_all();
+            td_cp_wait<0>();
         }
         __syncwarp(); /* every lane's copies of this slice are visible to the warp */
         if (s < S) {
@@ -526,7 +496,7 @@ __global__ void __launch_bounds__(SW * 32, 1)
             for (int st = 0; st < n16; st++) {
                 uint32_t a[MT][4];
 #pragma unroll
-                for (int m = 0; m < MT; m++) tc_ldmatrix_x4(a[m], abase + m * 16 * TC_SP + st * 16);
+                for (int m = 0; m < MT; m++) td_ldsm_x4(a[m], abase + m * 16 * TC_SP + st * 16);
                 const int64_t kk = k0 + st * 16 + 2 * q;
 #pragma unroll
                 for (int f = 0; f < NF; f++) {
@@ -535,14 +505,14 @@ __global__ void __launch_bounds__(SW * 32, 1)
                         const float *xp = xg + f * xf + kk;
                         if (x2) {
                             const float2 lo = *(const float2 *)xp, hi = *(const float2 *)(xp + 8);
-                            b0 = tc_pack(lo.x, lo.y), b1 = tc_pack(hi.x, hi.y);
+                            b0 = td_pack_bf16(lo.x, lo.y), b1 = td_pack_bf16(hi.x, hi.y);
                         } else {
-                            b0 = tc_pack(xp[0], xp[1]);
-                            b1 = tc_pack(xp[8], xp[9]);
+                            b0 = td_pack_bf16(xp[0], xp[1]);
+                            b1 = td_pack_bf16(xp[8], xp[9]);
                         }
                     }
 #pragma unroll
-                    for (int m = 0; m < MT; m++) tc_mma(acc[m][f], a[m][0], a[m][1], a[m][2], a[m][3], b0, b1);
+                    for (int m = 0; m < MT; m++) td_mma_bf16(acc[m][f], a[m][0], a[m][1], a[m][2], a[m][3], b0, b1);
                 }
             }
 #pragma unroll
@@ -579,6 +549,8 @@ __global__ void __launch_bounds__(SW * 32, 1)
         if (tk < NTOK && j < v.n_out && tk < T) v.y[(int64_t)tk * v.ldy + j] = total[i];
     }
 }
+
+#ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels above alone */
 
 /* ---- dispatch -------------------------------------------------------------------------------------------------- */
 
@@ -738,3 +710,5 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
 #endif
     return td_cu_launched("matmul (tensor cores)");
 }
+
+#endif /* TD_CU_EMU */

@@ -1,55 +1,26 @@
-// The new tensor-core kernels against the old ones, bit for bit, on the CPU (run.sh says how and what it checks).
-// Cases: [quick] a few seconds; [few] tc_stream (16 / 8 / 4 / 32 outputs a block) vs tc_skinny at T = 1 .. 64, k of one
-// slice, several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many] tc_wide vs
-// tc_tile at T = 65 .. 200. Every entry past n_out must keep its poison (7.0f), every output must be written.
-#include "shim.h"
-#include <atomic>
-#include <cstdio>
-#include <cstdlib>
-#include <thread>
-#include <vector>
-thread_local dim3v threadIdx, blockIdx;
-thread_local std::vector<cp_op> cp_open;
-thread_local std::deque<std::vector<cp_op>> cp_groups;
-unsigned char *g_dyn_smem;
-std::barrier<> *g_block_bar;
-std::barrier<> *g_warp_bar[32];
-warp_x g_wx[32];
-#include "kernels.inc"
+// tests/cuda/emu: the new tensor-core products of src/kernels/cuda/matmul_tc.cu against the old ones, bit for bit,
+// on the CPU (emu.h says what is emulated). Cases: [quick] a few seconds; [few] tc_stream (16 / 8 / 4 / 32 outputs a
+// block) vs tc_skinny at T = 1 .. 64, k of one slice, several, a last slice shorter, row lists, odd ldx, 1-3 products
+// in a launch, 4097 outputs; [many] tc_wide vs tc_tile at T = 65 .. 200. Every entry past n_out must keep its poison
+// (7.0f), every output must be written, every cp.async copy waited for.
+#include "emu.h"
 
-static uint64_t rs = 0x1234567;
-static float urand() {
+#include "kernels/cuda/matmul_tc.cu"
+
+namespace {
+
+uint64_t rs = 0x1234567;
+float urand() {
     rs ^= rs << 13;
     rs ^= rs >> 7;
     rs ^= rs << 17;
     return (float)((rs >> 11) * (1.0 / 9007199254740992.0)) * 4 - 2;
 }
 
-static std::atomic<int64_t> pending{0}; // copies a thread issued and never waited for (a bug: counted by cmp)
+int64_t pending = 0; // copies a thread issued and never waited for (a bug: counted by cmp)
 
-template <typename F> static void launch(unsigned gx, unsigned gy, int nt, size_t dyn, F body) {
-    std::vector<unsigned char> smem(dyn + 64, 0x41);
-    g_dyn_smem = (unsigned char *)(((uintptr_t)smem.data() + 15) & ~(uintptr_t)15);
-    for (unsigned by = 0; by < gy; by++)
-        for (unsigned bx = 0; bx < gx; bx++) {
-            std::barrier<> bb(nt);
-            std::vector<std::unique_ptr<std::barrier<>>> wb;
-            for (int w = 0; w < nt / 32; w++)
-                wb.emplace_back(new std::barrier<>(32)), g_warp_bar[w] = wb.back().get();
-            g_block_bar = &bb;
-            std::vector<std::thread> th;
-            for (int t = 0; t < nt; t++)
-                th.emplace_back([&, t] {
-                    threadIdx.x = t, blockIdx.x = bx, blockIdx.y = by;
-                    cp_open.clear(), cp_groups.clear();
-                    body();
-                    for (auto &g : cp_groups)
-                        pending += g.size();
-                    pending += cp_open.size();
-                });
-            for (auto &t : th)
-                t.join();
-        }
+template <typename F> void launch(unsigned gx, unsigned gy, int nt, size_t dyn, bool is_new, F body) {
+    pending += td_emu_run(gx, gy, 1, nt, dyn, 0x41, is_new, body);
 }
 
 struct prob {
@@ -60,7 +31,7 @@ struct prob {
     std::vector<float> x;
 };
 
-static tc_jobs mkjobs(prob &p, std::vector<std::vector<float>> &ys, int64_t per, int64_t &blocks) {
+tc_jobs mkjobs(prob &p, std::vector<std::vector<float>> &ys, int64_t per, int64_t &blocks) {
     tc_jobs j;
     j.n = (int)p.n;
     blocks = 0;
@@ -73,25 +44,25 @@ static tc_jobs mkjobs(prob &p, std::vector<std::vector<float>> &ys, int64_t per,
     }
     return j;
 }
-static std::vector<std::vector<float>> fresh(prob &p) {
+std::vector<std::vector<float>> fresh(prob &p) {
     std::vector<std::vector<float>> ys;
     for (int i = 0; i < p.n; i++)
         ys.emplace_back((size_t)(p.T * (p.n_out[i] + 2)), 7.0f);
     return ys;
 }
 
-template <int NF> static std::vector<std::vector<float>> run_skinny(prob &p) {
+template <int NF> std::vector<std::vector<float>> run_skinny(prob &p) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, 16, blocks);
     bool wide = (p.K + 255) / 256 >= 8;
     if (wide)
-        launch(blocks, 1, 256, 0, [&] { tc_skinny<NF, 8>(j, p.x.data(), p.ldx, p.T, p.K); });
+        launch(blocks, 1, 256, 0, false, [&] { tc_skinny<NF, 8>(j, p.x.data(), p.ldx, p.T, p.K); });
     else
-        launch(blocks, 1, 128, 0, [&] { tc_skinny<NF, 4>(j, p.x.data(), p.ldx, p.T, p.K); });
+        launch(blocks, 1, 128, 0, false, [&] { tc_skinny<NF, 4>(j, p.x.data(), p.ldx, p.T, p.K); });
     return ys;
 }
-template <int NF, int R> static std::vector<std::vector<float>> run_stream(prob &p) {
+template <int NF, int R> std::vector<std::vector<float>> run_stream(prob &p) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, R, blocks);
@@ -100,7 +71,7 @@ template <int NF, int R> static std::vector<std::vector<float>> run_stream(prob 
         constexpr int SW = decltype(swc)::value;
         int nbuf = S > SW ? (SW == 8 && R == 32 ? 1 : 2) : 1; // as tc_stream_go
         size_t smem = (size_t)SW * nbuf * R * TC_SP * 2 + (size_t)SW * R * (NF * 8 + 1) * 4;
-        launch(blocks, 1, SW * 32, smem, [&] { tc_stream<NF, SW, R>(j, p.x.data(), p.ldx, p.T, p.K, nbuf); });
+        launch(blocks, 1, SW * 32, smem, true, [&] { tc_stream<NF, SW, R>(j, p.x.data(), p.ldx, p.T, p.K, nbuf); });
     };
     if (S >= 8)
         go(std::integral_constant<int, 8>());
@@ -108,22 +79,22 @@ template <int NF, int R> static std::vector<std::vector<float>> run_stream(prob 
         go(std::integral_constant<int, 4>());
     return ys;
 }
-static std::vector<std::vector<float>> run_tile(prob &p) {
+std::vector<std::vector<float>> run_tile(prob &p) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
-    launch(blocks, (p.T + 63) / 64, 256, 0, [&] { tc_tile<64, true>(j, p.x.data(), p.ldx, p.T, p.K); });
+    launch(blocks, (p.T + 63) / 64, 256, 0, false, [&] { tc_tile<64, true>(j, p.x.data(), p.ldx, p.T, p.K); });
     return ys;
 }
-static std::vector<std::vector<float>> run_wide(prob &p) {
+std::vector<std::vector<float>> run_wide(prob &p) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
-    launch(blocks, (p.T + 127) / 128, 256, TW_SMEM, [&] { tc_wide<true>(j, p.x.data(), p.ldx, p.T, p.K); });
+    launch(blocks, (p.T + 127) / 128, 256, TW_SMEM, true, [&] { tc_wide<true>(j, p.x.data(), p.ldx, p.T, p.K); });
     return ys;
 }
 
-static prob mk(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int64_t ldx) {
+prob mk(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int64_t ldx) {
     prob p;
     p.T = T;
     p.K = K;
@@ -134,7 +105,7 @@ static prob mk(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
         int64_t wr = n + 3;
         std::vector<uint16_t> w((size_t)(wr * K));
         for (auto &v : w)
-            v = f2bf(urand());
+            v = td_emu_f2bf(urand());
         p.w.push_back(w);
         std::vector<int32_t> r;
         if (rows)
@@ -148,7 +119,7 @@ static prob mk(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     return p;
 }
 // a: the old kernel's outputs, b: the new one's
-static int cmp(const char *what, prob &p, std::vector<std::vector<float>> &a, std::vector<std::vector<float>> &b) {
+int cmp(const char *what, prob &p, std::vector<std::vector<float>> &a, std::vector<std::vector<float>> &b) {
     int64_t bad = 0;
     for (int i = 0; i < p.n; i++) {
         for (size_t e = 0; e < a[i].size(); e++)
@@ -161,13 +132,14 @@ static int cmp(const char *what, prob &p, std::vector<std::vector<float>> &a, st
             }
     }
     if (pending)
-        printf("  %lld cp.async copies never waited for\n", (long long)pending.load());
-    bad += pending.exchange(0);
+        printf("  %lld cp.async copies never waited for\n", (long long)pending);
+    bad += pending;
+    pending = 0;
     printf("  %-60s %s (%lld)\n", what, bad ? "DIFFER" : "same bits", (long long)bad);
     return bad != 0;
 }
 
-template <int NF> static int check_few(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int64_t ldx) {
+template <int NF> int check_few(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int64_t ldx) {
     prob p = mk(T, K, n_out, rows, ldx);
     auto ref = run_skinny<NF>(p);
     char name[160];
@@ -190,7 +162,7 @@ template <int NF> static int check_few(int64_t T, int64_t K, std::vector<int64_t
     bad |= cmp(name, p, ref, a32);
     return bad;
 }
-static int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int64_t ldx) {
+int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int64_t ldx) {
     prob p = mk(T, K, n_out, rows, ldx);
     auto ref = run_tile(p);
     auto b = run_wide(p);
@@ -199,9 +171,10 @@ static int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool row
              (long long)n_out[0], rows, (long long)ldx);
     return cmp(name, p, ref, b);
 }
-int main(int argc, char **argv) {
+} // namespace
+
+int td_emu_tc(const char *which) {
     int bad = 0;
-    const char *which = argc > 1 ? argv[1] : "all";
     if (!strcmp(which, "all") || !strcmp(which, "few")) {
         bad |= check_few<1>(1, 256, {33}, false, 256);
         bad |= check_few<1>(3, 1008, {7, 33}, true, 1013);
@@ -224,6 +197,6 @@ int main(int argc, char **argv) {
         bad |= check_few<1>(2, 2560, {9}, false, 2560); /* 10 slices: two rounds (double-buffered but at 32) */
         bad |= check_many(65, 256, {33}, false, 256);
     }
-    printf(bad ? "EMULATION: DIFFER\n" : "EMULATION: all the same bits\n");
+    printf(bad ? "tc: DIFFER\n" : "tc: all the same bits\n");
     return bad;
 }

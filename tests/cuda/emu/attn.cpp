@@ -1,46 +1,30 @@
-// attention_bf16_64_kernel (tiles of 64 rows) against attention_bf16_kernel (16 rows), bit for bit, on the CPU
-// (run.sh says how and what it checks), and both against a double-precision reference of cuda.h's bf16 order
-// (|diff| <= 2^-7 max |v|, as tests/cuda/test_cuda_attn_bf16.c). The launch arguments mirror attention.cu's
-// at_prepare (span, split, grid); shared memory starts as 0xff bytes (bf16 NaN) so a read of a slot never written
-// shows; every output must be written (the buffer starts NaN and the reference check would fail).
+// tests/cuda/emu: attention_bf16_64_kernel (tiles of 64 rows) of src/kernels/cuda/attention.cu against
+// attention_bf16_kernel (16 rows), bit for bit, on the CPU (emu.h says what is emulated), and both against a
+// double-precision reference of cuda.h's bf16 order (|diff| <= 2^-7 max |v|, as tests/cuda/test_cuda_attn_bf16.c).
+// [quick]: hd 64, G 2, f32 cache; [all]: G 1, 2, 8, f32 and f16 caches, windows, tiles of 1 .. 64 rows, reversed
+// groups, both span sizes, test modes 1-3. The launch arguments mirror attention.cu's at_prepare (span, split, grid);
+// shared memory starts as 0xff bytes (bf16 NaN) so a read of a slot never written shows; every output must be
+// written (the buffer starts NaN and the reference check would fail).
 #include <algorithm>
-#include <thread>
-#include <vector>
-#include "shim.h"
-thread_local dim3v threadIdx, blockIdx;
-unsigned char *g_dyn_smem;
-std::barrier<> *g_block_bar;
-std::barrier<> *g_warp_bar[32];
-warp_x g_wx[32];
-#include "kernels.inc"
 
-static uint64_t rs = 0x5eed64;
-static uint64_t rnd64() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
-static float urand(float lo, float hi) {
+#include "emu.h"
+
+#include "kernels/cuda/attention.cu"
+
+namespace {
+
+uint64_t rs = 0x5eed64;
+uint64_t rnd64() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
+float urand(float lo, float hi) {
     return lo + (hi - lo) * (float)((rnd64() >> 11) * (1.0 / 9007199254740992.0));
 }
-static int failures = 0;
+int failures = 0;
 
-template <typename F> static void launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn, F body) {
-    std::vector<unsigned char> smem(dyn + 64);
-    g_dyn_smem = (unsigned char *)(((uintptr_t)smem.data() + 15) & ~(uintptr_t)15);
-    for (unsigned bz = 0; bz < gz; bz++)
-        for (unsigned by = 0; by < gy; by++)
-            for (unsigned bx = 0; bx < gx; bx++) {
-                memset(g_dyn_smem, 0xff, dyn);
-                std::barrier<> bb(nt);
-                std::vector<std::unique_ptr<std::barrier<>>> wb;
-                for (int w = 0; w < nt / 32; w++)
-                    wb.emplace_back(new std::barrier<>(32)), g_warp_bar[w] = wb.back().get();
-                g_block_bar = &bb;
-                std::vector<std::thread> th;
-                for (int t = 0; t < nt; t++)
-                    th.emplace_back([&, t] {
-                        threadIdx.x = t, blockIdx.x = bx, blockIdx.y = by, blockIdx.z = bz;
-                        body();
-                    });
-                for (auto &t : th) t.join();
-            }
+template <typename F> void launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn, bool is_new, F body) {
+    if (td_emu_run(gx, gy, gz, nt, dyn, 0xff, is_new, body) != 0) {
+        printf("  cp.async copies never waited for\n");
+        failures++;
+    }
 }
 
 struct kcase {
@@ -54,7 +38,7 @@ struct kcase {
     int64_t T;
 };
 
-static uint16_t to_f16(float f) { // values in [-1, 1]: normal or zero, round to nearest even
+uint16_t to_f16(float f) { // values in [-1, 1]: normal or zero, round to nearest even
     if (f == 0) return 0;
     int e;
     float m = frexpf(fabsf(f), &e); // |f| = m 2^e, m in [0.5, 1)
@@ -66,7 +50,7 @@ static uint16_t to_f16(float f) { // values in [-1, 1]: normal or zero, round to
     return (uint16_t)((f < 0) << 15 | E << 10 | mi);
 }
 
-static kcase mk(int64_t Hq, int64_t Hkv, int64_t hd, int f16, int64_t window, int64_t n_ctx,
+kcase mk(int64_t Hq, int64_t Hkv, int64_t hd, int f16, int64_t window, int64_t n_ctx,
                 const std::vector<int32_t> &seq, const std::vector<int32_t> &pos) {
     kcase c;
     c.Hq = Hq, c.Hkv = Hkv, c.hd = hd, c.f16 = f16, c.window = window, c.n_ctx = n_ctx, c.n_seq = 3;
@@ -92,7 +76,7 @@ static kcase mk(int64_t Hq, int64_t Hkv, int64_t hd, int f16, int64_t window, in
 
 // rows: 16 or 64; qt: tokens per tile (0: the most the kernel takes); mode: td_cu_attention_test_mode; big: the
 // scratch holds the split by chunks (else exactly the super-chunk split's)
-static std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big, bool reverse) {
+std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big, bool reverse) {
     const int64_t T = c.T, Hq = c.Hq, hd = c.hd, G = Hq / c.Hkv;
     std::vector<int32_t> tok, off(c.n_seq + 1), tile;
     for (int64_t s = 0; s < c.n_seq; s++) {
@@ -135,9 +119,9 @@ static std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bo
     auto go = [&](auto hdc, auto f16c) {
         constexpr int HD = decltype(hdc)::value, F16 = decltype(f16c)::value;
         if (rows == 64)
-            launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode), [&] { attention_bf16_64_kernel<F16, HD>(a); });
+            launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode), true, [&] { attention_bf16_64_kernel<F16, HD>(a); });
         else
-            launch(n_tiles, gy, zdim, AB_NT, ab_smem(HD), [&] { attention_bf16_kernel<F16, HD>(a); });
+            launch(n_tiles, gy, zdim, AB_NT, ab_smem(HD), false, [&] { attention_bf16_kernel<F16, HD>(a); });
     };
     using I0 = std::integral_constant<int, 0>;
     using I1 = std::integral_constant<int, 1>;
@@ -152,7 +136,7 @@ static std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bo
 }
 
 // cuda.h's bf16 order in double: q, k, v rounded to bf16, p = bf16(exp(s - m_chunk)) per chunk of 64 anchored at 0
-static std::vector<float> ref(const kcase &c) {
+std::vector<float> ref(const kcase &c) {
     const int64_t Hq = c.Hq, hd = c.hd, G = Hq / c.Hkv;
     std::vector<float> out(c.T * Hq * hd);
     auto rb = [](float f) { return td_dev_round_bf16(f); };
@@ -185,14 +169,14 @@ static std::vector<float> ref(const kcase &c) {
     return out;
 }
 
-static void bits(const char *name, const std::vector<float> &a, const std::vector<float> &b) {
+void bits(const char *name, const std::vector<float> &a, const std::vector<float> &b) {
     int64_t differ = 0;
     for (size_t i = 0; i < a.size(); i++) differ += memcmp(&a[i], &b[i], 4) != 0;
     printf("  %-70s %s", name, differ ? "NOT bit-exact" : "bit-exact");
     if (differ) printf(" (%lld of %zu differ)", (long long)differ, a.size()), failures++;
     printf("\n");
 }
-static void near(const char *name, const std::vector<float> &a, const std::vector<float> &r) {
+void near(const char *name, const std::vector<float> &a, const std::vector<float> &r) {
     double worst = 0;
     for (size_t i = 0; i < a.size(); i++) {
         double d = fabs((double)a[i] - r[i]);
@@ -203,8 +187,11 @@ static void near(const char *name, const std::vector<float> &a, const std::vecto
     failures += !ok;
 }
 
-int main(int argc, char **argv) {
-    const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+} // namespace
+
+int td_emu_attn(const char *what) {
+    const bool quick = strcmp(what, "quick") == 0;
+    failures = 0;
     struct spec { int64_t Hq, Hkv, hd; int f16; int64_t window; };
     const spec specs[] = {{2, 1, 64, 0, 0}, {8, 1, 128, 1, 100}, {2, 2, 64, 1, 0}, {4, 2, 128, 0, 40}};
     int n_specs = quick ? 1 : 4;
@@ -215,7 +202,7 @@ int main(int argc, char **argv) {
         const int run_len = (int)(sp.hd == 128 && G == 8 ? 20 : 70); // seq 0: a causal run crossing 512
         for (int i = 0; i < run_len; i++) seq.push_back(0), pos.push_back(500 - run_len / 2 + i);
         for (int i = 0; i < 5; i++) seq.push_back(1), pos.push_back((int32_t)(rnd64() % 700));
-        static const int32_t edge[] = {0, 1, 63, 64, 65, 600};
+        const int32_t edge[] = {0, 1, 63, 64, 65, 600};
         for (int32_t p : edge) seq.push_back(2), pos.push_back(p);
         kcase c = mk(sp.Hq, sp.Hkv, sp.hd, sp.f16, sp.window, 700, seq, pos);
         printf("hd %lld G %lld kv %s window %lld, %lld tokens\n", (long long)sp.hd, (long long)G,
@@ -240,6 +227,6 @@ int main(int argc, char **argv) {
             bits(name, run(c, 64, 0, mode, true, false), r16);
         }
     }
-    printf(failures ? "attn_emu: %d FAILED\n" : "attn_emu: all passed\n", failures);
-    return failures ? 1 : 0;
+    printf(failures ? "attn: %d FAILED\n" : "attn: all passed\n", failures);
+    return failures;
 }

@@ -1,0 +1,150 @@
+// tests/cuda/emu: the tensor-core kernels of src/kernels/cuda/matmul_tc.cu and attention.cu run on the CPU, compiled
+// by g++ from the .cu files themselves (no CUDA toolkit, no Python): this header stands in for the CUDA headers
+// (cuda_runtime.h, cuda_fp16.h and cuda_bf16.h here include it) and kernels/cuda/ptx.cuh here for the kernels' inline
+// PTX, both found before src/ by the -I order; -DTD_CU_EMU leaves the .cu files' host side out.
+//
+// What is emulated: one block at a time, a std::thread per CUDA thread; std::barrier for __syncthreads and a barrier
+// per warp for __syncwarp and every warp collective (shuffles; ldmatrix with and without .trans and mma.sync
+// m16n8k16 by their PTX fragment layouts, the mma's arithmetic an fp32 fmaf chain over k, a function of its own A
+// row, B column and C element as the hardware's is); cp.async as late as PTX allows (a thread's copies wait in their
+// commit group until a wait_group lets at most n groups stay pending, so a stage read before its wait reads stale
+// data, and copies never waited for are counted as failures); __shared__ variables are function statics (one block
+// at a time), the dynamic shared memory a buffer poisoned before each block. What it cannot see: the device's
+// arithmetic (the mma's own rounding), timing, races between threads of a block (the barriers order everything),
+// bank conflicts, registers: it checks where every value is routed. test_cuda_matmul_tc and test_cuda_attn_bf16 on
+// the GPU are the real checks.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <stdint.h>
+#include <thread>
+#include <vector>
+
+#define __host__
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+
+typedef int cudaError_t;
+typedef struct td_emu_stream *cudaStream_t;
+
+struct dim3v {
+    unsigned x = 0, y = 0, z = 0;
+};
+extern thread_local dim3v threadIdx, blockIdx;
+
+struct float2 {
+    float x, y;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) uint2 {
+    uint32_t x, y;
+};
+struct alignas(16) uint4 {
+    uint32_t x, y, z, w;
+};
+inline float2 make_float2(float a, float b) { return float2{a, b}; }
+inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
+inline uint2 make_uint2(uint32_t a, uint32_t b) { return uint2{a, b}; }
+inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return uint4{a, b, c, d}; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline uint32_t __float_as_uint(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+inline float __uint_as_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+struct __half {
+    uint16_t x;
+};
+inline __half __ushort_as_half(uint16_t h) { return __half{h}; }
+inline float __half2float(__half h) { // exact
+    const int s = h.x >> 15, e = (h.x >> 10) & 31, m = h.x & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+    return s ? -v : v;
+}
+
+// ---- the block being run (emu.cpp) ----
+extern unsigned char *td_emu_smem;      // the dynamic shared memory
+extern std::barrier<> *td_emu_block_bar; // __syncthreads
+extern std::barrier<> *td_emu_warp_bar[32];
+struct td_emu_warp { // a warp's exchange area for its collectives
+    const void *addr[32];
+    uint32_t a[32][4], b[32][2];
+    double v[32];
+};
+extern td_emu_warp td_emu_wx[32];
+inline void __syncthreads() { td_emu_block_bar->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { td_emu_warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
+
+// The selftest's mutations (emu.cpp): td_emu_mutation names one, and it applies while td_emu_active is set (main
+// sets it around the launches of the new kernels only, so old and new must then differ).
+enum { TD_EMU_MUT_NONE, TD_EMU_MUT_LDSM, TD_EMU_MUT_MMA, TD_EMU_MUT_WAIT, TD_EMU_MUT_SHFL };
+extern int td_emu_mutation;
+extern bool td_emu_active;
+inline bool td_emu_mut(int m) { return td_emu_active && td_emu_mutation == m; }
+
+// shuffles (mutation SHFL: an xor partner one lane off)
+template <typename T> inline T td_emu_shfl(T v, int src) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
+    static_assert(sizeof(T) <= sizeof(double), "shuffle of a scalar");
+    memcpy(&td_emu_wx[w].v[lane], &v, sizeof(T));
+    __syncwarp();
+    T r;
+    memcpy(&r, &td_emu_wx[w].v[src], sizeof(T));
+    __syncwarp();
+    return r;
+}
+template <typename T> inline T __shfl_xor_sync(unsigned, T v, int m) {
+    if (td_emu_mut(TD_EMU_MUT_SHFL)) m ^= 1;
+    return td_emu_shfl(v, (int)(threadIdx.x & 31) ^ (m & 31));
+}
+template <typename T> inline T __shfl_down_sync(unsigned, T v, int d) {
+    const int lane = threadIdx.x & 31;
+    return td_emu_shfl(v, lane + d < 32 ? lane + d : lane);
+}
+
+// cp.async copies a thread issued and never waited for (a failure; emu.cpp counts them at a thread's end)
+struct td_emu_cp {
+    void *dst;
+    const void *src;
+};
+extern thread_local std::vector<td_emu_cp> td_emu_cp_open;               // not yet committed
+extern thread_local std::deque<std::vector<td_emu_cp>> td_emu_cp_groups; // committed, oldest first
+
+// bf16 for the tests (round to nearest even; NaN stays a quiet NaN)
+inline uint16_t td_emu_f2bf(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+inline float td_emu_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+// Runs body() as a gx x gy x gz grid of blocks of nt threads, one block at a time, the dynamic shared memory (dyn
+// bytes, 16-byte aligned) filled with `poison` before each block. Returns the cp.async copies never waited for.
+int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn, int poison, void (*body)(void *),
+                      void *arg);
+template <typename F>
+int64_t td_emu_run(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn, int poison, bool is_new, F body) {
+    td_emu_active = is_new;
+    const int64_t left = td_emu_launch(gx, gy, gz, nt, dyn, poison, [](void *f) { (*(F *)f)(); }, &body);
+    td_emu_active = false;
+    return left;
+}
