@@ -3,20 +3,66 @@
 // Usage: emu tc [quick | few | many | all]     tc_stream vs tc_skinny, tc_wide vs tc_tile, bit for bit
 //        emu attn [quick | all]                the 64-row vs the 16-row bf16 attention kernel, and a double reference
 //        emu selftest                          each mutation (kernels/cuda/ptx.cuh) on the new kernels must be caught
-#include <atomic>
 #include <cstring>
+#include <csetjmp>
+#include <ucontext.h>
 
 #include "emu.h"
 
-thread_local dim3v threadIdx, blockIdx;
-thread_local std::vector<td_emu_cp> td_emu_cp_open;
-thread_local std::deque<std::vector<td_emu_cp>> td_emu_cp_groups;
+dim3v threadIdx, blockIdx;
+td_emu_cps *td_emu_cpq;
 unsigned char *td_emu_smem;
-std::barrier<> *td_emu_block_bar;
-std::barrier<> *td_emu_warp_bar[32];
+td_emu_bar td_emu_block_bar, td_emu_warp_bar[32];
 td_emu_warp td_emu_wx[32];
 int td_emu_mutation;
 bool td_emu_active;
+
+namespace {
+// A fiber starts by swapcontext (makecontext's stack) and then switches by _setjmp / _longjmp (no system call).
+struct fiber {
+    ucontext_t ctx;
+    jmp_buf jb;
+    char *stack;
+    bool started, done;
+    td_emu_cps cps;
+};
+constexpr size_t STACK = 1 << 20; // per fiber (malloc'd once, touched as deep as a kernel goes)
+fiber fibers[1024];
+ucontext_t sched;
+jmp_buf sched_jb;
+int cur;
+void (*cur_body)(void *);
+void *cur_arg;
+
+__attribute__((noinline)) void switch_in(int t) { // its frame holds sched_jb while the fiber runs
+    cur = t;
+    threadIdx.x = (unsigned)t;
+    td_emu_cpq = &fibers[t].cps;
+    if (!_setjmp(sched_jb)) {
+        if (!fibers[t].started) {
+            fibers[t].started = true;
+            swapcontext(&sched, &fibers[t].ctx);
+        } else
+            _longjmp(fibers[t].jb, 1);
+    }
+}
+void entry() {
+    cur_body(cur_arg);
+    fibers[cur].done = true;
+    _longjmp(sched_jb, 1);
+}
+} // namespace
+
+// Arrive at b; the last to arrive releases the others. The fiber waits by giving the scheduler its turn.
+void td_emu_wait(td_emu_bar &b) {
+    if (++b.arrived == b.need) {
+        b.arrived = 0, b.gen++;
+        return;
+    }
+    const unsigned g = b.gen, me = (unsigned)cur;
+    while (b.gen == g)
+        if (!_setjmp(fibers[me].jb)) _longjmp(sched_jb, 1);
+}
 
 int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn, int poison, void (*body)(void *),
                       void *arg) {
@@ -26,32 +72,55 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
     }
     std::vector<unsigned char> smem(dyn + 64);
     td_emu_smem = (unsigned char *)(((uintptr_t)smem.data() + 15) & ~(uintptr_t)15);
-    // one std::thread per CUDA thread for the whole grid, the blocks one after the other (thread 0 poisons the
-    // shared memory between two block-wide barriers)
-    std::atomic<int64_t> left{0};
-    std::barrier<> bb(nt);
-    std::vector<std::unique_ptr<std::barrier<>>> wb;
-    for (int w = 0; w < nt / 32; w++) wb.emplace_back(new std::barrier<>(32)), td_emu_warp_bar[w] = wb.back().get();
-    td_emu_block_bar = &bb;
-    std::vector<std::thread> th;
-    for (int t = 0; t < nt; t++)
-        th.emplace_back([&, t] {
-            threadIdx.x = t;
-            for (unsigned bz = 0; bz < gz; bz++)
-                for (unsigned by = 0; by < gy; by++)
-                    for (unsigned bx = 0; bx < gx; bx++) {
-                        bb.arrive_and_wait();
-                        if (t == 0) memset(td_emu_smem, poison, dyn);
-                        bb.arrive_and_wait();
-                        blockIdx.x = bx, blockIdx.y = by, blockIdx.z = bz;
-                        body(arg);
+    cur_body = body, cur_arg = arg;
+    int64_t left = 0;
+    for (unsigned bz = 0; bz < gz; bz++)
+        for (unsigned by = 0; by < gy; by++)
+            for (unsigned bx = 0; bx < gx; bx++) {
+                memset(td_emu_smem, poison, dyn);
+                blockIdx.x = bx, blockIdx.y = by, blockIdx.z = bz;
+                td_emu_block_bar = td_emu_bar{nt, 0, 0};
+                for (int w = 0; w < 32; w++) td_emu_warp_bar[w] = td_emu_bar{32, 0, 0};
+                for (int t = 0; t < nt; t++) {
+                    fiber &f = fibers[t];
+                    if (!f.stack && !(f.stack = (char *)malloc(STACK))) {
+                        fprintf(stderr, "emu: out of memory\n");
+                        abort();
                     }
-            int64_t n = (int64_t)td_emu_cp_open.size();
-            for (auto &g : td_emu_cp_groups) n += (int64_t)g.size();
-            td_emu_cp_open.clear(), td_emu_cp_groups.clear();
-            left += n;
-        });
-    for (auto &t : th) t.join();
+                    getcontext(&f.ctx);
+                    f.ctx.uc_stack.ss_sp = f.stack, f.ctx.uc_stack.ss_size = STACK, f.ctx.uc_link = &sched;
+                    makecontext(&f.ctx, entry, 0);
+                    f.started = f.done = false;
+                    f.cps.open.clear(), f.cps.groups.clear();
+                }
+                // round robin: each fiber runs until it waits at a barrier or ends; a pass in which none ends and
+                // no barrier opens is a deadlock (a barrier some thread of the block never reaches)
+                for (int live = nt; live > 0;) {
+                    const unsigned before = td_emu_block_bar.gen + [] {
+                        unsigned s = 0;
+                        for (auto &w : td_emu_warp_bar) s += w.gen;
+                        return s;
+                    }();
+                    int ended = 0;
+                    for (int t = 0; t < nt; t++)
+                        if (!fibers[t].done) {
+                            switch_in(t);
+                            ended += fibers[t].done;
+                        }
+                    live -= ended;
+                    unsigned after = td_emu_block_bar.gen;
+                    for (auto &w : td_emu_warp_bar) after += w.gen;
+                    if (live > 0 && ended == 0 && after == before) {
+                        fprintf(stderr, "emu: deadlock: %d threads of block (%u, %u, %u) wait at a barrier the others "
+                                        "never reach\n", live, bx, by, bz);
+                        abort();
+                    }
+                }
+                for (int t = 0; t < nt; t++) {
+                    left += (int64_t)fibers[t].cps.open.size();
+                    for (auto &g : fibers[t].cps.groups) left += (int64_t)g.size();
+                }
+            }
     return left;
 }
 

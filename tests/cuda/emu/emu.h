@@ -3,8 +3,8 @@
 // (cuda_runtime.h, cuda_fp16.h and cuda_bf16.h here include it) and kernels/cuda/ptx.cuh here for the kernels' inline
 // PTX, both found before src/ by the -I order; -DTD_CU_EMU leaves the .cu files' host side out.
 //
-// What is emulated: one block at a time, a std::thread per CUDA thread; std::barrier for __syncthreads and a barrier
-// per warp for __syncwarp and every warp collective (shuffles; ldmatrix with and without .trans and mma.sync
+// What is emulated: one block at a time, a fiber (ucontext, all on one OS thread, switched only at barriers) per
+// CUDA thread; a barrier for __syncthreads and one per warp for __syncwarp and every warp collective (shuffles; ldmatrix with and without .trans and mma.sync
 // m16n8k16 by their PTX fragment layouts, the mma's arithmetic an fp32 fmaf chain over k, a function of its own A
 // row, B column and C element as the hardware's is); cp.async as late as PTX allows (a thread's copies wait in their
 // commit group until a wait_group lets at most n groups stay pending, so a stage read before its wait reads stale
@@ -14,7 +14,6 @@
 // bank conflicts, registers: it checks where every value is routed. test_cuda_matmul_tc and test_cuda_attn_bf16 on
 // the GPU are the real checks.
 #pragma once
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -23,7 +22,6 @@
 #include <deque>
 #include <memory>
 #include <stdint.h>
-#include <thread>
 #include <vector>
 
 #define __host__
@@ -40,7 +38,7 @@ typedef struct td_emu_stream *cudaStream_t;
 struct dim3v {
     unsigned x = 0, y = 0, z = 0;
 };
-extern thread_local dim3v threadIdx, blockIdx;
+extern dim3v threadIdx, blockIdx; // the running fiber's
 
 struct float2 {
     float x, y;
@@ -82,16 +80,21 @@ inline float __half2float(__half h) { // exact
 
 // ---- the block being run (emu.cpp) ----
 extern unsigned char *td_emu_smem;      // the dynamic shared memory
-extern std::barrier<> *td_emu_block_bar; // __syncthreads
-extern std::barrier<> *td_emu_warp_bar[32];
+struct td_emu_bar { // a barrier of `need` fibers
+    int need, arrived;
+    unsigned gen;
+};
+void td_emu_wait(td_emu_bar &b);        // arrive, run the other fibers until all `need` have arrived
+extern td_emu_bar td_emu_block_bar;      // __syncthreads
+extern td_emu_bar td_emu_warp_bar[32];   // __syncwarp and the warp collectives
 struct td_emu_warp { // a warp's exchange area for its collectives
     const void *addr[32];
     uint32_t a[32][4], b[32][2];
     double v[32];
 };
 extern td_emu_warp td_emu_wx[32];
-inline void __syncthreads() { td_emu_block_bar->arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { td_emu_warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
+inline void __syncthreads() { td_emu_wait(td_emu_block_bar); }
+inline void __syncwarp(unsigned = 0xffffffffu) { td_emu_wait(td_emu_warp_bar[threadIdx.x / 32]); }
 
 // The selftest's mutations (emu.cpp): td_emu_mutation names one, and it applies while td_emu_active is set (main
 // sets it around the launches of the new kernels only, so old and new must then differ).
@@ -125,8 +128,11 @@ struct td_emu_cp {
     void *dst;
     const void *src;
 };
-extern thread_local std::vector<td_emu_cp> td_emu_cp_open;               // not yet committed
-extern thread_local std::deque<std::vector<td_emu_cp>> td_emu_cp_groups; // committed, oldest first
+struct td_emu_cps {
+    std::vector<td_emu_cp> open;               // not yet committed
+    std::deque<std::vector<td_emu_cp>> groups; // committed, oldest first
+};
+extern td_emu_cps *td_emu_cpq; // the running fiber's
 
 // bf16 for the tests (round to nearest even; NaN stays a quiet NaN)
 inline uint16_t td_emu_f2bf(float f) {

@@ -85,14 +85,14 @@ inline void td_cp16(void *smem, const void *g) {
         fprintf(stderr, "cp.async: address not 16-byte aligned\n");
         abort();
     }
-    td_emu_cp_open.push_back(td_emu_cp{smem, g});
+    td_emu_cpq->open.push_back(td_emu_cp{smem, g});
 }
-inline void td_cp_commit(void) { td_emu_cp_groups.push_back(td_emu_cp_open), td_emu_cp_open.clear(); }
+inline void td_cp_commit(void) { td_emu_cpq->groups.push_back(td_emu_cpq->open), td_emu_cpq->open.clear(); }
 inline void td_emu_cp_wait(int n) {
     if (n > 0 && td_emu_mut(TD_EMU_MUT_WAIT)) n++;
-    while ((int)td_emu_cp_groups.size() > n) {
-        for (const td_emu_cp &o : td_emu_cp_groups.front()) memcpy(o.dst, o.src, 16);
-        td_emu_cp_groups.pop_front();
+    while ((int)td_emu_cpq->groups.size() > n) {
+        for (const td_emu_cp &o : td_emu_cpq->groups.front()) memcpy(o.dst, o.src, 16);
+        td_emu_cpq->groups.pop_front();
     }
 }
 template <int N> inline void td_cp_wait(void) { td_emu_cp_wait(N); }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The tensor-core kernels of src/kernels/cuda/matmul_tc.cu and attention.cu on the CPU, without a GPU or the CUDA
+# toolkit (tests/cuda/emu/emu.h says what is emulated and what it cannot see): g++ compiles the .cu files themselves
+# against tests/cuda/emu's stand-ins for the CUDA headers and for src/kernels/cuda/ptx.cuh, then
+#   emu tc quick     tc_stream (16 / 8 / 4 / 32 outputs a block) vs tc_skinny, tc_wide vs tc_tile, bit for bit
+#   emu attn quick   the 64-row vs the 16-row bf16 attention kernel bit for bit, both vs a double reference
+#   emu selftest     each mutation of the emulated helpers (a wrong ldmatrix or mma fragment index, a cp.async
+#                    wait_group one group short, a wrong shuffle partner), applied to the new kernels only, is caught
+# Skipped (77) only without g++. TD_CUDA_EMU=all runs the long case lists (`emu tc all`, `emu attn all`: ~1 minute)
+# instead of the quick ones.
+set -euo pipefail
+ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+CXX=${CXX_EMU:-g++}
+command -v "$CXX" >/dev/null || { echo "test_cuda_emu: skipped ($CXX not found)"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+emu=$ROOT/tests/cuda/emu
+flags=(-std=c++20 -O1 -Wall -Wextra -Wno-unknown-pragmas -DTD_CU_EMU -I"$emu" -I"$ROOT/src" -I"$ROOT/include")
+pids=()
+for u in emu tc attn; do
+    "$CXX" "${flags[@]}" -c "$emu/$u.cpp" -o "$tmp/$u.o" &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { echo "FAIL: the emulator does not compile"; exit 1; }; done
+"$CXX" "$tmp/emu.o" "$tmp/tc.o" "$tmp/attn.o" -o "$tmp/emu"
+level=${TD_CUDA_EMU:-quick}
+fails=0
+"$tmp/emu" tc "$level" || { echo "FAIL: tc kernels differ"; fails=$((fails + 1)); }
+"$tmp/emu" attn "$level" || { echo "FAIL: attention kernels differ"; fails=$((fails + 1)); }
+"$tmp/emu" selftest >"$tmp/selftest.log" 2>&1 || { cat "$tmp/selftest.log"; echo "FAIL: selftest"; fails=$((fails + 1)); }
+grep '^selftest' "$tmp/selftest.log"
+[ "$fails" = 0 ] && echo "test_cuda_emu: passed" || { echo "test_cuda_emu: $fails FAILED"; exit 1; }
