@@ -40,7 +40,7 @@ struct dim3v {
 };
 extern dim3v threadIdx, blockIdx; // the running fiber's
 
-struct float2 {
+struct alignas(8) float2 {
     float x, y;
 };
 struct alignas(16) float4 {

@@ -1,7 +1,8 @@
 // tests/cuda/emu: src/kernels/cuda/ptx.cuh's helpers emulated on the CPU by their PTX semantics (emu.h says what the
-// emulator is; this file is found first by the -I order, so the kernels compile against it unchanged). The selftest's
-// mutations (td_emu_mut) live here too: a wrong ldmatrix fragment index, a wrong mma A-operand order, a cp.async
-// wait_group one group short; each must make the new kernels differ from the old ones.
+// emulator is; this file is found first by the -I order, so the kernels compile against it unchanged). Most of the
+// selftest's mutations (td_emu_mut; the shuffle's is in emu.h) live here too: a wrong ldmatrix fragment index, a
+// wrong mma A-operand order, a cp.async wait_group one group short; each must make the new kernels differ from the
+// old ones.
 #pragma once
 #include "emu.h"
 
