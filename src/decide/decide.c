@@ -5,19 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "decide/decide_internal.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/strbuf.h"
 #include "util/utf8.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
 
 td_decide_params td_decide_default_params(void) {
     td_decide_params p;
@@ -324,7 +318,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
     td_status st = fresh && !joined ? td_fail_nomem("a prompt") : ensure_ctx(d, &need);
     if (st == TD_OK) st = td_ctx_set_output_rows(d->ctx, d->letter_ids, d->p.allowed_mass ? 0 : max_opts);
 
-    double t0 = now_ms(), head_ms = 0;
+    double t0 = td_now_ms(), head_ms = 0;
     if (st == TD_OK && !fresh && head_is_cached(d, head, n_head)) {
         d->stats.head_cached++; /* the same head as the last call's, still in sequence 0 */
     } else if (st == TD_OK && !fresh) { /* the shared head, once */
@@ -332,7 +326,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
         st = td_ctx_seq_truncate(d->ctx, 0, 0);
         if (st == TD_OK) st = run_tokens(d, 0, head, n_head, 0, 0);
         if (st == TD_ERR_NONFINITE) d->fault = -1;
-        head_ms = now_ms() - t0;
+        head_ms = td_now_ms() - t0;
         d->stats.head_prefills++;
         d->stats.head_tokens += n_head;
         d->stats.head_ms += head_ms;
@@ -344,7 +338,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
     int64_t macs0 = td_ctx_head_macs(d->ctx);
     for (int32_t p = 0, i0 = 0; st == TD_OK && p < n_pass; i0 = pass_end[p++]) {
         int32_t i1 = pass_end[p];
-        double tp = now_ms();
+        double tp = td_now_ms();
         if (fresh) { /* from scratch: head + suffix as one sequence, in passes that cross the boundary */
             memcpy(joined, head, (size_t)n_head * sizeof *joined);
             memcpy(joined + n_head, suffixes[i0], (size_t)n_suffix[i0] * sizeof *joined);
@@ -359,7 +353,7 @@ td_status td_decide_ids(td_decider *d, const int32_t *head, int32_t n_head, cons
             if (st == TD_ERR_NONFINITE && td_ctx_nonfinite(d->ctx, &seq, NULL, NULL) == 0)
                 d->fault = seq >= 1 && seq <= i1 - i0 ? i0 + seq - 1 : -2; /* criterion k is sequence 1 + k */
         }
-        double pass_ms = now_ms() - tp;
+        double pass_ms = td_now_ms() - tp;
         d->stats.suffix_ms += pass_ms;
         for (int32_t i = i0; i < i1 && st == TD_OK; i++) {
             read_decision(d, i - i0, n_options[i], &out[i]);
@@ -655,7 +649,7 @@ static td_status multi_pass(td_decider *d, td_decide_group *g, const prepared *p
         hit[u] = slot_of[u] >= 0;
         if (hit[u]) d->slot_used[slot_of[u]] = ++d->slot_clock;
     }
-    double t0 = now_ms();
+    double t0 = td_now_ms();
     td_batch_clear(d->batch);
     int32_t nb = 0, new_heads = 0, head_chunk = d->cp.n_batch < HEAD_CHUNK ? d->cp.n_batch : HEAD_CHUNK;
     for (int32_t u = 0; u < n_u && st == TD_OK; u++) { /* the new heads: a free slot, else the least recently used */
@@ -704,12 +698,12 @@ static td_status multi_pass(td_decider *d, td_decide_group *g, const prepared *p
             d->slot_used[s] = ++d->slot_clock;
         } else td_ctx_seq_truncate(d->ctx, s, 0);
     }
-    double head_ms = now_ms() - t0;
+    double head_ms = td_now_ms() - t0;
     d->stats.head_ms += head_ms;
     /* the stems (a token prefix criteria of one head share: run once, in sequence TD_DECIDE_SLOTS + count + i), then
      * every criterion forks from its stem's end or its head (sequence TD_DECIDE_SLOTS + its output) and the rest of
      * all suffixes runs at once, as td_decide's run_pass does for one head */
-    double tp = now_ms();
+    double tp = td_now_ms();
     multi_stems ms = {0};
     int32_t *head_len = td_malloc((size_t)(count ? count : 1) * sizeof *head_len), **suf_of = NULL;
     if (st == TD_OK && !head_len) st = td_fail_nomem("the pass");
@@ -746,7 +740,7 @@ static td_status multi_pass(td_decider *d, td_decide_group *g, const prepared *p
         st = td_ctx_decode(d->ctx, d->batch);
         d->stats.forwards++;
     }
-    double pass_ms = now_ms() - tp;
+    double pass_ms = td_now_ms() - tp;
     d->stats.suffix_ms += pass_ms;
     for (int32_t k = 0, o = 0; k < n && st == TD_OK; k++) {
         g[k].prefill_tokens = !hit[uniq[k]] && first[uniq[k]] == k ? pp[k].n_head : 0;

@@ -26,6 +26,7 @@
 #include "typedecide_run.h"
 #include "run/run_internal.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/hashmap.h"
 #include "util/json.h"
@@ -44,12 +45,6 @@ td_run_params td_run_default_params(void) {
     p.max_line_bytes = TD_RUN_MAX_LINE_DEFAULT;
     p.docs_per_pass = 1;
     return p;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void note(const td_run_params *p, int level, const char *fmt, ...) TD_PRINTF(3, 4);
@@ -229,12 +224,12 @@ static td_status checkpoint(runner *rn) {
     td_status st = rn->p->sync ? sync_fd(rn->out_fd, rn->out_path) : TD_OK;
     if (st == TD_OK && rn->p->sync) st = sync_fd(rn->err_fd, rn->err_path);
     rn->since_sync = 0;
-    rn->last_sync = now_s();
+    rn->last_sync = td_now_s();
     return st;
 }
 
 static td_status maybe_checkpoint(runner *rn) {
-    if (++rn->since_sync >= rn->p->checkpoint_docs || now_s() - rn->last_sync >= rn->p->checkpoint_seconds)
+    if (++rn->since_sync >= rn->p->checkpoint_docs || td_now_s() - rn->last_sync >= rn->p->checkpoint_seconds)
         return checkpoint(rn);
     return TD_OK;
 }
@@ -476,7 +471,7 @@ static td_status finish_slot(runner *rn, const doc_slot *ds, td_status dst, cons
         rn->s.criteria += ds->n;
         st = maybe_checkpoint(rn);
     }
-    rn->s.seconds = now_s() - rn->t0;
+    rn->s.seconds = td_now_s() - rn->t0;
     if (rn->p->progress) rn->p->progress(rn->p->progress_user, &rn->s);
     return st;
 }
@@ -491,9 +486,9 @@ static td_status flush_window(runner *rn) {
     rn->n_win = 0;
     if (rn->p->docs_per_pass <= 1) { /* today's path: one td_decide */
         doc_slot *ds = &rn->win[0];
-        double t0 = now_s();
+        double t0 = td_now_s();
         td_status dst = ds->why ? TD_OK : td_decide(rn->d, ds->ev, ds->ev_len, ds->crit, ds->n, ds->dec);
-        st = finish_slot(rn, ds, dst, td_last_error(), 1e3 * (now_s() - t0), 0);
+        st = finish_slot(rn, ds, dst, td_last_error(), 1e3 * (td_now_s() - t0), 0);
         slot_clear(ds);
         return st;
     }
@@ -504,9 +499,9 @@ static td_status flush_window(runner *rn) {
         memset(g, 0, sizeof *g);
         g->evidence = ds->ev, g->len = ds->ev_len, g->criteria = ds->crit, g->n = ds->n, g->out = ds->dec;
     }
-    double t0 = now_s();
+    double t0 = td_now_s();
     td_status call = ng ? td_decide_multi(rn->d, rn->groups, ng) : TD_OK;
-    double ms = ng ? 1e3 * (now_s() - t0) / ng : 0;
+    double ms = ng ? 1e3 * (td_now_s() - t0) / ng : 0;
     char call_err[512];
     snprintf(call_err, sizeof call_err, "%s", call != TD_OK ? td_last_error() : "");
     for (int32_t i = 0, k = 0; i < nw; i++) {
@@ -999,7 +994,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     memset(&rn, 0, sizeof rn);
     rn.d = d, rn.p = &p, rn.input = input_path, rn.out_path = out_path;
     rn.out_fd = rn.err_fd = -1;
-    rn.t0 = rn.last_sync = now_s();
+    rn.t0 = rn.last_sync = td_now_s();
     rn.win_cap = p.docs_per_pass;
     rn.win = td_calloc((size_t)rn.win_cap, sizeof *rn.win);
     rn.groups = td_calloc((size_t)rn.win_cap, sizeof *rn.groups);
@@ -1138,7 +1133,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
         if (k++ % p.n_shards != p.shard) continue;
         if (td_lineset_has(&rn.done, r.lineno)) {
             rn.s.docs_skipped++;
-            rn.s.seconds = now_s() - rn.t0;
+            rn.s.seconds = td_now_s() - rn.t0;
             if (p.progress) p.progress(p.progress_user, &rn.s);
             continue;
         }
@@ -1203,7 +1198,7 @@ td_status td_run(td_decider *d, const char *input_path, const char *out_path, co
     td_free(out_real);
     td_free(err_real);
     td_free(part_prov);
-    rn.s.seconds = now_s() - rn.t0;
+    rn.s.seconds = td_now_s() - rn.t0;
     if (stats) *stats = rn.s;
     return st;
 }
