@@ -5,9 +5,10 @@
 #   here    build (cmake -DTD_CUDA=ON, no MPI) and bundle: bash bench/cuda_iter.sh --prepare BUILD_DIR
 #   device  run(command="bash bench/cuda_iter.sh", carry=["build-cuda-iter"], timeout_s=...)
 # Environment: STEPS (default "kernels engine timing profile"), MODELS (default "qwen3-0.6b"), OUT, VARIANTS: settings
-#   timed again in bf16 after the default's bf16 and fp32 (default "TD_CUDA_TC=old TD_CUDA_TC_ATTN=0": the products
-#   and attention kernels from before the last change, to see what each change bought; "" for none). The kernels step
-#   runs every test_cuda_* binary of the bundle except test_cuda_engine (the engine step's).
+#   timed again in bf16 after the default's bf16 and fp32 (default "TD_CUDA_TC=old TD_CUDA_TC_ATTN=0
+#   TD_CUDA_ATTN_ROWS=16": the products and attention kernels from before the last changes, to see what each bought;
+#   "" for none; TD_CUDA_DN=old matters for qwen3.5 models only). The kernels step runs every test_cuda_* binary of the
+#   bundle except test_cuda_engine (the engine step's).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/bundle.sh
@@ -75,7 +76,7 @@ for m in $MODELS; do
     [ -s "$S/model.safetensors" ] || "$BIN" synth --preset "$m" --tokenizer /tmp/td-tok.json --out "$S" >/dev/null 2>&1
     if want timing; then
         runs="default:bf16 default:fp32"
-        for v in ${VARIANTS-TD_CUDA_TC=old TD_CUDA_TC_ATTN=0}; do runs="$runs $v:bf16"; done
+        for v in ${VARIANTS-TD_CUDA_TC=old TD_CUDA_TC_ATTN=0 TD_CUDA_ATTN_ROWS=16}; do runs="$runs $v:bf16"; done
         for r in $runs; do
             env=${r%:*} prec=${r##*:}
             [ "$env" = default ] && env=TD_CUDA_DEFAULTS=1
