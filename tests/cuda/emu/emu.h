@@ -3,16 +3,16 @@
 // (cuda_runtime.h, cuda_fp16.h and cuda_bf16.h here include it) and kernels/cuda/ptx.cuh here for the kernels' inline
 // PTX, both found before src/ by the -I order; -DTD_CU_EMU leaves the .cu files' host side out.
 //
-// What is emulated: one block at a time, a fiber (ucontext, all on one OS thread, switched only at barriers) per
-// CUDA thread; a barrier for __syncthreads and one per warp for __syncwarp and every warp collective (shuffles; ldmatrix with and without .trans and mma.sync
-// m16n8k16 by their PTX fragment layouts, the mma's arithmetic an fp32 fmaf chain over k, a function of its own A
-// row, B column and C element as the hardware's is); cp.async as late as PTX allows (a thread's copies wait in their
-// commit group until a wait_group lets at most n groups stay pending, so a stage read before its wait reads stale
-// data, and copies never waited for are counted as failures); __shared__ variables are function statics (one block
-// at a time), the dynamic shared memory a buffer poisoned before each block. What it cannot see: the device's
-// arithmetic (the mma's own rounding), timing, races between threads of a block (the barriers order everything),
-// bank conflicts, registers: it checks where every value is routed. test_cuda_matmul_tc and test_cuda_attn_bf16 on
-// the GPU are the real checks.
+// What is emulated: one block at a time, a fiber (ucontext, all on one OS thread, switched only at barriers) per CUDA
+// thread; a barrier for __syncthreads and one per warp for __syncwarp and every warp collective (shuffles; ldmatrix
+// with and without .trans and mma.sync m16n8k16 by their PTX fragment layouts, the mma's arithmetic an fp32 fmaf chain
+// over k, a function of its own A row, B column and C element as the hardware's is); cp.async as late as PTX allows (a
+// thread's copies wait in their commit group until a wait_group lets at most n groups stay pending, so a stage read
+// before its wait reads stale data, and copies never waited for are counted as failures); __shared__ variables are
+// function statics (one block at a time), the dynamic shared memory a buffer poisoned before each block. What it cannot
+// see: the device's arithmetic (the mma's own rounding), timing, races between threads of a block (the barriers order
+// everything), bank conflicts, registers: it checks where every value is routed. test_cuda_matmul_tc and
+// test_cuda_attn_bf16 on the GPU are the real checks.
 #pragma once
 #include <cmath>
 #include <cstdint>
