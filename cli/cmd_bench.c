@@ -34,7 +34,8 @@ static const char usage_text[] =
     "            same C criteria (a question of words, K one-word options, ~S suffix tokens), decided by one\n"
     "            td_decide_multi call (several evidences per forward pass, as the server's /v1/decide):\n"
     "            criteria_per_s over all E x C; each repeat on new evidences (their prefill counted) unless\n"
-    "            --cache-head; the tokens actually run are reported. --verify then decides each evidence of\n"
+    "            --cache-head; the tokens actually run are reported (shared_tokens_per_criterion: suffix\n"
+    "            tokens run once for criteria whose suffixes start alike). --verify then decides each evidence of\n"
     "            the last call alone (td_decide) and compares every probability and logit bit for bit\n"
     "            (verify_mismatched; exit 1 when any differs). host_tokenize_ms_per_call: the time the\n"
     "            call's prompts (E heads, E x C suffixes) take to tokenize, timed apart (part of ms_per_call)\n"
@@ -173,7 +174,7 @@ static int bench_decide_multi(td_model *m, td_decider *d, const char *model_dir,
     td_decision *out = calloc((size_t)(E * C), sizeof *out);
     td_decide_group *g = calloc((size_t)E, sizeof *g);
     double *secs = calloc((size_t)repeat, sizeof *secs);
-    long long head_tokens = 0, suffix_tokens = 0, forwards = 0, cached = 0;
+    long long head_tokens = 0, suffix_tokens = 0, shared_tokens = 0, forwards = 0, cached = 0;
     if (!texts || !questions || !cids || !crit || !out || !g || !secs) {
         rc = cli_error("bench", "out of memory");
         goto done;
@@ -245,6 +246,7 @@ static int bench_decide_multi(td_model *m, td_decider *d, const char *model_dir,
         secs[r] = t;
         td_decide_stats after = td_decider_stats(d);
         forwards += after.forwards - before.forwards;
+        shared_tokens += after.shared_tokens - before.shared_tokens;
         for (long long e = 0; e < E; e++) {
             head_tokens += g[e].prefill_tokens;
             cached += g[e].head_cached;
@@ -326,13 +328,15 @@ static int bench_decide_multi(td_model *m, td_decider *d, const char *model_dir,
            "\"memory_mb\": %lld, \"cache_head\": %s, \"load_s\": %.4f, \"criteria_per_s\": %.3f, "
            "\"criteria_per_s_min\": %.3f, \"criteria_per_s_max\": %.3f, \"ms_per_call\": %.3f, "
            "\"ms_per_criterion\": %.4f, \"prefill_tokens_per_evidence\": %.1f, \"heads_found_prefilled\": %.1f, "
-           "\"suffix_tokens_per_criterion\": %.2f, \"forwards_per_call\": %.2f, \"verified_criteria\": %lld, "
+           "\"suffix_tokens_per_criterion\": %.2f, \"shared_tokens_per_criterion\": %.2f, "
+           "\"forwards_per_call\": %.2f, \"verified_criteria\": %lld, "
            "\"verify_mismatched\": %lld, \"verify_max_abs_prob_diff\": %.9g, \"host_tokenize_ms_per_call\": %.3f}\n",
            model_dir, td_model_arch(m), td_model_kernels(m), kv_f16 ? "f16" : "f32", dv->desc,
            cli_precision_name(dv->precision), E, P, C, S, K, threads, repeat, memory_mb, cache_head ? "true" : "false",
            load_s, n_crit / med, n_crit / secs[repeat - 1], n_crit / secs[0], 1e3 * med, 1e3 * med / n_crit,
            (double)head_tokens / (double)(E * repeat), (double)cached / (double)repeat,
-           (double)suffix_tokens / (n_crit * (double)repeat), (double)forwards / (double)repeat, verified, mismatched,
+           (double)suffix_tokens / (n_crit * (double)repeat), (double)shared_tokens / (n_crit * (double)repeat),
+           (double)forwards / (double)repeat, verified, mismatched,
            max_diff, tok_ms[1]);
     rc = mismatched ? cli_error("bench", "--verify: %lld of %lld criteria differ from the same evidence decided alone",
                                 mismatched, verified)
