@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/cuda_test.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
 #include "test_util.h"
@@ -34,46 +35,12 @@
 
 static uint64_t seed = 0xbf16a77eull;
 
-/* ---- plumbing (as tests/cuda/test_cuda_kernels.c) ---- */
-
-#define CU(call) cu_ok((call) == 0, #call, __LINE__)
-static int cu_ok(int ok, const char *what, int line) {
-    if (!ok) {
-        fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, line, what, td_cu_error());
-        td_test_failures++;
-    }
-    return ok;
-}
-
-static void *up(const void *h, size_t bytes) {
-    void *d = td_cu_malloc(bytes);
-    if (!d) {
-        fprintf(stderr, "td_cu_malloc(%zu): %s\n", bytes, td_cu_error());
-        exit(1);
-    }
-    if (h) CU(td_cu_h2d(d, h, bytes, NULL));
-    else CU(td_cu_zero(d, bytes, NULL));
-    return d;
-}
-
-static void down(void *h, const void *d, size_t bytes) { CU(td_cu_d2h(h, d, bytes, NULL)); }
+/* ---- plumbing (cuda_test.h) ---- */
 
 static float uni(float lo, float hi) { return td_test_uniform(&seed, lo, hi); }
 static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
-
-static float *rnd(int64_t n, float lo, float hi) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    for (int64_t i = 0; i < n; i++) p[i] = uni(lo, hi);
-    return p;
-}
-
-static void shuffle(int32_t *a, int64_t n) {
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = irand(i + 1);
-        int32_t t = a[i];
-        a[i] = a[j], a[j] = t;
-    }
-}
+static float *rnd(int64_t n, float lo, float hi) { return cu_rnd(&seed, n, lo, hi); }
+static void shuffle(int32_t *a, int64_t n) { cu_shuffle(&seed, a, n); }
 
 static float rb(float f) { return td_bf16_to_f32(td_f32_to_bf16(f)); }
 
@@ -81,22 +48,6 @@ static int64_t bits_differ(const float *a, const float *b, int64_t n) {
     int64_t d = 0;
     for (int64_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], sizeof *a) != 0;
     return d;
-}
-
-static void bits(const char *name, const float *a, const float *b, int64_t n) {
-    int64_t differ = 0;
-    double md = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (memcmp(&a[i], &b[i], sizeof *a)) {
-            if (differ++ < 3) fprintf(stderr, "  %s: [%lld] %.9g vs %.9g\n", name, (long long)i, a[i], b[i]);
-            double d = fabs((double)a[i] - b[i]);
-            if (!(d <= md)) md = d;
-        }
-    }
-    printf("  %-66s %s", name, differ ? "NOT bit-exact" : "bit-exact");
-    if (differ) printf(" (%lld of %lld differ, max |diff| %.3g)", (long long)differ, (long long)n, md);
-    printf("\n");
-    CHECKF(differ == 0, "%s", name);
 }
 
 /* ---- a KV cache ---- */
@@ -137,8 +88,8 @@ static kvcase kv_new(int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, int f16, 
     memcpy(c.cells, perm, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
     if (n_seq > 1) memcpy(c.cells + n_ctx, c.cells, 50 * sizeof *c.cells);
     free(perm);
-    c.kc_d = up(c.kc, n * es), c.vc_d = up(c.vc, n * es);
-    c.cells_d = up(c.cells, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
+    c.kc_d = cu_up(c.kc, n * es), c.vc_d = cu_up(c.vc, n * es);
+    c.cells_d = cu_up(c.cells, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
     return c;
 }
 
@@ -160,7 +111,7 @@ typedef struct attn_cut {
 static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
                             const int32_t *cells_d, attn_cut cut, int bf16) {
     int64_t ldq = c->Hq * c->qhs, ldo = c->Hq * c->hd, max_n = 1;
-    float *qd = up(q, (size_t)(T * ldq) * 4), *od = up(NULL, (size_t)(T * ldo) * 4);
+    float *qd = cu_up(q, (size_t)(T * ldq) * 4), *od = cu_up(NULL, (size_t)(T * ldo) * 4);
     float *poison = malloc((size_t)(T * ldo) * 4);
     memset(poison, 0xff, (size_t)(T * ldo) * 4);
     CU(td_cu_h2d(od, poison, (size_t)(T * ldo) * 4, NULL));
@@ -182,12 +133,12 @@ static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq,
     td_cu_attn_plan plan = {0};
     plan.n_tiles = td_cu_attn_tiles(tile, off, c->n_seq, qt);
     plan.tile_tokens = qt;
-    plan.tok = up(tok, (size_t)T * 4);
-    plan.tile = up(tile, (size_t)plan.n_tiles * 8);
+    plan.tok = cu_up(tok, (size_t)T * 4);
+    plan.tile = cu_up(tile, (size_t)plan.n_tiles * 8);
     plan.max_n = max_n;
     plan.scratch_floats = T * c->Hq * ((max_n + 63) / 64) * (c->hd + 2); /* enough to split by chunks */
-    plan.scratch = up(NULL, (size_t)plan.scratch_floats * 4);
-    int32_t *seq_d = up(seq, (size_t)T * 4), *pos_d = up(pos, (size_t)T * 4);
+    plan.scratch = cu_up(NULL, (size_t)plan.scratch_floats * 4);
+    int32_t *seq_d = cu_up(seq, (size_t)T * 4), *pos_d = cu_up(pos, (size_t)T * 4);
     td_cu_attention_test_mode(cut.mode);
     if (bf16)
         CU(td_cu_attention_bf16(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx,
@@ -199,7 +150,7 @@ static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq,
     td_cu_attention_test_mode(0);
     td_cu_attention_rows_test(0);
     float *out = malloc((size_t)(T * ldo) * 4);
-    down(out, od, (size_t)(T * ldo) * 4);
+    cu_down(out, od, (size_t)(T * ldo) * 4);
     td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
     td_cu_free((void *)plan.tok), td_cu_free((void *)plan.tile), td_cu_free(plan.scratch);
     free(poison), free(tok), free(off), free(tile);
@@ -278,7 +229,7 @@ static void test_accuracy(void) {
                     float *o2 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0, 0}, 1);
                     snprintf(name, sizeof name, "  %s vs normal: hd=%lld T=%lld kv %s window %lld", what[mode],
                              (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
-                    bits(name, o2, out, T * ldo);
+                    cu_bits(name, o2, out, T * ldo);
                     free(o2);
                 }
                 if (wi == 0 && f16 == 0) { /* the tensor-core kernel ran: not the fp32 kernel's bits */
@@ -353,7 +304,7 @@ static void test_invariance(void) {
                         for (int64_t t = 0; t < T; t++)
                             if (seq[t] == 2) seq[t] = 1;
                         seq[at] = 2;
-                        cells_d = up(moved, (size_t)(3 * n_ctx) * 4);
+                        cells_d = cu_up(moved, (size_t)(3 * n_ctx) * 4);
                     }
                     attn_cut cut = {runs[r][2], window, (int)runs[r][3], (int)runs[r][4], 0};
                     float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut, 1);
@@ -367,7 +318,7 @@ static void test_invariance(void) {
                                  window ? (window == 700 ? " w700" : " w100") : "", (long long)T, (long long)at,
                                  (long long)runs[r][2], (int)runs[r][3], r == 2 || r == 3 ? " own seq" : "",
                                  r == n_runs - 1 ? " moved" : "");
-                        bits(name, out + at * ldq, first, ldq);
+                        cu_bits(name, out + at * ldq, first, ldq);
                         free(out);
                     }
                     if (moved) td_cu_free(cells_d);
@@ -419,7 +370,7 @@ static void test_poison(void) {
                 char name[160];
                 snprintf(name, sizeof name, "kv %s window %lld mode %d, %lld of %lld rows NaN", f16 ? "f16" : "f32",
                          (long long)window, mode, (long long)poisoned, (long long)c.n_rows);
-                bits(name, dirty, clean, T * Hq * hd);
+                cu_bits(name, dirty, clean, T * Hq * hd);
                 size_t all = (size_t)c.n_rows * rbytes; /* restore */
                 CU(td_cu_h2d(c.kc_d, c.kc, all, NULL));
                 CU(td_cu_h2d(c.vc_d, c.vc, all, NULL));
@@ -475,7 +426,7 @@ static void test_rows64(void) {
                         snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: %lld tokens (%lld rows)%s",
                                  (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window,
                                  (long long)qts[qi], (long long)(qts[qi] * G), rev ? " reversed" : "");
-                        bits(name, o, ref, T * ldo);
+                        cu_bits(name, o, ref, T * ldo);
                         free(o);
                     }
                 }
@@ -484,7 +435,7 @@ static void test_rows64(void) {
                     char name[160];
                     snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: 64 rows, test mode %d",
                              (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window, mode);
-                    bits(name, o, ref, T * ldo);
+                    cu_bits(name, o, ref, T * ldo);
                     free(o);
                 }
                 free(ref), free(q), free(seq), free(pos);
@@ -529,7 +480,7 @@ static void test_fallback(int off) {
         float *b = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0, 0}, 0);
         char name[96];
         snprintf(name, sizeof name, "hd %lld: bf16 mode vs td_cu_attention", (long long)hd);
-        bits(name, a, b, T * Hq * hd);
+        cu_bits(name, a, b, T * Hq * hd);
         free(a), free(b), free(q);
         kv_free(&c);
     }
@@ -541,8 +492,8 @@ static void test_refusal(void) {
     kvcase c = kv_new(4, 2, 64, 64, 0, 1100, 1);
     float *q = rnd(4 * 64, -1.0f, 1.0f);
     int32_t seq = 0, pos = 1000, tile[2] = {0, 1}, tok = 0;
-    float *qd = up(q, 4 * 64 * 4), *od = up(NULL, 4 * 64 * 4);
-    int32_t *seq_d = up(&seq, 4), *pos_d = up(&pos, 4), *tile_d = up(tile, 8), *tok_d = up(&tok, 4);
+    float *qd = cu_up(q, 4 * 64 * 4), *od = cu_up(NULL, 4 * 64 * 4);
+    int32_t *seq_d = cu_up(&seq, 4), *pos_d = cu_up(&pos, 4), *tile_d = cu_up(tile, 8), *tok_d = cu_up(&tok, 4);
     td_cu_attn_plan plan = {tok_d, tile_d, 1, 1001, NULL, td_cu_attn_scratch_floats(1, 4, 1001, 64) - 1, 0};
     int rc = td_cu_attention_bf16(od, 256, qd, 256, 64, c.kc_d, c.vc_d, 0, c.kv_dim, c.cells_d, c.n_ctx, seq_d, pos_d,
                                   1, 4, 2, 64, 0.125f, 0, &plan, NULL);
