@@ -543,17 +543,19 @@ static td_ctx_params multi_params(const td_decider *d, int32_t rows, int32_t tok
 }
 
 /* The stems of a shared pass (stems.c), found among the criteria of each head apart (a stem continues one head):
- * criterion o (the pass's output order) of[o] (-1: none); stem i has len[i] tokens, those of criterion rep[i]'s
- * suffix, after the head of slot[i]. */
+ * criterion o (the pass's output order) of[o] (-1: none); stem i is the first len[i] tokens of tok[i] (a member's
+ * suffix), after the head of slot[i], which is head[i] tokens long. */
 typedef struct multi_stems {
-    int32_t n, *of, *len, *rep, *slot;
+    int32_t n, *of, *len, *slot, *head;
+    const int32_t **tok;
 } multi_stems;
 
 static void multi_stems_free(multi_stems *m) {
     td_free(m->of);
     td_free(m->len);
-    td_free(m->rep);
     td_free(m->slot);
+    td_free(m->head);
+    td_free(m->tok);
     memset(m, 0, sizeof *m);
 }
 
@@ -564,23 +566,27 @@ static td_status multi_stems_find(const prepared *pp, int32_t n, const int32_t *
     const int32_t **suf = td_malloc(c1 * sizeof *suf);
     int32_t *len = td_malloc(c1 * sizeof *len), *outs = td_malloc(c1 * sizeof *outs);
     m->of = td_malloc(c1 * sizeof *m->of);
-    m->len = td_malloc(c1 * sizeof *m->len), m->rep = td_malloc(c1 * sizeof *m->rep);
-    m->slot = td_malloc(c1 * sizeof *m->slot);
-    td_status st = suf && len && outs && m->of && m->len && m->rep && m->slot ? TD_OK : td_fail_nomem("the stems");
+    m->len = td_malloc(c1 * sizeof *m->len), m->slot = td_malloc(c1 * sizeof *m->slot);
+    m->head = td_malloc(c1 * sizeof *m->head), m->tok = td_malloc(c1 * sizeof *m->tok);
+    td_status st = suf && len && outs && m->of && m->len && m->slot && m->head && m->tok ? TD_OK
+                                                                                        : td_fail_nomem("the stems");
     for (int32_t u = 0; u < n_u && st == TD_OK; u++) {
-        int32_t c = 0; /* head u's criteria, in output order */
-        for (int32_t k = 0, o = 0; k < n; o += pp[k].n, k++)
+        int32_t c = 0, n_head = 0; /* head u's criteria, in output order */
+        for (int32_t k = 0, o = 0; k < n; o += pp[k].n, k++) {
+            if (uniq[k] == u) n_head = pp[k].n_head;
             for (int32_t j = 0; j < pp[k].n && uniq[k] == u; j++) {
                 suf[c] = pp[k].suf[j], len[c] = pp[k].n_suf[j];
                 outs[c++] = o + j;
             }
+        }
         td_stems st_u;
         if ((st = td_stems_find(suf, len, c, &st_u)) != TD_OK) break;
         for (int32_t i = 0; i < c; i++) m->of[outs[i]] = st_u.of[i] < 0 ? -1 : m->n + st_u.of[i];
         for (int32_t i = 0; i < st_u.n; i++) {
             m->len[m->n + i] = st_u.len[i];
-            m->rep[m->n + i] = outs[st_u.rep[i]];
+            m->tok[m->n + i] = suf[st_u.rep[i]];
             m->slot[m->n + i] = slot_of[u];
+            m->head[m->n + i] = n_head;
         }
         m->n += st_u.n;
         td_stems_free(&st_u);
@@ -705,19 +711,14 @@ static td_status multi_pass(td_decider *d, td_decide_group *g, const prepared *p
      * all suffixes runs at once, as td_decide's run_pass does for one head */
     double tp = td_now_ms();
     multi_stems ms = {0};
-    int32_t *head_len = td_malloc((size_t)(count ? count : 1) * sizeof *head_len), **suf_of = NULL;
-    if (st == TD_OK && !head_len) st = td_fail_nomem("the pass");
     if (st == TD_OK) st = multi_stems_find(pp, n, uniq, n_u, slot_of, count, &ms);
-    if (st == TD_OK && !(suf_of = td_malloc((size_t)(count ? count : 1) * sizeof *suf_of))) st = td_fail_nomem("the pass");
-    for (int32_t k = 0, o = 0; k < n && st == TD_OK; k++)
-        for (int32_t c = 0; c < pp[k].n; c++, o++) head_len[o] = pp[k].n_head, suf_of[o] = pp[k].suf[c];
     if (st == TD_OK && ms.n > 0) {
         td_batch_clear(d->batch);
         for (int32_t i = 0; i < ms.n && st == TD_OK; i++) {
-            int32_t seq = TD_DECIDE_SLOTS + count + i, h = head_len[ms.rep[i]];
+            int32_t seq = TD_DECIDE_SLOTS + count + i, h = ms.head[i];
             st = td_ctx_seq_fork(d->ctx, ms.slot[i], seq, h);
             for (int32_t j = 0; j < ms.len[i] && st == TD_OK; j++)
-                st = td_batch_add(d->batch, suf_of[ms.rep[i]][j], seq, h + j, 0);
+                st = td_batch_add(d->batch, ms.tok[i][j], seq, h + j, 0);
         }
         if (st == TD_OK) st = td_ctx_decode(d->ctx, d->batch);
         d->stats.forwards++;
@@ -757,8 +758,6 @@ static td_status multi_pass(td_decider *d, td_decide_group *g, const prepared *p
     if (d->ctx) d->stats.head_macs += td_ctx_head_macs(d->ctx) - macs0;
     for (int32_t o = 0; d->ctx && o < count + ms.n; o++) td_ctx_seq_truncate(d->ctx, TD_DECIDE_SLOTS + o, 0);
     multi_stems_free(&ms);
-    td_free(head_len);
-    td_free(suf_of);
     if (st != TD_OK) drop_slots(d, 1);
     return st;
 }
