@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/attn_case.h"
 #include "cuda/cuda_test.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
@@ -37,145 +38,13 @@ static uint64_t seed = 0xbf16a77eull;
 
 /* ---- plumbing (cuda_test.h) ---- */
 
-static float uni(float lo, float hi) { return td_test_uniform(&seed, lo, hi); }
 static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
 static float *rnd(int64_t n, float lo, float hi) { return cu_rnd(&seed, n, lo, hi); }
-static void shuffle(int32_t *a, int64_t n) { cu_shuffle(&seed, a, n); }
-
-static float rb(float f) { return td_bf16_to_f32(td_f32_to_bf16(f)); }
 
 static int64_t bits_differ(const float *a, const float *b, int64_t n) {
     int64_t d = 0;
     for (int64_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], sizeof *a) != 0;
     return d;
-}
-
-/* ---- a KV cache ---- */
-
-/* n_seq sequences of n_ctx positions in shuffled cache rows; sequence 1 shares sequence 0's first 50 cells. kr / vr
- * are the cache's values rounded to bf16, as float (the reference's cache). */
-typedef struct kvcase {
-    int64_t Hq, Hkv, hd, qhs, kv_dim, n_ctx, n_seq, n_rows;
-    int f16;
-    void *kc, *vc; /* host: float or uint16 */
-    float *kr, *vr;
-    int32_t *cells; /* [n_seq, n_ctx] */
-    void *kc_d, *vc_d;
-    int32_t *cells_d;
-} kvcase;
-
-static kvcase kv_new(int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, int f16, int64_t n_ctx, int64_t n_seq) {
-    kvcase c = {.Hq = Hq, .Hkv = Hkv, .hd = hd, .qhs = qhs, .kv_dim = Hkv * hd, .n_ctx = n_ctx, .n_seq = n_seq,
-                .n_rows = n_ctx * n_seq + 13, .f16 = f16};
-    size_t es = f16 ? 2 : 4, n = (size_t)(c.n_rows * c.kv_dim);
-    c.kc = malloc(n * es), c.vc = malloc(n * es);
-    c.kr = malloc(n * 4), c.vr = malloc(n * 4);
-    for (size_t i = 0; i < n; i++) {
-        float k = uni(-1.5f, 1.5f), v = uni(-1.0f, 1.0f);
-        if (f16) {
-            uint16_t hk = td_f32_to_f16(k), hv = td_f32_to_f16(v);
-            ((uint16_t *)c.kc)[i] = hk, ((uint16_t *)c.vc)[i] = hv;
-            c.kr[i] = rb(td_f16_to_f32(hk)), c.vr[i] = rb(td_f16_to_f32(hv));
-        } else {
-            ((float *)c.kc)[i] = k, ((float *)c.vc)[i] = v;
-            c.kr[i] = rb(k), c.vr[i] = rb(v);
-        }
-    }
-    int32_t *perm = malloc((size_t)c.n_rows * sizeof *perm);
-    for (int64_t i = 0; i < c.n_rows; i++) perm[i] = (int32_t)i;
-    shuffle(perm, c.n_rows);
-    c.cells = malloc((size_t)(n_seq * n_ctx) * sizeof *c.cells);
-    memcpy(c.cells, perm, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
-    if (n_seq > 1) memcpy(c.cells + n_ctx, c.cells, 50 * sizeof *c.cells);
-    free(perm);
-    c.kc_d = cu_up(c.kc, n * es), c.vc_d = cu_up(c.vc, n * es);
-    c.cells_d = cu_up(c.cells, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
-    return c;
-}
-
-static void kv_free(kvcase *c) {
-    free(c->kc), free(c->vc), free(c->kr), free(c->vr), free(c->cells);
-    td_cu_free(c->kc_d), td_cu_free(c->vc_d), td_cu_free(c->cells_d);
-}
-
-/* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens, or td_cu_attn_tile_tokens_bf16 in bf16 mode), the
- * window, the test mode, reversed groups, the bf16 kernel's rows per tile (td_cu_attention_rows_test: 0 the
- * environment's, 16, 64). */
-typedef struct attn_cut {
-    int64_t qt, window;
-    int mode, reverse, rows;
-} attn_cut;
-
-/* out [T, Hq * hd] on the host through td_cu_attention_bf16 (bf16) or td_cu_attention; the output buffer is
- * poisoned (NaN) before the launch. */
-static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
-                            const int32_t *cells_d, attn_cut cut, int bf16) {
-    int64_t ldq = c->Hq * c->qhs, ldo = c->Hq * c->hd, max_n = 1;
-    float *qd = cu_up(q, (size_t)(T * ldq) * 4), *od = cu_up(NULL, (size_t)(T * ldo) * 4);
-    float *poison = malloc((size_t)(T * ldo) * 4);
-    memset(poison, 0xff, (size_t)(T * ldo) * 4);
-    CU(td_cu_h2d(od, poison, (size_t)(T * ldo) * 4, NULL));
-    int32_t *tok = malloc((size_t)T * 4), *off = malloc((size_t)(c->n_seq + 1) * 4), *tile = malloc((size_t)T * 8);
-    int64_t k = 0;
-    for (int64_t sq = 0; sq < c->n_seq; sq++) {
-        off[sq] = (int32_t)k;
-        for (int64_t i = 0; i < T; i++) {
-            int64_t t = cut.reverse ? T - 1 - i : i;
-            if (seq[t] == sq) tok[k++] = (int32_t)t;
-        }
-    }
-    off[c->n_seq] = (int32_t)k;
-    for (int64_t t = 0; t < T; t++) max_n = pos[t] + 1 > max_n ? pos[t] + 1 : max_n;
-    td_cu_attention_rows_test(cut.rows);
-    int64_t qt = cut.qt > 0 ? cut.qt
-                 : bf16     ? td_cu_attn_tile_tokens_bf16(c->Hq, c->Hkv, c->hd)
-                            : td_cu_attn_tile_tokens(c->Hq, c->Hkv, c->hd);
-    td_cu_attn_plan plan = {0};
-    plan.n_tiles = td_cu_attn_tiles(tile, off, c->n_seq, qt);
-    plan.tile_tokens = qt;
-    plan.tok = cu_up(tok, (size_t)T * 4);
-    plan.tile = cu_up(tile, (size_t)plan.n_tiles * 8);
-    plan.max_n = max_n;
-    plan.scratch_floats = T * c->Hq * ((max_n + 63) / 64) * (c->hd + 2); /* enough to split by chunks */
-    plan.scratch = cu_up(NULL, (size_t)plan.scratch_floats * 4);
-    int32_t *seq_d = cu_up(seq, (size_t)T * 4), *pos_d = cu_up(pos, (size_t)T * 4);
-    td_cu_attention_test_mode(cut.mode);
-    if (bf16)
-        CU(td_cu_attention_bf16(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx,
-                                seq_d, pos_d, T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan,
-                                NULL));
-    else
-        CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx, seq_d,
-                           pos_d, T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan, NULL));
-    td_cu_attention_test_mode(0);
-    td_cu_attention_rows_test(0);
-    float *out = malloc((size_t)(T * ldo) * 4);
-    cu_down(out, od, (size_t)(T * ldo) * 4);
-    td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
-    td_cu_free((void *)plan.tok), td_cu_free((void *)plan.tile), td_cu_free(plan.scratch);
-    free(poison), free(tok), free(off), free(tile);
-    return out;
-}
-
-/* td_attn_rows_ref for every row on the bf16-rounded q and cache, with the window as the CPU's attention applies it. */
-static float *ref_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
-                            int64_t window) {
-    int64_t Hq = c->Hq, hd = c->hd, ldq = Hq * c->qhs, ldo = Hq * hd;
-    float *ref = malloc((size_t)(T * ldo) * 4), *qr = malloc((size_t)hd * 4);
-    float *scratch = malloc((size_t)td_attn_rows_scratch(1, c->n_ctx, hd, 0) * 4);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < Hq; h++) {
-            int64_t kvh = h / (Hq / c->Hkv), n = pos[t] + 1, lo = window > 0 && n > window ? n - window : 0;
-            td_attn_keys keys = {c->kr + kvh * hd, c->vr + kvh * hd, 0, c->cells + seq[t] * c->n_ctx + lo, c->kv_dim,
-                                 NULL, NULL, 0};
-            for (int64_t e = 0; e < hd; e++) qr[e] = rb(q[t * ldq + h * c->qhs + e]);
-            const float *qp = qr;
-            float *orow = ref + t * ldo + h * hd;
-            int64_t m = n - lo;
-            td_attn_rows_ref(&qp, &orow, &m, 1, &keys, hd, 1.0f / sqrtf((float)hd), scratch);
-        }
-    free(scratch), free(qr);
-    return ref;
 }
 
 /* max |a - b| over n values (NaN: infinity), checked against bound. */
@@ -193,9 +62,6 @@ static void within_abs(const char *name, const float *a, const float *b, int64_t
 /* the bound against the reference: 2^-7 max |v| (the header comment); the values are in [-1, 1] */
 #define BOUND ldexp(1.0, -7)
 
-static const int32_t edge[] = {0, 1, 63, 64, 65, 511, 512, 513, 2047, 3000};
-#define N_EDGE ((int64_t)(sizeof edge / sizeof *edge))
-
 static void test_accuracy(void) {
     printf("bf16 attention against td_attn_rows_ref on bf16-rounded inputs (|diff| <= 2^-7 max |v|); the one-block,\n"
            "  all-through-the-combine and by-chunks paths bit-identical to the normal one\n");
@@ -208,14 +74,10 @@ static void test_accuracy(void) {
         for (int f16 = 0; f16 < 2; f16++) {
             int64_t Hq = cases[ci][0], Hkv = cases[ci][1], hd = cases[ci][2], qhs = cases[ci][3], T = cases[ci][4];
             int64_t ldq = Hq * qhs, ldo = Hq * hd;
-            kvcase c = kv_new(Hq, Hkv, hd, qhs, f16, n_ctx, n_seq);
+            kvcase c = kv_new(&seed, Hq, Hkv, hd, qhs, f16, n_ctx, n_seq, 1);
             float *q = rnd(T * ldq, -3.0f, 3.0f);
             int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
-            for (int64_t t = 0; t < T; t++) {
-                seq[t] = (int32_t)irand(n_seq);
-                pos[t] = t < N_EDGE ? edge[(t + (int64_t)ci) % N_EDGE] : (int32_t)irand(n_ctx);
-            }
-            if (T == 1) pos[0] = 3000;
+            attn_edge_rows(&seed, (int64_t)ci, T, n_seq, n_ctx, seq, pos);
             for (int wi = 0; wi < 2; wi++) {
                 int64_t window = wi ? (ci % 2 ? 100 : 700) : 0;
                 float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 0}, 1);
@@ -224,14 +86,7 @@ static void test_accuracy(void) {
                 snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
                          (long long)Hkv, (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
                 within_abs(name, out, ref, T * ldo, BOUND);
-                for (int mode = 1; mode <= 3; mode++) {
-                    static const char *what[] = {"", "one block", "all combined", "by chunks"};
-                    float *o2 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0, 0}, 1);
-                    snprintf(name, sizeof name, "  %s vs normal: hd=%lld T=%lld kv %s window %lld", what[mode],
-                             (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
-                    cu_bits(name, o2, out, T * ldo);
-                    free(o2);
-                }
+                attn_modes_bits(&c, q, seq, pos, T, window, out, 1);
                 if (wi == 0 && f16 == 0) { /* the tensor-core kernel ran: not the fp32 kernel's bits */
                     float *o32 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 0}, 0);
                     int64_t d = bits_differ(out, o32, T * ldo);
@@ -258,7 +113,7 @@ static void test_invariance(void) {
             for (size_t pi = 0; pi < sizeof tposs / sizeof *tposs; pi++) {
                 int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], ldq = Hq * hd;
                 int64_t window = pi == 4 && f16 ? 700 : pi == 3 && !f16 ? 100 : 0;
-                kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
+                kvcase c = kv_new(&seed, Hq, Hkv, hd, hd, f16, n_ctx, 3, 1);
                 float *target = rnd(ldq, -3.0f, 3.0f), *first = NULL;
                 int32_t tpos = tposs[pi];
                 /* T, the target's row, tokens per tile, test mode, reversed groups; r == 2, 3: the target's
@@ -280,32 +135,9 @@ static void test_invariance(void) {
                             seq[t] = 0, pos[t] = (int32_t)(p < 0 ? t : p);
                         }
                     seq[at] = 0, pos[at] = tpos;
-                    int32_t *cells_d = c.cells_d, *moved = NULL;
-                    if (r == n_runs - 1) {
-                        /* the target's sequence moves to slot 2 of a new table, its keys and values to other cache
-                         * rows (same bytes) */
-                        moved = malloc((size_t)(3 * n_ctx) * 4);
-                        for (int64_t i = 0; i < 3 * n_ctx; i++) moved[i] = (int32_t)irand(c.n_rows);
-                        size_t es = f16 ? 2 : 4, rbytes = (size_t)c.kv_dim * es;
-                        for (int64_t p = 0; p <= tpos; p++) /* distinct rows: 7 and n_rows = 9313 are coprime */
-                            moved[2 * n_ctx + p] = (int32_t)((p * 7 + 5) % c.n_rows);
-                        unsigned char *k2 = malloc((size_t)c.n_rows * rbytes), *v2 = malloc((size_t)c.n_rows * rbytes);
-                        memcpy(k2, c.kc, (size_t)c.n_rows * rbytes), memcpy(v2, c.vc, (size_t)c.n_rows * rbytes);
-                        for (int64_t p = 0; p <= tpos; p++) {
-                            memcpy(k2 + (size_t)moved[2 * n_ctx + p] * rbytes,
-                                   (unsigned char *)c.kc + (size_t)c.cells[p] * rbytes, rbytes);
-                            memcpy(v2 + (size_t)moved[2 * n_ctx + p] * rbytes,
-                                   (unsigned char *)c.vc + (size_t)c.cells[p] * rbytes, rbytes);
-                        }
-                        CU(td_cu_h2d(c.kc_d, k2, (size_t)c.n_rows * rbytes, NULL));
-                        CU(td_cu_h2d(c.vc_d, v2, (size_t)c.n_rows * rbytes, NULL));
-                        CU(td_cu_sync(NULL));
-                        free(k2), free(v2);
-                        for (int64_t t = 0; t < T; t++)
-                            if (seq[t] == 2) seq[t] = 1;
-                        seq[at] = 2;
-                        cells_d = cu_up(moved, (size_t)(3 * n_ctx) * 4);
-                    }
+                    /* the last run: the target's sequence in slot 2 of a new table, its keys and values in
+                     * other rows */
+                    int32_t *cells_d = r == n_runs - 1 ? kv_move_seq(&c, &seed, tpos, seq, T, at) : c.cells_d;
                     attn_cut cut = {runs[r][2], window, (int)runs[r][3], (int)runs[r][4], 0};
                     float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut, 1);
                     if (!first) {
@@ -321,8 +153,8 @@ static void test_invariance(void) {
                         cu_bits(name, out + at * ldq, first, ldq);
                         free(out);
                     }
-                    if (moved) td_cu_free(cells_d);
-                    free(q), free(seq), free(pos), free(moved);
+                    if (cells_d != c.cells_d) td_cu_free(cells_d);
+                    free(q), free(seq), free(pos);
                 }
                 free(target), free(first);
                 kv_free(&c);
@@ -337,7 +169,7 @@ static void test_poison(void) {
     for (int f16 = 0; f16 < 2; f16++)
         for (int wi = 0; wi < 2; wi++) {
             int64_t Hq = 16, Hkv = 8, hd = 128, ldq = Hq * hd, window = wi ? 64 : 0, T = 11;
-            kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
+            kvcase c = kv_new(&seed, Hq, Hkv, hd, hd, f16, n_ctx, 3, 1);
             float *q = rnd(T * ldq, -3.0f, 3.0f);
             static const int32_t tseq[] = {0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 0};
             static const int32_t tpos[] = {100, 101, 700, 2000, 2001, 30, 520, 5, 6, 1300, 2900};
@@ -396,13 +228,13 @@ static void test_rows64(void) {
             for (int wi = 0; wi < 2; wi++) {
                 int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], G = Hq / Hkv, ldo = Hq * hd;
                 int64_t window = wi ? (si % 2 ? 100 : 600) : 0;
-                kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
+                kvcase c = kv_new(&seed, Hq, Hkv, hd, hd, f16, n_ctx, 3, 1);
                 float *q = rnd(T * Hq * hd, -3.0f, 3.0f);
                 int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
                 for (int64_t t = 0; t < T; t++) {
                     if (t < 90) seq[t] = 0, pos[t] = (int32_t)(470 + t); /* positions 470 .. 559: a causal run */
                     else if (t < 130) seq[t] = 1, pos[t] = (int32_t)irand(n_ctx);
-                    else seq[t] = 2, pos[t] = edge[(t - 130) % (N_EDGE - 1)]; /* 0 .. 2047 */
+                    else seq[t] = 2, pos[t] = attn_edge[(t - 130) % (ATTN_N_EDGE - 1)]; /* 0 .. 2047 */
                 }
                 /* the 16-row kernel's tiles as the engine cuts them */
                 float *ref = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 16}, 1);
@@ -472,7 +304,7 @@ static void test_fallback(int off) {
     for (size_t si = 0; si < (off ? 6u : 3u); si++) {
         int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], T = 9;
         CHECKF(!td_cu_attention_tc(hd), "td_cu_attention_tc(%lld)", (long long)hd);
-        kvcase c = kv_new(Hq, Hkv, hd, hd, 0, 1100, 2);
+        kvcase c = kv_new(&seed, Hq, Hkv, hd, hd, 0, 1100, 2, 1);
         float *q = rnd(T * Hq * hd, -3.0f, 3.0f);
         int32_t seq[9], pos[9];
         for (int t = 0; t < 9; t++) seq[t] = (int32_t)irand(2), pos[t] = (int32_t)irand(1100);
@@ -489,7 +321,7 @@ static void test_fallback(int off) {
 /* A scratch too small for the split is refused with the sizes, not written past (the tensor-core path's check). */
 static void test_refusal(void) {
     printf("bf16 attention: errors\n");
-    kvcase c = kv_new(4, 2, 64, 64, 0, 1100, 1);
+    kvcase c = kv_new(&seed, 4, 2, 64, 64, 0, 1100, 1, 1);
     float *q = rnd(4 * 64, -1.0f, 1.0f);
     int32_t seq = 0, pos = 1000, tile[2] = {0, 1}, tok = 0;
     float *qd = cu_up(q, 4 * 64 * 4), *od = cu_up(NULL, 4 * 64 * 4);

@@ -11,7 +11,6 @@
  * With TD_CUDA_DN=old in the environment (ctest test_cuda_deltanet_old) the register kernel must be off.
  * TD_DN_BENCH=1 times the two kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,16 +18,11 @@
 #include <time.h>
 
 #include "cuda/cuda_test.h"
-#include "kernels/cpu/kernels.h"
+#include "cuda/dn_case.h"
 #include "kernels/cuda/cuda.h"
 #include "test_util.h"
 
 static uint64_t seed = 0xde17a5eedull;
-
-/* ---- plumbing (cuda_test.h) ---- */
-
-static float *rnd(int64_t n, float lo, float hi) { return cu_rnd(&seed, n, lo, hi); }
-static void shuffle(int32_t *a, int64_t n) { cu_shuffle(&seed, a, n); }
 
 /* ---- the batch: groups of 1, 7, 64 and 300 tokens (sequences 4, 0, 5, 2 of 6), rows shuffled ---- */
 
@@ -36,93 +30,6 @@ static void shuffle(int32_t *a, int64_t n) { cu_shuffle(&seed, a, n); }
 #define DN_T 372
 #define DN_NSEQ 6
 static const int32_t g_seq[NG] = {4, 0, 5, 2}, g_off[NG + 1] = {0, 1, 8, 72, 372};
-
-typedef struct groups {
-    td_cu_groups g;
-    int32_t *seq_d, *off_d, *tok_d;
-} groups;
-
-static groups groups_new(const int32_t *gseq, const int32_t *off, const int32_t *tok, int64_t n_groups) {
-    groups r;
-    r.seq_d = cu_up(gseq, (size_t)n_groups * 4);
-    r.off_d = cu_up(off, (size_t)(n_groups + 1) * 4);
-    r.tok_d = cu_up(tok, (size_t)(off[n_groups] > 0 ? off[n_groups] : 1) * 4);
-    r.g = (td_cu_groups){r.seq_d, r.off_d, r.tok_d, n_groups};
-    return r;
-}
-
-static void groups_free(groups *r) { td_cu_free(r->seq_d), td_cu_free(r->off_d), td_cu_free(r->tok_d); }
-
-typedef struct dncase {
-    int64_t Hk, Hv, dk, dv, ldu, ss, T, n_seq; /* T token rows, n_seq sequences */
-    float eps;
-    float *u, *z, *b, *a, *a_log, *dt_bias, *norm_w, *state; /* host inputs */
-    float *u_d, *z_d, *b_d, *a_d, *a_log_d, *dt_bias_d, *norm_w_d;
-} dncase;
-
-static dncase dn_new(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int64_t rows, int64_t nseq) {
-    dncase c = {.Hk = Hk, .Hv = Hv, .dk = dk, .dv = dv, .ldu = 2 * Hk * dk + Hv * dv + 3, .ss = Hv * dk * dv + 5,
-                .T = rows, .n_seq = nseq, .eps = 1e-6f};
-    c.u = rnd(rows * c.ldu, -1.0f, 1.0f), c.z = rnd(rows * Hv * dv, -3.0f, 3.0f);
-    c.b = rnd(rows * Hv, -3.0f, 3.0f), c.a = rnd(rows * Hv, -4.0f, 4.0f);
-    c.a_log = rnd(Hv, -2.0f, 1.0f), c.dt_bias = rnd(Hv, -1.0f, 1.0f), c.norm_w = rnd(dv, 0.5f, 1.5f);
-    c.state = rnd(nseq * c.ss, -0.2f, 0.2f);
-    c.u_d = cu_up(c.u, (size_t)(rows * c.ldu) * 4), c.z_d = cu_up(c.z, (size_t)(rows * Hv * dv) * 4);
-    c.b_d = cu_up(c.b, (size_t)(rows * Hv) * 4), c.a_d = cu_up(c.a, (size_t)(rows * Hv) * 4);
-    c.a_log_d = cu_up(c.a_log, (size_t)Hv * 4), c.dt_bias_d = cu_up(c.dt_bias, (size_t)Hv * 4);
-    c.norm_w_d = cu_up(c.norm_w, (size_t)dv * 4);
-    return c;
-}
-
-static void dn_free(dncase *c) {
-    free(c->u), free(c->z), free(c->b), free(c->a), free(c->a_log), free(c->dt_bias), free(c->norm_w), free(c->state);
-    td_cu_free(c->u_d), td_cu_free(c->z_d), td_cu_free(c->b_d), td_cu_free(c->a_d), td_cu_free(c->a_log_d);
-    td_cu_free(c->dt_bias_d), td_cu_free(c->norm_w_d);
-}
-
-/* One td_cu_deltanet launch in test mode `mode` (0 the normal choice, 1 the old kernel) on the device core cd and
- * state sd. */
-static void dn_launch(const dncase *c, const groups *g, float *cd, float *sd, int mode) {
-    td_cu_deltanet_test_mode(mode);
-    CU(td_cu_deltanet(cd, c->u_d, c->ldu, c->z_d, c->b_d, c->a_d, c->a_log_d, c->dt_bias_d, c->norm_w_d, sd, c->ss,
-                      c->Hk, c->Hv, c->dk, c->dv, c->eps, &g->g, NULL));
-    td_cu_deltanet_test_mode(0);
-}
-
-/* td_cu_deltanet from c->state in mode `mode`; core [T, Hv * dv] (rows of no group stay 0) and the final state of
- * every sequence come back on the host. */
-static void dn_run(const dncase *c, const groups *g, float *core, float *state, int mode) {
-    size_t sb = (size_t)(c->n_seq * c->ss) * 4, cb = (size_t)(c->T * c->Hv * c->dv) * 4;
-    float *sd = cu_up(c->state, sb), *cd = cu_up(NULL, cb);
-    dn_launch(c, g, cd, sd, mode);
-    cu_down(core, cd, cb);
-    cu_down(state, sd, sb);
-    td_cu_free(sd), td_cu_free(cd);
-}
-
-/* The CPU engine's recurrence_task (token-by-token form) over one group (as test_cuda_kernels.c). */
-static void dn_ref_group(const dncase *c, float *core, float *state, int32_t seq, const int32_t *tok, int64_t n) {
-    float q[1024], k[1024], o[1024];
-    float scale = (float)(1.0 / sqrt((double)c->dk));
-    for (int64_t h = 0; h < c->Hv; h++) {
-        int64_t kh = h / (c->Hv / c->Hk);
-        float *S = state + seq * c->ss + h * c->dk * c->dv;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t t = tok[i];
-            const float *u = c->u + t * c->ldu;
-            for (int64_t x = 0; x < c->dk; x++) q[x] = u[kh * c->dk + x], k[x] = u[c->Hk * c->dk + kh * c->dk + x];
-            td_l2norm(q, c->dk, 1e-6f);
-            td_l2norm(k, c->dk, 1e-6f);
-            for (int64_t x = 0; x < c->dk; x++) q[x] *= scale;
-            const float *v = u + 2 * c->Hk * c->dk + h * c->dv;
-            float beta = 1.0f / (1.0f + expf(-c->b[t * c->Hv + h]));
-            float g = -expf(c->a_log[h]) * td_softplus(c->a[t * c->Hv + h] + c->dt_bias[h]);
-            td_deltanet_step_ref(S, q, k, v, g, beta, c->dk, c->dv, o);
-            td_gated_rmsnorm(core + t * c->Hv * c->dv + h * c->dv, o, c->z + t * c->Hv * c->dv + h * c->dv, c->norm_w,
-                             c->dv, c->eps);
-        }
-    }
-}
 
 static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_regs) {
     char name[128], shape[64];
@@ -132,16 +39,16 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
     int regs = td_cu_deltanet_regs(dk, dv);
     printf("  %-66s %s\n", "kernel", regs ? "state in registers" : "state in global memory (old)");
     CHECKF(regs == want_regs, "%s: td_cu_deltanet_regs %d, want %d", shape, regs, want_regs);
-    dncase c = dn_new(Hk, Hv, dk, dv, DN_T, DN_NSEQ);
+    dncase c = dn_new(&seed, Hk, Hv, dk, dv, DN_T, DN_NSEQ);
     int64_t cn = DN_T * Hv * dv, sn = DN_NSEQ * c.ss;
     int32_t tok[DN_T];
     for (int32_t i = 0; i < DN_T; i++) tok[i] = i;
-    shuffle(tok, DN_T);
+    cu_shuffle(&seed, tok, DN_T);
     groups g = groups_new(g_seq, g_off, tok, NG);
     float *core_new = malloc((size_t)cn * 4), *state_new = malloc((size_t)sn * 4);
     float *core_old = malloc((size_t)cn * 4), *state_old = malloc((size_t)sn * 4);
-    dn_run(&c, &g, core_new, state_new, 0);
-    dn_run(&c, &g, core_old, state_old, 1);
+    dn_run(&c, &g, core_new, state_new, NULL, 0);
+    dn_run(&c, &g, core_old, state_old, NULL, 1);
     cu_bits("groups of 1 / 7 / 64 / 300 tokens: core, normal vs old kernel", core_new, core_old, cn);
     cu_bits("groups of 1 / 7 / 64 / 300 tokens: state, normal vs old kernel", state_new, state_old, sn);
     cu_bits("sequence 1 (in no group) untouched", state_new + c.ss, c.state + c.ss, c.ss);
@@ -171,10 +78,8 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
         cu_down(core2, cd, cb);
         cu_down(state2, sd, sb);
         float *x = malloc((size_t)(300 * Hv * dv) * 4), *y = malloc((size_t)(300 * Hv * dv) * 4);
-        for (int i = 0; i < 300; i++) {
-            memcpy(x + i * Hv * dv, core2 + tok[72 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
-            memcpy(y + i * Hv * dv, core_new + tok[72 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
-        }
+        dn_pick(x, core2, tok + 72, 300, Hv * dv);
+        dn_pick(y, core_new, tok + 72, 300, Hv * dv);
         snprintf(name, sizeof name, "300 tokens as 123 (%s) + 177 (normal) = one launch: core",
                  first ? "old" : "normal");
         cu_bits(name, x, y, 300 * Hv * dv);
@@ -191,12 +96,10 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
         int32_t seq1[1] = {0}, off1[2] = {0, 7};
         groups g1 = groups_new(seq1, off1, tok + 1, 1);
         float *core1 = malloc((size_t)cn * 4), *state1 = malloc((size_t)sn * 4);
-        dn_run(&c, &g1, core1, state1, 0);
+        dn_run(&c, &g1, core1, state1, NULL, 0);
         float *x = malloc((size_t)(7 * Hv * dv) * 4), *y = malloc((size_t)(7 * Hv * dv) * 4);
-        for (int i = 0; i < 7; i++) {
-            memcpy(x + i * Hv * dv, core1 + tok[1 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
-            memcpy(y + i * Hv * dv, core_new + tok[1 + i] * Hv * dv, (size_t)(Hv * dv) * 4);
-        }
+        dn_pick(x, core1, tok + 1, 7, Hv * dv);
+        dn_pick(y, core_new, tok + 1, 7, Hv * dv);
         cu_bits("a group alone vs among others: core", x, y, 7 * Hv * dv);
         cu_bits("a group alone vs among others: state", state1, state_new, c.ss);
         free(core1), free(state1), free(x), free(y);
@@ -221,7 +124,7 @@ static void bench(void) {
     for (size_t hi = 0; hi < sizeof heads / sizeof *heads; hi++)
         for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
             int64_t ns = shapes[si][0], per = shapes[si][1], nt = ns * per;
-            dncase c = dn_new(heads[hi][0], heads[hi][1], 128, 128, nt, ns);
+            dncase c = dn_new(&seed, heads[hi][0], heads[hi][1], 128, 128, nt, ns);
             int32_t *gseq = malloc((size_t)ns * 4), *off = malloc((size_t)(ns + 1) * 4), *tok = malloc((size_t)nt * 4);
             for (int64_t i = 0; i < ns; i++) gseq[i] = (int32_t)i, off[i] = (int32_t)(i * per);
             off[ns] = (int32_t)nt;

@@ -20,7 +20,9 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
+#include "cuda/attn_case.h"
 #include "cuda/cuda_test.h"
+#include "cuda/dn_case.h"
 #include "kernels/cuda/cuda.h"
 #include "util/dtype.h"
 #include "util/half.h"
@@ -588,113 +590,6 @@ static void test_residual(void) {
 
 /* ---- attention ---- */
 
-/* A KV cache of n_seq sequences, n_ctx positions each, in shuffled cache rows; sequence 1 shares sequence 0's first
- * 50 cells (a shared prefix). */
-typedef struct kvcase {
-    int64_t Hq, Hkv, hd, qhs, kv_dim, n_ctx, n_seq, n_rows;
-    int f16;
-    void *kc, *vc;      /* host: float or uint16 */
-    int32_t *cells;     /* [n_seq, n_ctx] */
-    void *kc_d, *vc_d;
-    int32_t *cells_d;
-} kvcase;
-
-static kvcase kv_new(int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, int f16, int64_t n_ctx, int64_t n_seq) {
-    kvcase c = {.Hq = Hq, .Hkv = Hkv, .hd = hd, .qhs = qhs, .kv_dim = Hkv * hd, .n_ctx = n_ctx, .n_seq = n_seq,
-                .n_rows = n_ctx * n_seq + 13, .f16 = f16};
-    size_t es = f16 ? 2 : 4, bytes = (size_t)(c.n_rows * c.kv_dim) * es;
-    c.kc = malloc(bytes), c.vc = malloc(bytes);
-    for (int64_t i = 0; i < c.n_rows * c.kv_dim; i++) {
-        float k = uni(-1.5f, 1.5f), v = uni(-1.0f, 1.0f);
-        if (f16) ((uint16_t *)c.kc)[i] = td_f32_to_f16(k), ((uint16_t *)c.vc)[i] = td_f32_to_f16(v);
-        else ((float *)c.kc)[i] = k, ((float *)c.vc)[i] = v;
-    }
-    int32_t *perm = malloc((size_t)c.n_rows * sizeof *perm);
-    for (int64_t i = 0; i < c.n_rows; i++) perm[i] = (int32_t)i;
-    shuffle(perm, c.n_rows);
-    c.cells = malloc((size_t)(n_seq * n_ctx) * sizeof *c.cells);
-    memcpy(c.cells, perm, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
-    if (n_seq > 1) memcpy(c.cells + n_ctx, c.cells, 50 * sizeof *c.cells);
-    free(perm);
-    c.kc_d = cu_up(c.kc, bytes), c.vc_d = cu_up(c.vc, bytes);
-    c.cells_d = cu_up(c.cells, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
-    return c;
-}
-
-static void kv_free(kvcase *c) {
-    free(c->kc), free(c->vc), free(c->cells);
-    td_cu_free(c->kc_d), td_cu_free(c->vc_d), td_cu_free(c->cells_d);
-}
-
-/* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens), the sliding window, the test mode (cuda.h:
- * 0 normal, 1 one block over all super-chunks, 2 every row through the combine, 3 split by chunks), and whether the
- * groups' token order is reversed (tiles then hold other neighbours). */
-typedef struct attn_cut {
-    int64_t qt, window;
-    int mode, reverse;
-} attn_cut;
-
-/* out [T, Hq * hd] on the host, from q [T, Hq * qhs]; the output buffer is poisoned (NaN) before the launch. */
-static float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
-                            const int32_t *cells_d, attn_cut cut) {
-    int64_t ldq = c->Hq * c->qhs, ldo = c->Hq * c->hd, max_n = 1;
-    float *qd = cu_up(q, (size_t)(T * ldq) * 4), *od = cu_up(NULL, (size_t)(T * ldo) * 4);
-    float *poison = malloc((size_t)(T * ldo) * 4);
-    memset(poison, 0xff, (size_t)(T * ldo) * 4);
-    CU(td_cu_h2d(od, poison, (size_t)(T * ldo) * 4, NULL));
-    /* the tokens grouped by sequence, as a pass does */
-    int32_t *tok = malloc((size_t)T * 4), *off = malloc((size_t)(c->n_seq + 1) * 4), *tile = malloc((size_t)T * 8);
-    int64_t k = 0;
-    for (int64_t sq = 0; sq < c->n_seq; sq++) {
-        off[sq] = (int32_t)k;
-        for (int64_t i = 0; i < T; i++) {
-            int64_t t = cut.reverse ? T - 1 - i : i;
-            if (seq[t] == sq) tok[k++] = (int32_t)t;
-        }
-    }
-    off[c->n_seq] = (int32_t)k;
-    for (int64_t t = 0; t < T; t++) max_n = pos[t] + 1 > max_n ? pos[t] + 1 : max_n;
-    int64_t qt = cut.qt > 0 ? cut.qt : td_cu_attn_tile_tokens(c->Hq, c->Hkv, c->hd);
-    td_cu_attn_plan plan = {0};
-    plan.n_tiles = td_cu_attn_tiles(tile, off, c->n_seq, qt);
-    plan.tok = cu_up(tok, (size_t)T * 4);
-    plan.tile = cu_up(tile, (size_t)plan.n_tiles * 8);
-    plan.max_n = max_n;
-    plan.scratch_floats = T * c->Hq * ((max_n + 63) / 64) * (c->hd + 2); /* enough to split by chunks (cuda.h) */
-    plan.scratch = cu_up(NULL, (size_t)plan.scratch_floats * 4);
-    int32_t *seq_d = cu_up(seq, (size_t)T * 4), *pos_d = cu_up(pos, (size_t)T * 4);
-    td_cu_attention_test_mode(cut.mode);
-    CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx, seq_d, pos_d,
-                       T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan, NULL));
-    td_cu_attention_test_mode(0);
-    float *out = malloc((size_t)(T * ldo) * 4);
-    cu_down(out, od, (size_t)(T * ldo) * 4);
-    td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
-    td_cu_free((void *)plan.tok), td_cu_free((void *)plan.tile), td_cu_free(plan.scratch);
-    free(poison), free(tok), free(off), free(tile);
-    return out;
-}
-
-/* td_attn_rows_ref for every row, with the window as the CPU's attention task applies it. */
-static float *ref_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
-                            int64_t window) {
-    int64_t Hq = c->Hq, hd = c->hd, ldq = Hq * c->qhs, ldo = Hq * hd, es = c->f16 ? 2 : 4;
-    float *ref = malloc((size_t)(T * ldo) * 4);
-    float *scratch = malloc((size_t)td_attn_rows_scratch(1, c->n_ctx, hd, c->f16) * 4);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < Hq; h++) {
-            int64_t kvh = h / (Hq / c->Hkv), n = pos[t] + 1, lo = window > 0 && n > window ? n - window : 0;
-            td_attn_keys keys = {(const char *)c->kc + kvh * hd * es, (const char *)c->vc + kvh * hd * es, c->f16,
-                                 c->cells + seq[t] * c->n_ctx + lo, c->kv_dim, NULL, NULL, 0};
-            const float *qr = q + t * ldq + h * c->qhs;
-            float *orow = ref + t * ldo + h * hd;
-            int64_t m = n - lo;
-            td_attn_rows_ref(&qr, &orow, &m, 1, &keys, hd, 1.0f / sqrtf((float)hd), scratch);
-        }
-    free(scratch);
-    return ref;
-}
-
 static void test_attention(void) {
     printf("attention: against td_attn_rows_ref (1e-5 relative: fmaf dots, online softmax over chunks of 64); the\n"
            "  one-block, all-through-the-combine and by-chunks paths bit-identical to the normal one\n");
@@ -702,36 +597,24 @@ static void test_attention(void) {
                                        {16, 8, 128, 128, 144}, {4, 1, 64, 64, 200}, {8, 2, 256, 512, 12},
                                        {2, 2, 72, 80, 3},      {16, 2, 128, 128, 20}, {6, 2, 67, 67, 11},
                                        {4, 2, 320, 320, 9},    {16, 8, 128, 128, 1}};
-    static const int32_t edge[] = {0, 1, 63, 64, 65, 511, 512, 513, 2047, 3000};
-    const int64_t n_edge = sizeof edge / sizeof *edge, n_ctx = 3100, n_seq = 3;
+    const int64_t n_ctx = 3100, n_seq = 3;
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
         for (int f16 = 0; f16 < 2; f16++) {
             int64_t Hq = cases[ci][0], Hkv = cases[ci][1], hd = cases[ci][2], qhs = cases[ci][3], T = cases[ci][4];
             int64_t ldq = Hq * qhs, ldo = Hq * hd;
-            kvcase c = kv_new(Hq, Hkv, hd, qhs, f16, n_ctx, n_seq);
+            kvcase c = kv_new(&seed, Hq, Hkv, hd, qhs, f16, n_ctx, n_seq, 0);
             float *q = rnd(T * ldq, -3.0f, 3.0f);
             int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
-            for (int64_t t = 0; t < T; t++) {
-                seq[t] = (int32_t)irand(n_seq);
-                pos[t] = t < n_edge ? edge[(t + (int64_t)ci) % n_edge] : (int32_t)irand(n_ctx);
-            }
-            if (T == 1) pos[0] = 3000;
+            attn_edge_rows(&seed, (int64_t)ci, T, n_seq, n_ctx, seq, pos);
             for (int wi = 0; wi < 2; wi++) {
                 int64_t window = wi ? (ci % 2 ? 100 : 700) : 0;
-                float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0});
+                float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 0}, 0);
                 float *ref = ref_attention(&c, q, seq, pos, T, window);
                 char name[128];
                 snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
                          (long long)Hkv, (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
                 cu_within_rel(name, out, ref, T * ldo, 1e-5);
-                for (int mode = 1; mode <= 3; mode++) {
-                    static const char *what[] = {"", "one block", "all combined", "by chunks"};
-                    float *o2 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0});
-                    snprintf(name, sizeof name, "  %s vs normal: hd=%lld T=%lld kv %s window %lld", what[mode],
-                             (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
-                    cu_bits(name, o2, out, T * ldo);
-                    free(o2);
-                }
+                attn_modes_bits(&c, q, seq, pos, T, window, out, 0);
                 free(out), free(ref);
             }
             free(q), free(seq), free(pos);
@@ -743,7 +626,7 @@ static void test_attention(void) {
     for (int f16 = 0; f16 < 2; f16++)
         for (size_t pi = 0; pi < sizeof tposs / sizeof *tposs; pi++) {
             int64_t Hq = 16, Hkv = 8, hd = 128, ldq = Hq * hd, window = pi == 2 && f16 ? 700 : 0;
-            kvcase c = kv_new(Hq, Hkv, hd, hd, f16, n_ctx, 3);
+            kvcase c = kv_new(&seed, Hq, Hkv, hd, hd, f16, n_ctx, 3, 0);
             float *target = rnd(ldq, -3.0f, 3.0f), *first = NULL;
             int32_t tpos = tposs[pi];
             /* T, the target's row, tokens per tile, reversed groups; r == 2: the target's sequence holds the other
@@ -760,34 +643,10 @@ static void test_attention(void) {
                 if (r == 2)
                     for (int64_t t = 0; t < T; t++) seq[t] = 0, pos[t] = tpos - (int32_t)at + (int32_t)t;
                 seq[at] = 0, pos[at] = tpos;
-                int32_t *cells_d = c.cells_d, *moved = NULL;
-                if (r == n_runs - 1) {
-                    /* the target's sequence moves to slot 2 of a new table whose other slots are fresh, and its keys
-                     * and values to other cache rows (same bytes) */
-                    moved = malloc((size_t)(3 * n_ctx) * 4);
-                    for (int64_t i = 0; i < 3 * n_ctx; i++) moved[i] = (int32_t)irand(c.n_rows);
-                    size_t es = f16 ? 2 : 4, rb = (size_t)c.kv_dim * es;
-                    for (int64_t p = 0; p <= tpos; p++) /* distinct rows: 7 and n_rows = 9313 are coprime */
-                        moved[2 * n_ctx + p] = (int32_t)((p * 7 + 5) % c.n_rows);
-                    unsigned char *k2 = malloc((size_t)c.n_rows * rb), *v2 = malloc((size_t)c.n_rows * rb);
-                    memcpy(k2, c.kc, (size_t)c.n_rows * rb), memcpy(v2, c.vc, (size_t)c.n_rows * rb);
-                    for (int64_t p = 0; p <= tpos; p++) {
-                        memcpy(k2 + (size_t)moved[2 * n_ctx + p] * rb, (unsigned char *)c.kc + (size_t)c.cells[p] * rb,
-                               rb);
-                        memcpy(v2 + (size_t)moved[2 * n_ctx + p] * rb, (unsigned char *)c.vc + (size_t)c.cells[p] * rb,
-                               rb);
-                    }
-                    CU(td_cu_h2d(c.kc_d, k2, (size_t)c.n_rows * rb, NULL));
-                    CU(td_cu_h2d(c.vc_d, v2, (size_t)c.n_rows * rb, NULL));
-                    CU(td_cu_sync(NULL));
-                    free(k2), free(v2);
-                    for (int64_t t = 0; t < T; t++)
-                        if (seq[t] == 2) seq[t] = 1;
-                    seq[at] = 2;
-                    cells_d = cu_up(moved, (size_t)(3 * n_ctx) * 4);
-                }
-                attn_cut cut = {runs[r][2], window, 0, (int)runs[r][3]};
-                float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut);
+                /* the last run: the target's sequence in slot 2 of a new table, its keys and values in other rows */
+                int32_t *cells_d = r == n_runs - 1 ? kv_move_seq(&c, &seed, tpos, seq, T, at) : c.cells_d;
+                attn_cut cut = {runs[r][2], window, 0, (int)runs[r][3], 0};
+                float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut, 0);
                 if (!first) {
                     first = out;
                 } else {
@@ -799,8 +658,8 @@ static void test_attention(void) {
                     cu_bits(name, out + at * ldq, first, ldq); /* ldo = ldq here */
                     free(out);
                 }
-                if (moved) td_cu_free(cells_d);
-                free(q), free(seq), free(pos), free(moved);
+                if (cells_d != c.cells_d) td_cu_free(cells_d);
+                free(q), free(seq), free(pos);
             }
             free(target), free(first);
             kv_free(&c);
@@ -808,7 +667,7 @@ static void test_attention(void) {
 
     /* a scratch too small is refused with the sizes, not written past */
     {
-        kvcase c = kv_new(4, 2, 64, 64, 0, 1100, 1);
+        kvcase c = kv_new(&seed, 4, 2, 64, 64, 0, 1100, 1, 0);
         float *q = rnd(4 * 64, -1.0f, 1.0f);
         int32_t seq = 0, pos = 1000, tile[2] = {0, 1}, tok = 0;
         float *qd = cu_up(q, 4 * 64 * 4), *od = cu_up(NULL, 4 * 64 * 4);
@@ -825,23 +684,6 @@ static void test_attention(void) {
 }
 
 /* ---- Gated DeltaNet ---- */
-
-/* Groups on the device; freed by groups_free. */
-typedef struct groups {
-    td_cu_groups g;
-    int32_t *seq_d, *off_d, *tok_d;
-} groups;
-
-static groups groups_new(const int32_t *gseq, const int32_t *off, const int32_t *tok, int64_t n_groups) {
-    groups r;
-    r.seq_d = cu_up(gseq, (size_t)n_groups * 4);
-    r.off_d = cu_up(off, (size_t)(n_groups + 1) * 4);
-    r.tok_d = cu_up(tok, (size_t)(off[n_groups] > 0 ? off[n_groups] : 1) * 4);
-    r.g = (td_cu_groups){r.seq_d, r.off_d, r.tok_d, n_groups};
-    return r;
-}
-
-static void groups_free(groups *r) { td_cu_free(r->seq_d), td_cu_free(r->off_d), td_cu_free(r->tok_d); }
 
 /* Three groups (sequences 2, 0, 3 of 4) of 1, 7 and 64 tokens, their rows shuffled over the batch of 72. */
 #define DN_T 72
@@ -875,14 +717,15 @@ static void test_conv(void) {
     {
         int32_t off1[2] = {0, 7}, seq1[1] = {0}, tok1[7];
         float *x1 = malloc((size_t)(7 * C) * 4), *o1 = malloc((size_t)(7 * C) * 4), *s1 = malloc((size_t)ss * 4);
-        for (int i = 0; i < 7; i++) tok1[i] = i, memcpy(x1 + i * C, x + tok[1 + i] * C, (size_t)C * 4);
+        for (int i = 0; i < 7; i++) tok1[i] = i;
+        dn_pick(x1, x, tok + 1, 7, C);
         float *x1d = cu_up(x1, (size_t)(7 * C) * 4), *o1d = cu_up(NULL, (size_t)(7 * C) * 4), *s1d = cu_up(st, (size_t)ss * 4);
         groups g1 = groups_new(seq1, off1, tok1, 1);
         CU(td_cu_conv(o1d, x1d, s1d, ss, wd, K, C, &g1.g, NULL));
         cu_down(o1, o1d, (size_t)(7 * C) * 4);
         cu_down(s1, s1d, (size_t)ss * 4);
         float *want = malloc((size_t)(7 * C) * 4);
-        for (int i = 0; i < 7; i++) memcpy(want + i * C, out + tok[1 + i] * C, (size_t)C * 4);
+        dn_pick(want, out, tok + 1, 7, C);
         cu_bits("conv: a group alone vs among others (outputs)", o1, want, 7 * C);
         cu_bits("conv: a group alone vs among others (state)", s1, st_got, ss);
         free(x1), free(o1), free(s1), free(want);
@@ -900,10 +743,8 @@ static void test_conv(void) {
         cu_down(o2, o2d, (size_t)(DN_T * C) * 4);
         cu_down(s2, s2d, (size_t)(n_seq * ss) * 4);
         float *a = malloc((size_t)(64 * C) * 4), *b = malloc((size_t)(64 * C) * 4);
-        for (int i = 0; i < 64; i++) {
-            memcpy(a + i * C, o2 + tok[8 + i] * C, (size_t)C * 4);
-            memcpy(b + i * C, out + tok[8 + i] * C, (size_t)C * 4);
-        }
+        dn_pick(a, o2, tok + 8, 64, C);
+        dn_pick(b, out, tok + 8, 64, C);
         cu_bits("conv: 64 tokens as 21 + 43 (outputs)", a, b, 64 * C);
         cu_bits("conv: 64 tokens as 21 + 43 (state)", s2 + 3 * ss, st_got + 3 * ss, ss);
         free(o2), free(s2), free(a), free(b);
@@ -915,75 +756,11 @@ static void test_conv(void) {
     groups_free(&g);
 }
 
-typedef struct dncase {
-    int64_t Hk, Hv, dk, dv, ldu, ss, n_seq;
-    float eps;
-    float *u, *z, *b, *a, *a_log, *dt_bias, *norm_w, *state; /* host inputs */
-    float *u_d, *z_d, *b_d, *a_d, *a_log_d, *dt_bias_d, *norm_w_d;
-} dncase;
-
-static dncase dn_new(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv) {
-    dncase c = {.Hk = Hk, .Hv = Hv, .dk = dk, .dv = dv, .ldu = 2 * Hk * dk + Hv * dv + 3, .ss = Hv * dk * dv + 5,
-                .n_seq = 4, .eps = 1e-6f};
-    c.u = rnd(DN_T * c.ldu, -1.0f, 1.0f), c.z = rnd(DN_T * Hv * dv, -3.0f, 3.0f);
-    c.b = rnd(DN_T * Hv, -3.0f, 3.0f), c.a = rnd(DN_T * Hv, -4.0f, 4.0f);
-    c.a_log = rnd(Hv, -2.0f, 1.0f), c.dt_bias = rnd(Hv, -1.0f, 1.0f), c.norm_w = rnd(dv, 0.5f, 1.5f);
-    c.state = rnd(c.n_seq * c.ss, -0.2f, 0.2f);
-    c.u_d = cu_up(c.u, (size_t)(DN_T * c.ldu) * 4), c.z_d = cu_up(c.z, (size_t)(DN_T * Hv * dv) * 4);
-    c.b_d = cu_up(c.b, (size_t)(DN_T * Hv) * 4), c.a_d = cu_up(c.a, (size_t)(DN_T * Hv) * 4);
-    c.a_log_d = cu_up(c.a_log, (size_t)Hv * 4), c.dt_bias_d = cu_up(c.dt_bias, (size_t)Hv * 4);
-    c.norm_w_d = cu_up(c.norm_w, (size_t)dv * 4);
-    return c;
-}
-
-static void dn_free(dncase *c) {
-    free(c->u), free(c->z), free(c->b), free(c->a), free(c->a_log), free(c->dt_bias), free(c->norm_w), free(c->state);
-    td_cu_free(c->u_d), td_cu_free(c->z_d), td_cu_free(c->b_d), td_cu_free(c->a_d), td_cu_free(c->a_log_d);
-    td_cu_free(c->dt_bias_d), td_cu_free(c->norm_w_d);
-}
-
-/* Runs td_cu_deltanet from c->state (or from state_d when given, which is then updated); core [DN_T, Hv * dv] and
- * the final state come back on the host. */
-static void dn_run(const dncase *c, const groups *g, float *core, float *state, float *state_d) {
-    size_t sb = (size_t)(c->n_seq * c->ss) * 4, cb = (size_t)(DN_T * c->Hv * c->dv) * 4;
-    float *sd = state_d ? state_d : cu_up(c->state, sb), *cd = cu_up(NULL, cb);
-    CU(td_cu_deltanet(cd, c->u_d, c->ldu, c->z_d, c->b_d, c->a_d, c->a_log_d, c->dt_bias_d, c->norm_w_d, sd, c->ss,
-                      c->Hk, c->Hv, c->dk, c->dv, c->eps, &g->g, NULL));
-    cu_down(core, cd, cb);
-    cu_down(state, sd, sb);
-    if (!state_d) td_cu_free(sd);
-    td_cu_free(cd);
-}
-
-/* The CPU engine's recurrence_task (token-by-token form) over one group. */
-static void dn_ref_group(const dncase *c, float *core, float *state, int32_t seq, const int32_t *tok, int64_t n) {
-    float q[1024], k[1024], o[1024];
-    float scale = (float)(1.0 / sqrt((double)c->dk));
-    for (int64_t h = 0; h < c->Hv; h++) {
-        int64_t kh = h / (c->Hv / c->Hk);
-        float *S = state + seq * c->ss + h * c->dk * c->dv;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t t = tok[i];
-            const float *u = c->u + t * c->ldu;
-            for (int64_t x = 0; x < c->dk; x++) q[x] = u[kh * c->dk + x], k[x] = u[c->Hk * c->dk + kh * c->dk + x];
-            td_l2norm(q, c->dk, 1e-6f);
-            td_l2norm(k, c->dk, 1e-6f);
-            for (int64_t x = 0; x < c->dk; x++) q[x] *= scale;
-            const float *v = u + 2 * c->Hk * c->dk + h * c->dv;
-            float beta = 1.0f / (1.0f + expf(-c->b[t * c->Hv + h]));
-            float g = -expf(c->a_log[h]) * td_softplus(c->a[t * c->Hv + h] + c->dt_bias[h]);
-            td_deltanet_step_ref(S, q, k, v, g, beta, c->dk, c->dv, o);
-            td_gated_rmsnorm(core + t * c->Hv * c->dv + h * c->dv, o, c->z + t * c->Hv * c->dv + h * c->dv, c->norm_w,
-                             c->dv, c->eps);
-        }
-    }
-}
-
 static void test_deltanet(void) {
     printf("deltanet: against td_deltanet_step_ref + td_gated_rmsnorm (1e-5 relative: the l2norm's tree sum, expf)\n");
     static const int64_t cases[][4] = {{4, 8, 128, 128}, {2, 2, 64, 96}, {1, 2, 256, 256}}; /* Hk, Hv, dk, dv */
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
-        dncase c = dn_new(cases[ci][0], cases[ci][1], cases[ci][2], cases[ci][3]);
+        dncase c = dn_new(&seed, cases[ci][0], cases[ci][1], cases[ci][2], cases[ci][3], DN_T, 4);
         int64_t cn = DN_T * c.Hv * c.dv, sn = c.n_seq * c.ss;
         int32_t tok[DN_T];
         dn_rows(tok);
@@ -991,7 +768,7 @@ static void test_deltanet(void) {
         float *core = malloc((size_t)cn * 4), *state = malloc((size_t)sn * 4);
         float *rcore = calloc((size_t)cn, 4), *rstate = malloc((size_t)sn * 4);
         memcpy(rstate, c.state, (size_t)sn * 4);
-        dn_run(&c, &g, core, state, NULL);
+        dn_run(&c, &g, core, state, NULL, 0);
         for (int gi = 0; gi < 3; gi++)
             dn_ref_group(&c, rcore, rstate, dn_seq[gi], tok + dn_off[gi], dn_off[gi + 1] - dn_off[gi]);
         char name[96];
@@ -1008,12 +785,10 @@ static void test_deltanet(void) {
             int32_t seq1[1] = {0}, off1[2] = {0, 7};
             groups g1 = groups_new(seq1, off1, tok + 1, 1);
             float *core1 = malloc((size_t)cn * 4), *state1 = malloc((size_t)sn * 4);
-            dn_run(&c, &g1, core1, state1, NULL);
+            dn_run(&c, &g1, core1, state1, NULL, 0);
             float *a = malloc((size_t)(7 * c.Hv * c.dv) * 4), *b = malloc((size_t)(7 * c.Hv * c.dv) * 4);
-            for (int i = 0; i < 7; i++) {
-                memcpy(a + i * c.Hv * c.dv, core1 + tok[1 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
-                memcpy(b + i * c.Hv * c.dv, core + tok[1 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
-            }
+            dn_pick(a, core1, tok + 1, 7, c.Hv * c.dv);
+            dn_pick(b, core, tok + 1, 7, c.Hv * c.dv);
             cu_bits("  a group alone vs among others (outputs)", a, b, 7 * c.Hv * c.dv);
             cu_bits("  a group alone vs among others (state)", state1, state, c.ss);
             free(core1), free(state1), free(a), free(b);
@@ -1025,14 +800,12 @@ static void test_deltanet(void) {
             groups ga = groups_new(seqa, offa, tok + 8, 1), gb = groups_new(seqa, offb, tok + 29, 1);
             float *core2 = malloc((size_t)cn * 4), *core3 = malloc((size_t)cn * 4), *state2 = malloc((size_t)sn * 4);
             float *sd = cu_up(c.state, (size_t)sn * 4);
-            dn_run(&c, &ga, core2, state2, sd);
-            dn_run(&c, &gb, core3, state2, sd);
+            dn_run(&c, &ga, core2, state2, sd, 0);
+            dn_run(&c, &gb, core3, state2, sd, 0);
             float *a = malloc((size_t)(64 * c.Hv * c.dv) * 4), *b = malloc((size_t)(64 * c.Hv * c.dv) * 4);
-            for (int i = 0; i < 64; i++) {
-                const float *src = i < 21 ? core2 : core3;
-                memcpy(a + i * c.Hv * c.dv, src + tok[8 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
-                memcpy(b + i * c.Hv * c.dv, core + tok[8 + i] * c.Hv * c.dv, (size_t)(c.Hv * c.dv) * 4);
-            }
+            dn_pick(a, core2, tok + 8, 21, c.Hv * c.dv);
+            dn_pick(a + 21 * c.Hv * c.dv, core3, tok + 29, 43, c.Hv * c.dv);
+            dn_pick(b, core, tok + 8, 64, c.Hv * c.dv);
             cu_bits("  64 tokens as 21 + 43 (outputs)", a, b, 64 * c.Hv * c.dv);
             cu_bits("  64 tokens as 21 + 43 (state)", state2 + 3 * c.ss, state + 3 * c.ss, c.ss);
             free(core2), free(core3), free(state2), free(a), free(b);

@@ -1,0 +1,68 @@
+/* The attention test harness, shared by the CUDA tests of td_cu_attention and td_cu_attention_bf16: a KV cache of
+ * random keys and values on the host and the device, one launch cut as a pass cuts it, the CPU reference
+ * (td_attn_rows_ref) for every row, and the pieces both tests' checks repeat. Failed CUDA calls count in
+ * td_test_failures (cuda_test.h). */
+#ifndef TD_TESTS_ATTN_CASE_H
+#define TD_TESTS_ATTN_CASE_H
+
+#include <stdint.h>
+
+/* n_seq sequences of n_ctx positions in shuffled cache rows (n_rows = n_ctx n_seq + 13); sequence 1 shares sequence
+ * 0's first 50 cells (a shared prefix). With bf16, kr / vr hold the cache's values rounded to bf16 (as float: the
+ * reference's cache in bf16 mode), else NULL. */
+typedef struct kvcase {
+    int64_t Hq, Hkv, hd, qhs, kv_dim, n_ctx, n_seq, n_rows;
+    int f16, bf16;
+    void *kc, *vc; /* host: float or uint16 */
+    float *kr, *vr;
+    int32_t *cells; /* [n_seq, n_ctx] */
+    void *kc_d, *vc_d;
+    int32_t *cells_d;
+} kvcase;
+
+/* Draws every key then value (k, v per element, uniform in [-1.5, 1.5] and [-1, 1]), then the shuffle, from *seed. */
+kvcase kv_new(uint64_t *seed, int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, int f16, int64_t n_ctx, int64_t n_seq,
+              int bf16);
+void kv_free(kvcase *c);
+
+/* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens, or td_cu_attn_tile_tokens_bf16 in bf16 mode), the
+ * sliding window, the test mode (td_cu_attention_test_mode: 0 normal, 1 one block over all super-chunks, 2 every row
+ * through the combine, 3 split by chunks), whether the groups' token order is reversed (tiles then hold other
+ * neighbours), the bf16 kernel's rows per tile (td_cu_attention_rows_test: 0 the environment's, 16, 64). */
+typedef struct attn_cut {
+    int64_t qt, window;
+    int mode, reverse, rows;
+} attn_cut;
+
+/* out [T, Hq hd] (malloc) from q [T, Hq qhs] through td_cu_attention_bf16 (bf16) or td_cu_attention, the tokens
+ * grouped by sequence as a pass groups them and tiled as cut says; the output buffer is poisoned (NaN) before the
+ * launch. */
+float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
+                     const int32_t *cells_d, attn_cut cut, int bf16);
+
+/* td_attn_rows_ref for every row (malloc), with the window as the CPU's attention task applies it; for a bf16 case
+ * on the bf16-rounded q and cache. */
+float *ref_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
+                     int64_t window);
+
+/* The positions at the chunk (64) and super-chunk (512) edges and past 2048 the accuracy cases visit. */
+#define ATTN_N_EDGE 10
+extern const int32_t attn_edge[ATTN_N_EDGE];
+
+/* The accuracy cases' rows: seq[t] random of n_seq; pos[t] attn_edge[(t + shift) % ATTN_N_EDGE] for the first
+ * ATTN_N_EDGE rows, random below n_ctx after (drawn from *seed row by row, seq then pos); a lone row at 3000. */
+void attn_edge_rows(uint64_t *seed, int64_t shift, int64_t T, int64_t n_seq, int64_t n_ctx, int32_t *seq,
+                    int32_t *pos);
+
+/* The one-block, all-through-the-combine and by-chunks paths (test modes 1, 2, 3) of the launch that gave out (mode
+ * 0, the default tiles), each bit for bit against it. */
+void attn_modes_bits(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
+                     int64_t window, const float *out, int bf16);
+
+/* The invariance tests' last run: the target's sequence (0) moves to slot 2 of a new cell table whose other slots are
+ * random rows (drawn from *seed), and its keys and values at positions 0 .. tpos to other cache rows (the same bytes,
+ * written over c's device cache, not restored); in seq the rows of sequence 2 go to 1 and the target row at to 2.
+ * Returns the table on the device (td_cu_free). */
+int32_t *kv_move_seq(const kvcase *c, uint64_t *seed, int32_t tpos, int32_t *seq, int64_t T, int64_t at);
+
+#endif
