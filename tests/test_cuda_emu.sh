@@ -5,6 +5,9 @@
 #   emu tc all       tc_stream (16 / 8 / 4 / 32 outputs a block) vs tc_skinny, tc_wide vs tc_tile, bit for bit
 #   emu attn quick   the 64-row vs the 16-row bf16 attention kernel bit for bit, both vs a double reference (hd 64
 #                    and 128, G 1, 2, 8, f32 and f16 caches, windows)
+#   emu dn           the chunked DeltaNet (deltanet_chunk.cu): outputs and state bit for bit however a sequence is
+#                    split into calls (1 + 63 + 64 .., 7 + rest, 70 + rest, one token at a time), within 2e-5 of a
+#                    double reference of the recurrence, the double chunk form within 1e-9 of it (dn.cpp)
 #   emu selftest     each mutation of the emulated helpers (a wrong ldmatrix or mma fragment index, a cp.async
 #                    wait_group one group short, a wrong shuffle partner), applied to the new kernels only, is caught
 # ~30 s on the loaded 2-core machine, most of it g++. Skipped (77) only without g++. TD_CUDA_EMU=all runs attention's
@@ -20,15 +23,16 @@ emu=$ROOT/tests/cuda/emu
 flags=(-std=c++20 -O1 -Wall -Wextra -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-variable -DTD_CU_EMU
     -I"$emu" -I"$ROOT/src" -I"$ROOT/include")
 pids=()
-for u in emu tc attn; do
+for u in emu tc attn dn; do
     "$CXX" "${flags[@]}" -c "$emu/$u.cpp" -o "$tmp/$u.o" &
     pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || { echo "FAIL: the emulator does not compile"; exit 1; }; done
-"$CXX" "$tmp/emu.o" "$tmp/tc.o" "$tmp/attn.o" -o "$tmp/emu"
+"$CXX" "$tmp/emu.o" "$tmp/tc.o" "$tmp/attn.o" "$tmp/dn.o" -o "$tmp/emu"
 fails=0
 "$tmp/emu" tc all || { echo "FAIL: tc kernels differ"; fails=$((fails + 1)); }
 "$tmp/emu" attn "${TD_CUDA_EMU:-quick}" || { echo "FAIL: attention kernels differ"; fails=$((fails + 1)); }
+"$tmp/emu" dn || { echo "FAIL: chunked DeltaNet"; fails=$((fails + 1)); }
 if ! "$tmp/emu" selftest >"$tmp/selftest.log" 2>&1; then
     cat "$tmp/selftest.log"
     echo "FAIL: selftest"

@@ -289,6 +289,51 @@ int td_cu_deltanet(float *core, const float *u, int64_t ldu, const float *z, con
 int td_cu_deltanet_regs(int64_t dk, int64_t dv);
 void td_cu_deltanet_test_mode(int mode);
 
+/* ---- Gated DeltaNet, the chunked form (deltanet_chunk.cu) ---------------------------------------------------------
+ * The same function as td_cu_deltanet (same inputs, core written after the same gated RMS norm), computed over chunks
+ * of TD_CU_DNC_CHUNK = 64 positions anchored at position 0 of the sequence ([64c, 64c + 64)), with other bits than
+ * the token-by-token form (within fp32 rounding of it) but the same bits however a sequence's tokens are split into
+ * calls: 1 + 63 + 64 + ..., 7 + 200, 300 at once or one at a time give every token's output and the state bit for bit.
+ * Not wired into the engine (the engine runs td_cu_deltanet). dk, dv <= 128.
+ *
+ * The state of one sequence for one layer (state_floats = td_cu_deltanet_chunk_state_floats(Hv, dk, dv) floats, all
+ * zeros = the empty sequence), per value head h at state + h * (dk dv + 63 (dk + dv + 2)):
+ *   S [dk][dv]   the recurrent state at the sequence's last chunk boundary (64 floor(pos / 64)), td_cu_deltanet's
+ *                [dk, dv] row-major layout;
+ *   K [63][dk]   the l2-normalised k of the open rows (the tokens after that boundary, row r = position 64c + r),
+ *   V [63][dv]   their v, G [63] their g (log decay, not cumulative), B [63] their beta;
+ * only rows r < pos % 64 mean anything (the count is the sequence's position, which the caller knows; nothing else
+ * is stored). Snapshots and forks copy these floats; a fork at any position continues bit for bit.
+ *
+ * One call: the n tokens of ONE sequence at positions pos0, pos0 + 1, ... (batch rows tok[0 .. n), device, in
+ * position order; u, z, b, a as td_cu_deltanet), from the state at pos0. scratch: at least
+ * td_cu_deltanet_chunk_scratch_floats(n, pos0, Hv, dk, dv) floats on the device (~(n / 64 + 2) Hv 37k floats at
+ * dk = dv = 128). Three launches on the stream; errors name the argument (head counts, dims, scratch size).
+ *
+ * The order (fp32, every product rounded then summed, no contraction; chains start at +0 and run ascending). Per
+ * token row: q, k of key head h / (Hv / Hk) l2-normalised with the sum of squares folded by each lane of a warp over
+ * i = lane, lane + 32, ... then the xor butterfly 16, 8, 4, 2, 1; r = 1 / sqrtf(ss + 1e-6f); q = (q r) / sqrt(dk),
+ * k = k r; beta, g as td_cu_deltanet. Per chunk of 64 rows: row r is an open row of the state, a token of the call,
+ * or absent (k = q = v = 0, g = beta = 0); q of an open row is 0 (its output was written by an earlier call).
+ *   G[r] = G[r - 1] + g[r] (from +0); gamma[r] = expf(G[r]); dte[r] = expf(G[63] - G[r]);
+ *   A[i][j] = ((k_i . k_j) beta_i) expf(G_i - G_j) for j < i, else 0 (dot over c ascending);
+ *   T = (I + A)^-1: T[i][i] = 1, T[i][j] = -(A[i][j] + sum_{m=j+1}^{i-1} A[i][m] T[m][j]) for j < i, m ascending;
+ *   W[t][i] = sum_{m=0}^{t} T[t][m] (k_m[i] (beta_m gamma_m)); U[t][e] = sum_{m=0}^{t} T[t][m] (v_m[e] beta_m);
+ *   Qg[t][i] = q_t[i] gamma_t; Kd[s][i] = k_s[i] dte[s]; P[t][s] = (q_t . k_s) expf(G_t - G_s) for s <= t, else 0;
+ *   V'[t][e] = U[t][e] - sum_i W[t][i] S0[i][e];  o[t][e] = sum_i Qg[t][i] S0[i][e] + sum_{s=0}^{t} P[t][s] V'[s][e];
+ *   a completed chunk only: S[i][e] = S0[i][e] gamma[63] + sum_{s=0}^{63} Kd[s][i] V'[s][e].
+ * Row t's values are functions of S0 and rows <= t only (an absent row enters nothing before it: every sum over rows
+ * stops at t, A and P are 0 above the diagonal by selection), so no output depends on where a call ended. Then
+ * core = td_gated_rmsnorm(o) with td_cu_deltanet's expression and double tree (128 threads).
+ * Batch invariance: a call's values depend on its sequence's state and tokens only. */
+#define TD_CU_DNC_CHUNK 64
+int64_t td_cu_deltanet_chunk_state_floats(int64_t Hv, int64_t dk, int64_t dv);
+int64_t td_cu_deltanet_chunk_scratch_floats(int64_t n, int64_t pos0, int64_t Hv, int64_t dk, int64_t dv);
+int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, const float *z, const float *b, const float *a,
+                         const float *a_log, const float *dt_bias, const float *norm_w, float *state, int64_t Hk,
+                         int64_t Hv, int64_t dk, int64_t dv, float eps, const int32_t *tok, int64_t n, int64_t pos0,
+                         float *scratch, int64_t scratch_floats, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,7 @@
 // hold the comparisons; tests/test_cuda_emu.sh builds and runs it).
 // Usage: emu tc [quick | few | many | all]     tc_stream vs tc_skinny, tc_wide vs tc_tile, bit for bit
 //        emu attn [quick | all]                the 64-row vs the 16-row bf16 attention kernel, and a double reference
+//        emu dn [quick]                        the chunked DeltaNet: split invariance, double references
 //        emu selftest                          each mutation (kernels/cuda/ptx.cuh) on the new kernels must be caught
 #include <cstring>
 #include <csetjmp>
@@ -127,11 +128,13 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
 
 int td_emu_tc(const char *what);   // tc.cpp: 0 when the new kernels gave the old ones' bits
 int td_emu_attn(const char *what); // attn.cpp: 0 when every check passed
+int td_emu_dn(const char *what);   // dn.cpp: 0 when every check passed
 
 int main(int argc, char **argv) {
     const char *fam = argc > 1 ? argv[1] : "", *what = argc > 2 ? argv[2] : "quick";
     if (!strcmp(fam, "tc")) return td_emu_tc(what) != 0;
     if (!strcmp(fam, "attn")) return td_emu_attn(what) != 0;
+    if (!strcmp(fam, "dn")) return td_emu_dn(what) != 0;
     if (!strcmp(fam, "selftest")) {
         struct {
             const char *fam, *name;
@@ -141,12 +144,15 @@ int main(int argc, char **argv) {
                           {"tc", "cp.async wait_group one group short", TD_EMU_MUT_WAIT},
                           {"attn", "ldmatrix matrices 1 and 2 swapped", TD_EMU_MUT_LDSM},
                           {"attn", "mma A registers 1 and 2 swapped", TD_EMU_MUT_MMA},
-                          {"attn", "shuffle xor partner one lane off", TD_EMU_MUT_SHFL}};
+                          {"attn", "shuffle xor partner one lane off", TD_EMU_MUT_SHFL},
+                          {"dn", "shuffle xor partner one lane off", TD_EMU_MUT_SHFL}};
         int missed = 0;
         for (const auto &m : muts) {
             printf("selftest: %s kernels, %s in the new kernel\n", m.fam, m.name);
             td_emu_mutation = m.m;
-            const int bad = !strcmp(m.fam, "tc") ? td_emu_tc("quick") : td_emu_attn("selftest");
+            const int bad = !strcmp(m.fam, "tc")   ? td_emu_tc("quick")
+                            : !strcmp(m.fam, "dn") ? td_emu_dn("selftest")
+                                                   : td_emu_attn("selftest");
             printf("selftest: %s\n", bad ? "caught" : "NOT CAUGHT");
             missed += !bad;
         }
@@ -154,6 +160,6 @@ int main(int argc, char **argv) {
         printf(missed ? "selftest: %d mutations NOT caught\n" : "selftest: every mutation caught\n", missed);
         return missed != 0;
     }
-    fprintf(stderr, "usage: emu tc [quick|few|many|all] | emu attn [quick|all] | emu selftest\n");
+    fprintf(stderr, "usage: emu tc [quick|few|many|all] | emu attn [quick|all] | emu dn | emu selftest\n");
     return 2;
 }

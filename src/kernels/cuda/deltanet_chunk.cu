@@ -1,0 +1,364 @@
+/* Gated DeltaNet on the device, the chunked form (td_cu_deltanet_chunk; cuda.h states the state layout and the order of
+ * every reduction). Chunks of 64 positions anchored at position 0 of the sequence; a sequence's state is S at its last
+ * chunk boundary plus the inputs of the up to 63 tokens after it, and every value below is computed over the whole
+ * 64-row chunk in a fixed order in which a row that does not exist yet enters as exact zeros and never reaches an
+ * earlier row: a token's output and the state after a completed chunk have the same bits however the sequence's tokens
+ * were split into calls.
+ *
+ * Three kernels a call, fp32 arithmetic (compiled with --fmad=false: every product rounded, then the sum):
+ *   dnc_prep_kernel   one block per (chunk, value head), all chunks of the call at once (nothing here needs S): the
+ *                     chunk's rows (normalised q, k; v; g; beta) in shared memory, the cumulative gates, A, T = (I +
+ *                     A)^-1 by forward substitution, and the chunk's products that do not involve S: W, U, Qg, Kd, P
+ *                     (cuda.h), written to the scratch; the last chunk's open rows too (the tail).
+ *   dnc_state_kernel  one block per (value head, slice of 16 value columns): walks the call's chunks in order with
+ *                     its slice of S in shared memory (a column of S depends on that column of V and U only):
+ *                     V' = U - W S0, o = Qg S0 + P V' (pre-norm, into core), and at a completed chunk
+ *                     S = S0 gamma_end + Kd^T V'; at the end S and the tail go to the state.
+ *   dnc_norm_kernel   the gated RMS norm of every new token's o in place (deltanet_kernel's expression and tree).
+ * Plain fp32 on the CUDA cores; the products are the place for mma tiles later (bf16 mode only). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ptx.cuh"
+
+#define DNC_C 64     /* rows of a chunk: TD_CU_DNC_CHUNK */
+#define DNC_NT 256   /* threads of the prep and state kernels */
+#define DNC_CW 16    /* value columns of a state block */
+#define DNC_NNT 128  /* threads of the norm kernel */
+#define DNC_MAXD 128 /* dk and dv */
+
+/* What the three kernels of a call share (plain values: the emulator builds it as the host does). */
+struct dnc_args {
+    float *core;
+    const float *u;
+    int64_t ldu;
+    const float *z, *b, *a, *a_log, *dt_bias, *norm_w;
+    float *state;   /* the sequence's chunk state: Hv heads of dnc_head_floats */
+    float *scratch; /* nc * Hv chunk areas, then Hv tail areas */
+    const int32_t *tok;
+    int Hk, Hv, dk, dv;
+    float eps;
+    int n, n0, nc; /* new tokens, open rows before them, chunks the call touches */
+};
+
+/* The state of one value head (cuda.h): S [dk][dv], then the open rows' k [63][dk], v [63][dv], g [63], beta [63]. */
+__host__ __device__ __forceinline__ int64_t dnc_head_floats(int dk, int dv) {
+    return (int64_t)dk * dv + (int64_t)(DNC_C - 1) * (dk + dv + 2);
+}
+/* A chunk area of the scratch: W, Qg, Kd [64][dk] each, U [64][dv], P [64][64], gamma_end (+3 floats of padding). */
+__host__ __device__ __forceinline__ int64_t dnc_chunk_floats(int dk, int dv) {
+    return (int64_t)DNC_C * (3 * dk + dv + DNC_C) + 4;
+}
+/* A tail area: k [64][dk], v [64][dv], g [64], beta [64]. */
+__host__ __device__ __forceinline__ int64_t dnc_tail_floats(int dk, int dv) {
+    return (int64_t)DNC_C * (dk + dv + 2);
+}
+
+__device__ __forceinline__ float dnc_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* The sum over a warp by the xor butterfly 16, 8, 4, 2, 1: every lane ends with the same bits (each step adds the
+ * same two partial sums on both lanes of a pair, and a + b = b + a exactly). */
+__device__ __forceinline__ float dnc_warp_sum(float v) {
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) v = v + __shfl_xor_sync(0xffffffffu, v, s);
+    return v;
+}
+
+/* Shared memory of dnc_prep_kernel: Kn, Qn [64][dk + 1], V [64][dv + 1], A, T [64][65], G, gamma, beta, g, dte [64]. */
+__host__ __device__ __forceinline__ size_t dnc_prep_smem(int dk, int dv) {
+    return sizeof(float) * (size_t)(DNC_C * (2 * (dk + 1) + (dv + 1) + 2 * (DNC_C + 1) + 5));
+}
+
+__global__ void __launch_bounds__(DNC_NT) dnc_prep_kernel(dnc_args p) {
+    TD_DYN_SMEM16(float, sm);
+    const int ci = (int)blockIdx.x, h = (int)blockIdx.y, dk = p.dk, dv = p.dv, kh = h / (p.Hv / p.Hk);
+    const int lk = dk + 1, lv = dv + 1, la = DNC_C + 1;
+    float *Kn = sm, *Qn = Kn + DNC_C * lk, *Vs = Qn + DNC_C * lk, *Am = Vs + DNC_C * lv, *Tm = Am + DNC_C * la;
+    float *G = Tm + DNC_C * la, *gam = G + DNC_C, *bet = gam + DNC_C, *gs = bet + DNC_C, *dte = gs + DNC_C;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float *hs = p.state + (int64_t)h * dnc_head_floats(dk, dv);
+    const float *sK = hs + (int64_t)dk * dv, *sV = sK + (DNC_C - 1) * dk, *sg = sV + (DNC_C - 1) * dv,
+                *sb = sg + (DNC_C - 1);
+    const float qscale = (float)(1.0 / sqrt((double)dk)); /* as head_inputs() */
+    const float neg_a = -expf(p.a_log[h]), dtb = p.dt_bias[h];
+    const int64_t key_dim = (int64_t)p.Hk * dk;
+
+    /* the chunk's rows: warp w takes rows w, w + 8, ...; row r is an open row of the state (r < n0 in chunk 0), new
+     * token j = 64 ci + r - n0 of the call, or absent (exact zeros) */
+    for (int r = warp; r < DNC_C; r += DNC_NT / 32) {
+        const int j = ci * DNC_C + r - p.n0;
+        if (j < 0) {
+            for (int i = lane; i < dk; i += 32) Kn[r * lk + i] = sK[r * dk + i], Qn[r * lk + i] = 0.0f;
+            for (int e = lane; e < dv; e += 32) Vs[r * lv + e] = sV[r * dv + e];
+            if (lane == 0) gs[r] = sg[r], bet[r] = sb[r];
+        } else if (j < p.n) {
+            const int64_t t = p.tok[j];
+            const float *ut = p.u + t * p.ldu;
+            float ssq = 0.0f, ssk = 0.0f;
+            for (int i = lane; i < dk; i += 32) {
+                const float qv = ut[kh * dk + i], kv = ut[key_dim + kh * dk + i];
+                ssq = ssq + qv * qv;
+                ssk = ssk + kv * kv;
+            }
+            ssq = dnc_warp_sum(ssq);
+            ssk = dnc_warp_sum(ssk);
+            const float rq = 1.0f / sqrtf(ssq + 1e-6f), rk = 1.0f / sqrtf(ssk + 1e-6f);
+            for (int i = lane; i < dk; i += 32) {
+                Qn[r * lk + i] = (ut[kh * dk + i] * rq) * qscale;
+                Kn[r * lk + i] = ut[key_dim + kh * dk + i] * rk;
+            }
+            for (int e = lane; e < dv; e += 32) Vs[r * lv + e] = ut[2 * key_dim + (int64_t)h * dv + e];
+            if (lane == 0) {
+                bet[r] = 1.0f / (1.0f + expf(-p.b[t * p.Hv + h]));
+                gs[r] = neg_a * dnc_softplus(p.a[t * p.Hv + h] + dtb);
+            }
+        } else {
+            for (int i = lane; i < dk; i += 32) Kn[r * lk + i] = 0.0f, Qn[r * lk + i] = 0.0f;
+            for (int e = lane; e < dv; e += 32) Vs[r * lv + e] = 0.0f;
+            if (lane == 0) gs[r] = 0.0f, bet[r] = 0.0f;
+        }
+    }
+    __syncthreads();
+    if (tid == 0) { /* G: the cumulative log decay, rows ascending from +0 */
+        float acc = 0.0f;
+        for (int r = 0; r < DNC_C; r++) G[r] = acc = acc + gs[r];
+    }
+    __syncthreads();
+    if (tid < DNC_C) gam[tid] = expf(G[tid]), dte[tid] = expf(G[DNC_C - 1] - G[tid]);
+    /* A[i][j] = (k_i . k_j * beta_i) * expf(G_i - G_j) for j < i, else 0; T's diagonal and upper part */
+    for (int x = tid; x < DNC_C * DNC_C; x += DNC_NT) {
+        const int i = x / DNC_C, j = x % DNC_C;
+        float av = 0.0f;
+        if (j < i) {
+            float dot = 0.0f;
+            for (int c = 0; c < dk; c++) dot = dot + Kn[i * lk + c] * Kn[j * lk + c];
+            av = (dot * bet[i]) * expf(G[i] - G[j]);
+        }
+        Am[i * la + j] = av;
+        Tm[i * la + j] = i == j ? 1.0f : 0.0f;
+    }
+    __syncthreads();
+    /* T = (I + A)^-1 row by row: T[i][j] = -(A[i][j] + sum_{m = j+1}^{i-1} A[i][m] T[m][j]), m ascending */
+    for (int i = 1; i < DNC_C; i++) {
+        if (tid < i) {
+            const int j = tid;
+            float s = Am[i * la + j];
+            for (int m = j + 1; m < i; m++) s = s + Am[i * la + m] * Tm[m * la + j];
+            Tm[i * la + j] = -s;
+        }
+        __syncthreads();
+    }
+    float *ch = p.scratch + ((int64_t)ci * p.Hv + h) * dnc_chunk_floats(dk, dv);
+    float *W = ch, *Qg = W + DNC_C * dk, *Kd = Qg + DNC_C * dk, *U = Kd + DNC_C * dk, *P = U + DNC_C * dv,
+          *ge = P + DNC_C * DNC_C;
+    /* W[t][i] = sum_{m <= t} T[t][m] (k_m[i] (beta_m gamma_m)); Qg = q_t gamma_t; Kd = k_s expf(G_63 - G_s) */
+    for (int x = tid; x < DNC_C * dk; x += DNC_NT) {
+        const int t = x / dk, i = x % dk;
+        float s = 0.0f;
+        for (int m = 0; m <= t; m++) s = s + Tm[t * la + m] * (Kn[m * lk + i] * (bet[m] * gam[m]));
+        W[x] = s;
+        Qg[x] = Qn[t * lk + i] * gam[t];
+        Kd[x] = Kn[t * lk + i] * dte[t];
+    }
+    /* U[t][e] = sum_{m <= t} T[t][m] (v_m[e] beta_m) */
+    for (int x = tid; x < DNC_C * dv; x += DNC_NT) {
+        const int t = x / dv, e = x % dv;
+        float s = 0.0f;
+        for (int m = 0; m <= t; m++) s = s + Tm[t * la + m] * (Vs[m * lv + e] * bet[m]);
+        U[x] = s;
+    }
+    /* P[t][s] = (q_t . k_s) * expf(G_t - G_s) for s <= t, else 0 */
+    for (int x = tid; x < DNC_C * DNC_C; x += DNC_NT) {
+        const int t = x / DNC_C, s = x % DNC_C;
+        float pv = 0.0f;
+        if (s <= t) {
+            float dot = 0.0f;
+            for (int c = 0; c < dk; c++) dot = dot + Qn[t * lk + c] * Kn[s * lk + c];
+            pv = dot * expf(G[t] - G[s]);
+        }
+        P[x] = pv;
+    }
+    if (tid == 0) ge[0] = gam[DNC_C - 1];
+    /* the open rows after the call: the last chunk's rows [0, m) when it is not complete (dnc_state_kernel stores
+     * them into the state once every prep block has read the state) */
+    const int m = (p.n0 + p.n) % DNC_C;
+    if (ci == p.nc - 1 && m != 0) {
+        float *tl = p.scratch + (int64_t)p.nc * p.Hv * dnc_chunk_floats(dk, dv) + (int64_t)h * dnc_tail_floats(dk, dv);
+        float *tK = tl, *tV = tK + DNC_C * dk, *tg = tV + DNC_C * dv, *tb = tg + DNC_C;
+        for (int x = tid; x < m * dk; x += DNC_NT) tK[x] = Kn[(x / dk) * lk + x % dk];
+        for (int x = tid; x < m * dv; x += DNC_NT) tV[x] = Vs[(x / dv) * lv + x % dv];
+        if (tid < m) tg[tid] = gs[tid], tb[tid] = bet[tid];
+    }
+}
+
+/* Shared memory of dnc_state_kernel: S0 [dk][16], W, Qg, Kd [64][dk + 1], P [64][65], U, V' [64][16]. */
+__host__ __device__ __forceinline__ size_t dnc_state_smem(int dk) {
+    return sizeof(float) *
+           (size_t)(dk * DNC_CW + 3 * DNC_C * (dk + 1) + DNC_C * (DNC_C + 1) + 2 * DNC_C * DNC_CW);
+}
+
+__global__ void __launch_bounds__(DNC_NT) dnc_state_kernel(dnc_args p) {
+    TD_DYN_SMEM16(float, sm);
+    const int h = (int)blockIdx.x, c0 = (int)blockIdx.y * DNC_CW, dk = p.dk, dv = p.dv;
+    const int lk = dk + 1, la = DNC_C + 1;
+    float *S0 = sm, *W = S0 + dk * DNC_CW, *Qg = W + DNC_C * lk, *Kd = Qg + DNC_C * lk, *P = Kd + DNC_C * lk;
+    float *Us = P + DNC_C * la, *Vp = Us + DNC_C * DNC_CW;
+    const int tid = (int)threadIdx.x, c = tid % DNC_CW, rr = tid / DNC_CW, col = c0 + c;
+    const bool live = col < dv;
+    float *hs = p.state + (int64_t)h * dnc_head_floats(dk, dv);
+    for (int x = tid; x < dk * DNC_CW; x += DNC_NT) {
+        const int i = x / DNC_CW, cc = c0 + x % DNC_CW;
+        S0[x] = cc < dv ? hs[(int64_t)i * dv + cc] : 0.0f;
+    }
+    const int64_t hv_dv = (int64_t)p.Hv * dv;
+    bool changed = false;
+    for (int ci = 0; ci < p.nc; ci++) {
+        const float *ch = p.scratch + ((int64_t)ci * p.Hv + h) * dnc_chunk_floats(dk, dv);
+        const float *gW = ch, *gQ = gW + DNC_C * dk, *gK = gQ + DNC_C * dk, *gU = gK + DNC_C * dk,
+                    *gP = gU + DNC_C * dv;
+        const float gend = gP[DNC_C * DNC_C];
+        const bool full = ci * DNC_C + DNC_C - p.n0 <= p.n; /* block-uniform */
+        for (int x = tid; x < DNC_C * dk; x += DNC_NT) {
+            const int t = x / dk, i = x % dk;
+            W[t * lk + i] = gW[x];
+            Qg[t * lk + i] = gQ[x];
+            if (full) Kd[t * lk + i] = gK[x];
+        }
+        for (int x = tid; x < DNC_C * DNC_C; x += DNC_NT) P[(x / DNC_C) * la + x % DNC_C] = gP[x];
+        for (int x = tid; x < DNC_C * DNC_CW; x += DNC_NT) {
+            const int t = x / DNC_CW, cc = c0 + x % DNC_CW;
+            Us[x] = cc < dv ? gU[t * dv + cc] : 0.0f;
+        }
+        __syncthreads();
+        /* rows t = rr + 16 k: V'[t] = U[t] - (W S0)[t]; o1 = (Qg S0)[t]; both chains over i ascending from +0 */
+        float o1[DNC_C / 16];
+#pragma unroll
+        for (int k = 0; k < DNC_C / 16; k++) {
+            const int t = rr + 16 * k;
+            float acc = 0.0f, q = 0.0f;
+            for (int i = 0; i < dk; i++) {
+                const float s = S0[i * DNC_CW + c];
+                acc = acc + W[t * lk + i] * s;
+                q = q + Qg[t * lk + i] * s;
+            }
+            Vp[t * DNC_CW + c] = Us[t * DNC_CW + c] - acc;
+            o1[k] = q;
+        }
+        __syncthreads();
+        /* o = o1 + sum_{s <= t} P[t][s] V'[s] (s ascending from +0): the pre-norm output of the new tokens */
+#pragma unroll
+        for (int k = 0; k < DNC_C / 16; k++) {
+            const int t = rr + 16 * k, j = ci * DNC_C + t - p.n0;
+            float o2 = 0.0f;
+            for (int s = 0; s <= t; s++) o2 = o2 + P[t * la + s] * Vp[s * DNC_CW + c];
+            if (live && j >= 0 && j < p.n) p.core[(int64_t)p.tok[j] * hv_dv + (int64_t)h * dv + col] = o1[k] + o2;
+        }
+        /* a completed chunk: S[i] = S0[i] gamma_end + sum_s Kd[s][i] V'[s] (s ascending 0 .. 63 from +0) */
+        if (full) {
+            changed = true;
+            for (int i = rr; i < dk; i += DNC_NT / DNC_CW) {
+                float sn = 0.0f;
+                for (int s = 0; s < DNC_C; s++) sn = sn + Kd[s * lk + i] * Vp[s * DNC_CW + c];
+                S0[i * DNC_CW + c] = S0[i * DNC_CW + c] * gend + sn;
+            }
+        }
+        __syncthreads();
+    }
+    if (changed && live)
+        for (int i = rr; i < dk; i += DNC_NT / DNC_CW) hs[(int64_t)i * dv + col] = S0[i * DNC_CW + c];
+    /* the open rows after the call, from the tail (rows [lo, m): an open row of chunk 0 before the call is there) */
+    const int m = (p.n0 + p.n) % DNC_C;
+    if (m != 0) {
+        const int lo = p.nc == 1 ? p.n0 : 0;
+        const float *tl =
+            p.scratch + (int64_t)p.nc * p.Hv * dnc_chunk_floats(dk, dv) + (int64_t)h * dnc_tail_floats(dk, dv);
+        const float *tK = tl, *tV = tK + DNC_C * dk, *tg = tV + DNC_C * dv, *tb = tg + DNC_C;
+        float *sK = hs + (int64_t)dk * dv, *sV = sK + (DNC_C - 1) * dk, *sg = sV + (DNC_C - 1) * dv,
+              *sb = sg + (DNC_C - 1);
+        for (int x = lo * DNC_CW + tid; x < m * DNC_CW; x += DNC_NT) {
+            const int r = x / DNC_CW, cc = c0 + x % DNC_CW;
+            if (cc < dv) sV[r * dv + cc] = tV[r * dv + cc];
+        }
+        if (blockIdx.y == 0) {
+            for (int x = lo * dk + tid; x < m * dk; x += DNC_NT) sK[x] = tK[x];
+            if (tid >= lo && tid < m) sg[tid] = tg[tid], sb[tid] = tb[tid];
+        }
+    }
+}
+
+/* td_gated_rmsnorm of the new tokens' o in place: deltanet_kernel's expression (sum of o^2 in double, each thread
+ * folding e = tid, tid + 128, ... ascending, then td_dev_block_sum<128>'s tree). */
+__global__ void __launch_bounds__(DNC_NNT) dnc_norm_kernel(dnc_args p) {
+    __shared__ double redd[DNC_NNT / 32 + 1];
+    const int j = (int)blockIdx.x, h = (int)blockIdx.y, tid = (int)threadIdx.x, dv = p.dv;
+    const int64_t t = p.tok[j], off = t * p.Hv * (int64_t)dv + (int64_t)h * dv;
+    float *ct = p.core + off;
+    const float *zt = p.z + off;
+    double ss = 0.0;
+    for (int e = tid; e < dv; e += DNC_NNT) ss += (double)ct[e] * (double)ct[e];
+    ss = td_dev_block_sum<DNC_NNT>(ss, redd); /* also: every thread has read its o */
+    const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)dv) + (double)p.eps));
+    for (int e = tid; e < dv; e += DNC_NNT) {
+        const float zi = zt[e];
+        ct[e] = (p.norm_w[e] * (ct[e] * r)) * (zi / (1.0f + expf(-zi)));
+    }
+}
+
+/* The call's chunk count and the grids' sizes, host arithmetic shared with tests/cuda/emu. */
+static inline int dnc_chunks(int64_t n, int64_t pos0) {
+    const int64_t n0 = pos0 % DNC_C;
+    return (int)((n0 + n + DNC_C - 1) / DNC_C);
+}
+
+extern "C" int64_t td_cu_deltanet_chunk_state_floats(int64_t Hv, int64_t dk, int64_t dv) {
+    if (Hv <= 0 || dk <= 0 || dv <= 0 || dk > DNC_MAXD || dv > DNC_MAXD) return 0;
+    return Hv * dnc_head_floats((int)dk, (int)dv);
+}
+
+extern "C" int64_t td_cu_deltanet_chunk_scratch_floats(int64_t n, int64_t pos0, int64_t Hv, int64_t dk, int64_t dv) {
+    if (n <= 0 || pos0 < 0 || Hv <= 0 || dk <= 0 || dv <= 0 || dk > DNC_MAXD || dv > DNC_MAXD) return 0;
+    return Hv * ((int64_t)dnc_chunks(n, pos0) * dnc_chunk_floats((int)dk, (int)dv) + dnc_tail_floats((int)dk, (int)dv));
+}
+
+#ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels above alone */
+
+extern "C" int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, const float *z, const float *b,
+                                    const float *a, const float *a_log, const float *dt_bias, const float *norm_w,
+                                    float *state, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
+                                    const int32_t *tok, int64_t n, int64_t pos0, float *scratch,
+                                    int64_t scratch_floats, void *stream) {
+    if (n <= 0) return 0;
+    if (Hk <= 0 || Hv <= 0 || Hv % Hk || Hv > 65535)
+        return td_cu_failf("td_cu_deltanet_chunk: %lld value heads over %lld key heads", (long long)Hv,
+                           (long long)Hk);
+    if (dk <= 0 || dk > DNC_MAXD || dv <= 0 || dv > DNC_MAXD)
+        return td_cu_failf("td_cu_deltanet_chunk: head dims %lld, %lld (1 .. %d)", (long long)dk, (long long)dv,
+                           DNC_MAXD);
+    if (pos0 < 0 || n > 0x7fffffff - DNC_C)
+        return td_cu_failf("td_cu_deltanet_chunk: %lld tokens from position %lld", (long long)n, (long long)pos0);
+    const int64_t need = td_cu_deltanet_chunk_scratch_floats(n, pos0, Hv, dk, dv);
+    if (!scratch || scratch_floats < need)
+        return td_cu_failf("td_cu_deltanet_chunk: scratch of %lld floats, %lld needed", (long long)scratch_floats,
+                           (long long)need);
+    dnc_args p;
+    p.core = core, p.u = u, p.ldu = ldu, p.z = z, p.b = b, p.a = a, p.a_log = a_log, p.dt_bias = dt_bias;
+    p.norm_w = norm_w, p.state = state, p.scratch = scratch, p.tok = tok;
+    p.Hk = (int)Hk, p.Hv = (int)Hv, p.dk = (int)dk, p.dv = (int)dv, p.eps = eps;
+    p.n = (int)n, p.n0 = (int)(pos0 % DNC_C), p.nc = dnc_chunks(n, pos0);
+    const size_t s1 = dnc_prep_smem(p.dk, p.dv), s2 = dnc_state_smem(p.dk);
+    cudaError_t e = cudaFuncSetAttribute(dnc_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1);
+    if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the prep kernel", e);
+    e = cudaFuncSetAttribute(dnc_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2);
+    if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the state kernel", e);
+    cudaStream_t s = TD_CU_STREAM(stream);
+    dnc_prep_kernel<<<dim3((unsigned)p.nc, (unsigned)Hv), DNC_NT, s1, s>>>(p);
+    if (td_cu_launched("deltanet chunk (prep)")) return -1;
+    dnc_state_kernel<<<dim3((unsigned)Hv, (unsigned)((dv + DNC_CW - 1) / DNC_CW)), DNC_NT, s2, s>>>(p);
+    if (td_cu_launched("deltanet chunk (state)")) return -1;
+    dnc_norm_kernel<<<dim3((unsigned)n, (unsigned)Hv), DNC_NNT, 0, s>>>(p);
+    return td_cu_launched("deltanet chunk (norm)");
+}
+
+#endif /* TD_CU_EMU */
