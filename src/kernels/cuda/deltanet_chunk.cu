@@ -127,58 +127,49 @@ __global__ void __launch_bounds__(DNC_NT) dnc_prep_kernel(dnc_args p) {
     }
     __syncthreads();
     if (tid < DNC_C) gam[tid] = expf(G[tid]), dte[tid] = expf(G[DNC_C - 1] - G[tid]);
-    /* A[i][j] = (k_i . k_j * beta_i) * expf(G_i - G_j) for j < i, else 0; T's diagonal and upper part */
-    for (int x = tid; x < DNC_C * DNC_C; x += DNC_NT) {
-        const int i = x / DNC_C, j = x % DNC_C;
-        float av = 0.0f;
-        if (j < i) {
-            float dot = 0.0f;
-            for (int c = 0; c < dk; c++) dot = dot + Kn[i * lk + c] * Kn[j * lk + c];
-            av = (dot * bet[i]) * expf(G[i] - G[j]);
-        }
-        Am[i * la + j] = av;
-        Tm[i * la + j] = i == j ? 1.0f : 0.0f;
-    }
     __syncthreads();
-    /* T = (I + A)^-1 row by row: T[i][j] = -(A[i][j] + sum_{m = j+1}^{i-1} A[i][m] T[m][j]), m ascending */
-    for (int i = 1; i < DNC_C; i++) {
-        if (tid < i) {
-            const int j = tid;
-            float s = Am[i * la + j];
-            for (int m = j + 1; m < i; m++) s = s + Am[i * la + m] * Tm[m * la + j];
-            Tm[i * la + j] = -s;
-        }
-        __syncthreads();
-    }
     float *ch = p.scratch + ((int64_t)ci * p.Hv + h) * dnc_chunk_floats(dk, dv);
     float *W = ch, *Qg = W + DNC_C * dk, *Kd = Qg + DNC_C * dk, *U = Kd + DNC_C * dk, *P = U + DNC_C * dv,
           *ge = P + DNC_C * DNC_C;
-    /* W[t][i] = sum_{m <= t} T[t][m] (k_m[i] (beta_m gamma_m)); Qg = q_t gamma_t; Kd = k_s expf(G_63 - G_s) */
+    /* 4 x 4 register tiles: thread (ty, tx) = (tid / 16, tid % 16) owns rows ty + 16 a and columns tx + 16 b of a
+     * 64-column block (a, b < 4); each output is still one chain over its reduction index, ascending from +0 */
+    const int ty = tid / 16, tx = tid % 16;
+    /* A[i][j] = ((k_i . k_j) beta_i) expf(G_i - G_j) for j < i, else 0; P[t][s] = (q_t . k_s) expf(G_t - G_s) for
+     * s <= t, else 0 (dots over c ascending); T's diagonal and upper part */
+    {
+        float ak[4][4], aq[4][4];
+#pragma unroll
+        for (int x = 0; x < 4; x++)
+#pragma unroll
+            for (int y = 0; y < 4; y++) ak[x][y] = 0.0f, aq[x][y] = 0.0f;
+        for (int c = 0; c < dk; c++) {
+            float ki[4], qi[4], kj[4];
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                ki[x] = Kn[(ty + 16 * x) * lk + c];
+                qi[x] = Qn[(ty + 16 * x) * lk + c];
+                kj[x] = Kn[(tx + 16 * x) * lk + c];
+            }
+#pragma unroll
+            for (int x = 0; x < 4; x++)
+#pragma unroll
+                for (int y = 0; y < 4; y++) ak[x][y] = ak[x][y] + ki[x] * kj[y], aq[x][y] = aq[x][y] + qi[x] * kj[y];
+        }
+#pragma unroll
+        for (int x = 0; x < 4; x++)
+#pragma unroll
+            for (int y = 0; y < 4; y++) {
+                const int i = ty + 16 * x, j = tx + 16 * y;
+                Am[i * la + j] = j < i ? (ak[x][y] * bet[i]) * expf(G[i] - G[j]) : 0.0f;
+                Tm[i * la + j] = i == j ? 1.0f : 0.0f;
+                P[i * DNC_C + j] = j <= i ? aq[x][y] * expf(G[i] - G[j]) : 0.0f;
+            }
+    }
+    /* Qg = q_t gamma_t; Kd = k_s expf(G_63 - G_s) */
     for (int x = tid; x < DNC_C * dk; x += DNC_NT) {
         const int t = x / dk, i = x % dk;
-        float s = 0.0f;
-        for (int m = 0; m <= t; m++) s = s + Tm[t * la + m] * (Kn[m * lk + i] * (bet[m] * gam[m]));
-        W[x] = s;
         Qg[x] = Qn[t * lk + i] * gam[t];
         Kd[x] = Kn[t * lk + i] * dte[t];
-    }
-    /* U[t][e] = sum_{m <= t} T[t][m] (v_m[e] beta_m) */
-    for (int x = tid; x < DNC_C * dv; x += DNC_NT) {
-        const int t = x / dv, e = x % dv;
-        float s = 0.0f;
-        for (int m = 0; m <= t; m++) s = s + Tm[t * la + m] * (Vs[m * lv + e] * bet[m]);
-        U[x] = s;
-    }
-    /* P[t][s] = (q_t . k_s) * expf(G_t - G_s) for s <= t, else 0 */
-    for (int x = tid; x < DNC_C * DNC_C; x += DNC_NT) {
-        const int t = x / DNC_C, s = x % DNC_C;
-        float pv = 0.0f;
-        if (s <= t) {
-            float dot = 0.0f;
-            for (int c = 0; c < dk; c++) dot = dot + Qn[t * lk + c] * Kn[s * lk + c];
-            pv = dot * expf(G[t] - G[s]);
-        }
-        P[x] = pv;
     }
     if (tid == 0) ge[0] = gam[DNC_C - 1];
     /* the open rows after the call: the last chunk's rows [0, m) when it is not complete (dnc_state_kernel stores
@@ -191,20 +182,80 @@ __global__ void __launch_bounds__(DNC_NT) dnc_prep_kernel(dnc_args p) {
         for (int x = tid; x < m * dv; x += DNC_NT) tV[x] = Vs[(x / dv) * lv + x % dv];
         if (tid < m) tg[tid] = gs[tid], tb[tid] = bet[tid];
     }
+    __syncthreads();
+    /* T = (I + A)^-1 row by row: T[i][j] = -(A[i][j] + sum_{m = j+1}^{i-1} A[i][m] T[m][j]), m ascending */
+    for (int i = 1; i < DNC_C; i++) {
+        if (tid < i) {
+            const int j = tid;
+            float s = Am[i * la + j];
+            for (int mm = j + 1; mm < i; mm++) s = s + Am[i * la + mm] * Tm[mm * la + j];
+            Tm[i * la + j] = -s;
+        }
+        __syncthreads();
+    }
+    /* the right-hand sides in place (q is done with): Qn <- k_m[i] (beta_m gamma_m), Vs <- v_m[e] beta_m */
+    for (int x = tid; x < DNC_C * dk; x += DNC_NT) {
+        const int r = x / dk, i = x % dk;
+        Qn[r * lk + i] = Kn[r * lk + i] * (bet[r] * gam[r]);
+    }
+    for (int x = tid; x < DNC_C * dv; x += DNC_NT) {
+        const int r = x / dv, e = x % dv;
+        Vs[r * lv + e] = Vs[r * lv + e] * bet[r];
+    }
+    __syncthreads();
+    /* W[t][i] = sum_{m <= t} T[t][m] Xk[m][i]; U[t][e] = sum_{m <= t} T[t][m] Xv[m][e] (m ascending from +0) */
+    for (int pass = 0; pass < 2; pass++) {
+        const float *X = pass ? Vs : Qn;
+        float *Y = pass ? U : W;
+        const int w = pass ? dv : dk, lx = pass ? lv : lk;
+        for (int c0 = 0; c0 < w; c0 += 64) {
+            float acc[4][4];
+#pragma unroll
+            for (int x = 0; x < 4; x++)
+#pragma unroll
+                for (int y = 0; y < 4; y++) acc[x][y] = 0.0f;
+            const int tmax = ty + 48;
+            for (int mm = 0; mm <= tmax; mm++) {
+                float tv[4], xv[4];
+#pragma unroll
+                for (int x = 0; x < 4; x++) tv[x] = Tm[(ty + 16 * x) * la + mm];
+#pragma unroll
+                for (int y = 0; y < 4; y++) {
+                    const int col = c0 + tx + 16 * y;
+                    xv[y] = col < w ? X[mm * lx + col] : 0.0f;
+                }
+#pragma unroll
+                for (int x = 0; x < 4; x++)
+                    if (mm <= ty + 16 * x)
+#pragma unroll
+                        for (int y = 0; y < 4; y++) acc[x][y] = acc[x][y] + tv[x] * xv[y];
+            }
+#pragma unroll
+            for (int x = 0; x < 4; x++)
+#pragma unroll
+                for (int y = 0; y < 4; y++) {
+                    const int col = c0 + tx + 16 * y;
+                    if (col < w) Y[(ty + 16 * x) * w + col] = acc[x][y];
+                }
+        }
+    }
 }
 
-/* Shared memory of dnc_state_kernel: S0 [dk][16], W, Qg, Kd [64][dk + 1], P [64][65], U, V' [64][16]. */
+/* Shared memory of dnc_state_kernel: S0 [dk][16], W, Qg, Kd [64][dnc_lk4(dk)], P [64][68], U, V' [64][16]. Rows of
+ * W, Qg, Kd and P are 16-byte aligned (float4 loads along them), 4 floats longer than needed (fewer bank conflicts). */
+__host__ __device__ __forceinline__ int dnc_lk4(int dk) { return (dk + 3) / 4 * 4 + 4; }
+#define DNC_LP 68
 __host__ __device__ __forceinline__ size_t dnc_state_smem(int dk) {
     return sizeof(float) *
-           (size_t)(dk * DNC_CW + 3 * DNC_C * (dk + 1) + DNC_C * (DNC_C + 1) + 2 * DNC_C * DNC_CW);
+           (size_t)(dk * DNC_CW + 3 * DNC_C * dnc_lk4(dk) + DNC_C * DNC_LP + 2 * DNC_C * DNC_CW);
 }
 
 __global__ void __launch_bounds__(DNC_NT) dnc_state_kernel(dnc_args p) {
     TD_DYN_SMEM16(float, sm);
     const int h = (int)blockIdx.x, c0 = (int)blockIdx.y * DNC_CW, dk = p.dk, dv = p.dv;
-    const int lk = dk + 1, la = DNC_C + 1;
+    const int lk = dnc_lk4(dk), dk4 = dk / 4 * 4;
     float *S0 = sm, *W = S0 + dk * DNC_CW, *Qg = W + DNC_C * lk, *Kd = Qg + DNC_C * lk, *P = Kd + DNC_C * lk;
-    float *Us = P + DNC_C * la, *Vp = Us + DNC_C * DNC_CW;
+    float *Us = P + DNC_C * DNC_LP, *Vp = Us + DNC_C * DNC_CW;
     const int tid = (int)threadIdx.x, c = tid % DNC_CW, rr = tid / DNC_CW, col = c0 + c;
     const bool live = col < dv;
     float *hs = p.state + (int64_t)h * dnc_head_floats(dk, dv);
@@ -226,42 +277,81 @@ __global__ void __launch_bounds__(DNC_NT) dnc_state_kernel(dnc_args p) {
             Qg[t * lk + i] = gQ[x];
             if (full) Kd[t * lk + i] = gK[x];
         }
-        for (int x = tid; x < DNC_C * DNC_C; x += DNC_NT) P[(x / DNC_C) * la + x % DNC_C] = gP[x];
+        for (int x = tid; x < DNC_C * DNC_C; x += DNC_NT) P[(x / DNC_C) * DNC_LP + x % DNC_C] = gP[x];
         for (int x = tid; x < DNC_C * DNC_CW; x += DNC_NT) {
             const int t = x / DNC_CW, cc = c0 + x % DNC_CW;
             Us[x] = cc < dv ? gU[t * dv + cc] : 0.0f;
         }
         __syncthreads();
-        /* rows t = rr + 16 k: V'[t] = U[t] - (W S0)[t]; o1 = (Qg S0)[t]; both chains over i ascending from +0 */
-        float o1[DNC_C / 16];
+        /* rows t = rr + 16 k: V'[t] = U[t] - (W S0)[t]; o1 = (Qg S0)[t]; both chains over i ascending from +0 (W and
+         * Qg read 4 floats at a time, the chain still one term after another) */
+        float acc[4], o1[4];
 #pragma unroll
-        for (int k = 0; k < DNC_C / 16; k++) {
-            const int t = rr + 16 * k;
-            float acc = 0.0f, q = 0.0f;
-            for (int i = 0; i < dk; i++) {
-                const float s = S0[i * DNC_CW + c];
-                acc = acc + W[t * lk + i] * s;
-                q = q + Qg[t * lk + i] * s;
+        for (int k = 0; k < 4; k++) acc[k] = 0.0f, o1[k] = 0.0f;
+        for (int i = 0; i < dk4; i += 4) {
+            float s4[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) s4[e] = S0[(i + e) * DNC_CW + c];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float4 w = *(const float4 *)&W[(rr + 16 * k) * lk + i];
+                const float4 q = *(const float4 *)&Qg[(rr + 16 * k) * lk + i];
+                acc[k] = acc[k] + w.x * s4[0], o1[k] = o1[k] + q.x * s4[0];
+                acc[k] = acc[k] + w.y * s4[1], o1[k] = o1[k] + q.y * s4[1];
+                acc[k] = acc[k] + w.z * s4[2], o1[k] = o1[k] + q.z * s4[2];
+                acc[k] = acc[k] + w.w * s4[3], o1[k] = o1[k] + q.w * s4[3];
             }
-            Vp[t * DNC_CW + c] = Us[t * DNC_CW + c] - acc;
-            o1[k] = q;
         }
+        for (int i = dk4; i < dk; i++) {
+            const float sv = S0[i * DNC_CW + c];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                acc[k] = acc[k] + W[(rr + 16 * k) * lk + i] * sv, o1[k] = o1[k] + Qg[(rr + 16 * k) * lk + i] * sv;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) Vp[(rr + 16 * k) * DNC_CW + c] = Us[(rr + 16 * k) * DNC_CW + c] - acc[k];
         __syncthreads();
         /* o = o1 + sum_{s <= t} P[t][s] V'[s] (s ascending from +0): the pre-norm output of the new tokens */
+        {
+            float o2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int s0 = 0; s0 <= rr + 48; s0 += 4) {
+                float v4[4];
 #pragma unroll
-        for (int k = 0; k < DNC_C / 16; k++) {
-            const int t = rr + 16 * k, j = ci * DNC_C + t - p.n0;
-            float o2 = 0.0f;
-            for (int s = 0; s <= t; s++) o2 = o2 + P[t * la + s] * Vp[s * DNC_CW + c];
-            if (live && j >= 0 && j < p.n) p.core[(int64_t)p.tok[j] * hv_dv + (int64_t)h * dv + col] = o1[k] + o2;
+                for (int e = 0; e < 4; e++) v4[e] = Vp[(s0 + e) * DNC_CW + c];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const int t = rr + 16 * k;
+                    const float4 pv = *(const float4 *)&P[t * DNC_LP + s0];
+                    if (s0 <= t) o2[k] = o2[k] + pv.x * v4[0];
+                    if (s0 + 1 <= t) o2[k] = o2[k] + pv.y * v4[1];
+                    if (s0 + 2 <= t) o2[k] = o2[k] + pv.z * v4[2];
+                    if (s0 + 3 <= t) o2[k] = o2[k] + pv.w * v4[3];
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int t = rr + 16 * k, j = ci * DNC_C + t - p.n0;
+                if (live && j >= 0 && j < p.n)
+                    p.core[(int64_t)p.tok[j] * hv_dv + (int64_t)h * dv + col] = o1[k] + o2[k];
+            }
         }
-        /* a completed chunk: S[i] = S0[i] gamma_end + sum_s Kd[s][i] V'[s] (s ascending 0 .. 63 from +0) */
+        /* a completed chunk: S[i] = S0[i] gamma_end + sum_s Kd[s][i] V'[s] (s ascending 0 .. 63 from +0); thread rr
+         * owns rows i = i0 + 4 rr + e (e < 4) of each 64-row block i0 */
         if (full) {
             changed = true;
-            for (int i = rr; i < dk; i += DNC_NT / DNC_CW) {
-                float sn = 0.0f;
-                for (int s = 0; s < DNC_C; s++) sn = sn + Kd[s * lk + i] * Vp[s * DNC_CW + c];
-                S0[i * DNC_CW + c] = S0[i * DNC_CW + c] * gend + sn;
+            for (int i0 = 0; i0 < dk; i0 += 64) {
+                const int ib = i0 + 4 * rr;
+                if (ib >= dk) continue;
+                float sn[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                for (int s = 0; s < DNC_C; s++) {
+                    const float vp = Vp[s * DNC_CW + c];
+                    const float4 kd = *(const float4 *)&Kd[s * lk + ib];
+                    sn[0] = sn[0] + kd.x * vp, sn[1] = sn[1] + kd.y * vp;
+                    sn[2] = sn[2] + kd.z * vp, sn[3] = sn[3] + kd.w * vp;
+                }
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (ib + e < dk) S0[(ib + e) * DNC_CW + c] = S0[(ib + e) * DNC_CW + c] * gend + sn[e];
             }
         }
         __syncthreads();

@@ -6,7 +6,7 @@
 //     and one of the chunk form (cuda.h's formulas in double, chunks anchored at 0): the kernels within 2e-5 of
 //     max |core| and max |S| of the recurrence (fp32 over chains of <= 192 terms and the 64-row triangular solve),
 //     and the two double forms within 1e-9 of each other (the algebra of the chunk form, open rows included);
-// shapes: Hk / Hv = 1 / 2 at dk = dv = 128 (100 tokens), 2 / 4 at dk = 24, dv = 40 (odd sizes, a partial column
+// shapes: Hk / Hv = 1 / 2 at dk = dv = 128 (100 tokens), 2 / 4 at dk = 27, dv = 37 (odd sizes, a partial column
 // slice, two sequences of 100 tokens whose rows interleave in the batch), 16 / 32 at 128 (Qwen3.5-0.8B's heads, 70
 // tokens, all at once and 7 + the rest only: the emulator's time);
 // every sequence starts from a random S at position 0. The scratch starts as NaN (an unwritten value read shows) and
@@ -284,7 +284,7 @@ std::vector<double> flat(const std::vector<std::vector<double>> &S) {
 int td_emu_dn(const char *what) {
     failures = 0;
     struct spec { int Hk, Hv, dk, dv, per_seq, n_seq; bool all_splits; };
-    const spec specs[] = {{1, 2, 128, 128, 100, 1, true}, {2, 4, 24, 40, 100, 2, true}, {16, 32, 128, 128, 70, 1, false}};
+    const spec specs[] = {{1, 2, 128, 128, 100, 1, true}, {2, 4, 27, 37, 100, 2, true}, {16, 32, 128, 128, 70, 1, false}};
     const bool selftest = !strcmp(what, "selftest");
     for (int si = 0; si < (selftest ? 1 : 3); si++) {
         const spec &sp = specs[si];
@@ -313,6 +313,13 @@ int td_emu_dn(const char *what) {
         near("kernels (all at once) vs double recurrence: core", rel(core, rcore), 2e-5);
         near("kernels (all at once) vs double recurrence: S", rel(s_part(c, st), flat(rS)), 2e-5);
         near("kernels (all at once) vs double chunk form: core", rel(core, ccore), 2e-5);
+        { // a digest of the bits (compares the kernels' variants on this emulator; no check)
+            uint64_t hsh = 1469598103934665603ull;
+            std::vector<float> m = meaningful(c, st);
+            for (std::vector<float> *v : {&core, &m})
+                for (float f : *v) hsh = (hsh ^ __float_as_uint(f)) * 1099511628211ull;
+            printf("  %-66s %016llx\n", "digest of the outputs and the state", (unsigned long long)hsh);
+        }
         if (selftest) continue;
         const std::vector<float> m0 = meaningful(c, st);
         struct split { const char *name; std::vector<int> sizes; bool all; };
