@@ -112,9 +112,7 @@ static str trim(str s) {
     }
     size_t end = s.n;
     while (end > i) { /* step back one code point */
-        size_t k = end - 1;
-        while (k > i && (u[k] & 0xc0) == 0x80) k--;
-        size_t j = k;
+        size_t k = td_utf8_start(s.p, i, end - 1), j = k;
         int32_t c = td_utf8_next(u, end, &j);
         if (c < 0 || !py_space(c)) break;
         end = k;

@@ -7,10 +7,6 @@
 
 #include "typedecide.h"
 
-/* Length of a valid UTF-8 character at s (n bytes available): > 0 valid, 0 incomplete (could still become valid
- * with more bytes), -1 invalid. */
-int td_gen_utf8_char(const unsigned char *s, size_t n);
-
 /* How many feeds of a stopper lost text for lack of memory (td_gen reports it as TD_ERR_NOMEM). */
 int64_t td_stopper_oom(const td_stopper *s);
 

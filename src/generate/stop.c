@@ -7,6 +7,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/strbuf.h"
+#include "util/utf8.h"
 
 #define MAX_STOPS 16
 #define MAX_STOP_LEN 256
@@ -73,29 +74,13 @@ static void held_keep(td_stopper *s, size_t n) {
     if (s->held.s) s->held.s[n] = 0;
 }
 
-/* Length of a valid UTF-8 character at s (n bytes available): > 0 valid, 0 incomplete (could still become valid),
- * -1 invalid. */
-int td_gen_utf8_char(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    int need = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
-    if (need < 0) return -1;
-    unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-    for (int k = 1; k <= need; k++) {
-        if ((size_t)k >= n) return 0;
-        unsigned b = s[k];
-        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) return -1;
-    }
-    return need + 1;
-}
-
 /* Moves up to `limit` held bytes to the output as valid UTF-8 (invalid bytes become U+FFFD); an incomplete
  * character at the end stays held unless final. */
 static int release(td_stopper *s, size_t limit, int final) {
     const unsigned char *u = (const unsigned char *)s->held.s;
     size_t i = 0;
     while (i < limit) {
-        int k = td_gen_utf8_char(u + i, s->held.n - i);
+        int k = td_utf8_char(u + i, s->held.n - i);
         if (k == 0 && !final) break;                 /* unfinished: wait for the next token */
         if (k > 0 && i + (size_t)k > limit) break;   /* it reaches into the held-back tail */
         if (k <= 0) td_strbuf_put(&s->out, "\xef\xbf\xbd", 3);

@@ -22,6 +22,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/grow.h"
+#include "util/utf8.h"
 
 /* ---- pieces by string: open addressing over the ids ---------------------------------------------------------- */
 
@@ -64,11 +65,7 @@ static int32_t map_get(const piece_map *m, const char *s, size_t n) {
     return -1;
 }
 
-static int32_t n_chars(const char *s, size_t n) {
-    int32_t c = 0;
-    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xc0) != 0x80;
-    return c;
-}
+static int32_t n_chars(const char *s, size_t n) { return (int32_t)td_utf8_count(s, n); }
 
 /* ---- the extractor ------------------------------------------------------------------------------------------- */
 
@@ -104,7 +101,7 @@ static td_status extract(const char *const *s, const size_t *len, const float *s
     for (size_t i = 0; st == TD_OK && i < n; i++) {
         size_t first = k;
         for (size_t c = 1; c < len[i]; c++) {
-            if (((unsigned char)s[i][c] & 0xc0) == 0x80) continue; /* not a character boundary */
+            if (td_utf8_is_cont((unsigned char)s[i][c])) continue; /* not a character boundary */
             int32_t l = map_get(&m, s[i], c), r = map_get(&m, s[i] + c, len[i] - c);
             if (l < 0 || r < 0) continue;
             xmerge *nv = td_grow(v, &cap, k + 1, sizeof *v, 0);

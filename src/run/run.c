@@ -30,6 +30,7 @@
 #include "util/error.h"
 #include "util/hashmap.h"
 #include "util/json.h"
+#include "util/utf8.h"
 
 #define TD_RUN_MAX_DUPLICATES_NAMED 10
 #define TD_RUN_MAX_LINE_DEFAULT ((int64_t)64 << 20)
@@ -258,18 +259,10 @@ static td_status write_json_line(int fd, const char *path, json_t *o, uint64_t d
  * ids, and may have been cut in the middle of a character; the errors file must stay JSON. */
 static void utf8_sanitize(char *s) {
     unsigned char *p = (unsigned char *)s;
-    while (*p) {
-        int n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 2 : (*p & 0xf0) == 0xe0 ? 3
-                : (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 4 : 0;
-        int ok = n > 0;
-        for (int i = 1; i < n && ok; i++) ok = (p[i] & 0xc0) == 0x80;
-        if (ok && n == 3) ok = !(p[0] == 0xe0 && p[1] < 0xa0) && !(p[0] == 0xed && p[1] >= 0xa0); /* overlong, surrogate */
-        if (ok && n == 4) ok = !(p[0] == 0xf0 && p[1] < 0x90) && !(p[0] == 0xf4 && p[1] >= 0x90);
-        if (!ok) {
-            *p++ = '?';
-            continue;
-        }
-        p += n;
+    for (size_t i = 0, n = strlen(s); i < n;) {
+        int k = td_utf8_char(p + i, n - i);
+        if (k <= 0) p[i++] = '?'; /* one per byte, a cut character included */
+        else i += (size_t)k;
     }
 }
 

@@ -10,20 +10,11 @@
 #include "util/utf8.h"
 
 char *td_server_utf8_clean(const char *s, size_t len, size_t *out_len) {
-    char *o = td_malloc(3 * len + 1), *w = o;
+    char *o = td_malloc(3 * len + 1);
     if (!o) return NULL;
-    for (size_t i = 0; i < len;) {
-        size_t j = i;
-        if (td_utf8_next((const unsigned char *)s, len, &j) < 0) {
-            memcpy(w, "\xef\xbf\xbd", 3), w += 3;
-            i++;
-        } else {
-            memcpy(w, s + i, j - i), w += j - i;
-            i = j;
-        }
-    }
-    *w = 0;
-    if (out_len) *out_len = (size_t)(w - o);
+    size_t n = td_utf8_lossy(s, len, TD_UTF8_PER_BYTE, o); /* one U+FFFD a byte (td_detokenize: one a subpart) */
+    o[n] = 0;
+    if (out_len) *out_len = n;
     return o;
 }
 

@@ -25,6 +25,7 @@
 #include "util/error.h"
 #include "util/grow.h"
 #include "util/strbuf.h"
+#include "util/utf8.h"
 
 /* One choice: a td_gen request and what came back. */
 typedef struct choice {
@@ -773,16 +774,6 @@ static int text_chunk(stream *st, int32_t k, const char *t, size_t n, const char
     return chunk_send(st, o, c, extras);
 }
 
-/* Length of the longest prefix of t[0..n) that ends on a complete UTF-8 character. */
-static size_t utf8_complete(const char *t, size_t n) {
-    size_t i = n, k = 0;
-    while (i > 0 && k < 4 && ((unsigned char)t[i - 1] & 0xC0) == 0x80) i--, k++;
-    if (i == 0) return n;
-    unsigned char c = (unsigned char)t[i - 1];
-    size_t want = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    return k + 1 >= want ? n : i - 1;
-}
-
 /* Turns choice k's new text into events. Called under mu. */
 static int stream_emit(stream *st, int32_t k, const char *text, size_t len, int done) {
     if (!st->chat) {
@@ -793,7 +784,7 @@ static int stream_emit(stream *st, int32_t k, const char *text, size_t len, int 
         return 0;
     }
     /* chat: split the text so far into reasoning and content, send what each gained */
-    size_t keep = done ? len : utf8_complete(text, len);
+    size_t keep = done ? len : td_utf8_complete(text, len); /* the stopper sends whole characters: a safety net */
     if (!done && keep < 7 && strncmp(text, "<think>", keep) == 0 && !st->thinking_open)
         return st->c[k].role_sent ? 0 : chat_chunk(st, k, "content", "", 0, NULL, NULL);
     char *reasoning = NULL, *content = NULL;

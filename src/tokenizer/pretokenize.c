@@ -189,8 +189,7 @@ static td_status split_piece(const td_split_step *step, const char *text, size_t
         size_t ms = ov[0], me = ov[1];
         if (me == ms) { /* empty match: no split here; move on by one character */
             if (ms >= len) break;
-            search = ms + 1;
-            while (search < len && (subj[search] & 0xc0) == 0x80) search++;
+            search = td_utf8_next_start((const char *)subj, len, ms);
             continue;
         }
         if (ms > pos && seg_push(segs, start + pos, ms - pos, inv)) goto nomem;

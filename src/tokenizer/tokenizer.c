@@ -50,9 +50,7 @@ static int find_added(const td_tokenizer *tok, const char *text, size_t len, siz
             if (t->single_word) {
                 size_t q = p;
                 if (p > 0) { /* the character before must not be a word character */
-                    size_t k = p - 1;
-                    while (k > 0 && ((unsigned char)text[k] & 0xc0) == 0x80) k--;
-                    size_t kk = k;
+                    size_t kk = td_utf8_start(text, 0, p - 1);
                     if (is_word_cp(td_utf8_next((const unsigned char *)text, len, &kk))) continue;
                 }
                 q = p + t->len;
@@ -197,49 +195,6 @@ td_status td_tokenize_spans(const td_tokenizer *tok, const char *text, size_t le
     return TD_OK;
 }
 
-/* Length of the longest prefix of s that is one valid UTF-8 character (0 if s does not start with one), and the
- * length of the maximal invalid subpart at s (Unicode 3.9, table 3-7: the lead byte plus every continuation
- * byte that could still have been part of a valid sequence). */
-static size_t utf8_scan(const unsigned char *s, size_t n, int *valid) {
-    unsigned c = s[0];
-    unsigned lo = 0x80, hi = 0xbf;
-    size_t need;
-    *valid = 0;
-    if (c < 0x80) {
-        *valid = 1;
-        return 1;
-    }
-    if (c >= 0xc2 && c <= 0xdf) need = 1;
-    else if (c >= 0xe0 && c <= 0xef) {
-        need = 2;
-        if (c == 0xe0) lo = 0xa0;
-        if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        need = 3;
-        if (c == 0xf0) lo = 0x90;
-        if (c == 0xf4) hi = 0x8f;
-    } else return 1;
-    size_t k = 1;
-    while (k <= need && k < n) {
-        unsigned b = s[k];
-        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) break;
-        k++;
-    }
-    *valid = k == need + 1;
-    return k;
-}
-
-static size_t utf8_valid_prefix(const unsigned char *s, size_t n) {
-    int valid;
-    size_t k = utf8_scan(s, n, &valid);
-    return valid ? k : 0;
-}
-
-static size_t utf8_maximal_subpart(const unsigned char *s, size_t n) {
-    int valid;
-    return utf8_scan(s, n, &valid);
-}
-
 td_status td_detokenize(const td_tokenizer *tok, const int32_t *ids, size_t n_ids, char **text, size_t *len) {
     if (!tok || !text || (!ids && n_ids)) return td_fail(TD_ERR_INVALID_ARG, "td_detokenize: NULL argument");
     *text = NULL;
@@ -260,21 +215,13 @@ td_status td_detokenize(const td_tokenizer *tok, const int32_t *ids, size_t n_id
     }
     /* Invalid UTF-8 (a token sequence cut inside a character) becomes U+FFFD, one per maximal invalid
      * subpart, as Rust's String::from_utf8_lossy (and so Hugging Face's decode) does. */
-    td_strbuf out = TD_STRBUF_INIT;
-    static const char repl[] = "\xef\xbf\xbd";
-    for (size_t i = 0, n = raw.n; i < n && !out.oom;) {
-        size_t k = utf8_valid_prefix((const unsigned char *)raw.s + i, n - i);
-        if (k > 0) {
-            td_strbuf_put(&out, raw.s + i, k);
-            i += k;
-        } else {
-            td_strbuf_put(&out, repl, 3);
-            i += utf8_maximal_subpart((const unsigned char *)raw.s + i, n - i);
-        }
+    size_t on = td_utf8_lossy(raw.s, raw.n, TD_UTF8_PER_SUBPART, NULL);
+    char *t = td_malloc(on + 1);
+    if (t) {
+        td_utf8_lossy(raw.s, raw.n, TD_UTF8_PER_SUBPART, t);
+        t[on] = 0;
     }
     td_strbuf_free(&raw);
-    size_t on;
-    char *t = td_strbuf_finish(&out, &on);
     if (!t) return td_fail_nomem("decoded text");
     *text = t;
     if (len) *len = on;
