@@ -4,7 +4,7 @@
  *     it is the project's fp32 line (issue 43: fp32 mode within 1e-4 of the CPU; test_cuda_deltanet holds the
  *     token-by-token kernels to the same); the two forms round differently (chains of up to 192 fp32 terms, the
  *     64-row triangular solve, expf of cumulative gates), and tests/cuda/emu/dn.cpp measured the kernels at
- *     0.7-3.1e-6 of max |core| and 0.5-2.4e-6 of max |S| against a double reference of the recurrence (2e-5 there);
+ *     1.1-2.4e-6 of max |core| and 0.5-3.6e-6 of max |S| against a double reference of the recurrence (2e-5 there);
  *   split invariance, bit for bit: three sequences of 300, 130 and 67 tokens (their rows shuffled over one batch), each
  *     from a random S at position 0, given in calls of 1 + 63 + 64 + ..., 7 + 200 + the rest, 65 + 1 + 5 + 64 ...,
  *     one token at a time, all at once: every output, and the state after (S and the open rows r < n % 64);
@@ -12,8 +12,9 @@
  *   is refused with the sizes;
  * at Hk / Hv = 16 / 16 and 16 / 32, dk = dv = 128 (qwen3.5-0.8b shapes) and 2 / 4 at dk = 27, dv = 37 (odd sizes).
  * TD_DNC_BENCH=1 instead times a 2048-token prefill of 18 layers' worth (Hk = Hv = 16, dk = dv = 128; 18 calls, one
- * state per layer) and a decode step (1 token at position 2100) against td_cu_deltanet on the same inputs (bench():
- * no checks). Without a usable CUDA device it prints why and exits 77 (skipped). */
+ * state per layer) and a decode step (1 token at position 2100) against td_cu_deltanet on the same inputs, and the
+ * chunked time by kernel (td_cu_deltanet_chunk_test_stages: prep, state, norm; bench(): no checks).
+ * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -269,13 +270,15 @@ static void bench(void) {
     printf("scratch %.1f MB for 2048 tokens; state %.2f MB a layer (token-by-token: %.2f MB)\n", scf * 4e-6,
            sfc * 4e-6, sft * 4e-6);
     for (int what = 0; what < 2; what++) { /* 0: prefill of 2048 tokens; 1: one decode token at position pd */
-        double best[2] = {1e30, 1e30};
+        /* k: 0 chunked, 1 token by token, 2 the chunked prep kernel alone, 3 prep + state kernels */
+        double best[4] = {1e30, 1e30, 1e30, 1e30};
         for (int rep = 0; rep < 6; rep++) {
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < 4; k++) {
+                td_cu_deltanet_chunk_test_stages(k == 2 ? 1 : k == 3 ? 2 : 3);
                 CU(td_cu_sync(NULL));
                 double t0 = now_s();
                 for (int l = 0; l < BL; l++) {
-                    if (k == 0)
+                    if (k != 1)
                         CU(td_cu_deltanet_chunk(core_d, u_d, ldu, z_d, b_d, a_d, a_log_d, dt_bias_d, norm_w_d,
                                                 st_c + l * sfc, Hk, Hv, dk, dv, 1e-6f, tok_d, what ? 1 : T,
                                                 what ? pd : 0, scratch, scf, NULL));
@@ -288,11 +291,14 @@ static void bench(void) {
                 if (rep > 0 && dt < best[k]) best[k] = dt;
             }
         }
+        td_cu_deltanet_chunk_test_stages(3);
         int64_t nt = what ? 1 : T;
         printf("  %s, 18 layers (Hk 16, Hv 16, dk = dv = 128): chunked %.3f ms (%.0f tokens/s), token by token "
                "%.3f ms (%.0f tokens/s), %.2fx\n",
                what ? "decode 1 token at position 2100" : "prefill 2048 tokens", best[0] * 1e3, nt / best[0],
                best[1] * 1e3, nt / best[1], best[1] / best[0]);
+        printf("    chunked by parts (differences of cumulative runs): prep %.3f ms, state %.3f ms, norm %.3f ms\n",
+               best[2] * 1e3, (best[3] - best[2]) * 1e3, (best[0] - best[3]) * 1e3);
     }
     free(u), free(z), free(b), free(a), free(a_log), free(dt_bias), free(norm_w), free(tok);
     td_cu_free(u_d), td_cu_free(z_d), td_cu_free(b_d), td_cu_free(a_d), td_cu_free(a_log_d), td_cu_free(dt_bias_d);

@@ -333,6 +333,9 @@ int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, const float *
                          const float *a_log, const float *dt_bias, const float *norm_w, float *state, int64_t Hk,
                          int64_t Hv, int64_t dk, int64_t dv, float eps, const int32_t *tok, int64_t n, int64_t pos0,
                          float *scratch, int64_t scratch_floats, void *stream);
+/* Test only (not thread-safe; process-wide), for timing the parts: td_cu_deltanet_chunk runs its first `stages`
+ * launches only (1: the prep kernel; 2: and the state kernel; 3, the default: all, the norm too). */
+void td_cu_deltanet_chunk_test_stages(int stages);
 
 #ifdef __cplusplus
 }

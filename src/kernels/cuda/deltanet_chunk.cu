@@ -183,24 +183,32 @@ __global__ void __launch_bounds__(DNC_NT) dnc_prep_kernel(dnc_args p) {
         if (tid < m) tg[tid] = gs[tid], tb[tid] = bet[tid];
     }
     __syncthreads();
-    /* T = (I + A)^-1 row by row: T[i][j] = -(A[i][j] + sum_{m = j+1}^{i-1} A[i][m] T[m][j]), m ascending */
-    for (int i = 1; i < DNC_C; i++) {
-        if (tid < i) {
-            const int j = tid;
-            float s = Am[i * la + j];
-            for (int mm = j + 1; mm < i; mm++) s = s + Am[i * la + mm] * Tm[mm * la + j];
-            Tm[i * la + j] = -s;
+    /* T = (I + A)^-1 row by row: T[i][j] = -(A[i][j] + sum_{m = j+1}^{i-1} A[i][m] T[m][j]), m ascending; warp 0
+     * alone (lane l: columns l and l + 32), rows ordered by __syncwarp instead of 63 block barriers. Meanwhile the
+     * other warps put the right-hand sides in place (q is done with): Qn <- k_m[i] (beta_m gamma_m),
+     * Vs <- v_m[e] beta_m. */
+    if (warp == 0) {
+        for (int i = 1; i < DNC_C; i++) {
+#pragma unroll
+            for (int h2 = 0; h2 < 2; h2++) {
+                const int j = lane + 32 * h2;
+                if (j < i) {
+                    float s = Am[i * la + j];
+                    for (int mm = j + 1; mm < i; mm++) s = s + Am[i * la + mm] * Tm[mm * la + j];
+                    Tm[i * la + j] = -s;
+                }
+            }
+            __syncwarp();
         }
-        __syncthreads();
-    }
-    /* the right-hand sides in place (q is done with): Qn <- k_m[i] (beta_m gamma_m), Vs <- v_m[e] beta_m */
-    for (int x = tid; x < DNC_C * dk; x += DNC_NT) {
-        const int r = x / dk, i = x % dk;
-        Qn[r * lk + i] = Kn[r * lk + i] * (bet[r] * gam[r]);
-    }
-    for (int x = tid; x < DNC_C * dv; x += DNC_NT) {
-        const int r = x / dv, e = x % dv;
-        Vs[r * lv + e] = Vs[r * lv + e] * bet[r];
+    } else {
+        for (int x = tid - 32; x < DNC_C * dk; x += DNC_NT - 32) {
+            const int r = x / dk, i = x % dk;
+            Qn[r * lk + i] = Kn[r * lk + i] * (bet[r] * gam[r]);
+        }
+        for (int x = tid - 32; x < DNC_C * dv; x += DNC_NT - 32) {
+            const int r = x / dv, e = x % dv;
+            Vs[r * lv + e] = Vs[r * lv + e] * bet[r];
+        }
     }
     __syncthreads();
     /* W[t][i] = sum_{m <= t} T[t][m] Xk[m][i]; U[t][e] = sum_{m <= t} T[t][m] Xv[m][e] (m ascending from +0) */
@@ -414,6 +422,11 @@ extern "C" int64_t td_cu_deltanet_chunk_scratch_floats(int64_t n, int64_t pos0, 
 
 #ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels above alone */
 
+static int dnc_stages = 3; /* td_cu_deltanet_chunk_test_stages */
+extern "C" void td_cu_deltanet_chunk_test_stages(int stages) {
+    dnc_stages = stages >= 1 && stages <= 3 ? stages : 3;
+}
+
 extern "C" int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, const float *z, const float *b,
                                     const float *a, const float *a_log, const float *dt_bias, const float *norm_w,
                                     float *state, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
@@ -445,8 +458,10 @@ extern "C" int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, co
     cudaStream_t s = TD_CU_STREAM(stream);
     dnc_prep_kernel<<<dim3((unsigned)p.nc, (unsigned)Hv), DNC_NT, s1, s>>>(p);
     if (td_cu_launched("deltanet chunk (prep)")) return -1;
+    if (dnc_stages < 2) return 0;
     dnc_state_kernel<<<dim3((unsigned)Hv, (unsigned)((dv + DNC_CW - 1) / DNC_CW)), DNC_NT, s2, s>>>(p);
     if (td_cu_launched("deltanet chunk (state)")) return -1;
+    if (dnc_stages < 3) return 0;
     dnc_norm_kernel<<<dim3((unsigned)n, (unsigned)Hv), DNC_NNT, 0, s>>>(p);
     return td_cu_launched("deltanet chunk (norm)");
 }

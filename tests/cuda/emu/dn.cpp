@@ -284,7 +284,8 @@ std::vector<double> flat(const std::vector<std::vector<double>> &S) {
 int td_emu_dn(const char *what) {
     failures = 0;
     struct spec { int Hk, Hv, dk, dv, per_seq, n_seq; bool all_splits; };
-    const spec specs[] = {{1, 2, 128, 128, 100, 1, true}, {2, 4, 27, 37, 100, 2, true}, {16, 32, 128, 128, 70, 1, false}};
+    const spec specs[] = {
+        {1, 2, 128, 128, 100, 1, true}, {2, 4, 27, 37, 100, 2, true}, {16, 32, 128, 128, 70, 1, false}};
     const bool selftest = !strcmp(what, "selftest");
     for (int si = 0; si < (selftest ? 1 : 3); si++) {
         const spec &sp = specs[si];
