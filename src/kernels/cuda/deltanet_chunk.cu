@@ -71,7 +71,7 @@ __host__ __device__ __forceinline__ size_t dnc_prep_smem(int dk, int dv) {
     return sizeof(float) * (size_t)(DNC_C * (2 * (dk + 1) + (dv + 1) + 2 * (DNC_C + 1) + 5));
 }
 
-__global__ void __launch_bounds__(DNC_NT) dnc_prep_kernel(dnc_args p) {
+__global__ void __launch_bounds__(DNC_NT, 1) dnc_prep_kernel(dnc_args p) {
     TD_DYN_SMEM16(float, sm);
     const int ci = (int)blockIdx.x, h = (int)blockIdx.y, dk = p.dk, dv = p.dv, kh = h / (p.Hv / p.Hk);
     const int lk = dk + 1, lv = dv + 1, la = DNC_C + 1;
@@ -258,7 +258,7 @@ __host__ __device__ __forceinline__ size_t dnc_state_smem(int dk) {
            (size_t)(dk * DNC_CW + 3 * DNC_C * dnc_lk4(dk) + DNC_C * DNC_LP + 2 * DNC_C * DNC_CW);
 }
 
-__global__ void __launch_bounds__(DNC_NT) dnc_state_kernel(dnc_args p) {
+__global__ void __launch_bounds__(DNC_NT, 1) dnc_state_kernel(dnc_args p) {
     TD_DYN_SMEM16(float, sm);
     const int h = (int)blockIdx.x, c0 = (int)blockIdx.y * DNC_CW, dk = p.dk, dv = p.dv;
     const int lk = dnc_lk4(dk), dk4 = dk / 4 * 4;
@@ -272,6 +272,7 @@ __global__ void __launch_bounds__(DNC_NT) dnc_state_kernel(dnc_args p) {
         S0[x] = cc < dv ? hs[(int64_t)i * dv + cc] : 0.0f;
     }
     const int64_t hv_dv = (int64_t)p.Hv * dv;
+    const bool vec = dk % 4 == 0 && dv % 4 == 0;
     bool changed = false;
     for (int ci = 0; ci < p.nc; ci++) {
         const float *ch = p.scratch + ((int64_t)ci * p.Hv + h) * dnc_chunk_floats(dk, dv);
@@ -279,13 +280,24 @@ __global__ void __launch_bounds__(DNC_NT) dnc_state_kernel(dnc_args p) {
                     *gP = gU + DNC_C * dv;
         const float gend = gP[DNC_C * DNC_C];
         const bool full = ci * DNC_C + DNC_C - p.n0 <= p.n; /* block-uniform */
-        for (int x = tid; x < DNC_C * dk; x += DNC_NT) {
-            const int t = x / dk, i = x % dk;
-            W[t * lk + i] = gW[x];
-            Qg[t * lk + i] = gQ[x];
-            if (full) Kd[t * lk + i] = gK[x];
+        if (vec) { /* 16-byte loads and stores (dk, dv multiples of 4: every row of the chunk area is aligned) */
+            for (int x = 4 * tid; x < DNC_C * dk; x += 4 * DNC_NT) {
+                const int t = x / dk, i = x % dk;
+                *(float4 *)&W[t * lk + i] = *(const float4 *)&gW[x];
+                *(float4 *)&Qg[t * lk + i] = *(const float4 *)&gQ[x];
+                if (full) *(float4 *)&Kd[t * lk + i] = *(const float4 *)&gK[x];
+            }
+            for (int x = 4 * tid; x < DNC_C * DNC_C; x += 4 * DNC_NT)
+                *(float4 *)&P[(x / DNC_C) * DNC_LP + x % DNC_C] = *(const float4 *)&gP[x];
+        } else {
+            for (int x = tid; x < DNC_C * dk; x += DNC_NT) {
+                const int t = x / dk, i = x % dk;
+                W[t * lk + i] = gW[x];
+                Qg[t * lk + i] = gQ[x];
+                if (full) Kd[t * lk + i] = gK[x];
+            }
+            for (int x = tid; x < DNC_C * DNC_C; x += DNC_NT) P[(x / DNC_C) * DNC_LP + x % DNC_C] = gP[x];
         }
-        for (int x = tid; x < DNC_C * DNC_C; x += DNC_NT) P[(x / DNC_C) * DNC_LP + x % DNC_C] = gP[x];
         for (int x = tid; x < DNC_C * DNC_CW; x += DNC_NT) {
             const int t = x / DNC_CW, cc = c0 + x % DNC_CW;
             Us[x] = cc < dv ? gU[t * dv + cc] : 0.0f;
@@ -442,6 +454,8 @@ extern "C" int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, co
     if (pos0 < 0 || n > 0x7fffffff - DNC_C)
         return td_cu_failf("td_cu_deltanet_chunk: %lld tokens from position %lld", (long long)n, (long long)pos0);
     const int64_t need = td_cu_deltanet_chunk_scratch_floats(n, pos0, Hv, dk, dv);
+    if ((uintptr_t)scratch % 16)
+        return td_cu_failf("td_cu_deltanet_chunk: scratch at %p is not 16-byte aligned", (void *)scratch);
     if (!scratch || scratch_floats < need)
         return td_cu_failf("td_cu_deltanet_chunk: scratch of %lld floats, %lld needed", (long long)scratch_floats,
                            (long long)need);
