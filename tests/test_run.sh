@@ -13,30 +13,17 @@
 #    --resume or --force;
 #  - memory: 100,000 documents in a peak RSS that the 10,000-document run nearly matches (the only growth is the id
 #    table: < 32 bytes per document); under the sanitizers 10,000 documents, RSS not checked (ASan's quarantine).
-set -uo pipefail
-ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-BIN=${TD_BIN:-$ROOT/build/typedecide}
+. "$(dirname "$0")/run_lib.sh" # ROOT, BIN, SAN, tmp, fail, section, crit.jsonl's first two criteria, long, kill_at
 MODEL=$ROOT/fixtures/models/qwen3-tiny-tied
 TOK=$ROOT/fixtures/tokenizers/qwen3-trunc2048/tokenizer.json
-tmp=$(mktemp -d)
-bgpid=
-trap '[ -n "$bgpid" ] && kill -9 $bgpid 2>/dev/null; rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SAN=${TD_SANITIZED:-}
 RUN="$BIN run --model $MODEL --threads 1 --quiet --no-timing"
-t_sec=$(date +%s%N)
-section() { local t; t=$(date +%s%N); echo "test_run: $1: $(((t - t_sec) / 1000000)) ms"; t_sec=$t; }
 
 # ---- a corpus: 3 criteria for every document, some with their own, and bad lines among them -------------------
-cat >"$tmp/crit.jsonl" <<'EOF'
-{"id": "refund", "question": "Does the customer ask for a refund?", "options": [{"id": "yes", "description": "Yes"}, {"id": "no", "description": "No"}]}
-{"id": "topic", "question": "What is the main topic?", "options": [{"id": "billing", "description": "Billing or payments"}, {"id": "bug", "description": "A software defect"}, {"id": "account", "description": "Account access"}]}
+cat >>"$tmp/crit.jsonl" <<'EOF'
 {"id": "urgency", "question": "How urgent is it?", "options": [{"id": "1", "description": "Low"}, {"id": "2", "description": "Medium"}, {"id": "3", "description": "High"}, {"id": "4", "description": "Critical"}]}
 EOF
 N=${SAN:+30}
 N=${N:-120}
-long=$(awk 'BEGIN { for (i = 0; i < 3000; i++) printf "word%d ", i }')
 awk -v n="$N" -v long="$long" 'BEGIN {
     for (i = 1; i <= n; i++) {
         ev = sprintf("Ticket %d: I was billed %d times for plan %c. The app logs me out since v%d.%d.", i, i % 4 + 1, 65 + i % 3, i % 7, i % 5)
@@ -183,7 +170,6 @@ RANDOM=18
 interrupted=0
 made=0
 total=$((n_lines - n_bad))
-count_lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 for trial in $(seq 1 10); do
     out=$tmp/kill.$trial.jsonl
     kills=$((1 + trial % 2)) # odd trials are killed once more while resuming
@@ -196,13 +182,7 @@ for trial in $(seq 1 10); do
         # polls) the kill still lands before the end; the ends of files are the torn-lines section's
         span=$((total - have > 5 ? total - have - 5 : 1))
         target=$((have + RANDOM % span))
-        $RUN $resume --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$out" 2>/dev/null &
-        bgpid=$!
-        while kill -0 "$bgpid" 2>/dev/null && [ "$(count_lines "$out")" -lt "$target" ]; do sleep 0.005; done
-        sleep "0.00$((RANDOM % 10))"
-        kill -9 "$bgpid" 2>/dev/null
-        wait "$bgpid" 2>/dev/null
-        bgpid=
+        kill_at "$out" "$target" $RUN $resume --input "$tmp/docs.jsonl" --criteria "$tmp/crit.jsonl" --out "$out"
         resume=--resume
         lines=$(count_lines "$out")
         [ "$lines" -lt "$total" ] && interrupted=$((interrupted + 1)) # this kill landed mid-run

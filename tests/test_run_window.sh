@@ -12,26 +12,12 @@
 #    N = 1 run resumed with N = 16 is unchanged (N is not in the provenance);
 #  - --shard I/3 with N = 8 merged = the unsharded N = 1 run; mpirun -n 2 with N = 4 likewise (when MPI is built);
 #  - --docs-per-pass 0 and 4097 are usage errors.
-set -uo pipefail
-ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-BIN=${TD_BIN:-$ROOT/build/typedecide}
+. "$(dirname "$0")/run_lib.sh" # ROOT, BIN, SAN, tmp, fail, section, crit.jsonl (refund, topic), long, kill_at
 QWEN3=$ROOT/fixtures/models/qwen3-tiny-tied
 QWEN35=$ROOT/fixtures/models/qwen35-tiny-text
-tmp=$(mktemp -d)
-bgpid=
-trap '[ -n "$bgpid" ] && kill -9 $bgpid 2>/dev/null; rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SAN=${TD_SANITIZED:-}
-t_sec=$(date +%s%N)
-section() { local t; t=$(date +%s%N); echo "test_run_window: $1: $(((t - t_sec) / 1000000)) ms"; t_sec=$t; }
 # same A B: results, errors and provenance files of two runs are the same bytes
 same() { cmp -s "$1" "$2" && cmp -s "$1.errors" "$2.errors" && cmp -s "$1.provenance.json" "$2.provenance.json"; }
 
-cat >"$tmp/crit.jsonl" <<'EOF'
-{"id": "refund", "question": "Does the customer ask for a refund?", "options": [{"id": "yes", "description": "Yes"}, {"id": "no", "description": "No"}]}
-{"id": "topic", "question": "What is the main topic?", "options": [{"id": "billing", "description": "Billing or payments"}, {"id": "bug", "description": "A software defect"}, {"id": "account", "description": "Account access"}]}
-EOF
 # D documents; every 5th brings a criterion of its own (every 15th one with 4 options: refused under --letters ABC
 # by td_decide, a decide-time bad line inside a window); every 7th repeats an earlier evidence; bad lines read-time
 # after documents 5, 12, 17, 33, 34 (two in a row, and a blank line), 50 and decide-time (evidence beyond the context) after 9, 40;
@@ -39,7 +25,6 @@ EOF
 # td_decide_group.error holds: the runner asks td_decide for the whole message)
 D=${SAN:+60}
 D=${D:-150}
-long=$(awk 'BEGIN { for (i = 0; i < 3000; i++) printf "word%d ", i }')
 kid=$(awk 'BEGIN { for (i = 0; i < 700; i++) printf "k" }') # a refusal's message longer than td_decide_group.error
 awk -v n="$D" -v long="$long" -v kid="$kid" 'BEGIN {
     for (i = 1; i <= n; i++) {
@@ -138,7 +123,6 @@ same "$tmp/fin.jsonl" "$REF" || fail "a finished run resumed with another N chan
 
 # ---- kill -9 mid-run with N = 16, resumed with N = 4 (odd trials killed again while resuming) ------------------------
 RANDOM=43
-count_lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 total=$(wc -l <"$REF")
 made=0 interrupted=0
 TRIALS=${SAN:+3}
@@ -152,13 +136,7 @@ for trial in $(seq 1 "$TRIALS"); do
         made=$((made + 1))
         span=$((total - have > 20 ? total - have - 20 : 1))
         target=$((have + RANDOM % span))
-        $RUN $flags --out "$out" 2>/dev/null &
-        bgpid=$!
-        while kill -0 "$bgpid" 2>/dev/null && [ "$(count_lines "$out")" -lt "$target" ]; do sleep 0.005; done
-        sleep "0.00$((RANDOM % 10))" # a few ms past the target: inside the next window's work, seldom past the run's end
-        kill -9 "$bgpid" 2>/dev/null
-        wait "$bgpid" 2>/dev/null
-        bgpid=
+        kill_at "$out" "$target" $RUN $flags --out "$out" # a few ms past the target: inside the next window's work
         [ "$(count_lines "$out")" -lt "$total" ] && interrupted=$((interrupted + 1))
         flags="--resume --docs-per-pass 4"
     done
