@@ -8,8 +8,8 @@
  *   split invariance, bit for bit: three sequences of 300, 130 and 67 tokens (their rows shuffled over one batch), each
  *     from a random S at position 0, given in calls of 1 + 63 + 64 + ..., 7 + 200 + the rest, 65 + 1 + 5 + 64 ...,
  *     one token at a time, all at once: every output, and the state after (S and the open rows r < n % 64);
- *   every row of a sequence written, the 5 rows of the batch that no call names untouched; a scratch one float short
- *   is refused with the sizes;
+ *   every row of a sequence written, the 5 rows of the batch that no call names untouched; a token with NaN k and
+ *   infinite v at position 80 changes no output before it; a scratch one float short is refused with the sizes;
  * at Hk / Hv = 16 / 16 and 16 / 32, dk = dv = 128 (qwen3.5-0.8b shapes) and 2 / 4 at dk = 27, dv = 37 (odd sizes).
  * TD_DNC_BENCH=1 instead times a 2048-token prefill of 18 layers' worth (Hk = Hv = 16, dk = dv = 128; 18 calls, one
  * state per layer) and a decode step (1 token at position 2100) against td_cu_deltanet on the same inputs, and the
@@ -224,6 +224,26 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv) {
         CHECK(n1 == nm);
     }
 
+    /* a token with NaN k and infinite v at position 80 of the 300-token sequence, all at once: no earlier output of
+     * that sequence moves (a later row never enters an earlier one, not even as 0 x inf) */
+    {
+        dncase d = c;
+        float *ub = malloc((size_t)(c.T * c.ldu) * 4);
+        memcpy(ub, c.u, (size_t)(c.T * c.ldu) * 4);
+        int64_t bad = c.tok[0][80];
+        for (int64_t i = 0; i < Hk * dk; i++) ub[bad * c.ldu + Hk * dk + i] = NAN;
+        for (int64_t e = 0; e < Hv * dv; e++) ub[bad * c.ldu + 2 * Hk * dk + e] = INFINITY;
+        d.u_d = cu_up(ub, (size_t)(c.T * c.ldu) * 4);
+        run(&d, all, 1, core2, states2);
+        float *x = malloc((size_t)(80 * Hv * dv) * 4), *y = malloc((size_t)(80 * Hv * dv) * 4);
+        for (int i = 0; i < 80; i++) {
+            memcpy(x + i * Hv * dv, core2 + c.tok[0][i] * Hv * dv, (size_t)(Hv * dv) * 4);
+            memcpy(y + i * Hv * dv, core + c.tok[0][i] * Hv * dv, (size_t)(Hv * dv) * 4);
+        }
+        cu_bits("a NaN / infinite token at position 80: positions 0 .. 79 unchanged", x, y, 80 * Hv * dv);
+        free(x), free(y), free(ub);
+        td_cu_free(d.u_d);
+    }
     /* a scratch too small is refused, naming the sizes */
     {
         float *st = state_at0(&c, 0), *sd = cu_up(st, (size_t)c.sf * 4), *cd = cu_up(NULL, (size_t)cn * 4);

@@ -9,7 +9,8 @@
 // shapes: Hk / Hv = 1 / 2 at dk = dv = 128 (100 tokens), 2 / 4 at dk = 27, dv = 37 (odd sizes, a partial column
 // slice, two sequences of 100 tokens whose rows interleave in the batch), 16 / 32 at 128 (Qwen3.5-0.8B's heads, 70
 // tokens, all at once and 7 + the rest only: the emulator's time);
-// every sequence starts from a random S at position 0. The scratch starts as NaN (an unwritten value read shows) and
+// every sequence starts from a random S at position 0; a token with NaN k and infinite v at position 80 (60 in the
+// 70-token case) changes no output before it (a later row never enters an earlier one, not even as 0 x inf). The scratch starts as NaN (an unwritten value read shows) and
 // shared memory as NaN bytes. [selftest]: the first shape's all-at-once run against the references.
 #include <algorithm>
 
@@ -322,6 +323,24 @@ int td_emu_dn(const char *what) {
             printf("  %-66s %016llx\n", "digest of the outputs and the state", (unsigned long long)hsh);
         }
         if (selftest) continue;
+        { // a non-finite token (k NaN, v infinite) at position pb of sequence 0, all at once: no earlier output moves
+            dcase d = c;
+            const int pb = (int)d.rows[0].size() > 80 ? 80 : 60;
+            const int32_t bad = d.rows[0][pb];
+            for (int i = 0; i < d.Hk * d.dk; i++) d.u[(size_t)bad * d.ldu + d.Hk * d.dk + i] = NAN;
+            for (int e = 0; e < d.Hv * d.dv; e++) d.u[(size_t)bad * d.ldu + 2 * d.Hk * d.dk + e] = INFINITY;
+            std::vector<float> cb;
+            std::vector<std::vector<float>> sb;
+            run(d, {0}, cb, sb);
+            std::vector<float> x, y;
+            for (int p = 0; p < pb; p++)
+                for (int e = 0; e < d.Hv * d.dv; e++)
+                    x.push_back(cb[(size_t)d.rows[0][p] * d.Hv * d.dv + e]),
+                        y.push_back(core[(size_t)d.rows[0][p] * d.Hv * d.dv + e]);
+            char name[96];
+            snprintf(name, sizeof name, "a NaN / infinite token at position %d: positions 0 .. %d unchanged", pb, pb - 1);
+            bits(name, x, y);
+        }
         const std::vector<float> m0 = meaningful(c, st);
         struct split { const char *name; std::vector<int> sizes; bool all; };
         const split splits[] = {{"1 + 63 + 64 + 64 + ... tokens", {1, 63, 64}, true},
