@@ -313,18 +313,21 @@ void td_cu_deltanet_test_mode(int mode);
  *
  * The order (fp32, every product rounded then summed, no contraction; chains start at +0 and run ascending). Per
  * token row: q, k of key head h / (Hv / Hk) l2-normalised with the sum of squares folded by each lane of a warp over
- * i = lane, lane + 32, ... then the xor butterfly 16, 8, 4, 2, 1; r = 1 / sqrtf(ss + 1e-6f); q = (q r) / sqrt(dk),
- * k = k r; beta, g as td_cu_deltanet. Per chunk of 64 rows: row r is an open row of the state, a token of the call,
- * or absent (k = q = v = 0, g = beta = 0); q of an open row is 0 (its output was written by an earlier call).
+ * i = lane, lane + 32, ... then the xor butterfly 16, 8, 4, 2, 1; r = 1 / sqrtf(ss + 1e-6f); q = (q r) s with
+ * s = (float)(1 / sqrt((double)dk)), k = k r; beta, g as td_cu_deltanet. Per chunk of 64 rows: row r is an open
+ * row of the state, a token of the call, or absent (k = q = v = 0, g = beta = 0); q of an open row is 0 (its output
+ * was written by an earlier call).
  *   G[r] = G[r - 1] + g[r] (from +0); gamma[r] = expf(G[r]); dte[r] = expf(G[63] - G[r]);
  *   A[i][j] = ((k_i . k_j) beta_i) expf(G_i - G_j) for j < i, else 0 (dot over c ascending);
  *   T = (I + A)^-1: T[i][i] = 1, T[i][j] = -(A[i][j] + sum_{m=j+1}^{i-1} A[i][m] T[m][j]) for j < i, m ascending;
  *   W[t][i] = sum_{m=0}^{t} T[t][m] (k_m[i] (beta_m gamma_m)); U[t][e] = sum_{m=0}^{t} T[t][m] (v_m[e] beta_m);
  *   Qg[t][i] = q_t[i] gamma_t; Kd[s][i] = k_s[i] dte[s]; P[t][s] = (q_t . k_s) expf(G_t - G_s) for s <= t, else 0;
- *   V'[t][e] = U[t][e] - sum_i W[t][i] S0[i][e];  o[t][e] = sum_i Qg[t][i] S0[i][e] + sum_{s=0}^{t} P[t][s] V'[s][e];
- *   a completed chunk only: S[i][e] = S0[i][e] gamma[63] + sum_{s=0}^{63} Kd[s][i] V'[s][e].
- * Row t's values are functions of S0 and rows <= t only (an absent row enters nothing before it: every sum over rows
- * stops at t, A and P are 0 above the diagonal by selection), so no output depends on where a call ended. Then
+ *   V'[t][e] = U[t][e] - (sum_i W[t][i] S0[i][e]);
+ *   o[t][e] = (sum_i Qg[t][i] S0[i][e]) + (sum_{s=0}^{t} P[t][s] V'[s][e])  (two chains, then one add);
+ *   a completed chunk only: S[i][e] = (S0[i][e] gamma[63]) + (sum_{s=0}^{63} Kd[s][i] V'[s][e]).
+ * Row t's values are functions of S0 and rows <= t only (a later row, absent or present, finite or not, enters
+ * nothing before it: every sum over rows stops at t, A and P are 0 above the diagonal by selection, not by a
+ * product), so no output depends on where a call ended. Then
  * core = td_gated_rmsnorm(o) with td_cu_deltanet's expression and double tree (128 threads).
  * Batch invariance: a call's values depend on its sequence's state and tokens only. */
 #define TD_CU_DNC_CHUNK 64

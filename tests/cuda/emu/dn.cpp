@@ -10,8 +10,10 @@
 // slice, two sequences of 100 tokens whose rows interleave in the batch), 16 / 32 at 128 (Qwen3.5-0.8B's heads, 70
 // tokens, all at once and 7 + the rest only: the emulator's time);
 // every sequence starts from a random S at position 0; a token with NaN k and infinite v at position 80 (60 in the
-// 70-token case) changes no output before it (a later row never enters an earlier one, not even as 0 x inf). The scratch starts as NaN (an unwritten value read shows) and
-// shared memory as NaN bytes. [selftest]: the first shape's all-at-once run against the references.
+// 70-token case) changes no output before it (a later row never enters an earlier one, not even as 0 x inf). The
+// scratch starts as NaN (an unwritten value read shows) and shared memory as NaN bytes; a digest of the all-at-once
+// bits is printed (to compare variants of the kernels here). [selftest]: the first shape's all-at-once run against
+// the references.
 #include <algorithm>
 
 #include "emu.h"
@@ -338,7 +340,8 @@ int td_emu_dn(const char *what) {
                     x.push_back(cb[(size_t)d.rows[0][p] * d.Hv * d.dv + e]),
                         y.push_back(core[(size_t)d.rows[0][p] * d.Hv * d.dv + e]);
             char name[96];
-            snprintf(name, sizeof name, "a NaN / infinite token at position %d: positions 0 .. %d unchanged", pb, pb - 1);
+            snprintf(name, sizeof name, "a NaN / infinite token at position %d: positions 0 .. %d unchanged", pb,
+                     pb - 1);
             bits(name, x, y);
         }
         const std::vector<float> m0 = meaningful(c, st);
