@@ -127,13 +127,33 @@ float *ref_attention(const kvcase *c, const float *q, const int32_t *seq, const 
 
 const int32_t attn_edge[ATTN_N_EDGE] = {0, 1, 63, 64, 65, 511, 512, 513, 2047, 3000};
 
-void attn_edge_rows(uint64_t *seed, int64_t shift, int64_t T, int64_t n_seq, int64_t n_ctx, int32_t *seq,
-                    int32_t *pos) {
-    for (int64_t t = 0; t < T; t++) {
-        seq[t] = irand(seed, n_seq);
-        pos[t] = t < ATTN_N_EDGE ? attn_edge[(t + shift) % ATTN_N_EDGE] : irand(seed, n_ctx);
-    }
-    if (T == 1) pos[0] = 3000;
+void attn_accuracy(uint64_t *seed, const int64_t (*cases)[5], size_t n_cases, int bf16,
+                   void (*check)(const attn_acc *)) {
+    const int64_t n_ctx = 3100, n_seq = 3;
+    for (size_t ci = 0; ci < n_cases; ci++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            int64_t Hq = cases[ci][0], Hkv = cases[ci][1], hd = cases[ci][2], qhs = cases[ci][3], T = cases[ci][4];
+            kvcase c = kv_new(seed, Hq, Hkv, hd, qhs, f16, n_ctx, n_seq, bf16);
+            float *q = cu_rnd(seed, T * Hq * qhs, -3.0f, 3.0f);
+            int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+            for (int64_t t = 0; t < T; t++) {
+                seq[t] = irand(seed, n_seq);
+                pos[t] = t < ATTN_N_EDGE ? attn_edge[(t + (int64_t)ci) % ATTN_N_EDGE] : irand(seed, n_ctx);
+            }
+            if (T == 1) pos[0] = 3000;
+            for (int wi = 0; wi < 2; wi++) {
+                int64_t window = wi ? (ci % 2 ? 100 : 700) : 0;
+                float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 0}, bf16);
+                float *ref = ref_attention(&c, q, seq, pos, T, window);
+                char name[160];
+                snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
+                         (long long)Hkv, (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
+                check(&(attn_acc){name, &c, q, seq, pos, T, window, out, ref});
+                free(out), free(ref);
+            }
+            free(q), free(seq), free(pos);
+            kv_free(&c);
+        }
 }
 
 void attn_modes_bits(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
@@ -149,7 +169,8 @@ void attn_modes_bits(const kvcase *c, const float *q, const int32_t *seq, const 
     }
 }
 
-int32_t *kv_move_seq(const kvcase *c, uint64_t *seed, int32_t tpos, int32_t *seq, int64_t T, int64_t at) {
+/* attn_target_row's move of the target's sequence (0) to slot 2 of a new table: returns the table on the device */
+static int32_t *kv_move_seq(const kvcase *c, uint64_t *seed, int32_t tpos, int32_t *seq, int64_t T, int64_t at) {
     const int64_t n_ctx = c->n_ctx;
     int32_t *moved = malloc((size_t)(3 * n_ctx) * 4);
     for (int64_t i = 0; i < 3 * n_ctx; i++) moved[i] = irand(seed, c->n_rows);
@@ -174,4 +195,25 @@ int32_t *kv_move_seq(const kvcase *c, uint64_t *seed, int32_t tpos, int32_t *seq
     int32_t *cells_d = cu_up(moved, (size_t)(3 * n_ctx) * 4);
     free(moved);
     return cells_d;
+}
+
+float *attn_target_row(const kvcase *c, uint64_t *seed, const float *target, int32_t tpos, int64_t T, int64_t at,
+                       int own_seq, int moved, attn_cut cut, int bf16) {
+    int64_t ldq = c->Hq * c->qhs, ldo = c->Hq * c->hd;
+    float *q = cu_rnd(seed, T * ldq, -3.0f, 3.0f);
+    memcpy(q + at * ldq, target, (size_t)ldq * 4);
+    int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+    for (int64_t t = 0; t < T; t++) seq[t] = irand(seed, 3), pos[t] = irand(seed, c->n_ctx);
+    if (own_seq)
+        for (int64_t t = 0; t < T; t++) {
+            int64_t p = tpos - at + t;
+            seq[t] = 0, pos[t] = (int32_t)(p < 0 ? t : p);
+        }
+    seq[at] = 0, pos[at] = tpos;
+    int32_t *cells_d = moved ? kv_move_seq(c, seed, tpos, seq, T, at) : c->cells_d;
+    float *out = dev_attention(c, q, seq, pos, T, cells_d, cut, bf16), *row = malloc((size_t)ldo * 4);
+    memcpy(row, out + at * ldo, (size_t)ldo * 4);
+    if (moved) td_cu_free(cells_d);
+    free(q), free(seq), free(pos), free(out);
+    return row;
 }

@@ -5,6 +5,7 @@
 #ifndef TD_TESTS_ATTN_CASE_H
 #define TD_TESTS_ATTN_CASE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* n_seq sequences of n_ctx positions in shuffled cache rows (n_rows = n_ctx n_seq + 13); sequence 1 shares sequence
@@ -49,20 +50,35 @@ float *ref_attention(const kvcase *c, const float *q, const int32_t *seq, const 
 #define ATTN_N_EDGE 10
 extern const int32_t attn_edge[ATTN_N_EDGE];
 
-/* The accuracy cases' rows: seq[t] random of n_seq; pos[t] attn_edge[(t + shift) % ATTN_N_EDGE] for the first
- * ATTN_N_EDGE rows, random below n_ctx after (drawn from *seed row by row, seq then pos); a lone row at 3000. */
-void attn_edge_rows(uint64_t *seed, int64_t shift, int64_t T, int64_t n_seq, int64_t n_ctx, int32_t *seq,
-                    int32_t *pos);
+/* The accuracy cases: for each case {Hq, Hkv, hd, q head stride, T} and each cache type (f32, then f16): a kvcase of
+ * 3 sequences of 3100 positions, q [T, Hq qhs] in [-3, 3), the rows' sequences random and their positions
+ * attn_edge[(t + case index) % ATTN_N_EDGE] for the first ATTN_N_EDGE rows, random after (a lone row at 3000), all
+ * drawn from *seed in that order; then for no window and a window (700, or 100 at odd case indices) one launch
+ * (dev_attention in bf16 mode or not, the default cut) and ref_attention, handed to check. */
+typedef struct attn_acc {
+    const char *name; /* "Hq=.. Hkv=.. hd=.. T=.. kv f32|f16 window .." */
+    const kvcase *c;
+    const float *q;
+    const int32_t *seq, *pos;
+    int64_t T, window;
+    const float *out, *ref; /* [T, Hq hd] */
+} attn_acc;
+void attn_accuracy(uint64_t *seed, const int64_t (*cases)[5], size_t n_cases, int bf16,
+                   void (*check)(const attn_acc *));
 
 /* The one-block, all-through-the-combine and by-chunks paths (test modes 1, 2, 3) of the launch that gave out (mode
  * 0, the default tiles), each bit for bit against it. */
 void attn_modes_bits(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
                      int64_t window, const float *out, int bf16);
 
-/* The invariance tests' last run: the target's sequence (0) moves to slot 2 of a new cell table whose other slots are
- * random rows (drawn from *seed), and its keys and values at positions 0 .. tpos to other cache rows (the same bytes,
- * written over c's device cache, not restored); in seq the rows of sequence 2 go to 1 and the target row at to 2.
- * Returns the table on the device (td_cu_free). */
-int32_t *kv_move_seq(const kvcase *c, uint64_t *seed, int32_t tpos, int32_t *seq, int64_t T, int64_t at);
+/* One run of the invariance tests: q [T, Hq qhs] random in [-3, 3) with the target's q row at row `at`; the rows'
+ * sequences (of 3) and positions (below n_ctx) random, or with own_seq all in the target's sequence at consecutive
+ * positions tpos - at + t (t where that is negative); the target row in sequence 0 at tpos; with moved, the
+ * target's sequence moved to slot 2 of a new cell table whose other slots are random rows, its keys and values at
+ * positions 0 .. tpos to other cache rows (the same bytes, written over c's device cache and not restored: the last
+ * run on a case), the other rows of sequence 2 to sequence 1; drawn from *seed in that order. Launched as cut says
+ * (dev_attention), returns the target row's output (Hq hd floats, malloc). */
+float *attn_target_row(const kvcase *c, uint64_t *seed, const float *target, int32_t tpos, int64_t T, int64_t at,
+                       int own_seq, int moved, attn_cut cut, int bf16);
 
 #endif

@@ -62,6 +62,22 @@ static void within_abs(const char *name, const float *a, const float *b, int64_t
 /* the bound against the reference: 2^-7 max |v| (the header comment); the values are in [-1, 1] */
 #define BOUND ldexp(1.0, -7)
 
+/* within BOUND of the reference; the test modes give the same bits; and (no window, f32 cache) the tensor-core
+ * kernel ran: not the fp32 kernel's bits */
+static void bf16_close(const attn_acc *a) {
+    const kvcase *c = a->c;
+    int64_t n = a->T * c->Hq * c->hd;
+    within_abs(a->name, a->out, a->ref, n, BOUND);
+    attn_modes_bits(c, a->q, a->seq, a->pos, a->T, a->window, a->out, 1);
+    if (a->window == 0 && c->f16 == 0) {
+        float *o32 = dev_attention(c, a->q, a->seq, a->pos, a->T, c->cells_d, (attn_cut){0, 0, 0, 0, 0}, 0);
+        int64_t d = bits_differ(a->out, o32, n);
+        printf("  %-66s %lld of %lld differ\n", "  vs the fp32 kernel (must differ)", (long long)d, (long long)n);
+        CHECKF(d > 0, "hd=%lld: bf16 mode gave the fp32 kernel's bits", (long long)c->hd);
+        free(o32);
+    }
+}
+
 static void test_accuracy(void) {
     printf("bf16 attention against td_attn_rows_ref on bf16-rounded inputs (|diff| <= 2^-7 max |v|); the one-block,\n"
            "  all-through-the-combine and by-chunks paths bit-identical to the normal one\n");
@@ -69,37 +85,7 @@ static void test_accuracy(void) {
                                        {16, 8, 128, 128, 144}, {8, 8, 64, 64, 40},  {16, 2, 128, 128, 20},
                                        {8, 1, 256, 512, 12},   {4, 2, 64, 64, 200}, {16, 8, 256, 256, 24},
                                        {16, 8, 128, 128, 1}};
-    const int64_t n_ctx = 3100, n_seq = 3;
-    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
-        for (int f16 = 0; f16 < 2; f16++) {
-            int64_t Hq = cases[ci][0], Hkv = cases[ci][1], hd = cases[ci][2], qhs = cases[ci][3], T = cases[ci][4];
-            int64_t ldq = Hq * qhs, ldo = Hq * hd;
-            kvcase c = kv_new(&seed, Hq, Hkv, hd, qhs, f16, n_ctx, n_seq, 1);
-            float *q = rnd(T * ldq, -3.0f, 3.0f);
-            int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
-            attn_edge_rows(&seed, (int64_t)ci, T, n_seq, n_ctx, seq, pos);
-            for (int wi = 0; wi < 2; wi++) {
-                int64_t window = wi ? (ci % 2 ? 100 : 700) : 0;
-                float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 0}, 1);
-                float *ref = ref_attention(&c, q, seq, pos, T, window);
-                char name[160];
-                snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
-                         (long long)Hkv, (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
-                within_abs(name, out, ref, T * ldo, BOUND);
-                attn_modes_bits(&c, q, seq, pos, T, window, out, 1);
-                if (wi == 0 && f16 == 0) { /* the tensor-core kernel ran: not the fp32 kernel's bits */
-                    float *o32 = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 0}, 0);
-                    int64_t d = bits_differ(out, o32, T * ldo);
-                    printf("  %-66s %lld of %lld differ\n", "  vs the fp32 kernel (must differ)", (long long)d,
-                           (long long)(T * ldo));
-                    CHECKF(d > 0, "hd=%lld: bf16 mode gave the fp32 kernel's bits", (long long)hd);
-                    free(o32);
-                }
-                free(out), free(ref);
-            }
-            free(q), free(seq), free(pos);
-            kv_free(&c);
-        }
+    attn_accuracy(&seed, cases, sizeof cases / sizeof *cases, 1, bf16_close);
 }
 
 static void test_invariance(void) {
@@ -125,21 +111,9 @@ static void test_invariance(void) {
                 const int n_runs = sizeof runs / sizeof *runs;
                 for (int r = 0; r < n_runs; r++) {
                     int64_t T = runs[r][0], at = runs[r][1];
-                    float *q = rnd(T * ldq, -3.0f, 3.0f);
-                    memcpy(q + at * ldq, target, (size_t)ldq * 4);
-                    int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
-                    for (int64_t t = 0; t < T; t++) seq[t] = (int32_t)irand(3), pos[t] = (int32_t)irand(n_ctx);
-                    if (r == 2 || r == 3)
-                        for (int64_t t = 0; t < T; t++) {
-                            int64_t p = tpos - at + t;
-                            seq[t] = 0, pos[t] = (int32_t)(p < 0 ? t : p);
-                        }
-                    seq[at] = 0, pos[at] = tpos;
-                    /* the last run: the target's sequence in slot 2 of a new table, its keys and values in
-                     * other rows */
-                    int32_t *cells_d = r == n_runs - 1 ? kv_move_seq(&c, &seed, tpos, seq, T, at) : c.cells_d;
                     attn_cut cut = {runs[r][2], window, (int)runs[r][3], (int)runs[r][4], 0};
-                    float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut, 1);
+                    float *out = attn_target_row(&c, &seed, target, tpos, T, at, r == 2 || r == 3, r == n_runs - 1,
+                                                 cut, 1);
                     if (!first) {
                         first = out;
                     } else {
@@ -150,11 +124,9 @@ static void test_invariance(void) {
                                  window ? (window == 700 ? " w700" : " w100") : "", (long long)T, (long long)at,
                                  (long long)runs[r][2], (int)runs[r][3], r == 2 || r == 3 ? " own seq" : "",
                                  r == n_runs - 1 ? " moved" : "");
-                        cu_bits(name, out + at * ldq, first, ldq);
+                        cu_bits(name, out, first, ldq);
                         free(out);
                     }
-                    if (cells_d != c.cells_d) td_cu_free(cells_d);
-                    free(q), free(seq), free(pos);
                 }
                 free(target), free(first);
                 kv_free(&c);

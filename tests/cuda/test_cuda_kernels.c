@@ -590,6 +590,12 @@ static void test_residual(void) {
 
 /* ---- attention ---- */
 
+/* within 1e-5 of the reference; the test modes give the same bits */
+static void attention_close(const attn_acc *a) {
+    cu_within_rel(a->name, a->out, a->ref, a->T * a->c->Hq * a->c->hd, 1e-5);
+    attn_modes_bits(a->c, a->q, a->seq, a->pos, a->T, a->window, a->out, 0);
+}
+
 static void test_attention(void) {
     printf("attention: against td_attn_rows_ref (1e-5 relative: fmaf dots, online softmax over chunks of 64); the\n"
            "  one-block, all-through-the-combine and by-chunks paths bit-identical to the normal one\n");
@@ -597,32 +603,11 @@ static void test_attention(void) {
                                        {16, 8, 128, 128, 144}, {4, 1, 64, 64, 200}, {8, 2, 256, 512, 12},
                                        {2, 2, 72, 80, 3},      {16, 2, 128, 128, 20}, {6, 2, 67, 67, 11},
                                        {4, 2, 320, 320, 9},    {16, 8, 128, 128, 1}};
-    const int64_t n_ctx = 3100, n_seq = 3;
-    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
-        for (int f16 = 0; f16 < 2; f16++) {
-            int64_t Hq = cases[ci][0], Hkv = cases[ci][1], hd = cases[ci][2], qhs = cases[ci][3], T = cases[ci][4];
-            int64_t ldq = Hq * qhs, ldo = Hq * hd;
-            kvcase c = kv_new(&seed, Hq, Hkv, hd, qhs, f16, n_ctx, n_seq, 0);
-            float *q = rnd(T * ldq, -3.0f, 3.0f);
-            int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
-            attn_edge_rows(&seed, (int64_t)ci, T, n_seq, n_ctx, seq, pos);
-            for (int wi = 0; wi < 2; wi++) {
-                int64_t window = wi ? (ci % 2 ? 100 : 700) : 0;
-                float *out = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 0}, 0);
-                float *ref = ref_attention(&c, q, seq, pos, T, window);
-                char name[128];
-                snprintf(name, sizeof name, "Hq=%lld Hkv=%lld hd=%lld T=%lld kv %s window %lld", (long long)Hq,
-                         (long long)Hkv, (long long)hd, (long long)T, f16 ? "f16" : "f32", (long long)window);
-                cu_within_rel(name, out, ref, T * ldo, 1e-5);
-                attn_modes_bits(&c, q, seq, pos, T, window, out, 0);
-                free(out), free(ref);
-            }
-            free(q), free(seq), free(pos);
-            kv_free(&c);
-        }
+    attn_accuracy(&seed, cases, sizeof cases / sizeof *cases, 0, attention_close);
 
     printf("attention: batch invariance (tile neighbours and sizes, other sequences, sequence slot, cell layout)\n");
     static const int32_t tposs[] = {261, 1000, 3000};
+    const int64_t n_ctx = 3100;
     for (int f16 = 0; f16 < 2; f16++)
         for (size_t pi = 0; pi < sizeof tposs / sizeof *tposs; pi++) {
             int64_t Hq = 16, Hkv = 8, hd = 128, ldq = Hq * hd, window = pi == 2 && f16 ? 700 : 0;
@@ -636,17 +621,8 @@ static void test_attention(void) {
             const int n_runs = sizeof runs / sizeof *runs;
             for (int r = 0; r < n_runs; r++) {
                 int64_t T = runs[r][0], at = runs[r][1];
-                float *q = rnd(T * ldq, -3.0f, 3.0f);
-                memcpy(q + at * ldq, target, (size_t)ldq * 4);
-                int32_t *seq = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
-                for (int64_t t = 0; t < T; t++) seq[t] = (int32_t)irand(3), pos[t] = (int32_t)irand(n_ctx);
-                if (r == 2)
-                    for (int64_t t = 0; t < T; t++) seq[t] = 0, pos[t] = tpos - (int32_t)at + (int32_t)t;
-                seq[at] = 0, pos[at] = tpos;
-                /* the last run: the target's sequence in slot 2 of a new table, its keys and values in other rows */
-                int32_t *cells_d = r == n_runs - 1 ? kv_move_seq(&c, &seed, tpos, seq, T, at) : c.cells_d;
                 attn_cut cut = {runs[r][2], window, 0, (int)runs[r][3], 0};
-                float *out = dev_attention(&c, q, seq, pos, T, cells_d, cut, 0);
+                float *out = attn_target_row(&c, &seed, target, tpos, T, at, r == 2, r == n_runs - 1, cut, 0);
                 if (!first) {
                     first = out;
                 } else {
@@ -655,11 +631,9 @@ static void test_attention(void) {
                              f16 ? "f16" : "f32", tpos, window ? " window 700" : "", (long long)T, (long long)at,
                              (long long)runs[r][2], r == 2 ? ", own sequence" : "",
                              r == n_runs - 1 ? ", moved cells and slot" : "");
-                    cu_bits(name, out + at * ldq, first, ldq); /* ldo = ldq here */
+                    cu_bits(name, out, first, ldq); /* ldo = ldq here */
                     free(out);
                 }
-                if (cells_d != c.cells_d) td_cu_free(cells_d);
-                free(q), free(seq), free(pos);
             }
             free(target), free(first);
             kv_free(&c);
