@@ -14,6 +14,17 @@ int cu_test_ok(int ok, const char *what, const char *file, int line) {
     return ok;
 }
 
+int cu_test_device(const char *test) {
+    char name[256];
+    int64_t total = 0;
+    if (td_cu_probe(name, sizeof name, &total) != 0) {
+        printf("%s: skipped: %s\n", test, td_cu_error());
+        return 0;
+    }
+    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    return 1;
+}
+
 void *cu_up(const void *h, size_t bytes) {
     void *d = td_cu_malloc(bytes);
     if (!d) {

@@ -13,6 +13,10 @@
 #define CU(call) cu_test_ok((call) == 0, #call, __FILE__, __LINE__)
 int cu_test_ok(int ok, const char *what, const char *file, int line);
 
+/* The device a test runs on: prints "device: NAME, N GiB" and returns 1; without a usable one prints "TEST: skipped:
+ * why" and returns 0 (main then exits 77, a skip). */
+int cu_test_device(const char *test);
+
 void *cu_up(const void *h, size_t bytes);           /* a device copy of h, or zeros when h is NULL; exits if out */
 void cu_down(void *h, const void *d, size_t bytes); /* device to host, waited for */
 

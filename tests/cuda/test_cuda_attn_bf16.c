@@ -321,16 +321,10 @@ static void test_refusal(void) {
 }
 
 int main(void) {
-    char name[256];
-    int64_t total = 0;
     const char *env = getenv("TD_CUDA_TC_ATTN");
     const int off = env && strcmp(env, "0") == 0;
     test_tile_tokens(off); /* host only */
-    if (td_cu_probe(name, sizeof name, &total) != 0) {
-        printf("test_cuda_attn_bf16: skipped: %s\n", td_cu_error());
-        return td_test_failures ? td_test_finish("test_cuda_attn_bf16") : 77;
-    }
-    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    if (!cu_test_device("test_cuda_attn_bf16")) return td_test_failures ? td_test_finish("test_cuda_attn_bf16") : 77;
     const char *rows_env = getenv("TD_CUDA_ATTN_ROWS");
     printf("bf16 attention: %s rows per tile (TD_CUDA_ATTN_ROWS=%s)\n", rows_env ? rows_env : "64",
            rows_env ? rows_env : "(unset)");

@@ -152,13 +152,7 @@ static void bench(void) {
 }
 
 int main(void) {
-    char name[256];
-    int64_t total = 0;
-    if (td_cu_probe(name, sizeof name, &total) != 0) {
-        printf("test_cuda_deltanet: skipped: %s\n", td_cu_error());
-        return 77;
-    }
-    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    if (!cu_test_device("test_cuda_deltanet")) return 77;
     const char *b = getenv("TD_DN_BENCH");
     if (b && strcmp(b, "1") == 0) {
         bench();

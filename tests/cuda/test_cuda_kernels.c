@@ -809,13 +809,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    char name[256];
-    int64_t total = 0;
-    if (td_cu_probe(name, sizeof name, &total) != 0) {
-        printf("test_cuda_kernels: skipped: %s\n", td_cu_error());
-        return 77;
-    }
-    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    if (!cu_test_device("test_cuda_kernels")) return 77;
     test_matmul();
     test_matmul_tc_invariance();
     test_embed();

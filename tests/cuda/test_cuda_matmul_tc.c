@@ -289,13 +289,7 @@ static void bench(void) {
 }
 
 int main(void) {
-    char name[256];
-    int64_t total = 0;
-    if (td_cu_probe(name, sizeof name, &total) != 0) {
-        printf("test_cuda_matmul_tc: skipped: %s\n", td_cu_error());
-        return 77;
-    }
-    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    if (!cu_test_device("test_cuda_matmul_tc")) return 77;
     const char *b = getenv("TD_TC_BENCH");
     if (b && !strcmp(b, "1")) {
         bench();
