@@ -7,13 +7,15 @@
  *     1.1-2.4e-6 of max |core| and 0.5-3.6e-6 of max |S| against a double reference of the recurrence (2e-5 there);
  *   split invariance, bit for bit: three sequences of 300, 130 and 67 tokens (their rows shuffled over one batch), each
  *     from a random S at position 0, given in calls of 1 + 63 + 64 + ..., 7 + 200 + the rest, 65 + 1 + 5 + 64 ...,
- *     one token at a time, all at once: every output, and the state after (S and the open rows r < n % 64);
+ *     one token at a time (the step kernel, and the whole-chunk kernels), all at once: every output, and the state
+ *     after (S and the open rows r < n % 64 with their cached rows of T and V');
  *   every row of a sequence written, the 5 rows of the batch that no call names untouched; a token with NaN k and
  *   infinite v at position 80 changes no output before it; a scratch one float short is refused with the sizes;
  * at Hk / Hv = 16 / 16 and 16 / 32, dk = dv = 128 (qwen3.5-0.8b shapes) and 2 / 4 at dk = 27, dv = 37 (odd sizes).
  * TD_DNC_BENCH=1 instead times a 2048-token prefill of 18 layers' worth (Hk = Hv = 16, dk = dv = 128; 18 calls, one
  * state per layer) and a decode step (1 token at position 2100) against td_cu_deltanet on the same inputs, and the
- * chunked time by kernel (td_cu_deltanet_chunk_test_stages: prep, state, norm; bench(): no checks).
+ * chunked time by kernel (td_cu_deltanet_chunk_test_stages: prep, state, norm; the decode step with and without
+ * the step kernel; bench(): no checks).
  * TD_DNC_QUICK=1 runs the 16 / 16 and odd shapes with one split only (7 + 200 + the rest), for compute-sanitizer.
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -113,19 +115,21 @@ static void run(const dncase *c, const int *sizes, int n_sizes, float *core, flo
     td_cu_free(cd), free(fill);
 }
 
-/* The meaningful floats of the states (S, open rows r < n % 64 of K, V, G, B) into out; returns their count. */
+/* The meaningful floats of the states (S, open rows r < n % 64 of K, V, G, B, T, V') into out; returns their count. */
 static int64_t meaningful(const dncase *c, const float *states, float *out) {
     int64_t n = 0, hf = c->sf / c->Hv, dk = c->dk, dv = c->dv;
     for (int s = 0; s < NSEQ; s++) {
         int64_t m = seq_len[s] % TD_CU_DNC_CHUNK;
         for (int64_t h = 0; h < c->Hv; h++) {
             const float *hs = states + s * c->sf + h * hf, *K = hs + dk * dv, *V = K + 63 * dk, *G = V + 63 * dv,
-                        *B = G + 63;
+                        *B = G + 63, *Tc = B + 63, *Vp = Tc + 63 * 64;
             memcpy(out + n, hs, (size_t)(dk * dv) * 4), n += dk * dv;
             memcpy(out + n, K, (size_t)(m * dk) * 4), n += m * dk;
             memcpy(out + n, V, (size_t)(m * dv) * 4), n += m * dv;
             memcpy(out + n, G, (size_t)m * 4), n += m;
             memcpy(out + n, B, (size_t)m * 4), n += m;
+            memcpy(out + n, Tc, (size_t)(m * 64) * 4), n += m * 64;
+            memcpy(out + n, Vp, (size_t)(m * dv) * 4), n += m * dv;
         }
     }
     return n;
@@ -211,12 +215,15 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv) {
     } splits[] = {{"1 + 63 + 64 + 64 + ...", {1, 63, 64}, 3},
                   {"7 + 200 + the rest", {7, 200, 0}, 3},
                   {"65 + 1 + 5 + 64 + ... (cycled)", {65, 1, 5, 64}, 4},
-                  {"one token at a time", {1}, 1}};
+                  {"one token at a time", {1}, 1},
+                  {"one token at a time, whole-chunk kernels", {1}, 1}};
     float *core2 = malloc((size_t)cn * 4), *states2 = malloc((size_t)(NSEQ * c.sf) * 4);
     char name[160];
     for (size_t i = 0; i < sizeof splits / sizeof *splits; i++) {
         if (quick && i != 1) continue;
+        td_cu_deltanet_chunk_test_step(strstr(splits[i].name, "whole") == NULL);
         run(&c, splits[i].sizes, splits[i].n, core2, states2);
+        td_cu_deltanet_chunk_test_step(1);
         for (int64_t x = 0; x < cn; x++)
             if (isnan(core2[x])) core2[x] = 0.0f; /* the free rows (a missed row shows as 0 against core's value) */
         snprintf(name, sizeof name, "%s = all at once: outputs", splits[i].name);
@@ -293,11 +300,14 @@ static void bench(void) {
     printf("scratch %.1f MB for 2048 tokens; state %.2f MB a layer (token-by-token: %.2f MB)\n", scf * 4e-6,
            sfc * 4e-6, sft * 4e-6);
     for (int what = 0; what < 2; what++) { /* 0: prefill of 2048 tokens; 1: one decode token at position pd */
-        /* k: 0 chunked, 1 token by token, 2 the chunked prep kernel alone, 3 prep + state kernels */
-        double best[4] = {1e30, 1e30, 1e30, 1e30};
+        /* k: 0 chunked, 1 token by token, 2 the chunked prep (or step) kernel alone, 3 prep + state kernels, 4 chunked
+         * without the step kernel (a decode token through the whole-chunk kernels) */
+        double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
         for (int rep = 0; rep < 6; rep++) {
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 5; k++) {
+                if (k == 4 && !what) continue;
                 td_cu_deltanet_chunk_test_stages(k == 2 ? 1 : k == 3 ? 2 : 3);
+                td_cu_deltanet_chunk_test_step(k != 4);
                 CU(td_cu_sync(NULL));
                 double t0 = now_s();
                 for (int l = 0; l < BL; l++) {
@@ -315,13 +325,18 @@ static void bench(void) {
             }
         }
         td_cu_deltanet_chunk_test_stages(3);
+        td_cu_deltanet_chunk_test_step(1);
         int64_t nt = what ? 1 : T;
         printf("  %s, 18 layers (Hk 16, Hv 16, dk = dv = 128): chunked %.3f ms (%.0f tokens/s), token by token "
                "%.3f ms (%.0f tokens/s), %.2fx\n",
                what ? "decode 1 token at position 2100" : "prefill 2048 tokens", best[0] * 1e3, nt / best[0],
                best[1] * 1e3, nt / best[1], best[1] / best[0]);
-        printf("    chunked by parts (differences of cumulative runs): prep %.3f ms, state %.3f ms, norm %.3f ms\n",
-               best[2] * 1e3, (best[3] - best[2]) * 1e3, (best[0] - best[3]) * 1e3);
+        if (!what)
+            printf("    chunked by parts (differences of cumulative runs): prep %.3f ms, state %.3f ms, norm %.3f ms\n",
+                   best[2] * 1e3, (best[3] - best[2]) * 1e3, (best[0] - best[3]) * 1e3);
+        else
+            printf("    step kernel %.3f ms (+ norm %.3f ms); the whole-chunk kernels instead: %.3f ms\n",
+                   best[2] * 1e3, (best[0] - best[2]) * 1e3, best[4] * 1e3);
     }
     free(u), free(z), free(b), free(a), free(a_log), free(dt_bias), free(norm_w), free(tok);
     td_cu_free(u_d), td_cu_free(z_d), td_cu_free(b_d), td_cu_free(a_d), td_cu_free(a_log_d), td_cu_free(dt_bias_d);

@@ -297,11 +297,13 @@ void td_cu_deltanet_test_mode(int mode);
  * Not wired into the engine (the engine runs td_cu_deltanet). dk, dv <= 128.
  *
  * The state of one sequence for one layer (state_floats = td_cu_deltanet_chunk_state_floats(Hv, dk, dv) floats, all
- * zeros = the empty sequence), per value head h at state + h * (dk dv + 63 (dk + dv + 2)):
+ * zeros = the empty sequence), per value head h at state + h * (dk dv + 63 (dk + 2 dv + 66)):
  *   S [dk][dv]   the recurrent state at the sequence's last chunk boundary (64 floor(pos / 64)), td_cu_deltanet's
  *                [dk, dv] row-major layout;
  *   K [63][dk]   the l2-normalised k of the open rows (the tokens after that boundary, row r = position 64c + r),
- *   V [63][dv]   their v, G [63] their g (log decay, not cumulative), B [63] their beta;
+ *   V [63][dv]   their v, G [63] their g (log decay, not cumulative), B [63] their beta,
+ *   T [63][64]   their rows of T below (row r: T[r][0 .. r], zeros after), V' [63][dv] their rows of V' below
+ *                (cached: a one-token call computes its own row only, from these);
  * only rows r < pos % 64 mean anything (the count is the sequence's position, which the caller knows; nothing else
  * is stored). Snapshots and forks copy these floats; a fork at any position continues bit for bit.
  *
@@ -309,7 +311,8 @@ void td_cu_deltanet_test_mode(int mode);
  * position order; u, z, b, a as td_cu_deltanet), from the state at pos0. scratch: at least
  * td_cu_deltanet_chunk_scratch_floats(n, pos0, Hv, dk, dv) floats on the device, 16-byte aligned (~(n / 64 + 2) Hv
  * 37k floats at dk = dv = 128: 76 MB for 2048 tokens of 16 heads). Three launches on the stream; errors name the
- * argument (head counts, dims, scratch size or alignment).
+ * argument (head counts, dims, scratch size or alignment). A one-token call (n = 1: a decode step) appends its row to
+ * the open chunk in O(t dk + dk dv) (one block a head) instead of recomputing the chunk; the same bits.
  *
  * The order (fp32, every product rounded then summed, no contraction; chains start at +0 and run ascending). Per
  * token row: q, k of key head h / (Hv / Hk) l2-normalised with the sum of squares folded by each lane of a warp over
@@ -340,6 +343,9 @@ int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, const float *
 /* Test only (not thread-safe; process-wide), for timing the parts: td_cu_deltanet_chunk runs its first `stages`
  * launches only (1: the prep kernel; 2: and the state kernel; 3, the default: all, the norm too). */
 void td_cu_deltanet_chunk_test_stages(int stages);
+/* Test only (not thread-safe; process-wide): 0 sends one-token calls through the whole-chunk kernels too (the same
+ * bits), 1 (the default) appends them (the step kernel). */
+void td_cu_deltanet_chunk_test_step(int on);
 
 #ifdef __cplusplus
 }

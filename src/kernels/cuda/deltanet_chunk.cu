@@ -15,6 +15,8 @@
  *                     V' = U - W S0, o = Qg S0 + P V' (pre-norm, into core), and at a completed chunk
  *                     S = S0 gamma_end + Kd^T V'; at the end S and the tail go to the state.
  *   dnc_norm_kernel   the gated RMS norm of every new token's o in place (deltanet_kernel's expression and tree).
+ * A one-token call (a decode step) runs dnc_step_kernel instead of the first two: the new row alone, from the open
+ * rows' cached rows of T and V' (the state keeps them), with the same expressions and chains.
  * Plain fp32 on the CUDA cores; the products are the place for mma tiles later (bf16 mode only). */
 #include <math.h>
 #include <stdlib.h>
@@ -43,17 +45,27 @@ struct dnc_args {
     int n, n0, nc; /* new tokens, open rows before them, chunks the call touches */
 };
 
-/* The state of one value head (cuda.h): S [dk][dv], then the open rows' k [63][dk], v [63][dv], g [63], beta [63]. */
+/* The state of one value head (cuda.h): S [dk][dv], then the open rows' k [63][dk], v [63][dv], g [63], beta [63],
+ * and their rows of T [63][64] and of V' [63][dv] (what a one-token call appends a row to, dnc_step_kernel). */
 __host__ __device__ __forceinline__ int64_t dnc_head_floats(int dk, int dv) {
-    return (int64_t)dk * dv + (int64_t)(DNC_C - 1) * (dk + dv + 2);
+    return (int64_t)dk * dv + (int64_t)(DNC_C - 1) * (dk + 2 * dv + 2 + DNC_C);
+}
+struct dnc_open { /* the open rows of a head's state */
+    float *K, *V, *g, *b, *T, *Vp;
+};
+__device__ __forceinline__ dnc_open dnc_open_rows(float *hs, int dk, int dv) {
+    dnc_open o;
+    o.K = hs + (int64_t)dk * dv, o.V = o.K + (DNC_C - 1) * dk, o.g = o.V + (DNC_C - 1) * dv, o.b = o.g + (DNC_C - 1);
+    o.T = o.b + (DNC_C - 1), o.Vp = o.T + (DNC_C - 1) * DNC_C;
+    return o;
 }
 /* A chunk area of the scratch: W, Qg, Kd [64][dk] each, U [64][dv], P [64][64], gamma_end (+3 floats of padding). */
 __host__ __device__ __forceinline__ int64_t dnc_chunk_floats(int dk, int dv) {
     return (int64_t)DNC_C * (3 * dk + dv + DNC_C) + 4;
 }
-/* A tail area: k [64][dk], v [64][dv], g [64], beta [64]. */
+/* A tail area: k [64][dk], v [64][dv], g [64], beta [64], T [64][64]. */
 __host__ __device__ __forceinline__ int64_t dnc_tail_floats(int dk, int dv) {
-    return (int64_t)DNC_C * (dk + dv + 2);
+    return (int64_t)DNC_C * (dk + dv + 2 + DNC_C);
 }
 
 __device__ __forceinline__ float dnc_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -64,6 +76,35 @@ __device__ __forceinline__ float dnc_warp_sum(float v) {
 #pragma unroll
     for (int s = 16; s > 0; s >>= 1) v = v + __shfl_xor_sync(0xffffffffu, v, s);
     return v;
+}
+
+/* Token row t's normalised q (scaled) and k of key head kh, v, beta and g, by one warp (lane: its lane): q, k into
+ * qr, kr, v into vr (dk, dk, dv floats); beta, g returned by lane 0. The one expression of cuda.h's order, shared by
+ * the prep and step kernels. */
+__device__ __forceinline__ void dnc_token_row(const dnc_args &p, int64_t t, int h, int kh, int lane, float *qr,
+                                              float *kr, float *vr, float *beta, float *g) {
+    const int dk = p.dk, dv = p.dv;
+    const int64_t key_dim = (int64_t)p.Hk * dk;
+    const float qscale = (float)(1.0 / sqrt((double)dk)); /* as head_inputs() */
+    const float *ut = p.u + t * p.ldu;
+    float ssq = 0.0f, ssk = 0.0f;
+    for (int i = lane; i < dk; i += 32) {
+        const float qv = ut[kh * dk + i], kv = ut[key_dim + kh * dk + i];
+        ssq = ssq + qv * qv;
+        ssk = ssk + kv * kv;
+    }
+    ssq = dnc_warp_sum(ssq);
+    ssk = dnc_warp_sum(ssk);
+    const float rq = 1.0f / sqrtf(ssq + 1e-6f), rk = 1.0f / sqrtf(ssk + 1e-6f);
+    for (int i = lane; i < dk; i += 32) {
+        qr[i] = (ut[kh * dk + i] * rq) * qscale;
+        kr[i] = ut[key_dim + kh * dk + i] * rk;
+    }
+    for (int e = lane; e < dv; e += 32) vr[e] = ut[2 * key_dim + (int64_t)h * dv + e];
+    if (lane == 0) {
+        *beta = 1.0f / (1.0f + expf(-p.b[t * p.Hv + h]));
+        *g = -expf(p.a_log[h]) * dnc_softplus(p.a[t * p.Hv + h] + p.dt_bias[h]);
+    }
 }
 
 /* Shared memory of dnc_prep_kernel: Kn, Qn [64][dk + 1], V [64][dv + 1], A, T [64][65], G, gamma, beta, g, dte [64]. */
@@ -78,12 +119,8 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_prep_kernel(dnc_args p) {
     float *Kn = sm, *Qn = Kn + DNC_C * lk, *Vs = Qn + DNC_C * lk, *Am = Vs + DNC_C * lv, *Tm = Am + DNC_C * la;
     float *G = Tm + DNC_C * la, *gam = G + DNC_C, *bet = gam + DNC_C, *gs = bet + DNC_C, *dte = gs + DNC_C;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const float *hs = p.state + (int64_t)h * dnc_head_floats(dk, dv);
-    const float *sK = hs + (int64_t)dk * dv, *sV = sK + (DNC_C - 1) * dk, *sg = sV + (DNC_C - 1) * dv,
-                *sb = sg + (DNC_C - 1);
-    const float qscale = (float)(1.0 / sqrt((double)dk)); /* as head_inputs() */
-    const float neg_a = -expf(p.a_log[h]), dtb = p.dt_bias[h];
-    const int64_t key_dim = (int64_t)p.Hk * dk;
+    const dnc_open so = dnc_open_rows(p.state + (int64_t)h * dnc_head_floats(dk, dv), dk, dv);
+    const float *sK = so.K, *sV = so.V, *sg = so.g, *sb = so.b;
 
     /* the chunk's rows: warp w takes rows w, w + 8, ...; row r is an open row of the state (r < n0 in chunk 0), new
      * token j = 64 ci + r - n0 of the call, or absent (exact zeros) */
@@ -94,26 +131,7 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_prep_kernel(dnc_args p) {
             for (int e = lane; e < dv; e += 32) Vs[r * lv + e] = sV[r * dv + e];
             if (lane == 0) gs[r] = sg[r], bet[r] = sb[r];
         } else if (j < p.n) {
-            const int64_t t = p.tok[j];
-            const float *ut = p.u + t * p.ldu;
-            float ssq = 0.0f, ssk = 0.0f;
-            for (int i = lane; i < dk; i += 32) {
-                const float qv = ut[kh * dk + i], kv = ut[key_dim + kh * dk + i];
-                ssq = ssq + qv * qv;
-                ssk = ssk + kv * kv;
-            }
-            ssq = dnc_warp_sum(ssq);
-            ssk = dnc_warp_sum(ssk);
-            const float rq = 1.0f / sqrtf(ssq + 1e-6f), rk = 1.0f / sqrtf(ssk + 1e-6f);
-            for (int i = lane; i < dk; i += 32) {
-                Qn[r * lk + i] = (ut[kh * dk + i] * rq) * qscale;
-                Kn[r * lk + i] = ut[key_dim + kh * dk + i] * rk;
-            }
-            for (int e = lane; e < dv; e += 32) Vs[r * lv + e] = ut[2 * key_dim + (int64_t)h * dv + e];
-            if (lane == 0) {
-                bet[r] = 1.0f / (1.0f + expf(-p.b[t * p.Hv + h]));
-                gs[r] = neg_a * dnc_softplus(p.a[t * p.Hv + h] + dtb);
-            }
+            dnc_token_row(p, p.tok[j], h, kh, lane, Qn + r * lk, Kn + r * lk, Vs + r * lv, &bet[r], &gs[r]);
         } else {
             for (int i = lane; i < dk; i += 32) Kn[r * lk + i] = 0.0f, Qn[r * lk + i] = 0.0f;
             for (int e = lane; e < dv; e += 32) Vs[r * lv + e] = 0.0f;
@@ -211,6 +229,11 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_prep_kernel(dnc_args p) {
         }
     }
     __syncthreads();
+    if (ci == p.nc - 1 && m != 0) { /* the open rows' T rows, for dnc_step_kernel */
+        float *tT = p.scratch + (int64_t)p.nc * p.Hv * dnc_chunk_floats(dk, dv) +
+                    (int64_t)h * dnc_tail_floats(dk, dv) + (int64_t)DNC_C * (dk + dv + 2);
+        for (int x = tid; x < m * DNC_C; x += DNC_NT) tT[x] = Tm[(x / DNC_C) * la + x % DNC_C];
+    }
     /* W[t][i] = sum_{m <= t} T[t][m] Xk[m][i]; U[t][e] = sum_{m <= t} T[t][m] Xv[m][e] (m ascending from +0) */
     for (int pass = 0; pass < 2; pass++) {
         const float *X = pass ? Vs : Qn;
@@ -267,6 +290,8 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_state_kernel(dnc_args p) {
     const int tid = (int)threadIdx.x, c = tid % DNC_CW, rr = tid / DNC_CW, col = c0 + c;
     const bool live = col < dv;
     float *hs = p.state + (int64_t)h * dnc_head_floats(dk, dv);
+    const dnc_open so = dnc_open_rows(hs, dk, dv);
+    const int mo = (p.n0 + p.n) % DNC_C; /* open rows after the call */
     for (int x = tid; x < dk * DNC_CW; x += DNC_NT) {
         const int i = x / DNC_CW, cc = c0 + x % DNC_CW;
         S0[x] = cc < dv ? hs[(int64_t)i * dv + cc] : 0.0f;
@@ -330,6 +355,10 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_state_kernel(dnc_args p) {
         }
 #pragma unroll
         for (int k = 0; k < 4; k++) Vp[(rr + 16 * k) * DNC_CW + c] = Us[(rr + 16 * k) * DNC_CW + c] - acc[k];
+        if (!full && live) /* the last chunk, open after the call: its rows of V' go to the state (dnc_step_kernel) */
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (rr + 16 * k < mo) so.Vp[(rr + 16 * k) * dv + col] = Vp[(rr + 16 * k) * DNC_CW + c];
         __syncthreads();
         /* o = o1 + sum_{s <= t} P[t][s] V'[s] (s ascending from +0): the pre-norm output of the new tokens */
         {
@@ -384,17 +413,118 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_state_kernel(dnc_args p) {
         const int lo = p.nc == 1 ? p.n0 : 0;
         const float *tl =
             p.scratch + (int64_t)p.nc * p.Hv * dnc_chunk_floats(dk, dv) + (int64_t)h * dnc_tail_floats(dk, dv);
-        const float *tK = tl, *tV = tK + DNC_C * dk, *tg = tV + DNC_C * dv, *tb = tg + DNC_C;
-        float *sK = hs + (int64_t)dk * dv, *sV = sK + (DNC_C - 1) * dk, *sg = sV + (DNC_C - 1) * dv,
-              *sb = sg + (DNC_C - 1);
+        const float *tK = tl, *tV = tK + DNC_C * dk, *tg = tV + DNC_C * dv, *tb = tg + DNC_C, *tT = tb + DNC_C;
+        float *sK = so.K, *sV = so.V, *sg = so.g, *sb = so.b;
         for (int x = lo * DNC_CW + tid; x < m * DNC_CW; x += DNC_NT) {
             const int r = x / DNC_CW, cc = c0 + x % DNC_CW;
             if (cc < dv) sV[r * dv + cc] = tV[r * dv + cc];
         }
         if (blockIdx.y == 0) {
             for (int x = lo * dk + tid; x < m * dk; x += DNC_NT) sK[x] = tK[x];
+            for (int x = lo * DNC_C + tid; x < m * DNC_C; x += DNC_NT) so.T[x] = tT[x];
             if (tid >= lo && tid < m) sg[tid] = tg[tid], sb[tid] = tb[tid];
         }
+    }
+}
+
+/* Shared memory of dnc_step_kernel: K, V [64][dk + 1], [64][dv + 1]; V' [64][dv]; q, W [dk]; U [dv]; A, P, T, G,
+ * gamma, beta, g [64]. */
+__host__ __device__ __forceinline__ size_t dnc_step_smem(int dk, int dv) {
+    return sizeof(float) * (size_t)(DNC_C * ((dk + 1) + (dv + 1) + dv + 7) + 2 * dk + dv);
+}
+
+/* One token (n = 1) appended to the open chunk of its sequence at row t = n0, one block per value head: the new row's
+ * values only, from the open rows' k, v, g, beta and their cached rows of T and V' (each a function of rows <= its
+ * own, so cached = recomputed, bit for bit). Every value has the prep and state kernels' expression and chain order
+ * (cuda.h), so a sequence fed one token at a time has the bits of one fed all at once; at t = 63 the chunk completes
+ * and S is updated as there. O(t dk + dk dv) work instead of the whole 64-row chunk. */
+__global__ void __launch_bounds__(DNC_NT, 1) dnc_step_kernel(dnc_args p) {
+    TD_DYN_SMEM16(float, sm);
+    const int h = (int)blockIdx.x, dk = p.dk, dv = p.dv, kh = h / (p.Hv / p.Hk), t = p.n0;
+    const int lk = dk + 1, lv = dv + 1;
+    float *Ks = sm, *Vs = Ks + DNC_C * lk, *Vps = Vs + DNC_C * lv, *qn = Vps + DNC_C * dv, *Wr = qn + dk, *Ur = Wr + dk;
+    float *Ar = Ur + dv, *Pr = Ar + DNC_C, *Tr = Pr + DNC_C, *G = Tr + DNC_C, *gam = G + DNC_C, *bet = gam + DNC_C,
+          *gs = bet + DNC_C;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float *hs = p.state + (int64_t)h * dnc_head_floats(dk, dv);
+    const dnc_open so = dnc_open_rows(hs, dk, dv);
+    /* the open rows r < t from the state; the new row t by warp 0 */
+    if (warp == 0) dnc_token_row(p, p.tok[0], h, kh, lane, qn, Ks + t * lk, Vs + t * lv, &bet[t], &gs[t]);
+    for (int x = tid; x < t * dk; x += DNC_NT) Ks[(x / dk) * lk + x % dk] = so.K[x];
+    for (int x = tid; x < t * dv; x += DNC_NT) Vs[(x / dv) * lv + x % dv] = so.V[x], Vps[x] = so.Vp[x];
+    if (tid < t) gs[tid] = so.g[tid], bet[tid] = so.b[tid];
+    __syncthreads();
+    if (tid == 0) { /* G over rows 0 .. t, ascending from +0 */
+        float acc = 0.0f;
+        for (int r = 0; r <= t; r++) G[r] = acc = acc + gs[r];
+    }
+    __syncthreads();
+    if (tid <= t) gam[tid] = expf(G[tid]);
+    /* A row t (j < t) and P row t (s <= t): dots over c ascending */
+    if (tid < t) {
+        float dot = 0.0f;
+        for (int c = 0; c < dk; c++) dot = dot + Ks[t * lk + c] * Ks[tid * lk + c];
+        Ar[tid] = (dot * bet[t]) * expf(G[t] - G[tid]);
+    } else if (tid >= DNC_C && tid - DNC_C <= t) {
+        const int s2 = tid - DNC_C;
+        float dot = 0.0f;
+        for (int c = 0; c < dk; c++) dot = dot + qn[c] * Ks[s2 * lk + c];
+        Pr[s2] = dot * expf(G[t] - G[s2]);
+    }
+    __syncthreads();
+    /* T row t: T[t][j] = -(A[t][j] + sum_{m = j+1}^{t-1} A[t][m] T[m][j]), T[m][j] from the state's cached rows */
+    if (tid < t) {
+        float s2 = Ar[tid];
+        for (int mm = tid + 1; mm < t; mm++) s2 = s2 + Ar[mm] * so.T[mm * DNC_C + tid];
+        Tr[tid] = -s2;
+    } else if (tid == t) {
+        Tr[t] = 1.0f;
+    }
+    __syncthreads();
+    /* W row t, U row t (chains over m <= t), q gamma_t in place */
+    for (int i = tid; i < dk; i += DNC_NT) {
+        float acc = 0.0f;
+        for (int mm = 0; mm <= t; mm++) acc = acc + Tr[mm] * (Ks[mm * lk + i] * (bet[mm] * gam[mm]));
+        Wr[i] = acc;
+    }
+    for (int e = tid; e < dv; e += DNC_NT) {
+        float acc = 0.0f;
+        for (int mm = 0; mm <= t; mm++) acc = acc + Tr[mm] * (Vs[mm * lv + e] * bet[mm]);
+        Ur[e] = acc;
+    }
+    __syncthreads();
+    for (int i = tid; i < dk; i += DNC_NT) qn[i] = qn[i] * gam[t];
+    __syncthreads();
+    /* per value column e: V'[t][e], o1, o2, o (thread e owns its column of V') */
+    for (int e = tid; e < dv; e += DNC_NT) {
+        float acc = 0.0f, o1 = 0.0f;
+        for (int i = 0; i < dk; i++) {
+            const float sv = hs[(int64_t)i * dv + e];
+            acc = acc + Wr[i] * sv;
+            o1 = o1 + qn[i] * sv;
+        }
+        const float vp = Ur[e] - acc;
+        Vps[t * dv + e] = vp;
+        float o2 = 0.0f;
+        for (int s2 = 0; s2 <= t; s2++) o2 = o2 + Pr[s2] * Vps[s2 * dv + e];
+        p.core[(int64_t)p.tok[0] * p.Hv * dv + (int64_t)h * dv + e] = o1 + o2;
+        if (t < DNC_C - 1) so.Vp[t * dv + e] = vp;
+    }
+    if (t < DNC_C - 1) { /* the new open row */
+        for (int i = tid; i < dk; i += DNC_NT) so.K[t * dk + i] = Ks[t * lk + i];
+        for (int e = tid; e < dv; e += DNC_NT) so.V[t * dv + e] = Vs[t * lv + e];
+        for (int j = tid; j < DNC_C; j += DNC_NT) so.T[t * DNC_C + j] = j <= t ? Tr[j] : 0.0f;
+        if (tid == 0) so.g[t] = gs[t], so.b[t] = bet[t];
+        return;
+    }
+    /* t = 63: the chunk completes: S[i][e] = (S0[i][e] gamma[63]) + sum_s (k_s[i] dte[s]) V'[s][e] */
+    __syncthreads();
+    for (int x = tid; x < dk * dv; x += DNC_NT) {
+        const int i = x / dv, e = x % dv;
+        float sn = 0.0f;
+        for (int s2 = 0; s2 < DNC_C; s2++)
+            sn = sn + (Ks[s2 * lk + i] * expf(G[DNC_C - 1] - G[s2])) * Vps[s2 * dv + e];
+        hs[x] = hs[x] * gam[DNC_C - 1] + sn;
     }
 }
 
@@ -434,7 +564,9 @@ extern "C" int64_t td_cu_deltanet_chunk_scratch_floats(int64_t n, int64_t pos0, 
 
 #ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels above alone */
 
-static int dnc_stages = 3; /* td_cu_deltanet_chunk_test_stages */
+static int dnc_stages = 3;      /* td_cu_deltanet_chunk_test_stages */
+static bool dnc_step_on = true; /* td_cu_deltanet_chunk_test_step */
+extern "C" void td_cu_deltanet_chunk_test_step(int on) { dnc_step_on = on != 0; }
 extern "C" void td_cu_deltanet_chunk_test_stages(int stages) {
     dnc_stages = stages >= 1 && stages <= 3 ? stages : 3;
 }
@@ -470,6 +602,16 @@ extern "C" int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, co
     e = cudaFuncSetAttribute(dnc_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2);
     if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the state kernel", e);
     cudaStream_t s = TD_CU_STREAM(stream);
+    if (n == 1 && dnc_step_on) { /* one token: appended to the open chunk (dnc_step_kernel) */
+        const size_t s3 = dnc_step_smem(p.dk, p.dv);
+        e = cudaFuncSetAttribute(dnc_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s3);
+        if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the step kernel", e);
+        dnc_step_kernel<<<(unsigned)Hv, DNC_NT, s3, s>>>(p);
+        if (td_cu_launched("deltanet chunk (step)")) return -1;
+        if (dnc_stages < 3) return 0;
+        dnc_norm_kernel<<<dim3(1, (unsigned)Hv), DNC_NNT, 0, s>>>(p);
+        return td_cu_launched("deltanet chunk (norm)");
+    }
     dnc_prep_kernel<<<dim3((unsigned)p.nc, (unsigned)Hv), DNC_NT, s1, s>>>(p);
     if (td_cu_launched("deltanet chunk (prep)")) return -1;
     if (dnc_stages < 2) return 0;

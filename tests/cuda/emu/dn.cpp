@@ -26,6 +26,7 @@ uint64_t rs = 0xd17a5eedull;
 uint64_t rnd64() { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
 float urand(float lo, float hi) { return lo + (hi - lo) * (float)((rnd64() >> 11) * (1.0 / 9007199254740992.0)); }
 int failures = 0;
+bool step_on = true; // one-token calls on dnc_step_kernel, as the host side (td_cu_deltanet_chunk_test_step)
 
 struct dcase {
     int Hk, Hv, dk, dv, ldu, N, n_seq; // N token rows in all, n_seq sequences, rows of sequence s: rows[s]
@@ -75,6 +76,11 @@ void call(const dcase &c, std::vector<float> &core, std::vector<float> &state, c
     p.a_log = c.a_log.data(), p.dt_bias = c.dt_bias.data(), p.norm_w = c.norm_w.data(), p.state = state.data();
     p.scratch = scratch.data(), p.tok = tok, p.Hk = c.Hk, p.Hv = c.Hv, p.dk = c.dk, p.dv = c.dv, p.eps = 1e-6f;
     p.n = n, p.n0 = pos0 % DNC_C, p.nc = dnc_chunks(n, pos0);
+    if (n == 1 && step_on) {
+        launch((unsigned)c.Hv, 1, DNC_NT, dnc_step_smem(c.dk, c.dv), [&] { dnc_step_kernel(p); });
+        launch(1, (unsigned)c.Hv, DNC_NNT, 0, [&] { dnc_norm_kernel(p); });
+        return;
+    }
     launch((unsigned)p.nc, (unsigned)c.Hv, DNC_NT, dnc_prep_smem(c.dk, c.dv), [&] { dnc_prep_kernel(p); });
     launch((unsigned)c.Hv, (unsigned)((c.dv + DNC_CW - 1) / DNC_CW), DNC_NT, dnc_state_smem(c.dk),
            [&] { dnc_state_kernel(p); });
@@ -101,7 +107,8 @@ void run(const dcase &c, const std::vector<int> &sizes, std::vector<float> &core
     }
 }
 
-// The state's meaningful floats (S, and the open rows r < n_tok % 64 of K, V, G, B) of every sequence, in one vector.
+// The state's meaningful floats (S, and the open rows r < n_tok % 64 of K, V, G, B, T, V') of every sequence, in one
+// vector.
 std::vector<float> meaningful(const dcase &c, const std::vector<std::vector<float>> &st) {
     std::vector<float> r;
     const int64_t hf = dnc_head_floats(c.dk, c.dv);
@@ -109,12 +116,15 @@ std::vector<float> meaningful(const dcase &c, const std::vector<std::vector<floa
         const int m = (int)(c.rows[s].size() % DNC_C);
         for (int h = 0; h < c.Hv; h++) {
             const float *hs = &st[s][h * hf], *K = hs + c.dk * c.dv, *V = K + (DNC_C - 1) * c.dk,
-                        *G = V + (DNC_C - 1) * c.dv, *B = G + DNC_C - 1;
+                        *G = V + (DNC_C - 1) * c.dv, *B = G + DNC_C - 1, *T = B + DNC_C - 1,
+                        *Vp = T + (DNC_C - 1) * DNC_C;
             r.insert(r.end(), hs, hs + c.dk * c.dv);
             r.insert(r.end(), K, K + m * c.dk);
             r.insert(r.end(), V, V + m * c.dv);
             r.insert(r.end(), G, G + m);
             r.insert(r.end(), B, B + m);
+            r.insert(r.end(), T, T + m * DNC_C);
+            r.insert(r.end(), Vp, Vp + m * c.dv);
         }
     }
     return r;
@@ -350,12 +360,17 @@ int td_emu_dn(const char *what) {
                                 {"7 + the rest", {7, 0}, false},
                                 {"70 + the rest", {70, 0}, true},
                                 {"65 + 1 + 5 + 64 + ... (cycled)", {65, 1, 5, 64}, true},
-                                {"one token at a time", {1}, true}};
+                                {"one token at a time", {1}, true},
+                                {"one token at a time, without the step kernel", {1}, true}};
         for (const split &x : splits) {
             if (!sp.all_splits && x.all) continue;
             std::vector<float> core2;
             std::vector<std::vector<float>> st2;
+            const bool nostep = strstr(x.name, "without") != nullptr;
+            if (nostep && si != 1) continue; // the small shape only (the emulator's time)
+            step_on = !nostep;
             run(c, x.sizes, core2, st2);
+            step_on = true;
             char name[160];
             snprintf(name, sizeof name, "%s = all at once: outputs", x.name);
             bits(name, core2, core);
