@@ -345,13 +345,7 @@ static void bench(void) {
 }
 
 int main(void) {
-    char name[256];
-    int64_t total = 0;
-    if (td_cu_probe(name, sizeof name, &total) != 0) {
-        printf("test_cuda_deltanet_chunk: skipped: %s\n", td_cu_error());
-        return 77;
-    }
-    printf("device: %s, %.1f GiB\n", name, (double)total / (1 << 30));
+    if (!cu_test_device("test_cuda_deltanet_chunk")) return 77;
     const char *b = getenv("TD_DNC_BENCH");
     if (b && strcmp(b, "1") == 0) {
         bench();
