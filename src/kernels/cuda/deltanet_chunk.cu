@@ -517,13 +517,13 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_step_kernel(dnc_args p) {
         if (tid == 0) so.g[t] = gs[t], so.b[t] = bet[t];
         return;
     }
-    /* t = 63: the chunk completes: S[i][e] = (S0[i][e] gamma[63]) + sum_s (k_s[i] dte[s]) V'[s][e] */
+    /* t = 63: the chunk completes: S[i][e] = (S0[i][e] gamma[63]) + sum_s (k_s[i] dte[s]) V'[s][e] (dte in Ar) */
+    if (tid < DNC_C) Ar[tid] = expf(G[DNC_C - 1] - G[tid]);
     __syncthreads();
     for (int x = tid; x < dk * dv; x += DNC_NT) {
         const int i = x / dv, e = x % dv;
         float sn = 0.0f;
-        for (int s2 = 0; s2 < DNC_C; s2++)
-            sn = sn + (Ks[s2 * lk + i] * expf(G[DNC_C - 1] - G[s2])) * Vps[s2 * dv + e];
+        for (int s2 = 0; s2 < DNC_C; s2++) sn = sn + (Ks[s2 * lk + i] * Ar[s2]) * Vps[s2 * dv + e];
         hs[x] = hs[x] * gam[DNC_C - 1] + sn;
     }
 }
