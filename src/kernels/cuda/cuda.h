@@ -341,6 +341,24 @@ int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, const float *
                          const float *a_log, const float *dt_bias, const float *norm_w, float *state, int64_t Hk,
                          int64_t Hv, int64_t dk, int64_t dv, float eps, const int32_t *tok, int64_t n, int64_t pos0,
                          float *scratch, int64_t scratch_floats, void *stream);
+/* Many sequences in one set of launches (a pass's groups; the same bits for each group as td_cu_deltanet_chunk on it
+ * alone): group g is sequence grp_seq[g] with its chunk state at state + grp_seq[g] * seq_stride, and the tokens at
+ * batch rows grp_tok[grp_off[g] .. grp_off[g + 1]) (device; groups contiguous from grp_off[0] = 0) at positions
+ * pos0[g], pos0[g] + 1, ...; a sequence in one group at most. The plan (host, no CUDA calls): with tab NULL,
+ * td_cu_deltanet_chunk_plan fills plan's counts (n_ints: the table's size); with tab (n_ints ints) it writes the table
+ * (the one-token groups after the others, and the chunks); the caller uploads it and sets plan->tab to the device
+ * copy. It returns the scratch floats a launch set needs (16-byte aligned). grp_off, grp_seq, pos0: host. */
+typedef struct td_cu_dnc_plan {
+    const int32_t *tab; /* device: the table (set by the caller after the upload) */
+    int64_t n_pre, n_step, n_chunks, n_tokens, n_ints;
+} td_cu_dnc_plan;
+int64_t td_cu_deltanet_chunk_plan(int32_t *tab, td_cu_dnc_plan *plan, const int32_t *grp_off, const int32_t *grp_seq,
+                                  const int64_t *pos0, int64_t n_groups, int64_t Hv, int64_t dk, int64_t dv);
+int td_cu_deltanet_chunk_multi(float *core, const float *u, int64_t ldu, const float *z, const float *b, const float *a,
+                               const float *a_log, const float *dt_bias, const float *norm_w, float *state,
+                               int64_t seq_stride, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
+                               const int32_t *grp_tok, const td_cu_dnc_plan *plan, float *scratch,
+                               int64_t scratch_floats, void *stream);
 /* Test only (not thread-safe; process-wide), for timing the parts: td_cu_deltanet_chunk runs its first `stages`
  * launches only (1: the prep kernel; 2: and the state kernel; 3, the default: all, the norm too). */
 void td_cu_deltanet_chunk_test_stages(int stages);

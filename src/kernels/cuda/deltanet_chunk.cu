@@ -38,11 +38,16 @@ struct dnc_args {
     int64_t ldu;
     const float *z, *b, *a, *a_log, *dt_bias, *norm_w;
     float *state;   /* the sequence's chunk state: Hv heads of dnc_head_floats */
-    float *scratch; /* nc * Hv chunk areas, then Hv tail areas */
+    float *scratch; /* nc * Hv chunk areas */
+    float *tail;    /* Hv tail areas */
     const int32_t *tok;
     int Hk, Hv, dk, dv;
     float eps;
     int n, n0, nc; /* new tokens, open rows before them, chunks the call touches */
+    /* many sequences (td_cu_deltanet_chunk_multi; NULL: the one above): group g's row gtab[6g ..] = {sequence, first
+     * index into tok, n, n0, nc, first chunk}; prep block k's ctab[2k ..] = {group, chunk of the group} */
+    const int32_t *gtab, *ctab;
+    int64_t seq_stride;
 };
 
 /* The state of one value head (cuda.h): S [dk][dv], then the open rows' k [63][dk], v [63][dv], g [63], beta [63],
@@ -66,6 +71,19 @@ __host__ __device__ __forceinline__ int64_t dnc_chunk_floats(int dk, int dv) {
 /* A tail area: k [64][dk], v [64][dv], g [64], beta [64], T [64][64]. */
 __host__ __device__ __forceinline__ int64_t dnc_tail_floats(int dk, int dv) {
     return (int64_t)DNC_C * (dk + dv + 2 + DNC_C);
+}
+
+/* The arguments of group g of a many-sequence launch as a one-sequence call's (the kernels then read p alone). */
+__device__ __forceinline__ dnc_args dnc_bind(const dnc_args &pa, int g) {
+    if (!pa.gtab) return pa;
+    dnc_args p = pa;
+    const int32_t *r = pa.gtab + 6 * (int64_t)g;
+    p.state = pa.state + (int64_t)r[0] * pa.seq_stride;
+    p.tok = pa.tok + r[1];
+    p.n = r[2], p.n0 = r[3], p.nc = r[4];
+    p.scratch = pa.scratch + (int64_t)r[5] * pa.Hv * dnc_chunk_floats(pa.dk, pa.dv);
+    p.tail = pa.tail + (int64_t)g * pa.Hv * dnc_tail_floats(pa.dk, pa.dv);
+    return p;
 }
 
 __device__ __forceinline__ float dnc_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -112,9 +130,12 @@ __host__ __device__ __forceinline__ size_t dnc_prep_smem(int dk, int dv) {
     return sizeof(float) * (size_t)(DNC_C * (2 * (dk + 1) + (dv + 1) + 2 * (DNC_C + 1) + 5));
 }
 
-__global__ void __launch_bounds__(DNC_NT, 1) dnc_prep_kernel(dnc_args p) {
+__global__ void __launch_bounds__(DNC_NT, 1) dnc_prep_kernel(dnc_args pa) {
     TD_DYN_SMEM16(float, sm);
-    const int ci = (int)blockIdx.x, h = (int)blockIdx.y, dk = p.dk, dv = p.dv, kh = h / (p.Hv / p.Hk);
+    const int g = pa.ctab ? pa.ctab[2 * blockIdx.x] : 0;
+    const dnc_args p = dnc_bind(pa, g);
+    const int ci = pa.ctab ? pa.ctab[2 * blockIdx.x + 1] : (int)blockIdx.x;
+    const int h = (int)blockIdx.y, dk = p.dk, dv = p.dv, kh = h / (p.Hv / p.Hk);
     const int lk = dk + 1, lv = dv + 1, la = DNC_C + 1;
     float *Kn = sm, *Qn = Kn + DNC_C * lk, *Vs = Qn + DNC_C * lk, *Am = Vs + DNC_C * lv, *Tm = Am + DNC_C * la;
     float *G = Tm + DNC_C * la, *gam = G + DNC_C, *bet = gam + DNC_C, *gs = bet + DNC_C, *dte = gs + DNC_C;
@@ -194,7 +215,7 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_prep_kernel(dnc_args p) {
      * them into the state once every prep block has read the state) */
     const int m = (p.n0 + p.n) % DNC_C;
     if (ci == p.nc - 1 && m != 0) {
-        float *tl = p.scratch + (int64_t)p.nc * p.Hv * dnc_chunk_floats(dk, dv) + (int64_t)h * dnc_tail_floats(dk, dv);
+        float *tl = p.tail + (int64_t)h * dnc_tail_floats(dk, dv);
         float *tK = tl, *tV = tK + DNC_C * dk, *tg = tV + DNC_C * dv, *tb = tg + DNC_C;
         for (int x = tid; x < m * dk; x += DNC_NT) tK[x] = Kn[(x / dk) * lk + x % dk];
         for (int x = tid; x < m * dv; x += DNC_NT) tV[x] = Vs[(x / dv) * lv + x % dv];
@@ -230,8 +251,7 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_prep_kernel(dnc_args p) {
     }
     __syncthreads();
     if (ci == p.nc - 1 && m != 0) { /* the open rows' T rows, for dnc_step_kernel */
-        float *tT = p.scratch + (int64_t)p.nc * p.Hv * dnc_chunk_floats(dk, dv) +
-                    (int64_t)h * dnc_tail_floats(dk, dv) + (int64_t)DNC_C * (dk + dv + 2);
+        float *tT = p.tail + (int64_t)h * dnc_tail_floats(dk, dv) + (int64_t)DNC_C * (dk + dv + 2);
         for (int x = tid; x < m * DNC_C; x += DNC_NT) tT[x] = Tm[(x / DNC_C) * la + x % DNC_C];
     }
     /* W[t][i] = sum_{m <= t} T[t][m] Xk[m][i]; U[t][e] = sum_{m <= t} T[t][m] Xv[m][e] (m ascending from +0) */
@@ -281,8 +301,9 @@ __host__ __device__ __forceinline__ size_t dnc_state_smem(int dk) {
            (size_t)(dk * DNC_CW + 3 * DNC_C * dnc_lk4(dk) + DNC_C * DNC_LP + 2 * DNC_C * DNC_CW);
 }
 
-__global__ void __launch_bounds__(DNC_NT, 1) dnc_state_kernel(dnc_args p) {
+__global__ void __launch_bounds__(DNC_NT, 1) dnc_state_kernel(dnc_args pa) {
     TD_DYN_SMEM16(float, sm);
+    const dnc_args p = dnc_bind(pa, (int)blockIdx.z);
     const int h = (int)blockIdx.x, c0 = (int)blockIdx.y * DNC_CW, dk = p.dk, dv = p.dv;
     const int lk = dnc_lk4(dk), dk4 = dk / 4 * 4;
     float *S0 = sm, *W = S0 + dk * DNC_CW, *Qg = W + DNC_C * lk, *Kd = Qg + DNC_C * lk, *P = Kd + DNC_C * lk;
@@ -411,8 +432,7 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_state_kernel(dnc_args p) {
     const int m = (p.n0 + p.n) % DNC_C;
     if (m != 0) {
         const int lo = p.nc == 1 ? p.n0 : 0;
-        const float *tl =
-            p.scratch + (int64_t)p.nc * p.Hv * dnc_chunk_floats(dk, dv) + (int64_t)h * dnc_tail_floats(dk, dv);
+        const float *tl = p.tail + (int64_t)h * dnc_tail_floats(dk, dv);
         const float *tK = tl, *tV = tK + DNC_C * dk, *tg = tV + DNC_C * dv, *tb = tg + DNC_C, *tT = tb + DNC_C;
         float *sK = so.K, *sV = so.V, *sg = so.g, *sb = so.b;
         for (int x = lo * DNC_CW + tid; x < m * DNC_CW; x += DNC_NT) {
@@ -438,8 +458,9 @@ __host__ __device__ __forceinline__ size_t dnc_step_smem(int dk, int dv) {
  * own, so cached = recomputed, bit for bit). Every value has the prep and state kernels' expression and chain order
  * (cuda.h), so a sequence fed one token at a time has the bits of one fed all at once; at t = 63 the chunk completes
  * and S is updated as there. O(t dk + dk dv) work instead of the whole 64-row chunk. */
-__global__ void __launch_bounds__(DNC_NT, 1) dnc_step_kernel(dnc_args p) {
+__global__ void __launch_bounds__(DNC_NT, 1) dnc_step_kernel(dnc_args pa) {
     TD_DYN_SMEM16(float, sm);
+    const dnc_args p = dnc_bind(pa, (int)blockIdx.z);
     const int h = (int)blockIdx.x, dk = p.dk, dv = p.dv, kh = h / (p.Hv / p.Hk), t = p.n0;
     const int lk = dk + 1, lv = dv + 1;
     float *Ks = sm, *Vs = Ks + DNC_C * lk, *Vps = Vs + DNC_C * lv, *qn = Vps + DNC_C * dv, *Wr = qn + dk, *Ur = Wr + dk;
@@ -562,21 +583,56 @@ extern "C" int64_t td_cu_deltanet_chunk_scratch_floats(int64_t n, int64_t pos0, 
     return Hv * ((int64_t)dnc_chunks(n, pos0) * dnc_chunk_floats((int)dk, (int)dv) + dnc_tail_floats((int)dk, (int)dv));
 }
 
-#ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels above alone */
-
 static int dnc_stages = 3;      /* td_cu_deltanet_chunk_test_stages */
 static bool dnc_step_on = true; /* td_cu_deltanet_chunk_test_step */
 extern "C" void td_cu_deltanet_chunk_test_step(int on) { dnc_step_on = on != 0; }
+
+/* A group goes to the step kernel when it has one token (and the step kernel is on). */
+static inline bool dnc_is_step(int64_t n) { return n == 1 && dnc_step_on; }
+
+extern "C" int64_t td_cu_deltanet_chunk_plan(int32_t *tab, td_cu_dnc_plan *plan, const int32_t *grp_off,
+                                             const int32_t *grp_seq, const int64_t *pos0, int64_t n_groups,
+                                             int64_t Hv, int64_t dk, int64_t dv) {
+    int64_t n_pre = 0, n_step = 0, n_chunks = 0;
+    for (int64_t g = 0; g < n_groups; g++) {
+        const int64_t n = grp_off[g + 1] - grp_off[g];
+        if (n <= 0) continue;
+        if (dnc_is_step(n)) n_step++;
+        else n_pre++, n_chunks += dnc_chunks(n, pos0[g]);
+    }
+    plan->n_pre = n_pre, plan->n_step = n_step, plan->n_chunks = n_chunks;
+    plan->n_tokens = n_groups > 0 ? grp_off[n_groups] : 0;
+    plan->n_ints = 6 * (n_pre + n_step) + 2 * n_chunks;
+    plan->tab = NULL;
+    if (tab) {
+        int64_t gi = 0, si = n_pre, k = 0;
+        for (int64_t pass = 0; pass < 2; pass++) /* the prefill groups first, then the one-token groups */
+            for (int64_t g = 0; g < n_groups; g++) {
+                const int64_t n = grp_off[g + 1] - grp_off[g];
+                if (n <= 0 || dnc_is_step(n) != (pass == 1)) continue;
+                const int64_t row = pass ? si++ : gi++, nc = pass ? 1 : dnc_chunks(n, pos0[g]);
+                int32_t *r = tab + 6 * row;
+                r[0] = grp_seq[g], r[1] = grp_off[g], r[2] = (int32_t)n, r[3] = (int32_t)(pos0[g] % DNC_C);
+                r[4] = (int32_t)nc, r[5] = (int32_t)(pass ? 0 : k);
+                for (int64_t c = 0; !pass && c < nc; c++) {
+                    tab[6 * (n_pre + n_step) + 2 * (k + c)] = (int32_t)row;
+                    tab[6 * (n_pre + n_step) + 2 * (k + c) + 1] = (int32_t)c;
+                }
+                if (!pass) k += nc;
+            }
+    }
+    if (Hv <= 0 || dk <= 0 || dv <= 0 || dk > DNC_MAXD || dv > DNC_MAXD) return 0;
+    return Hv * (n_chunks * dnc_chunk_floats((int)dk, (int)dv) + n_pre * dnc_tail_floats((int)dk, (int)dv));
+}
+
+#ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels above alone */
 extern "C" void td_cu_deltanet_chunk_test_stages(int stages) {
     dnc_stages = stages >= 1 && stages <= 3 ? stages : 3;
 }
 
-extern "C" int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, const float *z, const float *b,
-                                    const float *a, const float *a_log, const float *dt_bias, const float *norm_w,
-                                    float *state, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
-                                    const int32_t *tok, int64_t n, int64_t pos0, float *scratch,
-                                    int64_t scratch_floats, void *stream) {
-    if (n <= 0) return 0;
+/* The arguments a launch set cannot run: -1 (td_cu_failf) naming them, else 0. */
+static int dnc_check(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int64_t n, int64_t pos0, const float *scratch,
+                     int64_t scratch_floats, int64_t need) {
     if (Hk <= 0 || Hv <= 0 || Hv % Hk || Hv > 65535)
         return td_cu_failf("td_cu_deltanet_chunk: %lld value heads over %lld key heads", (long long)Hv,
                            (long long)Hk);
@@ -585,41 +641,88 @@ extern "C" int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, co
                            DNC_MAXD);
     if (pos0 < 0 || n > 0x7fffffff - DNC_C)
         return td_cu_failf("td_cu_deltanet_chunk: %lld tokens from position %lld", (long long)n, (long long)pos0);
-    const int64_t need = td_cu_deltanet_chunk_scratch_floats(n, pos0, Hv, dk, dv);
     if ((uintptr_t)scratch % 16)
-        return td_cu_failf("td_cu_deltanet_chunk: scratch at %p is not 16-byte aligned", (void *)scratch);
+        return td_cu_failf("td_cu_deltanet_chunk: scratch at %p is not 16-byte aligned", (const void *)scratch);
     if (!scratch || scratch_floats < need)
         return td_cu_failf("td_cu_deltanet_chunk: scratch of %lld floats, %lld needed", (long long)scratch_floats,
                            (long long)need);
+    return 0;
+}
+
+/* The launches: the prep kernel over n_chunks chunks and the state kernel over n_pre groups (the prefill groups, rows
+ * [0, n_pre) of p.gtab), the step kernel over n_step one-token groups (the rows after them), the norm over n_tokens. */
+static int dnc_launch(dnc_args p, int n_chunks, int n_pre, int n_step, int64_t n_tokens, cudaStream_t s) {
+    const size_t s1 = dnc_prep_smem(p.dk, p.dv), s2 = dnc_state_smem(p.dk), s3 = dnc_step_smem(p.dk, p.dv);
+    cudaError_t e = cudaFuncSetAttribute(dnc_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1);
+    if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the prep kernel", e);
+    e = cudaFuncSetAttribute(dnc_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2);
+    if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the state kernel", e);
+    e = cudaFuncSetAttribute(dnc_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s3);
+    if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the step kernel", e);
+    const unsigned Hv = (unsigned)p.Hv, slices = (unsigned)((p.dv + DNC_CW - 1) / DNC_CW);
+    if (n_step > 0) { /* one token each: appended to the open chunk */
+        dnc_args q = p;
+        if (q.gtab) q.gtab += 6 * n_pre;
+        dnc_step_kernel<<<dim3(Hv, 1, (unsigned)n_step), DNC_NT, s3, s>>>(q);
+        if (td_cu_launched("deltanet chunk (step)")) return -1;
+    }
+    if (n_pre > 0) {
+        dnc_prep_kernel<<<dim3((unsigned)n_chunks, Hv), DNC_NT, s1, s>>>(p);
+        if (td_cu_launched("deltanet chunk (prep)")) return -1;
+        if (dnc_stages >= 2) {
+            dnc_state_kernel<<<dim3(Hv, slices, (unsigned)n_pre), DNC_NT, s2, s>>>(p);
+            if (td_cu_launched("deltanet chunk (state)")) return -1;
+        }
+    }
+    if (dnc_stages < 3) return 0;
+    dnc_norm_kernel<<<dim3((unsigned)n_tokens, Hv), DNC_NNT, 0, s>>>(p);
+    return td_cu_launched("deltanet chunk (norm)");
+}
+
+extern "C" int td_cu_deltanet_chunk(float *core, const float *u, int64_t ldu, const float *z, const float *b,
+                                    const float *a, const float *a_log, const float *dt_bias, const float *norm_w,
+                                    float *state, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
+                                    const int32_t *tok, int64_t n, int64_t pos0, float *scratch,
+                                    int64_t scratch_floats, void *stream) {
+    if (n <= 0) return 0;
+    int rc = dnc_check(Hk, Hv, dk, dv, n, pos0, scratch, scratch_floats,
+                       td_cu_deltanet_chunk_scratch_floats(n, pos0, Hv, dk, dv));
+    if (rc) return rc;
     dnc_args p;
     p.core = core, p.u = u, p.ldu = ldu, p.z = z, p.b = b, p.a = a, p.a_log = a_log, p.dt_bias = dt_bias;
     p.norm_w = norm_w, p.state = state, p.scratch = scratch, p.tok = tok;
     p.Hk = (int)Hk, p.Hv = (int)Hv, p.dk = (int)dk, p.dv = (int)dv, p.eps = eps;
     p.n = (int)n, p.n0 = (int)(pos0 % DNC_C), p.nc = dnc_chunks(n, pos0);
-    const size_t s1 = dnc_prep_smem(p.dk, p.dv), s2 = dnc_state_smem(p.dk);
-    cudaError_t e = cudaFuncSetAttribute(dnc_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1);
-    if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the prep kernel", e);
-    e = cudaFuncSetAttribute(dnc_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2);
-    if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the state kernel", e);
-    cudaStream_t s = TD_CU_STREAM(stream);
-    if (n == 1 && dnc_step_on) { /* one token: appended to the open chunk (dnc_step_kernel) */
-        const size_t s3 = dnc_step_smem(p.dk, p.dv);
-        e = cudaFuncSetAttribute(dnc_step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s3);
-        if (e != cudaSuccess) return td_cu_fail("deltanet chunk: shared memory of the step kernel", e);
-        dnc_step_kernel<<<(unsigned)Hv, DNC_NT, s3, s>>>(p);
-        if (td_cu_launched("deltanet chunk (step)")) return -1;
-        if (dnc_stages < 3) return 0;
-        dnc_norm_kernel<<<dim3(1, (unsigned)Hv), DNC_NNT, 0, s>>>(p);
-        return td_cu_launched("deltanet chunk (norm)");
-    }
-    dnc_prep_kernel<<<dim3((unsigned)p.nc, (unsigned)Hv), DNC_NT, s1, s>>>(p);
-    if (td_cu_launched("deltanet chunk (prep)")) return -1;
-    if (dnc_stages < 2) return 0;
-    dnc_state_kernel<<<dim3((unsigned)Hv, (unsigned)((dv + DNC_CW - 1) / DNC_CW)), DNC_NT, s2, s>>>(p);
-    if (td_cu_launched("deltanet chunk (state)")) return -1;
-    if (dnc_stages < 3) return 0;
-    dnc_norm_kernel<<<dim3((unsigned)n, (unsigned)Hv), DNC_NNT, 0, s>>>(p);
-    return td_cu_launched("deltanet chunk (norm)");
+    p.tail = scratch + (int64_t)p.nc * Hv * dnc_chunk_floats(p.dk, p.dv);
+    p.gtab = p.ctab = NULL, p.seq_stride = 0;
+    const bool step = dnc_is_step(n);
+    return dnc_launch(p, step ? 0 : p.nc, step ? 0 : 1, step ? 1 : 0, n, TD_CU_STREAM(stream));
+}
+
+extern "C" int td_cu_deltanet_chunk_multi(float *core, const float *u, int64_t ldu, const float *z, const float *b,
+                                          const float *a, const float *a_log, const float *dt_bias,
+                                          const float *norm_w, float *state, int64_t seq_stride, int64_t Hk,
+                                          int64_t Hv, int64_t dk, int64_t dv, float eps, const int32_t *grp_tok,
+                                          const td_cu_dnc_plan *plan, float *scratch, int64_t scratch_floats,
+                                          void *stream) {
+    if (plan->n_tokens <= 0) return 0;
+    int rc = dnc_check(Hk, Hv, dk, dv, plan->n_tokens, 0, scratch, scratch_floats,
+                       Hv * (plan->n_chunks * dnc_chunk_floats((int)dk, (int)dv) +
+                             plan->n_pre * dnc_tail_floats((int)dk, (int)dv)));
+    if (rc) return rc;
+    if (!plan->tab || plan->n_pre > 65535 || plan->n_step > 65535 || plan->n_chunks > 0x7fffffff)
+        return td_cu_failf("td_cu_deltanet_chunk_multi: a plan of %lld + %lld groups, %lld chunks, table %p",
+                           (long long)plan->n_pre, (long long)plan->n_step, (long long)plan->n_chunks,
+                           (const void *)plan->tab);
+    dnc_args p;
+    p.core = core, p.u = u, p.ldu = ldu, p.z = z, p.b = b, p.a = a, p.a_log = a_log, p.dt_bias = dt_bias;
+    p.norm_w = norm_w, p.state = state, p.scratch = scratch, p.tok = grp_tok;
+    p.Hk = (int)Hk, p.Hv = (int)Hv, p.dk = (int)dk, p.dv = (int)dv, p.eps = eps;
+    p.n = 0, p.n0 = 0, p.nc = 0, p.seq_stride = seq_stride;
+    p.tail = scratch + plan->n_chunks * Hv * dnc_chunk_floats(p.dk, p.dv);
+    p.gtab = plan->tab, p.ctab = plan->tab + 6 * (plan->n_pre + plan->n_step);
+    return dnc_launch(p, (int)plan->n_chunks, (int)plan->n_pre, (int)plan->n_step, plan->n_tokens,
+                      TD_CU_STREAM(stream));
 }
 
 #endif /* TD_CU_EMU */

@@ -61,30 +61,47 @@ dcase mk(int Hk, int Hv, int dk, int dv, int per_seq, int n_seq) {
     return c;
 }
 
-template <typename F> void launch(unsigned gx, unsigned gy, int nt, size_t dyn, F body) {
-    if (td_emu_run(gx, gy, 1, nt, dyn, 0xff, true, body) != 0) {
+template <typename F> void launch3(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn, F body) {
+    if (td_emu_run(gx, gy, gz, nt, dyn, 0xff, true, body) != 0) {
         printf("  cp.async copies never waited for\n");
         failures++;
     }
 }
 
-// td_cu_deltanet_chunk's host side: one call for the n tokens tok[0 .. n) at positions pos0 ...
-void call(const dcase &c, std::vector<float> &core, std::vector<float> &state, const int32_t *tok, int n, int pos0) {
-    std::vector<float> scratch((size_t)td_cu_deltanet_chunk_scratch_floats(n, pos0, c.Hv, c.dk, c.dv), NAN);
+// dnc_launch (deltanet_chunk.cu's host side) on the emulator: the step kernel over the one-token groups, the prep and
+// state kernels over the others, the norm over every token
+void launch_set(const dcase &c, dnc_args p, int n_chunks, int n_pre, int n_step, int n_tokens) {
+    if (n_step > 0) {
+        dnc_args q = p;
+        if (q.gtab) q.gtab += 6 * n_pre;
+        launch3((unsigned)c.Hv, 1, (unsigned)n_step, DNC_NT, dnc_step_smem(c.dk, c.dv), [&] { dnc_step_kernel(q); });
+    }
+    if (n_pre > 0) {
+        launch3((unsigned)n_chunks, (unsigned)c.Hv, 1, DNC_NT, dnc_prep_smem(c.dk, c.dv), [&] { dnc_prep_kernel(p); });
+        launch3((unsigned)c.Hv, (unsigned)((c.dv + DNC_CW - 1) / DNC_CW), (unsigned)n_pre, DNC_NT,
+                dnc_state_smem(c.dk), [&] { dnc_state_kernel(p); });
+    }
+    launch3((unsigned)n_tokens, (unsigned)c.Hv, 1, DNC_NNT, 0, [&] { dnc_norm_kernel(p); });
+}
+
+dnc_args args(const dcase &c, std::vector<float> &core, float *state, float *scratch, const int32_t *tok) {
     dnc_args p;
     p.core = core.data(), p.u = c.u.data(), p.ldu = c.ldu, p.z = c.z.data(), p.b = c.b.data(), p.a = c.a.data();
-    p.a_log = c.a_log.data(), p.dt_bias = c.dt_bias.data(), p.norm_w = c.norm_w.data(), p.state = state.data();
-    p.scratch = scratch.data(), p.tok = tok, p.Hk = c.Hk, p.Hv = c.Hv, p.dk = c.dk, p.dv = c.dv, p.eps = 1e-6f;
+    p.a_log = c.a_log.data(), p.dt_bias = c.dt_bias.data(), p.norm_w = c.norm_w.data(), p.state = state;
+    p.scratch = scratch, p.tok = tok, p.Hk = c.Hk, p.Hv = c.Hv, p.dk = c.dk, p.dv = c.dv, p.eps = 1e-6f;
+    p.gtab = p.ctab = nullptr, p.seq_stride = 0, p.n = p.n0 = p.nc = 0, p.tail = nullptr;
+    return p;
+}
+
+// td_cu_deltanet_chunk: one call for the n tokens tok[0 .. n) at positions pos0 ...
+void call(const dcase &c, std::vector<float> &core, std::vector<float> &state, const int32_t *tok, int n, int pos0) {
+    std::vector<float> scratch((size_t)td_cu_deltanet_chunk_scratch_floats(n, pos0, c.Hv, c.dk, c.dv), NAN);
+    dnc_args p = args(c, core, state.data(), scratch.data(), tok);
     p.n = n, p.n0 = pos0 % DNC_C, p.nc = dnc_chunks(n, pos0);
-    if (n == 1 && step_on) {
-        launch((unsigned)c.Hv, 1, DNC_NT, dnc_step_smem(c.dk, c.dv), [&] { dnc_step_kernel(p); });
-        launch(1, (unsigned)c.Hv, DNC_NNT, 0, [&] { dnc_norm_kernel(p); });
-        return;
-    }
-    launch((unsigned)p.nc, (unsigned)c.Hv, DNC_NT, dnc_prep_smem(c.dk, c.dv), [&] { dnc_prep_kernel(p); });
-    launch((unsigned)c.Hv, (unsigned)((c.dv + DNC_CW - 1) / DNC_CW), DNC_NT, dnc_state_smem(c.dk),
-           [&] { dnc_state_kernel(p); });
-    launch((unsigned)n, (unsigned)c.Hv, DNC_NNT, 0, [&] { dnc_norm_kernel(p); });
+    p.tail = scratch.data() + (int64_t)p.nc * c.Hv * dnc_chunk_floats(c.dk, c.dv);
+    td_cu_deltanet_chunk_test_step(step_on);
+    const bool step = dnc_is_step(n);
+    launch_set(c, p, step ? 0 : p.nc, step ? 0 : 1, step ? 1 : 0, n);
 }
 
 // Every sequence through calls of the given sizes (cycled; 0: the rest at once). core [N][Hv dv] starts NaN (every
@@ -105,6 +122,49 @@ void run(const dcase &c, const std::vector<int> &sizes, std::vector<float> &core
             pos += n;
         }
     }
+}
+
+// As run, but each round's calls of every sequence in one launch set (td_cu_deltanet_chunk_multi: a pass's groups),
+// sequence s taking the sizes from the (k + s)-th on (so one-token groups and longer ones meet in a round); the
+// sequences' states one buffer, seq_stride apart.
+void run_multi(const dcase &c, const std::vector<int> &sizes, std::vector<float> &core,
+               std::vector<std::vector<float>> &st) {
+    core.assign((size_t)c.N * c.Hv * c.dv, NAN);
+    const int64_t sf = td_cu_deltanet_chunk_state_floats(c.Hv, c.dk, c.dv), hf = dnc_head_floats(c.dk, c.dv);
+    std::vector<float> all((size_t)(sf * c.n_seq), NAN);
+    for (int s = 0; s < c.n_seq; s++)
+        for (int h = 0; h < c.Hv; h++)
+            memcpy(&all[s * sf + h * hf], &c.S0[s][(size_t)h * c.dk * c.dv], sizeof(float) * c.dk * c.dv);
+    std::vector<int> pos(c.n_seq, 0);
+    td_cu_deltanet_chunk_test_step(step_on);
+    for (int k = 0;; k++) {
+        std::vector<int32_t> off{0}, seq, tok;
+        std::vector<int64_t> p0;
+        for (int s = c.n_seq - 1; s >= 0; s--) { // groups in reverse sequence order
+            const int n_tok = (int)c.rows[s].size();
+            if (pos[s] >= n_tok) continue;
+            int n = sizes[(k + s) % sizes.size()]; // rounds mix one-token groups and others
+            if (n == 0 || n > n_tok - pos[s]) n = n_tok - pos[s];
+            tok.insert(tok.end(), c.rows[s].begin() + pos[s], c.rows[s].begin() + pos[s] + n);
+            off.push_back((int32_t)tok.size()), seq.push_back(s), p0.push_back(pos[s]);
+            pos[s] += n;
+        }
+        if (seq.empty()) break;
+        td_cu_dnc_plan plan;
+        td_cu_deltanet_chunk_plan(nullptr, &plan, off.data(), seq.data(), p0.data(), (int64_t)seq.size(), c.Hv, c.dk,
+                                  c.dv);
+        std::vector<int32_t> tab((size_t)plan.n_ints);
+        const int64_t need = td_cu_deltanet_chunk_plan(tab.data(), &plan, off.data(), seq.data(), p0.data(),
+                                                       (int64_t)seq.size(), c.Hv, c.dk, c.dv);
+        std::vector<float> scratch((size_t)(need > 0 ? need : 1), NAN);
+        dnc_args p = args(c, core, all.data(), scratch.data(), tok.data());
+        p.seq_stride = sf, p.gtab = tab.data(), p.ctab = tab.data() + 6 * (plan.n_pre + plan.n_step);
+        p.tail = scratch.data() + plan.n_chunks * c.Hv * dnc_chunk_floats(c.dk, c.dv);
+        launch_set(c, p, (int)plan.n_chunks, (int)plan.n_pre, (int)plan.n_step, (int)plan.n_tokens);
+    }
+    td_cu_deltanet_chunk_test_step(1);
+    st.assign(c.n_seq, {});
+    for (int s = 0; s < c.n_seq; s++) st[s].assign(all.begin() + s * sf, all.begin() + (s + 1) * sf);
 }
 
 // The state's meaningful floats (S, and the open rows r < n_tok % 64 of K, V, G, B, T, V') of every sequence, in one
@@ -376,6 +436,13 @@ int td_emu_dn(const char *what) {
             bits(name, core2, core);
             snprintf(name, sizeof name, "%s = all at once: state (S, open rows)", x.name);
             bits(name, meaningful(c, st2), m0);
+            if (c.n_seq > 1 && !nostep) { // the sequences' calls of a round in one launch set
+                run_multi(c, x.sizes, core2, st2);
+                snprintf(name, sizeof name, "%s, the sequences in one launch set: outputs", x.name);
+                bits(name, core2, core);
+                snprintf(name, sizeof name, "%s, the sequences in one launch set: state", x.name);
+                bits(name, meaningful(c, st2), m0);
+            }
         }
     }
     printf(failures ? "dn: %d FAILED\n" : "dn: all passed\n", failures);
