@@ -8,7 +8,9 @@
  *   split invariance, bit for bit: three sequences of 300, 130 and 67 tokens (their rows shuffled over one batch), each
  *     from a random S at position 0, given in calls of 1 + 63 + 64 + ..., 7 + 200 + the rest, 65 + 1 + 5 + 64 ...,
  *     one token at a time (the step kernel, and the whole-chunk kernels), all at once: every output, and the state
- *     after (S and the open rows r < n % 64 with their cached rows of T and V');
+ *     after (S and the open rows r < n % 64 with their cached rows of T and V'); the same splits with each round's
+ *     calls of the three sequences in one set of launches (td_cu_deltanet_chunk_multi, rounds mixing one-token and
+ *     longer groups);
  *   every row of a sequence written, the 5 rows of the batch that no call names untouched; a token with NaN k and
  *   infinite v at position 80 changes no output before it; a scratch one float short is refused with the sizes;
  * at Hk / Hv = 16 / 16 and 16 / 32, dk = dv = 128 (qwen3.5-0.8b shapes) and 2 / 4 at dk = 27, dv = 37 (odd sizes).
@@ -113,6 +115,52 @@ static void run(const dncase *c, const int *sizes, int n_sizes, float *core, flo
     }
     cu_down(core, cd, cb);
     td_cu_free(cd), free(fill);
+}
+
+/* As run, but each round's calls of every sequence in one set of launches (td_cu_deltanet_chunk_multi), sequence s
+ * taking the sizes from the (k + s)-th on (one-token groups and longer ones meet in a round), the groups in reverse
+ * sequence order; the states one buffer, sf floats apart. */
+static void run_multi(const dncase *c, const int *sizes, int n_sizes, float *core, float *states) {
+    size_t cb = (size_t)(c->T * c->Hv * c->dv) * 4;
+    float *fill = malloc(cb);
+    for (int64_t i = 0; i < c->T * c->Hv * c->dv; i++) fill[i] = NAN;
+    float *cd = cu_up(fill, cb), *st = malloc((size_t)(NSEQ * c->sf) * 4);
+    for (int s = 0; s < NSEQ; s++) {
+        float *one = state_at0(c, s);
+        memcpy(st + s * c->sf, one, (size_t)c->sf * 4);
+        free(one);
+    }
+    float *sd = cu_up(st, (size_t)(NSEQ * c->sf) * 4);
+    int pos[NSEQ] = {0};
+    for (int k = 0;; k++) {
+        int32_t off[NSEQ + 1] = {0}, seq[NSEQ], tok[1024];
+        int64_t p0[NSEQ];
+        int ng = 0;
+        for (int s = NSEQ - 1; s >= 0; s--) {
+            if (pos[s] >= seq_len[s]) continue;
+            int n = sizes[(k + s) % n_sizes];
+            if (n == 0 || n > seq_len[s] - pos[s]) n = seq_len[s] - pos[s];
+            memcpy(tok + off[ng], c->tok[s] + pos[s], (size_t)n * 4);
+            seq[ng] = s, p0[ng] = pos[s], off[ng + 1] = off[ng] + n, ng++;
+            pos[s] += n;
+        }
+        if (ng == 0) break;
+        td_cu_dnc_plan plan;
+        td_cu_deltanet_chunk_plan(NULL, &plan, off, seq, p0, ng, c->Hv, c->dk, c->dv);
+        int32_t *tab = malloc((size_t)plan.n_ints * 4);
+        int64_t need = td_cu_deltanet_chunk_plan(tab, &plan, off, seq, p0, ng, c->Hv, c->dk, c->dv);
+        int32_t *tab_d = cu_up(tab, (size_t)plan.n_ints * 4), *tok_d = cu_up(tok, (size_t)off[ng] * 4);
+        float *scr = cu_up(NULL, (size_t)(need > 4 ? need : 4) * 4); /* one-token groups alone need none */
+        plan.tab = tab_d;
+        CU(td_cu_deltanet_chunk_multi(cd, c->u_d, c->ldu, c->z_d, c->b_d, c->a_d, c->a_log_d, c->dt_bias_d,
+                                      c->norm_w_d, sd, c->sf, c->Hk, c->Hv, c->dk, c->dv, c->eps, tok_d, &plan, scr,
+                                      need, NULL));
+        CU(td_cu_sync(NULL));
+        td_cu_free(tab_d), td_cu_free(tok_d), td_cu_free(scr), free(tab);
+    }
+    cu_down(states, sd, (size_t)(NSEQ * c->sf) * 4);
+    cu_down(core, cd, cb);
+    td_cu_free(cd), td_cu_free(sd), free(fill), free(st);
 }
 
 /* The meaningful floats of the states (S, open rows r < n % 64 of K, V, G, B, T, V') into out; returns their count. */
@@ -232,6 +280,15 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv) {
         snprintf(name, sizeof name, "%s = all at once: state", splits[i].name);
         cu_bits(name, m1, m0, n1 == nm ? nm : 0);
         CHECK(n1 == nm);
+        if (strstr(splits[i].name, "whole")) continue;
+        run_multi(&c, splits[i].sizes, splits[i].n, core2, states2); /* the sequences' calls bundled per round */
+        for (int64_t x = 0; x < cn; x++)
+            if (isnan(core2[x])) core2[x] = 0.0f;
+        snprintf(name, sizeof name, "%s, the sequences in one launch set: outputs", splits[i].name);
+        cu_bits(name, core2, core, cn);
+        n1 = meaningful(&c, states2, m1);
+        snprintf(name, sizeof name, "%s, the sequences in one launch set: state", splits[i].name);
+        cu_bits(name, m1, m0, n1 == nm ? nm : 0);
     }
 
     /* a token with NaN k and infinite v at position 80 of the 300-token sequence, all at once: no earlier output of
