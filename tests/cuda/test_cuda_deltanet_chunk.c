@@ -17,7 +17,8 @@
  * TD_DNC_BENCH=1 instead times a 2048-token prefill of 18 layers' worth (Hk = Hv = 16, dk = dv = 128; 18 calls, one
  * state per layer) and a decode step (1 token at position 2100) against td_cu_deltanet on the same inputs, and the
  * chunked time by kernel (td_cu_deltanet_chunk_test_stages: prep, state, norm; the decode step with and without
- * the step kernel; bench(): no checks).
+ * the step kernel), and 16 x 128 tokens and 64 x 1 token (position 100) of as many sequences in one set of launches
+ * against td_cu_deltanet with as many groups (bench(): no checks).
  * TD_DNC_QUICK=1 runs the 16 / 16 and odd shapes with one split only (7 + 200 + the rest), for compute-sanitizer.
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -394,6 +395,49 @@ static void bench(void) {
         else
             printf("    step kernel %.3f ms (+ norm %.3f ms); the whole-chunk kernels instead: %.3f ms\n",
                    best[2] * 1e3, (best[0] - best[2]) * 1e3, best[4] * 1e3);
+    }
+    /* many sequences in one set of launches: 16 x 128 tokens (a batch of prefills) and 64 x 1 token at position 100
+     * (decode steps), against td_cu_deltanet with as many groups */
+    static const int64_t shapes[][2] = {{16, 128}, {64, 1}};
+    for (int si = 0; si < 2; si++) {
+        const int64_t ns = shapes[si][0], per = shapes[si][1], p0v = per == 1 ? 100 : 0;
+        int32_t off2[65], seq2[64];
+        int64_t p0[64];
+        for (int64_t i = 0; i < ns; i++) off2[i] = (int32_t)(i * per), seq2[i] = (int32_t)i, p0[i] = p0v;
+        off2[ns] = (int32_t)(ns * per);
+        td_cu_dnc_plan plan;
+        td_cu_deltanet_chunk_plan(NULL, &plan, off2, seq2, p0, ns, Hv, dk, dv);
+        int32_t *tab = malloc((size_t)plan.n_ints * 4);
+        int64_t need = td_cu_deltanet_chunk_plan(tab, &plan, off2, seq2, p0, ns, Hv, dk, dv);
+        int32_t *tab_d = cu_up(tab, (size_t)plan.n_ints * 4), *seq_d2 = cu_up(seq2, (size_t)ns * 4);
+        int32_t *off_d2 = cu_up(off2, (size_t)(ns + 1) * 4);
+        plan.tab = tab_d;
+        float *scr = cu_up(NULL, (size_t)(need > 4 ? need : 4) * 4);
+        float *sc = cu_up(NULL, (size_t)(ns * sfc) * 4), *stt = cu_up(NULL, (size_t)(ns * sft) * 4);
+        td_cu_groups gg = {seq_d2, off_d2, tok_d, ns};
+        double best[2] = {1e30, 1e30};
+        for (int rep = 0; rep < 6; rep++)
+            for (int k = 0; k < 2; k++) {
+                CU(td_cu_sync(NULL));
+                double t0 = now_s();
+                for (int l = 0; l < BL; l++) {
+                    if (k == 0)
+                        CU(td_cu_deltanet_chunk_multi(core_d, u_d, ldu, z_d, b_d, a_d, a_log_d, dt_bias_d, norm_w_d, sc,
+                                                      sfc, Hk, Hv, dk, dv, 1e-6f, tok_d, &plan, scr, need, NULL));
+                    else
+                        CU(td_cu_deltanet(core_d, u_d, ldu, z_d, b_d, a_d, a_log_d, dt_bias_d, norm_w_d, stt, sft, Hk,
+                                          Hv, dk, dv, 1e-6f, &gg, NULL));
+                }
+                CU(td_cu_sync(NULL));
+                double dt = now_s() - t0;
+                if (rep > 0 && dt < best[k]) best[k] = dt;
+            }
+        printf("  %lld sequences x %lld tokens in one set of launches, 18 layers: chunked %.3f ms (%.0f tokens/s), "
+               "token by token %.3f ms (%.0f tokens/s), %.2fx\n",
+               (long long)ns, (long long)per, best[0] * 1e3, ns * per / best[0], best[1] * 1e3, ns * per / best[1],
+               best[1] / best[0]);
+        td_cu_free(tab_d), td_cu_free(seq_d2), td_cu_free(off_d2), td_cu_free(scr), td_cu_free(sc), td_cu_free(stt);
+        free(tab);
     }
     free(u), free(z), free(b), free(a), free(a_log), free(dt_bias), free(norm_w), free(tok);
     td_cu_free(u_d), td_cu_free(z_d), td_cu_free(b_d), td_cu_free(a_d), td_cu_free(a_log_d), td_cu_free(dt_bias_d);

@@ -17,6 +17,8 @@
  *   dnc_norm_kernel   the gated RMS norm of every new token's o in place (deltanet_kernel's expression and tree).
  * A one-token call (a decode step) runs dnc_step_kernel instead of the first two: the new row alone, from the open
  * rows' cached rows of T and V' (the state keeps them), with the same expressions and chains.
+ * Many sequences (td_cu_deltanet_chunk_multi, a pass's groups) run as one set of these launches: a host-made table
+ * maps each block to its group (dnc_bind), so a group's bits are those of its one-sequence call.
  * Plain fp32 on the CUDA cores; the products are the place for mma tiles later (bf16 mode only). */
 #include <math.h>
 #include <stdlib.h>
