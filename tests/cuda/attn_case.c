@@ -69,9 +69,10 @@ float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const 
     off[c->n_seq] = (int32_t)k;
     for (int64_t t = 0; t < T; t++) max_n = pos[t] + 1 > max_n ? pos[t] + 1 : max_n;
     td_cu_attention_rows_test(cut.rows);
-    int64_t qt = cut.qt > 0 ? cut.qt
-                 : bf16     ? td_cu_attn_tile_tokens_bf16(c->Hq, c->Hkv, c->hd)
-                            : td_cu_attn_tile_tokens(c->Hq, c->Hkv, c->hd);
+    /* a cut's smaller tile, where the kernel holds it (hd 256 at G 8: the 16-row kernel holds 2 tokens) */
+    const int64_t qmax = bf16 ? td_cu_attn_tile_tokens_bf16(c->Hq, c->Hkv, c->hd)
+                              : td_cu_attn_tile_tokens(c->Hq, c->Hkv, c->hd);
+    int64_t qt = cut.qt > 0 && cut.qt < qmax ? cut.qt : qmax;
     td_cu_attn_plan plan = {0};
     plan.n_tiles = td_cu_attn_tiles(tile, off, c->n_seq, qt);
     plan.tile_tokens = qt;
