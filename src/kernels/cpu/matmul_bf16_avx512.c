@@ -14,6 +14,7 @@
 #include "kernels/cpu/avx512_math.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/tile_driver.h"
 
 #ifndef DECODE_AHEAD
 #define DECODE_AHEAD 8 /* rows of 2 KB and more, asked for into L2 */
@@ -48,31 +49,26 @@ static inline __attribute__((always_inline)) void tile(int R, int C, const uint1
         _Pragma("GCC unroll 4") for (int c = 0; c < C; c++) y[c * ldy + r] = td_hsum16(acc[r][c]);
 }
 
+typedef struct {
+    const uint16_t *const *wr;
+    int64_t cols;
+    const uint16_t *x;
+    int64_t n;
+    float *y;
+    int64_t ldy;
+} tile_args;
+
+/* tile() for td_tile_call, which makes R and C constants. */
+static inline __attribute__((always_inline)) void tile_at(int R, int C, const void *p) {
+    const tile_args *a = p;
+    tile(R, C, a->wr, a->cols, a->x, a->n, a->y, a->ldy);
+}
+
 /* Rows wr[0..R) times tokens [t, t + C), R and C in 1..4, each its own unrolled instance. */
 static void tile_any(int R, int C, const uint16_t *const *wr, int64_t cols, const td_qrows *xq, int64_t t, float *y,
                      int64_t ldy) {
     const int64_t n = xq->nb * TD_QBLOCK;
-    const uint16_t *x = xq->h + t * n;
-#define TILE(r, c) tile(r, c, wr, cols, x, n, y, ldy)
-    switch (R * 8 + C) {
-    case 4 * 8 + 4: TILE(4, 4); break;
-    case 4 * 8 + 3: TILE(4, 3); break;
-    case 4 * 8 + 2: TILE(4, 2); break;
-    case 4 * 8 + 1: TILE(4, 1); break;
-    case 3 * 8 + 4: TILE(3, 4); break;
-    case 3 * 8 + 3: TILE(3, 3); break;
-    case 3 * 8 + 2: TILE(3, 2); break;
-    case 3 * 8 + 1: TILE(3, 1); break;
-    case 2 * 8 + 4: TILE(2, 4); break;
-    case 2 * 8 + 3: TILE(2, 3); break;
-    case 2 * 8 + 2: TILE(2, 2); break;
-    case 2 * 8 + 1: TILE(2, 1); break;
-    case 1 * 8 + 4: TILE(1, 4); break;
-    case 1 * 8 + 3: TILE(1, 3); break;
-    case 1 * 8 + 2: TILE(1, 2); break;
-    default: TILE(1, 1); break;
-    }
-#undef TILE
+    td_tile_call(R, C, 4, 4, tile_at, &(tile_args){wr, cols, xq->h + t * n, n, y, ldy});
 }
 
 void td_matmul_bf16_avx512(const td_mat *w, const int32_t *rows, const void *xq, int64_t T, float *y, int64_t ldy,

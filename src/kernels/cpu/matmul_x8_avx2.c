@@ -26,6 +26,7 @@
 #include "kernels/cpu/avx2_math.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/tile_driver.h"
 
 #ifndef SMALL_T
 #define SMALL_T 16 /* up to this many tokens the tiled path prefetches rows ahead */
@@ -117,18 +118,30 @@ static inline __attribute__((always_inline)) void tile_q4(int C, const uint8_t *
     _Pragma("GCC unroll 8") for (int c = 0; c < C; c++) y[c * ldy] = td_hsum8(acc[c]);
 }
 
+typedef struct {
+    const uint8_t *row;
+    const uint16_t *ws;
+    const void *q;    /* Q8_0: int16 activations; Q4_0: int8 */
+    const int16_t *o; /* Q4_0: the activations' offsets */
+    const float *d;
+    int64_t nbg;
+    float *y;
+    int64_t ldy;
+} tile_args;
+
+/* tile_q8() and tile_q4() for td_tile_call, which makes C a constant (R is 1: one row a tile). */
+static inline __attribute__((always_inline)) void q8_at(int R, int C, const void *p) {
+    const tile_args *a = p;
+    (void)R;
+    tile_q8(C, a->row, a->ws, a->q, a->d, a->nbg, a->y, a->ldy);
+}
+static inline __attribute__((always_inline)) void q4_at(int R, int C, const void *p) {
+    const tile_args *a = p;
+    (void)R;
+    tile_q4(C, a->row, a->ws, a->q, a->o, a->d, a->nbg, a->y, a->ldy);
+}
+
 /* Row j's packed bytes times tokens [t, t + C) (1 <= C <= 8), each C its own unrolled instance. */
-#define TILE_CASES(CALL)                                                                                              \
-    switch (C) {                                                                                                      \
-    case 8: CALL(8); break;                                                                                           \
-    case 7: CALL(7); break;                                                                                           \
-    case 6: CALL(6); break;                                                                                           \
-    case 5: CALL(5); break;                                                                                           \
-    case 4: CALL(4); break;                                                                                           \
-    case 3: CALL(3); break;                                                                                           \
-    case 2: CALL(2); break;                                                                                           \
-    default: CALL(1); break;                                                                                          \
-    }
 static inline __attribute__((always_inline)) void tile_any(td_dtype type, int C, const td_qpack *p,
                                                            const uint8_t *row, const td_qrows *xq, int64_t t,
                                                            float *y, int64_t ldy) {
@@ -138,14 +151,10 @@ static inline __attribute__((always_inline)) void tile_any(td_dtype type, int C,
     if (type == TD_DTYPE_Q4_0) {
         const int8_t *q = xq->qi + t * nbg * TD_X8_GROUP;
         const int16_t *o = xq->c + t * nbg * 2 * TD_X8_LANES;
-#define Q4(n) tile_q4(n, row, ws, q, o, d, nbg, y, ldy)
-        TILE_CASES(Q4)
-#undef Q4
+        td_tile_call(1, C, 1, MAX_C, q4_at, &(tile_args){row, ws, q, o, d, nbg, y, ldy});
     } else {
         const int16_t *q = xq->qw + t * nbg * TD_X8_GROUP;
-#define Q8(n) tile_q8(n, row, ws, q, d, nbg, y, ldy)
-        TILE_CASES(Q8)
-#undef Q8
+        td_tile_call(1, C, 1, MAX_C, q8_at, &(tile_args){row, ws, q, NULL, d, nbg, y, ldy});
     }
 }
 
