@@ -630,7 +630,16 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         return td_cu_failf("matmul (tensor cores): TD_CUDA_TC=%s (expected old or new)", getenv("TD_CUDA_TC"));
     const bool skinny = T <= TC_SKINNY_T;
     const int64_t K = mm[0].w->cols;
-    if (skinny && mode >= 2) {
+    bool stream = skinny && mode >= 2;
+    if (stream && mode == 2 && T > 16) {
+        /* above 16 tokens tc_stream takes 32 outputs a block; with fewer than two such blocks an SM it lost to
+         * tc_skinny on the H200 (1024 x 3072 at T 45 / 64: 47.2 / 60.7 us against 37.4 / 43.8 us; the 151936 x 1024
+         * head at T 45 / 64: 486 / 601 us against 702 / 871 us): then tc_skinny, the same bits */
+        int64_t b32 = 0;
+        for (int i = 0; i < n; i++) b32 += (mm[i].n_out + 31) / 32;
+        stream = b32 >= 2 * tc_sms();
+    }
+    if (stream) {
         /* outputs a block: for up to 16 tokens, 16 when that gives at least two blocks an SM, else 8 if that does,
          * else 4; above, 32 (each block reads all of x: with 32 outputs x's bytes weigh 2T / 32 of the weights') */
         static const int per[4] = {16, 8, 4, 32};
