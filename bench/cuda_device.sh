@@ -458,7 +458,7 @@ if want decide46; then
     dc=(bash bench/decide_clients.sh)
     command -v node >/dev/null && command -v jq >/dev/null || dc=(python3 bench/decide_clients.py)
     if [ "$DEV" = cuda ]; then
-        step decide46 60 200 env BIN="$BIN" WORK="$WORK" TOK="$TOK" CLI_CHECK="${DC_CLI_CHECK:-4}" "${dc[@]}" \
+        step decide46 60 200 env BIN="$BIN" WORK="$WORK" TOK="$TOK" CLI_CHECK="${DC_CLI_CHECK:-4}" ROUNDS="${DC_ROUNDS:-3}" "${dc[@]}" \
             "$OUT/decide-clients-h200.json" -- --device cuda
     else
         step decide46 30 200 env BIN="$BIN" WORK="$WORK/dc" MODELS=demo-qwen3 CLIENTS=8 CLI_CHECK=4 "${dc[@]}" \
