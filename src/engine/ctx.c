@@ -102,7 +102,10 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     /* DeltaNet state: per sequence, per DeltaNet layer, conv rows then S */
     int64_t key_dim = (int64_t)c->lin_n_k_heads * c->lin_k_dim, value_dim = (int64_t)c->lin_n_v_heads * c->lin_v_dim;
     ctx->dn.conv_dim = 2 * key_dim + value_dim;
-    int64_t per_layer = (int64_t)(c->lin_conv_kernel - 1) * ctx->dn.conv_dim + (int64_t)c->lin_n_v_heads * c->lin_k_dim * c->lin_v_dim;
+    int64_t rec = (int64_t)c->lin_n_v_heads * c->lin_k_dim * c->lin_v_dim; /* S, unless the device keeps its own */
+    int64_t dev_rec = pl->cuda && c->lin_n_v_heads > 0 ? td_eng_dev_dn_state_floats(c) : 0;
+    ctx->dn.dev_chunk = dev_rec > 0;
+    int64_t per_layer = (int64_t)(c->lin_conv_kernel - 1) * ctx->dn.conv_dim + (dev_rec > 0 ? dev_rec : rec);
     ctx->dn.floats = 0;
     ctx->hybrid = 0;
     for (int i = 0; i < c->n_layer; i++) {

@@ -50,7 +50,8 @@ typedef struct td_dn_state {
     int64_t floats;                /* per sequence */
     int64_t layer_off[TD_MAX_LAYERS]; /* offset of a layer's state in a sequence's block; -1 for attention layers */
     float *data;                   /* [n_seq_max, floats]: per DeltaNet layer, conv rows [K-1, conv_dim] then
-                                      S [Hv, dk, dv] */
+                                      S [Hv, dk, dv] (dev_chunk: the chunked kernel's state, cuda.h) */
+    int dev_chunk;                 /* a CUDA context with TD_CUDA_DN=chunk: S is td_cu_deltanet_chunk's state */
 } td_dn_state;
 
 typedef struct td_pass {
@@ -181,6 +182,10 @@ void td_eng_dev_close(td_ctx *ctx);
 td_status td_forward_dev(td_ctx *ctx);   /* td_forward on the device: same steps, outputs copied into act.out */
 td_status td_eng_dev_state_copy(td_ctx *ctx, int32_t dst, int32_t src); /* a sequence's DeltaNet state */
 td_status td_eng_dev_state_zero(td_ctx *ctx, int32_t seq);
+/* The floats of one DeltaNet layer's recurrent state in a CUDA context's own layout, read once per context (its plan):
+ * 0 for the CPU's S [Hv, dk, dv] (the token-by-token kernel), else the chunked kernel's state (TD_CUDA_DN=chunk in the
+ * environment, for shapes it takes: cuda.h's td_cu_deltanet_chunk_state_floats). */
+int64_t td_eng_dev_dn_state_floats(const td_config *c);
 /* The error td_forward and td_forward_dev return for a non-finite row: sets ctx->fault for batch token t at
  * `layer` (-1: the embedding; n_layer: the head) in `block`. */
 td_status td_eng_nonfinite(td_ctx *ctx, int32_t layer, const char *block, int32_t t);

@@ -1,5 +1,6 @@
 /* A CUDA context's device part: its stream, the pass mirrored on the device, the sequences' cell tables, the
- * outputs, and the DeltaNet state copies that forks and truncations need. */
+ * outputs, and the DeltaNet state copies that forks and truncations need (the whole state of a sequence: with
+ * TD_CUDA_DN=chunk the chunked kernel's, all zeros = empty). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,12 @@ void *td_eng_dev_alloc(size_t bytes, int zero) {
 
 void td_eng_dev_free(void *p) { td_cu_free(p); }
 
+int64_t td_eng_dev_dn_state_floats(const td_config *c) {
+    const char *mode = getenv("TD_CUDA_DN"); /* read by each context's plan (td_cu_deltanet reads "old" itself) */
+    if (!mode || strcmp(mode, "chunk") != 0) return 0;
+    return td_cu_deltanet_chunk_state_floats(c->lin_n_v_heads, c->lin_k_dim, c->lin_v_dim);
+}
+
 /* The device part's own buffers, besides the plan's: one allocation each, freed by td_eng_dev_close. */
 static void *dev_buf(td_status *st, size_t bytes, const char *what) {
     if (*st != TD_OK) return NULL;
@@ -58,6 +65,7 @@ td_status td_eng_dev_open(td_ctx *ctx) {
      * up to n_batch groups [3], and room for runs of cell tables (all of them, up to 1 Mi ints: a pass whose changed
      * tables exceed it sends the rest run by run) */
     dv->n_ints = TD_DEV_FIXED_INTS(B) + 3 * B + (cells < (1 << 20) ? cells : (1 << 20));
+    if (ctx->dn.dev_chunk) dv->n_ints += TD_DEV_DNC_INTS(B); /* the chunked DeltaNet's tables */
     dv->h_ints = td_cu_host_alloc((size_t)dv->n_ints * sizeof(int32_t));
     dv->h_rope = td_cu_host_alloc(rope_bytes ? rope_bytes : 1);
     if (!dv->h_ints || !dv->h_rope) { /* no locked pages to be had: ordinary memory (copies then wait for the host) */
@@ -79,10 +87,43 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     dv->rope_cs = dev_buf(&st, rope_bytes, "the RoPE tables");
     dv->cells = dev_buf(&st, (size_t)cells * sizeof(int32_t), "the cell tables");
     dv->out = dev_buf(&st, (size_t)p->n_outputs_max * (size_t)m->head.rows * sizeof(float), "the outputs");
-    if (m->cfg.n_head > 0 && p->n_ctx > 64) { /* the attention split's states (cuda.h: rows past one span) */
-        dv->attn.scratch_floats = td_cu_attn_scratch_floats(B, m->cfg.n_head, p->n_ctx, m->cfg.head_dim);
-        dv->attn.scratch = dev_buf(&st, (size_t)dv->attn.scratch_floats * sizeof(float), "the attention scratch");
+    if (ctx->dn.dev_chunk) { /* TD_CUDA_DN=chunk: the launch sets' scratch and host tables */
+        dv->dnc_scratch_floats =
+            td_cu_deltanet_chunk_scratch_floats(B, TD_CU_DNC_CHUNK - 1, m->cfg.lin_n_v_heads, m->cfg.lin_k_dim,
+                                                m->cfg.lin_v_dim);
+        dv->dnc_scratch = dev_buf(&st, (size_t)dv->dnc_scratch_floats * sizeof(float), "the DeltaNet chunk scratch");
+        dv->dnc_sets = td_malloc((size_t)B * sizeof *dv->dnc_sets);
+        dv->dnc_first = td_malloc((size_t)(B + 1) * sizeof(int32_t));
+        dv->dnc_off = td_malloc((size_t)(B + 1) * sizeof(int32_t));
+        dv->dnc_pos0 = td_malloc((size_t)B * sizeof(int64_t));
+        if (st == TD_OK && (!dv->dnc_sets || !dv->dnc_first || !dv->dnc_off || !dv->dnc_pos0))
+            st = td_fail_nomem("a CUDA context's DeltaNet chunk tables");
     }
+    return st; /* (the attention split's scratch: attn_scratch_fit, per pass) */
+}
+
+/* The attention split's scratch for this pass (cuda.h): what its rows past one super-chunk need, and what lets a small
+ * launch split by chunks when that is at most 2^26 floats. Sized by the pass's own positions, not by n_ctx: a
+ * context of many short sequences (a decide pass of 16 evidences x 144 criteria: n_batch ~100k, n_ctx ~110k) would
+ * otherwise ask for n_batch x ceil(n_ctx / 512) row states (~190 GB) and fail. Grown, never shrunk, before any of the
+ * pass's launches is recorded; a growth drops the recorded graph, which holds the old address. The kernel's paths
+ * give the same bits whichever the scratch allows (cuda.h). */
+static td_status attn_scratch_fit(td_ctx *ctx, int64_t n) {
+    td_dev_ctx *dv = ctx->dev;
+    const td_config *c = &ctx->model->cfg;
+    if (c->n_head <= 0) return TD_OK;
+    int64_t mx = (dv->attn.max_n + 63) / 64 * 64; /* forward.c's grid rounds max_n up so */
+    if (mx > ctx->p.n_ctx) mx = ctx->p.n_ctx;
+    int64_t need = mx > 512 ? td_cu_attn_scratch_floats(n, c->n_head, mx, c->head_dim) : 0;
+    const int64_t chunks = n * c->n_head * ((mx + 63) / 64) * (c->head_dim + 2);
+    if (chunks > need && chunks <= ((int64_t)1 << 26)) need = chunks;
+    if (need <= dv->attn.scratch_floats) return TD_OK;
+    td_dev_graph_free(ctx);
+    td_cu_free(dv->attn.scratch);
+    dv->attn.scratch_floats = 0;
+    td_status st = TD_OK;
+    dv->attn.scratch = dev_buf(&st, (size_t)need * sizeof(float), "the attention scratch");
+    if (st == TD_OK) dv->attn.scratch_floats = need;
     return st;
 }
 
@@ -97,6 +138,11 @@ void td_eng_dev_close(td_ctx *ctx) {
     td_cu_free(dv->cells);
     td_cu_free(dv->out);
     td_cu_free(dv->attn.scratch);
+    td_cu_free(dv->dnc_scratch);
+    td_free(dv->dnc_sets);
+    td_free(dv->dnc_first);
+    td_free(dv->dnc_off);
+    td_free(dv->dnc_pos0);
     if (dv->stream) td_cu_stream_free(dv->stream);
     if (dv->h_pageable) {
         td_free(dv->h_ints);
@@ -116,6 +162,41 @@ static void stage(td_dev_ctx *dv, int64_t *at, const int32_t *src, int64_t n, in
     if (n > 0) memcpy(dv->h_ints + *at, src, (size_t)n * sizeof(int32_t));
     *dev = dv->ints + *at;
     *at += n;
+}
+
+/* The chunked DeltaNet's launch sets (TD_CUDA_DN=chunk): the pass's groups cut into runs whose scratch fits the
+ * context's (a one-token group needs none: a decode pass is one set), each run's plan made on the host and its table
+ * staged at *at. Returns 0, or -1 when a table would not fit the block (it always does: TD_DEV_DNC_INTS). */
+static int stage_dnc(td_ctx *ctx, int64_t *at) {
+    td_dev_ctx *dv = ctx->dev;
+    const td_pass *ps = &ctx->pass;
+    const td_config *c = &ctx->model->cfg;
+    const int64_t Hv = c->lin_n_v_heads, dk = c->lin_k_dim, dvd = c->lin_v_dim;
+    dv->n_dnc_sets = 0;
+    dv->dnc_first[0] = 0;
+    for (int32_t g0 = 0; g0 < ps->n_groups;) {
+        int32_t g1 = g0;
+        int64_t need = 0;
+        for (; g1 < ps->n_groups; g1++) { /* the groups that fit beside the run's first */
+            int32_t n = ps->grp_off[g1 + 1] - ps->grp_off[g1];
+            int64_t pos0 = ps->tok_pos[ps->grp_tok[ps->grp_off[g1]]];
+            int64_t more = n > 1 ? td_cu_deltanet_chunk_scratch_floats(n, pos0, Hv, dk, dvd) : 0;
+            if (g1 > g0 && need + more > dv->dnc_scratch_floats) break;
+            need += more;
+        }
+        for (int32_t g = g0; g <= g1; g++) dv->dnc_off[g - g0] = ps->grp_off[g] - ps->grp_off[g0];
+        for (int32_t g = g0; g < g1; g++) dv->dnc_pos0[g - g0] = ps->tok_pos[ps->grp_tok[ps->grp_off[g]]];
+        td_cu_dnc_plan *pl = &dv->dnc_sets[dv->n_dnc_sets];
+        td_cu_deltanet_chunk_plan(NULL, pl, dv->dnc_off, ps->grp_seq + g0, dv->dnc_pos0, g1 - g0, Hv, dk, dvd);
+        if (*at + pl->n_ints > dv->n_ints) return -1;
+        td_cu_deltanet_chunk_plan(dv->h_ints + *at, pl, dv->dnc_off, ps->grp_seq + g0, dv->dnc_pos0, g1 - g0, Hv, dk,
+                                  dvd);
+        pl->tab = dv->ints + *at;
+        *at += pl->n_ints;
+        dv->dnc_first[++dv->n_dnc_sets] = g1;
+        g0 = g1;
+    }
+    return 0;
 }
 
 /* The changed tail of each of the pass's sequences' cell tables, packed at *at as runs (list, then data) for one
@@ -186,6 +267,10 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     dv->attn.max_n = 1;
     for (int64_t t = 0; t < n; t++)
         if (ps->tok_pos[t] + 1 > dv->attn.max_n) dv->attn.max_n = ps->tok_pos[t] + 1;
+    td_status sst = attn_scratch_fit(ctx, n);
+    if (sst != TD_OK) return sst;
+    if (ctx->dn.dev_chunk && stage_dnc(ctx, &at) != 0)
+        return td_fail(TD_ERR_DEVICE, "the chunked DeltaNet's tables exceed the pass's block");
     int32_t *runs = NULL;
     int64_t n_runs = stage_cells(ctx, &at, &runs);
     if (n_runs < 0) return td_dev_fail("sending a cell table to the GPU");

@@ -36,6 +36,9 @@ td_status td_dev_weights_get(const td_model *m, const td_dev_weights **out);
  * place); the RoPE tables go from their own page-locked staging. */
 typedef struct td_dev_ctx td_dev_ctx;
 #define TD_DEV_FIXED_INTS(n_batch) (2 + 10 * (int64_t)(n_batch) + 2) /* fault word, arrays, tiles */
+/* The chunked DeltaNet's tables of a pass: 6 ints a group, 2 a chunk; at most n_batch groups and n_batch chunks (a
+ * prefill group of n >= 2 tokens spans at most n chunks; a one-token group none). */
+#define TD_DEV_DNC_INTS(n_batch) (8 * (int64_t)(n_batch))
 struct td_dev_ctx {
     void *stream;
     const td_dev_weights *w;
@@ -49,7 +52,7 @@ struct td_dev_ctx {
     int32_t *head_rows_on_dev; /* host: what head_rows holds ([head rows]), n_head_rows_on_dev of them (-1 unknown) */
     int64_t n_head_rows_on_dev;
     td_cu_attn_plan attn; /* the pass's attention tiles (in `ints`, [n_batch][2]), its max_n, and the split's scratch
-                             ([td_cu_attn_scratch_floats(n_batch, Hq, n_ctx, head_dim)], sized at open) */
+                             (grown by each pass's need: ctx.c attn_scratch_fit) */
     float *rope_cs;  /* [n_rope, n_batch, rotary_dim] */
     float *h_rope;   /* its host staging, the same shape */
     int32_t *cells;  /* [n_seq_max, n_ctx] the sequences' cell tables (each pass uploads its sequences' rows) */
@@ -58,6 +61,17 @@ struct td_dev_ctx {
     float *out;      /* [n_outputs_max, head rows] the outputs before they are copied to act.out */
     uint64_t *fault; /* the smallest (step code << 32 | token) that went non-finite in the pass; UINT64_MAX: none
                         (the first 8 bytes of ints) */
+    /* TD_CUDA_DN=chunk (ctx->dn.dev_chunk): every DeltaNet layer through td_cu_deltanet_chunk_multi. A pass's groups
+     * go in launch sets, runs of groups whose scratch fits dnc_scratch (one set unless the pass has many prefill
+     * groups); each set's table is staged in `ints` after the attention tiles. */
+    float *dnc_scratch;         /* [dnc_scratch_floats]: td_cu_deltanet_chunk_scratch_floats(n_batch, 63, ...), so
+                                   any one group of a pass fits */
+    int64_t dnc_scratch_floats;
+    td_cu_dnc_plan *dnc_sets;   /* host [n_batch]: the pass's launch sets (tab: device, in `ints`) */
+    int32_t *dnc_first;         /* host [n_batch + 1]: set s is the groups [dnc_first[s], dnc_first[s + 1]) */
+    int32_t *dnc_off;           /* host [n_batch + 1]: a set's grp_off rebased to its first token */
+    int64_t *dnc_pos0;          /* host [n_batch]: a set's groups' first positions */
+    int n_dnc_sets;
     void *graph;           /* the last small pass's kernels as a CUDA graph (forward.c), NULL: none */
     int64_t graph_key[8];  /* the shape it was recorded for */
     int32_t graph_rows;    /* ctx->pass.n_rows after the recorded kernels (the last layer keeps the output rows) */

@@ -6,7 +6,9 @@
  *   x = embed[token]                                        [T, d]
  *   for each layer: the steps of its kind (the last layer's MLP on the output rows only)
  *   logits = head(RMSNorm_final(x))                         only the output rows, only the asked-for head rows
- * The DeltaNet recurrence always runs token by token here (td_ctx_params.deltanet_chunked is a CPU option). */
+ * The DeltaNet recurrence runs token by token here (td_ctx_params.deltanet_chunked is a CPU option), or with
+ * TD_CUDA_DN=chunk in the environment when the context is made, in the chunked form (cuda.h: other bits than token by
+ * token, within fp32 rounding; the same bits however a sequence is split into passes). */
 #include <math.h>
 #include <string.h>
 
@@ -53,6 +55,17 @@ static td_status deltanet(const dev_pass *p, int il, const td_dev_layer *ly) {
     td_cu_groups g = {dv->grp_seq, dv->grp_off, dv->grp_tok, ctx->pass.n_groups};
     LAUNCH(td_cu_conv(x->dn_conv, x->dn_qkv, conv_state, ctx->dn.floats, ly->v[TD_W_DN_CONV], K, conv_dim, &g, p->s),
            "DeltaNet: convolution");                                                     /* conv [T, conv_dim] */
+    if (ctx->dn.dev_chunk) { /* TD_CUDA_DN=chunk: the chunked form, one set of launches per launch set (ctx.c) */
+        for (int s = 0; s < dv->n_dnc_sets; s++)
+            LAUNCH(td_cu_deltanet_chunk_multi(x->dn_core, x->dn_conv, conv_dim, x->dn_z, x->dn_b, x->dn_a,
+                                              ly->v[TD_W_DN_A_LOG], ly->v[TD_W_DN_DT_BIAS], ly->v[TD_W_DN_NORM],
+                                              rec_state, ctx->dn.floats, c->lin_n_k_heads, Hv, c->lin_k_dim,
+                                              c->lin_v_dim, c->rms_eps,
+                                              dv->grp_tok + ctx->pass.grp_off[dv->dnc_first[s]], &dv->dnc_sets[s],
+                                              dv->dnc_scratch, dv->dnc_scratch_floats, p->s),
+                   "DeltaNet: recurrence (chunked)");                                    /* core [T, Hv, dv] */
+        return TD_OK;
+    }
     LAUNCH(td_cu_deltanet(x->dn_core, x->dn_conv, conv_dim, x->dn_z, x->dn_b, x->dn_a, ly->v[TD_W_DN_A_LOG],
                           ly->v[TD_W_DN_DT_BIAS], ly->v[TD_W_DN_NORM], rec_state, ctx->dn.floats, c->lin_n_k_heads,
                           Hv, c->lin_k_dim, c->lin_v_dim, c->rms_eps, &g, p->s),
@@ -270,17 +283,23 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
  * same, so the key holds everything the host computes a launch argument from: the pass's counts (tokens, outputs,
  * sequences, head rows), the attention plan's tiles and its grid (cuda.h: ceil(max_n / 64), max_n rounded up to 64
  * for that); everything else a kernel reads of the pass (indices, positions, cell tables, RoPE tables, head rows) is
- * device memory that td_dev_upload_pass rewrites before the replay, at offsets the counts fix. */
+ * device memory that td_dev_upload_pass rewrites before the replay, at offsets the counts fix. The chunked DeltaNet
+ * (TD_CUDA_DN=chunk) adds its launch arguments: a pass of one launch set keys its prefill groups and chunks (the
+ * one-token groups are the rest of the groups, its table follows the tiles); a pass of several sets is not recorded. */
 #define GRAPH_MAX_TOKENS 64
 
 static int graph_key(td_ctx *ctx, int64_t n_rows, int64_t key[8]) {
     const td_pass *ps = &ctx->pass;
     td_dev_ctx *dv = ctx->dev;
     if (!dv->graphs || ps->n_tokens > GRAPH_MAX_TOKENS) return 0;
+    if (ctx->dn.dev_chunk && dv->n_dnc_sets > 1) return 0;
+    int64_t dnc = 1; /* the chunked DeltaNet's counts (1: none) */
+    if (ctx->dn.dev_chunk && dv->n_dnc_sets == 1)
+        dnc = 2 + 4 * (dv->dnc_sets[0].n_pre + (int64_t)65536 * dv->dnc_sets[0].n_chunks);
     int64_t max_n = (dv->attn.max_n + 63) / 64 * 64;
     dv->attn.max_n = max_n < ctx->p.n_ctx ? max_n : ctx->p.n_ctx; /* the same grid for 64 positions */
     int64_t k[8] = {ps->n_tokens, ps->n_out, ps->n_groups, n_rows, ctx->head_rows != NULL, dv->attn.n_tiles,
-                    (dv->attn.max_n + 63) / 64, 1};
+                    (dv->attn.max_n + 63) / 64, dnc};
     memcpy(key, k, sizeof k);
     return 1;
 }
