@@ -266,9 +266,10 @@ static void bench(void) {
                 yd[i] = cu_up(NULL, (size_t)(T * prods[pi].n_out[i]) * sizeof(float));
                 mm[i] = (td_cu_mm){yd[i], prods[pi].n_out[i], &w[i].d, NULL, prods[pi].n_out[i]};
             }
-            double us[2];
-            for (int m = 0; m < 2; m++) {
+            double us[3]; /* old; new; new without the split by slices */
+            for (int m = 0; m < 3; m++) {
                 td_cu_matmul_tc_test_mode(m == 0 ? 1 : 2);
+                td_cu_matmul_tc_parts_test(m == 2 ? 0 : -1);
                 for (int r = 0; r < 3; r++) CU(td_cu_matmul_multi(mm, prods[pi].n, xd, cols, T, 1, NULL));
                 CU(td_cu_sync(NULL));
                 double t0 = now_s();
@@ -276,9 +277,10 @@ static void bench(void) {
                 CU(td_cu_sync(NULL));
                 us[m] = (now_s() - t0) / 20 * 1e6;
             }
-            for (int m = 0; m < 2; m++)
-                printf("  %-8s T=%-5lld %-3s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", prods[pi].name, (long long)T,
-                       m ? "new" : "old", us[m], wbytes / us[m] * 1e-3, 2.0 * T * outs * cols / us[m] * 1e-6);
+            for (int m = 0; m < 3; m++)
+                printf("  %-8s T=%-5lld %-9s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", prods[pi].name, (long long)T,
+                       m == 0 ? "old" : m == 1 ? "new" : "new/whole", us[m], wbytes / us[m] * 1e-3,
+                       2.0 * T * outs * cols / us[m] * 1e-6);
             printf("  %-8s T=%-5lld new / old %.2f\n", prods[pi].name, (long long)T, us[1] / us[0]);
             for (int i = 0; i < prods[pi].n; i++) td_cu_free(yd[i]);
             td_cu_free(xd);
@@ -286,6 +288,7 @@ static void bench(void) {
         for (int i = 0; i < prods[pi].n; i++) weight_free(&w[i]);
     }
     td_cu_matmul_tc_test_mode(0);
+    td_cu_matmul_tc_parts_test(-1);
 }
 
 int main(void) {
@@ -303,6 +306,10 @@ int main(void) {
     static const int wide_modes[] = {2}; /* above 64 tokens the modes differ only in tc_stream's outputs a block */
     test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, 5, "T <= 64 (tc_skinny vs tc_stream)");
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide)");
+    td_cu_matmul_tc_parts_test(1); /* every tc_wide launch by slices (tc_fold_parts adds them) */
+    test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide by slices)");
+    test_multi();
+    td_cu_matmul_tc_parts_test(-1);
     test_multi();
     test_invariance();
     td_cu_matmul_tc_test_mode(0);

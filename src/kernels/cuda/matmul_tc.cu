@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(SW * 32)
  * and the last fold leaves the result in the accumulators. */
 template <bool FOLD>
 __global__ void __launch_bounds__(256, 1)
-    tc_wide(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K) {
+    tc_wide(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part) {
     constexpr int NT = 4, XV = TW_BN * TW_BK / 4 / 256; /* n8 fragments per warp; float4 loads per thread a stage */
     TD_DYN_SMEM16(unsigned char, tc_smem);
     typedef uint16_t arows[TC_BM][TW_PITCH];
@@ -319,9 +319,12 @@ __global__ void __launch_bounds__(256, 1)
             for (int c = 0; c < 4; c++) acc[a][b][c] = 0.0f;
 
     const int64_t nsteps = (K + TW_BK - 1) / TW_BK;
+    /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
+    const int64_t st0 = part ? (int64_t)blockIdx.z * (TC_KS / TW_BK) : 0;
+    const int64_t st1 = part && st0 + TC_KS / TW_BK < nsteps ? st0 + TC_KS / TW_BK : nsteps;
     auto kn_of = [&](int64_t st) { return K - st * TW_BK < TW_BK ? (int)(K - st * TW_BK) : TW_BK; };
     auto fetch_w = [&](int64_t st) { /* stage st's weights into As[st % TW_AS]; one commit group (maybe empty) */
-        if (st < nsteps) {
+        if (st < st1) {
             const int64_t k0 = st * TW_BK;
             const int kn = kn_of(st), buf = (int)(st % TW_AS);
 #pragma unroll
@@ -334,7 +337,7 @@ __global__ void __launch_bounds__(256, 1)
     };
     float4 xr[XV];
     auto fetch_x = [&](int64_t st) { /* stage st's activations into registers */
-        if (st >= nsteps) return;
+        if (st >= st1) return;
         const int64_t k0 = st * TW_BK;
         const int kn = kn_of(st);
 #pragma unroll
@@ -356,20 +359,20 @@ __global__ void __launch_bounds__(256, 1)
         }
     };
 
-    fetch_w(0);
-    fetch_w(1);
-    fetch_x(0);
-    put_x(0);
-    fetch_x(1);
+    fetch_w(st0);
+    fetch_w(st0 + 1);
+    fetch_x(st0);
+    put_x((int)(st0 & 1));
+    fetch_x(st0 + 1);
     bool first = true;
     const int i8 = lane >> 3, r8 = lane & 7;
-    for (int64_t st = 0; st < nsteps; st++) {
+    for (int64_t st = st0; st < st1; st++) {
         const int64_t k0 = st * TW_BK;
         const int kn = kn_of(st), abuf = (int)(st % TW_AS), bbuf = (int)(st & 1);
         td_cp_wait<TW_AS - 2>(); /* stage st's weights have landed */
         __syncthreads(); /* ... for every thread; and every thread is done with stage st - 1's buffers */
         fetch_w(st + TW_AS - 1);
-        if (st + 1 < nsteps) put_x((int)((st + 1) & 1));
+        if (st + 1 < st1) put_x((int)((st + 1) & 1));
         fetch_x(st + 2);
 #pragma unroll
         for (int ks = 0; ks < TW_BK; ks += 16) {
@@ -391,7 +394,7 @@ __global__ void __launch_bounds__(256, 1)
                         td_mma_bf16(acc[mt][nt], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[nt][0], bf[nt][1]);
             }
         }
-        const bool last = k0 + kn == K;
+        const bool last = st == st1 - 1;
         if (FOLD && ((k0 + kn) % TC_KS == 0 || last)) { /* a slice ends: total = P_0, then total + P_s */
 #pragma unroll
             for (int a = 0; a < 4; a++)
@@ -409,16 +412,35 @@ __global__ void __launch_bounds__(256, 1)
     }
     /* D fragment: c0, c1 = (output g, tokens 2q, 2q+1), c2, c3 = output g + 8 */
     const int g = lane >> 2, q = lane & 3;
+    const int64_t ng = (int64_t)gridDim.x * TC_BM; /* part: [slice][token][the launch's block rows] */
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                const int64_t j = j0 + wm * 64 + mt * 16 + g + (c >> 1) * 8;
-                const int64_t t = t0 + wn * 32 + nt * 8 + 2 * q + (c & 1);
-                if (j < v.n_out && t < T) v.y[t * v.ldy + j] = acc[mt][nt][c];
+                const int r = wm * 64 + mt * 16 + g + (c >> 1) * 8;
+                const int64_t j = j0 + r, t = t0 + wn * 32 + nt * 8 + 2 * q + (c & 1);
+                if (t >= T) continue;
+                if (part) part[((int64_t)blockIdx.z * T + t) * ng + (int64_t)blockIdx.x * TC_BM + r] = acc[mt][nt][c];
+                else if (j < v.n_out) v.y[t * v.ldy + j] = acc[mt][nt][c];
             }
+}
+
+/* tc_wide_parts' second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the slices'
+ * partials, one thread per (token, block row); rows past a job's n_out are skipped. */
+__global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part, int64_t T, int64_t S, int64_t ng) {
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= T * ng) return;
+    const int64_t t = e / ng, gr = e % ng, b = gr / TC_BM;
+    int i = 0;
+    while (i + 1 < jobs.n && jobs.j[i + 1].first_block <= b) i++;
+    const tc_job &jb = jobs.j[i];
+    const int64_t j = (b - jb.first_block) * TC_BM + gr % TC_BM;
+    if (j >= jb.n_out) return;
+    float y = part[t * ng + gr];
+    for (int64_t s = 1; s < S; s++) y = y + part[(s * T + t) * ng + gr];
+    jb.y[t * jb.ldy + j] = y;
 }
 
 /* ---- tc_stream: a few tokens, the weights streamed through shared memory (TD_CUDA_TC=new) --------------------- */
@@ -621,6 +643,37 @@ static int tc_stream_r(int R, const int64_t *blocks, const tc_jobs *jobs, const 
     return tc_stream_go<NF, SW, 4>(blocks[2], jobs[2], x, ldx, T, K, s);
 }
 
+/* tc_wide with each slice in a block of its own (grid z = the slices), its partial P_s written to a stream-ordered
+ * scratch, then tc_fold_parts adds them in slice order: the same order and bits as one pass, for launches whose tiles
+ * alone would leave most SMs idle (65 to a few hundred tokens over a few thousand outputs: 8 tiles for 1024 x 3072 at
+ * T 65). TD_CUDA_TC_PARTS=0 turns it off. 1 when the scratch cannot be had (the caller then runs one pass). */
+static int tc_parts_env(void) { /* 0 off, 1 where the tiles leave SMs idle, 2 always (test) */
+    const char *e = getenv("TD_CUDA_TC_PARTS");
+    return !(e && strcmp(e, "0") == 0);
+}
+static int tc_parts = tc_parts_env();
+extern "C" void td_cu_matmul_tc_parts_test(int on) { tc_parts = on < 0 ? tc_parts_env() : on ? 2 : 0; }
+
+static int tc_wide_parts(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
+                         int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
+    const size_t bytes = (size_t)S * (size_t)T * (size_t)ng * sizeof(float);
+    if (S > 65535 || bytes > ((size_t)1 << 30)) return 1;
+    float *part = nullptr;
+    if (cudaMallocAsync((void **)&part, bytes, s) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    tc_wide<true><<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, TW_SMEM, s>>>(jobs, x, ldx, T, K, part);
+    int rc = td_cu_launched("matmul (tensor cores, wide, by slices)");
+    if (rc == 0) {
+        const int64_t n = T * ng;
+        tc_fold_parts<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(jobs, part, T, S, ng);
+        rc = td_cu_launched("matmul (tensor cores, the slices' sum)");
+    }
+    cudaFreeAsync(part, s);
+    return rc;
+}
+
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
 int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, cudaStream_t s) {
     if (n < 1 || n > TC_MAX_JOBS) return td_cu_failf("matmul (tensor cores): %d products in one launch", n);
@@ -705,8 +758,12 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
 #endif
         static const cudaError_t opt = tc_smem_opt(tc_wide<fold>, TW_SMEM);
         if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
-        tc_wide<fold><<<dim3((unsigned)blocks, (unsigned)((T + TW_BN - 1) / TW_BN)), 256, TW_SMEM, s>>>(jobs, x, ldx,
-                                                                                                          T, K);
+        const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
+        if (fold && S > 1 && (tc_parts == 2 || (tc_parts == 1 && blocks * ty < tc_sms()))) { /* SMs left idle */
+            int rc = tc_wide_parts(jobs, x, ldx, T, K, blocks, ty, S, ng, s);
+            if (rc <= 0) return rc; /* else no scratch to be had: the one-pass launch below */
+        }
+        tc_wide<fold><<<dim3((unsigned)blocks, (unsigned)ty), 256, TW_SMEM, s>>>(jobs, x, ldx, T, K, nullptr);
         return td_cu_launched("matmul (tensor cores, wide)");
     }
 #ifdef TD_CUDA_BATCH_VARIANT

@@ -10,7 +10,7 @@
 
 #include "emu.h"
 
-dim3v threadIdx, blockIdx;
+dim3v threadIdx, blockIdx, gridDim, blockDim;
 td_emu_cps *td_emu_cpq;
 unsigned char *td_emu_smem;
 td_emu_bar td_emu_block_bar, td_emu_warp_bar[32];
@@ -86,6 +86,8 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
     std::vector<unsigned char> smem(dyn + 64);
     td_emu_smem = (unsigned char *)(((uintptr_t)smem.data() + 15) & ~(uintptr_t)15);
     cur_body = body, cur_arg = arg;
+    gridDim.x = gx, gridDim.y = gy, gridDim.z = gz;
+    blockDim.x = (unsigned)nt, blockDim.y = blockDim.z = 1;
     int64_t left = 0;
     for (unsigned bz = 0; bz < gz; bz++)
         for (unsigned by = 0; by < gy; by++)

@@ -39,6 +39,7 @@ struct dim3v {
     unsigned x = 0, y = 0, z = 0;
 };
 extern dim3v threadIdx, blockIdx; // the running fiber's
+extern dim3v gridDim, blockDim;   // the launch's
 
 struct alignas(8) float2 {
     float x, y;

@@ -19,8 +19,8 @@ float urand() {
 
 int64_t pending = 0; // copies a thread issued and never waited for (a bug: counted by cmp)
 
-template <typename F> void launch(unsigned gx, unsigned gy, int nt, size_t dyn, bool is_new, F body) {
-    pending += td_emu_run(gx, gy, 1, nt, dyn, 0x41, is_new, body);
+template <typename F> void launch(unsigned gx, unsigned gy, int nt, size_t dyn, bool is_new, F body, unsigned gz = 1) {
+    pending += td_emu_run(gx, gy, gz, nt, dyn, 0x41, is_new, body);
 }
 
 struct prob {
@@ -90,7 +90,22 @@ std::vector<std::vector<float>> run_wide(prob &p) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
-    launch(blocks, (p.T + 127) / 128, 256, TW_SMEM, true, [&] { tc_wide<true>(j, p.x.data(), p.ldx, p.T, p.K); });
+    launch(blocks, (p.T + 127) / 128, 256, TW_SMEM, true,
+           [&] { tc_wide<true>(j, p.x.data(), p.ldx, p.T, p.K, nullptr); });
+    return ys;
+}
+// tc_wide_parts: each slice in a block of its own (grid z), the partials added in slice order by tc_fold_parts
+std::vector<std::vector<float>> run_wide_parts(prob &p) {
+    auto ys = fresh(p);
+    int64_t blocks;
+    tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
+    const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
+    std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
+    launch(
+        blocks, (p.T + 127) / 128, 256, TW_SMEM, true,
+        [&] { tc_wide<true>(j, p.x.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
+    launch((unsigned)((p.T * ng + 255) / 256), 1, 256, 0, true,
+           [&] { tc_fold_parts(j, part.data(), p.T, S, ng); });
     return ys;
 }
 
@@ -169,7 +184,10 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     char name[160];
     snprintf(name, sizeof name, "T=%lld K=%lld n=%lld.. rows=%d ldx=%lld wide", (long long)T, (long long)K,
              (long long)n_out[0], rows, (long long)ldx);
-    return cmp(name, p, ref, b);
+    int bad = cmp(name, p, ref, b);
+    auto c = run_wide_parts(p);
+    strcat(name, " by slices");
+    return bad | cmp(name, p, ref, c);
 }
 } // namespace
 
@@ -191,6 +209,7 @@ int td_emu_tc(const char *which) {
         bad |= check_many(130, 1008, {129, 7}, true, 1013);
         bad |= check_many(200, 1040, {40}, false, 1044);
         bad |= check_many(129, 576, {140}, true, 578);
+        bad |= check_many(70, 3072, {130, 40, 9}, true, 3075); /* 12 slices, three products */
     }
     if (!strcmp(which, "quick")) {
         bad |= check_few<1>(3, 1008, {7, 33}, true, 1013);
