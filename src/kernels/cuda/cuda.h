@@ -299,7 +299,7 @@ void td_cu_deltanet_test_mode(int mode);
  * of TD_CU_DNC_CHUNK = 64 positions anchored at position 0 of the sequence ([64c, 64c + 64)), with other bits than
  * the token-by-token form (within fp32 rounding of it) but the same bits however a sequence's tokens are split into
  * calls: 1 + 63 + 64 + ..., 7 + 200, 300 at once or one at a time give every token's output and the state bit for bit.
- * Not wired into the engine (the engine runs td_cu_deltanet). dk, dv <= 128.
+ * The engine runs it with TD_CUDA_DN=chunk (src/engine/cuda/forward.c; td_cu_deltanet otherwise). dk, dv <= 128.
  *
  * The state of one sequence for one layer (state_floats = td_cu_deltanet_chunk_state_floats(Hv, dk, dv) floats, all
  * zeros = the empty sequence), per value head h at state + h * (dk dv + 63 (dk + 2 dv + 66)):
