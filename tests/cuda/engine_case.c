@@ -198,7 +198,7 @@ static void random_ids(uint64_t *rng, int32_t *ids, int n, int32_t V) {
 }
 
 /* Runs tokens ids[0..n) of sequence seq from position pos0, in chunks of `chunk`, wanting the last token's output. */
-static int run(td_ctx *ctx, td_batch *b, int32_t seq, int32_t pos0, const int32_t *ids, int n, int chunk) {
+int eng_run(td_ctx *ctx, td_batch *b, int32_t seq, int32_t pos0, const int32_t *ids, int n, int chunk) {
     for (int i = 0; i < n; i += chunk) {
         td_batch_clear(b);
         for (int j = i; j < n && j < i + chunk; j++) td_batch_add(b, ids[j], seq, pos0 + j, j == n - 1);
@@ -223,16 +223,16 @@ void eng_exactness_engine(const td_model *m, int bf16, const char *name) {
     float *alone = malloc((size_t)V * sizeof *alone), *step = malloc((size_t)V * sizeof *step);
     if (!ctx || td_batch_new(512, &b) != TD_OK || !alone || !step) goto done;
     /* heads: seq 0 (head1 at once), seq 1 (head2 in chunks of 100) */
-    if (run(ctx, b, 0, 0, head1, H, H) || run(ctx, b, 1, 0, head2, H, 100)) goto done;
+    if (eng_run(ctx, b, 0, 0, head1, H, H) || eng_run(ctx, b, 1, 0, head2, H, 100)) goto done;
     /* suffix 1 from a fork of head 1, alone */
     CHECK(td_ctx_seq_fork(ctx, 0, 2, H) == TD_OK);
-    if (run(ctx, b, 2, H, suf1, S, S)) goto done;
+    if (eng_run(ctx, b, 2, H, suf1, S, S)) goto done;
     memcpy(alone, td_ctx_output(ctx, 0), (size_t)V * sizeof *alone);
     /* the whole prompt from scratch, once in one pass and once in uneven chunks */
-    if (run(ctx, b, 3, 0, full, H + S, H + S)) goto done;
+    if (eng_run(ctx, b, 3, 0, full, H + S, H + S)) goto done;
     CHECKF(same_bits(td_ctx_output(ctx, 0), alone, V), "%s (%s): whole prompt at once != suffix from the forked head", name,
            bf16 ? "bf16" : "fp32");
-    if (run(ctx, b, 4, 0, full, H + S, 77)) goto done;
+    if (eng_run(ctx, b, 4, 0, full, H + S, 77)) goto done;
     CHECKF(same_bits(td_ctx_output(ctx, 0), alone, V), "%s (%s): whole prompt in chunks of 77 != suffix from the forked head",
            name, bf16 ? "bf16" : "fp32");
     /* suffix 1 beside head 2's suffix in one pass (sequences 5 and 6 forked from the two heads) */
@@ -285,7 +285,7 @@ void eng_graphs_replay(const td_model *m, int bf16, const char *name) {
     if (!plain || !graphed || td_batch_new(64, &b) != TD_OK) goto done;
     td_ctx *ctxs[2] = {plain, graphed};
     for (int c = 0; c < 2; c++)
-        if (run(ctxs[c], b, 0, 0, prompt, P, P)) goto done;
+        if (eng_run(ctxs[c], b, 0, 0, prompt, P, P)) goto done;
     for (int c = 0; c < 2; c++) CHECK(td_ctx_seq_fork(ctxs[c], 0, 1, P) == TD_OK);
     for (int32_t i = 0; i < N; i++) {
         int two = (i / 7) % 2, cut = (i / 11) % 3 == 1;

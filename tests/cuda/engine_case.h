@@ -16,6 +16,9 @@ extern const int eng_n_fixtures;
 /* All n positions' logits of one prompt from scratch, copied out ([n, V]); NULL on failure. */
 float *eng_prompt_logits(const td_model *m, int device, int bf16, const int32_t *ids, int n);
 /* A fixture against transformers (fp32, fp64 where stored), the CPU, and bf16; greedy continuations. */
+/* Tokens ids[0 .. n) of sequence seq from position pos0 in passes of `chunk`, the last one wanting its output;
+ * 0, or -1 after a failed check. */
+int eng_run(td_ctx *ctx, td_batch *b, int32_t seq, int32_t pos0, const int32_t *ids, int n, int chunk);
 void eng_parity(const char *name, double *worst32, double *worst16);
 /* A trained demo model: 200 positions, GPU fp32 / bf16 against the CPU's fp32. */
 void eng_demo_parity(const td_model *m, const char *name, double *worst16);

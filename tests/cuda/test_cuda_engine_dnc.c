@@ -28,19 +28,6 @@ static td_ctx *ctx_new(const td_model *m, int32_t n_ctx, int32_t n_batch, int32_
     return ctx;
 }
 
-/* Tokens ids[0 .. n) of seq from pos0 in passes of `chunk`, the last one wanting its output. */
-static int run_seq(td_ctx *ctx, td_batch *b, int32_t seq, int32_t pos0, const int32_t *ids, int n, int chunk) {
-    for (int i = 0; i < n; i += chunk) {
-        td_batch_clear(b);
-        for (int j = i; j < n && j < i + chunk; j++) td_batch_add(b, ids[j], seq, pos0 + j, j == n - 1);
-        if (td_ctx_decode(ctx, b) != TD_OK) {
-            CHECKF(0, "decode: %s", td_last_error());
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* 0: the switch reaches the context's plan and its forward pass. */
 static void switch_taken(const td_model *m) {
     td_ctx_params cp = td_ctx_default_params();
@@ -86,18 +73,18 @@ static void snapshot_mid_chunk(const td_model *m, const char *name) {
     td_batch *b = NULL;
     float *whole = malloc((size_t)V * sizeof *whole);
     if (!ctx || !whole || td_batch_new(256, &b) != TD_OK) goto done;
-    if (run_seq(ctx, b, 0, 0, full, H + S, H + S)) goto done; /* the whole prompt at once */
+    if (eng_run(ctx, b, 0, 0, full, H + S, H + S)) goto done; /* the whole prompt at once */
     memcpy(whole, td_ctx_output(ctx, 0), (size_t)V * sizeof *whole);
-    if (run_seq(ctx, b, 1, 0, full, H, 33)) goto done;          /* the head in passes of 33, then a snapshot at 100 */
+    if (eng_run(ctx, b, 1, 0, full, H, 33)) goto done;          /* the head in passes of 33, then a snapshot at 100 */
     CHECK(td_ctx_seq_fork(ctx, 1, 2, H) == TD_OK);
-    if (run_seq(ctx, b, 1, H, full + H, S, 1)) goto done; /* the original goes on one token at a time */
+    if (eng_run(ctx, b, 1, H, full + H, S, 1)) goto done; /* the original goes on one token at a time */
     CHECKF(memcmp(td_ctx_output(ctx, 0), whole, (size_t)V * sizeof *whole) == 0,
            "%s: head in passes of 33 then one token at a time != the whole prompt at once", name);
-    if (run_seq(ctx, b, 2, H, full + H, S, S)) goto done; /* the snapshot: the rest in one pass */
+    if (eng_run(ctx, b, 2, H, full + H, S, S)) goto done; /* the snapshot: the rest in one pass */
     CHECKF(memcmp(td_ctx_output(ctx, 0), whole, (size_t)V * sizeof *whole) == 0,
            "%s: snapshot at position %d continued != the whole prompt at once", name, H);
     CHECK(td_ctx_seq_truncate(ctx, 2, 0) == TD_OK); /* cleared, then run again from nothing */
-    if (run_seq(ctx, b, 2, 0, full, H + S, 64)) goto done;
+    if (eng_run(ctx, b, 2, 0, full, H + S, 64)) goto done;
     CHECKF(memcmp(td_ctx_output(ctx, 0), whole, (size_t)V * sizeof *whole) == 0,
            "%s: a sequence truncated to 0 and run again != the whole prompt at once", name);
 done:
