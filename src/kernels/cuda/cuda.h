@@ -91,8 +91,8 @@ int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in);
  * td_cu_matmul_tc_test_mode(m) overrides it: 0 the environment's choice, 1 old, 2 new, 3 / 4 / 5 / 6 new with
  * 16 / 8 / 4 / 32 outputs per tc_stream block (2 picks by the launch's size). */
 void td_cu_matmul_tc_test_mode(int mode);
-/* tc_wide launches whose 128 x 128 tiles number fewer than the GPU's SMs run each k slice in a block of its own and
- * add the slices' partials in slice order in a second kernel (the same bits; a stream-ordered scratch of slices x T x
+/* tc_wide launches of at most 512 tokens whose 128 x 128 tiles fill at most half the GPU's SMs run each k slice in a
+ * block of its own and add the slices' partials in slice order in a second kernel (the same bits; a stream-ordered scratch of slices x T x
  * outputs floats, at most 1 GiB, else one pass); TD_CUDA_TC_PARTS=0 turns that off. Test only:
  * td_cu_matmul_tc_parts_test(1 / 0) forces it on / off, -1 restores the environment's choice. */
 void td_cu_matmul_tc_parts_test(int on);
