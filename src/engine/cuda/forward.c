@@ -298,8 +298,13 @@ static int graph_key(td_ctx *ctx, int64_t n_rows, int64_t key[8]) {
         dnc = 2 + 4 * (dv->dnc_sets[0].n_pre + (int64_t)65536 * dv->dnc_sets[0].n_chunks);
     int64_t max_n = (dv->attn.max_n + 63) / 64 * 64;
     dv->attn.max_n = max_n < ctx->p.n_ctx ? max_n : ctx->p.n_ctx; /* the same grid for 64 positions */
-    int64_t k[8] = {ps->n_tokens, ps->n_out, ps->n_groups, n_rows, ctx->head_rows != NULL, dv->attn.n_tiles,
-                    (dv->attn.max_n + 63) / 64, dnc};
+    /* tile_tokens too: with it, bf16 attention picks its 16- or 64-row kernel (attention.cu), so equal tile counts
+     * cut at another size could otherwise replay a kernel recorded for smaller tiles */
+    int64_t k[8] = {ps->n_tokens,     ps->n_out,
+                    ps->n_groups,     n_rows,
+                    (ctx->head_rows != NULL) + 2 * dv->attn.tile_tokens,
+                    dv->attn.n_tiles, (dv->attn.max_n + 63) / 64,
+                    dnc};
     memcpy(key, k, sizeof k);
     return 1;
 }
