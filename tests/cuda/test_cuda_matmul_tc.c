@@ -7,6 +7,7 @@
  * activation rows not 8-byte aligned, several products in one launch (q/k/v of different n_out), and the entries
  * past n_out poisoned (they must stay as they were). td_cu_matmul_tc_test_mode picks the kernels in one process.
  * Also: TD_CUDA_TC with a value that is neither old nor new fails with a message naming it.
+ * tc_split (a block per k slice) is checked as mode 7 (forced on every T <= 64 launch) and within mode 2.
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -30,8 +31,9 @@ static float *rnd(int64_t n, float lo, float hi) { return cu_rnd(&seed, n, lo, h
 static int64_t irand(int64_t n) { return (int64_t)(td_test_rand(&seed) % (uint64_t)n); }
 
 /* The kernels' modes (cuda.h td_cu_matmul_tc_test_mode): old, then new with its own choice, 16, 8, 4, 32 outputs. */
-static const int new_modes[] = {2, 3, 4, 5, 6};
-static const char *const mode_names[] = {"", "old", "new", "new/16", "new/8", "new/4", "new/32"};
+static const int new_modes[] = {2, 3, 4, 5, 6, 7};
+static const char *const mode_names[] = {"", "old", "new", "new/16", "new/8", "new/4", "new/32", "new/split"};
+#define N_NEW_MODES ((int)(sizeof new_modes / sizeof *new_modes))
 
 /* A BF16 weight on the device: rows x cols, rows row_bytes apart (cols * 2 rounded up to 16). */
 typedef struct weight {
@@ -266,10 +268,11 @@ static void bench(void) {
                 yd[i] = cu_up(NULL, (size_t)(T * prods[pi].n_out[i]) * sizeof(float));
                 mm[i] = (td_cu_mm){yd[i], prods[pi].n_out[i], &w[i].d, NULL, prods[pi].n_out[i]};
             }
-            double us[3]; /* old; new; new without the split by slices */
+            double us[3]; /* old; new; new without the split by slices (tc_wide, tc_split) */
             for (int m = 0; m < 3; m++) {
                 td_cu_matmul_tc_test_mode(m == 0 ? 1 : 2);
                 td_cu_matmul_tc_parts_test(m == 2 ? 0 : -1);
+                td_cu_matmul_tc_split_test(m == 2 ? 0 : -1);
                 for (int r = 0; r < 3; r++) CU(td_cu_matmul_multi(mm, prods[pi].n, xd, cols, T, 1, NULL));
                 CU(td_cu_sync(NULL));
                 double t0 = now_s();
@@ -289,6 +292,7 @@ static void bench(void) {
     }
     td_cu_matmul_tc_test_mode(0);
     td_cu_matmul_tc_parts_test(-1);
+    td_cu_matmul_tc_split_test(-1);
 }
 
 int main(void) {
@@ -304,7 +308,7 @@ int main(void) {
     static const int64_t few[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 45, 63, 64};
     static const int64_t many[] = {65, 127, 128, 129, 300, 2048};
     static const int wide_modes[] = {2}; /* above 64 tokens the modes differ only in tc_stream's outputs a block */
-    test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, 5, "T <= 64 (tc_skinny vs tc_stream)");
+    test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, N_NEW_MODES, "T <= 64 (tc_skinny vs tc_stream, tc_split)");
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide)");
     td_cu_matmul_tc_parts_test(1); /* every tc_wide launch by slices (tc_fold_parts adds them) */
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide by slices)");

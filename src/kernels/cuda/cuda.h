@@ -89,8 +89,15 @@ int td_cu_matmul_tc(const td_cu_mat *w, int bf16_in);
  * tc_wide above (128 x 128 tiles); "old": tc_skinny for T <= 64, tc_tile above; anything else makes every
  * tensor-core product fail with a message naming the value. Test only (not thread-safe; process-wide):
  * td_cu_matmul_tc_test_mode(m) overrides it: 0 the environment's choice, 1 old, 2 new, 3 / 4 / 5 / 6 new with
- * 16 / 8 / 4 / 32 outputs per tc_stream block (2 picks by the launch's size). */
+ * 16 / 8 / 4 / 32 outputs per tc_stream block (2 picks by the launch's size), 7 new with tc_split on every launch of
+ * T <= 64. */
 void td_cu_matmul_tc_test_mode(int mode);
+/* "new" runs launches of T <= 64 over more than one k slice and at most 8 x SMs x 64 outputs (every layer product;
+ * not a vocabulary head) as tc_split: each slice in a block of its own (64 outputs x all tokens), the partials in a
+ * stream-ordered scratch (slices x T x outputs floats) added in slice order by a second kernel: the same bits, more
+ * blocks for small products. TD_CUDA_TC_SPLIT=0 turns it off. Test only: td_cu_matmul_tc_split_test(0 / 1) turns it
+ * off / on, -1 restores the environment's choice. */
+void td_cu_matmul_tc_split_test(int on);
 /* tc_wide launches of at most 512 tokens whose 128 x 128 tiles fill at most half the GPU's SMs run each k slice in a
  * block of its own and add the slices' partials in slice order in a second kernel (the same bits; a stream-ordered scratch of slices x T x
  * outputs floats, at most 1 GiB, else one pass); TD_CUDA_TC_PARTS=0 turns that off. Test only:

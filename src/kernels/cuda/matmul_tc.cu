@@ -427,16 +427,17 @@ __global__ void __launch_bounds__(256, 1)
             }
 }
 
-/* tc_wide_parts' second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the slices'
- * partials, one thread per (token, block row); rows past a job's n_out are skipped. */
-__global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part, int64_t T, int64_t S, int64_t ng) {
+/* tc_wide_parts' and tc_split's second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the
+ * slices' partials, one thread per (token, block row; per outputs a block); rows past a job's n_out are skipped. */
+__global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part, int64_t T, int64_t S, int64_t ng,
+                              int64_t per) {
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= T * ng) return;
-    const int64_t t = e / ng, gr = e % ng, b = gr / TC_BM;
+    const int64_t t = e / ng, gr = e % ng, b = gr / per;
     int i = 0;
     while (i + 1 < jobs.n && jobs.j[i + 1].first_block <= b) i++;
     const tc_job &jb = jobs.j[i];
-    const int64_t j = (b - jb.first_block) * TC_BM + gr % TC_BM;
+    const int64_t j = (b - jb.first_block) * per + gr % per;
     if (j >= jb.n_out) return;
     float y = part[t * ng + gr];
     for (int64_t s = 1; s < S; s++) y = y + part[(s * T + t) * ng + gr];
@@ -572,6 +573,84 @@ __global__ void __launch_bounds__(SW * 32, 1)
     }
 }
 
+/* ---- tc_split: a few tokens, each k slice in a block of its own (TD_CUDA_TC=new) -------------------------------- */
+
+#define SP_R 64 /* tc_split: outputs a block (4 warps of 16) */
+
+/* The order above for T <= 64, parallel over slices instead of over outputs alone: block (x, y) computes the partial
+ * P_y of slice y for SP_R outputs x all T tokens, one chain a fragment (warp w: outputs 16w .. 16w + 15, every token
+ * fragment), its weights (SP_R x 256 bf16) all in flight at once by cp.async, its activations rounded to bf16 once
+ * into shared memory (rows past T zero: their columns are dropped). With one slice (K <= 256) the partial is y;
+ * else it goes to part [slice][token][the launch's block rows] and tc_fold_parts adds the slices in order. tc_stream
+ * and tc_skinny spread a launch over outputs only: 16 to 64 blocks for the 1024 outputs of o and down, each reading
+ * all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. */
+template <int NF>
+__global__ void __launch_bounds__(128)
+    tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part) {
+    constexpr int XR = NF * 8 < 16 ? 16 : NF * 8; /* activation rows staged: ldmatrix.x4 reads two fragments */
+    TD_DYN_SMEM16(unsigned char, tc_smem);
+    typedef uint16_t srow[TC_SP];
+    srow *Ws = (srow *)tc_smem;                         /* [SP_R] */
+    srow *Xs = (srow *)(tc_smem + SP_R * sizeof(srow)); /* [XR] */
+    __shared__ const uint16_t *wrow[SP_R];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const tc_view v = tc_unpack(jobs, SP_R);
+    if (tid < SP_R) wrow[tid] = tc_wrow(v, v.j0 + tid);
+    const int64_t k0 = (int64_t)blockIdx.y * TC_KS;
+    const int kn = K - k0 < TC_KS ? (int)(K - k0) : TC_KS; /* a multiple of 16 (td_cu_matmul_tc) */
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < SP_R * (TC_KS / 8) / 128; i++) { /* SP_R rows x 32 chunks of 8 bf16 */
+        const int c = tid + 128 * i, r = c >> 5, p8 = c & 31;
+        if (p8 * 8 < kn) td_cp16(&Ws[r][p8 * 8], wrow[r] + k0 + p8 * 8);
+    }
+    td_cp_commit();
+    const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0;
+#pragma unroll 4
+    for (int i = 0; i < XR * (TC_KS / 4) / 128; i++) { /* XR rows x 64 chunks of 4 floats */
+        const int c = tid + 128 * i, tk = c >> 6, p4 = c & 63;
+        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (tk < T && p4 * 4 < kn) {
+            const float *src = x + (int64_t)tk * ldx + k0 + p4 * 4;
+            f = xvec ? *(const float4 *)src : make_float4(src[0], src[1], src[2], src[3]);
+        }
+        *(uint2 *)&Xs[tk][p4 * 4] = make_uint2(td_pack_bf16(f.x, f.y), td_pack_bf16(f.z, f.w));
+    }
+    td_cp_wait<0>();
+    __syncthreads();
+
+    float acc[NF][4];
+#pragma unroll
+    for (int f = 0; f < NF; f++) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
+    const int i8 = lane >> 3, r8 = lane & 7;
+    const int n16 = kn / 16;
+#pragma unroll 4
+    for (int st = 0; st < n16; st++) {
+        uint32_t a[4];
+        td_ldsm_x4(a, &Ws[warp * 16 + r8 + (i8 & 1) * 8][st * 16 + (i8 >> 1) * 8]);
+#pragma unroll
+        for (int np = 0; np < (NF + 1) / 2; np++) {
+            uint32_t q[4];
+            td_ldsm_x4(q, &Xs[np * 16 + r8 + (i8 >> 1) * 8][st * 16 + (i8 & 1) * 8]);
+            td_mma_bf16(acc[2 * np], a, q[0], q[1]);
+            if (2 * np + 1 < NF) td_mma_bf16(acc[2 * np + 1], a, q[2], q[3]);
+        }
+    }
+    /* D fragment: c0, c1 = (output g, tokens 2q, 2q+1), c2, c3 = output g + 8 */
+    const int g = lane >> 2, q = lane & 3;
+    const int64_t ng = (int64_t)gridDim.x * SP_R;
+#pragma unroll
+    for (int f = 0; f < NF; f++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int r = warp * 16 + g + (c >> 1) * 8;
+            const int64_t t = f * 8 + 2 * q + (c & 1), j = v.j0 + r;
+            if (t >= T) continue;
+            if (part) part[((int64_t)blockIdx.y * T + t) * ng + (int64_t)blockIdx.x * SP_R + r] = acc[f][c];
+            else if (j < v.n_out) v.y[t * v.ldy + j] = acc[f][c];
+        }
+}
+
 #ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels above alone */
 
 /* ---- dispatch -------------------------------------------------------------------------------------------------- */
@@ -667,11 +746,67 @@ static int tc_wide_parts(const tc_jobs &jobs, const float *x, int64_t ldx, int64
     int rc = td_cu_launched("matmul (tensor cores, wide, by slices)");
     if (rc == 0) {
         const int64_t n = T * ng;
-        tc_fold_parts<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(jobs, part, T, S, ng);
+        tc_fold_parts<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(jobs, part, T, S, ng, TC_BM);
         rc = td_cu_launched("matmul (tensor cores, the slices' sum)");
     }
     cudaFreeAsync(part, s);
     return rc;
+}
+
+/* tc_split for launches of up to 64 tokens over several slices whose outputs are few enough (the head's 151,936
+ * rows stay on tc_stream, which streams them at the copy bandwidth): TD_CUDA_TC_SPLIT=0 turns it off. The partials
+ * (slices x T x outputs floats) go to a stream-ordered scratch; 1 when it cannot be had (the caller then runs
+ * tc_stream). Test mode 7 forces it on every T <= 64 launch, one slice too. */
+static int tc_split_env(void) {
+    const char *e = getenv("TD_CUDA_TC_SPLIT");
+    return !(e && strcmp(e, "0") == 0);
+}
+static int tc_split_on = tc_split_env();
+extern "C" void td_cu_matmul_tc_split_test(int on) { tc_split_on = on < 0 ? tc_split_env() : on ? 1 : 0; }
+
+template <int NF>
+static int tc_split_go(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
+                       int64_t S, float *part, cudaStream_t s) {
+    constexpr int XR = NF * 8 < 16 ? 16 : NF * 8;
+    constexpr size_t smem = (size_t)(SP_R + XR) * TC_SP * 2;
+    static const cudaError_t opt = tc_smem_opt(tc_split<NF>, smem);
+    if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_split", opt);
+    tc_split<NF><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part);
+    return td_cu_launched("matmul (tensor cores, few tokens, by slices)");
+}
+
+static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K,
+                           cudaStream_t s) {
+    tc_jobs jobs;
+    jobs.n = n;
+    int64_t blocks = 0;
+    for (int i = 0; i < n; i++) {
+        const td_cu_mat *w = mm[i].w;
+        jobs.j[i] = tc_job{(const uint16_t *)w->data, mm[i].rows, mm[i].y, mm[i].ldy, (int64_t)(w->row_bytes / 2),
+                           mm[i].n_out, blocks};
+        blocks += (mm[i].n_out + SP_R - 1) / SP_R;
+    }
+    const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
+    if (blocks > 0x7fffffff || S > 65535) return 1;
+    float *part = nullptr;
+    if (S > 1) {
+        if (cudaMallocAsync((void **)&part, (size_t)S * (size_t)T * (size_t)ng * sizeof(float), s) != cudaSuccess) {
+            cudaGetLastError();
+            return 1;
+        }
+    }
+    const int nf = (int)((T + 7) / 8);
+    int rc = nf == 1   ? tc_split_go<1>(jobs, x, ldx, T, K, blocks, S, part, s)
+             : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, s)
+             : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, s)
+                       : tc_split_go<8>(jobs, x, ldx, T, K, blocks, S, part, s);
+    if (rc == 0 && part) {
+        const int64_t e = T * ng;
+        tc_fold_parts<<<(unsigned)((e + 255) / 256), 256, 0, s>>>(jobs, part, T, S, ng, SP_R);
+        rc = td_cu_launched("matmul (tensor cores, the slices' sum)");
+    }
+    if (part) cudaFreeAsync(part, s);
+    return rc < 0 ? rc : 0;
 }
 
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
@@ -683,8 +818,16 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         return td_cu_failf("matmul (tensor cores): TD_CUDA_TC=%s (expected old or new)", getenv("TD_CUDA_TC"));
     const bool skinny = T <= TC_SKINNY_T;
     const int64_t K = mm[0].w->cols;
+    if (skinny && (mode == 7 || (mode == 2 && tc_split_on && K > TC_KS))) {
+        int64_t tiles = 0;
+        for (int i = 0; i < n; i++) tiles += (mm[i].n_out + SP_R - 1) / SP_R;
+        if (mode == 7 || tiles <= 8 * (int64_t)tc_sms()) {
+            int rc = tc_split_launch(mm, n, x, ldx, T, K, s);
+            if (rc <= 0) return rc; /* else no scratch to be had: tc_stream below */
+        }
+    }
     bool stream = skinny && mode >= 2;
-    if (stream && mode == 2 && T > 16) {
+    if (stream && (mode == 2 || mode == 7) && T > 16) {
         /* above 16 tokens tc_stream takes 32 outputs a block; with fewer than two such blocks an SM it lost to
          * tc_skinny on the H200 (1024 x 3072 at T 45 / 64: 47.2 / 60.7 us against 37.4 / 43.8 us; the 151936 x 1024
          * head at T 45 / 64: 486 / 601 us against 702 / 871 us): then tc_skinny, the same bits */

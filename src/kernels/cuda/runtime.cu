@@ -46,6 +46,14 @@ extern "C" int td_cu_probe(char *name, size_t name_len, int64_t *total_bytes) {
         return td_cu_failf("device 0 (%s) has compute capability %d.%d; this build needs 9.0 (sm_90) or newer",
                            p.name, p.major, p.minor);
     if ((e = cudaFree(0)) != cudaSuccess) return td_cu_fail("creating the CUDA context", e);
+    /* the kernels' stream-ordered scratch (cudaMallocAsync: the products' partials by slices) stays in the pool up
+     * to 256 MB between synchronisations instead of going back to the driver at each one */
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess) {
+        uint64_t keep = (uint64_t)256 << 20;
+        (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    (void)cudaGetLastError();
     if (name && name_len) snprintf(name, name_len, "%s", p.name);
     if (total_bytes) *total_bytes = (int64_t)p.totalGlobalMem;
     return 0;

@@ -1,8 +1,9 @@
 // tests/cuda/emu: the new tensor-core products of src/kernels/cuda/matmul_tc.cu against the old ones, bit for bit,
 // on the CPU (emu.h says what is emulated). Cases: [quick] a few seconds; [few] tc_stream (16 / 8 / 4 / 32 outputs a
-// block) vs tc_skinny at T = 1 .. 64, k of one slice, several, a last slice shorter, row lists, odd ldx, 1-3 products
-// in a launch, 4097 outputs; [many] tc_wide vs tc_tile at T = 65 .. 200. Every entry past n_out must keep its poison
-// (7.0f), every output must be written, every cp.async copy waited for.
+// block) and tc_split (a block per k slice, the partials folded) vs tc_skinny at T = 1 .. 64, k of one slice,
+// several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many] tc_wide vs
+// tc_tile at T = 65 .. 200. Every entry past n_out must keep its poison (7.0f), every output must be written, every
+// cp.async copy waited for.
 #include "emu.h"
 
 #include "kernels/cuda/matmul_tc.cu"
@@ -105,7 +106,25 @@ std::vector<std::vector<float>> run_wide_parts(prob &p) {
         blocks, (p.T + 127) / 128, 256, TW_SMEM, true,
         [&] { tc_wide<true>(j, p.x.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
     launch((unsigned)((p.T * ng + 255) / 256), 1, 256, 0, true,
-           [&] { tc_fold_parts(j, part.data(), p.T, S, ng); });
+           [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
+    return ys;
+}
+
+// tc_split: each slice in a block of its own (grid y), its partials added in slice order by tc_fold_parts (one
+// slice: straight to y)
+template <int NF> std::vector<std::vector<float>> run_split(prob &p) {
+    auto ys = fresh(p);
+    int64_t blocks;
+    tc_jobs j = mkjobs(p, ys, SP_R, blocks);
+    const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
+    constexpr int XR = NF * 8 < 16 ? 16 : NF * 8;
+    std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
+    float *pp = S > 1 ? part.data() : nullptr;
+    launch(blocks, (unsigned)S, 128, (size_t)(SP_R + XR) * TC_SP * 2, true,
+           [&] { tc_split<NF>(j, p.x.data(), p.ldx, p.T, p.K, pp); });
+    if (pp)
+        launch((unsigned)((p.T * ng + 255) / 256), 1, 256, 0, true,
+               [&] { tc_fold_parts(j, part.data(), p.T, S, ng, SP_R); });
     return ys;
 }
 
@@ -175,6 +194,10 @@ template <int NF> int check_few(int64_t T, int64_t K, std::vector<int64_t> n_out
     name[strlen(name) - 1] = 0;
     strcat(name, "32");
     bad |= cmp(name, p, ref, a32);
+    auto sp = run_split<NF>(p);
+    name[strlen(name) - 9] = 0;
+    strcat(name, "split");
+    bad |= cmp(name, p, ref, sp);
     return bad;
 }
 int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int64_t ldx) {
