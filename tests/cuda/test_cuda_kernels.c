@@ -466,12 +466,18 @@ static void test_add_rows_norm(void) {
 }
 
 /* td_cu_qk_prep = the head norms, the two rotations and the two stores it replaces, bit for bit: with and without
- * norms, q heads 2 hd apart (Qwen3.5's [query | gate]), a partial rotation, f32 and f16 caches, scattered cells. */
+ * norms, q heads 2 hd apart (Qwen3.5's [query | gate]), a partial rotation, f32 and f16 caches, scattered cells;
+ * head dims 64, 128 and 256 with rotations of 64 .. hd dims (a warp a head) and a rotation of 32 (a block a head). */
 static void test_qk_prep(void) {
     printf("qk_prep: = rmsnorm (per head) x2, rope x2, store_rows x2 (bit-exact)\n");
-    for (int variant = 0; variant < 4; variant++) {
-        int norms = variant & 1, f16 = variant >> 1;
-        int64_t T = 5, Hq = 4, Hkv = 2, hd = 128, qhs = 2 * hd, rot = variant == 3 ? 64 : hd, kv_dim = Hkv * hd;
+    static const int64_t shapes[][4] = {/* hd, rot, norms, f16 */
+                                        {128, 128, 0, 0}, {128, 128, 1, 0}, {128, 128, 0, 1}, {128, 64, 1, 1},
+                                        {256, 64, 1, 0},  {64, 64, 1, 1},   {128, 32, 1, 0},  {256, 256, 1, 1},
+                                        {256, 128, 0, 0}};
+    for (int variant = 0; variant < (int)(sizeof shapes / sizeof *shapes); variant++) {
+        int norms = (int)shapes[variant][2], f16 = (int)shapes[variant][3];
+        int64_t T = 5, Hq = 4, Hkv = 2, hd = shapes[variant][0], qhs = 2 * hd, rot = shapes[variant][1],
+                kv_dim = Hkv * hd;
         int64_t ldq = Hq * qhs, ncell = 40, es = f16 ? 2 : 4;
         float *q = rnd(T * ldq, -2.0f, 2.0f), *k = rnd(T * kv_dim, -2.0f, 2.0f), *v = rnd(T * kv_dim, -2.0f, 2.0f);
         float *qw = rnd(hd, 0.5f, 1.5f), *kw = rnd(hd, 0.5f, 1.5f), *cs = rnd(T * rot, -1.0f, 1.0f);
@@ -497,10 +503,10 @@ static void test_qk_prep(void) {
         unsigned char *ca = malloc(cb), *cb2 = malloc(cb);
         char name[96];
         cu_down(a, qa, (size_t)(T * ldq) * 4), cu_down(b, qb, (size_t)(T * ldq) * 4);
-        snprintf(name, sizeof name, "q, norms=%d f16=%d rot=%lld", norms, f16, (long long)rot);
+        snprintf(name, sizeof name, "q, norms=%d f16=%d hd=%lld rot=%lld", norms, f16, (long long)hd, (long long)rot);
         cu_bits(name, b, a, T * ldq);
         cu_down(a, ka, (size_t)(T * kv_dim) * 4), cu_down(b, kb, (size_t)(T * kv_dim) * 4);
-        snprintf(name, sizeof name, "k, norms=%d f16=%d rot=%lld", norms, f16, (long long)rot);
+        snprintf(name, sizeof name, "k, norms=%d f16=%d hd=%lld rot=%lld", norms, f16, (long long)hd, (long long)rot);
         cu_bits(name, b, a, T * kv_dim);
         cu_down(ca, kca, cb), cu_down(cb2, kcb, cb);
         CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: key cache differs (norms %d f16 %d)", norms, f16);

@@ -117,6 +117,81 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
     }
 }
 
+/* qk_prep_kernel's work and bits with one warp per (token, head) instead of a block of 256 threads (half of them
+ * idle at head dim 128, two barriers a head): lane l holds elements l + 32 w, w < NW = hd / 32. norm_row's tree is
+ * reproduced exactly: in the block, warp w's lane l held x[32 w + l]^2 (+0.0 past hd); each of those 32-value sets is
+ * reduced here by the same shuffles (td_dev_warp_reduce), giving W_w in lane 0; the block's second stage ran the same
+ * tree over lanes holding W_0 .. W_7 then +0.0, whose lane 0 is ((W0 + W4) + (W2 + W6)) + ((W1 + W5) + (W3 + W7))
+ * (adding +0.0 to a sum of squares, never -0.0, changes no bit; W_w = +0.0 for w >= NW). The rotation pairs element
+ * i with i + rot / 2: the same lane, HW = rot / 64 registers on. */
+template <int NW, int HW>
+__global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq, int64_t qhs, int64_t Hq, float *k,
+                                                           int64_t ldk, int64_t Hkv, const float *__restrict__ v,
+                                                           int64_t ldv, const float *__restrict__ qw,
+                                                           const float *__restrict__ kw, int64_t hd, float eps,
+                                                           int zero_centred, const float *__restrict__ cs, int64_t rot,
+                                                           void *kc, void *vc, int f16,
+                                                           const int32_t *__restrict__ cell, int64_t kv_dim,
+                                                           int64_t n_items) {
+    const int lane = threadIdx.x & 31;
+    const int64_t item = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (item >= n_items) return; /* a whole warp: the shuffles below see full warps only */
+    const int64_t t = item / (Hq + Hkv), j = item % (Hq + Hkv);
+    const bool isq = j < Hq;
+    const int64_t h = isq ? j : j - Hq;
+    float *xh = isq ? q + t * ldq + h * qhs : k + t * ldk + h * hd;
+    const float *w = isq ? qw : kw;
+    float y[NW];
+#pragma unroll
+    for (int u = 0; u < NW; u++) y[u] = xh[lane + 32 * u];
+    if (w) {
+        double W[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) W[u] = 0.0;
+#pragma unroll
+        for (int u = 0; u < NW; u++) {
+            double e = 0.0;
+            e += (double)y[u] * (double)y[u];
+            W[u] = td_dev_warp_reduce(e, td_dev_add());
+        }
+        double ss = ((W[0] + W[4]) + (W[2] + W[6])) + ((W[1] + W[5]) + (W[3] + W[7]));
+        ss = __shfl_sync(0xffffffffu, ss, 0);
+        const float sc = (float)(1.0 / sqrt((double)(float)(ss / (double)hd) + (double)eps));
+#pragma unroll
+        for (int u = 0; u < NW; u++) {
+            const int i = lane + 32 * u;
+            float wi = zero_centred ? 1.0f + w[i] : w[i];
+            y[u] = (y[u] * sc) * wi;
+        }
+    }
+    const int64_t half = rot / 2;
+    const float *c = cs + t * rot;
+#pragma unroll
+    for (int u = 0; u < HW; u++) {
+        const int i = lane + 32 * u;
+        float co = c[i], si = c[half + i];
+        float a = y[u], b = y[u + HW];
+        y[u] = a * co - b * si;
+        y[u + HW] = b * co + a * si;
+    }
+#pragma unroll
+    for (int u = 0; u < NW; u++) xh[lane + 32 * u] = y[u];
+    if (isq) return;
+    const int64_t at = (int64_t)cell[t] * kv_dim + h * hd;
+    const float *vh = v + t * ldv + h * hd;
+#pragma unroll
+    for (int u = 0; u < NW; u++) {
+        const int i = lane + 32 * u;
+        if (f16) {
+            ((uint16_t *)kc)[at + i] = td_dev_to_f16(y[u]);
+            ((uint16_t *)vc)[at + i] = td_dev_to_f16(vh[i]);
+        } else {
+            ((float *)kc)[at + i] = y[u];
+            ((float *)vc)[at + i] = vh[i];
+        }
+    }
+}
+
 extern "C" int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64_t Hq, float *k, int64_t ldk,
                              int64_t Hkv, const float *v, int64_t ldv, const float *q_norm, const float *k_norm,
                              int64_t hd, float eps, int zero_centred, const float *cs, int64_t rot, void *kc, void *vc,
@@ -125,7 +200,25 @@ extern "C" int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64
     if (T * (Hq + Hkv) > 0x7fffffff)
         return td_cu_failf("td_cu_qk_prep: %lld tokens x %lld heads is beyond one launch", (long long)T,
                            (long long)(Hq + Hkv));
-    qk_prep_kernel<<<(unsigned)(T * (Hq + Hkv)), ROW_NT, 0, TD_CU_STREAM(stream)>>>(
+    /* a warp a head where its elements and the rotation's pairs fall on whole lanes (head dims 64, 128, 256 with a
+     * rotation of a multiple of 64 dims: Qwen3, Qwen3.5); else a block a head */
+    const int64_t n = T * (Hq + Hkv), nw = hd / 32, hw = rot / 64;
+    if (hd % 32 == 0 && rot % 64 == 0 && rot > 0 && rot <= hd && (nw == 2 || nw == 4 || nw == 8)) {
+        const unsigned grid = (unsigned)((n + 7) / 8);
+        cudaStream_t s = TD_CU_STREAM(stream);
+#define QKW(NW, HW)                                                                                               \
+    qk_prep_warp_kernel<NW, HW><<<grid, 256, 0, s>>>(q, ldq, q_head_stride, Hq, k, ldk, Hkv, v, ldv, q_norm, k_norm, \
+                                                     hd, eps, zero_centred, cs, rot, kc, vc, f16, cell, kv_dim, n)
+        if (nw == 2) QKW(2, 1);
+        else if (nw == 4 && hw == 1) QKW(4, 1);
+        else if (nw == 4) QKW(4, 2);
+        else if (hw == 1) QKW(8, 1);
+        else if (hw == 2) QKW(8, 2);
+        else QKW(8, 4);
+#undef QKW
+        return td_cu_launched("qk_prep (a warp a head)");
+    }
+    qk_prep_kernel<<<(unsigned)n, ROW_NT, 0, TD_CU_STREAM(stream)>>>(
         q, ldq, q_head_stride, Hq, k, ldk, Hkv, v, ldv, q_norm, k_norm, hd, eps, zero_centred, cs, rot, kc, vc, f16,
         cell, kv_dim);
     return td_cu_launched("qk_prep");
