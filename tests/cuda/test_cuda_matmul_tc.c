@@ -268,11 +268,12 @@ static void bench(void) {
                 yd[i] = cu_up(NULL, (size_t)(T * prods[pi].n_out[i]) * sizeof(float));
                 mm[i] = (td_cu_mm){yd[i], prods[pi].n_out[i], &w[i].d, NULL, prods[pi].n_out[i]};
             }
-            double us[3]; /* old; new; new without the split by slices (tc_wide, tc_split) */
-            for (int m = 0; m < 3; m++) {
+            double us[4]; /* old; new; new without the split by slices (tc_wide, tc_split); new with x in fp32 */
+            for (int m = 0; m < 4; m++) {
                 td_cu_matmul_tc_test_mode(m == 0 ? 1 : 2);
                 td_cu_matmul_tc_parts_test(m == 2 ? 0 : -1);
                 td_cu_matmul_tc_split_test(m == 2 ? 0 : -1);
+                td_cu_matmul_tc_xb_test(m == 3 ? 0 : -1);
                 for (int r = 0; r < 3; r++) CU(td_cu_matmul_multi(mm, prods[pi].n, xd, cols, T, 1, NULL));
                 CU(td_cu_sync(NULL));
                 double t0 = now_s();
@@ -280,9 +281,9 @@ static void bench(void) {
                 CU(td_cu_sync(NULL));
                 us[m] = (now_s() - t0) / 20 * 1e6;
             }
-            for (int m = 0; m < 3; m++)
+            for (int m = 0; m < 4; m++)
                 printf("  %-8s T=%-5lld %-9s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", prods[pi].name, (long long)T,
-                       m == 0 ? "old" : m == 1 ? "new" : "new/whole", us[m], wbytes / us[m] * 1e-3,
+                       m == 0 ? "old" : m == 1 ? "new" : m == 2 ? "new/whole" : "new/x32", us[m], wbytes / us[m] * 1e-3,
                        2.0 * T * outs * cols / us[m] * 1e-6);
             printf("  %-8s T=%-5lld new / old %.2f\n", prods[pi].name, (long long)T, us[1] / us[0]);
             for (int i = 0; i < prods[pi].n; i++) td_cu_free(yd[i]);
@@ -293,6 +294,7 @@ static void bench(void) {
     td_cu_matmul_tc_test_mode(0);
     td_cu_matmul_tc_parts_test(-1);
     td_cu_matmul_tc_split_test(-1);
+    td_cu_matmul_tc_xb_test(-1);
 }
 
 int main(void) {
@@ -310,6 +312,9 @@ int main(void) {
     static const int wide_modes[] = {2}; /* above 64 tokens the modes differ only in tc_stream's outputs a block */
     test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, N_NEW_MODES, "T <= 64 (tc_skinny vs tc_stream, tc_split)");
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide)");
+    td_cu_matmul_tc_xb_test(0); /* tc_wide rounding x in its blocks */
+    test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide, x in fp32)");
+    td_cu_matmul_tc_xb_test(-1);
     td_cu_matmul_tc_parts_test(1); /* every tc_wide launch by slices (tc_fold_parts adds them) */
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide by slices)");
     test_multi();

@@ -98,6 +98,10 @@ void td_cu_matmul_tc_test_mode(int mode);
  * blocks for small products. TD_CUDA_TC_SPLIT=0 turns it off. Test only: td_cu_matmul_tc_split_test(0 / 1) turns it
  * off / on, -1 restores the environment's choice. */
 void td_cu_matmul_tc_split_test(int on);
+/* tc_wide (T > 64) takes x rounded to bf16 once per launch (a stream-ordered scratch of T x cols bf16, copied into its
+ * tiles as the weights are) instead of rounding it in every block of a column of tiles: the same bits.
+ * TD_CUDA_TC_XB=0 turns that off. Test only: td_cu_matmul_tc_xb_test(0 / 1), -1 the environment's choice. */
+void td_cu_matmul_tc_xb_test(int on);
 /* tc_wide launches of at most 512 tokens whose 128 x 128 tiles fill at most half the GPU's SMs run each k slice in a
  * block of its own and add the slices' partials in slice order in a second kernel (the same bits; a stream-ordered scratch of slices x T x
  * outputs floats, at most 1 GiB, else one pass); TD_CUDA_TC_PARTS=0 turns that off. Test only:

@@ -285,6 +285,7 @@ __global__ void __launch_bounds__(SW * 32)
 #define TW_PITCH 72 /* tc_wide: bf16 per shared row (144 bytes: ldmatrix rows on distinct banks) */
 #define TW_AS 3     /* tc_wide: weight stages in flight (cp.async) */
 #define TW_SMEM ((size_t)TW_AS * TC_BM * TW_PITCH * 2 + (size_t)2 * TW_BN * TW_PITCH * 2 + (size_t)64 * 256 * 4)
+#define TW_SMEM_XB ((size_t)TW_AS * TC_BM * TW_PITCH * 2 + (size_t)TW_AS * TW_BN * TW_PITCH * 2 + (size_t)64 * 256 * 4)
 
 /* tc_tile's order with twice its tokens a block: 128 outputs x 128 tokens, 8 warps as 2 (outputs) x 4 (tokens) of
  * 64 x 32 (4 x 4 fragments: 16 mma for 6 ldmatrix a 16-wide step, tc_tile 8 for 5), k in stages of 64: the weights
@@ -292,16 +293,18 @@ __global__ void __launch_bounds__(SW * 32)
  * bf16 after). The slice totals live in shared memory (64 a thread, [c][thread]: no bank conflicts), so the
  * accumulators alone take registers; at a slice end each thread folds its chain into its totals as tc_fold does,
  * and the last fold leaves the result in the accumulators. */
-template <bool FOLD>
+template <bool FOLD, bool XB>
 __global__ void __launch_bounds__(256, 1)
-    tc_wide(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part) {
+    tc_wide(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
+            int64_t K, float *part) {
     constexpr int NT = 4, XV = TW_BN * TW_BK / 4 / 256; /* n8 fragments per warp; float4 loads per thread a stage */
+    constexpr int NB = XB ? TW_AS : 2;                  /* activation buffers */
     TD_DYN_SMEM16(unsigned char, tc_smem);
     typedef uint16_t arows[TC_BM][TW_PITCH];
     typedef uint16_t brows[TW_BN][TW_PITCH];
-    arows *As = (arows *)tc_smem;                                                    /* [TW_AS] */
-    brows *Bs = (brows *)(tc_smem + sizeof(arows) * TW_AS);                          /* [2] */
-    float *ts = (float *)(tc_smem + sizeof(arows) * TW_AS + sizeof(brows) * 2); /* [64][256] */
+    arows *As = (arows *)tc_smem;                                                     /* [TW_AS] */
+    brows *Bs = (brows *)(tc_smem + sizeof(arows) * TW_AS);                           /* [NB] */
+    float *ts = (float *)(tc_smem + sizeof(arows) * TW_AS + sizeof(brows) * NB); /* [64][256] */
     __shared__ const uint16_t *wrow[TC_BM];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
     const tc_view v = tc_unpack(jobs, TC_BM);
@@ -323,7 +326,8 @@ __global__ void __launch_bounds__(256, 1)
     const int64_t st0 = part ? (int64_t)blockIdx.z * (TC_KS / TW_BK) : 0;
     const int64_t st1 = part && st0 + TC_KS / TW_BK < nsteps ? st0 + TC_KS / TW_BK : nsteps;
     auto kn_of = [&](int64_t st) { return K - st * TW_BK < TW_BK ? (int)(K - st * TW_BK) : TW_BK; };
-    auto fetch_w = [&](int64_t st) { /* stage st's weights into As[st % TW_AS]; one commit group (maybe empty) */
+    auto fetch_w = [&](int64_t st) { /* stage st's weights into As[st % TW_AS] (XB: and its activations into
+                                         * Bs[st % TW_AS]); one commit group (maybe empty) */
         if (st < st1) {
             const int64_t k0 = st * TW_BK;
             const int kn = kn_of(st), buf = (int)(st % TW_AS);
@@ -332,12 +336,20 @@ __global__ void __launch_bounds__(256, 1)
                 const int c = tid + 256 * i, r = c >> 3, part = c & 7;
                 if (part * 8 < kn) td_cp16(&As[buf][r][part * 8], wrow[r] + k0 + part * 8);
             }
+            if (XB) {
+#pragma unroll
+                for (int i = 0; i < TW_BN * TW_BK / 8 / 256; i++) { /* 128 tokens x 8 chunks of 8 bf16 */
+                    const int c = tid + 256 * i, tk = c >> 3, part = c & 7;
+                    const int64_t t = t0 + tk < T ? t0 + tk : T - 1;
+                    if (part * 8 < kn) td_cp16(&Bs[buf][tk][part * 8], xb + t * K + k0 + part * 8);
+                }
+            }
         }
         td_cp_commit();
     };
     float4 xr[XV];
     auto fetch_x = [&](int64_t st) { /* stage st's activations into registers */
-        if (st >= st1) return;
+        if (XB || st >= st1) return;
         const int64_t k0 = st * TW_BK;
         const int kn = kn_of(st);
 #pragma unroll
@@ -351,11 +363,13 @@ __global__ void __launch_bounds__(256, 1)
         }
     };
     auto put_x = [&](int buf) {
+        if constexpr (!XB) {
 #pragma unroll
-        for (int i = 0; i < XV; i++) {
-            const int c = tid + 256 * i, tk = c >> 4, part = c & 15;
-            *(uint2 *)&Bs[buf][tk][part * 4] =
-                make_uint2(td_pack_bf16(xr[i].x, xr[i].y), td_pack_bf16(xr[i].z, xr[i].w));
+            for (int i = 0; i < XV; i++) {
+                const int c = tid + 256 * i, tk = c >> 4, part = c & 15;
+                *(uint2 *)&Bs[buf][tk][part * 4] =
+                    make_uint2(td_pack_bf16(xr[i].x, xr[i].y), td_pack_bf16(xr[i].z, xr[i].w));
+            }
         }
     };
 
@@ -368,7 +382,7 @@ __global__ void __launch_bounds__(256, 1)
     const int i8 = lane >> 3, r8 = lane & 7;
     for (int64_t st = st0; st < st1; st++) {
         const int64_t k0 = st * TW_BK;
-        const int kn = kn_of(st), abuf = (int)(st % TW_AS), bbuf = (int)(st & 1);
+        const int kn = kn_of(st), abuf = (int)(st % TW_AS), bbuf = XB ? abuf : (int)(st & 1);
         td_cp_wait<TW_AS - 2>(); /* stage st's weights have landed */
         __syncthreads(); /* ... for every thread; and every thread is done with stage st - 1's buffers */
         fetch_w(st + TW_AS - 1);
@@ -442,6 +456,15 @@ __global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part
     float y = part[t * ng + gr];
     for (int64_t s = 1; s < S; s++) y = y + part[(s * T + t) * ng + gr];
     jb.y[t * jb.ldy + j] = y;
+}
+
+/* x [T, ldx] rounded to bf16 (nearest even, td_pack_bf16: the rounding every kernel here applies on its own) into
+ * xb [T, K], four elements a thread: tc_wide<.., true> then copies its activations as it copies its weights. */
+__global__ void tc_x_bf16(const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, uint16_t *__restrict__ xb) {
+    const int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4, t = e / K, k = e % K;
+    if (t >= T) return;
+    const float *src = x + t * ldx + k; /* K is a multiple of 16: the four stay in the row */
+    *(uint2 *)(xb + t * K + k) = make_uint2(td_pack_bf16(src[0], src[1]), td_pack_bf16(src[2], src[3]));
 }
 
 /* ---- tc_stream: a few tokens, the weights streamed through shared memory (TD_CUDA_TC=new) --------------------- */
@@ -733,8 +756,9 @@ static int tc_parts_env(void) { /* 0 off, 1 where the tiles leave SMs idle, 2 al
 static int tc_parts = tc_parts_env();
 extern "C" void td_cu_matmul_tc_parts_test(int on) { tc_parts = on < 0 ? tc_parts_env() : on ? 2 : 0; }
 
-static int tc_wide_parts(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
-                         int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
+template <bool XB>
+static int tc_wide_parts(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
+                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     const size_t bytes = (size_t)S * (size_t)T * (size_t)ng * sizeof(float);
     if (S > 65535 || bytes > ((size_t)1 << 30)) return 1;
     float *part = nullptr;
@@ -742,7 +766,8 @@ static int tc_wide_parts(const tc_jobs &jobs, const float *x, int64_t ldx, int64
         cudaGetLastError();
         return 1;
     }
-    tc_wide<true><<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, TW_SMEM, s>>>(jobs, x, ldx, T, K, part);
+    tc_wide<true, XB><<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, XB ? TW_SMEM_XB : TW_SMEM, s>>>(
+        jobs, x, xb, ldx, T, K, part);
     int rc = td_cu_launched("matmul (tensor cores, wide, by slices)");
     if (rc == 0) {
         const int64_t n = T * ng;
@@ -807,6 +832,28 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     }
     if (part) cudaFreeAsync(part, s);
     return rc < 0 ? rc : 0;
+}
+
+/* TD_CUDA_TC_XB=0: tc_wide rounds x to bf16 in every block (as before) instead of once per launch. */
+static int tc_xb_env(void) {
+    const char *e = getenv("TD_CUDA_TC_XB");
+    return !(e && strcmp(e, "0") == 0);
+}
+static int tc_xb_on = tc_xb_env();
+extern "C" void td_cu_matmul_tc_xb_test(int on) { tc_xb_on = on < 0 ? tc_xb_env() : on ? 1 : 0; }
+
+/* tc_wide over all slices in one pass, or by slices where its tiles fill at most half the SMs and the partials stay
+ * small (at T 2048, down and o: 128 tiles, the split cost prefill 52,005 vs 57,486 tokens/s on the H200). */
+template <bool FOLD, bool XB>
+static int tc_wide_go(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
+                      int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
+    if (FOLD && S > 1 && (tc_parts == 2 || (tc_parts == 1 && T <= 512 && 2 * blocks * ty <= tc_sms()))) {
+        int rc = tc_wide_parts<XB>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+        if (rc <= 0) return rc; /* else no scratch to be had: the one-pass launch below */
+    }
+    tc_wide<FOLD, XB><<<dim3((unsigned)blocks, (unsigned)ty), 256, XB ? TW_SMEM_XB : TW_SMEM, s>>>(jobs, x, xb, ldx, T,
+                                                                                                 K, nullptr);
+    return td_cu_launched("matmul (tensor cores, wide)");
 }
 
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
@@ -899,17 +946,25 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
 #else
         constexpr bool fold = true;
 #endif
-        static const cudaError_t opt = tc_smem_opt(tc_wide<fold>, TW_SMEM);
+        static const cudaError_t opt = tc_smem_opt(tc_wide<fold, false>, TW_SMEM);
+        static const cudaError_t opt_xb = tc_smem_opt(tc_wide<fold, true>, TW_SMEM_XB);
         if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
+        if (opt_xb != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt_xb);
         const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
-        /* by slices where the tiles fill at most half the SMs and the partials stay small: at T 2048 (down and o:
-         * 128 tiles) the split's partials cost prefill 52,005 vs 57,486 tokens/s on the H200 */
-        if (fold && S > 1 && (tc_parts == 2 || (tc_parts == 1 && T <= 512 && 2 * blocks * ty <= tc_sms()))) {
-            int rc = tc_wide_parts(jobs, x, ldx, T, K, blocks, ty, S, ng, s);
-            if (rc <= 0) return rc; /* else no scratch to be had: the one-pass launch below */
+        /* x rounded to bf16 once (tc_x_bf16) instead of by every block of a column of tiles (TD_CUDA_TC_XB=0: not) */
+        uint16_t *xb = nullptr;
+        if (tc_xb_on && cudaMallocAsync((void **)&xb, (size_t)T * (size_t)K * 2, s) != cudaSuccess) {
+            cudaGetLastError();
+            xb = nullptr;
         }
-        tc_wide<fold><<<dim3((unsigned)blocks, (unsigned)ty), 256, TW_SMEM, s>>>(jobs, x, ldx, T, K, nullptr);
-        return td_cu_launched("matmul (tensor cores, wide)");
+        if (xb) {
+            tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, xb);
+            int rc = td_cu_launched("matmul (tensor cores, x to bf16)");
+            if (rc == 0) rc = tc_wide_go<fold, true>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+            cudaFreeAsync(xb, s);
+            return rc;
+        }
+        return tc_wide_go<fold, false>(jobs, x, nullptr, ldx, T, K, blocks, ty, S, ng, s);
     }
 #ifdef TD_CUDA_BATCH_VARIANT
     /* Not batch-invariant, to measure what invariance costs: one chain over all k (no slices) in tiles of 128 tokens,

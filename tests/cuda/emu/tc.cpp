@@ -1,9 +1,9 @@
 // tests/cuda/emu: the new tensor-core products of src/kernels/cuda/matmul_tc.cu against the old ones, bit for bit,
 // on the CPU (emu.h says what is emulated). Cases: [quick] a few seconds; [few] tc_stream (16 / 8 / 4 / 32 outputs a
 // block) and tc_split (a block per k slice, the partials folded) vs tc_skinny at T = 1 .. 64, k of one slice,
-// several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many] tc_wide vs
-// tc_tile at T = 65 .. 200. Every entry past n_out must keep its poison (7.0f), every output must be written, every
-// cp.async copy waited for.
+// several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many] tc_wide (x
+// rounded in its blocks or once by tc_x_bf16, one pass or by slices) vs tc_tile at T = 65 .. 200. Every entry past
+// n_out must keep its poison (7.0f), every output must be written, every cp.async copy waited for.
 #include "emu.h"
 
 #include "kernels/cuda/matmul_tc.cu"
@@ -87,24 +87,33 @@ std::vector<std::vector<float>> run_tile(prob &p) {
     launch(blocks, (p.T + 63) / 64, 256, 0, false, [&] { tc_tile<64, true>(j, p.x.data(), p.ldx, p.T, p.K); });
     return ys;
 }
-std::vector<std::vector<float>> run_wide(prob &p) {
+// x rounded to bf16 once (tc_x_bf16), as the launcher does for tc_wide<.., true>
+std::vector<uint16_t> to_bf16(prob &p) {
+    std::vector<uint16_t> xb((size_t)(p.T * p.K), 0x7fc1);
+    launch((unsigned)((p.T * p.K / 4 + 255) / 256), 1, 256, 0, true,
+           [&] { tc_x_bf16(p.x.data(), p.ldx, p.T, p.K, xb.data()); });
+    return xb;
+}
+template <bool XB> std::vector<std::vector<float>> run_wide(prob &p) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
-    launch(blocks, (p.T + 127) / 128, 256, TW_SMEM, true,
-           [&] { tc_wide<true>(j, p.x.data(), p.ldx, p.T, p.K, nullptr); });
+    std::vector<uint16_t> xb = XB ? to_bf16(p) : std::vector<uint16_t>();
+    launch(blocks, (p.T + 127) / 128, 256, XB ? TW_SMEM_XB : TW_SMEM, true,
+           [&] { tc_wide<true, XB>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, nullptr); });
     return ys;
 }
 // tc_wide_parts: each slice in a block of its own (grid z), the partials added in slice order by tc_fold_parts
-std::vector<std::vector<float>> run_wide_parts(prob &p) {
+template <bool XB> std::vector<std::vector<float>> run_wide_parts(prob &p) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
     const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
+    std::vector<uint16_t> xb = XB ? to_bf16(p) : std::vector<uint16_t>();
     launch(
-        blocks, (p.T + 127) / 128, 256, TW_SMEM, true,
-        [&] { tc_wide<true>(j, p.x.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
+        blocks, (p.T + 127) / 128, 256, XB ? TW_SMEM_XB : TW_SMEM, true,
+        [&] { tc_wide<true, XB>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
     launch((unsigned)((p.T * ng + 255) / 256), 1, 256, 0, true,
            [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
     return ys;
@@ -203,14 +212,20 @@ template <int NF> int check_few(int64_t T, int64_t K, std::vector<int64_t> n_out
 int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int64_t ldx) {
     prob p = mk(T, K, n_out, rows, ldx);
     auto ref = run_tile(p);
-    auto b = run_wide(p);
-    char name[160];
+    auto b = run_wide<false>(p);
+    char name[160], nm[200];
     snprintf(name, sizeof name, "T=%lld K=%lld n=%lld.. rows=%d ldx=%lld wide", (long long)T, (long long)K,
              (long long)n_out[0], rows, (long long)ldx);
     int bad = cmp(name, p, ref, b);
-    auto c = run_wide_parts(p);
-    strcat(name, " by slices");
-    return bad | cmp(name, p, ref, c);
+    auto c = run_wide_parts<false>(p);
+    snprintf(nm, sizeof nm, "%s by slices", name);
+    bad |= cmp(nm, p, ref, c);
+    auto d = run_wide<true>(p);
+    snprintf(nm, sizeof nm, "%s, x in bf16", name);
+    bad |= cmp(nm, p, ref, d);
+    auto e = run_wide_parts<true>(p);
+    snprintf(nm, sizeof nm, "%s by slices, x in bf16", name);
+    return bad | cmp(nm, p, ref, e);
 }
 } // namespace
 
