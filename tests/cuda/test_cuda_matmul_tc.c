@@ -7,7 +7,8 @@
  * activation rows not 8-byte aligned, several products in one launch (q/k/v of different n_out), and the entries
  * past n_out poisoned (they must stay as they were). td_cu_matmul_tc_test_mode picks the kernels in one process.
  * Also: TD_CUDA_TC with a value that is neither old nor new fails with a message naming it.
- * tc_split (a block per k slice) is checked as mode 7 (forced on every T <= 64 launch) and within mode 2.
+ * tc_split (a block per k slice) is checked as mode 7 (forced on every T <= 64 launch) and within mode 2, its
+ * partials added in a thread-block cluster (the default) and by tc_fold_parts.
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -268,12 +269,15 @@ static void bench(void) {
                 yd[i] = cu_up(NULL, (size_t)(T * prods[pi].n_out[i]) * sizeof(float));
                 mm[i] = (td_cu_mm){yd[i], prods[pi].n_out[i], &w[i].d, NULL, prods[pi].n_out[i]};
             }
-            double us[4]; /* old; new; new without the split by slices (tc_wide, tc_split); new with x in fp32 */
-            for (int m = 0; m < 4; m++) {
+            /* old; new; new without the split by slices (tc_wide, tc_split); new with x in fp32; new with tc_split's
+             * partials folded by a second kernel */
+            double us[5];
+            for (int m = 0; m < 5; m++) {
                 td_cu_matmul_tc_test_mode(m == 0 ? 1 : 2);
                 td_cu_matmul_tc_parts_test(m == 2 ? 0 : -1);
                 td_cu_matmul_tc_split_test(m == 2 ? 0 : -1);
                 td_cu_matmul_tc_xb_test(m == 3 ? 0 : -1);
+                td_cu_matmul_tc_cluster_test(m == 4 ? 0 : -1);
                 for (int r = 0; r < 3; r++) CU(td_cu_matmul_multi(mm, prods[pi].n, xd, cols, T, 1, NULL));
                 CU(td_cu_sync(NULL));
                 double t0 = now_s();
@@ -281,9 +285,10 @@ static void bench(void) {
                 CU(td_cu_sync(NULL));
                 us[m] = (now_s() - t0) / 20 * 1e6;
             }
-            for (int m = 0; m < 4; m++)
+            static const char *const col[5] = {"old", "new", "new/whole", "new/x32", "new/fold"};
+            for (int m = 0; m < 5; m++)
                 printf("  %-8s T=%-5lld %-9s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", prods[pi].name, (long long)T,
-                       m == 0 ? "old" : m == 1 ? "new" : m == 2 ? "new/whole" : "new/x32", us[m], wbytes / us[m] * 1e-3,
+                       col[m], us[m], wbytes / us[m] * 1e-3,
                        2.0 * T * outs * cols / us[m] * 1e-6);
             printf("  %-8s T=%-5lld new / old %.2f\n", prods[pi].name, (long long)T, us[1] / us[0]);
             for (int i = 0; i < prods[pi].n; i++) td_cu_free(yd[i]);
@@ -295,6 +300,7 @@ static void bench(void) {
     td_cu_matmul_tc_parts_test(-1);
     td_cu_matmul_tc_split_test(-1);
     td_cu_matmul_tc_xb_test(-1);
+    td_cu_matmul_tc_cluster_test(-1);
 }
 
 int main(void) {
@@ -312,6 +318,10 @@ int main(void) {
     static const int wide_modes[] = {2}; /* above 64 tokens the modes differ only in tc_stream's outputs a block */
     test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, N_NEW_MODES, "T <= 64 (tc_skinny vs tc_stream, tc_split)");
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide)");
+    static const int split_modes[] = {2, 7};
+    td_cu_matmul_tc_cluster_test(0); /* tc_split's partials through the scratch and tc_fold_parts */
+    test_shapes(few, (int)(sizeof few / sizeof *few), split_modes, 2, "T <= 64 (tc_skinny vs tc_split, folded apart)");
+    td_cu_matmul_tc_cluster_test(-1);
     td_cu_matmul_tc_xb_test(0); /* tc_wide rounding x in its blocks */
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide, x in fp32)");
     td_cu_matmul_tc_xb_test(-1);

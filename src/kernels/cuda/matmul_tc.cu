@@ -28,6 +28,9 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ptx.cuh"
+#ifndef TD_CU_EMU
+#include <cooperative_groups.h>
+#endif
 
 #define TC_KS 256       /* k per slice: the fixed unit of the order above */
 #define TC_SKINNY_T 64  /* tokens up to which tc_skinny runs (8 fragments of 8): one criterion's 45 tokens too */
@@ -607,7 +610,7 @@ __global__ void __launch_bounds__(SW * 32, 1)
  * else it goes to part [slice][token][the launch's block rows] and tc_fold_parts adds the slices in order. tc_stream
  * and tc_skinny spread a launch over outputs only: 16 to 64 blocks for the 1024 outputs of o and down, each reading
  * all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. */
-template <int NF>
+template <int NF, bool CL>
 __global__ void __launch_bounds__(128)
     tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part) {
     constexpr int XR = NF * 8 < 16 ? 16 : NF * 8; /* activation rows staged: ldmatrix.x4 reads two fragments */
@@ -661,17 +664,45 @@ __global__ void __launch_bounds__(128)
     }
     /* D fragment: c0, c1 = (output g, tokens 2q, 2q+1), c2, c3 = output g + 8 */
     const int g = lane >> 2, q = lane & 3;
-    const int64_t ng = (int64_t)gridDim.x * SP_R;
+    if constexpr (CL) {
+#ifndef TD_CU_EMU
+        /* the cluster's blocks are the slices of these 64 outputs: each leaves its partial in its own shared memory
+         * (over its weights, once every warp is done with them), then they share the folds, each output's
+         * y = P_0, then y + P_s for s = 1, 2, ... read from the slices' blocks in order */
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        float *P = (float *)tc_smem; /* [SP_R][NF * 8] */
+        __syncthreads();
 #pragma unroll
-    for (int f = 0; f < NF; f++)
+        for (int f = 0; f < NF; f++)
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int r = warp * 16 + g + (c >> 1) * 8;
-            const int64_t t = f * 8 + 2 * q + (c & 1), j = v.j0 + r;
-            if (t >= T) continue;
-            if (part) part[((int64_t)blockIdx.y * T + t) * ng + (int64_t)blockIdx.x * SP_R + r] = acc[f][c];
-            else if (j < v.n_out) v.y[t * v.ldy + j] = acc[f][c];
+            for (int c = 0; c < 4; c++)
+                P[(warp * 16 + g + (c >> 1) * 8) * (NF * 8) + f * 8 + 2 * q + (c & 1)] = acc[f][c];
+        cl.sync();
+        const int S = (int)cl.num_blocks(), rank = (int)cl.block_rank();
+        for (int e = rank * 128 + tid; e < SP_R * NF * 8; e += S * 128) {
+            const int r = e / (NF * 8), t = e % (NF * 8);
+            const int64_t j = v.j0 + r;
+            if (t >= T || j >= v.n_out) continue;
+            float y = *cl.map_shared_rank(P + e, 0);
+            for (int u = 1; u < S; u++) y = y + *cl.map_shared_rank(P + e, u);
+            v.y[t * v.ldy + j] = y;
         }
+        cl.sync(); /* no block leaves while another reads its partial */
+#endif
+    } else {
+        const int64_t ng = (int64_t)gridDim.x * SP_R;
+#pragma unroll
+        for (int f = 0; f < NF; f++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int r = warp * 16 + g + (c >> 1) * 8;
+                const int64_t t = f * 8 + 2 * q + (c & 1), j = v.j0 + r;
+                if (t >= T) continue;
+                if (part) part[((int64_t)blockIdx.y * T + t) * ng + (int64_t)blockIdx.x * SP_R + r] = acc[f][c];
+                else if (j < v.n_out) v.y[t * v.ldy + j] = acc[f][c];
+            }
+    }
 }
 
 #ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels above alone */
@@ -794,10 +825,51 @@ static int tc_split_go(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t
                        int64_t S, float *part, cudaStream_t s) {
     constexpr int XR = NF * 8 < 16 ? 16 : NF * 8;
     constexpr size_t smem = (size_t)(SP_R + XR) * TC_SP * 2;
-    static const cudaError_t opt = tc_smem_opt(tc_split<NF>, smem);
+    static const cudaError_t opt = tc_smem_opt(tc_split<NF, false>, smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_split", opt);
-    tc_split<NF><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part);
+    tc_split<NF, false><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part);
     return td_cu_launched("matmul (tensor cores, few tokens, by slices)");
+}
+
+/* tc_split with its S slice blocks as one thread-block cluster (sm_90) that adds the partials through distributed
+ * shared memory: no scratch, no second kernel. 1 when the GPU cannot hold such a cluster (asked once per NF and S,
+ * the caller then folds through the scratch); TD_CUDA_TC_CLUSTER=0 turns it off. */
+static int tc_cluster_env(void) {
+    const char *e = getenv("TD_CUDA_TC_CLUSTER");
+    return !(e && strcmp(e, "0") == 0);
+}
+static int tc_cluster_on = tc_cluster_env();
+extern "C" void td_cu_matmul_tc_cluster_test(int on) { tc_cluster_on = on < 0 ? tc_cluster_env() : on ? 1 : 0; }
+
+template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K,
+                                              int64_t blocks, int64_t S, cudaStream_t s) {
+    constexpr int XR = NF * 8 < 16 ? 16 : NF * 8;
+    constexpr size_t smem = (size_t)(SP_R + XR) * TC_SP * 2;
+    static signed char fits[17]; /* 0 not asked, 1 yes, -1 no; per cluster size (host only, any thread: benign) */
+    if (S < 2 || S > 16 || blocks > 65535) return 1;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = (unsigned)S, at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)blocks, (unsigned)S), cfg.blockDim = dim3(128), cfg.dynamicSmemBytes = smem;
+    cfg.stream = s, cfg.attrs = at, cfg.numAttrs = 1;
+    if (!fits[S]) { /* queries, not stream work: in relaxed mode while a graph records */
+        cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+        cudaThreadExchangeStreamCaptureMode(&m);
+        int n = 0;
+        bool ok = cudaFuncSetAttribute(tc_split<NF, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ==
+                      cudaSuccess &&
+                  (S <= 8 || cudaFuncSetAttribute(tc_split<NF, true>, cudaFuncAttributeNonPortableClusterSizeAllowed,
+                                                  1) == cudaSuccess) &&
+                  cudaOccupancyMaxActiveClusters(&n, tc_split<NF, true>, &cfg) == cudaSuccess && n >= 1;
+        cudaGetLastError();
+        cudaThreadExchangeStreamCaptureMode(&m);
+        fits[S] = ok ? 1 : -1;
+    }
+    if (fits[S] < 0) return 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, tc_split<NF, true>, jobs, x, ldx, T, K, (float *)nullptr);
+    if (e != cudaSuccess) return td_cu_fail("matmul (tensor cores, few tokens, a cluster of slices)", e);
+    return 0;
 }
 
 static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K,
@@ -813,6 +885,14 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     }
     const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
     if (blocks > 0x7fffffff || S > 65535) return 1;
+    const int nf = (int)((T + 7) / 8);
+    if (tc_cluster_on && S > 1) {
+        int rc = nf == 1   ? tc_split_cluster<1>(jobs, x, ldx, T, K, blocks, S, s)
+                 : nf == 2 ? tc_split_cluster<2>(jobs, x, ldx, T, K, blocks, S, s)
+                 : nf <= 4 ? tc_split_cluster<4>(jobs, x, ldx, T, K, blocks, S, s)
+                           : tc_split_cluster<8>(jobs, x, ldx, T, K, blocks, S, s);
+        if (rc <= 0) return rc; /* else the scratch and tc_fold_parts */
+    }
     float *part = nullptr;
     if (S > 1) {
         if (cudaMallocAsync((void **)&part, (size_t)S * (size_t)T * (size_t)ng * sizeof(float), s) != cudaSuccess) {
@@ -820,7 +900,6 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
             return 1;
         }
     }
-    const int nf = (int)((T + 7) / 8);
     int rc = nf == 1   ? tc_split_go<1>(jobs, x, ldx, T, K, blocks, S, part, s)
              : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, s)
              : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, s)

@@ -130,7 +130,7 @@ template <int NF> std::vector<std::vector<float>> run_split(prob &p) {
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
     float *pp = S > 1 ? part.data() : nullptr;
     launch(blocks, (unsigned)S, 128, (size_t)(SP_R + XR) * TC_SP * 2, true,
-           [&] { tc_split<NF>(j, p.x.data(), p.ldx, p.T, p.K, pp); });
+           [&] { tc_split<NF, false>(j, p.x.data(), p.ldx, p.T, p.K, pp); });
     if (pp)
         launch((unsigned)((p.T * ng + 255) / 256), 1, 256, 0, true,
                [&] { tc_fold_parts(j, part.data(), p.T, S, ng, SP_R); });
