@@ -673,7 +673,7 @@ static void dn_rows(int32_t *tok) {
     shuffle(tok, DN_T);
 }
 
-/* K 4 (Qwen3.5's) and 2 run the window in registers, 3 the kernel reading the state each token */
+/* K 4 (Qwen3.5's), 3 and 2: one kernel instance each */
 static void test_conv(int64_t K) {
     printf("conv K=%lld: against td_conv_step (outputs within 4 ulp: expf; state bit-exact); invariance; prefix split\n",
            (long long)K);

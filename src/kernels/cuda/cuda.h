@@ -288,7 +288,7 @@ typedef struct td_cu_groups {
 } td_cu_groups;
 
 /* The causal depthwise convolution with SiLU, td_conv_step for every token of every group in order, all C channels:
- * token row t of x / out is C floats at x + t * C; the state is [(K-1), C] (oldest row first); w is [C, K]. */
+ * token row t of x / out is C floats at x + t * C; the state is [(K-1), C] (oldest row first); w is [C, K]; K 1 .. 8. */
 int td_cu_conv(float *out, const float *x, float *state, int64_t seq_stride, const float *w, int64_t K, int64_t C,
                const td_cu_groups *g, void *stream);
 

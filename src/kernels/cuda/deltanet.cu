@@ -2,7 +2,7 @@
  * recurrence with its gated output norm (td_cu_deltanet).
  *
  * Shapes: the convolution runs one thread per (group, channel), 128 channels a block, the group's tokens in order
- * with the state read and shifted in global memory exactly as td_conv_step. The recurrence runs one block of 128
+ * with the window of K - 1 inputs in registers, shifted as td_conv_step shifts the state. The recurrence runs one block of 128
  * threads per (group, value head); thread e owns state columns e, e + 128, ... (coalesced over e; 16 rows of a
  * column loaded at a time) and walks the group's tokens in order: per token q and k are l2-normalised (sum of
  * squares: each thread folds its elements ascending, then td_dev_block_sum's fixed tree), then per column
@@ -23,35 +23,12 @@
 #define DN_MAXD 1024 /* TD_MAX_HEAD_DIM: dk and dv */
 #define DN_B 16      /* state loads in flight together */
 
-__global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, const float *__restrict__ x,
-                                                     float *__restrict__ state, int64_t seq_stride,
-                                                     const float *__restrict__ w, int64_t K, int64_t C,
-                                                     int64_t blocks_per_group, const int32_t *__restrict__ grp_seq,
-                                                     const int32_t *__restrict__ grp_off,
-                                                     const int32_t *__restrict__ grp_tok) {
-    const int64_t gi = blockIdx.x / blocks_per_group;
-    const int64_t c = (blockIdx.x % blocks_per_group) * CV_NT + threadIdx.x;
-    if (c >= C) return;
-    float *st = state + (int64_t)grp_seq[gi] * seq_stride;
-    const float *wc = w + c * K;
-    const float wl = wc[K - 1];
-    for (int32_t k = grp_off[gi]; k < grp_off[gi + 1]; k++) {
-        const int64_t t = grp_tok[k];
-        const float xc = x[t * C + c];
-        float s = 0.0f;
-        for (int64_t j = 0; j < K - 1; j++) s += wc[j] * st[j * C + c];
-        s += wl * xc;
-        out[t * C + c] = s / (1.0f + expf(-s));
-        for (int64_t j = 0; j + 1 < K - 1; j++) st[j * C + c] = st[(j + 1) * C + c];
-        if (K > 1) st[(K - 2) * C + c] = xc;
-    }
-}
-
-/* conv_kernel's work and bits with the window of K - 1 inputs in registers: the state is read once before a group's
- * tokens and written once after them, so a token's step no longer waits on the stores and loads of the last one (a
- * 2048-token group took ~1.5 ms a layer on the H100 through global memory). Same expressions in the same order. */
+/* The causal conv + SiLU of td_conv_step (the CPU's expressions, in its order): one thread per channel, a group's
+ * tokens in order; the window of K - 1 inputs in registers, read from the state before the group's first token and
+ * written back after its last (a kernel that kept the window in the state's global memory took ~1.5 ms a layer for a
+ * 2048-token group on the H100: each token waited on the last one's stores). */
 template <int K>
-__global__ void __launch_bounds__(CV_NT) conv_reg_kernel(float *__restrict__ out, const float *__restrict__ x,
+__global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, const float *__restrict__ x,
                                                          float *__restrict__ state, int64_t seq_stride,
                                                          const float *__restrict__ w, int64_t C,
                                                          int64_t blocks_per_group, const int32_t *__restrict__ grp_seq,
@@ -61,7 +38,7 @@ __global__ void __launch_bounds__(CV_NT) conv_reg_kernel(float *__restrict__ out
     const int64_t c = (blockIdx.x % blocks_per_group) * CV_NT + threadIdx.x;
     if (c >= C) return;
     float *st = state + (int64_t)grp_seq[gi] * seq_stride;
-    float wc[K], win[K - 1];
+    float wc[K], win[K > 1 ? K - 1 : 1];
 #pragma unroll
     for (int j = 0; j < K; j++) wc[j] = w[c * K + j];
 #pragma unroll
@@ -78,7 +55,7 @@ __global__ void __launch_bounds__(CV_NT) conv_reg_kernel(float *__restrict__ out
         out[t * C + c] = s / (1.0f + expf(-s));
 #pragma unroll
         for (int j = 0; j + 1 < K - 1; j++) win[j] = win[j + 1];
-        win[K - 2] = xc;
+        if constexpr (K > 1) win[K - 2] = xc;
     }
 #pragma unroll
     for (int j = 0; j < K - 1; j++) st[j * C + c] = win[j];
@@ -91,17 +68,18 @@ extern "C" int td_cu_conv(float *out, const float *x, float *state, int64_t seq_
     int64_t bpg = (C + CV_NT - 1) / CV_NT;
     if (g->n_groups * bpg > 0x7fffffff) return td_cu_failf("td_cu_conv: %lld groups is beyond one launch",
                                                            (long long)g->n_groups);
+    if (K > 8) return td_cu_failf("td_cu_conv: kernel size %lld (the GPU's conv takes 1 .. 8)", (long long)K);
     const unsigned grid = (unsigned)(g->n_groups * bpg);
     cudaStream_t s = TD_CU_STREAM(stream);
-    if (K == 4) /* Qwen3.5's */
-        conv_reg_kernel<4><<<grid, CV_NT, 0, s>>>(out, x, state, seq_stride, w, C, bpg, g->grp_seq, g->grp_off,
-                                                  g->grp_tok);
-    else if (K == 2)
-        conv_reg_kernel<2><<<grid, CV_NT, 0, s>>>(out, x, state, seq_stride, w, C, bpg, g->grp_seq, g->grp_off,
-                                                  g->grp_tok);
-    else
-        conv_kernel<<<grid, CV_NT, 0, s>>>(out, x, state, seq_stride, w, K, C, bpg, g->grp_seq, g->grp_off,
-                                           g->grp_tok);
+    switch (K) { /* Qwen3.5's is 4 */
+#define CONV(KK)                                                                                                   \
+    case KK:                                                                                                       \
+        conv_kernel<KK><<<grid, CV_NT, 0, s>>>(out, x, state, seq_stride, w, C, bpg, g->grp_seq, g->grp_off,  \
+                                                   g->grp_tok);                                                    \
+        break;
+        CONV(1) CONV(2) CONV(3) CONV(4) CONV(5) CONV(6) CONV(7) CONV(8)
+#undef CONV
+    }
     return td_cu_launched("conv");
 }
 

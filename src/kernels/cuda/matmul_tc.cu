@@ -749,6 +749,19 @@ template <typename F> static cudaError_t tc_smem_opt(F *kernel, size_t bytes) {
     return e;
 }
 
+/* The launch's jobs with `per` outputs a block: each product's first block, the launch's blocks returned. */
+static int64_t tc_make_jobs(const td_cu_mm *mm, int n, int64_t per, tc_jobs *jobs) {
+    int64_t blocks = 0;
+    jobs->n = n;
+    for (int i = 0; i < n; i++) {
+        const td_cu_mat *w = mm[i].w;
+        jobs->j[i] = tc_job{(const uint16_t *)w->data, mm[i].rows, mm[i].y, mm[i].ldy, (int64_t)(w->row_bytes / 2),
+                            mm[i].n_out, blocks};
+        blocks += (mm[i].n_out + per - 1) / per;
+    }
+    return blocks;
+}
+
 template <int NF, int SW, int R>
 static int tc_stream_go(int64_t blocks, const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K,
                         cudaStream_t s) {
@@ -875,14 +888,7 @@ template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *
 static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K,
                            cudaStream_t s) {
     tc_jobs jobs;
-    jobs.n = n;
-    int64_t blocks = 0;
-    for (int i = 0; i < n; i++) {
-        const td_cu_mat *w = mm[i].w;
-        jobs.j[i] = tc_job{(const uint16_t *)w->data, mm[i].rows, mm[i].y, mm[i].ldy, (int64_t)(w->row_bytes / 2),
-                           mm[i].n_out, blocks};
-        blocks += (mm[i].n_out + SP_R - 1) / SP_R;
-    }
+    const int64_t blocks = tc_make_jobs(mm, n, SP_R, &jobs);
     const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
     if (blocks > 0x7fffffff || S > 65535) return 1;
     const int nf = (int)((T + 7) / 8);
@@ -967,15 +973,7 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         static const int per[4] = {16, 8, 4, 32};
         tc_jobs jobs[4];
         int64_t blocks[4] = {0, 0, 0, 0};
-        for (int r = 0; r < 4; r++) {
-            jobs[r].n = n;
-            for (int i = 0; i < n; i++) {
-                const td_cu_mat *w = mm[i].w;
-                jobs[r].j[i] = tc_job{(const uint16_t *)w->data, mm[i].rows, mm[i].y, mm[i].ldy,
-                                      (int64_t)(w->row_bytes / 2), mm[i].n_out, blocks[r]};
-                blocks[r] += (mm[i].n_out + per[r] - 1) / per[r];
-            }
-        }
+        for (int r = 0; r < 4; r++) blocks[r] = tc_make_jobs(mm, n, per[r], &jobs[r]);
         if (blocks[2] > 0x7fffffff) return td_cu_failf("matmul (tensor cores): %lld blocks", (long long)blocks[2]);
         int R = mode == 3 ? 16 : mode == 4 ? 8 : mode == 5 ? 4 : mode == 6 ? 32 : 0;
         if (!R && T > 16) R = 32;
@@ -992,16 +990,8 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         if (nf <= 4) return tc_stream_r<4, 4>(R, blocks, jobs, x, ldx, T, K, s);
         return tc_stream_r<8, 4>(R, blocks, jobs, x, ldx, T, K, s);
     }
-    const int64_t per = skinny ? 16 : TC_BM; /* outputs per block */
     tc_jobs jobs;
-    jobs.n = n;
-    int64_t blocks = 0;
-    for (int i = 0; i < n; i++) {
-        const td_cu_mat *w = mm[i].w;
-        jobs.j[i] = tc_job{(const uint16_t *)w->data, mm[i].rows, mm[i].y, mm[i].ldy, (int64_t)(w->row_bytes / 2),
-                           mm[i].n_out, blocks};
-        blocks += (mm[i].n_out + per - 1) / per;
-    }
+    const int64_t blocks = tc_make_jobs(mm, n, skinny ? 16 : TC_BM, &jobs); /* 16 or 128 outputs a block */
     if (blocks > 0x7fffffff) return td_cu_failf("matmul (tensor cores): %lld blocks", (long long)blocks);
     if (skinny) {
         /* as many warps as slices, up to 8: a long k streams through more warps at once */
