@@ -8,7 +8,7 @@
  * past n_out poisoned (they must stay as they were). td_cu_matmul_tc_test_mode picks the kernels in one process.
  * Also: TD_CUDA_TC with a value that is neither old nor new fails with a message naming it.
  * tc_split (a block per k slice) is checked as mode 7 (forced on every T <= 64 launch) and within mode 2, its
- * partials added in a thread-block cluster (the default) and by tc_fold_parts.
+ * partials added in a thread-block cluster (the default up to 16 tokens; forced at every T) and by tc_fold_parts.
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -319,6 +319,8 @@ int main(void) {
     test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, N_NEW_MODES, "T <= 64 (tc_skinny vs tc_stream, tc_split)");
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide)");
     static const int split_modes[] = {2, 7};
+    td_cu_matmul_tc_cluster_test(1); /* tc_split in clusters at every T (the default: up to 16 tokens) */
+    test_shapes(few, (int)(sizeof few / sizeof *few), split_modes, 2, "T <= 64 (tc_skinny vs tc_split in clusters)");
     td_cu_matmul_tc_cluster_test(0); /* tc_split's partials through the scratch and tc_fold_parts */
     test_shapes(few, (int)(sizeof few / sizeof *few), split_modes, 2, "T <= 64 (tc_skinny vs tc_split, folded apart)");
     td_cu_matmul_tc_cluster_test(-1);

@@ -98,10 +98,10 @@ void td_cu_matmul_tc_test_mode(int mode);
  * blocks for small products. TD_CUDA_TC_SPLIT=0 turns it off. Test only: td_cu_matmul_tc_split_test(0 / 1) turns it
  * off / on, -1 restores the environment's choice. */
 void td_cu_matmul_tc_split_test(int on);
-/* tc_split's S slice blocks of 64 outputs run as one thread-block cluster (S up to 16, where the GPU holds such a
- * cluster) whose blocks add the partials through distributed shared memory in the same slice order: no scratch and no
- * second kernel. TD_CUDA_TC_CLUSTER=0 turns it off (the scratch and tc_fold_parts). Test only:
- * td_cu_matmul_tc_cluster_test(0 / 1), -1 the environment's choice. */
+/* In launches of up to 16 tokens tc_split's S slice blocks of 64 outputs run as one thread-block cluster (S up to 16,
+ * where the GPU holds such a cluster) whose blocks add the partials through distributed shared memory in the same
+ * slice order: no scratch and no second kernel. TD_CUDA_TC_CLUSTER=0 turns it off (the scratch and tc_fold_parts).
+ * Test only: td_cu_matmul_tc_cluster_test(0 / 1: off / on for every tc_split launch), -1 the environment's choice. */
 void td_cu_matmul_tc_cluster_test(int on);
 /* tc_wide (T > 64) takes x rounded to bf16 once per launch (a stream-ordered scratch of T x cols bf16, copied into its
  * tiles as the weights are) instead of rounding it in every block of a column of tiles: the same bits.
