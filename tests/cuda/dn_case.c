@@ -13,7 +13,7 @@ groups groups_new(const int32_t *gseq, const int32_t *off, const int32_t *tok, i
     r.seq_d = cu_up(gseq, (size_t)n_groups * 4);
     r.off_d = cu_up(off, (size_t)(n_groups + 1) * 4);
     r.tok_d = cu_up(tok, (size_t)(off[n_groups] > 0 ? off[n_groups] : 1) * 4);
-    r.g = (td_cu_groups){r.seq_d, r.off_d, r.tok_d, n_groups};
+    r.g = (td_cu_groups){r.seq_d, r.off_d, r.tok_d, n_groups, off[n_groups]};
     return r;
 }
 

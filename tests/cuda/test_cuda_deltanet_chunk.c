@@ -354,7 +354,7 @@ static void bench(void) {
     int64_t scf = td_cu_deltanet_chunk_scratch_floats(T, 0, Hv, dk, dv);
     float *st_c = cu_up(NULL, (size_t)(BL * sfc) * 4), *st_t = cu_up(NULL, (size_t)(BL * sft) * 4);
     float *scratch = cu_up(NULL, (size_t)scf * 4);
-    td_cu_groups g = {seq_d, off_d, tok_d, 1}, g1 = {seq_d, off1_d, tok_d, 1};
+    td_cu_groups g = {seq_d, off_d, tok_d, 1, 0}, g1 = {seq_d, off1_d, tok_d, 1, 0};
     printf("scratch %.1f MB for 2048 tokens; state %.2f MB a layer (token-by-token: %.2f MB)\n", scf * 4e-6,
            sfc * 4e-6, sft * 4e-6);
     for (int what = 0; what < 2; what++) { /* 0: prefill of 2048 tokens; 1: one decode token at position pd */
@@ -414,7 +414,7 @@ static void bench(void) {
         plan.tab = tab_d;
         float *scr = cu_up(NULL, (size_t)(need > 4 ? need : 4) * 4);
         float *sc = cu_up(NULL, (size_t)(ns * sfc) * 4), *stt = cu_up(NULL, (size_t)(ns * sft) * 4);
-        td_cu_groups gg = {seq_d2, off_d2, tok_d, ns};
+        td_cu_groups gg = {seq_d2, off_d2, tok_d, ns, 0};
         double best[2] = {1e30, 1e30};
         for (int rep = 0; rep < 6; rep++)
             for (int k = 0; k < 2; k++) {

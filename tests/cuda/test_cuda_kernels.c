@@ -673,7 +673,9 @@ static void dn_rows(int32_t *tok) {
     shuffle(tok, DN_T);
 }
 
-/* K 4 (Qwen3.5's), 3 and 2: one kernel instance each */
+/* K 4 (Qwen3.5's), 3 and 2. The 72 tokens of the first launch run every token at once (more than 64), the single
+ * group and the 21 + 43 split a thread per channel walking the tokens: their outputs and states must be the bits of
+ * the first's. */
 static void test_conv(int64_t K) {
     printf("conv K=%lld: against td_conv_step (outputs within 4 ulp: expf; state bit-exact); invariance; prefix split\n",
            (long long)K);

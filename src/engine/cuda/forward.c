@@ -52,7 +52,8 @@ static td_status deltanet(const dev_pass *p, int il, const td_dev_layer *ly) {
     const int64_t Hv = c->lin_n_v_heads, conv_dim = ctx->dn.conv_dim, K = c->lin_conv_kernel;
     float *conv_state = ctx->dn.data + ctx->dn.layer_off[il];
     float *rec_state = conv_state + (K - 1) * conv_dim;
-    td_cu_groups g = {dv->grp_seq, dv->grp_off, dv->grp_tok, ctx->pass.n_groups};
+    td_cu_groups g = {dv->grp_seq, dv->grp_off, dv->grp_tok, ctx->pass.n_groups,
+                      ctx->pass.grp_off[ctx->pass.n_groups]};
     LAUNCH(td_cu_conv(x->dn_conv, x->dn_qkv, conv_state, ctx->dn.floats, ly->v[TD_W_DN_CONV], K, conv_dim, &g, p->s),
            "DeltaNet: convolution");                                                     /* conv [T, conv_dim] */
     if (ctx->dn.dev_chunk) { /* TD_CUDA_DN=chunk: the chunked form, one set of launches per launch set (ctx.c) */

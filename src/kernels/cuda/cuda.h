@@ -285,10 +285,14 @@ int td_cu_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t 
 typedef struct td_cu_groups {
     const int32_t *grp_seq, *grp_off, *grp_tok; /* device */
     int64_t n_groups;
+    int64_t n_tok; /* grp_off[n_groups] where the caller knows it (td_cu_conv's choice of kernel), else 0 */
 } td_cu_groups;
 
 /* The causal depthwise convolution with SiLU, td_conv_step for every token of every group in order, all C channels:
- * token row t of x / out is C floats at x + t * C; the state is [(K-1), C] (oldest row first); w is [C, K]; K 1 .. 8. */
+ * token row t of x / out is C floats at x + t * C; the state is [(K-1), C] (oldest row first); w is [C, K]; K 1 .. 8.
+ * Each output is td_conv_step's expression over the K - 1 inputs before it (the state's rows before a group's first)
+ * and its own: with g->n_tok > 64 every (token, channel) at once and the state by a second kernel, else a thread per
+ * channel walking its group's tokens: the same bits. */
 int td_cu_conv(float *out, const float *x, float *state, int64_t seq_stride, const float *w, int64_t K, int64_t C,
                const td_cu_groups *g, void *stream);
 

@@ -61,6 +61,60 @@ __global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, co
     for (int j = 0; j < K - 1; j++) st[j * C + c] = win[j];
 }
 
+/* conv_kernel's outputs for passes of many tokens: a block per (token k of grp_tok's order, 128 channels), its group
+ * found by bisecting grp_off; the K - 1 inputs before it read from x (or the state's rows before the group's first),
+ * the same expression in the same order. The state is left for conv_state_kernel. */
+template <int K>
+__global__ void __launch_bounds__(CV_NT) conv_par_kernel(float *__restrict__ out, const float *__restrict__ x,
+                                                         const float *__restrict__ state, int64_t seq_stride,
+                                                         const float *__restrict__ w, int64_t C, int64_t n_groups,
+                                                         const int32_t *__restrict__ grp_seq,
+                                                         const int32_t *__restrict__ grp_off,
+                                                         const int32_t *__restrict__ grp_tok) {
+    const int64_t k = blockIdx.x, c = (int64_t)blockIdx.y * CV_NT + threadIdx.x;
+    if (c >= C) return;
+    int64_t lo = 0, hi = n_groups - 1; /* the last group starting at or before k */
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (grp_off[mid] <= k) lo = mid;
+        else hi = mid - 1;
+    }
+    const int64_t k0 = grp_off[lo];
+    const float *st = state + (int64_t)grp_seq[lo] * seq_stride;
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K - 1; j++) {
+        const int64_t i = k - (K - 1) + j; /* the input j steps into the window: a token of the group or a state row */
+        const float v = i >= k0 ? x[(int64_t)grp_tok[i] * C + c] : st[(i - k0 + K - 1) * C + c];
+        s += w[c * K + j] * v;
+    }
+    const int64_t t = grp_tok[k];
+    s += w[c * K + K - 1] * x[t * C + c];
+    out[t * C + c] = s / (1.0f + expf(-s));
+}
+
+/* After conv_par_kernel: each group's state becomes its last K - 1 inputs (the old rows where the group is shorter),
+ * as conv_kernel's shifts leave it. */
+template <int K>
+__global__ void __launch_bounds__(CV_NT) conv_state_kernel(const float *__restrict__ x, float *__restrict__ state,
+                                                           int64_t seq_stride, int64_t C,
+                                                           const int32_t *__restrict__ grp_seq,
+                                                           const int32_t *__restrict__ grp_off,
+                                                           const int32_t *__restrict__ grp_tok) {
+    const int64_t gi = blockIdx.x, c = (int64_t)blockIdx.y * CV_NT + threadIdx.x;
+    if (c >= C) return;
+    float *st = state + (int64_t)grp_seq[gi] * seq_stride;
+    const int64_t k0 = grp_off[gi], n = grp_off[gi + 1] - k0;
+    float nw[K - 1];
+#pragma unroll
+    for (int j = 0; j < K - 1; j++) {
+        const int64_t q = n - (K - 1) + j;
+        nw[j] = q >= 0 ? x[(int64_t)grp_tok[k0 + q] * C + c] : st[(q + K - 1) * C + c];
+    }
+#pragma unroll
+    for (int j = 0; j < K - 1; j++) st[j * C + c] = nw[j];
+}
+
 extern "C" int td_cu_conv(float *out, const float *x, float *state, int64_t seq_stride, const float *w, int64_t K,
                           int64_t C, const td_cu_groups *g, void *stream) {
     if (g->n_groups <= 0 || C <= 0) return 0;
@@ -71,6 +125,21 @@ extern "C" int td_cu_conv(float *out, const float *x, float *state, int64_t seq_
     if (K > 8) return td_cu_failf("td_cu_conv: kernel size %lld (the GPU's conv takes 1 .. 8)", (long long)K);
     const unsigned grid = (unsigned)(g->n_groups * bpg);
     cudaStream_t s = TD_CU_STREAM(stream);
+    if (g->n_tok > 64 && g->n_tok <= 0x7fffffff && K > 1 && bpg <= 65535) {
+        const dim3 gt((unsigned)g->n_tok, (unsigned)bpg), gg((unsigned)g->n_groups, (unsigned)bpg);
+        switch (K) {
+#define CONV_PAR(KK)                                                                                               \
+    case KK:                                                                                                       \
+        conv_par_kernel<KK><<<gt, CV_NT, 0, s>>>(out, x, state, seq_stride, w, C, g->n_groups, g->grp_seq,         \
+                                                 g->grp_off, g->grp_tok);                                          \
+        if (td_cu_launched("conv (every token at once)")) return -1;                                               \
+        conv_state_kernel<KK><<<gg, CV_NT, 0, s>>>(x, state, seq_stride, C, g->grp_seq, g->grp_off, g->grp_tok);  \
+        break;
+            CONV_PAR(2) CONV_PAR(3) CONV_PAR(4) CONV_PAR(5) CONV_PAR(6) CONV_PAR(7) CONV_PAR(8)
+#undef CONV_PAR
+        }
+        return td_cu_launched("conv (the states)");
+    }
     switch (K) { /* Qwen3.5's is 4 */
 #define CONV(KK)                                                                                                   \
     case KK:                                                                                                       \
