@@ -316,7 +316,8 @@ int main(void) {
     static const int64_t few[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 45, 63, 64};
     static const int64_t many[] = {65, 127, 128, 129, 300, 2048};
     static const int wide_modes[] = {2}; /* above 64 tokens the modes differ only in tc_stream's outputs a block */
-    test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, N_NEW_MODES, "T <= 64 (tc_skinny vs tc_stream, tc_split)");
+    test_shapes(few, (int)(sizeof few / sizeof *few), new_modes, N_NEW_MODES,
+                "T <= 64 (tc_skinny vs tc_stream, tc_split)");
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide)");
     static const int split_modes[] = {2, 7};
     td_cu_matmul_tc_cluster_test(1); /* tc_split in clusters at every T (the default: up to 16 tokens) */

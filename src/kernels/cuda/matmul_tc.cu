@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(256, 1)
         td_cp_commit();
     };
     float4 xr[XV];
-    auto fetch_x = [&](int64_t st) { /* stage st's activations into registers */
+    auto fetch_x = [&](int64_t st) { /* stage st's activations into registers (XB: fetch_w copies them) */
         if (XB || st >= st1) return;
         const int64_t k0 = st * TW_BK;
         const int kn = kn_of(st);
@@ -603,6 +603,12 @@ __global__ void __launch_bounds__(SW * 32, 1)
 
 #define SP_R 64 /* tc_split: outputs a block (4 warps of 16) */
 
+/* tc_split's staged activation rows (ldmatrix.x4 reads two fragments: 16 at least) and its dynamic shared memory */
+template <int NF> __host__ __device__ constexpr int tc_split_xrows() { return NF * 8 < 16 ? 16 : NF * 8; }
+template <int NF> __host__ __device__ constexpr size_t tc_split_smem() {
+    return (size_t)(SP_R + tc_split_xrows<NF>()) * TC_SP * 2;
+}
+
 /* The order above for T <= 64, parallel over slices instead of over outputs alone: block (x, y) computes the partial
  * P_y of slice y for SP_R outputs x all T tokens, one chain a fragment (warp w: outputs 16w .. 16w + 15, every token
  * fragment), its weights (SP_R x 256 bf16) all in flight at once by cp.async, its activations rounded to bf16 once
@@ -613,7 +619,7 @@ __global__ void __launch_bounds__(SW * 32, 1)
 template <int NF, bool CL>
 __global__ void __launch_bounds__(128)
     tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part) {
-    constexpr int XR = NF * 8 < 16 ? 16 : NF * 8; /* activation rows staged: ldmatrix.x4 reads two fragments */
+    constexpr int XR = tc_split_xrows<NF>();
     TD_DYN_SMEM16(unsigned char, tc_smem);
     typedef uint16_t srow[TC_SP];
     srow *Ws = (srow *)tc_smem;                         /* [SP_R] */
@@ -793,12 +799,19 @@ static int tc_stream_r(int R, const int64_t *blocks, const tc_jobs *jobs, const 
  * scratch, then tc_fold_parts adds them in slice order: the same order and bits as one pass, for launches whose tiles
  * alone would leave most SMs idle (65 to a few hundred tokens over a few thousand outputs: 8 tiles for 1024 x 3072 at
  * T 65). TD_CUDA_TC_PARTS=0 turns it off. 1 when the scratch cannot be had (the caller then runs one pass). */
-static int tc_parts_env(void) { /* 0 off, 1 where the tiles leave SMs idle, 2 always (test) */
-    const char *e = getenv("TD_CUDA_TC_PARTS");
+static int tc_env_on(const char *name) { /* the switches below: on unless the variable is "0" */
+    const char *e = getenv(name);
     return !(e && strcmp(e, "0") == 0);
 }
-static int tc_parts = tc_parts_env();
-extern "C" void td_cu_matmul_tc_parts_test(int on) { tc_parts = on < 0 ? tc_parts_env() : on ? 2 : 0; }
+static int tc_parts = tc_env_on("TD_CUDA_TC_PARTS"); /* 0 off, 1 where the tiles leave SMs idle, 2 always (test) */
+extern "C" void td_cu_matmul_tc_parts_test(int on) { tc_parts = on < 0 ? tc_env_on("TD_CUDA_TC_PARTS") : on ? 2 : 0; }
+
+/* tc_fold_parts over a launch's partials ([S][T][ng], per outputs a block) */
+static int tc_fold_launch(const tc_jobs &jobs, const float *part, int64_t T, int64_t S, int64_t ng, int64_t per,
+                          cudaStream_t s) {
+    tc_fold_parts<<<(unsigned)((T * ng + 255) / 256), 256, 0, s>>>(jobs, part, T, S, ng, per);
+    return td_cu_launched("matmul (tensor cores, the slices' sum)");
+}
 
 template <bool XB>
 static int tc_wide_parts(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
@@ -813,31 +826,25 @@ static int tc_wide_parts(const tc_jobs &jobs, const float *x, const uint16_t *xb
     tc_wide<true, XB><<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, XB ? TW_SMEM_XB : TW_SMEM, s>>>(
         jobs, x, xb, ldx, T, K, part);
     int rc = td_cu_launched("matmul (tensor cores, wide, by slices)");
-    if (rc == 0) {
-        const int64_t n = T * ng;
-        tc_fold_parts<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(jobs, part, T, S, ng, TC_BM);
-        rc = td_cu_launched("matmul (tensor cores, the slices' sum)");
-    }
+    if (rc == 0) rc = tc_fold_launch(jobs, part, T, S, ng, TC_BM, s);
     cudaFreeAsync(part, s);
     return rc;
 }
 
-/* tc_split for launches of up to 64 tokens over several slices whose outputs are few enough (the head's 151,936
- * rows stay on tc_stream, which streams them at the copy bandwidth): TD_CUDA_TC_SPLIT=0 turns it off. The partials
- * (slices x T x outputs floats) go to a stream-ordered scratch; 1 when it cannot be had (the caller then runs
- * tc_stream). Test mode 7 forces it on every T <= 64 launch, one slice too. */
-static int tc_split_env(void) {
-    const char *e = getenv("TD_CUDA_TC_SPLIT");
-    return !(e && strcmp(e, "0") == 0);
+/* tc_split for launches of up to 64 tokens over several slices whose outputs are few enough (at most 8 x SMs blocks
+ * of 64: the head's 151,936 rows stay on tc_stream, which streams them at the copy bandwidth): TD_CUDA_TC_SPLIT=0
+ * turns it off. The partials (slices x T x outputs floats) go to a stream-ordered scratch; 1 when the launch has too
+ * many outputs or no scratch can be had (the caller then runs tc_stream). Test mode 7 forces it (`forced`) on every
+ * T <= 64 launch, one slice too. */
+static int tc_split_on = tc_env_on("TD_CUDA_TC_SPLIT");
+extern "C" void td_cu_matmul_tc_split_test(int on) {
+    tc_split_on = on < 0 ? tc_env_on("TD_CUDA_TC_SPLIT") : on ? 1 : 0;
 }
-static int tc_split_on = tc_split_env();
-extern "C" void td_cu_matmul_tc_split_test(int on) { tc_split_on = on < 0 ? tc_split_env() : on ? 1 : 0; }
 
 template <int NF>
 static int tc_split_go(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
                        int64_t S, float *part, cudaStream_t s) {
-    constexpr int XR = NF * 8 < 16 ? 16 : NF * 8;
-    constexpr size_t smem = (size_t)(SP_R + XR) * TC_SP * 2;
+    constexpr size_t smem = tc_split_smem<NF>();
     static const cudaError_t opt = tc_smem_opt(tc_split<NF, false>, smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_split", opt);
     tc_split<NF, false><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part);
@@ -848,17 +855,14 @@ static int tc_split_go(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t
  * shared memory: no scratch, no second kernel; for launches of up to 16 tokens. 1 when the GPU cannot hold such a
  * cluster (asked once per NF and S, the caller then folds through the scratch); TD_CUDA_TC_CLUSTER=0 turns it off,
  * td_cu_matmul_tc_cluster_test(1) forces it on every tc_split launch (2 here). */
-static int tc_cluster_env(void) {
-    const char *e = getenv("TD_CUDA_TC_CLUSTER");
-    return !(e && strcmp(e, "0") == 0);
+static int tc_cluster_on = tc_env_on("TD_CUDA_TC_CLUSTER");
+extern "C" void td_cu_matmul_tc_cluster_test(int on) {
+    tc_cluster_on = on < 0 ? tc_env_on("TD_CUDA_TC_CLUSTER") : on ? 2 : 0;
 }
-static int tc_cluster_on = tc_cluster_env();
-extern "C" void td_cu_matmul_tc_cluster_test(int on) { tc_cluster_on = on < 0 ? tc_cluster_env() : on ? 2 : 0; }
 
 template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K,
                                               int64_t blocks, int64_t S, cudaStream_t s) {
-    constexpr int XR = NF * 8 < 16 ? 16 : NF * 8;
-    constexpr size_t smem = (size_t)(SP_R + XR) * TC_SP * 2;
+    constexpr size_t smem = tc_split_smem<NF>();
     static signed char fits[17]; /* 0 not asked, 1 yes, -1 no; per cluster size (host only, any thread: benign) */
     if (S < 2 || S > 16 || blocks > 65535) return 1;
     cudaLaunchConfig_t cfg = {};
@@ -886,12 +890,12 @@ template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *
     return 0;
 }
 
-static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K,
+static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K, bool forced,
                            cudaStream_t s) {
     tc_jobs jobs;
     const int64_t blocks = tc_make_jobs(mm, n, SP_R, &jobs);
     const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
-    if (blocks > 0x7fffffff || S > 65535) return 1;
+    if (blocks > 0x7fffffff || S > 65535 || (!forced && blocks > 8 * (int64_t)tc_sms())) return 1;
     const int nf = (int)((T + 7) / 8);
     /* the cluster up to 16 tokens: on the H100 it took a decode step's products from 11-14 us to 7-9 (no second
      * kernel), but at 45 tokens gate/up ran 26.5 us in clusters of 4 against 16.6 through the scratch */
@@ -913,22 +917,14 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
              : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, s)
              : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, s)
                        : tc_split_go<8>(jobs, x, ldx, T, K, blocks, S, part, s);
-    if (rc == 0 && part) {
-        const int64_t e = T * ng;
-        tc_fold_parts<<<(unsigned)((e + 255) / 256), 256, 0, s>>>(jobs, part, T, S, ng, SP_R);
-        rc = td_cu_launched("matmul (tensor cores, the slices' sum)");
-    }
+    if (rc == 0 && part) rc = tc_fold_launch(jobs, part, T, S, ng, SP_R, s);
     if (part) cudaFreeAsync(part, s);
     return rc < 0 ? rc : 0;
 }
 
 /* TD_CUDA_TC_XB=0: tc_wide rounds x to bf16 in every block (as before) instead of once per launch. */
-static int tc_xb_env(void) {
-    const char *e = getenv("TD_CUDA_TC_XB");
-    return !(e && strcmp(e, "0") == 0);
-}
-static int tc_xb_on = tc_xb_env();
-extern "C" void td_cu_matmul_tc_xb_test(int on) { tc_xb_on = on < 0 ? tc_xb_env() : on ? 1 : 0; }
+static int tc_xb_on = tc_env_on("TD_CUDA_TC_XB");
+extern "C" void td_cu_matmul_tc_xb_test(int on) { tc_xb_on = on < 0 ? tc_env_on("TD_CUDA_TC_XB") : on ? 1 : 0; }
 
 /* tc_wide over all slices in one pass, or by slices where its tiles fill at most half the SMs and the partials stay
  * small (at T 2048, down and o: 128 tiles, the split cost prefill 52,005 vs 57,486 tokens/s on the H200). */
@@ -954,12 +950,8 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     const bool skinny = T <= TC_SKINNY_T;
     const int64_t K = mm[0].w->cols;
     if (skinny && (mode == 7 || (mode == 2 && tc_split_on && K > TC_KS))) {
-        int64_t tiles = 0;
-        for (int i = 0; i < n; i++) tiles += (mm[i].n_out + SP_R - 1) / SP_R;
-        if (mode == 7 || tiles <= 8 * (int64_t)tc_sms()) {
-            int rc = tc_split_launch(mm, n, x, ldx, T, K, s);
-            if (rc <= 0) return rc; /* else no scratch to be had: tc_stream below */
-        }
+        int rc = tc_split_launch(mm, n, x, ldx, T, K, mode == 7, s);
+        if (rc <= 0) return rc; /* else too many outputs (a head) or no scratch to be had: tc_stream below */
     }
     bool stream = skinny && mode >= 2;
     if (stream && (mode == 2 || mode == 7) && T > 16) {

@@ -126,10 +126,9 @@ template <int NF> std::vector<std::vector<float>> run_split(prob &p) {
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, SP_R, blocks);
     const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
-    constexpr int XR = NF * 8 < 16 ? 16 : NF * 8;
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
     float *pp = S > 1 ? part.data() : nullptr;
-    launch(blocks, (unsigned)S, 128, (size_t)(SP_R + XR) * TC_SP * 2, true,
+    launch(blocks, (unsigned)S, 128, tc_split_smem<NF>(), true,
            [&] { tc_split<NF, false>(j, p.x.data(), p.ldx, p.T, p.K, pp); });
     if (pp)
         launch((unsigned)((p.T * ng + 255) / 256), 1, 256, 0, true,
