@@ -677,8 +677,8 @@ static void dn_rows(int32_t *tok) {
  * group and the 21 + 43 split a thread per channel walking the tokens: their outputs and states must be the bits of
  * the first's. */
 static void test_conv(int64_t K) {
-    printf("conv K=%lld: against td_conv_step (outputs within 4 ulp: expf; state bit-exact); invariance; prefix split\n",
-           (long long)K);
+    printf("conv K=%lld: against td_conv_step (outputs within 4 ulp: expf; state bit-exact); invariance; "
+           "prefix split\n", (long long)K);
     int64_t C = 1000, ss = (K - 1) * C + 8, n_seq = 4;
     int32_t tok[DN_T];
     dn_rows(tok);

@@ -2,7 +2,8 @@
  * recurrence with its gated output norm (td_cu_deltanet).
  *
  * Shapes: the convolution runs one thread per (group, channel), 128 channels a block, the group's tokens in order
- * with the window of K - 1 inputs in registers, shifted as td_conv_step shifts the state. The recurrence runs one block of 128
+ * with the window of K - 1 inputs in registers, shifted as td_conv_step shifts the state; passes of more than 64
+ * tokens run every (token, channel) at once and the states after. The recurrence runs one block of 128
  * threads per (group, value head); thread e owns state columns e, e + 128, ... (coalesced over e; 16 rows of a
  * column loaded at a time) and walks the group's tokens in order: per token q and k are l2-normalised (sum of
  * squares: each thread folds its elements ascending, then td_dev_block_sum's fixed tree), then per column
@@ -22,6 +23,17 @@
 #define DN_NT 128
 #define DN_MAXD 1024 /* TD_MAX_HEAD_DIM: dk and dv */
 #define DN_B 16      /* state loads in flight together */
+
+/* One output of td_conv_step: the window's K - 1 inputs (oldest first) and the token's own against the channel's K
+ * weights, in the CPU's order, then SiLU. Both conv kernels below compute their outputs with it. */
+template <int K>
+__device__ __forceinline__ float conv_silu(const float (&wc)[K], const float *win, float xc) {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K - 1; j++) s += wc[j] * win[j];
+    s += wc[K - 1] * xc;
+    return s / (1.0f + expf(-s));
+}
 
 /* The causal conv + SiLU of td_conv_step (the CPU's expressions, in its order): one thread per channel, a group's
  * tokens in order; the window of K - 1 inputs in registers, read from the state before the group's first token and
@@ -48,11 +60,7 @@ __global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, co
     for (int32_t k = grp_off[gi]; k < k1; k++) {
         const int64_t t = grp_tok[k];
         const float xc = x[t * C + c];
-        float s = 0.0f;
-#pragma unroll
-        for (int j = 0; j < K - 1; j++) s += wc[j] * win[j];
-        s += wc[K - 1] * xc;
-        out[t * C + c] = s / (1.0f + expf(-s));
+        out[t * C + c] = conv_silu<K>(wc, win, xc);
 #pragma unroll
         for (int j = 0; j + 1 < K - 1; j++) win[j] = win[j + 1];
         if constexpr (K > 1) win[K - 2] = xc;
@@ -81,16 +89,16 @@ __global__ void __launch_bounds__(CV_NT) conv_par_kernel(float *__restrict__ out
     }
     const int64_t k0 = grp_off[lo];
     const float *st = state + (int64_t)grp_seq[lo] * seq_stride;
-    float s = 0.0f;
+    float wc[K], win[K - 1];
+#pragma unroll
+    for (int j = 0; j < K; j++) wc[j] = w[c * K + j];
 #pragma unroll
     for (int j = 0; j < K - 1; j++) {
         const int64_t i = k - (K - 1) + j; /* the input j steps into the window: a token of the group or a state row */
-        const float v = i >= k0 ? x[(int64_t)grp_tok[i] * C + c] : st[(i - k0 + K - 1) * C + c];
-        s += w[c * K + j] * v;
+        win[j] = i >= k0 ? x[(int64_t)grp_tok[i] * C + c] : st[(i - k0 + K - 1) * C + c];
     }
     const int64_t t = grp_tok[k];
-    s += w[c * K + K - 1] * x[t * C + c];
-    out[t * C + c] = s / (1.0f + expf(-s));
+    out[t * C + c] = conv_silu<K>(wc, win, x[t * C + c]);
 }
 
 /* After conv_par_kernel: each group's state becomes its last K - 1 inputs (the old rows where the group is shorter),
@@ -143,8 +151,8 @@ extern "C" int td_cu_conv(float *out, const float *x, float *state, int64_t seq_
     switch (K) { /* Qwen3.5's is 4 */
 #define CONV(KK)                                                                                                   \
     case KK:                                                                                                       \
-        conv_kernel<KK><<<grid, CV_NT, 0, s>>>(out, x, state, seq_stride, w, C, bpg, g->grp_seq, g->grp_off,  \
-                                                   g->grp_tok);                                                    \
+        conv_kernel<KK><<<grid, CV_NT, 0, s>>>(out, x, state, seq_stride, w, C, bpg, g->grp_seq, g->grp_off,      \
+                                               g->grp_tok);                                                        \
         break;
         CONV(1) CONV(2) CONV(3) CONV(4) CONV(5) CONV(6) CONV(7) CONV(8)
 #undef CONV
