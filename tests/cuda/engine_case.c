@@ -267,7 +267,8 @@ done:
     td_ctx_free(ctx);
 }
 
-/* CUDA graphs (forward.c: small passes recorded once, replayed while their shape holds) give the bits of plain
+/* CUDA graphs (forward.c: small passes recorded once, replayed while their shape holds; runtime.cu chains their
+ * kernels by programmatic launches, each kernel starting before the one before it ends) give the bits of plain
  * launches: two contexts, one with TD_CUDA_GRAPHS=0, run the same 200 decode steps whose shape keeps changing (one
  * sequence, then two, the head cut to 4 rows and back, positions past 64, 128 and 192 where the attention grid grows)
  * and every step's outputs must be equal bit for bit; a stale argument in a replay would show here. */

@@ -89,6 +89,7 @@ static size_t at_smem(int R, int64_t hd, int mode) {
 }
 
 template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_kernel(const at_args a) {
+    td_pdl_wait();
     TD_DYN_SMEM(float, sm);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int R = a.R, hd = (int)a.hd;
@@ -313,6 +314,7 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
 /* One (token, head) per block: the row's span states folded into super-chunk states, those into the row's state, each
  * in ascending order, the first of each fold copied (with 512-position spans the first fold is a copy). */
 __global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a) {
+    td_pdl_wait();
     const int64_t t = blockIdx.x / a.Hq, h = blockIdx.x % a.Hq;
     const int n = a.pos[t] + 1, lo = a.window > 0 && n > a.window ? n - (int)a.window : 0, span = a.span;
     if (a.mode == 0 && n <= span) return;
@@ -510,6 +512,7 @@ static size_t ab_smem(int64_t hd) {
 }
 
 template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_kernel(const at_args a) {
+    td_pdl_wait();
     constexpr int P = HD + AB_PAD; /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 32;    /* n8 fragments of the output a warp owns: HD / 4 columns */
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
@@ -734,6 +737,7 @@ static size_t ab64_smem(int64_t hd, int mode) {
 }
 
 template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args a) {
+    td_pdl_wait();
     constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/ptx.cuh"
 #include "util/dtype.h"
 
 /* ---- errors (runtime.cu) ---- */

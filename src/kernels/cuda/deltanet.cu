@@ -46,6 +46,7 @@ __global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, co
                                                          int64_t blocks_per_group, const int32_t *__restrict__ grp_seq,
                                                          const int32_t *__restrict__ grp_off,
                                                          const int32_t *__restrict__ grp_tok) {
+    td_pdl_wait();
     const int64_t gi = blockIdx.x / blocks_per_group;
     const int64_t c = (blockIdx.x % blocks_per_group) * CV_NT + threadIdx.x;
     if (c >= C) return;
@@ -79,6 +80,7 @@ __global__ void __launch_bounds__(CV_NT) conv_par_kernel(float *__restrict__ out
                                                          const int32_t *__restrict__ grp_seq,
                                                          const int32_t *__restrict__ grp_off,
                                                          const int32_t *__restrict__ grp_tok) {
+    td_pdl_wait();
     const int64_t k = blockIdx.x, c = (int64_t)blockIdx.y * CV_NT + threadIdx.x;
     if (c >= C) return;
     int64_t lo = 0, hi = n_groups - 1; /* the last group starting at or before k */
@@ -109,6 +111,7 @@ __global__ void __launch_bounds__(CV_NT) conv_state_kernel(const float *__restri
                                                            const int32_t *__restrict__ grp_seq,
                                                            const int32_t *__restrict__ grp_off,
                                                            const int32_t *__restrict__ grp_tok) {
+    td_pdl_wait();
     const int64_t gi = blockIdx.x, c = (int64_t)blockIdx.y * CV_NT + threadIdx.x;
     if (c >= C) return;
     float *st = state + (int64_t)grp_seq[gi] * seq_stride;
@@ -169,6 +172,7 @@ __global__ void __launch_bounds__(DN_NT)
                     int64_t seq_stride, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
                     const int32_t *__restrict__ grp_seq, const int32_t *__restrict__ grp_off,
                     const int32_t *__restrict__ grp_tok) {
+    td_pdl_wait();
     __shared__ float qs[DN_MAXD], ks[DN_MAXD], os[DN_MAXD]; /* os[e]: thread e % DN_NT's alone */
     __shared__ float redf[DN_NT / 32 + 1];
     __shared__ double redd[DN_NT / 32 + 1];
@@ -317,6 +321,7 @@ __global__ void __launch_bounds__(DN_NT, 1)
                         const float *__restrict__ norm_w, float *__restrict__ state, int64_t seq_stride, int64_t Hk,
                         int64_t Hv, int64_t dv, float eps, const int32_t *__restrict__ grp_seq,
                         const int32_t *__restrict__ grp_off, const int32_t *__restrict__ grp_tok) {
+    td_pdl_wait();
     /* head counts and dims fit an int here (td_cu_deltanet checks them) */
     __shared__ __align__(16) float qs[2][DK];
     __shared__ __align__(16) float ks[2][DK];

@@ -133,6 +133,7 @@ __host__ __device__ __forceinline__ size_t dnc_prep_smem(int dk, int dv) {
 }
 
 __global__ void __launch_bounds__(DNC_NT, 1) dnc_prep_kernel(dnc_args pa) {
+    td_pdl_wait();
     TD_DYN_SMEM16(float, sm);
     const int g = pa.ctab ? pa.ctab[2 * blockIdx.x] : 0;
     const dnc_args p = dnc_bind(pa, g);
@@ -304,6 +305,7 @@ __host__ __device__ __forceinline__ size_t dnc_state_smem(int dk) {
 }
 
 __global__ void __launch_bounds__(DNC_NT, 1) dnc_state_kernel(dnc_args pa) {
+    td_pdl_wait();
     TD_DYN_SMEM16(float, sm);
     const dnc_args p = dnc_bind(pa, (int)blockIdx.z);
     const int h = (int)blockIdx.x, c0 = (int)blockIdx.y * DNC_CW, dk = p.dk, dv = p.dv;
@@ -461,6 +463,7 @@ __host__ __device__ __forceinline__ size_t dnc_step_smem(int dk, int dv) {
  * (cuda.h), so a sequence fed one token at a time has the bits of one fed all at once; at t = 63 the chunk completes
  * and S is updated as there. O(t dk + dk dv) work instead of the whole 64-row chunk. */
 __global__ void __launch_bounds__(DNC_NT, 1) dnc_step_kernel(dnc_args pa) {
+    td_pdl_wait();
     TD_DYN_SMEM16(float, sm);
     const dnc_args p = dnc_bind(pa, (int)blockIdx.z);
     const int h = (int)blockIdx.x, dk = p.dk, dv = p.dv, kh = h / (p.Hv / p.Hk), t = p.n0;
@@ -554,6 +557,7 @@ __global__ void __launch_bounds__(DNC_NT, 1) dnc_step_kernel(dnc_args pa) {
 /* td_gated_rmsnorm of the new tokens' o in place: deltanet_kernel's expression (sum of o^2 in double, each thread
  * folding e = tid, tid + 128, ... ascending, then td_dev_block_sum<128>'s tree). */
 __global__ void __launch_bounds__(DNC_NNT) dnc_norm_kernel(dnc_args p) {
+    td_pdl_wait();
     __shared__ double redd[DNC_NNT / 32 + 1];
     const int j = (int)blockIdx.x, h = (int)blockIdx.y, tid = (int)threadIdx.x, dv = p.dv;
     const int64_t t = p.tok[j], off = t * p.Hv * (int64_t)dv + (int64_t)h * dv;

@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(MM_NT)
     matmul_kernel(float *__restrict__ y, int64_t ldy, const float *__restrict__ x, int64_t ldx, int64_t T,
                   const unsigned char *__restrict__ w, size_t row_bytes, int64_t cols,
                   const int32_t *__restrict__ rows, int64_t n_out, int bf16_in) {
+    td_pdl_wait();
     __shared__ __align__(16) float xt[MM_BK][MM_XP]; /* x slice, transposed: [k][token column] */
     __shared__ float ws[MM_BN][MM_BK + 1];            /* +1: thread jj reads ws[jj][k], conflict-free */
     __shared__ const unsigned char *wrow[MM_BN];
@@ -150,6 +151,7 @@ __global__ void __launch_bounds__(MM_NT)
 template <int TYPE>
 __global__ void __launch_bounds__(256) embed_kernel(float *__restrict__ x, const unsigned char *__restrict__ w,
                                                     size_t row_bytes, int64_t cols, const int32_t *__restrict__ tok) {
+    td_pdl_wait();
     const int64_t t = blockIdx.x;
     const unsigned char *row = w + (size_t)tok[t] * row_bytes;
     for (int64_t c = threadIdx.x; c < cols; c += 256) x[t * cols + c] = td_dev_weight<TYPE>(row, c);

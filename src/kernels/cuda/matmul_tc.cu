@@ -88,6 +88,7 @@ __device__ __forceinline__ void tc_fold(float &total, float &acc, bool first) {
 template <int BN, bool FOLD>
 __global__ void __launch_bounds__(256)
     tc_tile(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K) {
+    td_pdl_wait();
     constexpr int NT = BN / 32;     /* n8 fragments per warp */
     constexpr int XV = BN / 32;     /* float4 activation loads per thread per step */
     __shared__ __align__(16) uint16_t As[2][TC_BM][TC_PITCH];
@@ -202,6 +203,7 @@ __global__ void __launch_bounds__(256)
 template <int NF, int SW>
 __global__ void __launch_bounds__(SW * 32)
     tc_skinny(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K) {
+    td_pdl_wait();
     constexpr int NTOK = NF * 8;
     __shared__ float part[SW][16][NTOK + 1];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
@@ -300,6 +302,7 @@ template <bool FOLD, bool XB>
 __global__ void __launch_bounds__(256, 1)
     tc_wide(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
             int64_t K, float *part) {
+    td_pdl_wait();
     constexpr int NT = 4, XV = TW_BN * TW_BK / 4 / 256; /* n8 fragments per warp; float4 loads per thread a stage */
     constexpr int NB = XB ? TW_AS : 2;                  /* activation buffers */
     TD_DYN_SMEM16(unsigned char, tc_smem);
@@ -448,6 +451,7 @@ __global__ void __launch_bounds__(256, 1)
  * slices' partials, one thread per (token, block row; per outputs a block); rows past a job's n_out are skipped. */
 __global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part, int64_t T, int64_t S, int64_t ng,
                               int64_t per) {
+    td_pdl_wait();
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= T * ng) return;
     const int64_t t = e / ng, gr = e % ng, b = gr / per;
@@ -464,6 +468,7 @@ __global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part
 /* x [T, ldx] rounded to bf16 (nearest even, td_pack_bf16: the rounding every kernel here applies on its own) into
  * xb [T, K], four elements a thread: tc_wide<.., true> then copies its activations as it copies its weights. */
 __global__ void tc_x_bf16(const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, uint16_t *__restrict__ xb) {
+    td_pdl_wait();
     const int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4, t = e / K, k = e % K;
     if (t >= T) return;
     const float *src = x + t * ldx + k; /* K is a multiple of 16: the four stay in the row */
@@ -485,6 +490,7 @@ __global__ void tc_x_bf16(const float *__restrict__ x, int64_t ldx, int64_t T, i
 template <int NF, int SW, int R>
 __global__ void __launch_bounds__(SW * 32, 1)
     tc_stream(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, int nbuf) {
+    td_pdl_wait();
     static_assert(R == 32 || R == 16 || R == 8 || R == 4, "32, 16, 8 or 4 outputs a block");
     constexpr int MT = R == 32 ? 2 : 1; /* A fragments (16 rows) a step, each B fragment used for all */
     constexpr int NTOK = NF * 8;
@@ -637,6 +643,7 @@ __global__ void __launch_bounds__(128)
         if (p8 * 8 < kn) td_cp16(&Ws[r][p8 * 8], wrow[r] + k0 + p8 * 8);
     }
     td_cp_commit();
+    td_pdl_wait(); /* the weights are in flight while the kernel before finishes; x and y are its */
     const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0;
 #pragma unroll 4
     for (int i = 0; i < XR * (TC_KS / 4) / 128; i++) { /* XR rows x 64 chunks of 4 floats */

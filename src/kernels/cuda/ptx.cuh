@@ -1,9 +1,10 @@
-/* The inline-PTX helpers of the tensor-core kernels (matmul_tc.cu, attention.cu), in one place: the bf16 mma, ldmatrix
- * (plain and .trans), cp.async with its commit / wait_group, the L2 prefetch, the bf16 pair pack, and the dynamic
- * shared-memory declaration. Nothing else in those kernels is inline assembly, so tests/cuda/emu (a CPU emulator, run
- * by the ctest test_cuda_emu) compiles the kernels with g++ by supplying its own kernels/cuda/ptx.cuh (an -I that
- * comes before src/) that emulates each of these by its PTX semantics. Keep it so: a new asm goes here, with its
- * emulation in tests/cuda/emu/kernels/cuda/ptx.cuh. All force-inlined (the kernels' register counts depend on it). */
+/* The inline-PTX helpers of the kernels, in one place: the bf16 mma, ldmatrix (plain and .trans), cp.async with its
+ * commit / wait_group, the L2 prefetch, the bf16 pair pack, the dynamic shared-memory declaration, and the wait of a
+ * programmatic dependent launch (every kernel). Nothing else in the kernels is inline assembly, so tests/cuda/emu (a
+ * CPU emulator, run by the ctest test_cuda_emu) compiles them with g++ by supplying its own kernels/cuda/ptx.cuh (an
+ * -I that comes before src/) that emulates each of these by its PTX semantics. Keep it so: a new asm goes here, with
+ * its emulation in tests/cuda/emu/kernels/cuda/ptx.cuh. All force-inlined (the kernels' register counts depend on
+ * it). */
 #ifndef TD_KERNELS_CUDA_PTX_CUH
 #define TD_KERNELS_CUDA_PTX_CUH
 
@@ -59,5 +60,12 @@ template <int N> __device__ __forceinline__ void td_cp_wait(void) {
 }
 
 __device__ __forceinline__ void td_prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+/* Programmatic dependent launch (sm_90): in a graph whose kernel-to-kernel edges are programmatic (runtime.cu's
+ * td_cu_capture_end), a kernel may start as soon as every block of the one before it has started; this waits until
+ * that kernel has finished and its writes are visible (at once when there is no such edge). Every kernel calls it
+ * before it reads or writes anything a kernel before it may still touch, so each kernel's end still implies the end
+ * of all before it; only reads of what no kernel writes (weights) may come first. */
+__device__ __forceinline__ void td_pdl_wait(void) { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
 #endif

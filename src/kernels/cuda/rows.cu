@@ -35,6 +35,7 @@ __device__ __forceinline__ double row_squares(const float *x, int64_t n) {
 __global__ void __launch_bounds__(ROW_NT) rmsnorm_kernel(float *y, const float *x, const float *__restrict__ w,
                                                          int64_t per, int64_t ld_outer, int64_t ld_inner, int64_t n,
                                                          float eps, int zero_centred) {
+    td_pdl_wait();
     __shared__ double sh[ROW_NT / 32 + 1];
     const int64_t r = blockIdx.x, off = (r / per) * ld_outer + (r % per) * ld_inner;
     norm_row(y + off, x + off, w, n, eps, zero_centred, row_squares(x + off, n), sh);
@@ -53,6 +54,7 @@ extern "C" int td_cu_rmsnorm(float *y, const float *x, const float *w, int64_t R
 /* td_rope: x[i] = a c - b s, x[i + h] = b c + a s; one thread per pair (i, i + h). */
 __global__ void __launch_bounds__(EW_NT) rope_kernel(float *x, const float *__restrict__ cs, int64_t T, int64_t H,
                                                      int64_t ldt, int64_t ldh, int64_t rot) {
+    td_pdl_wait();
     const int64_t half = rot / 2, total = T * H * half;
     for (int64_t idx = (int64_t)blockIdx.x * EW_NT + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * EW_NT) {
         int64_t i = idx % half, th = idx / half, h = th % H, t = th / H;
@@ -84,6 +86,7 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
                                                          int zero_centred, const float *__restrict__ cs, int64_t rot,
                                                          void *kc, void *vc, int f16,
                                                          const int32_t *__restrict__ cell, int64_t kv_dim) {
+    td_pdl_wait();
     __shared__ double sh[ROW_NT / 32 + 1];
     const int64_t t = blockIdx.x / (Hq + Hkv), j = blockIdx.x % (Hq + Hkv);
     const bool isq = j < Hq;
@@ -133,6 +136,7 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
                                                            void *kc, void *vc, int f16,
                                                            const int32_t *__restrict__ cell, int64_t kv_dim,
                                                            int64_t n_items) {
+    td_pdl_wait();
     const int lane = threadIdx.x & 31;
     const int64_t item = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     if (item >= n_items) return; /* a whole warp: the shuffles below see full warps only */
@@ -227,6 +231,7 @@ extern "C" int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64
 __global__ void __launch_bounds__(EW_NT) store_rows_kernel(void *cache, int f16, const float *__restrict__ rows,
                                                            int64_t ld, const int32_t *__restrict__ cell, int64_t T,
                                                            int64_t dim) {
+    td_pdl_wait();
     const int64_t total = T * dim;
     for (int64_t idx = (int64_t)blockIdx.x * EW_NT + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * EW_NT) {
         int64_t t = idx / dim, i = idx % dim;
@@ -248,6 +253,7 @@ extern "C" int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t
 /* Block r copies ranges[r] = {dst offset, src offset, count} of int32s, threads striding over the count. */
 __global__ void __launch_bounds__(EW_NT) scatter_ints_kernel(int32_t *__restrict__ dst, const int32_t *__restrict__ src,
                                                              const int32_t *__restrict__ ranges) {
+    td_pdl_wait();
     const int32_t *r = ranges + 3 * (int64_t)blockIdx.x;
     const int64_t to = r[0], from = r[1], n = r[2];
     for (int64_t i = threadIdx.x; i < n; i += EW_NT) dst[to + i] = src[from + i];
@@ -263,6 +269,7 @@ extern "C" int td_cu_scatter_ints(int32_t *dst, const int32_t *src, const int32_
 __global__ void __launch_bounds__(EW_NT) sigmoid_gate_kernel(float *x, int64_t ldx, const float *__restrict__ gate,
                                                              int64_t ldg, int64_t gate_stride, int64_t T, int64_t H,
                                                              int64_t hd) {
+    td_pdl_wait();
     const int64_t total = T * H * hd;
     for (int64_t idx = (int64_t)blockIdx.x * EW_NT + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * EW_NT) {
         int64_t e = idx % hd, th = idx / hd, h = th % H, t = th / H;
@@ -281,6 +288,7 @@ extern "C" int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int6
 }
 
 __global__ void __launch_bounds__(EW_NT) silu_mul_kernel(float *g, const float *__restrict__ u, int64_t n) {
+    td_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT) {
         float v = g[i];
         g[i] = (v / (1.0f + expf(-v))) * u[i];
@@ -289,6 +297,7 @@ __global__ void __launch_bounds__(EW_NT) silu_mul_kernel(float *g, const float *
 
 /* td_gelu_tanh_mul: PyTorch's gelu(approximate="tanh") in fp32, its order of operations. */
 __global__ void __launch_bounds__(EW_NT) gelu_tanh_mul_kernel(float *g, const float *__restrict__ u, int64_t n) {
+    td_pdl_wait();
     const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = 0.044715f;
     for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT) {
         float x = g[i], inner = beta * (x + kappa * (x * x * x));
@@ -303,6 +312,7 @@ extern "C" int td_cu_gelu_tanh_mul(float *g, const float *u, int64_t n, void *st
 }
 
 __global__ void __launch_bounds__(EW_NT) scale_kernel(float *x, float s, int64_t n) {
+    td_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT) x[i] *= s;
 }
 
@@ -321,6 +331,7 @@ extern "C" int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream)
 /* y[t, j] += b[j] for t < T, j < n (rows ldy apart): a product's bias, after its sum (td_add per row). */
 __global__ void __launch_bounds__(EW_NT) add_bias_kernel(float *y, int64_t ldy, const float *__restrict__ b,
                                                          int64_t T, int64_t n) {
+    td_pdl_wait();
     const int64_t total = T * n;
     for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < total; i += (int64_t)gridDim.x * EW_NT) {
         int64_t t = i / n, j = i % n;
@@ -338,6 +349,7 @@ extern "C" int td_cu_add_bias(float *y, int64_t ldy, const float *b, int64_t T, 
 __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const float *__restrict__ y, int64_t n,
                                                              int64_t ld, int add, const int32_t *__restrict__ row_tok,
                                                              unsigned long long *fault, uint32_t code) {
+    td_pdl_wait();
     const int64_t r = blockIdx.x;
     float *xr = x + r * ld;
     int bad = 0;
@@ -382,6 +394,7 @@ __global__ void __launch_bounds__(ROW_NT) add_rows_norm_kernel(float *x, const f
                                                                unsigned long long *fault, uint32_t code, float *out,
                                                                const float *__restrict__ w, float eps,
                                                                int zero_centred) {
+    td_pdl_wait();
     __shared__ double sh[ROW_NT / 32 + 1];
     const int64_t r = blockIdx.x;
     float *xr = x + r * n;
@@ -413,6 +426,7 @@ extern "C" int td_cu_add_rows_norm(float *x, const float *y, int64_t R, int64_t 
 
 __global__ void __launch_bounds__(EW_NT) gather_rows_kernel(float *__restrict__ dst, const float *__restrict__ src,
                                                             const int32_t *__restrict__ idx, int64_t R, int64_t n) {
+    td_pdl_wait();
     const int64_t total = R * n;
     for (int64_t e = (int64_t)blockIdx.x * EW_NT + threadIdx.x; e < total; e += (int64_t)gridDim.x * EW_NT) {
         int64_t r = e / n, i = e % n;

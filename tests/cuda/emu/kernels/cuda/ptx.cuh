@@ -99,3 +99,6 @@ inline void td_emu_cp_wait(int n) {
 template <int N> inline void td_cp_wait(void) { td_emu_cp_wait(N); }
 
 inline void td_prefetch_l2(const void *) {}
+
+// griddepcontrol.wait: the emulator runs one kernel at a time, so there is never a kernel before it still running.
+inline void td_pdl_wait(void) {}
