@@ -6,7 +6,8 @@
 # wall time typedecide bench reports for the same workload).
 # Usage (on the device, after bench/cuda_device.sh --prepare here):
 #   bash bench/cuda_profile.sh BIN MODEL_DIR [OUT_DIR] [PRECISION]
-# Environment: NCU (default: ncu on PATH, else /usr/local/cuda/bin/ncu), WORKLOADS (default "decide decode prefill"),
+# Environment: NCU (default: ncu on PATH, else /usr/local/cuda/bin/ncu), WORKLOADS (default "decide decode prefill";
+# "one": one criterion over a prefilled evidence, the evidence pass and two 45-token suffix passes),
 # COUNT (kernels profiled per workload, from the first; default 1500: ncu replays each, ~20-50 ms apiece).
 set -uo pipefail
 BIN=${1:?usage: bench/cuda_profile.sh BIN MODEL_DIR [OUT_DIR] [PRECISION]}
@@ -22,6 +23,7 @@ mkdir -p "$OUT"
 for wl in $WORKLOADS; do
     case $wl in
     decide) args=(bench decide --prefix 256 --criteria 144 --suffix 45 --repeat 1) ;;
+    one) args=(bench decide --prefix 256 --criteria 1 --suffix 45 --repeat 2) ;;
     decode) args=(bench decode --tokens 8 --repeat 1) ;;
     prefill) args=(bench prefill --tokens 2048 --repeat 1) ;;
     *) echo "cuda_profile: unknown workload $wl" >&2; exit 2 ;;
