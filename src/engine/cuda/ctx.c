@@ -102,6 +102,35 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     return st; /* (the attention split's scratch: attn_scratch_fit, per pass) */
 }
 
+/* What attn_scratch_fit gives a pass of n tokens whose rows see up to max_n positions (the chunk states when they are
+ * at most 2^26 floats: the split by chunks, below) */
+static int64_t attn_scratch_need(const td_config *c, int64_t n, int64_t max_n, int64_t n_ctx) {
+    int64_t mx = (max_n + 63) / 64 * 64; /* forward.c's grid rounds max_n up so */
+    if (mx > n_ctx) mx = n_ctx;
+    int64_t need = mx > 512 ? td_cu_attn_scratch_floats(n, c->n_head, mx, c->head_dim) : 0;
+    const int64_t chunks = n * c->n_head * ((mx + 63) / 64) * (c->head_dim + 2);
+    return chunks > need && chunks <= ((int64_t)1 << 26) ? chunks : need;
+}
+
+/* Whether tiles of qt tokens give the pass's attention launch blocks enough (attention.cu, at_prepare): a (tile, KV
+ * head) block per super-chunk of 512 positions, 256 of them; or, where that would be fewer and the scratch holds the
+ * chunk states, a block per chunk of 64 positions, 128 of them (each block's work is one chunk: a 45-token criterion
+ * over a 256-token evidence gets 6 tiles of 8 tokens x 8 KV heads x 5 chunks, not 45 tiles of one token x 8 KV heads
+ * each walking the 5 chunks with 2 of its 16 rows). Rows counted as the kernels pack them (the query heads of one KV
+ * head in one tile). */
+static int attn_tiles_enough(td_ctx *ctx, int64_t qt, int64_t n) {
+    const td_config *c = &ctx->model->cfg;
+    const td_pass *ps = &ctx->pass;
+    const int64_t max_n = ctx->dev->attn.max_n, kv = c->n_head_kv > 0 ? c->n_head_kv : 1;
+    int64_t tiles = 0;
+    for (int32_t g = 0; g < ps->n_groups; g++) tiles += (ps->grp_off[g + 1] - ps->grp_off[g] + qt - 1) / qt;
+    const int64_t per_super = tiles * kv * ((max_n + 511) / 512), chunks = (max_n + 63) / 64;
+    if (per_super >= 256) return 1;
+    const int split = max_n > 64 &&
+                      attn_scratch_need(c, n, max_n, ctx->p.n_ctx) >= n * c->n_head * chunks * (c->head_dim + 2);
+    return split && tiles * kv * chunks >= 128;
+}
+
 /* The attention split's scratch for this pass (cuda.h): what its rows past one super-chunk need, and what lets a small
  * launch split by chunks when that is at most 2^26 floats. Sized by the pass's own positions, not by n_ctx: a
  * context of many short sequences (a decide pass of 16 evidences x 144 criteria: n_batch ~100k, n_ctx ~110k) would
@@ -112,11 +141,7 @@ static td_status attn_scratch_fit(td_ctx *ctx, int64_t n) {
     td_dev_ctx *dv = ctx->dev;
     const td_config *c = &ctx->model->cfg;
     if (c->n_head <= 0) return TD_OK;
-    int64_t mx = (dv->attn.max_n + 63) / 64 * 64; /* forward.c's grid rounds max_n up so */
-    if (mx > ctx->p.n_ctx) mx = ctx->p.n_ctx;
-    int64_t need = mx > 512 ? td_cu_attn_scratch_floats(n, c->n_head, mx, c->head_dim) : 0;
-    const int64_t chunks = n * c->n_head * ((mx + 63) / 64) * (c->head_dim + 2);
-    if (chunks > need && chunks <= ((int64_t)1 << 26)) need = chunks;
+    const int64_t need = attn_scratch_need(c, n, dv->attn.max_n, ctx->p.n_ctx);
     if (need <= dv->attn.scratch_floats) return TD_OK;
     td_dev_graph_free(ctx);
     td_cu_free(dv->attn.scratch);
@@ -139,6 +164,7 @@ void td_eng_dev_close(td_ctx *ctx) {
     td_cu_free(dv->out);
     td_cu_free(dv->attn.scratch);
     td_cu_free(dv->dnc_scratch);
+    td_cu_free(dv->mm_scratch);
     td_free(dv->dnc_sets);
     td_free(dv->dnc_first);
     td_free(dv->dnc_off);
@@ -246,27 +272,22 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     stage(dv, &at, ps->grp_seq, ps->n_groups, &dv->grp_seq);
     stage(dv, &at, ps->grp_tok, n, &dv->grp_tok);
     stage(dv, &at, ps->grp_off, ps->n_groups + 1, &dv->grp_off);
-    /* attention tiles: a group's tokens cut every qt; fewer tokens per tile while the launch would have under 256
-     * (tile, KV head) blocks (a small pass: more blocks beat more rows per staged key; no bit depends on the tiles) */
+    dv->attn.max_n = 1;
+    for (int64_t t = 0; t < n; t++)
+        if (ps->tok_pos[t] + 1 > dv->attn.max_n) dv->attn.max_n = ps->tok_pos[t] + 1;
+    /* attention tiles: a group's tokens cut every qt; fewer tokens per tile while the launch would have too few
+     * blocks (a small pass: more blocks beat more rows per staged key; no bit depends on the tiles) */
     const td_config *c = &ctx->model->cfg;
     const int bf16 = ctx->p.precision == TD_PRECISION_BF16; /* td_cu_attention_bf16's tiles (64 rows where it can) */
     int64_t qt = c->n_head <= 0 ? 1
                  : bf16    ? td_cu_attn_tile_tokens_bf16(c->n_head, c->n_head_kv, c->head_dim)
                            : td_cu_attn_tile_tokens(c->n_head, c->n_head_kv, c->head_dim);
-    while (qt > 1) {
-        int64_t tiles = 0;
-        for (int32_t g = 0; g < ps->n_groups; g++) tiles += (ps->grp_off[g + 1] - ps->grp_off[g] + qt - 1) / qt;
-        if (tiles * (c->n_head_kv > 0 ? c->n_head_kv : 1) >= 256) break;
-        qt = (qt + 1) / 2;
-    }
+    while (qt > 1 && !attn_tiles_enough(ctx, qt, n)) qt = (qt + 1) / 2;
     dv->attn.tok = dv->grp_tok;
     dv->attn.tile = dv->ints + at;
     dv->attn.n_tiles = td_cu_attn_tiles(dv->h_ints + at, ps->grp_off, ps->n_groups, qt);
     dv->attn.tile_tokens = qt;
     at += 2 * dv->attn.n_tiles;
-    dv->attn.max_n = 1;
-    for (int64_t t = 0; t < n; t++)
-        if (ps->tok_pos[t] + 1 > dv->attn.max_n) dv->attn.max_n = ps->tok_pos[t] + 1;
     td_status sst = attn_scratch_fit(ctx, n);
     if (sst != TD_OK) return sst;
     if (ctx->dn.dev_chunk && stage_dnc(ctx, &at) != 0)

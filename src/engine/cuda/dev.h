@@ -72,6 +72,9 @@ struct td_dev_ctx {
     int32_t *dnc_off;           /* host [n_batch + 1]: a set's grp_off rebased to its first token */
     int64_t *dnc_pos0;          /* host [n_batch]: a set's groups' first positions */
     int n_dnc_sets;
+    float *mm_scratch;          /* [mm_scratch_floats]: the products' partials (td_cu_scratch_bind, bound per pass;
+                                   grown when a pass's launch wanted more: forward.c), its counters zero */
+    int64_t mm_scratch_floats;
     void *graph;           /* the last small pass's kernels as a CUDA graph (forward.c), NULL: none */
     int64_t graph_key[8];  /* the shape it was recorded for */
     int32_t graph_rows;    /* ctx->pass.n_rows after the recorded kernels (the last layer keeps the output rows) */

@@ -332,6 +332,26 @@ static td_status kernels_graph(dev_pass *p, int64_t n_rows, const int64_t key[8]
     return TD_OK;
 }
 
+/* The products' scratch grown to what a launch of the pass wanted (td_cu_scratch_wanted), after the pass (the stream
+ * is done with the old one): the recorded graph, which holds the old address and the allocation it fell back to, is
+ * dropped; the next pass records one without. */
+static td_status mm_scratch_fit(td_ctx *ctx) {
+    td_dev_ctx *dv = ctx->dev;
+    const int64_t want = td_cu_scratch_wanted();
+    if (want <= dv->mm_scratch_floats) return TD_OK;
+    if (td_cu_sync(dv->stream) != 0) return td_dev_fail("finishing a pass");
+    td_dev_graph_free(ctx);
+    td_cu_free(dv->mm_scratch);
+    dv->mm_scratch_floats = 0;
+    dv->mm_scratch = td_cu_malloc((size_t)want * sizeof(float));
+    if (!dv->mm_scratch) return td_fail(TD_ERR_NOMEM, "the products' scratch on the GPU (%lld floats): %s",
+                                        (long long)want, td_cu_error());
+    if (td_cu_zero(dv->mm_scratch, TD_CU_SCRATCH_COUNTERS * sizeof(float), dv->stream) != 0)
+        return td_dev_fail("zeroing the products' counters");
+    dv->mm_scratch_floats = want;
+    return TD_OK;
+}
+
 void td_dev_graph_free(td_ctx *ctx) {
     if (!ctx->dev) return;
     td_cu_graph_free(ctx->dev->graph);
@@ -349,7 +369,9 @@ td_status td_forward_dev(td_ctx *ctx) {
     if ((st = td_dev_upload_pass(ctx)) != TD_OK) return st;
     int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : m->head.rows; /* K letters or the vocabulary */
     int64_t key[8];
+    td_cu_scratch_bind(dv->mm_scratch, dv->mm_scratch_floats);
     st = graph_key(ctx, n_rows, key) ? kernels_graph(&p, n_rows, key) : kernels(&p, n_rows);
+    td_cu_scratch_bind(NULL, 0);
     if (st != TD_OK) return st;
     if (ps->n_out > 0) ctx->head_macs += (int64_t)ps->n_out * n_rows * m->cfg.n_embd;
     uint64_t fault = 0;
@@ -357,5 +379,5 @@ td_status td_forward_dev(td_ctx *ctx) {
     if (ps->n_out > 0)
         LAUNCH(td_cu_d2h(x->out, dv->out, (size_t)ps->n_out * (size_t)n_rows * sizeof(float), p.s), "reading the outputs");
     if (fault != UINT64_MAX) return fault_status(ctx, fault);
-    return TD_OK;
+    return mm_scratch_fit(ctx);
 }

@@ -615,6 +615,32 @@ template <int NF> __host__ __device__ constexpr size_t tc_split_smem() {
     return (size_t)(SP_R + tc_split_xrows<NF>()) * TC_SP * 2;
 }
 
+/* tc_split's fold without a second kernel: the slice blocks of a column of 64 outputs count themselves in
+ * cnt[blockIdx.x] (zero before the launch), and the last to arrive, whichever it is, adds the column's partials as
+ * tc_fold_parts does (y = P_0, then y + P_s for s = 1, 2, ...: the same bits) and sets the count back to zero for the
+ * next launch. The classic threadfence reduction: each block's partials are visible (__threadfence) before it counts. */
+__device__ __forceinline__ void tc_split_fold_last(const tc_view &v, const float *part, int64_t T, int64_t ng,
+                                                   unsigned *cnt) {
+    __shared__ unsigned last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(&cnt[blockIdx.x], 1u) == gridDim.y - 1;
+        if (last) cnt[blockIdx.x] = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int64_t col = (int64_t)blockIdx.x * SP_R, S = gridDim.y;
+    for (int64_t e = threadIdx.x; e < SP_R * T; e += blockDim.x) {
+        const int64_t t = e / SP_R, r = e % SP_R, j = v.j0 + r;
+        if (j >= v.n_out) continue;
+        float y = __ldcg(&part[t * ng + col + r]);
+        for (int64_t sl = 1; sl < S; sl++) y = y + __ldcg(&part[(sl * T + t) * ng + col + r]);
+        v.y[t * v.ldy + j] = y;
+    }
+}
+
 /* The order above for T <= 64, parallel over slices instead of over outputs alone: block (x, y) computes the partial
  * P_y of slice y for SP_R outputs x all T tokens, one chain a fragment (warp w: outputs 16w .. 16w + 15, every token
  * fragment), its weights (SP_R x 256 bf16) all in flight at once by cp.async, its activations rounded to bf16 once
@@ -623,8 +649,8 @@ template <int NF> __host__ __device__ constexpr size_t tc_split_smem() {
  * and tc_skinny spread a launch over outputs only: 16 to 64 blocks for the 1024 outputs of o and down, each reading
  * all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. */
 template <int NF, bool CL>
-__global__ void __launch_bounds__(128)
-    tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part) {
+__global__ void __launch_bounds__(128) tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T,
+                                                int64_t K, float *part, unsigned *cnt) {
     constexpr int XR = tc_split_xrows<NF>();
     TD_DYN_SMEM16(unsigned char, tc_smem);
     typedef uint16_t srow[TC_SP];
@@ -715,6 +741,7 @@ __global__ void __launch_bounds__(128)
                 if (part) part[((int64_t)blockIdx.y * T + t) * ng + (int64_t)blockIdx.x * SP_R + r] = acc[f][c];
                 else if (j < v.n_out) v.y[t * v.ldy + j] = acc[f][c];
             }
+        if (part && cnt) tc_split_fold_last(v, part, T, ng, cnt);
     }
 }
 
@@ -840,22 +867,47 @@ static int tc_wide_parts(const tc_jobs &jobs, const float *x, const uint16_t *xb
 
 /* tc_split for launches of up to 64 tokens over several slices whose outputs are few enough (at most 8 x SMs blocks
  * of 64: the head's 151,936 rows stay on tc_stream, which streams them at the copy bandwidth): TD_CUDA_TC_SPLIT=0
- * turns it off. The partials (slices x T x outputs floats) go to a stream-ordered scratch; 1 when the launch has too
- * many outputs or no scratch can be had (the caller then runs tc_stream). Test mode 7 forces it (`forced`) on every
- * T <= 64 launch, one slice too. */
+ * turns it off. The partials (slices x T x outputs floats) go to the thread's bound scratch (then each column's last
+ * block folds them: td_cu_matmul_tc_fold_test(0) or TD_CUDA_TC_FOLD=0 turns that off) or to a stream-ordered
+ * allocation folded by tc_fold_parts; 1 when the launch has too many outputs or no scratch can be had (the caller
+ * then runs tc_stream). Test mode 7 forces it (`forced`) on every T <= 64 launch, one slice too. */
 static int tc_split_on = tc_env_on("TD_CUDA_TC_SPLIT");
 extern "C" void td_cu_matmul_tc_split_test(int on) {
     tc_split_on = on < 0 ? tc_env_on("TD_CUDA_TC_SPLIT") : on ? 1 : 0;
 }
+static int tc_fold_on = tc_env_on("TD_CUDA_TC_FOLD");
+extern "C" void td_cu_matmul_tc_fold_test(int on) { tc_fold_on = on < 0 ? tc_env_on("TD_CUDA_TC_FOLD") : on ? 1 : 0; }
 
 template <int NF>
 static int tc_split_go(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
-                       int64_t S, float *part, cudaStream_t s) {
+                       int64_t S, float *part, unsigned *cnt, cudaStream_t s) {
     constexpr size_t smem = tc_split_smem<NF>();
     static const cudaError_t opt = tc_smem_opt(tc_split<NF, false>, smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_split", opt);
-    tc_split<NF, false><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part);
+    tc_split<NF, false><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part, cnt);
     return td_cu_launched("matmul (tensor cores, few tokens, by slices)");
+}
+
+/* The scratch the caller bound to this thread (td_cu_scratch_bind): TC_CNT counters, zero between launches, then the
+ * partials. A CUDA graph records a stream-ordered allocation as a node of its own, which the programmatic edges
+ * (runtime.cu) cannot cross: a product of a recorded pass takes its partials from here. */
+#define TC_CNT TD_CU_SCRATCH_COUNTERS
+static thread_local float *tc_scr = nullptr;
+static thread_local int64_t tc_scr_floats = 0, tc_scr_wanted = 0;
+extern "C" void td_cu_scratch_bind(float *p, int64_t floats) {
+    tc_scr = p;
+    tc_scr_floats = p ? floats : 0;
+}
+extern "C" int64_t td_cu_scratch_wanted(void) {
+    const int64_t w = tc_scr_wanted;
+    tc_scr_wanted = 0;
+    return w;
+}
+static float *tc_scratch_take(int64_t floats) {
+    const int64_t need = TC_CNT + floats;
+    if (tc_scr && need <= tc_scr_floats) return tc_scr;
+    if (need > tc_scr_wanted) tc_scr_wanted = need;
+    return nullptr;
 }
 
 /* tc_split with its S slice blocks as one thread-block cluster (sm_90) that adds the partials through distributed
@@ -892,7 +944,8 @@ template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *
         fits[S] = ok ? 1 : -1;
     }
     if (fits[S] < 0) return 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, tc_split<NF, true>, jobs, x, ldx, T, K, (float *)nullptr);
+    const cudaError_t e =
+        cudaLaunchKernelEx(&cfg, tc_split<NF, true>, jobs, x, ldx, T, K, (float *)nullptr, (unsigned *)nullptr);
     if (e != cudaSuccess) return td_cu_fail("matmul (tensor cores, few tokens, a cluster of slices)", e);
     return 0;
 }
@@ -913,17 +966,20 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
                            : tc_split_cluster<8>(jobs, x, ldx, T, K, blocks, S, s);
         if (rc <= 0) return rc; /* else the scratch and tc_fold_parts */
     }
-    float *part = nullptr;
-    if (S > 1) {
-        if (cudaMallocAsync((void **)&part, (size_t)S * (size_t)T * (size_t)ng * sizeof(float), s) != cudaSuccess) {
-            cudaGetLastError();
-            return 1;
-        }
+    /* the partials: in the bound scratch, folded by each column's last block; else in a stream-ordered allocation,
+     * folded by tc_fold_parts (TD_CUDA_TC_FOLD=0: always so) */
+    float *part = nullptr, *scr = S > 1 && tc_fold_on && blocks <= TC_CNT ? tc_scratch_take(S * T * ng) : nullptr;
+    unsigned *cnt = scr ? (unsigned *)scr : nullptr;
+    if (scr) part = scr + TC_CNT;
+    else if (S > 1 && cudaMallocAsync((void **)&part, (size_t)(S * T * ng) * sizeof(float), s) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
     }
-    int rc = nf == 1   ? tc_split_go<1>(jobs, x, ldx, T, K, blocks, S, part, s)
-             : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, s)
-             : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, s)
-                       : tc_split_go<8>(jobs, x, ldx, T, K, blocks, S, part, s);
+    int rc = nf == 1   ? tc_split_go<1>(jobs, x, ldx, T, K, blocks, S, part, cnt, s)
+             : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, cnt, s)
+             : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, cnt, s)
+                       : tc_split_go<8>(jobs, x, ldx, T, K, blocks, S, part, cnt, s);
+    if (scr) return rc < 0 ? rc : 0;
     if (rc == 0 && part) rc = tc_fold_launch(jobs, part, T, S, ng, SP_R, s);
     if (part) cudaFreeAsync(part, s);
     return rc < 0 ? rc : 0;
