@@ -8,8 +8,8 @@
  * past n_out poisoned (they must stay as they were). td_cu_matmul_tc_test_mode picks the kernels in one process.
  * Also: TD_CUDA_TC with a value that is neither old nor new fails with a message naming it.
  * tc_split (a block per k slice) is checked as mode 7 (forced on every T <= 64 launch) and within mode 2, its
- * partials added in a thread-block cluster (the default up to 16 tokens; forced at every T), by tc_fold_parts, and by
- * each column's last block in a bound scratch (test_bound_scratch).
+ * partials added in a thread-block cluster (the default up to 16 tokens; forced at every T) and by tc_fold_parts,
+ * from a stream-ordered allocation or a bound scratch (test_bound_scratch).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -304,33 +304,27 @@ static void bench(void) {
     td_cu_matmul_tc_cluster_test(-1);
 }
 
-/* tc_split's partials in a scratch bound to the thread (td_cu_scratch_bind, as the engine binds its own), folded by
- * each column's last block instead of tc_fold_parts: the same bits over every shape, one product a launch and several
- * (test_multi), every launch fitting (nothing wanted more), and the counters left at zero; then a scratch too small
- * for any launch: each falls back to an allocation and says what it wanted. */
+/* tc_split's partials in a scratch bound to the thread (td_cu_scratch_bind, as the engine binds its own) instead of
+ * stream-ordered allocations: the same bits over every shape, one product a launch and several (test_multi), every
+ * launch fitting (nothing wanted more); then a scratch too small for any launch: each falls back to an allocation
+ * and says what it wanted. */
 static void test_bound_scratch(const int64_t *Ts, int nT, const int *modes) {
     const int64_t floats = (int64_t)16 << 20;
     float *scr = td_cu_malloc((size_t)floats * sizeof(float));
     CHECK(scr != NULL);
     if (!scr) return;
-    CU(td_cu_zero(scr, TD_CU_SCRATCH_COUNTERS * sizeof(float), NULL));
     (void)td_cu_scratch_wanted();
     td_cu_scratch_bind(scr, floats);
-    test_shapes(Ts, nT, modes, 2, "T <= 64 (tc_skinny vs tc_split, folded by the last block)");
+    test_shapes(Ts, nT, modes, 2, "T <= 64 (tc_skinny vs tc_split, partials in a bound scratch)");
     test_multi();
     td_cu_scratch_bind(NULL, 0);
     CHECKF(td_cu_scratch_wanted() == 0, "a launch wanted more than the %lld floats bound", (long long)floats);
-    uint32_t cnt[TD_CU_SCRATCH_COUNTERS];
-    CU(td_cu_d2h(cnt, scr, sizeof cnt, NULL));
-    int nonzero = 0;
-    for (int i = 0; i < TD_CU_SCRATCH_COUNTERS; i++) nonzero += cnt[i] != 0;
-    CHECKF(nonzero == 0, "%d of tc_split's counters left non-zero", nonzero);
-    td_cu_scratch_bind(scr, TD_CU_SCRATCH_COUNTERS + 1);
+    td_cu_scratch_bind(scr, 1);
     test_shapes(Ts, nT, modes, 2, "T <= 64 (tc_split, a bound scratch too small: allocations)");
     td_cu_scratch_bind(NULL, 0);
-    CHECKF(td_cu_scratch_wanted() > TD_CU_SCRATCH_COUNTERS + 1, "a scratch too small: nothing wanted more");
+    CHECKF(td_cu_scratch_wanted() > 1, "a scratch too small: nothing wanted more");
     td_cu_free(scr);
-    printf("tc_split: partials in a bound scratch folded by the last block = tc_fold_parts; counters back at zero\n");
+    printf("tc_split: partials in a bound scratch = in allocations; a scratch too small says what it wanted\n");
 }
 
 int main(void) {
@@ -356,8 +350,11 @@ int main(void) {
     test_shapes(few, (int)(sizeof few / sizeof *few), split_modes, 2, "T <= 64 (tc_skinny vs tc_split, folded apart)");
     test_bound_scratch(few, (int)(sizeof few / sizeof *few), split_modes);
     td_cu_matmul_tc_cluster_test(-1);
-    td_cu_matmul_tc_xb_test(0); /* tc_wide rounding x in its blocks */
+    td_cu_matmul_tc_xb_test(0); /* tc_wide and tc_split rounding x in their blocks */
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide, x in fp32)");
+    td_cu_matmul_tc_cluster_test(0);
+    test_shapes(few, (int)(sizeof few / sizeof *few), split_modes, 2, "T <= 64 (tc_skinny vs tc_split, x in fp32)");
+    td_cu_matmul_tc_cluster_test(-1);
     td_cu_matmul_tc_xb_test(-1);
     td_cu_matmul_tc_parts_test(1); /* every tc_wide launch by slices (tc_fold_parts adds them) */
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide by slices)");

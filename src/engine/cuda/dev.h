@@ -73,7 +73,7 @@ struct td_dev_ctx {
     int64_t *dnc_pos0;          /* host [n_batch]: a set's groups' first positions */
     int n_dnc_sets;
     float *mm_scratch;          /* [mm_scratch_floats]: the products' partials (td_cu_scratch_bind, bound per pass;
-                                   grown when a pass's launch wanted more: forward.c), its counters zero */
+                                   grown when a pass's launch wanted more: forward.c) */
     int64_t mm_scratch_floats;
     void *graph;           /* the last small pass's kernels as a CUDA graph (forward.c), NULL: none */
     int64_t graph_key[8];  /* the shape it was recorded for */

@@ -346,8 +346,6 @@ static td_status mm_scratch_fit(td_ctx *ctx) {
     dv->mm_scratch = td_cu_malloc((size_t)want * sizeof(float));
     if (!dv->mm_scratch) return td_fail(TD_ERR_NOMEM, "the products' scratch on the GPU (%lld floats): %s",
                                         (long long)want, td_cu_error());
-    if (td_cu_zero(dv->mm_scratch, TD_CU_SCRATCH_COUNTERS * sizeof(float), dv->stream) != 0)
-        return td_dev_fail("zeroing the products' counters");
     dv->mm_scratch_floats = want;
     return TD_OK;
 }

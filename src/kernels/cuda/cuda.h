@@ -103,11 +103,8 @@ void td_cu_matmul_tc_split_test(int on);
  * slice order: no scratch and no second kernel. TD_CUDA_TC_CLUSTER=0 turns it off (the scratch and tc_fold_parts).
  * Test only: td_cu_matmul_tc_cluster_test(0 / 1: off / on for every tc_split launch), -1 the environment's choice. */
 void td_cu_matmul_tc_cluster_test(int on);
-/* Test only: tc_split's partials folded by each column's last block where a scratch is bound (1, the default; 0: by a
- * second kernel over a stream-ordered allocation; -1: TD_CUDA_TC_FOLD's choice, "0" off). The same bits. */
-void td_cu_matmul_tc_fold_test(int on);
-/* tc_wide (T > 64) takes x rounded to bf16 once per launch (a stream-ordered scratch of T x cols bf16, copied into its
- * tiles as the weights are) instead of rounding it in every block of a column of tiles: the same bits.
+/* tc_wide (T > 64) and tc_split past 16 tokens take x rounded to bf16 once per launch (a scratch of T x cols bf16,
+ * copied into their tiles as the weights are) instead of rounding it in every block: the same bits.
  * TD_CUDA_TC_XB=0 turns that off. Test only: td_cu_matmul_tc_xb_test(0 / 1), -1 the environment's choice. */
 void td_cu_matmul_tc_xb_test(int on);
 /* tc_wide launches of at most 512 tokens whose 128 x 128 tiles fill at most half the GPU's SMs run each k slice in a
@@ -126,13 +123,12 @@ typedef struct td_cu_mm {
     int64_t n_out;
 } td_cu_mm;
 int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in, void *stream);
-/* A device scratch of `floats` floats for the products launched from this thread (thread-local; NULL unbinds), its
- * first TD_CU_SCRATCH_COUNTERS floats zero (counters the products leave at zero): the products of a few tokens keep
- * their partials there instead of in stream-ordered allocations, which a CUDA graph records as nodes of their own
- * between the kernels (its programmatic edges stop there). The caller keeps it alive and unused by anything else
- * until the stream is done with the launches. A launch that needed more than was bound took an allocation:
- * td_cu_scratch_wanted returns the most floats such a launch wanted since the last call (0: none), then forgets it. */
-#define TD_CU_SCRATCH_COUNTERS 4096
+/* A device scratch of `floats` floats for the products launched from this thread (thread-local; NULL unbinds): the
+ * products of a few tokens keep their partials there instead of in stream-ordered allocations, which a CUDA graph
+ * records as nodes of their own between the kernels (its programmatic edges stop there). The caller keeps it alive
+ * and unused by anything else until the stream is done with the launches. A launch that needed more than was bound
+ * took an allocation: td_cu_scratch_wanted returns the most floats such a launch wanted since the last call (0:
+ * none), then forgets it. */
 void td_cu_scratch_bind(float *p, int64_t floats);
 int64_t td_cu_scratch_wanted(void);
 

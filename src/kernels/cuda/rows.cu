@@ -1,7 +1,8 @@
 /* Row operations: RMSNorm, rotary embedding, the KV store, Qwen3.5's sigmoid output gate, the SwiGLU gate, the
  * residual add with its finiteness check, the check alone, and the row gather.
  *
- * Shapes: RMSNorm, the residual and the check run one block of 256 threads per row; everything else is
+ * Shapes: RMSNorm and the residual + norm run one block of 256 threads per row, the check one per 4096 elements of
+ * a row; everything else is
  * element-wise over a grid-stride loop (one thread per element, any grid).
  * Batch invariance: the element-wise ops compute each element from its own inputs alone, the same expression as the
  * CPU reference (no contraction: --fmad=false). RMSNorm's sum of squares is in double, each thread folding
@@ -345,15 +346,18 @@ extern "C" int td_cu_add_bias(float *y, int64_t ldy, const float *b, int64_t T, 
     return td_cu_launched("add_bias");
 }
 
-/* One row per block: x += y when add, then the row's finiteness (NaN or +-inf anywhere lowers *fault). */
+/* Block (r, p): piece p (RF_PIECE elements) of row r: x += y when add, then its finiteness (NaN or +-inf anywhere
+ * lowers *fault: atomicMin, whichever block comes first). A head row of 151,936 outputs in 38 blocks, not one. */
+#define RF_PIECE 4096
+static unsigned rf_pieces(int64_t n) { return (unsigned)(n <= RF_PIECE ? 1 : (n + RF_PIECE - 1) / RF_PIECE); }
 __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const float *__restrict__ y, int64_t n,
                                                              int64_t ld, int add, const int32_t *__restrict__ row_tok,
                                                              unsigned long long *fault, uint32_t code) {
     td_pdl_wait();
-    const int64_t r = blockIdx.x;
+    const int64_t r = blockIdx.x, i0 = (int64_t)blockIdx.y * RF_PIECE, i1 = i0 + RF_PIECE < n ? i0 + RF_PIECE : n;
     float *xr = x + r * ld;
     int bad = 0;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
+    for (int64_t i = i0 + threadIdx.x; i < i1; i += ROW_NT) {
         float v = xr[i];
         if (add) {
             v = v + y[r * n + i];
@@ -370,19 +374,21 @@ __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const flo
 extern "C" int td_cu_add_rows(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok, uint64_t *fault,
                               uint32_t code, void *stream) {
     if (R <= 0) return 0;
-    if (R > 0x7fffffff) return td_cu_failf("td_cu_add_rows: %lld rows is beyond one launch", (long long)R);
-    rows_finite_kernel<<<(unsigned)R, ROW_NT, 0, TD_CU_STREAM(stream)>>>(x, y, n, n, 1, row_tok,
-                                                                         (unsigned long long *)fault, code);
+    if (R > 0x7fffffff || n > (int64_t)RF_PIECE * 65535)
+        return td_cu_failf("td_cu_add_rows: %lld rows of %lld is beyond one launch", (long long)R, (long long)n);
+    rows_finite_kernel<<<dim3((unsigned)R, rf_pieces(n)), ROW_NT, 0, TD_CU_STREAM(stream)>>>(
+        x, y, n, n, 1, row_tok, (unsigned long long *)fault, code);
     return td_cu_launched("add_rows");
 }
 
 extern "C" int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld, const int32_t *row_tok,
                                 uint64_t *fault, uint32_t code, void *stream) {
     if (R <= 0) return 0;
-    if (R > 0x7fffffff) return td_cu_failf("td_cu_check_rows: %lld rows is beyond one launch", (long long)R);
+    if (R > 0x7fffffff || n > (int64_t)RF_PIECE * 65535)
+        return td_cu_failf("td_cu_check_rows: %lld rows of %lld is beyond one launch", (long long)R, (long long)n);
     /* add = 0: the kernel never writes x */
-    rows_finite_kernel<<<(unsigned)R, ROW_NT, 0, TD_CU_STREAM(stream)>>>((float *)x, NULL, n, ld, 0, row_tok,
-                                                                         (unsigned long long *)fault, code);
+    rows_finite_kernel<<<dim3((unsigned)R, rf_pieces(n)), ROW_NT, 0, TD_CU_STREAM(stream)>>>(
+        (float *)x, NULL, n, ld, 0, row_tok, (unsigned long long *)fault, code);
     return td_cu_launched("check_rows");
 }
 

@@ -95,14 +95,6 @@ struct td_emu_warp { // a warp's exchange area for its collectives
 };
 extern td_emu_warp td_emu_wx[32];
 inline void __syncthreads() { td_emu_wait(td_emu_block_bar); }
-// one block at a time: the fence has nothing to order, the atomic nobody to race, the L2 load no stale L1 to skip
-inline void __threadfence() {}
-inline unsigned atomicAdd(unsigned *p, unsigned v) {
-    const unsigned o = *p;
-    *p = o + v;
-    return o;
-}
-template <typename T> inline T __ldcg(const T *p) { return *p; }
 inline void __syncwarp(unsigned = 0xffffffffu) { td_emu_wait(td_emu_warp_bar[threadIdx.x / 32]); }
 
 // The selftest's mutations (emu.cpp): td_emu_mutation names one, and it applies while td_emu_active is set (main
