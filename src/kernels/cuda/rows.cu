@@ -2,8 +2,7 @@
  * residual add with its finiteness check, the check alone, and the row gather.
  *
  * Shapes: RMSNorm and the residual + norm run one block of 256 threads per row, the check one per 4096 elements of
- * a row; everything else is
- * element-wise over a grid-stride loop (one thread per element, any grid).
+ * a row; everything else is element-wise over a grid-stride loop (one thread per element, any grid).
  * Batch invariance: the element-wise ops compute each element from its own inputs alone, the same expression as the
  * CPU reference (no contraction: --fmad=false). RMSNorm's sum of squares is in double, each thread folding
  * i = tid, tid + 256, ... ascending, then the fixed tree of td_dev_block_sum<256>: it depends on the row's n values
