@@ -350,11 +350,8 @@ int main(void) {
     test_shapes(few, (int)(sizeof few / sizeof *few), split_modes, 2, "T <= 64 (tc_skinny vs tc_split, folded apart)");
     test_bound_scratch(few, (int)(sizeof few / sizeof *few), split_modes);
     td_cu_matmul_tc_cluster_test(-1);
-    td_cu_matmul_tc_xb_test(0); /* tc_wide and tc_split rounding x in their blocks */
+    td_cu_matmul_tc_xb_test(0); /* tc_wide rounding x in its blocks */
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide, x in fp32)");
-    td_cu_matmul_tc_cluster_test(0);
-    test_shapes(few, (int)(sizeof few / sizeof *few), split_modes, 2, "T <= 64 (tc_skinny vs tc_split, x in fp32)");
-    td_cu_matmul_tc_cluster_test(-1);
     td_cu_matmul_tc_xb_test(-1);
     td_cu_matmul_tc_parts_test(1); /* every tc_wide launch by slices (tc_fold_parts adds them) */
     test_shapes(many, (int)(sizeof many / sizeof *many), wide_modes, 1, "T > 64 (tc_tile vs tc_wide by slices)");

@@ -103,8 +103,8 @@ void td_cu_matmul_tc_split_test(int on);
  * slice order: no scratch and no second kernel. TD_CUDA_TC_CLUSTER=0 turns it off (the scratch and tc_fold_parts).
  * Test only: td_cu_matmul_tc_cluster_test(0 / 1: off / on for every tc_split launch), -1 the environment's choice. */
 void td_cu_matmul_tc_cluster_test(int on);
-/* tc_wide (T > 64) and tc_split past 16 tokens take x rounded to bf16 once per launch (a scratch of T x cols bf16,
- * copied into their tiles as the weights are) instead of rounding it in every block: the same bits.
+/* tc_wide (T > 64) takes x rounded to bf16 once per launch (a stream-ordered scratch of T x cols bf16, copied into its
+ * tiles as the weights are) instead of rounding it in every block of a column of tiles: the same bits.
  * TD_CUDA_TC_XB=0 turns that off. Test only: td_cu_matmul_tc_xb_test(0 / 1), -1 the environment's choice. */
 void td_cu_matmul_tc_xb_test(int on);
 /* tc_wide launches of at most 512 tokens whose 128 x 128 tiles fill at most half the GPU's SMs run each k slice in a

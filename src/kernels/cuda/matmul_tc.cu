@@ -618,14 +618,13 @@ template <int NF> __host__ __device__ constexpr size_t tc_split_smem() {
 /* The order above for T <= 64, parallel over slices instead of over outputs alone: block (x, y) computes the partial
  * P_y of slice y for SP_R outputs x all T tokens, one chain a fragment (warp w: outputs 16w .. 16w + 15, every token
  * fragment), its weights (SP_R x 256 bf16) all in flight at once by cp.async, its activations rounded to bf16 once
- * into shared memory (rows past T zero: their columns are dropped), or, given xb (x rounded by tc_x_bf16), copied
- * from there as the weights are. With one slice (K <= 256) the partial is y;
+ * into shared memory (rows past T zero: their columns are dropped). With one slice (K <= 256) the partial is y;
  * else it goes to part [slice][token][the launch's block rows] and tc_fold_parts adds the slices in order. tc_stream
  * and tc_skinny spread a launch over outputs only: 16 to 64 blocks for the 1024 outputs of o and down, each reading
  * all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. */
 template <int NF, bool CL>
-__global__ void __launch_bounds__(128) tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T,
-                                                int64_t K, float *part, const uint16_t *__restrict__ xb) {
+__global__ void __launch_bounds__(128)
+    tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part) {
     constexpr int XR = tc_split_xrows<NF>();
     TD_DYN_SMEM16(unsigned char, tc_smem);
     typedef uint16_t srow[TC_SP];
@@ -645,26 +644,16 @@ __global__ void __launch_bounds__(128) tc_split(const tc_jobs jobs, const float 
     }
     td_cp_commit();
     td_pdl_wait(); /* the weights are in flight while the kernel before finishes; x and y are its */
-    if (xb) { /* x already in bf16 (tc_x_bf16, [T][K]): copied like the weights, all in flight at once */
-#pragma unroll
-        for (int i = 0; i < XR * (TC_KS / 8) / 128; i++) { /* XR rows x 32 chunks of 8 bf16 */
-            const int c = tid + 128 * i, tk = c >> 5, p8 = c & 31;
-            if (tk < T && p8 * 8 < kn) td_cp16(&Xs[tk][p8 * 8], xb + (int64_t)tk * K + k0 + p8 * 8);
-            else *(uint4 *)&Xs[tk][p8 * 8] = make_uint4(0u, 0u, 0u, 0u);
-        }
-        td_cp_commit();
-    } else {
-        const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0;
+    const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0;
 #pragma unroll 4
-        for (int i = 0; i < XR * (TC_KS / 4) / 128; i++) { /* XR rows x 64 chunks of 4 floats */
-            const int c = tid + 128 * i, tk = c >> 6, p4 = c & 63;
-            float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (tk < T && p4 * 4 < kn) {
-                const float *src = x + (int64_t)tk * ldx + k0 + p4 * 4;
-                f = xvec ? *(const float4 *)src : make_float4(src[0], src[1], src[2], src[3]);
-            }
-            *(uint2 *)&Xs[tk][p4 * 4] = make_uint2(td_pack_bf16(f.x, f.y), td_pack_bf16(f.z, f.w));
+    for (int i = 0; i < XR * (TC_KS / 4) / 128; i++) { /* XR rows x 64 chunks of 4 floats */
+        const int c = tid + 128 * i, tk = c >> 6, p4 = c & 63;
+        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (tk < T && p4 * 4 < kn) {
+            const float *src = x + (int64_t)tk * ldx + k0 + p4 * 4;
+            f = xvec ? *(const float4 *)src : make_float4(src[0], src[1], src[2], src[3]);
         }
+        *(uint2 *)&Xs[tk][p4 * 4] = make_uint2(td_pack_bf16(f.x, f.y), td_pack_bf16(f.z, f.w));
     }
     td_cp_wait<0>();
     __syncthreads();
@@ -861,11 +850,11 @@ extern "C" void td_cu_matmul_tc_split_test(int on) {
 
 template <int NF>
 static int tc_split_go(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
-                       int64_t S, float *part, const uint16_t *xb, cudaStream_t s) {
+                       int64_t S, float *part, cudaStream_t s) {
     constexpr size_t smem = tc_split_smem<NF>();
     static const cudaError_t opt = tc_smem_opt(tc_split<NF, false>, smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_split", opt);
-    tc_split<NF, false><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part, xb);
+    tc_split<NF, false><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part);
     return td_cu_launched("matmul (tensor cores, few tokens, by slices)");
 }
 
@@ -923,16 +912,10 @@ template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *
         fits[S] = ok ? 1 : -1;
     }
     if (fits[S] < 0) return 1;
-    const cudaError_t e =
-        cudaLaunchKernelEx(&cfg, tc_split<NF, true>, jobs, x, ldx, T, K, (float *)nullptr, (const uint16_t *)nullptr);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, tc_split<NF, true>, jobs, x, ldx, T, K, (float *)nullptr);
     if (e != cudaSuccess) return td_cu_fail("matmul (tensor cores, few tokens, a cluster of slices)", e);
     return 0;
 }
-
-/* TD_CUDA_TC_XB=0: tc_wide, and tc_split past 16 tokens, round x to bf16 in every block (as before) instead of once
- * per launch (tc_x_bf16). */
-static int tc_xb_on = tc_env_on("TD_CUDA_TC_XB");
-extern "C" void td_cu_matmul_tc_xb_test(int on) { tc_xb_on = on < 0 ? tc_env_on("TD_CUDA_TC_XB") : on ? 1 : 0; }
 
 static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K, bool forced,
                            cudaStream_t s) {
@@ -950,31 +933,26 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
                            : tc_split_cluster<8>(jobs, x, ldx, T, K, blocks, S, s);
         if (rc <= 0) return rc; /* else the scratch and tc_fold_parts */
     }
-    /* the partials (and, past 16 tokens, x in bf16): in the bound scratch, else in a stream-ordered allocation */
-    const int64_t pf = S > 1 ? S * T * ng : 0, xf = T > 16 && tc_xb_on ? (T * K / 2 + 3) / 4 * 4 : 0;
-    float *scr = pf + xf > 0 ? tc_scratch_take(pf + xf) : nullptr;
-    const bool own = pf + xf > 0 && !scr;
-    if (own && cudaMallocAsync((void **)&scr, (size_t)(pf + xf) * sizeof(float), s) != cudaSuccess) {
+    /* the partials: in the bound scratch, else in a stream-ordered allocation (x in bf16 once per launch, as tc_wide
+     * takes it, measured no faster here: 2.34 vs 2.31 ms a criterion on the H100) */
+    float *part = S > 1 ? tc_scratch_take(S * T * ng) : nullptr;
+    const bool own = S > 1 && !part;
+    if (own && cudaMallocAsync((void **)&part, (size_t)(S * T * ng) * sizeof(float), s) != cudaSuccess) {
         cudaGetLastError();
         return 1;
     }
-    float *part = pf ? scr + xf : nullptr;
-    uint16_t *xb = xf ? (uint16_t *)scr : nullptr;
-    int rc = 0;
-    if (xb) {
-        tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, xb);
-        rc = td_cu_launched("matmul (tensor cores, x to bf16)");
-    }
-    if (rc == 0)
-        rc = nf == 1   ? tc_split_go<1>(jobs, x, ldx, T, K, blocks, S, part, xb, s)
-             : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, xb, s)
-             : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, xb, s)
-                       : tc_split_go<8>(jobs, x, ldx, T, K, blocks, S, part, xb, s);
+    int rc = nf == 1   ? tc_split_go<1>(jobs, x, ldx, T, K, blocks, S, part, s)
+             : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, s)
+             : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, s)
+                       : tc_split_go<8>(jobs, x, ldx, T, K, blocks, S, part, s);
     if (rc == 0 && part) rc = tc_fold_launch(jobs, part, T, S, ng, SP_R, s);
-    if (own) cudaFreeAsync(scr, s);
+    if (own) cudaFreeAsync(part, s);
     return rc < 0 ? rc : 0;
 }
 
+/* TD_CUDA_TC_XB=0: tc_wide rounds x to bf16 in every block (as before) instead of once per launch. */
+static int tc_xb_on = tc_env_on("TD_CUDA_TC_XB");
+extern "C" void td_cu_matmul_tc_xb_test(int on) { tc_xb_on = on < 0 ? tc_env_on("TD_CUDA_TC_XB") : on ? 1 : 0; }
 
 /* tc_wide over all slices in one pass, or by slices where its tiles fill at most half the SMs and the partials stay
  * small (at T 2048, down and o: 128 tiles, the split cost prefill 52,005 vs 57,486 tokens/s on the H200). */
