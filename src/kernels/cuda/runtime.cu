@@ -138,36 +138,48 @@ extern "C" int td_cu_capture_begin(void *stream) {
     return e == cudaSuccess ? 0 : td_cu_fail("cudaStreamBeginCapture", e);
 }
 
-/* Every edge of g from a kernel to a kernel made programmatic from the upstream kernel's launch (the port "all blocks
- * have begun", cudaGraphKernelNodePortLaunchCompletion): a kernel's blocks are resident, and its weights in flight,
- * while the kernel before it finishes (td_pdl_wait in every kernel keeps the order of every read and write). 0, or
- * -1 when the graph refused a change (g is then left part changed: the caller drops it). */
-static int graph_edges_programmatic(cudaGraph_t g) {
+/* Every edge of g from a kernel to a kernel made programmatic from the upstream kernel's launch (`on`: the port
+ * "all blocks have begun", cudaGraphKernelNodePortLaunchCompletion) or back to plain (its end): with it a kernel's
+ * blocks are resident, and its weights in flight, while the kernel before it finishes (td_pdl_wait in every kernel
+ * keeps the order of every read and write). Returns the edges changed; -1 when the graph refused a change (those
+ * changed before it stay so: undo with on = 0); -2 when it also refused that edge back (the graph is unusable). */
+static int64_t graph_edges_programmatic(cudaGraph_t g, int on) {
     size_t n = 0;
     if (cudaGraphGetEdges(g, NULL, NULL, NULL, &n) != cudaSuccess) return -1;
     if (n == 0) return 0;
     cudaGraphNode_t *from = (cudaGraphNode_t *)malloc(n * sizeof *from), *to = (cudaGraphNode_t *)malloc(n * sizeof *to);
     cudaGraphEdgeData *ed = (cudaGraphEdgeData *)calloc(n, sizeof *ed);
-    int rc = from && to && ed && cudaGraphGetEdges(g, from, to, ed, &n) == cudaSuccess ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    int64_t changed = from && to && ed ? 0 : -1;
+    if (changed == 0 && cudaGraphGetEdges(g, from, to, ed, &n) != cudaSuccess) changed = -1;
+    for (size_t i = 0; changed >= 0 && i < n; i++) {
         cudaGraphNodeType a, b;
         if (cudaGraphNodeGetType(from[i], &a) != cudaSuccess || cudaGraphNodeGetType(to[i], &b) != cudaSuccess) {
-            rc = -1;
+            changed = -1;
             break;
         }
         if (a != cudaGraphNodeTypeKernel || b != cudaGraphNodeTypeKernel) continue;
+        if ((ed[i].type == cudaGraphDependencyTypeProgrammatic) == (on != 0)) continue;
         cudaGraphEdgeData nd = {};
-        nd.from_port = cudaGraphKernelNodePortLaunchCompletion;
-        nd.type = cudaGraphDependencyTypeProgrammatic;
-        if (cudaGraphRemoveDependencies(g, &from[i], &to[i], &ed[i], 1) != cudaSuccess ||
-            cudaGraphAddDependencies(g, &from[i], &to[i], &nd, 1) != cudaSuccess)
-            rc = -1;
+        if (on) {
+            nd.from_port = cudaGraphKernelNodePortLaunchCompletion;
+            nd.type = cudaGraphDependencyTypeProgrammatic;
+        }
+        if (cudaGraphRemoveDependencies(g, &from[i], &to[i], &ed[i], 1) != cudaSuccess) {
+            changed = -1;
+            break;
+        }
+        if (cudaGraphAddDependencies(g, &from[i], &to[i], &nd, 1) != cudaSuccess) {
+            /* the edge back as it was: a graph with an edge lost would run kernels out of order */
+            changed = cudaGraphAddDependencies(g, &from[i], &to[i], &ed[i], 1) == cudaSuccess ? -1 : -2;
+            break;
+        }
+        changed++;
     }
     free(from);
     free(to);
     free(ed);
     (void)cudaGetLastError();
-    return rc;
+    return changed;
 }
 
 /* TD_CUDA_PDL=0 records graphs with plain edges (each kernel starts when the one before has ended) */
@@ -186,14 +198,16 @@ extern "C" int td_cu_capture_end(void *stream, int keep, void **exec) {
         return e == cudaSuccess || !keep ? 0 : td_cu_fail("cudaStreamEndCapture", e);
     }
     cudaGraphExec_t x = NULL;
-    /* the programmatic edges on a copy: a driver that refuses them (or the instantiation) gets the graph as recorded */
-    cudaGraph_t pg = NULL;
-    if (pdl_on() && cudaGraphClone(&pg, g) == cudaSuccess) {
-        if (graph_edges_programmatic(pg) != 0 || cudaGraphInstantiate(&x, pg, 0) != cudaSuccess) x = NULL;
-        (void)cudaGraphDestroy(pg);
-        (void)cudaGetLastError();
+    const int64_t pdl = pdl_on() ? graph_edges_programmatic(g, 1) : 0;
+    if (pdl == -2) {
+        (void)cudaGraphDestroy(g);
+        return td_cu_failf("recording a pass: the graph lost an edge it refused to make programmatic");
     }
-    e = x ? cudaSuccess : cudaGraphInstantiate(&x, g, 0);
+    e = cudaGraphInstantiate(&x, g, 0);
+    if (e != cudaSuccess && pdl != 0 && graph_edges_programmatic(g, 0) >= 0) { /* a driver that refuses them */
+        (void)cudaGetLastError();
+        e = cudaGraphInstantiate(&x, g, 0);
+    }
     (void)cudaGraphDestroy(g);
     if (e != cudaSuccess) return td_cu_fail("cudaGraphInstantiate", e);
     *exec = (void *)x;
