@@ -147,7 +147,8 @@ static int64_t graph_edges_programmatic(cudaGraph_t g, int on) {
     size_t n = 0;
     if (cudaGraphGetEdges(g, NULL, NULL, NULL, &n) != cudaSuccess) return -1;
     if (n == 0) return 0;
-    cudaGraphNode_t *from = (cudaGraphNode_t *)malloc(n * sizeof *from), *to = (cudaGraphNode_t *)malloc(n * sizeof *to);
+    cudaGraphNode_t *from = (cudaGraphNode_t *)malloc(n * sizeof *from);
+    cudaGraphNode_t *to = (cudaGraphNode_t *)malloc(n * sizeof *to);
     cudaGraphEdgeData *ed = (cudaGraphEdgeData *)calloc(n, sizeof *ed);
     int64_t changed = from && to && ed ? 0 : -1;
     if (changed == 0 && cudaGraphGetEdges(g, from, to, ed, &n) != cudaSuccess) changed = -1;
