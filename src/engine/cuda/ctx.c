@@ -113,12 +113,12 @@ static int64_t attn_scratch_need(const td_config *c, int64_t n, int64_t max_n, i
 }
 
 /* Whether tiles of qt tokens give the pass's attention launch blocks enough (attention.cu, at_prepare): a (tile, KV
- * head) block per super-chunk of 512 positions, 256 of them. Or, for tiles that the 16-row kernel fills (qt16 tokens
- * of the G = Hq / Hkv query heads a KV head serves, packed as the kernels pack them) where the scratch holds the chunk
- * states, a block per chunk of 64 positions, 128 of them: a 45-token criterion over a 256-token evidence gets 6 tiles
- * of 8 tokens x 8 KV heads x 5 chunks (28 us a layer on the H100) instead of 45 one-token tiles x 8 KV heads, each
- * walking the 5 chunks with 2 of its 16 rows (53 us). A 256-token evidence keeps 8-token tiles walking their chunks
- * (46 us; 62 with 32-token tiles split by chunks). */
+ * head) block per super-chunk of 512 positions, 256 of them. Or, for tiles that the row-tile kernel takes
+ * (td_cu_attn_tile_tokens: 16 rows of the query heads a KV head serves, as the kernels pack them; fewer past head dim
+ * 256) where the scratch holds the chunk states, a block per chunk of 64 positions, 128 of them: a 45-token criterion
+ * over a 256-token evidence gets 6 tiles of 8 tokens x 8 KV heads x 5 chunks (28 us a layer on the H100) instead of
+ * 45 one-token tiles x 8 KV heads, each walking the 5 chunks with 2 of its 16 rows (53 us). A 256-token evidence
+ * keeps 8-token tiles walking their chunks (46 us; 62 with 32-token tiles split by chunks). */
 static int attn_tiles_enough(td_ctx *ctx, int64_t qt, int64_t n) {
     const td_config *c = &ctx->model->cfg;
     const td_pass *ps = &ctx->pass;
@@ -127,12 +127,9 @@ static int attn_tiles_enough(td_ctx *ctx, int64_t qt, int64_t n) {
     for (int32_t g = 0; g < ps->n_groups; g++) tiles += (ps->grp_off[g + 1] - ps->grp_off[g] + qt - 1) / qt;
     const int64_t per_super = tiles * kv * ((max_n + 511) / 512), chunks = (max_n + 63) / 64;
     if (per_super >= 256) return 1;
-    const int64_t G = c->n_head / kv;
-    int64_t gh = G < 16 ? G : 16; /* attention.cu's at_heads(G, 16) */
-    while (gh > 1 && G % gh) gh--;
     const int split = max_n > 64 &&
                       attn_scratch_need(c, n, max_n, ctx->p.n_ctx) >= n * c->n_head * chunks * (c->head_dim + 2);
-    return split && qt <= 16 / gh && tiles * kv * chunks >= 128;
+    return split && qt <= td_cu_attn_tile_tokens(c->n_head, kv, c->head_dim) && tiles * kv * chunks >= 128;
 }
 
 /* The attention split's scratch for this pass (cuda.h): what its rows past one super-chunk need, and what lets a small

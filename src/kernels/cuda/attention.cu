@@ -1059,10 +1059,7 @@ extern "C" int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t 
 
 /* TD_CUDA_TC_ATTN=0 in the environment (read once per process) keeps bf16 mode on attention_tile_kernel. */
 static bool ab_enabled(void) {
-    static const bool on = [] {
-        const char *e = getenv("TD_CUDA_TC_ATTN");
-        return !(e && strcmp(e, "0") == 0);
-    }();
+    static const bool on = td_cu_env_on("TD_CUDA_TC_ATTN");
     return on;
 }
 

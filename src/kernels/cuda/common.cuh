@@ -11,6 +11,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/ptx.cuh"
@@ -26,6 +28,12 @@ int td_cu_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int td_cu_launched(const char *name);
 
 #define TD_CU_STREAM(s) ((cudaStream_t)(s))
+
+/* The kernels' switches (TD_CUDA_TC_SPLIT, TD_CUDA_PDL, ...): on unless the environment variable is "0". */
+static inline int td_cu_env_on(const char *name) {
+    const char *e = getenv(name);
+    return !(e && strcmp(e, "0") == 0);
+}
 
 /* td_cu_matmul's tensor-core path (matmul_tc.cu): n (1 .. 4) products of x, every weight one td_cu_matmul_tc
  * accepts, all of the same cols; T >= 1, every n_out >= 1. */

@@ -806,12 +806,10 @@ static int tc_stream_r(int R, const int64_t *blocks, const tc_jobs *jobs, const 
  * scratch, then tc_fold_parts adds them in slice order: the same order and bits as one pass, for launches whose tiles
  * alone would leave most SMs idle (65 to a few hundred tokens over a few thousand outputs: 8 tiles for 1024 x 3072 at
  * T 65). TD_CUDA_TC_PARTS=0 turns it off. 1 when the scratch cannot be had (the caller then runs one pass). */
-static int tc_env_on(const char *name) { /* the switches below: on unless the variable is "0" */
-    const char *e = getenv(name);
-    return !(e && strcmp(e, "0") == 0);
+static int tc_parts = td_cu_env_on("TD_CUDA_TC_PARTS"); /* 0 off, 1 where tiles leave SMs idle, 2 always (test) */
+extern "C" void td_cu_matmul_tc_parts_test(int on) {
+    tc_parts = on < 0 ? td_cu_env_on("TD_CUDA_TC_PARTS") : on ? 2 : 0;
 }
-static int tc_parts = tc_env_on("TD_CUDA_TC_PARTS"); /* 0 off, 1 where the tiles leave SMs idle, 2 always (test) */
-extern "C" void td_cu_matmul_tc_parts_test(int on) { tc_parts = on < 0 ? tc_env_on("TD_CUDA_TC_PARTS") : on ? 2 : 0; }
 
 /* tc_fold_parts over a launch's partials ([S][T][ng], per outputs a block) */
 static int tc_fold_launch(const tc_jobs &jobs, const float *part, int64_t T, int64_t S, int64_t ng, int64_t per,
@@ -843,9 +841,9 @@ static int tc_wide_parts(const tc_jobs &jobs, const float *x, const uint16_t *xb
  * turns it off. The partials (slices x T x outputs floats) go to the thread's bound scratch, or else to a
  * stream-ordered allocation, and tc_fold_parts adds them; 1 when the launch has too many outputs or no scratch can be
  * had (the caller then runs tc_stream). Test mode 7 forces it (`forced`) on every T <= 64 launch, one slice too. */
-static int tc_split_on = tc_env_on("TD_CUDA_TC_SPLIT");
+static int tc_split_on = td_cu_env_on("TD_CUDA_TC_SPLIT");
 extern "C" void td_cu_matmul_tc_split_test(int on) {
-    tc_split_on = on < 0 ? tc_env_on("TD_CUDA_TC_SPLIT") : on ? 1 : 0;
+    tc_split_on = on < 0 ? td_cu_env_on("TD_CUDA_TC_SPLIT") : on ? 1 : 0;
 }
 
 template <int NF>
@@ -882,9 +880,9 @@ static float *tc_scratch_take(int64_t floats) {
  * shared memory: no scratch, no second kernel; for launches of up to 16 tokens. 1 when the GPU cannot hold such a
  * cluster (asked once per NF and S, the caller then folds through the scratch); TD_CUDA_TC_CLUSTER=0 turns it off,
  * td_cu_matmul_tc_cluster_test(1) forces it on every tc_split launch (2 here). */
-static int tc_cluster_on = tc_env_on("TD_CUDA_TC_CLUSTER");
+static int tc_cluster_on = td_cu_env_on("TD_CUDA_TC_CLUSTER");
 extern "C" void td_cu_matmul_tc_cluster_test(int on) {
-    tc_cluster_on = on < 0 ? tc_env_on("TD_CUDA_TC_CLUSTER") : on ? 2 : 0;
+    tc_cluster_on = on < 0 ? td_cu_env_on("TD_CUDA_TC_CLUSTER") : on ? 2 : 0;
 }
 
 template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K,
@@ -951,8 +949,10 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
 }
 
 /* TD_CUDA_TC_XB=0: tc_wide rounds x to bf16 in every block (as before) instead of once per launch. */
-static int tc_xb_on = tc_env_on("TD_CUDA_TC_XB");
-extern "C" void td_cu_matmul_tc_xb_test(int on) { tc_xb_on = on < 0 ? tc_env_on("TD_CUDA_TC_XB") : on ? 1 : 0; }
+static int tc_xb_on = td_cu_env_on("TD_CUDA_TC_XB");
+extern "C" void td_cu_matmul_tc_xb_test(int on) {
+    tc_xb_on = on < 0 ? td_cu_env_on("TD_CUDA_TC_XB") : on ? 1 : 0;
+}
 
 /* tc_wide over all slices in one pass, or by slices where its tiles fill at most half the SMs and the partials stay
  * small (at T 2048, down and o: 128 tiles, the split cost prefill 52,005 vs 57,486 tokens/s on the H200). */

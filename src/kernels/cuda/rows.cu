@@ -370,25 +370,26 @@ __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const flo
     }
 }
 
-extern "C" int td_cu_add_rows(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok, uint64_t *fault,
-                              uint32_t code, void *stream) {
+/* rows_finite_kernel over R rows of n (`what` names the caller in its errors) */
+static int rows_finite_launch(const char *what, float *x, const float *y, int64_t R, int64_t n, int64_t ld, int add,
+                              const int32_t *row_tok, uint64_t *fault, uint32_t code, void *stream) {
     if (R <= 0) return 0;
     if (R > 0x7fffffff || n > (int64_t)RF_PIECE * 65535)
-        return td_cu_failf("td_cu_add_rows: %lld rows of %lld is beyond one launch", (long long)R, (long long)n);
+        return td_cu_failf("td_cu_%s: %lld rows of %lld is beyond one launch", what, (long long)R, (long long)n);
     rows_finite_kernel<<<dim3((unsigned)R, rf_pieces(n)), ROW_NT, 0, TD_CU_STREAM(stream)>>>(
-        x, y, n, n, 1, row_tok, (unsigned long long *)fault, code);
-    return td_cu_launched("add_rows");
+        x, y, n, ld, add, row_tok, (unsigned long long *)fault, code);
+    return td_cu_launched(what);
+}
+
+extern "C" int td_cu_add_rows(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok, uint64_t *fault,
+                              uint32_t code, void *stream) {
+    return rows_finite_launch("add_rows", x, y, R, n, n, 1, row_tok, fault, code, stream);
 }
 
 extern "C" int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld, const int32_t *row_tok,
                                 uint64_t *fault, uint32_t code, void *stream) {
-    if (R <= 0) return 0;
-    if (R > 0x7fffffff || n > (int64_t)RF_PIECE * 65535)
-        return td_cu_failf("td_cu_check_rows: %lld rows of %lld is beyond one launch", (long long)R, (long long)n);
     /* add = 0: the kernel never writes x */
-    rows_finite_kernel<<<dim3((unsigned)R, rf_pieces(n)), ROW_NT, 0, TD_CU_STREAM(stream)>>>(
-        (float *)x, NULL, n, ld, 0, row_tok, (unsigned long long *)fault, code);
-    return td_cu_launched("check_rows");
+    return rows_finite_launch("check_rows", (float *)x, NULL, R, n, ld, 0, row_tok, fault, code, stream);
 }
 
 /* td_cu_add_rows then td_cu_rmsnorm of the same rows, in one pass over them: the sum of squares folds the new x in

@@ -183,12 +183,6 @@ static int64_t graph_edges_programmatic(cudaGraph_t g, int on) {
     return changed;
 }
 
-/* TD_CUDA_PDL=0 records graphs with plain edges (each kernel starts when the one before has ended) */
-static int pdl_on(void) {
-    const char *v = getenv("TD_CUDA_PDL");
-    return !(v && strcmp(v, "0") == 0);
-}
-
 extern "C" int td_cu_capture_end(void *stream, int keep, void **exec) {
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(TD_CU_STREAM(stream), &g);
@@ -199,7 +193,8 @@ extern "C" int td_cu_capture_end(void *stream, int keep, void **exec) {
         return e == cudaSuccess || !keep ? 0 : td_cu_fail("cudaStreamEndCapture", e);
     }
     cudaGraphExec_t x = NULL;
-    const int64_t pdl = pdl_on() ? graph_edges_programmatic(g, 1) : 0;
+    /* TD_CUDA_PDL=0: plain edges (each kernel starts when the one before has ended) */
+    const int64_t pdl = td_cu_env_on("TD_CUDA_PDL") ? graph_edges_programmatic(g, 1) : 0;
     if (pdl == -2) {
         (void)cudaGraphDestroy(g);
         return td_cu_failf("recording a pass: the graph lost an edge it refused to make programmatic");
