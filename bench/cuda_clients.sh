@@ -11,6 +11,7 @@
 # Usage: bash bench/cuda_clients.sh BIN WORK   (prints one JSON line per check, then "clients: N failed")
 set -uo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/packed.sh unpack # the weights kept in git as .xz (a checkout that travelled here has only those)
 BIN=$1
 WORK=$2
 DEV=${DEVICE:-cuda} # DEVICE=cpu runs the same checks CPU against CPU (to try the script where there is no GPU)

@@ -60,6 +60,7 @@
 #   and small sizes (a dry run of the script where there is no GPU; no llama.cpp build, no sanitizers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/packed.sh unpack # the weights kept in git as .xz (a checkout that travelled here has only those)
 . bench/bundle.sh
 BUNDLE=${BUNDLE:-build-cuda-device}
 

