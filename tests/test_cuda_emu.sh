@@ -10,8 +10,9 @@
 #                    double reference of the recurrence, the double chunk form within 1e-9 of it (dn.cpp)
 #   emu selftest     each mutation of the emulated helpers (a wrong ldmatrix or mma fragment index, a cp.async
 #                    wait_group one group short, a wrong shuffle partner), applied to the new kernels only, is caught
-# ~30 s on the loaded 2-core machine, most of it g++. Skipped (77) only without g++. TD_CUDA_EMU=all runs attention's
-# long case list (tiles of 1 .. 64 rows, reversed groups, both span sizes, test modes 1-3: ~10-30 s more).
+# ~60-90 s on the loaded 2-core machine, most of it g++ and the wide cases (three tc_wide forms). Skipped (77) only
+# without g++. TD_CUDA_EMU=all runs attention's long case list (tiles of 1 .. 64 rows, reversed groups, both span
+# sizes, test modes 1-3: ~10-30 s more).
 set -euo pipefail
 ROOT=${TD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 CXX=${CXX_EMU:-g++}

@@ -112,6 +112,11 @@ void td_cu_matmul_tc_xb_test(int on);
  * outputs floats, at most 1 GiB, else one pass); TD_CUDA_TC_PARTS=0 turns that off. Test only:
  * td_cu_matmul_tc_parts_test(1 / 0) forces it on / off, -1 restores the environment's choice. */
 void td_cu_matmul_tc_parts_test(int on);
+/* tc_wide may keep its slice totals in registers instead of shared memory, the 64 KB that frees holding a 4th weight
+ * stage: the same bits. Off unless TD_CUDA_TC_WREG is set: 0 off, 3 registers with 3 weight stages, any other value
+ * registers with 4. Test only: td_cu_matmul_tc_wreg_test(0 / 3 / 4: off / 3 / 4 stages), -1 the environment's
+ * choice. */
+void td_cu_matmul_tc_wreg_test(int stages);
 
 /* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,
  * bit for bit; in one launch when all n <= 4 take the tensor-core path with equal cols, else one launch each. */

@@ -19,7 +19,7 @@
  *              whole slice (and its next) in flight before its first mma; 16, 8 or 4 outputs a block (more blocks
  *              for small products).
  *   tc_wide    T > TC_SKINNY_T: 128 outputs x 128 tokens, warps of 64 x 32, k in stages of 64 (weights three
- *              deep), the slice totals in shared memory.
+ *              deep), the slice totals in shared memory; or (TD_CUDA_TC_WREG) in registers, the weights four deep.
  * Whether the mma unit's result for one output depends on other rows or columns of its fragments: it does not (each
  * D element is a function of its A row, B column and C element); tests/cuda/test_cuda_kernels.c checks the bits of a
  * row alone against the same row at other tile positions, T and kernels. */
@@ -288,29 +288,39 @@ __global__ void __launch_bounds__(SW * 32)
 #define TW_BN 128   /* tc_wide: tokens per block */
 #define TW_BK 64    /* tc_wide: k per stage (TC_KS is a multiple) */
 #define TW_PITCH 72 /* tc_wide: bf16 per shared row (144 bytes: ldmatrix rows on distinct banks) */
-#define TW_AS 3     /* tc_wide: weight stages in flight (cp.async) */
-#define TW_SMEM ((size_t)TW_AS * TC_BM * TW_PITCH * 2 + (size_t)2 * TW_BN * TW_PITCH * 2 + (size_t)64 * 256 * 4)
-#define TW_SMEM_XB ((size_t)TW_AS * TC_BM * TW_PITCH * 2 + (size_t)TW_AS * TW_BN * TW_PITCH * 2 + (size_t)64 * 256 * 4)
+#define TW_AS 3     /* tc_wide: weight stages in flight (cp.async) with the slice totals in shared memory */
+#define TW_AS_REG 4 /* tc_wide: the same with the totals in registers (their 64 KB of shared memory a 4th stage) */
+
+/* tc_wide's dynamic shared memory: AS weight stages, the activations' buffers (XB: AS, copied like the weights; else
+ * 2, stored from registers), and unless TREG the slice totals (64 floats x 256 threads). */
+template <bool XB, bool TREG, int AS> __host__ __device__ constexpr size_t tw_smem() {
+    return (size_t)AS * TC_BM * TW_PITCH * 2 + (size_t)(XB ? AS : 2) * TW_BN * TW_PITCH * 2 +
+           (TREG ? 0 : (size_t)64 * 256 * 4);
+}
 
 /* tc_tile's order with twice its tokens a block: 128 outputs x 128 tokens, 8 warps as 2 (outputs) x 4 (tokens) of
  * 64 x 32 (4 x 4 fragments: 16 mma for 6 ldmatrix a 16-wide step, tc_tile 8 for 5), k in stages of 64: the weights
- * three stages deep by cp.async, the activations one stage ahead in registers (loaded before a stage's mma, stored as
- * bf16 after). The slice totals live in shared memory (64 a thread, [c][thread]: no bank conflicts), so the
- * accumulators alone take registers; at a slice end each thread folds its chain into its totals as tc_fold does,
- * and the last fold leaves the result in the accumulators. */
-template <bool FOLD, bool XB>
+ * AS stages deep by cp.async, the activations one stage ahead in registers (loaded before a stage's mma, stored as
+ * bf16 after). At a slice end each thread folds its chain into its totals as tc_fold does, and the last fold leaves
+ * the result in the accumulators. The totals (64 a thread) live in shared memory ([c][thread]: no bank conflicts),
+ * so the accumulators alone take registers; or, TREG, in registers beside them (64 more a thread, within the 255 a
+ * thread may have at one block of 256 threads an SM): no 64 shared-memory loads and stores a thread at each slice
+ * end, where no mma runs, and that 64 KB free for a deeper weight pipeline. The same expressions in the same order
+ * either way: the same bits. */
+template <bool FOLD, bool XB, bool TREG, int AS>
 __global__ void __launch_bounds__(256, 1)
     tc_wide(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
             int64_t K, float *part) {
     td_pdl_wait();
     constexpr int NT = 4, XV = TW_BN * TW_BK / 4 / 256; /* n8 fragments per warp; float4 loads per thread a stage */
-    constexpr int NB = XB ? TW_AS : 2;                  /* activation buffers */
+    constexpr int NB = XB ? AS : 2;                     /* activation buffers */
+    static_assert(AS == 3 || AS == 4, "3 or 4 weight stages (the prologue below)");
     TD_DYN_SMEM16(unsigned char, tc_smem);
     typedef uint16_t arows[TC_BM][TW_PITCH];
     typedef uint16_t brows[TW_BN][TW_PITCH];
-    arows *As = (arows *)tc_smem;                                                     /* [TW_AS] */
-    brows *Bs = (brows *)(tc_smem + sizeof(arows) * TW_AS);                           /* [NB] */
-    float *ts = (float *)(tc_smem + sizeof(arows) * TW_AS + sizeof(brows) * NB); /* [64][256] */
+    arows *As = (arows *)tc_smem;                        /* [AS] */
+    brows *Bs = (brows *)(tc_smem + sizeof(arows) * AS); /* [NB] */
+    float *ts = TREG ? nullptr : (float *)(Bs + NB);     /* [64][256]: the totals, unless TREG */
     __shared__ const uint16_t *wrow[TC_BM];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
     const tc_view v = tc_unpack(jobs, TC_BM);
@@ -319,24 +329,24 @@ __global__ void __launch_bounds__(256, 1)
     const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0;
     __syncthreads();
 
-    float acc[4][NT][4];
+    float acc[4][NT][4], totals[4][NT][4]; /* totals: TREG's (else never read: no registers) */
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
         for (int b = 0; b < NT; b++)
 #pragma unroll
-            for (int c = 0; c < 4; c++) acc[a][b][c] = 0.0f;
+            for (int c = 0; c < 4; c++) acc[a][b][c] = 0.0f, totals[a][b][c] = 0.0f;
 
     const int64_t nsteps = (K + TW_BK - 1) / TW_BK;
     /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
     const int64_t st0 = part ? (int64_t)blockIdx.z * (TC_KS / TW_BK) : 0;
     const int64_t st1 = part && st0 + TC_KS / TW_BK < nsteps ? st0 + TC_KS / TW_BK : nsteps;
     auto kn_of = [&](int64_t st) { return K - st * TW_BK < TW_BK ? (int)(K - st * TW_BK) : TW_BK; };
-    auto fetch_w = [&](int64_t st) { /* stage st's weights into As[st % TW_AS] (XB: and its activations into
-                                         * Bs[st % TW_AS]); one commit group (maybe empty) */
+    auto fetch_w = [&](int64_t st) { /* stage st's weights into As[st % AS] (XB: and its activations into
+                                         * Bs[st % AS]); one commit group (maybe empty) */
         if (st < st1) {
             const int64_t k0 = st * TW_BK;
-            const int kn = kn_of(st), buf = (int)(st % TW_AS);
+            const int kn = kn_of(st), buf = (int)(st % AS);
 #pragma unroll
             for (int i = 0; i < TC_BM * TW_BK / 8 / 256; i++) { /* 128 rows x 8 chunks of 8 bf16 */
                 const int c = tid + 256 * i, r = c >> 3, part = c & 7;
@@ -379,8 +389,9 @@ __global__ void __launch_bounds__(256, 1)
         }
     };
 
-    fetch_w(st0);
+    fetch_w(st0); /* the first AS - 1 stages' weights in flight */
     fetch_w(st0 + 1);
+    if (AS > 3) fetch_w(st0 + 2);
     fetch_x(st0);
     put_x((int)(st0 & 1));
     fetch_x(st0 + 1);
@@ -388,10 +399,10 @@ __global__ void __launch_bounds__(256, 1)
     const int i8 = lane >> 3, r8 = lane & 7;
     for (int64_t st = st0; st < st1; st++) {
         const int64_t k0 = st * TW_BK;
-        const int kn = kn_of(st), abuf = (int)(st % TW_AS), bbuf = XB ? abuf : (int)(st & 1);
-        td_cp_wait<TW_AS - 2>(); /* stage st's weights have landed */
+        const int kn = kn_of(st), abuf = (int)(st % AS), bbuf = XB ? abuf : (int)(st & 1);
+        td_cp_wait<AS - 2>(); /* stage st's weights have landed (the AS - 2 after it may not have) */
         __syncthreads(); /* ... for every thread; and every thread is done with stage st - 1's buffers */
-        fetch_w(st + TW_AS - 1);
+        fetch_w(st + AS - 1);
         if (st + 1 < st1) put_x((int)((st + 1) & 1));
         fetch_x(st + 2);
 #pragma unroll
@@ -422,10 +433,10 @@ __global__ void __launch_bounds__(256, 1)
                 for (int b = 0; b < NT; b++)
 #pragma unroll
                     for (int c = 0; c < 4; c++) {
-                        float *tp = &ts[((a * NT + b) * 4 + c) * 256 + tid];
-                        const float t = first ? acc[a][b][c] : *tp + acc[a][b][c];
+                        float &tot = TREG ? totals[a][b][c] : ts[((a * NT + b) * 4 + c) * 256 + tid];
+                        const float t = first ? acc[a][b][c] : tot + acc[a][b][c];
                         if (last) acc[a][b][c] = t;
-                        else *tp = t, acc[a][b][c] = 0.0f;
+                        else tot = t, acc[a][b][c] = 0.0f;
                     }
             first = false;
         }
@@ -818,17 +829,25 @@ static int tc_fold_launch(const tc_jobs &jobs, const float *part, int64_t T, int
     return td_cu_launched("matmul (tensor cores, the slices' sum)");
 }
 
-template <bool XB>
+/* tc_wide<FOLD, XB, TREG, AS>'s shared memory opted in, once per instance (at its first launch) */
+template <bool FOLD, bool XB, bool TREG, int AS> static cudaError_t tc_wide_opt(void) {
+    static const cudaError_t e = tc_smem_opt(tc_wide<FOLD, XB, TREG, AS>, tw_smem<XB, TREG, AS>());
+    return e;
+}
+
+template <bool XB, bool TREG, int AS>
 static int tc_wide_parts(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                          int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     const size_t bytes = (size_t)S * (size_t)T * (size_t)ng * sizeof(float);
     if (S > 65535 || bytes > ((size_t)1 << 30)) return 1;
+    const cudaError_t opt = tc_wide_opt<true, XB, TREG, AS>();
+    if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
     float *part = nullptr;
     if (cudaMallocAsync((void **)&part, bytes, s) != cudaSuccess) {
         cudaGetLastError();
         return 1;
     }
-    tc_wide<true, XB><<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, XB ? TW_SMEM_XB : TW_SMEM, s>>>(
+    tc_wide<true, XB, TREG, AS><<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, tw_smem<XB, TREG, AS>(), s>>>(
         jobs, x, xb, ldx, T, K, part);
     int rc = td_cu_launched("matmul (tensor cores, wide, by slices)");
     if (rc == 0) rc = tc_fold_launch(jobs, part, T, S, ng, TC_BM, s);
@@ -954,18 +973,42 @@ extern "C" void td_cu_matmul_tc_xb_test(int on) {
     tc_xb_on = on < 0 ? td_cu_env_on("TD_CUDA_TC_XB") : on ? 1 : 0;
 }
 
+/* TD_CUDA_TC_WREG: tc_wide's slice totals in registers instead of shared memory, the 64 KB that frees holding a 4th
+ * weight stage (1, or any value but 0 and 3), or left unused (3: the registers alone, to time each change apart);
+ * off when unset or 0, until a GPU has timed it. The same bits either way. */
+static int tc_wreg_env(void) { /* 0 off, else the weight stages (3 or 4) */
+    const char *e = getenv("TD_CUDA_TC_WREG");
+    if (!e || !*e || !strcmp(e, "0")) return 0;
+    return !strcmp(e, "3") ? 3 : 4;
+}
+static int tc_wreg = tc_wreg_env();
+extern "C" void td_cu_matmul_tc_wreg_test(int stages) {
+    tc_wreg = stages < 0 ? tc_wreg_env() : stages == 0 ? 0 : stages == 3 ? 3 : 4;
+}
+
 /* tc_wide over all slices in one pass, or by slices where its tiles fill at most half the SMs and the partials stay
  * small (at T 2048, down and o: 128 tiles, the split cost prefill 52,005 vs 57,486 tokens/s on the H200). */
-template <bool FOLD, bool XB>
+template <bool FOLD, bool XB, bool TREG, int AS>
 static int tc_wide_go(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                       int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     if (FOLD && S > 1 && (tc_parts == 2 || (tc_parts == 1 && T <= 512 && 2 * blocks * ty <= tc_sms()))) {
-        int rc = tc_wide_parts<XB>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+        int rc = tc_wide_parts<XB, TREG, AS>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
         if (rc <= 0) return rc; /* else no scratch to be had: the one-pass launch below */
     }
-    tc_wide<FOLD, XB><<<dim3((unsigned)blocks, (unsigned)ty), 256, XB ? TW_SMEM_XB : TW_SMEM, s>>>(jobs, x, xb, ldx, T,
-                                                                                                 K, nullptr);
+    const cudaError_t opt = tc_wide_opt<FOLD, XB, TREG, AS>();
+    if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
+    tc_wide<FOLD, XB, TREG, AS><<<dim3((unsigned)blocks, (unsigned)ty), 256, tw_smem<XB, TREG, AS>(), s>>>(
+        jobs, x, xb, ldx, T, K, nullptr);
     return td_cu_launched("matmul (tensor cores, wide)");
+}
+
+/* tc_wide_go with the totals where TD_CUDA_TC_WREG puts them */
+template <bool FOLD, bool XB>
+static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
+                        int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
+    if (tc_wreg == 4) return tc_wide_go<FOLD, XB, true, TW_AS_REG>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+    if (tc_wreg == 3) return tc_wide_go<FOLD, XB, true, TW_AS>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+    return tc_wide_go<FOLD, XB, false, TW_AS>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
 }
 
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
@@ -1038,10 +1081,6 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
 #else
         constexpr bool fold = true;
 #endif
-        static const cudaError_t opt = tc_smem_opt(tc_wide<fold, false>, TW_SMEM);
-        static const cudaError_t opt_xb = tc_smem_opt(tc_wide<fold, true>, TW_SMEM_XB);
-        if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
-        if (opt_xb != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt_xb);
         const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
         /* x rounded to bf16 once (tc_x_bf16) instead of by every block of a column of tiles (TD_CUDA_TC_XB=0: not) */
         uint16_t *xb = nullptr;
@@ -1052,11 +1091,11 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         if (xb) {
             tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, xb);
             int rc = td_cu_launched("matmul (tensor cores, x to bf16)");
-            if (rc == 0) rc = tc_wide_go<fold, true>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+            if (rc == 0) rc = tc_wide_pick<fold, true>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
             cudaFreeAsync(xb, s);
             return rc;
         }
-        return tc_wide_go<fold, false>(jobs, x, nullptr, ldx, T, K, blocks, ty, S, ng, s);
+        return tc_wide_pick<fold, false>(jobs, x, nullptr, ldx, T, K, blocks, ty, S, ng, s);
     }
 #ifdef TD_CUDA_BATCH_VARIANT
     /* Not batch-invariant, to measure what invariance costs: one chain over all k (no slices) in tiles of 128 tokens,

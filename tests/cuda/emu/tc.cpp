@@ -2,8 +2,9 @@
 // on the CPU (emu.h says what is emulated). Cases: [quick] a few seconds; [few] tc_stream (16 / 8 / 4 / 32 outputs a
 // block) and tc_split (a block per k slice, the partials folded) vs tc_skinny at T = 1 .. 64, k of one slice,
 // several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many] tc_wide (x
-// rounded in its blocks or once by tc_x_bf16, one pass or by slices) vs tc_tile at T = 65 .. 200. Every entry past
-// n_out must keep its poison (7.0f), every output must be written, every cp.async copy waited for.
+// rounded in its blocks or once by tc_x_bf16, one pass or by slices; the slice totals in shared memory, or in
+// registers with 3 or 4 weight stages) vs tc_tile at T = 65 .. 200. Every entry past n_out must keep its poison
+// (7.0f), every output must be written, every cp.async copy waited for.
 #include "emu.h"
 
 #include "kernels/cuda/matmul_tc.cu"
@@ -94,17 +95,18 @@ std::vector<uint16_t> to_bf16(prob &p) {
            [&] { tc_x_bf16(p.x.data(), p.ldx, p.T, p.K, xb.data()); });
     return xb;
 }
-template <bool XB> std::vector<std::vector<float>> run_wide(prob &p) {
+// tc_wide<true, XB, TREG, AS>: the slice totals in shared memory (TREG false) or registers, AS weight stages
+template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide(prob &p) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
     std::vector<uint16_t> xb = XB ? to_bf16(p) : std::vector<uint16_t>();
-    launch(blocks, (p.T + 127) / 128, 256, XB ? TW_SMEM_XB : TW_SMEM, true,
-           [&] { tc_wide<true, XB>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, nullptr); });
+    launch(blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
+           [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, nullptr); });
     return ys;
 }
 // tc_wide_parts: each slice in a block of its own (grid z), the partials added in slice order by tc_fold_parts
-template <bool XB> std::vector<std::vector<float>> run_wide_parts(prob &p) {
+template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_parts(prob &p) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
@@ -112,8 +114,8 @@ template <bool XB> std::vector<std::vector<float>> run_wide_parts(prob &p) {
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
     std::vector<uint16_t> xb = XB ? to_bf16(p) : std::vector<uint16_t>();
     launch(
-        blocks, (p.T + 127) / 128, 256, XB ? TW_SMEM_XB : TW_SMEM, true,
-        [&] { tc_wide<true, XB>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
+        blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
+        [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
     launch((unsigned)((p.T * ng + 255) / 256), 1, 256, 0, true,
            [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
     return ys;
@@ -208,23 +210,33 @@ template <int NF> int check_few(int64_t T, int64_t K, std::vector<int64_t> n_out
     bad |= cmp(name, p, ref, sp);
     return bad;
 }
+// tc_wide in one form (its totals, weight stages) against tc_tile: one pass and by slices, x rounded in its blocks
+// and once by tc_x_bf16
+template <bool TREG, int AS>
+int check_wide(prob &p, std::vector<std::vector<float>> &ref, const char *name, const char *form) {
+    char nm[200];
+    snprintf(nm, sizeof nm, "%s%s", name, form);
+    auto b = run_wide<false, TREG, AS>(p);
+    int bad = cmp(nm, p, ref, b);
+    auto c = run_wide_parts<false, TREG, AS>(p);
+    snprintf(nm, sizeof nm, "%s%s by slices", name, form);
+    bad |= cmp(nm, p, ref, c);
+    auto d = run_wide<true, TREG, AS>(p);
+    snprintf(nm, sizeof nm, "%s%s, x in bf16", name, form);
+    bad |= cmp(nm, p, ref, d);
+    auto e = run_wide_parts<true, TREG, AS>(p);
+    snprintf(nm, sizeof nm, "%s%s by slices, x in bf16", name, form);
+    return bad | cmp(nm, p, ref, e);
+}
 int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int64_t ldx) {
     prob p = mk(T, K, n_out, rows, ldx);
     auto ref = run_tile(p);
-    auto b = run_wide<false>(p);
-    char name[160], nm[200];
+    char name[160];
     snprintf(name, sizeof name, "T=%lld K=%lld n=%lld.. rows=%d ldx=%lld wide", (long long)T, (long long)K,
              (long long)n_out[0], rows, (long long)ldx);
-    int bad = cmp(name, p, ref, b);
-    auto c = run_wide_parts<false>(p);
-    snprintf(nm, sizeof nm, "%s by slices", name);
-    bad |= cmp(nm, p, ref, c);
-    auto d = run_wide<true>(p);
-    snprintf(nm, sizeof nm, "%s, x in bf16", name);
-    bad |= cmp(nm, p, ref, d);
-    auto e = run_wide_parts<true>(p);
-    snprintf(nm, sizeof nm, "%s by slices, x in bf16", name);
-    return bad | cmp(nm, p, ref, e);
+    int bad = check_wide<false, TW_AS>(p, ref, name, "");
+    bad |= check_wide<true, TW_AS>(p, ref, name, " reg");
+    return bad | check_wide<true, TW_AS_REG>(p, ref, name, " reg/4");
 }
 } // namespace
 
