@@ -459,11 +459,14 @@ __global__ void __launch_bounds__(256, 1)
 }
 
 /* tc_wide_parts' and tc_split's second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the
- * slices' partials, one thread per (token, block row; per outputs a block); rows past a job's n_out are skipped. */
+ * slices' partials, a thread per four consecutive (token, block row) of one block (per outputs a block, ng of them
+ * in a launch: both multiples of 4, so the four share a job and a partial row, and the float4 loads are aligned):
+ * a quarter of the threads and load instructions of one a row, the same adds. Rows past a job's n_out are skipped. */
+__host__ __device__ constexpr int64_t tc_fold_threads(int64_t T, int64_t ng) { return T * ng / 4; }
 __global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part, int64_t T, int64_t S, int64_t ng,
                               int64_t per) {
     td_pdl_wait();
-    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
     if (e >= T * ng) return;
     const int64_t t = e / ng, gr = e % ng, b = gr / per;
     int i = 0;
@@ -471,9 +474,17 @@ __global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part
     const tc_job &jb = jobs.j[i];
     const int64_t j = (b - jb.first_block) * per + gr % per;
     if (j >= jb.n_out) return;
-    float y = part[t * ng + gr];
-    for (int64_t s = 1; s < S; s++) y = y + part[(s * T + t) * ng + gr];
-    jb.y[t * jb.ldy + j] = y;
+    float4 y = *(const float4 *)&part[t * ng + gr];
+    for (int64_t s = 1; s < S; s++) {
+        const float4 p = *(const float4 *)&part[(s * T + t) * ng + gr];
+        y.x = y.x + p.x, y.y = y.y + p.y, y.z = y.z + p.z, y.w = y.w + p.w;
+    }
+    float *o = jb.y + t * jb.ldy + j; /* any ldy: four plain stores */
+    const int64_t left = jb.n_out - j;
+    o[0] = y.x;
+    if (left > 1) o[1] = y.y;
+    if (left > 2) o[2] = y.z;
+    if (left > 3) o[3] = y.w;
 }
 
 /* x [T, ldx] rounded to bf16 (nearest even, td_pack_bf16: the rounding every kernel here applies on its own) into
@@ -825,7 +836,9 @@ extern "C" void td_cu_matmul_tc_parts_test(int on) {
 /* tc_fold_parts over a launch's partials ([S][T][ng], per outputs a block) */
 static int tc_fold_launch(const tc_jobs &jobs, const float *part, int64_t T, int64_t S, int64_t ng, int64_t per,
                           cudaStream_t s) {
-    tc_fold_parts<<<(unsigned)((T * ng + 255) / 256), 256, 0, s>>>(jobs, part, T, S, ng, per);
+    if (ng % 4 || per % 4) return td_cu_failf("matmul (tensor cores): %lld outputs a launch, %lld a block (the slices' "
+                                              "sum takes multiples of 4)", (long long)ng, (long long)per);
+    tc_fold_parts<<<(unsigned)((tc_fold_threads(T, ng) + 255) / 256), 256, 0, s>>>(jobs, part, T, S, ng, per);
     return td_cu_launched("matmul (tensor cores, the slices' sum)");
 }
 

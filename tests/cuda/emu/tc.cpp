@@ -116,7 +116,7 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
     launch(
         blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
         [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
-    launch((unsigned)((p.T * ng + 255) / 256), 1, 256, 0, true,
+    launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
            [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
     return ys;
 }
@@ -133,7 +133,7 @@ template <int NF> std::vector<std::vector<float>> run_split(prob &p) {
     launch(blocks, (unsigned)S, 128, tc_split_smem<NF>(), true,
            [&] { tc_split<NF, false>(j, p.x.data(), p.ldx, p.T, p.K, pp); });
     if (pp)
-        launch((unsigned)((p.T * ng + 255) / 256), 1, 256, 0, true,
+        launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
                [&] { tc_fold_parts(j, part.data(), p.T, S, ng, SP_R); });
     return ys;
 }
