@@ -92,8 +92,10 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     /* KV cache: one block of keys and one of values for all attention layers */
     ctx->kv.dim = (int32_t)kv_dim;
     ctx->kv.f16 = p->kv_f16 != 0;
-    add_dev(pl, &ctx->kv.k_block, n_attn * n_ctx * kv_dim, p->kv_f16 ? 2 : 4, 0);
-    add_dev(pl, &ctx->kv.v_block, n_attn * n_ctx * kv_dim, p->kv_f16 ? 2 : 4, 0);
+    ctx->kv.bf16 = pl->cuda && td_eng_dev_kv_bf16(c, p);
+    const int kv_es = ctx->kv.f16 || ctx->kv.bf16 ? 2 : 4;
+    add_dev(pl, &ctx->kv.k_block, n_attn * n_ctx * kv_dim, kv_es, 0);
+    add_dev(pl, &ctx->kv.v_block, n_attn * n_ctx * kv_dim, kv_es, 0);
     add(pl, &ctx->kv.refcount, n_ctx, sizeof(int32_t), 1);
     add(pl, &ctx->kv.free_list, n_ctx, sizeof(int32_t), 0);
     add(pl, &ctx->kv.seqs, p->n_seq_max, sizeof(td_seq), 1);
@@ -261,7 +263,7 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
                                 (double)pl.total / 1e6);
     }
     const td_config *c = &model->cfg;
-    size_t es = p.kv_f16 ? 2 : 4, layer_bytes = (size_t)p.n_ctx * (size_t)ctx->kv.dim * es;
+    size_t es = ctx->kv.f16 || ctx->kv.bf16 ? 2 : 4, layer_bytes = (size_t)p.n_ctx * (size_t)ctx->kv.dim * es;
     for (int il = 0, a = 0; il < c->n_layer; il++) { /* each attention layer's part of the two blocks */
         if (model->layers[il].kind != TD_LAYER_ATTENTION) continue;
         ctx->kv.k[il] = (char *)ctx->kv.k_block + (size_t)a * layer_bytes;

@@ -45,3 +45,8 @@ int64_t td_eng_dev_dn_state_floats(const td_config *c) {
     (void)c;
     return 0;
 }
+
+int td_eng_dev_kv_bf16(const td_config *c, const td_ctx_params *p) {
+    (void)c, (void)p;
+    return 0;
+}

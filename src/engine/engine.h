@@ -34,10 +34,11 @@ typedef struct td_seq {
 } td_seq;
 
 typedef struct td_kv_cache {
-    void *k_block, *v_block;                   /* [n_attention_layers, n_ctx, dim] float, or f16 when f16 */
+    void *k_block, *v_block;                   /* [n_attention_layers, n_ctx, dim] float, f16 or bf16 */
     void *k[TD_MAX_LAYERS], *v[TD_MAX_LAYERS]; /* each layer's [n_ctx, dim] part; NULL for DeltaNet layers */
     int32_t dim;                               /* n_head_kv * head_dim */
-    int f16;
+    int f16;                                   /* IEEE half elements (td_ctx_params.kv_f16) */
+    int bf16;                                  /* bf16 elements (a CUDA context: td_eng_dev_kv_bf16) */
     int32_t *refcount;                         /* [n_ctx] sequences that hold each cell */
     int32_t *free_list;                        /* [n_ctx] stack of free cells */
     int32_t n_free;
@@ -186,6 +187,11 @@ td_status td_eng_dev_state_zero(td_ctx *ctx, int32_t seq);
  * 0 for the CPU's S [Hv, dk, dv] (the token-by-token kernel), else the chunked kernel's state (TD_CUDA_DN=chunk in the
  * environment, for shapes it takes: cuda.h's td_cu_deltanet_chunk_state_floats). */
 int64_t td_eng_dev_dn_state_floats(const td_config *c);
+/* 1 when a CUDA context of these parameters stores its KV cache in bf16: --precision bf16, an f32 cache asked, the
+ * tensor-core attention for the model's head dim (which rounds every cached key and value to bf16 the same way, so
+ * the same bits at half the bytes), and TD_CUDA_KV_BF16=1 in the environment (off by default until a GPU has timed
+ * it). Read by each context's plan. */
+int td_eng_dev_kv_bf16(const td_config *c, const td_ctx_params *p);
 /* The error td_forward and td_forward_dev return for a non-finite row: sets ctx->fault for batch token t at
  * `layer` (-1: the embedding; n_layer: the head) in `block`. */
 td_status td_eng_nonfinite(td_ctx *ctx, int32_t layer, const char *block, int32_t t);

@@ -17,10 +17,10 @@ static int32_t irand(uint64_t *seed, int64_t n) { return (int32_t)(td_test_rand(
 kvcase kv_new(uint64_t *seed, int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, int f16, int64_t n_ctx, int64_t n_seq,
               int bf16) {
     kvcase c = {.Hq = Hq, .Hkv = Hkv, .hd = hd, .qhs = qhs, .kv_dim = Hkv * hd, .n_ctx = n_ctx, .n_seq = n_seq,
-                .n_rows = n_ctx * n_seq + 13, .f16 = f16, .bf16 = bf16};
+                .n_rows = n_ctx * n_seq + 13, .f16 = f16, .bf16 = bf16, .kvf = f16 ? TD_CU_KV_F16 : TD_CU_KV_F32};
     size_t es = f16 ? 2 : 4, n = (size_t)(c.n_rows * c.kv_dim);
     c.kc = malloc(n * es), c.vc = malloc(n * es);
-    if (bf16) c.kr = malloc(n * 4), c.vr = malloc(n * 4);
+    if (bf16) c.kr = malloc(n * 4), c.vr = malloc(n * 4), c.kb = malloc(n * 2), c.vb = malloc(n * 2);
     for (size_t i = 0; i < n; i++) {
         float k = td_test_uniform(seed, -1.5f, 1.5f), v = td_test_uniform(seed, -1.0f, 1.0f);
         if (f16) {
@@ -30,7 +30,10 @@ kvcase kv_new(uint64_t *seed, int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, 
         } else {
             ((float *)c.kc)[i] = k, ((float *)c.vc)[i] = v;
         }
-        if (bf16) c.kr[i] = rb(k), c.vr[i] = rb(v);
+        if (bf16) {
+            c.kb[i] = td_f32_to_bf16(k), c.vb[i] = td_f32_to_bf16(v);
+            c.kr[i] = td_bf16_to_f32(c.kb[i]), c.vr[i] = td_bf16_to_f32(c.vb[i]);
+        }
     }
     int32_t *perm = malloc((size_t)c.n_rows * sizeof *perm);
     for (int64_t i = 0; i < c.n_rows; i++) perm[i] = (int32_t)i;
@@ -40,14 +43,35 @@ kvcase kv_new(uint64_t *seed, int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, 
     if (n_seq > 1) memcpy(c.cells + n_ctx, c.cells, 50 * sizeof *c.cells);
     free(perm);
     c.kc_d = cu_up(c.kc, n * es), c.vc_d = cu_up(c.vc, n * es);
+    if (bf16) {
+        c.kr_d = cu_up(c.kr, n * 4), c.vr_d = cu_up(c.vr, n * 4);
+        c.kb_d = cu_up(c.kb, n * 2), c.vb_d = cu_up(c.vb, n * 2);
+    }
     c.cells_d = cu_up(c.cells, (size_t)(n_seq * n_ctx) * sizeof *c.cells);
     return c;
 }
 
 void kv_free(kvcase *c) {
-    free(c->kc), free(c->vc), free(c->kr), free(c->vr), free(c->cells);
+    free(c->kc), free(c->vc), free(c->kr), free(c->vr), free(c->kb), free(c->vb), free(c->cells);
     td_cu_free(c->kc_d), td_cu_free(c->vc_d), td_cu_free(c->cells_d);
+    td_cu_free(c->kr_d), td_cu_free(c->vr_d), td_cu_free(c->kb_d), td_cu_free(c->vb_d);
 }
+
+kvcase kv_twin(const kvcase *c, int rounded) {
+    kvcase t = *c;
+    CHECKF(c->bf16, "kv_twin of a case without bf16 twins");
+    t.f16 = 0, t.kvf = rounded ? TD_CU_KV_F32 : TD_CU_KV_BF16;
+    t.kc = rounded ? (void *)c->kr : (void *)c->kb, t.vc = rounded ? (void *)c->vr : (void *)c->vb;
+    t.kc_d = rounded ? c->kr_d : c->kb_d, t.vc_d = rounded ? c->vr_d : c->vb_d;
+    return t;
+}
+
+const char *kv_name(const kvcase *c) {
+    return c->kvf == TD_CU_KV_BF16 ? "bf16" : c->kvf == TD_CU_KV_F16 ? "f16" : "f32";
+}
+
+/* Bytes of an element of the case's cache. */
+static size_t kv_es(const kvcase *c) { return c->kvf == TD_CU_KV_F32 ? 4 : 2; }
 
 float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
                      const int32_t *cells_d, attn_cut cut, int bf16) {
@@ -84,11 +108,11 @@ float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const 
     int32_t *seq_d = cu_up(seq, (size_t)T * 4), *pos_d = cu_up(pos, (size_t)T * 4);
     td_cu_attention_test_mode(cut.mode);
     if (bf16)
-        CU(td_cu_attention_bf16(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx,
+        CU(td_cu_attention_bf16(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->kvf, c->kv_dim, cells_d, c->n_ctx,
                                 seq_d, pos_d, T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan,
                                 NULL));
     else
-        CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->f16, c->kv_dim, cells_d, c->n_ctx, seq_d,
+        CU(td_cu_attention(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->kvf, c->kv_dim, cells_d, c->n_ctx, seq_d,
                            pos_d, T, c->Hq, c->Hkv, c->hd, 1.0f / sqrtf((float)c->hd), cut.window, &plan, NULL));
     td_cu_attention_test_mode(0);
     td_cu_attention_rows_test(0);
@@ -102,7 +126,7 @@ float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const 
 
 float *ref_attention(const kvcase *c, const float *q, const int32_t *seq, const int32_t *pos, int64_t T,
                      int64_t window) {
-    int64_t Hq = c->Hq, hd = c->hd, ldq = Hq * c->qhs, ldo = Hq * hd, es = c->f16 ? 2 : 4;
+    int64_t Hq = c->Hq, hd = c->hd, ldq = Hq * c->qhs, ldo = Hq * hd, es = (int64_t)kv_es(c);
     /* bf16: the rounded cache as f32 rows and each q head rounded into qr */
     int kf16 = c->bf16 ? 0 : c->f16;
     float *ref = malloc((size_t)(T * ldo) * 4), *qr = malloc((size_t)hd * 4);
@@ -164,7 +188,7 @@ void attn_modes_bits(const kvcase *c, const float *q, const int32_t *seq, const 
         float *o2 = dev_attention(c, q, seq, pos, T, c->cells_d, (attn_cut){0, window, mode, 0, 0}, bf16);
         char name[160];
         snprintf(name, sizeof name, "  %s vs normal: hd=%lld T=%lld kv %s window %lld", what[mode], (long long)c->hd,
-                 (long long)T, c->f16 ? "f16" : "f32", (long long)window);
+                 (long long)T, kv_name(c), (long long)window);
         cu_bits(name, o2, out, T * c->Hq * c->hd);
         free(o2);
     }
@@ -175,7 +199,7 @@ static int32_t *kv_move_seq(const kvcase *c, uint64_t *seed, int32_t tpos, int32
     const int64_t n_ctx = c->n_ctx;
     int32_t *moved = malloc((size_t)(3 * n_ctx) * 4);
     for (int64_t i = 0; i < 3 * n_ctx; i++) moved[i] = irand(seed, c->n_rows);
-    size_t es = c->f16 ? 2 : 4, rbytes = (size_t)c->kv_dim * es;
+    size_t rbytes = (size_t)c->kv_dim * kv_es(c);
     for (int64_t p = 0; p <= tpos; p++) /* distinct rows: 7 and n_rows = 9313 are coprime */
         moved[2 * n_ctx + p] = (int32_t)((p * 7 + 5) % c->n_rows);
     unsigned char *k2 = malloc((size_t)c->n_rows * rbytes), *v2 = malloc((size_t)c->n_rows * rbytes);

@@ -10,14 +10,16 @@
 
 /* n_seq sequences of n_ctx positions in shuffled cache rows (n_rows = n_ctx n_seq + 13); sequence 1 shares sequence
  * 0's first 50 cells (a shared prefix). With bf16, kr / vr hold the cache's values rounded to bf16 (as float: the
- * reference's cache in bf16 mode), else NULL. */
+ * reference's cache in bf16 mode) and kb / vb the same values as bf16, both also on the device (kv_twin's caches),
+ * else NULL. kvf: the format of kc and kc_d (TD_CU_KV_*; f16 says TD_CU_KV_F16). */
 typedef struct kvcase {
     int64_t Hq, Hkv, hd, qhs, kv_dim, n_ctx, n_seq, n_rows;
-    int f16, bf16;
+    int f16, bf16, kvf;
     void *kc, *vc; /* host: float or uint16 */
     float *kr, *vr;
+    uint16_t *kb, *vb;
     int32_t *cells; /* [n_seq, n_ctx] */
-    void *kc_d, *vc_d;
+    void *kc_d, *vc_d, *kr_d, *vr_d, *kb_d, *vb_d;
     int32_t *cells_d;
 } kvcase;
 
@@ -25,6 +27,13 @@ typedef struct kvcase {
 kvcase kv_new(uint64_t *seed, int64_t Hq, int64_t Hkv, int64_t hd, int64_t qhs, int f16, int64_t n_ctx, int64_t n_seq,
               int bf16);
 void kv_free(kvcase *c);
+
+/* A view of a bf16 case (never given to kv_free) whose cache (kc, kc_d and kvf) is another of its three: the bf16 twin
+ * (kb: its values rounded to bf16, as TD_CU_KV_BF16), or with `rounded` the f32 cache of the same rounded values (kr);
+ * the same cells, rows and reference (ref_attention on the rounded values either way). */
+kvcase kv_twin(const kvcase *c, int rounded);
+/* "f32", "f16" or "bf16": the format of the case's cache. */
+const char *kv_name(const kvcase *c);
 
 /* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens, or td_cu_attn_tile_tokens_bf16 in bf16 mode), the
  * sliding window, the test mode (td_cu_attention_test_mode: 0 normal, 1 one block over all super-chunks, 2 every row
@@ -75,9 +84,9 @@ void attn_modes_bits(const kvcase *c, const float *q, const int32_t *seq, const 
  * sequences (of 3) and positions (below n_ctx) random, or with own_seq all in the target's sequence at consecutive
  * positions tpos - at + t (t where that is negative); the target row in sequence 0 at tpos; with moved, the
  * target's sequence moved to slot 2 of a new cell table whose other slots are random rows, its keys and values at
- * positions 0 .. tpos to other cache rows (the same bytes, written over c's device cache and not restored: the last
- * run on a case), the other rows of sequence 2 to sequence 1; drawn from *seed in that order. Launched as cut says
- * (dev_attention), returns the target row's output (Hq hd floats, malloc). */
+ * positions 0 .. tpos to other cache rows (the same bytes, written over c's device cache, kc_d, and not restored: the
+ * last run on a case or view), the other rows of sequence 2 to sequence 1; drawn from *seed in that order. Launched
+ * as cut says (dev_attention), returns the target row's output (Hq hd floats, malloc). */
 float *attn_target_row(const kvcase *c, uint64_t *seed, const float *target, int32_t tpos, int64_t T, int64_t at,
                        int own_seq, int moved, attn_cut cut, int bf16);
 

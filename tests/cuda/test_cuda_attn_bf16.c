@@ -19,7 +19,13 @@
  *             (host only, also without a GPU) and a plan whose tiles a kernel cannot hold refused with the sizes.
  *   switch:   head dims other than 64, 128, 256 give td_cu_attention's bits, and so do all with TD_CUDA_TC_ATTN=0 in
  *             the environment (ctest test_cuda_attn_bf16_off); where the tensor-core kernel runs its bits differ from
- *             the fp32 kernel's (it ran). A scratch too small is refused with the sizes.
+ *             the fp32 kernel's (it ran). A scratch too small is refused with the sizes, a cache format outside 0 .. 2
+ *             with its number.
+ *   bf16 cache: every case above (accuracy, invariance, poison, 64 rows) also runs on the bf16 twin of its cache (the
+ *             f32 or f16 values rounded to bf16, stored as TD_CU_KV_BF16: the bf16 order's k and v as they are) and
+ *             must give the same bits as on the case's own cache, in every test mode, also from a twin that is not
+ *             16-byte aligned (element loads instead of cp.async); td_cu_attention (the fp32 kernel, also at the head
+ *             dims the tensor cores do not take) on the twin gives its bits on an f32 cache of the same values.
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
 #include <stdint.h>
@@ -76,6 +82,19 @@ static void bf16_close(const attn_acc *a) {
         CHECKF(d > 0, "hd=%lld: bf16 mode gave the fp32 kernel's bits", (long long)c->hd);
         free(o32);
     }
+    /* the bf16 twin: the same bits in every test mode; the fp32 kernel's bits on it = on the f32 cache of its values */
+    kvcase tw = kv_twin(c, 0), tr = kv_twin(c, 1);
+    for (int mode = 0; mode <= 3; mode++) {
+        float *o = dev_attention(&tw, a->q, a->seq, a->pos, a->T, c->cells_d, (attn_cut){0, a->window, mode, 0, 0}, 1);
+        char name[160];
+        snprintf(name, sizeof name, "  bf16 twin of the cache, test mode %d: the same bits", mode);
+        cu_bits(name, o, a->out, n);
+        free(o);
+    }
+    float *fb = dev_attention(&tw, a->q, a->seq, a->pos, a->T, c->cells_d, (attn_cut){0, a->window, 0, 0, 0}, 0);
+    float *fr = dev_attention(&tr, a->q, a->seq, a->pos, a->T, c->cells_d, (attn_cut){0, a->window, 0, 0, 0}, 0);
+    cu_bits("  fp32 kernel: bf16 twin vs an f32 cache of its values", fb, fr, n);
+    free(fb), free(fr);
 }
 
 static void test_accuracy(void) {
@@ -109,11 +128,20 @@ static void test_invariance(void) {
                                                   {144, 77, 0, 1, 0}, {144, 77, 0, 2, 0}, {144, 77, 3, 3, 1},
                                                   {1, 0, 0, 3, 0},    {144, 77, 0, 0, 0}};
                 const int n_runs = sizeof runs / sizeof *runs;
+                const kvcase tw = kv_twin(&c, 0);
                 for (int r = 0; r < n_runs; r++) {
                     int64_t T = runs[r][0], at = runs[r][1];
                     attn_cut cut = {runs[r][2], window, (int)runs[r][3], (int)runs[r][4], 0};
+                    uint64_t twin_seed = seed; /* the twin's run: the same draws */
                     float *out = attn_target_row(&c, &seed, target, tpos, T, at, r == 2 || r == 3, r == n_runs - 1,
                                                  cut, 1);
+                    float *tout = attn_target_row(&tw, &twin_seed, target, tpos, T, at, r == 2 || r == 3,
+                                                  r == n_runs - 1, cut, 1);
+                    char tname[160];
+                    snprintf(tname, sizeof tname, "hd %lld G %lld kv %s pos %d: run %d on the bf16 twin", (long long)hd,
+                             (long long)(Hq / Hkv), f16 ? "f16" : "f32", tpos, r);
+                    cu_bits(tname, tout, out, ldq);
+                    free(tout);
                     if (!first) {
                         first = out;
                     } else {
@@ -138,10 +166,10 @@ static void test_invariance(void) {
 static void test_poison(void) {
     printf("bf16 attention: NaN in every cache row no row sees reaches no output\n");
     const int64_t n_ctx = 3100;
-    for (int f16 = 0; f16 < 2; f16++)
+    for (int kv = 0; kv < 3; kv++) /* f32, f16, the f32 case's bf16 twin */
         for (int wi = 0; wi < 2; wi++) {
             int64_t Hq = 16, Hkv = 8, hd = 128, ldq = Hq * hd, window = wi ? 64 : 0, T = 11;
-            kvcase c = kv_new(&seed, Hq, Hkv, hd, hd, f16, n_ctx, 3, 1);
+            kvcase own = kv_new(&seed, Hq, Hkv, hd, hd, kv == 1, n_ctx, 3, 1), c = kv == 2 ? kv_twin(&own, 0) : own;
             float *q = rnd(T * ldq, -3.0f, 3.0f);
             static const int32_t tseq[] = {0, 0, 0, 0, 0, 1, 1, 2, 2, 2, 0};
             static const int32_t tpos[] = {100, 101, 700, 2000, 2001, 30, 520, 5, 6, 1300, 2900};
@@ -155,7 +183,7 @@ static void test_poison(void) {
                     int64_t n = pos[t] + 1, lo = window > 0 && n > window ? n - window : 0;
                     for (int64_t p = lo; p < n; p++) seen[c.cells[seq[t] * n_ctx + p]] = 1;
                 }
-                size_t es = f16 ? 2 : 4, rbytes = (size_t)c.kv_dim * es;
+                size_t es = c.kvf == TD_CU_KV_F32 ? 4 : 2, rbytes = (size_t)c.kv_dim * es;
                 unsigned char *k2 = malloc((size_t)c.n_rows * rbytes), *v2 = malloc((size_t)c.n_rows * rbytes);
                 memcpy(k2, c.kc, (size_t)c.n_rows * rbytes), memcpy(v2, c.vc, (size_t)c.n_rows * rbytes);
                 int64_t poisoned = 0;
@@ -164,7 +192,8 @@ static void test_poison(void) {
                     poisoned++;
                     for (int64_t i = 0; i < c.kv_dim; i++) {
                         size_t at = (size_t)row * (size_t)c.kv_dim + (size_t)i;
-                        if (f16) ((uint16_t *)k2)[at] = 0x7e00, ((uint16_t *)v2)[at] = 0x7e00;
+                        const uint16_t nan16 = c.kvf == TD_CU_KV_F16 ? 0x7e00 : 0x7fc0; /* f16, bf16 NaN */
+                        if (es == 2) ((uint16_t *)k2)[at] = nan16, ((uint16_t *)v2)[at] = nan16;
                         else ((float *)k2)[at] = NAN, ((float *)v2)[at] = NAN;
                     }
                 }
@@ -172,7 +201,7 @@ static void test_poison(void) {
                 CU(td_cu_h2d(c.vc_d, v2, (size_t)c.n_rows * rbytes, NULL));
                 float *dirty = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0, 0}, 1);
                 char name[160];
-                snprintf(name, sizeof name, "kv %s window %lld mode %d, %lld of %lld rows NaN", f16 ? "f16" : "f32",
+                snprintf(name, sizeof name, "kv %s window %lld mode %d, %lld of %lld rows NaN", kv_name(&c),
                          (long long)window, mode, (long long)poisoned, (long long)c.n_rows);
                 cu_bits(name, dirty, clean, T * Hq * hd);
                 size_t all = (size_t)c.n_rows * rbytes; /* restore */
@@ -181,7 +210,7 @@ static void test_poison(void) {
                 free(seen), free(k2), free(v2), free(clean), free(dirty);
             }
             free(q);
-            kv_free(&c);
+            kv_free(&own);
         }
 }
 
@@ -208,8 +237,17 @@ static void test_rows64(void) {
                     else if (t < 130) seq[t] = 1, pos[t] = (int32_t)irand(n_ctx);
                     else seq[t] = 2, pos[t] = attn_edge[(t - 130) % (ATTN_N_EDGE - 1)]; /* 0 .. 2047 */
                 }
-                /* the 16-row kernel's tiles as the engine cuts them */
+                /* the 16-row kernel's tiles as the engine cuts them; every run below also on the bf16 twin */
                 float *ref = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 16}, 1);
+                const kvcase tw = kv_twin(&c, 0);
+                {
+                    float *o = dev_attention(&tw, q, seq, pos, T, c.cells_d, (attn_cut){0, window, 0, 0, 16}, 1);
+                    char name[160];
+                    snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: 16 rows, bf16 twin", (long long)hd,
+                             (long long)G, f16 ? "f16" : "f32", (long long)window);
+                    cu_bits(name, o, ref, T * ldo);
+                    free(o);
+                }
                 int64_t q64 = td_cu_attention_tc(hd) ? 64 / G : 16 / G, q16 = 16 / G;
                 td_cu_attention_rows_test(64);
                 CHECKF(td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd) == (hd == 256 ? q16 : q64),
@@ -222,29 +260,66 @@ static void test_rows64(void) {
                 const int64_t qmax = hd == 256 ? q16 : q64;
                 for (size_t qi = 0; qi < sizeof qts / sizeof *qts; qi++) {
                     if (qts[qi] > qmax) continue;
-                    for (int rev = 0; rev < 2; rev++) {
-                        if (rev && qts[qi] != qmax && qts[qi] != 5) continue;
-                        float *o = dev_attention(&c, q, seq, pos, T, c.cells_d,
-                                                 (attn_cut){qts[qi], window, 0, rev, 64}, 1);
+                    for (int rev = 0; rev < 2; rev++)
+                        for (int twin = 0; twin < 2; twin++) {
+                            if (rev && qts[qi] != qmax && qts[qi] != 5) continue;
+                            float *o = dev_attention(twin ? &tw : &c, q, seq, pos, T, c.cells_d,
+                                                     (attn_cut){qts[qi], window, 0, rev, 64}, 1);
+                            char name[160];
+                            snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: %lld tokens (%lld rows)%s%s",
+                                     (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window,
+                                     (long long)qts[qi], (long long)(qts[qi] * G), rev ? " reversed" : "",
+                                     twin ? ", bf16 twin" : "");
+                            cu_bits(name, o, ref, T * ldo);
+                            free(o);
+                        }
+                }
+                for (int mode = 1; mode <= 3; mode++)
+                    for (int twin = 0; twin < 2; twin++) {
+                        float *o = dev_attention(twin ? &tw : &c, q, seq, pos, T, c.cells_d,
+                                                 (attn_cut){0, window, mode, 0, 64}, 1);
                         char name[160];
-                        snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: %lld tokens (%lld rows)%s",
-                                 (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window,
-                                 (long long)qts[qi], (long long)(qts[qi] * G), rev ? " reversed" : "");
+                        snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: 64 rows, test mode %d%s",
+                                 (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window, mode,
+                                 twin ? ", bf16 twin" : "");
                         cu_bits(name, o, ref, T * ldo);
                         free(o);
                     }
-                }
-                for (int mode = 1; mode <= 3; mode++) {
-                    float *o = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, window, mode, 0, 64}, 1);
-                    char name[160];
-                    snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: 64 rows, test mode %d",
-                             (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window, mode);
-                    cu_bits(name, o, ref, T * ldo);
-                    free(o);
-                }
                 free(ref), free(q), free(seq), free(pos);
                 kv_free(&c);
             }
+}
+
+/* The bf16 twin from an address 2 bytes past a 16-byte boundary: the staging's element loads instead of cp.async,
+ * the same bits as the f32 cache (both kernels; hd 256 runs the 16-row one). */
+static void test_bf16_unaligned(void) {
+    printf("bf16 attention: a bf16 cache not 16-byte aligned (element loads) gives the same bits\n");
+    static const int64_t shapes[][3] = {{4, 2, 64}, {16, 8, 128}, {8, 1, 256}}; /* Hq, Hkv, hd */
+    const int64_t n_ctx = 1100, T = 40;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int rows = 16; rows <= 64; rows += 48) {
+            int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], ldo = Hq * hd;
+            if (rows == 64 && hd == 256) continue;
+            kvcase c = kv_new(&seed, Hq, Hkv, hd, hd, 0, n_ctx, 2, 1);
+            size_t bytes = (size_t)(c.n_rows * c.kv_dim) * 2;
+            char *kbuf = cu_up(NULL, bytes + 16), *vbuf = cu_up(NULL, bytes + 16);
+            CU(td_cu_h2d(kbuf + 2, c.kb, bytes, NULL));
+            CU(td_cu_h2d(vbuf + 2, c.vb, bytes, NULL));
+            kvcase tw = kv_twin(&c, 0);
+            tw.kc_d = kbuf + 2, tw.vc_d = vbuf + 2;
+            float *q = rnd(T * ldo, -3.0f, 3.0f);
+            int32_t seq[40], pos[40];
+            for (int t = 0; t < T; t++) seq[t] = t % 2, pos[t] = t < 5 ? attn_edge[t] : (int32_t)irand(n_ctx);
+            float *a = dev_attention(&c, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0, rows}, 1);
+            float *b = dev_attention(&tw, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0, rows}, 1);
+            char name[96];
+            snprintf(name, sizeof name, "hd %lld G %lld, %d rows: bf16 twin 2 bytes off vs the f32 cache",
+                     (long long)hd, (long long)(Hq / Hkv), rows);
+            cu_bits(name, b, a, T * ldo);
+            free(a), free(b), free(q);
+            td_cu_free(kbuf), td_cu_free(vbuf);
+            kv_free(&c);
+        }
 }
 
 /* The plan's sizes on the host (no device needed): 64-row tiles where the 64-row kernel runs. */
@@ -285,7 +360,13 @@ static void test_fallback(int off) {
         char name[96];
         snprintf(name, sizeof name, "hd %lld: bf16 mode vs td_cu_attention", (long long)hd);
         cu_bits(name, a, b, T * Hq * hd);
-        free(a), free(b), free(q);
+        /* the bf16 twin through the fp32 kernel: its bits on an f32 cache of the same values */
+        const kvcase tw = kv_twin(&c, 0), tr = kv_twin(&c, 1);
+        float *ta = dev_attention(&tw, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0, 0}, 1);
+        float *tb = dev_attention(&tr, q, seq, pos, T, c.cells_d, (attn_cut){0, 0, 0, 0, 0}, 0);
+        snprintf(name, sizeof name, "hd %lld: bf16 twin vs an f32 cache of its values", (long long)hd);
+        cu_bits(name, ta, tb, T * Hq * hd);
+        free(a), free(b), free(ta), free(tb), free(q);
         kv_free(&c);
     }
 }
@@ -315,6 +396,15 @@ static void test_refusal(void) {
                          64, 0.125f, 0, &big, NULL);
     CHECK(rc == -1 && strstr(td_cu_error(), "tiles of 32 tokens"));
     printf("  %-66s \"%s\"\n", "64-row tiles to the fp32 kernel", td_cu_error());
+    for (int kvf = -1; kvf <= 3; kvf += 4) { /* a cache format outside TD_CU_KV_*, both entry points */
+        for (int b = 0; b < 2; b++) {
+            rc = (b ? td_cu_attention_bf16 : td_cu_attention)(od, 256, qd, 256, 64, c.kc_d, c.vc_d, kvf, c.kv_dim,
+                                                               c.cells_d, c.n_ctx, seq_d, pos_d, 1, 4, 2, 64, 0.125f,
+                                                               0, &plan, NULL);
+            CHECKF(rc == -1 && strstr(td_cu_error(), "KV cache format"), "kvf %d: rc %d", kvf, rc);
+        }
+        printf("  %-66s \"%s\"\n", "a cache format outside 0 .. 2", td_cu_error());
+    }
     td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d), td_cu_free(tile_d), td_cu_free(tok_d);
     free(q);
     kv_free(&c);
@@ -340,6 +430,7 @@ int main(void) {
     test_invariance();
     test_poison();
     test_rows64();
+    test_bf16_unaligned();
     CU(td_cu_sync(NULL));
     return td_test_finish("test_cuda_attn_bf16");
 }

@@ -351,7 +351,8 @@ static void test_rope(void) {
 }
 
 static void test_store_gather(void) {
-    printf("store_rows, gather_rows: bit-exact (f16: td_f32_to_f16, NaN / inf / subnormals included)\n");
+    printf("store_rows, gather_rows: bit-exact (f16: td_f32_to_f16, bf16: td_f32_to_bf16, NaN / inf / subnormals "
+           "included)\n");
     int64_t T = 7, dim = 1024, ld = dim + 9, ncells = 40;
     float *rows = rnd(T * ld, -70000.0f, 70000.0f);
     for (int64_t t = 0; t < T; t++) { /* small values: f16 subnormals and underflow; and specials */
@@ -366,26 +367,28 @@ static void test_store_gather(void) {
     memcpy(cell, order, sizeof cell);
     int32_t *cell_d = cu_up(cell, sizeof cell);
     float *rows_d = cu_up(rows, (size_t)(T * ld) * 4);
-    for (int f16 = 0; f16 < 2; f16++) {
-        size_t es = f16 ? 2 : 4, bytes = (size_t)(ncells * dim) * es;
+    for (int kvf = TD_CU_KV_F32; kvf <= TD_CU_KV_BF16; kvf++) {
+        static const char *const fmt[3] = {"f32", "f16", "bf16"};
+        size_t es = kvf == TD_CU_KV_F32 ? 4 : 2, bytes = (size_t)(ncells * dim) * es;
         unsigned char *cache = malloc(bytes), *ref = malloc(bytes);
         memset(ref, 0x5a, bytes);
         void *cache_d = cu_up(ref, bytes);
-        CU(td_cu_store_rows(cache_d, f16, rows_d, ld, cell_d, T, dim, NULL));
+        CU(td_cu_store_rows(cache_d, kvf, rows_d, ld, cell_d, T, dim, NULL));
         cu_down(cache, cache_d, bytes);
         for (int64_t t = 0; t < T; t++)
             for (int64_t i = 0; i < dim; i++) {
                 unsigned char *dst = ref + ((size_t)cell[t] * (size_t)dim + (size_t)i) * es;
-                if (f16) {
-                    uint16_t h = td_f32_to_f16(rows[t * ld + i]);
-                    memcpy(dst, &h, 2);
-                } else {
+                if (kvf == TD_CU_KV_F32) {
                     memcpy(dst, &rows[t * ld + i], 4);
+                } else {
+                    const float x = rows[t * ld + i];
+                    uint16_t h = kvf == TD_CU_KV_F16 ? td_f32_to_f16(x) : td_f32_to_bf16(x);
+                    memcpy(dst, &h, 2);
                 }
             }
         int same = memcmp(cache, ref, bytes) == 0;
-        printf("  %-58s %s\n", f16 ? "store_rows f16" : "store_rows f32", same ? "bit-exact" : "NOT bit-exact");
-        CHECKF(same, "store_rows f16=%d", f16);
+        printf("  store_rows %-47s %s\n", fmt[kvf], same ? "bit-exact" : "NOT bit-exact");
+        CHECKF(same, "store_rows %s", fmt[kvf]);
         free(cache), free(ref);
         td_cu_free(cache_d);
     }
@@ -466,19 +469,20 @@ static void test_add_rows_norm(void) {
 }
 
 /* td_cu_qk_prep = the head norms, the two rotations and the two stores it replaces, bit for bit: with and without
- * norms, q heads 2 hd apart (Qwen3.5's [query | gate]), a partial rotation, f32 and f16 caches, scattered cells;
+ * norms, q heads 2 hd apart (Qwen3.5's [query | gate]), a partial rotation, f32, f16 and bf16 caches, scattered cells;
  * head dims 64, 128 and 256 with rotations of 64 .. hd dims (a warp a head) and a rotation of 32 (a block a head). */
 static void test_qk_prep(void) {
     printf("qk_prep: = rmsnorm (per head) x2, rope x2, store_rows x2 (bit-exact)\n");
-    static const int64_t shapes[][4] = {/* hd, rot, norms, f16 */
+    static const int64_t shapes[][4] = {/* hd, rot, norms, the cache's format (TD_CU_KV_*) */
                                         {128, 128, 0, 0}, {128, 128, 1, 0}, {128, 128, 0, 1}, {128, 64, 1, 1},
                                         {256, 64, 1, 0},  {64, 64, 1, 1},   {128, 32, 1, 0},  {256, 256, 1, 1},
-                                        {256, 128, 0, 0}};
+                                        {256, 128, 0, 0}, {128, 128, 1, 2}, {64, 64, 1, 2},   {256, 64, 1, 2},
+                                        {128, 32, 0, 2}};
     for (int variant = 0; variant < (int)(sizeof shapes / sizeof *shapes); variant++) {
-        int norms = (int)shapes[variant][2], f16 = (int)shapes[variant][3];
+        int norms = (int)shapes[variant][2], kvf = (int)shapes[variant][3];
         int64_t T = 5, Hq = 4, Hkv = 2, hd = shapes[variant][0], qhs = 2 * hd, rot = shapes[variant][1],
                 kv_dim = Hkv * hd;
-        int64_t ldq = Hq * qhs, ncell = 40, es = f16 ? 2 : 4;
+        int64_t ldq = Hq * qhs, ncell = 40, es = kvf == TD_CU_KV_F32 ? 4 : 2;
         float *q = rnd(T * ldq, -2.0f, 2.0f), *k = rnd(T * kv_dim, -2.0f, 2.0f), *v = rnd(T * kv_dim, -2.0f, 2.0f);
         float *qw = rnd(hd, 0.5f, 1.5f), *kw = rnd(hd, 0.5f, 1.5f), *cs = rnd(T * rot, -1.0f, 1.0f);
         int32_t cell[5] = {33, 2, 17, 39, 8};
@@ -494,24 +498,24 @@ static void test_qk_prep(void) {
         }
         CU(td_cu_rope(qa, csd, T, Hq, ldq, qhs, rot, NULL));
         CU(td_cu_rope(ka, csd, T, Hkv, kv_dim, hd, rot, NULL));
-        CU(td_cu_store_rows(kca, f16, ka, kv_dim, celld, T, kv_dim, NULL));
-        CU(td_cu_store_rows(vca, f16, va, kv_dim, celld, T, kv_dim, NULL));
+        CU(td_cu_store_rows(kca, kvf, ka, kv_dim, celld, T, kv_dim, NULL));
+        CU(td_cu_store_rows(vca, kvf, va, kv_dim, celld, T, kv_dim, NULL));
         CU(td_cu_qk_prep(qb, ldq, qhs, Hq, kb, kv_dim, Hkv, vb, kv_dim, norms ? qwd : NULL, norms ? kwd : NULL, hd,
-                         1e-6f, 0, csd, rot, kcb, vcb, f16, celld, kv_dim, T, NULL));
+                         1e-6f, 0, csd, rot, kcb, vcb, kvf, celld, kv_dim, T, NULL));
         size_t cb = (size_t)(ncell * kv_dim * es);
         float *a = malloc((size_t)(T * ldq) * 4), *b = malloc((size_t)(T * ldq) * 4);
         unsigned char *ca = malloc(cb), *cb2 = malloc(cb);
         char name[96];
         cu_down(a, qa, (size_t)(T * ldq) * 4), cu_down(b, qb, (size_t)(T * ldq) * 4);
-        snprintf(name, sizeof name, "q, norms=%d f16=%d hd=%lld rot=%lld", norms, f16, (long long)hd, (long long)rot);
+        snprintf(name, sizeof name, "q, norms=%d kv=%d hd=%lld rot=%lld", norms, kvf, (long long)hd, (long long)rot);
         cu_bits(name, b, a, T * ldq);
         cu_down(a, ka, (size_t)(T * kv_dim) * 4), cu_down(b, kb, (size_t)(T * kv_dim) * 4);
-        snprintf(name, sizeof name, "k, norms=%d f16=%d hd=%lld rot=%lld", norms, f16, (long long)hd, (long long)rot);
+        snprintf(name, sizeof name, "k, norms=%d kv=%d hd=%lld rot=%lld", norms, kvf, (long long)hd, (long long)rot);
         cu_bits(name, b, a, T * kv_dim);
         cu_down(ca, kca, cb), cu_down(cb2, kcb, cb);
-        CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: key cache differs (norms %d f16 %d)", norms, f16);
+        CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: key cache differs (norms %d kv %d)", norms, kvf);
         cu_down(ca, vca, cb), cu_down(cb2, vcb, cb);
-        CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: value cache differs (norms %d f16 %d)", norms, f16);
+        CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: value cache differs (norms %d kv %d)", norms, kvf);
         free(q), free(k), free(v), free(qw), free(kw), free(cs), free(a), free(b), free(ca), free(cb2);
         td_cu_free(qa), td_cu_free(ka), td_cu_free(va), td_cu_free(qb), td_cu_free(kb), td_cu_free(vb);
         td_cu_free(qwd), td_cu_free(kwd), td_cu_free(csd), td_cu_free(celld);

@@ -40,6 +40,12 @@ int64_t td_eng_dev_dn_state_floats(const td_config *c) {
     return td_cu_deltanet_chunk_state_floats(c->lin_n_v_heads, c->lin_k_dim, c->lin_v_dim);
 }
 
+int td_eng_dev_kv_bf16(const td_config *c, const td_ctx_params *p) {
+    const char *e = getenv("TD_CUDA_KV_BF16");
+    return e && strcmp(e, "1") == 0 && p->precision == TD_PRECISION_BF16 && !p->kv_f16 &&
+           td_cu_attention_tc(c->head_dim);
+}
+
 /* The device part's own buffers, besides the plan's: one allocation each, freed by td_eng_dev_close. */
 static void *dev_buf(td_status *st, size_t bytes, const char *what) {
     if (*st != TD_OK) return NULL;

@@ -39,6 +39,11 @@ static float *buf(const dev_pass *p, int b) { return td_eng_buf(p->ctx, (td_buf)
 static int64_t width(const dev_pass *p, int b) { return td_eng_buf_width(p->ctx, (td_buf)b); }
 
 /* Heads of a Q or K row: count, stride between heads. */
+/* The KV cache's element format for the kernels (cuda.h's TD_CU_KV_*). */
+static int kv_format(const td_ctx *ctx) {
+    return ctx->kv.bf16 ? TD_CU_KV_BF16 : ctx->kv.f16 ? TD_CU_KV_F16 : TD_CU_KV_F32;
+}
+
 static void heads_of(const dev_pass *p, int b, int64_t *n, int64_t *stride) {
     *n = b == TD_B_Q ? p->c->n_head : p->c->n_head_kv;
     *stride = b == TD_B_Q ? td_eng_q_head_stride(p->ctx) : p->c->head_dim;
@@ -130,16 +135,16 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
                "RoPE");
         break;
     case TD_OP_STORE_KV:
-        LAUNCH(td_cu_store_rows(ctx->kv.k[il], ctx->kv.f16, x->k, ctx->kv.dim, dv->tok_cell, T, ctx->kv.dim, p->s),
+        LAUNCH(td_cu_store_rows(ctx->kv.k[il], kv_format(ctx), x->k, ctx->kv.dim, dv->tok_cell, T, ctx->kv.dim, p->s),
                "caching keys");
-        LAUNCH(td_cu_store_rows(ctx->kv.v[il], ctx->kv.f16, x->v, ctx->kv.dim, dv->tok_cell, T, ctx->kv.dim, p->s),
+        LAUNCH(td_cu_store_rows(ctx->kv.v[il], kv_format(ctx), x->v, ctx->kv.dim, dv->tok_cell, T, ctx->kv.dim, p->s),
                "caching values");
         break;
     case TD_OP_ATTENTION:
         /* bf16 mode: the tensor-core kernel where td_cu_attention_tc(hd) (cuda.h: its own order) */
         LAUNCH((p->bf16 ? td_cu_attention_bf16 : td_cu_attention)(
                    x->att, width(p, TD_B_ATT), x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx), ctx->kv.k[il],
-                   ctx->kv.v[il], ctx->kv.f16, ctx->kv.dim, dv->cells, ctx->p.n_ctx, dv->tok_seq, dv->tok_pos, T,
+                   ctx->kv.v[il], kv_format(ctx), ctx->kv.dim, dv->cells, ctx->p.n_ctx, dv->tok_seq, dv->tok_pos, T,
                    c->n_head, c->n_head_kv, hd, c->attn_scale, c->layer_window[il], &dv->attn, p->s),
                "attention");
         break;
@@ -207,7 +212,7 @@ static td_status qk_prep(const dev_pass *p, int il, const td_dev_layer *ly, cons
     LAUNCH(td_cu_qk_prep(x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx), c->n_head, x->k, width(p, TD_B_K),
                          c->n_head_kv, x->v, width(p, TD_B_V), qn, kn, c->head_dim, c->rms_eps, c->zero_centred_norms,
                          dv->rope_cs + (int64_t)c->layer_rope[il] * ctx->p.n_batch * c->rotary_dim, c->rotary_dim,
-                         ctx->kv.k[il], ctx->kv.v[il], ctx->kv.f16, dv->tok_cell, ctx->kv.dim, p->T, p->s),
+                         ctx->kv.k[il], ctx->kv.v[il], kv_format(ctx), dv->tok_cell, ctx->kv.dim, p->T, p->s),
            "q and k: norms, RoPE, caching");
     return TD_OK;
 }

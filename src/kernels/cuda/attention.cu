@@ -5,10 +5,10 @@
  * Shape: one block of 256 threads per (tile, super-chunk, head group): a tile is up to QT tokens of one sequence x GH
  * query heads of one KV head (R = QT * GH <= 16 rows), so a staged key or value is used by R rows. Per chunk of 64
  * positions: the chunk's cells; then per slice of 64 head elements the key slice is staged in shared memory (f32,
- * converted from f16 on the way) and thread (position p = tid % 64, row group tid / 64) carries the fmaf chains of
- * rows tid / 64 + 4u across the slices (each key element read once for its rows); the scores go to shared memory;
- * warp w makes rows w and w + 8's max, p's and exp-sum (the fixed tree) and the combine factors; then per slice the
- * value slice is staged and thread (e = tid % 64, rows tid / 64 + 4u) runs each row's chain over that row's
+ * converted from f16 or bf16 on the way) and thread (position p = tid % 64, row group tid / 64) carries the fmaf
+ * chains of rows tid / 64 + 4u across the slices (each key element read once for its rows); the scores go to shared
+ * memory; warp w makes rows w and w + 8's max, p's and exp-sum (the fixed tree) and the combine factors; then per
+ * slice the value slice is staged and thread (e = tid % 64, rows tid / 64 + 4u) runs each row's chain over that row's
  * positions and folds it into the super-chunk state (R x hd in shared memory). The super-chunk's key and value rows
  * are prefetched into L2 when it starts.
  * At the super-chunk's end a row with n <= 512 writes out = A / L; a longer row writes (M, L, A) to the scratch
@@ -35,8 +35,13 @@
 
 static int at_test_mode = 0; /* td_cu_attention_test_mode */
 
-template <int F16> __device__ __forceinline__ float kv_at(const void *base, int64_t i) {
-    if (F16) return td_dev_f16(((const uint16_t *)base)[i]);
+/* Bytes of a cache element in the format kvf (TD_CU_KV_*). */
+__host__ __device__ constexpr int kv_size(int kvf) { return kvf == TD_CU_KV_F32 ? 4 : 2; }
+
+/* Element i of a cache in the format KVF, exactly as float (a bf16 is the top half of its float). */
+template <int KVF> __device__ __forceinline__ float kv_at(const void *base, int64_t i) {
+    if (KVF == TD_CU_KV_F16) return td_dev_f16(((const uint16_t *)base)[i]);
+    if (KVF == TD_CU_KV_BF16) return td_dev_bf16(((const uint16_t *)base)[i]);
     return ((const float *)base)[i];
 }
 
@@ -78,7 +83,7 @@ struct at_args {
                    chunk (64); mode 1: 512 */
     float *scratch;
     int64_t nsc; /* spans of the scratch layout */
-    int vec;     /* bf16 kernel: kc and vc 16-byte aligned (vector loads; the same values either way) */
+    int vec;     /* bf16 kernel: kc and vc 16-byte aligned (vector loads, cp.async of a bf16 cache; the same values) */
 };
 
 /* Shared memory floats (ints counted as floats) of the tile kernel. */
@@ -88,7 +93,7 @@ static size_t at_smem(int R, int64_t hd, int mode) {
     return f * sizeof(float);
 }
 
-template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_kernel(const at_args a) {
+template <int KVF> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_kernel(const at_args a) {
     td_pdl_wait();
     TD_DYN_SMEM(float, sm);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -138,7 +143,7 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
         Qs[i] = a.q[(int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e];
     }
 
-    const size_t es = F16 ? 2 : 4;
+    const size_t es = kv_size(KVF);
     for (int j = j0; j < j1; j++) {
         if (tid < nrows) sst[tid] = 0;
         /* the super-chunk's cells, and its key and value rows into L2 now: the chunks' staging loads then wait on
@@ -168,7 +173,7 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
 #pragma unroll
                     for (int u = 0; u < AT_PER; u++) {
                         const int c = cl[pr0 + (AT_NT / AT_ES) * u];
-                        kr[u] = c >= 0 && e < ne ? kv_at<F16>(a.kc, (int64_t)c * a.kv_dim + kvo + e0 + e) : 0.0f;
+                        kr[u] = c >= 0 && e < ne ? kv_at<KVF>(a.kc, (int64_t)c * a.kv_dim + kvo + e0 + e) : 0.0f;
                     }
 #pragma unroll
                     for (int u = 0; u < AT_PER; u++) Ks[(pr0 + (AT_NT / AT_ES) * u) * (AT_ES + 1) + e] = kr[u];
@@ -229,7 +234,7 @@ template <int F16> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
 #pragma unroll
                     for (int u = 0; u < AT_PER; u++) {
                         const int c = cl[pr0 + (AT_NT / AT_ES) * u];
-                        vr[u] = c >= 0 && e < ne ? kv_at<F16>(a.vc, (int64_t)c * a.kv_dim + kvo + e0 + e) : 0.0f;
+                        vr[u] = c >= 0 && e < ne ? kv_at<KVF>(a.vc, (int64_t)c * a.kv_dim + kvo + e0 + e) : 0.0f;
                     }
 #pragma unroll
                     for (int u = 0; u < AT_PER; u++) Vs[(pr0 + (AT_NT / AT_ES) * u) * AT_ES + e] = vr[u];
@@ -356,8 +361,9 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a)
  * cuda.h's bf16 order computed on mma.sync.m16n8k16 (bf16 operands, fp32 accumulators; the fragment conventions of
  * matmul_tc.cu). A tile's rows (up to 16, padded with rows that see nothing) are the A operand's 16 rows. Per chunk
  * of 64 positions:
- *   staging   the chunk's keys and values, rounded to bf16, into Ks / Vs [64][HD] (row = position); a slot that no
- *             row of the tile sees is staged +0 (never cache bytes: 0 * NaN would be NaN)
+ *   staging   the chunk's keys and values, rounded to bf16 (a bf16 cache's as they are), into Ks / Vs [64][HD]
+ *             (row = position); a slot that no row of the tile sees is staged +0 (never cache bytes: 0 * NaN would
+ *             be NaN)
  *   scores    warp w: S[16 rows][positions 16w .. 16w + 16) = Q K^T, one mma chain over HD in k-steps of 16
  *             ascending from +0 (A = Qs by ldmatrix, B = Ks by ldmatrix: the key rows are B's columns); s = scale * d
  *             into Ss, -inf where the row does not see the position
@@ -381,12 +387,14 @@ __device__ __forceinline__ uint32_t ab_bf16(float f) { return __float_as_uint(td
 __device__ __forceinline__ uint32_t ab_pack(float lo, float hi) { return ab_bf16(lo) | ab_bf16(hi) << 16; }
 
 /* 8 cache elements from element i (a multiple of 8), as stored (ab_fetch: the loads, issued for several units before
- * the first use), then as 8 bf16 (ab_cvt: exact to f32, then rounded). */
-template <int F16> struct ab_raw {
-    uint4 w[F16 ? 1 : 2];
+ * the first use), then as 8 bf16 (ab_cvt: exact to f32, then rounded; a bf16 cache's bits as they are, which is what
+ * rounding its values would give). */
+template <int KVF> struct ab_raw {
+    static constexpr int N = KVF == TD_CU_KV_F32 ? 2 : 1; /* 16-byte words: 8 floats or 8 halves */
+    uint4 w[N];
 };
-template <int F16> __device__ __forceinline__ void ab_fetch(ab_raw<F16> &r, const void *base, int64_t i, int vec) {
-    if (F16) {
+template <int KVF> __device__ __forceinline__ void ab_fetch(ab_raw<KVF> &r, const void *base, int64_t i, int vec) {
+    if (KVF != TD_CU_KV_F32) {
         const uint16_t *h = (const uint16_t *)base + i;
         if (vec) {
             r.w[0] = *(const uint4 *)h;
@@ -398,23 +406,24 @@ template <int F16> __device__ __forceinline__ void ab_fetch(ab_raw<F16> &r, cons
         const float *x = (const float *)base + i;
         if (vec) {
             r.w[0] = ((const uint4 *)x)[0];
-            r.w[F16 ? 0 : 1] = ((const uint4 *)x)[1];
+            r.w[r.N - 1] = ((const uint4 *)x)[1];
         } else {
             r.w[0] = make_uint4(__float_as_uint(x[0]), __float_as_uint(x[1]), __float_as_uint(x[2]),
                                 __float_as_uint(x[3]));
-            r.w[F16 ? 0 : 1] = make_uint4(__float_as_uint(x[4]), __float_as_uint(x[5]), __float_as_uint(x[6]),
-                                          __float_as_uint(x[7]));
+            r.w[r.N - 1] = make_uint4(__float_as_uint(x[4]), __float_as_uint(x[5]), __float_as_uint(x[6]),
+                                      __float_as_uint(x[7]));
         }
     }
 }
-template <int F16> __device__ __forceinline__ uint4 ab_cvt(const ab_raw<F16> &r) {
+template <int KVF> __device__ __forceinline__ uint4 ab_cvt(const ab_raw<KVF> &r) {
+    if (KVF == TD_CU_KV_BF16) return r.w[0];
     float f[8];
-    if (F16) {
+    if (KVF == TD_CU_KV_F16) {
         const uint32_t u[4] = {r.w[0].x, r.w[0].y, r.w[0].z, r.w[0].w};
 #pragma unroll
         for (int k = 0; k < 4; k++) f[2 * k] = td_dev_f16((uint16_t)u[k]), f[2 * k + 1] = td_dev_f16(u[k] >> 16);
     } else {
-        const uint4 u = r.w[0], w = r.w[F16 ? 0 : 1];
+        const uint4 u = r.w[0], w = r.w[r.N - 1];
         f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y), f[2] = __uint_as_float(u.z);
         f[3] = __uint_as_float(u.w), f[4] = __uint_as_float(w.x), f[5] = __uint_as_float(w.y);
         f[6] = __uint_as_float(w.z), f[7] = __uint_as_float(w.w);
@@ -449,11 +458,11 @@ __device__ __forceinline__ int ab_tile_rows(const at_args &a, int R, int *rt, in
 
 /* The span's cells into cls: -1 where no row of the tile sees the position (rows 0, step, 2 step .. < nrows stand
  * for all: a token's rows share n and lo), and the seen positions' key and value rows prefetched into L2. */
-template <int F16, int HD>
+template <int KVF, int HD>
 __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const int32_t *cell, int j, int span,
                                               const int *rlo, const int *rn, int nrows, int step, int64_t kvo,
                                               int tid) {
-    const size_t es = F16 ? 2 : 4;
+    const size_t es = kv_size(KVF);
     for (int i = tid; i < span; i += AB_NT) {
         const int pp = j * span + i;
         bool seen = false;
@@ -471,36 +480,56 @@ __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const 
 
 /* One chunk's keys and values, rounded to bf16, into Ks / Vs [64][HD + AB_PAD] (+0 at a slot whose cell cl[] is -1):
  * units of 8 elements of one position's key and value, unit tid + 128 i; a batch's loads are all issued before its
- * first conversion (batches one after another: all at once would spill). */
-template <int F16, int HD>
+ * first conversion (batches one after another: all at once would spill). A bf16 cache's units (16-byte aligned: vec)
+ * are already the operands, so they go global -> shared by cp.async: all of the thread's in flight together, no
+ * registers held for them (a loop kept rolled: unrolled, its addresses cost registers, and the 16-row kernel at hd 128
+ * spilled); it waits for them here, and the caller's __syncthreads then shows every thread's copies to the block. */
+template <int KVF, int HD>
 __device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
                                          int tid) {
     constexpr int P = HD + AB_PAD;
-    constexpr int AB_UNITS = AT_C * (HD / 8) / AB_NT; /* staging units (8 elements of K and of V) a thread: HD / 16 */
-    constexpr int AB_BATCH = F16 ? 4 : 2;             /* units whose loads are in flight together */
+    constexpr int AB_UNITS = AT_C * (HD / 8) / AB_NT;     /* staging units (8 elements of K and V) a thread: HD / 16 */
+    constexpr int AB_BATCH = KVF == TD_CU_KV_F32 ? 2 : 4; /* units whose loads are in flight together */
     static_assert(AB_UNITS % AB_BATCH == 0, "whole batches");
+    if (KVF == TD_CU_KV_BF16 && a.vec) {
+#pragma unroll 1
+        for (int i = 0; i < AB_UNITS; i++) {
+            const int u = tid + i * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
+            if (c >= 0) {
+                const int64_t at = (int64_t)c * a.kv_dim + kvo + e8;
+                td_cp16(&Ks[pr * P + e8], (const uint16_t *)a.kc + at);
+                td_cp16(&Vs[pr * P + e8], (const uint16_t *)a.vc + at);
+            } else {
+                *(uint4 *)&Ks[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
+                *(uint4 *)&Vs[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+        td_cp_commit();
+        td_cp_wait<0>();
+        return;
+    }
 #pragma unroll 1
     for (int u0 = 0; u0 < AB_UNITS; u0 += AB_BATCH) {
-        ab_raw<F16> kr[AB_BATCH], vr[AB_BATCH];
+        ab_raw<KVF> kr[AB_BATCH], vr[AB_BATCH];
         int cc[AB_BATCH];
 #pragma unroll
         for (int b = 0; b < AB_BATCH; b++) {
             const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
             cc[b] = cl[pr];
 #pragma unroll
-            for (int w = 0; w < (F16 ? 1 : 2); w++) kr[b].w[w] = vr[b].w[w] = make_uint4(0u, 0u, 0u, 0u);
+            for (int w = 0; w < ab_raw<KVF>::N; w++) kr[b].w[w] = vr[b].w[w] = make_uint4(0u, 0u, 0u, 0u);
             if (cc[b] >= 0) {
                 const int64_t at = (int64_t)cc[b] * a.kv_dim + kvo + e8;
-                ab_fetch<F16>(kr[b], a.kc, at, a.vec);
-                ab_fetch<F16>(vr[b], a.vc, at, a.vec);
+                ab_fetch<KVF>(kr[b], a.kc, at, a.vec);
+                ab_fetch<KVF>(vr[b], a.vc, at, a.vec);
             }
         }
 #pragma unroll
         for (int b = 0; b < AB_BATCH; b++) {
             const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
             const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-            *(uint4 *)&Ks[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(kr[b]) : z;
-            *(uint4 *)&Vs[pr * P + e8] = cc[b] >= 0 ? ab_cvt<F16>(vr[b]) : z;
+            *(uint4 *)&Ks[pr * P + e8] = cc[b] >= 0 ? ab_cvt<KVF>(kr[b]) : z;
+            *(uint4 *)&Vs[pr * P + e8] = cc[b] >= 0 ? ab_cvt<KVF>(vr[b]) : z;
         }
     }
 }
@@ -511,7 +540,7 @@ static size_t ab_smem(int64_t hd) {
     return (16 + 2 * AT_C) * P * 2 + 16 * AB_PP * 2 + 16 * AB_SP * 4 + 6 * AT_RMAX * 4 + 8 * AT_RMAX * 4 + AT_SC * 4;
 }
 
-template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_kernel(const at_args a) {
+template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_kernel(const at_args a) {
     td_pdl_wait();
     constexpr int P = HD + AB_PAD; /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 32;    /* n8 fragments of the output a warp owns: HD / 4 columns */
@@ -558,12 +587,12 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 
     for (int j = j0; j < j1; j++) {
         if (tid < AT_RMAX) sst[tid] = 0;
-        ab_span_cells<F16, HD>(cls, a, cell, j, span, rlo, rn, nrows, 1, kvo, tid);
+        ab_span_cells<KVF, HD>(cls, a, cell, j, span, rlo, rn, nrows, 1, kvo, tid);
         __syncthreads();
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
             const int *cl = cls + (c0 - j * span);
-            ab_stage<F16, HD>(Ks, Vs, cl, a, kvo, tid);
+            ab_stage<KVF, HD>(Ks, Vs, cl, a, kvo, tid);
             __syncthreads();
             /* scores: warp w, positions 16w .. 16w + 16 (two n8 fragments) */
             {
@@ -736,7 +765,7 @@ static size_t ab64_smem(int64_t hd, int mode) {
     return 3 * (size_t)AT_C * P * 2 + 4 * AB64_R * 4 + AT_SC * 4 + (mode == 1 ? (size_t)AB64_R * (size_t)hd * 4 : 0);
 }
 
-template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args a) {
+template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args a) {
     td_pdl_wait();
     constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
@@ -789,12 +818,12 @@ template <int F16, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 
     for (int j = j0; j < j1; j++) {
         sst[0] = sst[1] = 0;
-        ab_span_cells<F16, HD>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
+        ab_span_cells<KVF, HD>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
         __syncthreads();
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
             const int *cl = cls + (c0 - j * span);
-            ab_stage<F16, HD>(Ks, Vs, cl, a, kvo, tid);
+            ab_stage<KVF, HD>(Ks, Vs, cl, a, kvo, tid);
             __syncthreads();
             if (wlo < c0 + AT_C && whi > c0) { /* some row of the warp sees a position of the chunk (warp-uniform) */
                 /* scores: S[16 rows][64 slots], fragment f = slots 8f .. 8f + 8 */
@@ -981,9 +1010,12 @@ extern "C" int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_
 
 /* The launch's arguments, grid and whether the combine runs; -1 (td_cu_failf) for arguments it cannot run. */
 static int at_prepare(at_args *ap, dim3 *gridp, bool *splitp, float *out, int64_t ldo, const float *q, int64_t ldq,
-                      int64_t q_head_stride, const void *kc, const void *vc, int64_t kv_dim, const int32_t *cells,
-                      int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv,
-                      int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl, int R) {
+                      int64_t q_head_stride, const void *kc, const void *vc, int kvf, int64_t kv_dim,
+                      const int32_t *cells, int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T,
+                      int64_t Hq, int64_t Hkv, int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl,
+                      int R) {
+    if (kvf != TD_CU_KV_F32 && kvf != TD_CU_KV_F16 && kvf != TD_CU_KV_BF16)
+        return td_cu_failf("td_cu_attention: KV cache format %d (0 f32, 1 f16, 2 bf16)", kvf);
     if (!tl || tl->n_tiles <= 0) return td_cu_failf("td_cu_attention: %lld tokens and no tiles", (long long)T);
     if (Hkv <= 0 || Hq % Hkv)
         return td_cu_failf("td_cu_attention: %lld query heads over %lld KV heads", (long long)Hq, (long long)Hkv);
@@ -1025,20 +1057,20 @@ static int at_prepare(at_args *ap, dim3 *gridp, bool *splitp, float *out, int64_
     return 0;
 }
 
-template <int F16> static int at_launch(const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
+template <int KVF> static int at_launch(const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
     static size_t allowed = 48 * 1024; /* raised once per instantiation as needed (the same for every device 0) */
     if (smem > allowed) {
-        cudaError_t e = cudaFuncSetAttribute(attention_tile_kernel<F16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaError_t e = cudaFuncSetAttribute(attention_tile_kernel<KVF>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem);
         if (e != cudaSuccess) return td_cu_fail("attention: shared memory", e);
         allowed = smem;
     }
-    attention_tile_kernel<F16><<<grid, AT_NT, smem, s>>>(a);
+    attention_tile_kernel<KVF><<<grid, AT_NT, smem, s>>>(a);
     return td_cu_launched("attention");
 }
 
 extern "C" int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
-                               const void *kc, const void *vc, int f16, int64_t kv_dim, const int32_t *cells,
+                               const void *kc, const void *vc, int kvf, int64_t kv_dim, const int32_t *cells,
                                int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq,
                                int64_t Hkv, int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl,
                                void *stream) {
@@ -1046,12 +1078,14 @@ extern "C" int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t 
     at_args a;
     dim3 grid;
     bool split = false;
-    if (at_prepare(&a, &grid, &split, out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq, pos, T, Hq,
-                   Hkv, hd, scale, window, tl, at_rows(hd)) != 0)
+    if (at_prepare(&a, &grid, &split, out, ldo, q, ldq, q_head_stride, kc, vc, kvf, kv_dim, cells, n_ctx, seq, pos, T,
+                   Hq, Hkv, hd, scale, window, tl, at_rows(hd)) != 0)
         return -1;
     const size_t smem = at_smem(a.R, hd, a.mode);
     cudaStream_t s = TD_CU_STREAM(stream);
-    int rc = f16 ? at_launch<1>(a, grid, smem, s) : at_launch<0>(a, grid, smem, s);
+    int rc = kvf == TD_CU_KV_BF16  ? at_launch<TD_CU_KV_BF16>(a, grid, smem, s)
+             : kvf == TD_CU_KV_F16 ? at_launch<TD_CU_KV_F16>(a, grid, smem, s)
+                                   : at_launch<TD_CU_KV_F32>(a, grid, smem, s);
     if (rc != 0 || !split) return rc;
     attention_combine_kernel<<<(unsigned)(T * Hq), 128, 0, s>>>(a);
     return td_cu_launched("attention: combine");
@@ -1065,8 +1099,8 @@ static bool ab_enabled(void) {
 
 extern "C" int td_cu_attention_tc(int64_t hd) { return ab_enabled() && (hd == 64 || hd == 128 || hd == 256); }
 
-/* kern (attention_bf16_kernel<F16, HD> for ROWS 16, attention_bf16_64_kernel<F16, HD> for 64) on the grid. */
-template <int F16, int HD, int ROWS>
+/* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD> for 64) on the grid. */
+template <int KVF, int HD, int ROWS>
 static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
     static size_t allowed = 48 * 1024; /* raised once per instantiation as needed */
     if (smem > allowed) {
@@ -1105,12 +1139,12 @@ extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t 
 }
 
 extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
-                                    const void *kc, const void *vc, int f16, int64_t kv_dim, const int32_t *cells,
+                                    const void *kc, const void *vc, int kvf, int64_t kv_dim, const int32_t *cells,
                                     int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq,
                                     int64_t Hkv, int64_t hd, float scale, int64_t window, const td_cu_attn_plan *tl,
                                     void *stream) {
     if (!td_cu_attention_tc(hd))
-        return td_cu_attention(out, ldo, q, ldq, q_head_stride, kc, vc, f16, kv_dim, cells, n_ctx, seq, pos, T, Hq,
+        return td_cu_attention(out, ldo, q, ldq, q_head_stride, kc, vc, kvf, kv_dim, cells, n_ctx, seq, pos, T, Hq,
                                Hkv, hd, scale, window, tl, stream);
     if (T <= 0 || Hq <= 0) return 0;
     int rows = ab_rows(hd);
@@ -1125,28 +1159,31 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
     at_args a;
     dim3 grid;
     bool split = false;
-    if (at_prepare(&a, &grid, &split, out, ldo, q, ldq, q_head_stride, kc, vc, kv_dim, cells, n_ctx, seq, pos, T, Hq,
-                   Hkv, hd, scale, window, tl, rows) != 0)
+    if (at_prepare(&a, &grid, &split, out, ldo, q, ldq, q_head_stride, kc, vc, kvf, kv_dim, cells, n_ctx, seq, pos, T,
+                   Hq, Hkv, hd, scale, window, tl, rows) != 0)
         return -1;
     a.vec = ((uintptr_t)kc & 15u) == 0 && ((uintptr_t)vc & 15u) == 0 && kv_dim % 8 == 0;
     cudaStream_t s = TD_CU_STREAM(stream);
     int rc;
+    /* an instance per cache format and head dim: the format fixes the staging's loads and conversion at compile time */
+#define AB_KVF(GO, H)                                                                                                  \
+    (kvf == TD_CU_KV_BF16 ? GO(TD_CU_KV_BF16, H) : kvf == TD_CU_KV_F16 ? GO(TD_CU_KV_F16, H) : GO(TD_CU_KV_F32, H))
     if (rows == 64) {
         const size_t smem = ab64_smem(hd, a.mode);
 #define AB64_GO(F, H) ab_launch<F, H, 64>(attention_bf16_64_kernel<F, H>, a, grid, smem, s)
-        if (hd == 64) rc = f16 ? AB64_GO(1, 64) : AB64_GO(0, 64);
-        else if (hd == 128) rc = f16 ? AB64_GO(1, 128) : AB64_GO(0, 128);
+        if (hd == 64) rc = AB_KVF(AB64_GO, 64);
+        else if (hd == 128) rc = AB_KVF(AB64_GO, 128);
 #if AB64_HD256
-        else rc = f16 ? AB64_GO(1, 256) : AB64_GO(0, 256);
+        else rc = AB_KVF(AB64_GO, 256);
 #else
         else rc = td_cu_failf("attention (tensor cores, 64 rows): head dim %lld", (long long)hd);
 #endif
     } else {
         const size_t smem = ab_smem(hd);
 #define AB16_GO(F, H) ab_launch<F, H, 16>(attention_bf16_kernel<F, H>, a, grid, smem, s)
-        if (hd == 64) rc = f16 ? AB16_GO(1, 64) : AB16_GO(0, 64);
-        else if (hd == 128) rc = f16 ? AB16_GO(1, 128) : AB16_GO(0, 128);
-        else rc = f16 ? AB16_GO(1, 256) : AB16_GO(0, 256);
+        if (hd == 64) rc = AB_KVF(AB16_GO, 64);
+        else if (hd == 128) rc = AB_KVF(AB16_GO, 128);
+        else rc = AB_KVF(AB16_GO, 256);
     }
     if (rc != 0 || !split) return rc;
     attention_combine_kernel<<<(unsigned)(T * Hq), 128, 0, s>>>(a);

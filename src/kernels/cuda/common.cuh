@@ -82,6 +82,18 @@ __device__ __forceinline__ uint16_t td_dev_to_f16(float f) {
     return (uint16_t)(sign | (r >> 13));
 }
 
+/* f as a bf16 cache stores it: td_dev_round_bf16's top half, so exactly what the bf16 attention kernels make of the
+ * same value read from an f32 cache. */
+__device__ __forceinline__ uint16_t td_dev_to_bf16(float f) {
+    return (uint16_t)(__float_as_uint(td_dev_round_bf16(f)) >> 16);
+}
+
+/* Element at of a KV cache in the format kvf (TD_CU_KV_*) set to v. */
+__device__ __forceinline__ void td_dev_kv_put(void *cache, int kvf, int64_t at, float v) {
+    if (kvf == TD_CU_KV_F32) ((float *)cache)[at] = v;
+    else ((uint16_t *)cache)[at] = kvf == TD_CU_KV_F16 ? td_dev_to_f16(v) : td_dev_to_bf16(v);
+}
+
 /* Element k of a weight row (`row` = its first byte) as float, the header's dequantisation: F16 / BF16 exactly,
  * Q8_0 (float)q * d, Q4_0 (float)(nib - 8) * d. In two steps, so a kernel can issue its loads early and convert
  * later (the first use of a loaded value is where a warp waits for it): td_dev_weight_raw loads the element's bits

@@ -156,19 +156,24 @@ int td_cu_rope(float *x, const float *cs, int64_t T, int64_t H, int64_t ldt, int
  * them into one block, sends it with one copy, and this puts each run in place (the sequences' cell tables). */
 int td_cu_scatter_ints(int32_t *dst, const int32_t *src, const int32_t *ranges, int64_t n_ranges, void *stream);
 
-/* Stores T rows of dim floats (rows ld apart) into a cache of rows dim apart: row t goes to cache row cell[t], as
- * float, or as IEEE half (round to nearest even) when f16. */
-int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t ld, const int32_t *cell, int64_t T, int64_t dim,
+/* How a KV cache stores its elements (the kvf arguments below): float; IEEE half (rounded to nearest even); bf16
+ * (rounded to nearest even: the top 16 bits of the rounded float). */
+enum { TD_CU_KV_F32 = 0, TD_CU_KV_F16 = 1, TD_CU_KV_BF16 = 2 };
+
+/* Stores T rows of dim floats (rows ld apart) into a cache of rows dim apart: row t goes to cache row cell[t], in
+ * the cache's format kvf (TD_CU_KV_*). */
+int td_cu_store_rows(void *cache, int kvf, const float *rows, int64_t ld, const int32_t *cell, int64_t T, int64_t dim,
                      void *stream);
 
 /* Softmax attention over the KV cache. Token t is of sequence seq[t] at position pos[t]; row (t, h) reads the
  * positions [lo, n) of its sequence, n = pos[t] + 1, lo = 0, or n - window with a sliding window > 0 and n > window;
  * position p is in cache row cells[seq[t] * n_ctx + p]. Query head h (q + t * ldq + h * q_head_stride, hd floats)
- * uses KV head h / (Hq / Hkv), whose key row of cache row c is at kc + c * kv_dim + kvh * hd (float, or half when
- * f16, converted exactly); likewise vc. Writes out[t * ldo + h * hd + e].
+ * uses KV head h / (Hq / Hkv), whose key row of cache row c is at kc + c * kv_dim + kvh * hd (in the format kvf,
+ * converted exactly to float; another kvf fails, naming it); likewise vc. Writes out[t * ldo + h * hd + e].
  *
  * The canonical order (the batch-invariance contract: the same for every launch shape, tile, cell layout and batch;
- * fp32 arithmetic, no contraction, within 1e-5 relative of td_attn_rows_ref):
+ * fp32 arithmetic, no contraction, within 1e-5 relative of td_attn_rows_ref; on a bf16 cache, exactly the bits of an
+ * f32 cache holding the same values):
  *   chunks of C = 64 positions anchored at position 0: chunk c = [64c, 64c + 64) intersected with [lo, n); a chunk
  *   with no position there is skipped. Per chunk: s_p = scale * d_p, d_p = fmaf chain over e ascending of
  *   q[e] * k_p[e] from +0; m = max s_p; p = expf(s_p - m) (0 at slots outside the range); l = the tree over the 64
@@ -202,7 +207,7 @@ typedef struct td_cu_attn_plan {
 } td_cu_attn_plan;
 
 int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
-                    const void *vc, int f16, int64_t kv_dim, const int32_t *cells, int64_t n_ctx, const int32_t *seq,
+                    const void *vc, int kvf, int64_t kv_dim, const int32_t *cells, int64_t n_ctx, const int32_t *seq,
                     const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, int64_t window,
                     const td_cu_attn_plan *plan, void *stream);
 
@@ -214,7 +219,9 @@ int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_
  * process): a property of the head dim, never of the launch.
  * The bf16 canonical order (the batch-invariance contract: the same for every launch shape, tile, span split, test
  * mode, cell layout and batch; fp32 arithmetic, no contraction, outside the mma unit):
- *   q, k and v rounded to bf16 (nearest even; a cached f16 or f32 value converted exactly to f32, then rounded);
+ *   q, k and v rounded to bf16 (nearest even; a cached f16 or f32 value converted exactly to f32, then rounded; a
+ *   cached bf16 value as it is: so a bf16 cache holds exactly what this order makes of an f32 cache's values, and
+ *   gives the same bits);
  *   the chunks of 64 positions anchored at position 0 as above. Per chunk, per row: d_p = one mma.m16n8k16 chain
  *   (bf16 operands, fp32 accumulator) over the head's hd / 16 k-steps of 16 elements ascending, from +0, of q.k_p;
  *   s_p = scale * d_p (s_p a function of q and k_p only); m = max s_p over the chunk's positions in [lo, n);
@@ -231,7 +238,7 @@ int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_
  *   reach an output. */
 int td_cu_attention_tc(int64_t hd);
 int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
-                         const void *vc, int f16, int64_t kv_dim, const int32_t *cells, int64_t n_ctx,
+                         const void *vc, int kvf, int64_t kv_dim, const int32_t *cells, int64_t n_ctx,
                          const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd,
                          float scale, int64_t window, const td_cu_attn_plan *plan, void *stream);
 
@@ -258,7 +265,7 @@ void td_cu_attention_rows_test(int rows);
  * td_cu_store_rows of k and v (rows ldk / ldv apart, Hkv * hd = kv_dim wide) into cache row cell[t]. */
 int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64_t Hq, float *k, int64_t ldk, int64_t Hkv,
                   const float *v, int64_t ldv, const float *q_norm, const float *k_norm, int64_t hd, float eps,
-                  int zero_centred, const float *cs, int64_t rot, void *kc, void *vc, int f16, const int32_t *cell,
+                  int zero_centred, const float *cs, int64_t rot, void *kc, void *vc, int kvf, const int32_t *cell,
                   int64_t kv_dim, int64_t T, void *stream);
 
 /* Qwen3.5's output gate: x[t * ldx + h * hd + e] *= 1 / (1 + expf(-g)), g = gate[t * ldg + h * gate_stride + e]. */

@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
                                                          int64_t ldv, const float *__restrict__ qw,
                                                          const float *__restrict__ kw, int64_t hd, float eps,
                                                          int zero_centred, const float *__restrict__ cs, int64_t rot,
-                                                         void *kc, void *vc, int f16,
+                                                         void *kc, void *vc, int kvf,
                                                          const int32_t *__restrict__ cell, int64_t kv_dim) {
     td_pdl_wait();
     __shared__ double sh[ROW_NT / 32 + 1];
@@ -110,13 +110,8 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
     const int64_t at = (int64_t)cell[t] * kv_dim + h * hd;
     const float *vh = v + t * ldv + h * hd;
     for (int64_t i = threadIdx.x; i < hd; i += ROW_NT) {
-        if (f16) {
-            ((uint16_t *)kc)[at + i] = td_dev_to_f16(xh[i]);
-            ((uint16_t *)vc)[at + i] = td_dev_to_f16(vh[i]);
-        } else {
-            ((float *)kc)[at + i] = xh[i];
-            ((float *)vc)[at + i] = vh[i];
-        }
+        td_dev_kv_put(kc, kvf, at + i, xh[i]);
+        td_dev_kv_put(vc, kvf, at + i, vh[i]);
     }
 }
 
@@ -133,7 +128,7 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
                                                            int64_t ldv, const float *__restrict__ qw,
                                                            const float *__restrict__ kw, int64_t hd, float eps,
                                                            int zero_centred, const float *__restrict__ cs, int64_t rot,
-                                                           void *kc, void *vc, int f16,
+                                                           void *kc, void *vc, int kvf,
                                                            const int32_t *__restrict__ cell, int64_t kv_dim,
                                                            int64_t n_items) {
     td_pdl_wait();
@@ -186,21 +181,17 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
 #pragma unroll
     for (int u = 0; u < NW; u++) {
         const int i = lane + 32 * u;
-        if (f16) {
-            ((uint16_t *)kc)[at + i] = td_dev_to_f16(y[u]);
-            ((uint16_t *)vc)[at + i] = td_dev_to_f16(vh[i]);
-        } else {
-            ((float *)kc)[at + i] = y[u];
-            ((float *)vc)[at + i] = vh[i];
-        }
+        td_dev_kv_put(kc, kvf, at + i, y[u]);
+        td_dev_kv_put(vc, kvf, at + i, vh[i]);
     }
 }
 
 extern "C" int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64_t Hq, float *k, int64_t ldk,
                              int64_t Hkv, const float *v, int64_t ldv, const float *q_norm, const float *k_norm,
                              int64_t hd, float eps, int zero_centred, const float *cs, int64_t rot, void *kc, void *vc,
-                             int f16, const int32_t *cell, int64_t kv_dim, int64_t T, void *stream) {
+                             int kvf, const int32_t *cell, int64_t kv_dim, int64_t T, void *stream) {
     if (T <= 0 || Hq + Hkv <= 0) return 0;
+    if (kvf < TD_CU_KV_F32 || kvf > TD_CU_KV_BF16) return td_cu_failf("td_cu_qk_prep: KV cache format %d", kvf);
     if (T * (Hq + Hkv) > 0x7fffffff)
         return td_cu_failf("td_cu_qk_prep: %lld tokens x %lld heads is beyond one launch", (long long)T,
                            (long long)(Hq + Hkv));
@@ -212,7 +203,7 @@ extern "C" int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64
         cudaStream_t s = TD_CU_STREAM(stream);
 #define QKW(NW, HW)                                                                                               \
     qk_prep_warp_kernel<NW, HW><<<grid, 256, 0, s>>>(q, ldq, q_head_stride, Hq, k, ldk, Hkv, v, ldv, q_norm, k_norm, \
-                                                     hd, eps, zero_centred, cs, rot, kc, vc, f16, cell, kv_dim, n)
+                                                     hd, eps, zero_centred, cs, rot, kc, vc, kvf, cell, kv_dim, n)
         if (nw == 2) QKW(2, 1);
         else if (nw == 4 && hw == 1) QKW(4, 1);
         else if (nw == 4) QKW(4, 2);
@@ -223,12 +214,12 @@ extern "C" int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64
         return td_cu_launched("qk_prep (a warp a head)");
     }
     qk_prep_kernel<<<(unsigned)n, ROW_NT, 0, TD_CU_STREAM(stream)>>>(
-        q, ldq, q_head_stride, Hq, k, ldk, Hkv, v, ldv, q_norm, k_norm, hd, eps, zero_centred, cs, rot, kc, vc, f16,
+        q, ldq, q_head_stride, Hq, k, ldk, Hkv, v, ldv, q_norm, k_norm, hd, eps, zero_centred, cs, rot, kc, vc, kvf,
         cell, kv_dim);
     return td_cu_launched("qk_prep");
 }
 
-__global__ void __launch_bounds__(EW_NT) store_rows_kernel(void *cache, int f16, const float *__restrict__ rows,
+__global__ void __launch_bounds__(EW_NT) store_rows_kernel(void *cache, int kvf, const float *__restrict__ rows,
                                                            int64_t ld, const int32_t *__restrict__ cell, int64_t T,
                                                            int64_t dim) {
     td_pdl_wait();
@@ -237,15 +228,15 @@ __global__ void __launch_bounds__(EW_NT) store_rows_kernel(void *cache, int f16,
         int64_t t = idx / dim, i = idx % dim;
         float v = rows[t * ld + i];
         int64_t at = (int64_t)cell[t] * dim + i;
-        if (f16) ((uint16_t *)cache)[at] = td_dev_to_f16(v);
-        else ((float *)cache)[at] = v;
+        td_dev_kv_put(cache, kvf, at, v);
     }
 }
 
-extern "C" int td_cu_store_rows(void *cache, int f16, const float *rows, int64_t ld, const int32_t *cell, int64_t T,
+extern "C" int td_cu_store_rows(void *cache, int kvf, const float *rows, int64_t ld, const int32_t *cell, int64_t T,
                                 int64_t dim, void *stream) {
     if (T <= 0 || dim <= 0) return 0;
-    store_rows_kernel<<<td_cu_grid(T * dim, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(cache, f16, rows, ld, cell, T,
+    if (kvf < TD_CU_KV_F32 || kvf > TD_CU_KV_BF16) return td_cu_failf("td_cu_store_rows: KV cache format %d", kvf);
+    store_rows_kernel<<<td_cu_grid(T * dim, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(cache, kvf, rows, ld, cell, T,
                                                                                      dim);
     return td_cu_launched("store_rows");
 }

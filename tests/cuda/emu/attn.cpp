@@ -1,10 +1,16 @@
 // tests/cuda/emu: attention_bf16_64_kernel (tiles of 64 rows) of src/kernels/cuda/attention.cu against
 // attention_bf16_kernel (16 rows), bit for bit, on the CPU (emu.h says what is emulated), and both against a
 // double-precision reference of cuda.h's bf16 order (|diff| <= 2^-7 max |v|, as tests/cuda/test_cuda_attn_bf16.c).
+// Each case's cache (f32 or f16) has a bf16 twin (its values rounded to nearest even, the bf16 order's k and v): both
+// tensor-core kernels must give the same bits on it (cp.async staging, and element loads as for a cache that is not
+// 16-byte aligned), also with NaN in every cache row no token sees; the fp32 kernel (attention_tile_kernel) on it
+// must give the bits it gives on an f32 cache of the same rounded values, within 1e-5 of a double reference of the
+// fp32 order on them.
 // [quick]: hd 64 and 128, G 1, 2, 8, f32 and f16 caches, windows, the default tiles; [all]: also tiles of 1 .. 64 rows,
-// reversed groups, both span sizes, test modes 1-3; [selftest]: quick's first case. The launch arguments mirror
-// attention.cu's at_prepare (span, split, grid); shared memory starts as 0xff bytes (bf16 NaN) so a read of a slot
-// never written shows; every output must be written (the buffer starts NaN and the reference check would fail).
+// reversed groups, both span sizes, test modes 1-3 (the bf16 cache's too); [selftest]: quick's first case. The launch
+// arguments mirror attention.cu's at_prepare (span, split, grid); shared memory starts as 0xff bytes (bf16 NaN) so a
+// read of a slot never written shows; every output must be written (the buffer starts NaN and the reference check
+// would fail).
 #include <algorithm>
 
 #include "emu.h"
@@ -19,6 +25,7 @@ float urand(float lo, float hi) {
     return lo + (hi - lo) * (float)((rnd64() >> 11) * (1.0 / 9007199254740992.0));
 }
 int failures = 0;
+template <int N> using I = std::integral_constant<int, N>;
 
 template <typename F> void launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn, bool is_new, F body) {
     if (td_emu_run(gx, gy, gz, nt, dyn, 0xff, is_new, body) != 0) {
@@ -32,6 +39,8 @@ struct kcase {
     int f16;
     std::vector<float> kf, vf;      // f32 cache, or the f16 cache's values
     std::vector<uint16_t> kh, vh;   // f16 cache
+    std::vector<uint16_t> kb, vb;   // bf16 cache: kf, vf rounded to bf16 (nearest even)
+    std::vector<float> kr, vr;      // f32 cache of the bf16 cache's values
     std::vector<int32_t> cells;     // [n_seq][n_ctx]
     std::vector<int32_t> seq, pos;  // [T]
     std::vector<float> q;           // [T][Hq][hd]
@@ -64,6 +73,10 @@ kcase mk(int64_t Hq, int64_t Hkv, int64_t hd, int f16, int64_t window, int64_t n
             c.kh[i] = to_f16(c.kf[i]), c.kf[i] = td_dev_f16(c.kh[i]), c.vh[i] = to_f16(c.vf[i]),
             c.vf[i] = td_dev_f16(c.vh[i]);
     }
+    c.kb.resize(c.kf.size()), c.vb.resize(c.vf.size()), c.kr.resize(c.kf.size()), c.vr.resize(c.vf.size());
+    for (size_t i = 0; i < c.kf.size(); i++)
+        c.kb[i] = td_emu_f2bf(c.kf[i]), c.kr[i] = td_emu_bf2f(c.kb[i]), c.vb[i] = td_emu_f2bf(c.vf[i]),
+        c.vr[i] = td_emu_bf2f(c.vb[i]);
     std::vector<int32_t> perm(c.n_rows);
     for (int64_t i = 0; i < c.n_rows; i++) perm[i] = (int32_t)i;
     for (int64_t i = c.n_rows - 1; i > 0; i--) std::swap(perm[i], perm[rnd64() % (i + 1)]);
@@ -74,9 +87,27 @@ kcase mk(int64_t Hq, int64_t Hkv, int64_t hd, int f16, int64_t window, int64_t n
     return c;
 }
 
-// rows: 16 or 64; qt: tokens per tile (0: the most the kernel takes); mode: td_cu_attention_test_mode; big: the
-// scratch holds the split by chunks (else exactly the super-chunk split's)
-std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big, bool reverse) {
+// The cache a launch reads: the case's own (f32 or f16), its bf16 twin, or the f32 cache of the twin's values.
+enum { OWN, BF16, ROUNDED };
+struct kvsel {
+    const void *k, *v;
+    int kvf; // TD_CU_KV_*
+};
+kvsel cache(const kcase &c, int which) {
+    if (which == BF16) return {c.kb.data(), c.vb.data(), TD_CU_KV_BF16};
+    if (which == ROUNDED) return {c.kr.data(), c.vr.data(), TD_CU_KV_F32};
+    if (c.f16) return {c.kh.data(), c.vh.data(), TD_CU_KV_F16};
+    return {c.kf.data(), c.vf.data(), TD_CU_KV_F32};
+}
+
+// rows: 16 or 64 (the tensor-core kernels), 0 (the fp32 kernel, attention_tile_kernel); qt: tokens per tile (0: the
+// most the kernel takes); mode: td_cu_attention_test_mode; big: the scratch holds the split by chunks (else exactly
+// the super-chunk split's); which: the cache (OWN, BF16, ROUNDED); vec: at_args.vec (0: the element loads of a cache
+// that is not 16-byte aligned)
+std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big, bool reverse, int which = OWN,
+                       int vec = 1) {
+    const kvsel kv = cache(c, which);
+    const int R = rows ? rows : at_rows(c.hd);
     const int64_t T = c.T, Hq = c.Hq, hd = c.hd, G = Hq / c.Hkv;
     std::vector<int32_t> tok, off(c.n_seq + 1), tile;
     for (int64_t s = 0; s < c.n_seq; s++) {
@@ -87,8 +118,8 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
         }
     }
     off[c.n_seq] = (int32_t)tok.size();
-    const int64_t GH = at_heads(G, rows);
-    if (qt <= 0) qt = rows / GH;
+    const int64_t GH = at_heads(G, R);
+    if (qt <= 0) qt = R / GH;
     for (int64_t g = 0; g < c.n_seq; g++)
         for (int64_t k = off[g]; k < off[g + 1]; k += qt)
             tile.push_back((int32_t)k), tile.push_back((int32_t)std::min<int64_t>(qt, off[g + 1] - k));
@@ -101,12 +132,11 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
     std::vector<float> scratch(big ? chunk_need : super_need, NAN);
     at_args a;
     a.out = out.data(), a.ldo = Hq * hd, a.q = c.q.data(), a.ldq = Hq * hd, a.qhs = hd;
-    a.kc = c.f16 ? (const void *)c.kh.data() : (const void *)c.kf.data();
-    a.vc = c.f16 ? (const void *)c.vh.data() : (const void *)c.vf.data();
+    a.kc = kv.k, a.vc = kv.v;
     a.kv_dim = c.kv_dim, a.cells = c.cells.data(), a.n_ctx = c.n_ctx, a.seq = c.seq.data(), a.pos = c.pos.data();
     a.tok = tok.data(), a.tile = tile.data(), a.Hq = Hq, a.G = G, a.hd = hd, a.window = c.window;
     a.scale = 1.0f / sqrtf((float)hd);
-    a.R = rows, a.GH = GH, a.mode = mode == 3 ? 0 : mode, a.scratch = scratch.data(), a.vec = 1;
+    a.R = R, a.GH = GH, a.mode = mode == 3 ? 0 : mode, a.scratch = scratch.data(), a.vec = vec;
     const int64_t zdim = c.Hkv * (G / GH), supers = (max_n + AT_SC - 1) / AT_SC;
     a.span = AT_SC;
     if (mode == 3 ||
@@ -116,18 +146,24 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
     const bool split = a.mode == 2 || (a.mode == 0 && max_n > a.span);
     if (split && (int64_t)scratch.size() < T * Hq * a.nsc * (hd + 2)) { fprintf(stderr, "scratch\n"); abort(); }
     const unsigned gy = a.mode == 1 ? 1u : (unsigned)a.nsc;
-    auto go = [&](auto hdc, auto f16c) {
-        constexpr int HD = decltype(hdc)::value, F16 = decltype(f16c)::value;
-        if (rows == 64)
-            launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode), true,
-                   [&] { attention_bf16_64_kernel<F16, HD>(a); });
-        else
-            launch(n_tiles, gy, zdim, AB_NT, ab_smem(HD), false, [&] { attention_bf16_kernel<F16, HD>(a); });
+    auto go = [&](auto kvfc) {
+        constexpr int KVF = decltype(kvfc)::value;
+        auto tc = [&](auto hdc) {
+            constexpr int HD = decltype(hdc)::value;
+            if (rows == 64)
+                launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode), true,
+                       [&] { attention_bf16_64_kernel<KVF, HD>(a); });
+            else
+                launch(n_tiles, gy, zdim, AB_NT, ab_smem(HD), false, [&] { attention_bf16_kernel<KVF, HD>(a); });
+        };
+        if (rows == 0)
+            launch(n_tiles, gy, zdim, AT_NT, at_smem(R, hd, a.mode), false, [&] { attention_tile_kernel<KVF>(a); });
+        else if (hd == 64) tc(I<64>());
+        else tc(I<128>());
     };
-    using I0 = std::integral_constant<int, 0>;
-    using I1 = std::integral_constant<int, 1>;
-    if (hd == 64) c.f16 ? go(std::integral_constant<int, 64>(), I1()) : go(std::integral_constant<int, 64>(), I0());
-    else c.f16 ? go(std::integral_constant<int, 128>(), I1()) : go(std::integral_constant<int, 128>(), I0());
+    if (kv.kvf == TD_CU_KV_BF16) go(I<TD_CU_KV_BF16>());
+    else if (kv.kvf == TD_CU_KV_F16) go(I<TD_CU_KV_F16>());
+    else go(I<TD_CU_KV_F32>());
     if (split)
         for (int64_t b = 0; b < T * Hq; b++) {
             blockIdx.x = (unsigned)b;
@@ -136,11 +172,13 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
     return out;
 }
 
-// cuda.h's bf16 order in double: q, k, v rounded to bf16, p = bf16(exp(s - m_chunk)) per chunk of 64 anchored at 0
-std::vector<float> ref(const kcase &c) {
+// cuda.h's bf16 order in double: q, k, v rounded to bf16, p = bf16(exp(s - m_chunk)) per chunk of 64 anchored at 0;
+// with !bf16 the fp32 order's values (q as it is, p unrounded) on the cache of the bf16 twin's values (kr, vr)
+std::vector<float> ref(const kcase &c, bool bf16 = true) {
     const int64_t Hq = c.Hq, hd = c.hd, G = Hq / c.Hkv;
     std::vector<float> out(c.T * Hq * hd);
-    auto rb = [](float f) { return td_dev_round_bf16(f); };
+    auto rb = [bf16](float f) { return bf16 ? td_dev_round_bf16(f) : f; };
+    const std::vector<float> &kf = bf16 ? c.kf : c.kr, &vf = bf16 ? c.vf : c.vr;
     for (int64_t t = 0; t < c.T; t++)
         for (int64_t h = 0; h < Hq; h++) {
             int64_t n = c.pos[t] + 1, lo = c.window > 0 && n > c.window ? n - c.window : 0, kvh = h / G;
@@ -151,7 +189,7 @@ std::vector<float> ref(const kcase &c) {
                 const int64_t row = c.cells[c.seq[t] * c.n_ctx + p];
                 double d = 0;
                 for (int64_t e = 0; e < hd; e++)
-                    d += (double)rb(c.q[(t * Hq + h) * hd + e]) * rb(c.kf[row * c.kv_dim + kvh * hd + e]);
+                    d += (double)rb(c.q[(t * Hq + h) * hd + e]) * rb(kf[row * c.kv_dim + kvh * hd + e]);
                 s[p] = d / sqrt((double)hd);
                 M = std::max(M, s[p]);
             }
@@ -159,15 +197,29 @@ std::vector<float> ref(const kcase &c) {
                 double m = -INFINITY;
                 for (int64_t p = std::max(c0, lo); p < std::min(c0 + 64, n); p++) m = std::max(m, s[p]);
                 for (int64_t p = std::max(c0, lo); p < std::min(c0 + 64, n); p++) {
-                    double pp = rb((float)exp(s[p] - m)) * exp(m - M);
+                    double pp = (bf16 ? rb((float)exp(s[p] - m)) : exp(s[p] - m)) * exp(m - M);
                     L += pp;
                     const int64_t row = c.cells[c.seq[t] * c.n_ctx + p];
-                    for (int64_t e = 0; e < hd; e++) acc[e] += pp * rb(c.vf[row * c.kv_dim + kvh * hd + e]);
+                    for (int64_t e = 0; e < hd; e++) acc[e] += pp * rb(vf[row * c.kv_dim + kvh * hd + e]);
                 }
             }
             for (int64_t e = 0; e < hd; e++) out[(t * Hq + h) * hd + e] = (float)(acc[e] / L);
         }
     return out;
+}
+
+// c with NaN (bf16) in every row of its bf16 twin that no token's range reaches, keys and values
+kcase poisoned(const kcase &c) {
+    kcase p = c;
+    std::vector<char> seen(c.n_rows, 0);
+    for (int64_t t = 0; t < c.T; t++) {
+        const int64_t n = c.pos[t] + 1, lo = c.window > 0 && n > c.window ? n - c.window : 0;
+        for (int64_t q = lo; q < n; q++) seen[c.cells[c.seq[t] * c.n_ctx + q]] = 1;
+    }
+    for (int64_t row = 0; row < c.n_rows; row++)
+        if (!seen[row])
+            for (int64_t i = 0; i < c.kv_dim; i++) p.kb[row * c.kv_dim + i] = p.vb[row * c.kv_dim + i] = 0x7fc0;
+    return p;
 }
 
 void bits(const char *name, const std::vector<float> &a, const std::vector<float> &b) {
@@ -177,13 +229,13 @@ void bits(const char *name, const std::vector<float> &a, const std::vector<float
     if (differ) printf(" (%lld of %zu differ)", (long long)differ, a.size()), failures++;
     printf("\n");
 }
-void near(const char *name, const std::vector<float> &a, const std::vector<float> &r) {
+void near(const char *name, const std::vector<float> &a, const std::vector<float> &r, double bound = ldexp(1.0, -7)) {
     double worst = 0;
     for (size_t i = 0; i < a.size(); i++) {
         double d = fabs((double)a[i] - r[i]);
         if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;
     }
-    bool ok = worst <= ldexp(1.0, -7);
+    bool ok = worst <= bound;
     printf("  %-70s max |diff| %.3g%s\n", name, worst, ok ? "" : " TOO FAR");
     failures += !ok;
 }
@@ -213,6 +265,17 @@ int td_emu_attn(const char *what) {
         std::vector<float> r64 = run(c, 64, 0, 0, true, false);
         near("64 rows vs the double reference", r64, rr);
         bits("64 rows (most tokens a tile) vs 16 rows", r64, r16);
+        bits("16 rows, bf16 cache vs the own cache", run(c, 16, 0, 0, true, false, BF16), r16);
+        bits("64 rows, bf16 cache vs the own cache", run(c, 64, 0, 0, true, false, BF16), r16);
+        bits("64 rows, bf16 cache, element loads (not 16-byte aligned)", run(c, 64, 0, 0, true, false, BF16, 0), r16);
+        {
+            const kcase cp = poisoned(c);
+            bits("16 rows, bf16 cache, NaN in every row no token sees", run(cp, 16, 0, 0, true, false, BF16), r16);
+            bits("64 rows, bf16 cache, NaN in every row no token sees", run(cp, 64, 0, 0, true, false, BF16), r16);
+        }
+        std::vector<float> t32 = run(c, 0, 0, 0, true, false, ROUNDED);
+        near("fp32 kernel, f32 cache of the bf16 values vs the fp32 double reference", t32, ref(c, false), 1e-5);
+        bits("fp32 kernel, bf16 cache vs the f32 cache of its values", run(c, 0, 0, 0, true, false, BF16), t32);
         if (quick) continue;
         char name[160];
         const int64_t qmax = 64 / at_heads(G, 64);
@@ -226,7 +289,15 @@ int td_emu_attn(const char *what) {
         for (int mode = 1; mode <= 3; mode++) {
             snprintf(name, sizeof name, "64 rows, test mode %d", mode);
             bits(name, run(c, 64, 0, mode, true, false), r16);
+            snprintf(name, sizeof name, "64 rows, bf16 cache, test mode %d", mode);
+            bits(name, run(c, 64, 0, mode, true, false, BF16), r16);
+            snprintf(name, sizeof name, "16 rows, bf16 cache, test mode %d", mode);
+            bits(name, run(c, 16, 0, mode, true, false, BF16), r16);
+            snprintf(name, sizeof name, "fp32 kernel, bf16 cache, test mode %d", mode);
+            bits(name, run(c, 0, 0, mode, true, false, BF16), t32);
         }
+        bits("64 rows, bf16 cache, 1 token a tile, groups reversed", run(c, 64, 1, 0, true, true, BF16), r16);
+        bits("fp32 kernel, bf16 cache, super-chunk spans", run(c, 0, 0, 0, false, false, BF16), t32);
     }
     printf(failures ? "attn: %d FAILED\n" : "attn: all passed\n", failures);
     return failures;

@@ -1,7 +1,7 @@
 // tests/cuda/emu: the emulator's block runner and its entry point (emu.h says what is emulated; tc.cpp and attn.cpp
 // hold the comparisons; tests/test_cuda_emu.sh builds and runs it).
 // Usage: emu tc [quick | few | many | all]     tc_stream vs tc_skinny, tc_wide vs tc_tile, bit for bit
-//        emu attn [quick | all]                the 64-row vs the 16-row bf16 attention kernel, and a double reference
+//        emu attn [quick | all]                the 64-row vs the 16-row bf16 attention kernel, a double reference, bf16 caches
 //        emu dn [quick]                        the chunked DeltaNet: split invariance, double references
 //        emu selftest                          each mutation (kernels/cuda/ptx.cuh) on the new kernels must be caught
 #include <cstring>
