@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${WORK:-/tmp/td-bf16-products}
-rm -rf "$W" && git worktree prune && git worktree add -q --detach "$W" HEAD
+# The hook is written against the engine of ba4ccb2 (its block files have been renamed and rewritten since): the
+# measurement is of that engine, checked out whole (BASE=REV for another the patch applies to).
+rm -rf "$W" && git worktree prune && git worktree add -q --detach "$W" "${BASE:-ba4ccb2}"
 trap 'git worktree remove --force "$W"' EXIT
 git -C "$W" apply "$PWD/bench/bf16_products.patch"
 cmake -S "$W" -B "$W/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
