@@ -7,7 +7,8 @@
 # Environment: STEPS (default "kernels engine timing profile"), MODELS (default "qwen3-0.6b"), OUT, VARIANTS: settings
 #   timed again in bf16 after the default's bf16 and fp32 (default "TD_CUDA_TC=old TD_CUDA_TC_ATTN=0
 #   TD_CUDA_ATTN_ROWS=16": the products and attention kernels from before the last changes, to see what each bought;
-#   "" for none; TD_CUDA_DN=old matters for qwen3.5 models only). The kernels step runs every test_cuda_* binary of the
+#   "" for none; one variant of several settings joins them with commas, e.g. TD_CUDA_KV_BF16=1,TD_CUDA_ATTN_DB=0;
+#   TD_CUDA_DN=old matters for qwen3.5 models only). The kernels step runs every test_cuda_* binary of the
 #   bundle except test_cuda_engine (the engine step's).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +82,8 @@ for m in $MODELS; do
         for r in $runs; do
             env=${r%:*} prec=${r##*:}
             [ "$env" = default ] && env=TD_CUDA_DEFAULTS=1
-            E() { env "$env" timeout 120 "$BIN" "$@" --device cuda --precision "$prec" 2>>"$OUT/timing.err"; }
+            # shellcheck disable=SC2086 # a variant's settings, comma-separated, become env's arguments
+            E() { env ${env//,/ } timeout 120 "$BIN" "$@" --device cuda --precision "$prec" 2>>"$OUT/timing.err"; }
             p=$(E bench prefill --model "$S" --tokens 2048 --repeat 3)
             d=$(E bench decode --model "$S" --tokens 128 --repeat 3)
             c=$(E bench decide --model "$S" --prefix 256 --criteria 144 --suffix 45 --repeat 3)

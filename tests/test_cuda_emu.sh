@@ -5,7 +5,8 @@
 #   emu tc all       tc_stream (16 / 8 / 4 / 32 outputs a block) vs tc_skinny, tc_wide vs tc_tile, bit for bit
 #   emu attn quick   the 64-row vs the 16-row bf16 attention kernel bit for bit, both vs a double reference (hd 64
 #                    and 128, G 1, 2, 8, f32 and f16 caches, windows); each on a bf16 twin of its cache (cp.async and
-#                    element loads) = on the cache itself, and the fp32 kernel on it = on an f32 cache of its values
+#                    element loads, the 64-row kernel's double buffering) = on the cache itself, and the fp32 kernel
+#                    on it = on an f32 cache of its values
 #   emu dn           the chunked DeltaNet (deltanet_chunk.cu): outputs and state bit for bit however a sequence is
 #                    split into calls (1 + 63 + 64 .., 7 + rest, 70 + rest, one token at a time), within 2e-5 of a
 #                    double reference of the recurrence, the double chunk form within 1e-9 of it (dn.cpp)

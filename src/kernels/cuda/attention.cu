@@ -483,7 +483,28 @@ __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const 
  * first conversion (batches one after another: all at once would spill). A bf16 cache's units (16-byte aligned: vec)
  * are already the operands, so they go global -> shared by cp.async: all of the thread's in flight together, no
  * registers held for them (a loop kept rolled: unrolled, its addresses cost registers, and the 16-row kernel at hd 128
- * spilled); it waits for them here, and the caller's __syncthreads then shows every thread's copies to the block. */
+ * spilled); it waits for them here, and the caller's __syncthreads then shows every thread's copies to the block.
+ * ab_issue is that half alone: the copies issued as one commit group (and +0 stored at the unseen slots), not waited
+ * for (the 64-row kernel's double buffering waits for them one chunk later). */
+template <int HD>
+__device__ __forceinline__ void ab_issue(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
+                                         int tid) {
+    constexpr int P = HD + AB_PAD, AB_UNITS = AT_C * (HD / 8) / AB_NT;
+#pragma unroll 1
+    for (int i = 0; i < AB_UNITS; i++) {
+        const int u = tid + i * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
+        if (c >= 0) {
+            const int64_t at = (int64_t)c * a.kv_dim + kvo + e8;
+            td_cp16(&Ks[pr * P + e8], (const uint16_t *)a.kc + at);
+            td_cp16(&Vs[pr * P + e8], (const uint16_t *)a.vc + at);
+        } else {
+            *(uint4 *)&Ks[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
+            *(uint4 *)&Vs[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+    td_cp_commit();
+}
+
 template <int KVF, int HD>
 __device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
                                          int tid) {
@@ -492,19 +513,7 @@ __device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *
     constexpr int AB_BATCH = KVF == TD_CU_KV_F32 ? 2 : 4; /* units whose loads are in flight together */
     static_assert(AB_UNITS % AB_BATCH == 0, "whole batches");
     if (KVF == TD_CU_KV_BF16 && a.vec) {
-#pragma unroll 1
-        for (int i = 0; i < AB_UNITS; i++) {
-            const int u = tid + i * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
-            if (c >= 0) {
-                const int64_t at = (int64_t)c * a.kv_dim + kvo + e8;
-                td_cp16(&Ks[pr * P + e8], (const uint16_t *)a.kc + at);
-                td_cp16(&Vs[pr * P + e8], (const uint16_t *)a.vc + at);
-            } else {
-                *(uint4 *)&Ks[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
-                *(uint4 *)&Vs[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
-            }
-        }
-        td_cp_commit();
+        ab_issue<HD>(Ks, Vs, cl, a, kvo, tid);
         td_cp_wait<0>();
         return;
     }
@@ -759,22 +768,27 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 #define AB64_HD256 0
 #define AB64_HD_OK(hd) ((hd) == 64 || (hd) == 128 || (AB64_HD256 && (hd) == 256))
 
-/* Shared memory bytes of attention_bf16_64_kernel<.., HD> (mode 1: the row state too). */
-static size_t ab64_smem(int64_t hd, int mode) {
+/* Shared memory bytes of attention_bf16_64_kernel<.., HD> (mode 1: the row state too; db: a second Ks / Vs). */
+static size_t ab64_smem(int64_t hd, int mode, int db) {
     const size_t P = (size_t)hd + AB_PAD;
-    return 3 * (size_t)AT_C * P * 2 + 4 * AB64_R * 4 + AT_SC * 4 + (mode == 1 ? (size_t)AB64_R * (size_t)hd * 4 : 0);
+    return (db ? 5 : 3) * (size_t)AT_C * P * 2 + 4 * AB64_R * 4 + AT_SC * 4 +
+           (mode == 1 ? (size_t)AB64_R * (size_t)hd * 4 : 0);
 }
 
-template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args a) {
+template <int KVF, int HD, bool DB = false>
+__global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args a) {
     td_pdl_wait();
     constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
     TD_DYN_SMEM16(unsigned char, ab_sm);
-    uint16_t *Qs = (uint16_t *)ab_sm; /* [64][P] the rows' queries (padding rows 0) */
-    uint16_t *Ks = Qs + AB64_R * P;   /* [64][P] the chunk's keys */
-    uint16_t *Vs = Ks + AT_C * P;     /* [64][P] the chunk's values */
-    int *rt = (int *)(Vs + AT_C * P); /* per row: batch token, head, n, lo */
+    static_assert(!DB || KVF == TD_CU_KV_BF16, "double buffering copies a bf16 cache as it is (cp.async)");
+    constexpr bool db = DB; /* the host checked a.vec */
+    uint16_t *Qs = (uint16_t *)ab_sm;             /* [64][P] the rows' queries (padding rows 0) */
+    uint16_t *Ks = Qs + AB64_R * P;               /* [64][P] the chunk's keys */
+    uint16_t *Vs = Ks + AT_C * P;                 /* [64][P] the chunk's values */
+    /* db: the odd chunks' keys and values 2 AT_C P further (after Vs) */
+    int *rt = (int *)(Vs + (db ? 3 : 1) * AT_C * P); /* per row: batch token, head, n, lo */
     int *rh = rt + AB64_R, *rn = rh + AB64_R, *rlo = rn + AB64_R;
     int *cls = rlo + AB64_R;          /* [512] the span's cells (-1: no row of the tile sees the position) */
     float *RAs = (float *)(cls + AT_SC); /* mode 1: [4 warps][NF][4][32 lanes] the row state's A */
@@ -820,10 +834,23 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
         sst[0] = sst[1] = 0;
         ab_span_cells<KVF, HD>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
         __syncthreads();
+        bool issued = false; /* db: the span's first chunk's copies are in flight */
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
             const int *cl = cls + (c0 - j * span);
-            ab_stage<KVF, HD>(Ks, Vs, cl, a, kvo, tid);
+            /* db: chunk c0 in the buffer of its parity, its copies issued one chunk earlier (the span's first: here);
+             * the next chunk's go into the other buffer, free since the barrier that ended the chunk before */
+            const int off = db && ((c0 / AT_C) & 1) ? 2 * AT_C * P : 0;
+            uint16_t *const K = Ks + off, *const V = Vs + off;
+            if (db) {
+                if (!issued) ab_issue<HD>(K, V, cl, a, kvo, tid), issued = true;
+                if (c0 + AT_C < (j + 1) * span && c0 + AT_C < maxn)
+                    ab_issue<HD>(Ks + (2 * AT_C * P - off), Vs + (2 * AT_C * P - off), cl + AT_C, a, kvo, tid);
+                else td_cp_commit(); /* an empty group: the wait below is then chunk c0's either way */
+                td_cp_wait<1>();
+            } else {
+                ab_stage<KVF, HD>(K, V, cl, a, kvo, tid);
+            }
             __syncthreads();
             if (wlo < c0 + AT_C && whi > c0) { /* some row of the warp sees a position of the chunk (warp-uniform) */
                 /* scores: S[16 rows][64 slots], fragment f = slots 8f .. 8f + 8 */
@@ -837,7 +864,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 #pragma unroll
                     for (int np = 0; np < 4; np++) {
                         uint32_t bq[4];
-                        td_ldsm_x4(bq, &Ks[(np * 16 + lr + (li >> 1) * 8) * P + ks + (li & 1) * 8]);
+                        td_ldsm_x4(bq, &K[(np * 16 + lr + (li >> 1) * 8) * P + ks + (li & 1) * 8]);
                         td_mma_bf16(s[2 * np], af, bq[0], bq[1]);
                         td_mma_bf16(s[2 * np + 1], af, bq[2], bq[3]);
                     }
@@ -905,7 +932,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
                     for (int kk = 0; kk < AT_C / 16; kk++) {
                         const uint32_t af[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
                         uint32_t bq[4];
-                        td_ldsm_x4_t(bq, &Vs[(kk * 16 + (li & 1) * 8 + lr) * P + np * 16 + (li >> 1) * 8]);
+                        td_ldsm_x4_t(bq, &V[(kk * 16 + (li & 1) * 8 + lr) * P + np * 16 + (li >> 1) * 8]);
                         td_mma_bf16(pv[0], af, bq[0], bq[1]);
                         td_mma_bf16(pv[1], af, bq[2], bq[3]);
                     }
@@ -1099,8 +1126,8 @@ static bool ab_enabled(void) {
 
 extern "C" int td_cu_attention_tc(int64_t hd) { return ab_enabled() && (hd == 64 || hd == 128 || hd == 256); }
 
-/* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD> for 64) on the grid. */
-template <int KVF, int HD, int ROWS>
+/* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, DB> for 64) on the grid. */
+template <int KVF, int HD, int ROWS, bool DB = false>
 static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
     static size_t allowed = 48 * 1024; /* raised once per instantiation as needed */
     if (smem > allowed) {
@@ -1138,6 +1165,12 @@ extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t 
     return rows / at_heads(Hq / Hkv, rows);
 }
 
+/* TD_CUDA_ATTN_DB=0: the 64-row kernel stages each chunk of a bf16 cache and waits for it, instead of double
+ * buffering a span's chunks (attention_bf16_64_kernel<.., true>), read once; td_cu_attention_db_test overrides it.
+ * The same bits. */
+static int ab_db_on = td_cu_env_on("TD_CUDA_ATTN_DB");
+extern "C" void td_cu_attention_db_test(int on) { ab_db_on = on < 0 ? td_cu_env_on("TD_CUDA_ATTN_DB") : on != 0; }
+
 extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
                                     const void *kc, const void *vc, int kvf, int64_t kv_dim, const int32_t *cells,
                                     int64_t n_ctx, const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq,
@@ -1169,12 +1202,15 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
 #define AB_KVF(GO, H)                                                                                                  \
     (kvf == TD_CU_KV_BF16 ? GO(TD_CU_KV_BF16, H) : kvf == TD_CU_KV_F16 ? GO(TD_CU_KV_F16, H) : GO(TD_CU_KV_F32, H))
     if (rows == 64) {
-        const size_t smem = ab64_smem(hd, a.mode);
+        const bool db = kvf == TD_CU_KV_BF16 && a.vec && ab_db_on; /* a bf16 cache's chunks double-buffered */
+        const size_t smem = ab64_smem(hd, a.mode, db);
 #define AB64_GO(F, H) ab_launch<F, H, 64>(attention_bf16_64_kernel<F, H>, a, grid, smem, s)
-        if (hd == 64) rc = AB_KVF(AB64_GO, 64);
-        else if (hd == 128) rc = AB_KVF(AB64_GO, 128);
+#define AB64_DB(H)                                                                                                     \
+    ab_launch<TD_CU_KV_BF16, H, 64, true>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, true>, a, grid, smem, s)
+        if (hd == 64) rc = db ? AB64_DB(64) : AB_KVF(AB64_GO, 64);
+        else if (hd == 128) rc = db ? AB64_DB(128) : AB_KVF(AB64_GO, 128);
 #if AB64_HD256
-        else rc = AB_KVF(AB64_GO, 256);
+        else rc = db ? AB64_DB(256) : AB_KVF(AB64_GO, 256);
 #else
         else rc = td_cu_failf("attention (tensor cores, 64 rows): head dim %lld", (long long)hd);
 #endif

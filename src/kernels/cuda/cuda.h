@@ -258,6 +258,10 @@ void td_cu_attention_test_mode(int mode);
 /* Test only (not thread-safe; process-wide): the bf16 kernel's rows per tile, 16 or 64 (0: the environment's
  * TD_CUDA_ATTN_ROWS, default 64); plans must be cut with td_cu_attn_tile_tokens_bf16 after it. */
 void td_cu_attention_rows_test(int rows);
+/* Test only (not thread-safe; process-wide): whether the 64-row kernel double-buffers the chunks of a 16-byte
+ * aligned bf16 cache (1), or stages and waits for each (0); -1: the environment's TD_CUDA_ATTN_DB (on unless "0").
+ * The same bits either way. */
+void td_cu_attention_db_test(int on);
 
 /* The steps between the q/k/v products and attention, in one launch and with their bits: for each token t, each q
  * head (q + t * ldq + h * q_head_stride) and each k head (k + t * ldk + h * hd): td_cu_rmsnorm of the head's hd

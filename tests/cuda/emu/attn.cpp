@@ -102,10 +102,11 @@ kvsel cache(const kcase &c, int which) {
 
 // rows: 16 or 64 (the tensor-core kernels), 0 (the fp32 kernel, attention_tile_kernel); qt: tokens per tile (0: the
 // most the kernel takes); mode: td_cu_attention_test_mode; big: the scratch holds the split by chunks (else exactly
-// the super-chunk split's); which: the cache (OWN, BF16, ROUNDED); vec: at_args.vec (0: the element loads of a cache
+// the super-chunk split's); which: the cache (OWN, BF16, ROUNDED); db: at_args.db (the 64-row kernel's double
+// buffering of a bf16 cache's chunks); vec: at_args.vec (0: the element loads of a cache
 // that is not 16-byte aligned)
 std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big, bool reverse, int which = OWN,
-                       int vec = 1) {
+                       int vec = 1, int db = 0) {
     const kvsel kv = cache(c, which);
     const int R = rows ? rows : at_rows(c.hd);
     const int64_t T = c.T, Hq = c.Hq, hd = c.hd, G = Hq / c.Hkv;
@@ -137,6 +138,7 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
     a.tok = tok.data(), a.tile = tile.data(), a.Hq = Hq, a.G = G, a.hd = hd, a.window = c.window;
     a.scale = 1.0f / sqrtf((float)hd);
     a.R = R, a.GH = GH, a.mode = mode == 3 ? 0 : mode, a.scratch = scratch.data(), a.vec = vec;
+    db = db && rows == 64 && kv.kvf == TD_CU_KV_BF16 && vec;
     const int64_t zdim = c.Hkv * (G / GH), supers = (max_n + AT_SC - 1) / AT_SC;
     a.span = AT_SC;
     if (mode == 3 ||
@@ -150,8 +152,12 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
         constexpr int KVF = decltype(kvfc)::value;
         auto tc = [&](auto hdc) {
             constexpr int HD = decltype(hdc)::value;
-            if (rows == 64)
-                launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode), true,
+            if (rows == 64 && db) {
+                if constexpr (KVF == TD_CU_KV_BF16)
+                    launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 1), true,
+                           [&] { attention_bf16_64_kernel<KVF, HD, true>(a); });
+            } else if (rows == 64)
+                launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 0), true,
                        [&] { attention_bf16_64_kernel<KVF, HD>(a); });
             else
                 launch(n_tiles, gy, zdim, AB_NT, ab_smem(HD), false, [&] { attention_bf16_kernel<KVF, HD>(a); });
@@ -268,10 +274,17 @@ int td_emu_attn(const char *what) {
         bits("16 rows, bf16 cache vs the own cache", run(c, 16, 0, 0, true, false, BF16), r16);
         bits("64 rows, bf16 cache vs the own cache", run(c, 64, 0, 0, true, false, BF16), r16);
         bits("64 rows, bf16 cache, element loads (not 16-byte aligned)", run(c, 64, 0, 0, true, false, BF16, 0), r16);
+        // double buffering needs spans of several chunks: super-chunk spans, and test mode 1 (all of a tile's)
+        bits("64 rows, bf16 cache double-buffered, super-chunk spans", run(c, 64, 0, 0, false, false, BF16, 1, 1), r16);
+        bits("64 rows, bf16 cache double-buffered, test mode 1", run(c, 64, 0, 1, true, false, BF16, 1, 1), r16);
+        bits("64 rows, bf16 cache double-buffered, 3 tokens a tile, reversed",
+             run(c, 64, 3, 0, false, true, BF16, 1, 1), r16);
         {
             const kcase cp = poisoned(c);
             bits("16 rows, bf16 cache, NaN in every row no token sees", run(cp, 16, 0, 0, true, false, BF16), r16);
             bits("64 rows, bf16 cache, NaN in every row no token sees", run(cp, 64, 0, 0, true, false, BF16), r16);
+            bits("64 rows, bf16 cache double-buffered, NaN in every row no token sees",
+                 run(cp, 64, 0, 0, false, false, BF16, 1, 1), r16);
         }
         std::vector<float> t32 = run(c, 0, 0, 0, true, false, ROUNDED);
         near("fp32 kernel, f32 cache of the bf16 values vs the fp32 double reference", t32, ref(c, false), 1e-5);
