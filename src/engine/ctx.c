@@ -74,6 +74,9 @@ static int64_t max_quant_cols(const td_model *m, int bf16) {
     return mx;
 }
 
+/* bytes of one cached key or value element: f16 and bf16 caches hold 2, an f32 cache 4 */
+static int kv_elem_bytes(const td_kv_cache *kv) { return kv->f16 || kv->bf16 ? 2 : 4; }
+
 static int clamp_threads(int32_t n) { return n < 1 ? 1 : n > TD_POOL_MAX_THREADS ? TD_POOL_MAX_THREADS : n; }
 
 /* Every buffer of a context for these parameters (already checked), pointed at ctx's fields; sizes derived once.
@@ -93,7 +96,7 @@ static void plan_ctx(const td_model *m, const td_ctx_params *p, td_ctx *ctx, ctx
     ctx->kv.dim = (int32_t)kv_dim;
     ctx->kv.f16 = p->kv_f16 != 0;
     ctx->kv.bf16 = pl->cuda && td_eng_dev_kv_bf16(c, p);
-    const int kv_es = ctx->kv.f16 || ctx->kv.bf16 ? 2 : 4;
+    const int kv_es = kv_elem_bytes(&ctx->kv);
     add_dev(pl, &ctx->kv.k_block, n_attn * n_ctx * kv_dim, kv_es, 0);
     add_dev(pl, &ctx->kv.v_block, n_attn * n_ctx * kv_dim, kv_es, 0);
     add(pl, &ctx->kv.refcount, n_ctx, sizeof(int32_t), 1);
@@ -263,7 +266,7 @@ td_status td_ctx_new(const td_model *model, const td_ctx_params *params, td_ctx 
                                 (double)pl.total / 1e6);
     }
     const td_config *c = &model->cfg;
-    size_t es = ctx->kv.f16 || ctx->kv.bf16 ? 2 : 4, layer_bytes = (size_t)p.n_ctx * (size_t)ctx->kv.dim * es;
+    size_t es = (size_t)kv_elem_bytes(&ctx->kv), layer_bytes = (size_t)p.n_ctx * (size_t)ctx->kv.dim * es;
     for (int il = 0, a = 0; il < c->n_layer; il++) { /* each attention layer's part of the two blocks */
         if (model->layers[il].kind != TD_LAYER_ATTENTION) continue;
         ctx->kv.k[il] = (char *)ctx->kv.k_block + (size_t)a * layer_bytes;

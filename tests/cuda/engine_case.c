@@ -334,8 +334,8 @@ void eng_exactness_decider(const td_model *m, int bf16, const char *name, double
     random_ids(&rng, suf, C * S, V);
     for (int i = 0; i < C; i++) sp[i] = suf + (size_t)i * S, n_suf[i] = S, n_opt[i] = K;
     td_decision *ref = calloc(C, sizeof *ref), *got = calloc(C, sizeof *got);
-    /* kv_bf16: the context stores its KV cache in bf16 where bf16 mode's attention allows it (TD_CUDA_KV_BF16=1,
-     * read by the context's plan): the same bits as the f32 cache */
+    /* kv_bf16: the context stores its KV cache in bf16 where bf16 mode's attention allows it (the default;
+     * TD_CUDA_KV_BF16=0 keeps it in f32; read by the context's plan): the same bits as the f32 cache */
     struct { td_decide_mode mode; int32_t max_batch; int device, kv_bf16; const char *what; } runs[] = {
         {TD_DECIDE_BATCH, 0, TD_DEVICE_CUDA, 0, "batch of 144"}, {TD_DECIDE_BATCH, 7, TD_DEVICE_CUDA, 0, "batches of 7"},
         {TD_DECIDE_BATCH, 1, TD_DEVICE_CUDA, 0, "batches of 1"}, {TD_DECIDE_SERIAL, 0, TD_DEVICE_CUDA, 0, "serial"},
@@ -348,7 +348,7 @@ void eng_exactness_decider(const td_model *m, int bf16, const char *name, double
         p.mode = runs[r].mode, p.max_batch = runs[r].max_batch, p.device = runs[r].device;
         p.precision = runs[r].device == TD_DEVICE_CUDA ? bf16 : 0, p.n_threads = 2, p.memory_mb = 4096;
         td_decider *d = NULL;
-        if (runs[r].kv_bf16) setenv("TD_CUDA_KV_BF16", "1", 1);
+        setenv("TD_CUDA_KV_BF16", runs[r].kv_bf16 ? "1" : "0", 1);
         td_status st = td_decider_new(m, &p, &d);
         unsetenv("TD_CUDA_KV_BF16");
         CHECKF(st == TD_OK, "%s: decider (%s): %s", name, runs[r].what, td_last_error());

@@ -26,8 +26,8 @@
  *             must give the same bits as on the case's own cache, in every test mode, also from a twin that is not
  *             16-byte aligned (element loads instead of cp.async); td_cu_attention (the fp32 kernel, also at the head
  *             dims the tensor cores do not take) on the twin gives its bits on an f32 cache of the same values.
- *             The 64-row kernel double-buffers an aligned twin's chunks by default; the invariance and 64-row cases
- *             run again with that off (td_cu_attention_db_test(0)).
+ *             The 64-row kernel stages an aligned twin's chunks one at a time by default; the invariance and
+ *             64-row cases run again with them double-buffered (td_cu_attention_db_test(1)).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
 #include <stdint.h>
@@ -433,8 +433,8 @@ int main(void) {
     test_poison();
     test_rows64();
     test_bf16_unaligned();
-    printf("again with a bf16 cache's chunks staged one at a time (no double buffering; the same bits):\n");
-    td_cu_attention_db_test(0);
+    printf("again with a bf16 cache's chunks double-buffered (TD_CUDA_ATTN_DB=1; the same bits):\n");
+    td_cu_attention_db_test(1);
     test_invariance();
     test_rows64();
     td_cu_attention_db_test(-1);

@@ -9,9 +9,10 @@
  * Also: TD_CUDA_TC with a value that is neither old nor new fails with a message naming it.
  * tc_split (a block per k slice) is checked as mode 7 (forced on every T <= 64 launch) and within mode 2, its
  * partials added in a thread-block cluster (the default up to 16 tokens; forced at every T) and by tc_fold_parts,
- * from a stream-ordered allocation or a bound scratch (test_bound_scratch). tc_wide with its slice totals in
- * registers (td_cu_matmul_tc_wreg_test: 4 or 3 weight stages) is checked as tc_wide is: x in bf16 and in fp32, one
- * pass and by slices, several products in a launch.
+ * from a stream-ordered allocation or a bound scratch (test_bound_scratch). tc_wide keeps its slice totals in
+ * registers with 4 weight stages by default; its other forms (td_cu_matmul_tc_wreg_test: 3 stages, and the totals in
+ * shared memory) are checked as the default is: x in bf16 and in fp32, one pass and by slices, several products in a
+ * launch.
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -273,8 +274,8 @@ static void bench(void) {
                 mm[i] = (td_cu_mm){yd[i], prods[pi].n_out[i], &w[i].d, NULL, prods[pi].n_out[i]};
             }
             /* old; new; new without the split by slices (tc_wide, tc_split); new with x in fp32; new with tc_split's
-             * partials folded by a second kernel; new with tc_wide's slice totals in registers, 4 and 3 weight stages
-             * (T > 64 only: below, the same kernels as new) */
+             * partials folded by a second kernel; new with tc_wide's slice totals in shared memory (the form before),
+             * and in registers with 3 weight stages (T > 64 only: below, the same kernels as new) */
             enum { NM = 7 };
             double us[NM];
             for (int m = 0; m < NM; m++) {
@@ -283,7 +284,7 @@ static void bench(void) {
                 td_cu_matmul_tc_split_test(m == 2 ? 0 : -1);
                 td_cu_matmul_tc_xb_test(m == 3 ? 0 : -1);
                 td_cu_matmul_tc_cluster_test(m == 4 ? 0 : -1);
-                td_cu_matmul_tc_wreg_test(m == 5 ? 4 : m == 6 ? 3 : -1);
+                td_cu_matmul_tc_wreg_test(m == 5 ? 0 : m == 6 ? 3 : -1);
                 if (m >= 5 && T <= 64) {
                     us[m] = us[1];
                     continue;
@@ -296,14 +297,14 @@ static void bench(void) {
                 us[m] = (now_s() - t0) / 20 * 1e6;
             }
             static const char *const col[NM] = {"old",      "new",      "new/whole", "new/x32",
-                                                "new/fold", "new/wreg", "new/wreg3"};
+                                                "new/fold", "new/smem", "new/wreg3"};
             for (int m = 0; m < (T > 64 ? NM : 5); m++)
                 printf("  %-8s T=%-5lld %-9s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", prods[pi].name, (long long)T,
                        col[m], us[m], wbytes / us[m] * 1e-3,
                        2.0 * T * outs * cols / us[m] * 1e-6);
             printf("  %-8s T=%-5lld new / old %.2f\n", prods[pi].name, (long long)T, us[1] / us[0]);
             if (T > 64)
-                printf("  %-8s T=%-5lld wreg / new %.2f, wreg3 / new %.2f\n", prods[pi].name, (long long)T,
+                printf("  %-8s T=%-5lld smem / new %.2f, wreg3 / new %.2f\n", prods[pi].name, (long long)T,
                        us[5] / us[1], us[6] / us[1]);
             for (int i = 0; i < prods[pi].n; i++) td_cu_free(yd[i]);
             td_cu_free(xd);
@@ -318,19 +319,21 @@ static void bench(void) {
     td_cu_matmul_tc_wreg_test(-1);
 }
 
-/* tc_wide with its slice totals in registers and `stages` weight stages, every T > 64 shape as tc_wide's are: x in bf16
- * (one pass, then by slices) and in fp32, and several products in a launch. */
+/* tc_wide in another form than the default (td_cu_matmul_tc_wreg_test: 0 its slice totals in shared memory with 3
+ * weight stages, 3 in registers with 3), every T > 64 shape as the default is: x in bf16 (one pass, then by slices)
+ * and in fp32, and several products in a launch. */
 static void test_wreg(const int64_t *Ts, int nT, const int *modes, int stages) {
-    char what[96];
+    char what[112];
+    const char *form = stages ? "totals in registers, 3 stages" : "totals in shared memory, 3 stages";
     td_cu_matmul_tc_wreg_test(stages);
-    snprintf(what, sizeof what, "T > 64 (tc_tile vs tc_wide, totals in registers, %d stages)", stages);
+    snprintf(what, sizeof what, "T > 64 (tc_tile vs tc_wide, %s)", form);
     test_shapes(Ts, nT, modes, 1, what);
     td_cu_matmul_tc_xb_test(0);
-    snprintf(what, sizeof what, "T > 64 (tc_tile vs tc_wide, totals in registers, %d stages, x in fp32)", stages);
+    snprintf(what, sizeof what, "T > 64 (tc_tile vs tc_wide, %s, x in fp32)", form);
     test_shapes(Ts, nT, modes, 1, what);
     td_cu_matmul_tc_xb_test(-1);
     td_cu_matmul_tc_parts_test(1);
-    snprintf(what, sizeof what, "T > 64 (tc_tile vs tc_wide, totals in registers, %d stages, by slices)", stages);
+    snprintf(what, sizeof what, "T > 64 (tc_tile vs tc_wide, %s, by slices)", form);
     test_shapes(Ts, nT, modes, 1, what);
     test_multi();
     td_cu_matmul_tc_parts_test(-1);
@@ -392,7 +395,7 @@ int main(void) {
     test_multi();
     td_cu_matmul_tc_parts_test(-1);
     test_multi();
-    test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 4);
+    test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 0);
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
     test_invariance();
     td_cu_matmul_tc_test_mode(0);

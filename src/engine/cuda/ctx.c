@@ -42,7 +42,7 @@ int64_t td_eng_dev_dn_state_floats(const td_config *c) {
 
 int td_eng_dev_kv_bf16(const td_config *c, const td_ctx_params *p) {
     const char *e = getenv("TD_CUDA_KV_BF16");
-    return e && strcmp(e, "1") == 0 && p->precision == TD_PRECISION_BF16 && !p->kv_f16 &&
+    return !(e && strcmp(e, "0") == 0) && p->precision == TD_PRECISION_BF16 && !p->kv_f16 &&
            td_cu_attention_tc(c->head_dim);
 }
 

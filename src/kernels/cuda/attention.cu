@@ -1165,11 +1165,12 @@ extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t 
     return rows / at_heads(Hq / Hkv, rows);
 }
 
-/* TD_CUDA_ATTN_DB=0: the 64-row kernel stages each chunk of a bf16 cache and waits for it, instead of double
- * buffering a span's chunks (attention_bf16_64_kernel<.., true>), read once; td_cu_attention_db_test overrides it.
- * The same bits. */
-static int ab_db_on = td_cu_env_on("TD_CUDA_ATTN_DB");
-extern "C" void td_cu_attention_db_test(int on) { ab_db_on = on < 0 ? td_cu_env_on("TD_CUDA_ATTN_DB") : on != 0; }
+/* TD_CUDA_ATTN_DB=1: the 64-row kernel double-buffers a span's chunks of a bf16 cache (attention_bf16_64_kernel<..,
+ * true>) instead of staging each chunk and waiting for it; read once; td_cu_attention_db_test overrides it. The same
+ * bits. Off by default: the second buffer doubles the kernel's shared memory, and with fewer blocks an SM it timed
+ * slower on the H200 (prefill 66,013-69,704 vs 73,827-74,740 tokens/s; NOTES "CUDA backend, part 7"). */
+static int ab_db_on = td_cu_env_set("TD_CUDA_ATTN_DB");
+extern "C" void td_cu_attention_db_test(int on) { ab_db_on = on < 0 ? td_cu_env_set("TD_CUDA_ATTN_DB") : on != 0; }
 
 extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
                                     const void *kc, const void *vc, int kvf, int64_t kv_dim, const int32_t *cells,

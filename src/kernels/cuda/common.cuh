@@ -34,6 +34,11 @@ static inline int td_cu_env_on(const char *name) {
     const char *e = getenv(name);
     return !(e && strcmp(e, "0") == 0);
 }
+/* The switches off by default (TD_CUDA_ATTN_DB): on only when the environment variable is "1". */
+static inline int td_cu_env_set(const char *name) {
+    const char *e = getenv(name);
+    return e && strcmp(e, "1") == 0;
+}
 
 /* td_cu_matmul's tensor-core path (matmul_tc.cu): n (1 .. 4) products of x, every weight one td_cu_matmul_tc
  * accepts, all of the same cols; T >= 1, every n_out >= 1. */

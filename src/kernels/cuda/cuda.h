@@ -112,9 +112,9 @@ void td_cu_matmul_tc_xb_test(int on);
  * outputs floats, at most 1 GiB, else one pass); TD_CUDA_TC_PARTS=0 turns that off. Test only:
  * td_cu_matmul_tc_parts_test(1 / 0) forces it on / off, -1 restores the environment's choice. */
 void td_cu_matmul_tc_parts_test(int on);
-/* tc_wide may keep its slice totals in registers instead of shared memory, the 64 KB that frees holding a 4th weight
- * stage: the same bits. Off unless TD_CUDA_TC_WREG is set: 0 off, 3 registers with 3 weight stages, any other value
- * registers with 4. Test only: td_cu_matmul_tc_wreg_test(0 / 3 / 4: off / 3 / 4 stages), -1 the environment's
+/* tc_wide keeps its slice totals in registers instead of shared memory, the 64 KB that frees holding a 4th weight
+ * stage: the same bits. TD_CUDA_TC_WREG: unset or any value but 0 and 3, registers with 4 stages (the default); 3
+ * registers with 3; 0 shared memory with 3 (the form before). Test only: td_cu_matmul_tc_wreg_test(0 / 3 / 4: off / 3 / 4 stages), -1 the environment's
  * choice. */
 void td_cu_matmul_tc_wreg_test(int stages);
 
@@ -259,7 +259,7 @@ void td_cu_attention_test_mode(int mode);
  * TD_CUDA_ATTN_ROWS, default 64); plans must be cut with td_cu_attn_tile_tokens_bf16 after it. */
 void td_cu_attention_rows_test(int rows);
 /* Test only (not thread-safe; process-wide): whether the 64-row kernel double-buffers the chunks of a 16-byte
- * aligned bf16 cache (1), or stages and waits for each (0); -1: the environment's TD_CUDA_ATTN_DB (on unless "0").
+ * aligned bf16 cache (1), or stages and waits for each (0); -1: the environment's TD_CUDA_ATTN_DB (off unless "1").
  * The same bits either way. */
 void td_cu_attention_db_test(int on);
 
