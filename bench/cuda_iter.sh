@@ -4,7 +4,8 @@
 # a short table last. The full measurement with peers is bench/cuda_device.sh.
 #   here    build (cmake -DTD_CUDA=ON, no MPI) and bundle: bash bench/cuda_iter.sh --prepare BUILD_DIR
 #   device  run(command="bash bench/cuda_iter.sh", carry=["build-cuda-iter"], timeout_s=...)
-# Environment: STEPS (default "kernels engine timing profile"), MODELS (default "qwen3-0.6b"), OUT, VARIANTS: settings
+# Environment: STEPS (default "kernels engine timing profile"; "detail": ncu's full sections for the kernels named
+#   in DETAIL, default "tc_wide attention_bf16_64", DETAIL_COUNT launches each, in a decide pass), MODELS (default "qwen3-0.6b"), OUT, VARIANTS: settings
 #   timed again in bf16 after the default's bf16 and fp32 (default "TD_CUDA_TC=old TD_CUDA_TC_ATTN=0
 #   TD_CUDA_ATTN_ROWS=16": the products and attention kernels from before the last changes, to see what each bought;
 #   "" for none; one variant of several settings joins them with commas, e.g. TD_CUDA_KV_BF16=1,TD_CUDA_ATTN_DB=0;
@@ -103,6 +104,18 @@ for m in $MODELS; do
         WORKLOADS=${PROFILE:-decide decode prefill} bash bench/cuda_profile.sh "$BIN" "$S" "$OUT/profile-$m" bf16 >"$OUT/profile-$m.txt" 2>&1
         say "profile $m rc $?"
         cat "$OUT/profile-$m.txt" | head -60
+    fi
+    # detail: Nsight Compute's full set of sections (throughputs, stall reasons, shared-memory bank conflicts,
+    # occupancy) for the first launches of each kernel named in DETAIL, in the decide pass (bf16)
+    if want detail; then
+        NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+        for k in ${DETAIL:-tc_wide attention_bf16_64}; do
+            timeout 150 "$NCU" --set full --import-source no --clock-control none -k "regex:$k" -c "${DETAIL_COUNT:-2}" \
+                "$BIN" bench decide --model "$S" --prefix 256 --criteria 144 --suffix 45 --repeat 1 --device cuda \
+                --precision bf16 >"$OUT/detail-$m-$k.txt" 2>&1
+            say "detail $m $k rc $?"
+            grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Bank Conflicts|Stall|Issued Warp|Block Limit|Shared Memory Configuration Size|Dynamic Shared" "$OUT/detail-$m-$k.txt" | head -40
+        done
     fi
 done
 tail -3 "$OUT/timing.err" 2>/dev/null

@@ -13,6 +13,7 @@
  * registers with 4 weight stages by default; its other forms (td_cu_matmul_tc_wreg_test: 3 stages, and the totals in
  * shared memory) are checked as the default is: x in bf16 and in fp32, one pass and by slices, several products in a
  * launch.
+ * td_cu_matmul_glu (the MLP's gate taken by the down product's kernels) = td_cu_glu then td_cu_matmul (test_glu).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -129,6 +130,71 @@ static void test_shapes(const int64_t *Ts, int nT, const int *modes, int n_modes
             td_cu_free(rows_d);
             weight_free(&w);
         }
+}
+
+/* The MLP's down product over its gate (td_cu_matmul_glu): act(g) * u taken by the product's own kernels (tc_split,
+ * tc_x_bf16 + tc_wide) must give the bits of td_cu_glu then td_cu_matmul, for both activations, T on both sides of
+ * 64, k of one slice and several, in the default kernels, with tc_split off, with x rounded in tc_wide's blocks, the old
+ * kernels and fp32 inputs (those three gate g first, then run the product). */
+static void test_glu(void) {
+    printf("the MLP's gate taken into the down product (td_cu_matmul_glu): = td_cu_glu then td_cu_matmul, bit for "
+           "bit\n");
+    static const int64_t Ts[] = {1, 7, 16, 45, 64, 65, 200, 777};
+    static const int64_t colss[] = {3072, 1024, 256};
+    static const char *const forms[] = {"default", "split off", "x rounded in the blocks", "old kernels", "fp32 in"};
+    for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++) {
+        const int64_t cols = colss[ci], n_out = ci == 0 ? 1024 : 37, ldy = n_out + 3;
+        weight w = weight_new(n_out, cols);
+        int64_t bad = 0, n = 0;
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
+            for (int act = TD_CU_GLU_SILU; act <= TD_CU_GLU_GELU_TANH; act++)
+                for (int form = 0; form < 5; form++) {
+                    const int64_t T = Ts[ti], nx = T * cols;
+                    float *g = rnd(nx, -6.0f, 6.0f), *u = rnd(nx, -2.0f, 2.0f);
+                    float *gd = cu_up(g, (size_t)nx * sizeof *g), *g2 = cu_up(g, (size_t)nx * sizeof *g);
+                    float *ud = cu_up(u, (size_t)nx * sizeof *u);
+                    float *y = malloc((size_t)(T * ldy) * sizeof *y), *ref = malloc((size_t)(T * ldy) * sizeof *y);
+                    for (int64_t i = 0; i < T * ldy; i++) y[i] = 7.0f;
+                    float *yd = cu_up(y, (size_t)(T * ldy) * sizeof *y), *rd = cu_up(y, (size_t)(T * ldy) * sizeof *y);
+                    const int bf16 = form != 4;
+                    td_cu_matmul_tc_test_mode(form == 3 ? 1 : 0);
+                    td_cu_matmul_tc_split_test(form == 1 ? 0 : -1);
+                    td_cu_matmul_tc_xb_test(form == 2 ? 0 : -1);
+                    CU(td_cu_matmul_glu(yd, ldy, gd, ud, cols, T, &w.d, act, bf16, NULL));
+                    CU(td_cu_glu(g2, ud, nx, act, NULL));
+                    CU(td_cu_matmul(rd, ldy, g2, cols, T, &w.d, NULL, n_out, bf16, NULL));
+                    CU(td_cu_d2h(y, yd, (size_t)(T * ldy) * sizeof *y, NULL));
+                    CU(td_cu_d2h(ref, rd, (size_t)(T * ldy) * sizeof *y, NULL));
+                    char name[128];
+                    snprintf(name, sizeof name, "T=%lld cols=%lld %s, %s", (long long)T, (long long)cols,
+                             act == TD_CU_GLU_SILU ? "SiLU" : "tanh GELU", forms[form]);
+                    bad += differ(name, y, ref, T * ldy) != 0;
+                    for (int64_t t = 0; t < T; t++) /* the poison past n_out stays */
+                        for (int64_t j = n_out; j < ldy; j++) bad += y[t * ldy + j] != 7.0f;
+                    n++;
+                    free(g), free(u), free(y), free(ref);
+                    td_cu_free(gd), td_cu_free(g2), td_cu_free(ud), td_cu_free(yd), td_cu_free(rd);
+                }
+        td_cu_matmul_tc_test_mode(0);
+        td_cu_matmul_tc_split_test(-1);
+        td_cu_matmul_tc_xb_test(-1);
+        char name[96];
+        snprintf(name, sizeof name, "cols=%lld n_out=%lld, %lld launches", (long long)cols, (long long)n_out,
+                 (long long)n);
+        printf("  %-58s %s\n", name, bad ? "NOT bit-exact" : "bit-exact");
+        CHECKF(bad == 0, "td_cu_matmul_glu: %s: %lld differ", name, (long long)bad);
+        weight_free(&w);
+    }
+    /* refusals: rows of another width than the weight's columns, an activation that is neither */
+    weight w = weight_new(8, 256);
+    float *d = td_cu_malloc(16 * 256 * sizeof(float));
+    CHECKF(td_cu_matmul_glu(d, 8, d, d, 260, 2, &w.d, TD_CU_GLU_SILU, 1, NULL) != 0 &&
+               strstr(td_cu_error(), "260") != NULL,
+           "td_cu_matmul_glu: ldx 260 for 256 columns should be refused by name: %s", td_cu_error());
+    CHECKF(td_cu_matmul_glu(d, 8, d, d, 256, 2, &w.d, 9, 1, NULL) != 0 && strstr(td_cu_error(), "9") != NULL,
+           "td_cu_matmul_glu: activation 9 should be refused by name: %s", td_cu_error());
+    td_cu_free(d);
+    weight_free(&w);
 }
 
 /* q/k/v-like products of one x in one launch (td_cu_matmul_multi), each old vs new and against the product alone. */
@@ -395,6 +461,7 @@ int main(void) {
     test_multi();
     td_cu_matmul_tc_parts_test(-1);
     test_multi();
+    test_glu();
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 0);
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
     test_invariance();

@@ -175,6 +175,29 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
     return TD_OK;
 }
 
+/* The MLP's gate and the product that takes it (GLU, then MATMUL of FF_G) as one step: td_cu_matmul_glu gates the
+ * activations as the product takes them, the bits of the two steps. 0 when steps[i] does not start such a pair. */
+static int glu_product_steps(const td_dev_ctx *dv, const td_layer_steps *ls, int i) {
+    const td_step *s = ls->steps + i;
+    return dv->glu_fused && i + 1 < ls->n && s[0].op == TD_OP_GLU && s[1].op == TD_OP_MATMUL && s[1].src == s[0].dst &&
+                   s[0].dst == TD_B_FF_G && s[0].src == TD_B_FF_U
+               ? 2
+               : 0;
+}
+
+static td_status glu_product(dev_pass *p, const td_dev_layer *ly, const td_step *s) {
+    td_acts *x = &p->ctx->act;
+    const td_step *mm = &s[1];
+    const int act = p->c->glu_act == TD_GLU_GELU_TANH ? TD_CU_GLU_GELU_TANH : TD_CU_GLU_SILU;
+    LAUNCH(td_cu_matmul_glu(buf(p, mm->dst), width(p, mm->dst), x->ff_g, x->ff_u, width(p, TD_B_FF_G), p->T,
+                            &ly->w[mm->w], act, p->bf16, p->s),
+           act == TD_CU_GLU_SILU ? "MLP: SwiGLU and its product" : "MLP: GeGLU and its product");
+    if (mm->bias >= 0 && ly->v[mm->bias])
+        LAUNCH(td_cu_add_bias(buf(p, mm->dst), width(p, mm->dst), ly->v[mm->bias], p->T, ly->w[mm->w].rows, p->s),
+               "bias");
+    return TD_OK;
+}
+
 /* The fault word, read after the pass: the first step (and in it the first token) that went non-finite. */
 static td_status fault_status(td_ctx *ctx, uint64_t word) {
     const td_config *c = &ctx->model->cfg;
@@ -262,6 +285,7 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
             }
             int nq = width(p, TD_B_K) == ctx->kv.dim && width(p, TD_B_V) == ctx->kv.dim ? qk_prep_steps(ls, i) : 0;
             if (nq) st = qk_prep(p, il, &p->w->layers[il], &ls->steps[i], nq), i += nq - 1;
+            else if (glu_product_steps(dv, ls, i)) st = glu_product(p, &p->w->layers[il], &ls->steps[i]), i++;
             else if (n > 1) st = products(p, &p->w->layers[il], &ls->steps[i], n), i += n - 1;
             else st = step(p, il, &p->w->layers[il], &ls->steps[i], &r);
             if (st != TD_OK) return st;

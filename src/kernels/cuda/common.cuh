@@ -34,6 +34,18 @@ static inline int td_cu_env_on(const char *name) {
     const char *e = getenv(name);
     return !(e && strcmp(e, "0") == 0);
 }
+/* The MLP's gate: act(g) * u, act SiLU (TD_CU_GLU_SILU: td_silu_mul's expression) or PyTorch's tanh GELU in fp32
+ * (TD_CU_GLU_GELU_TANH: td_gelu_tanh_mul's order of operations). One function for the element-wise kernels and the
+ * products that take act(g) * u as their activations (td_cu_matmul_glu), so both give these bits. */
+__host__ __device__ __forceinline__ float td_dev_glu(float g, float u, int act) {
+    if (act == TD_CU_GLU_GELU_TANH) {
+        const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = 0.044715f;
+        const float inner = beta * (g + kappa * (g * g * g));
+        return (0.5f * g * (1.0f + tanhf(inner))) * u;
+    }
+    return (g / (1.0f + expf(-g))) * u;
+}
+
 /* The switches off by default (TD_CUDA_ATTN_DB): on only when the environment variable is "1". */
 static inline int td_cu_env_set(const char *name) {
     const char *e = getenv(name);
@@ -43,6 +55,11 @@ static inline int td_cu_env_set(const char *name) {
 /* td_cu_matmul's tensor-core path (matmul_tc.cu): n (1 .. 4) products of x, every weight one td_cu_matmul_tc
  * accepts, all of the same cols; T >= 1, every n_out >= 1. */
 int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, cudaStream_t s);
+/* td_cu_matmul_glu's tensor-core path: y = (act(g) * u) W^T for one product (mm[0]) with the bits of td_cu_glu then
+ * td_cu_matmul_tc_launch, g left as it was; 1 when the kernels that would run cannot gate their activations (nothing
+ * launched). */
+int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int act, int64_t ldx, int64_t T,
+                        cudaStream_t s);
 
 /* Blocks for a grid-stride element-wise kernel over n elements (element-wise: no reduction, so the grid's shape does
  * not matter to any value). */

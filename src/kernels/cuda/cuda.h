@@ -77,6 +77,12 @@ int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int64_t T, voi
  * That order is the same for every T and tile (tiles over t and j only; no split over k). */
 int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *w,
                  const int32_t *rows, int64_t n_out, int bf16_in, void *stream);
+/* The MLP's down product over its gate: y = (act(g) * u) W^T for t < T, all W's rows (g and u [T, ldx], ldx = W's
+ * cols; act TD_CU_GLU_SILU or _GELU_TANH): the bits of td_cu_glu(g, u) then td_cu_matmul, one launch fewer where the
+ * tensor-core kernels gate the activations as they take them (tc_split, and tc_x_bf16 before tc_wide). g's contents
+ * are undefined afterwards (the other path gates it in place). */
+int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T, const td_cu_mat *w,
+                     int act, int bf16_in, void *stream);
 /* Whether td_cu_matmul computes this weight on the tensor cores: bf16_in over a BF16 weight whose cols is a multiple
  * of 16 and whose rows start 16-byte aligned (a property of the weight alone, never of T). Then the order above is
  * replaced by this one, the same for every T, tile and kernel (matmul_tc.cu): k is cut into slices of 256 (the last
@@ -279,6 +285,10 @@ int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int64_t ldg, in
 /* y[t * ldy + j] += b[j] for t < T, j < n: a product's bias, added after the product (as td_add). */
 int td_cu_add_bias(float *y, int64_t ldy, const float *b, int64_t T, int64_t n, void *stream);
 
+/* The MLP gate's activation: act(g) * u with act SiLU or PyTorch's tanh GELU (td_silu_mul, td_gelu_tanh_mul). */
+enum { TD_CU_GLU_SILU = 1, TD_CU_GLU_GELU_TANH = 2 };
+/* g[i] = act(g[i]) * u[i] for i < n; an act not above is refused. */
+int td_cu_glu(float *g, const float *u, int64_t n, int act, void *stream);
 /* g[i] = (g[i] / (1 + expf(-g[i]))) * u[i] for i < n (td_silu_mul). */
 int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream);
 /* g[i] = gelu_tanh(g[i]) * u[i] for i < n (td_gelu_tanh_mul). */

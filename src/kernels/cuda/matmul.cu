@@ -197,6 +197,22 @@ extern "C" int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, 
     return td_cu_launched("matmul");
 }
 
+extern "C" int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T,
+                                const td_cu_mat *w, int act, int bf16_in, void *stream) {
+    if (T <= 0) return 0;
+    if (check_mat(w, "td_cu_matmul_glu")) return -1;
+    if (ldx != w->cols) return td_cu_failf("td_cu_matmul_glu: rows of %lld for %lld columns", (long long)ldx,
+                                           (long long)w->cols);
+    if (act != TD_CU_GLU_SILU && act != TD_CU_GLU_GELU_TANH) return td_cu_failf("td_cu_matmul_glu: activation %d", act);
+    if (td_cu_matmul_tc(w, bf16_in) && (T + 63) / 64 <= 65535) {
+        const td_cu_mm mm = {y, ldy, w, NULL, w->rows};
+        const int rc = td_cu_matmul_tc_glu(&mm, g, u, act, ldx, T, TD_CU_STREAM(stream));
+        if (rc <= 0) return rc;
+    }
+    if (td_cu_glu(g, u, T * ldx, act, stream)) return -1;
+    return td_cu_matmul(y, ldy, g, ldx, T, w, NULL, w->rows, bf16_in, stream);
+}
+
 extern "C" int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int64_t T, void *stream) {
     if (T <= 0) return 0;
     if (check_mat(w, "td_cu_embed")) return -1;

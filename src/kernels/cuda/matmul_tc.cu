@@ -70,6 +70,27 @@ __device__ __forceinline__ tc_view tc_unpack(const tc_jobs &jobs, int64_t per) {
     return tc_view{j.w, j.rows, j.y, j.ldy, j.row_elems, j.n_out, (blk - j.first_block) * per};
 }
 
+/* The MLP's gate taken into a product's activations (td_cu_matmul_glu): x holds g, and the activations are
+ * td_dev_glu(g, u, act), u laid out as x; act 0: x as it is. */
+struct tc_glu {
+    const float *u;
+    int act;
+};
+
+/* Activations at x + off as a product takes them: 4 floats (vec: one 16-byte load each of x and u), gated when
+ * gl.act. */
+__device__ __forceinline__ float4 tc_x4(const float *x, int64_t off, bool vec, const tc_glu &gl) {
+    const float *src = x + off;
+    float4 f = vec ? *(const float4 *)src : make_float4(src[0], src[1], src[2], src[3]);
+    if (gl.act) {
+        const float *us = gl.u + off;
+        const float4 u = vec ? *(const float4 *)us : make_float4(us[0], us[1], us[2], us[3]);
+        f = make_float4(td_dev_glu(f.x, u.x, gl.act), td_dev_glu(f.y, u.y, gl.act), td_dev_glu(f.z, u.z, gl.act),
+                        td_dev_glu(f.w, u.w, gl.act));
+    }
+    return f;
+}
+
 /* The weight row of output j; outputs past n_out repeat the last (computed, never stored). */
 __device__ __forceinline__ const uint16_t *tc_wrow(const tc_view &v, int64_t j) {
     if (j >= v.n_out) j = v.n_out - 1;
@@ -487,14 +508,16 @@ __global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part
     if (left > 3) o[3] = y.w;
 }
 
-/* x [T, ldx] rounded to bf16 (nearest even, td_pack_bf16: the rounding every kernel here applies on its own) into
- * xb [T, K], four elements a thread: tc_wide<.., true> then copies its activations as it copies its weights. */
-__global__ void tc_x_bf16(const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, uint16_t *__restrict__ xb) {
+/* x [T, ldx] (gated when gl.act) rounded to bf16 (nearest even, td_pack_bf16: the rounding every kernel here applies
+ * on its own) into xb [T, K], four elements a thread: tc_wide<.., true> then copies its activations as it copies its
+ * weights. */
+__global__ void tc_x_bf16(const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, uint16_t *__restrict__ xb,
+                          const tc_glu gl) {
     td_pdl_wait();
     const int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4, t = e / K, k = e % K;
     if (t >= T) return;
-    const float *src = x + t * ldx + k; /* K is a multiple of 16: the four stay in the row */
-    *(uint2 *)(xb + t * K + k) = make_uint2(td_pack_bf16(src[0], src[1]), td_pack_bf16(src[2], src[3]));
+    const float4 f = tc_x4(x, t * ldx + k, false, gl); /* K is a multiple of 16: the four stay in the row */
+    *(uint2 *)(xb + t * K + k) = make_uint2(td_pack_bf16(f.x, f.y), td_pack_bf16(f.z, f.w));
 }
 
 /* ---- tc_stream: a few tokens, the weights streamed through shared memory (TD_CUDA_TC=new) --------------------- */
@@ -640,13 +663,14 @@ template <int NF> __host__ __device__ constexpr size_t tc_split_smem() {
 /* The order above for T <= 64, parallel over slices instead of over outputs alone: block (x, y) computes the partial
  * P_y of slice y for SP_R outputs x all T tokens, one chain a fragment (warp w: outputs 16w .. 16w + 15, every token
  * fragment), its weights (SP_R x 256 bf16) all in flight at once by cp.async, its activations rounded to bf16 once
- * into shared memory (rows past T zero: their columns are dropped). With one slice (K <= 256) the partial is y;
+ * into shared memory (rows past T zero: their columns are dropped; gated first when gl.act). With one slice (K <= 256) the partial is y;
  * else it goes to part [slice][token][the launch's block rows] and tc_fold_parts adds the slices in order. tc_stream
  * and tc_skinny spread a launch over outputs only: 16 to 64 blocks for the 1024 outputs of o and down, each reading
  * all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. */
 template <int NF, bool CL>
 __global__ void __launch_bounds__(128)
-    tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part) {
+    tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part,
+             const tc_glu gl) {
     constexpr int XR = tc_split_xrows<NF>();
     TD_DYN_SMEM16(unsigned char, tc_smem);
     typedef uint16_t srow[TC_SP];
@@ -666,15 +690,12 @@ __global__ void __launch_bounds__(128)
     }
     td_cp_commit();
     td_pdl_wait(); /* the weights are in flight while the kernel before finishes; x and y are its */
-    const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0;
+    const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0 && (!gl.act || ((uintptr_t)gl.u & 15u) == 0);
 #pragma unroll 4
     for (int i = 0; i < XR * (TC_KS / 4) / 128; i++) { /* XR rows x 64 chunks of 4 floats */
         const int c = tid + 128 * i, tk = c >> 6, p4 = c & 63;
         float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (tk < T && p4 * 4 < kn) {
-            const float *src = x + (int64_t)tk * ldx + k0 + p4 * 4;
-            f = xvec ? *(const float4 *)src : make_float4(src[0], src[1], src[2], src[3]);
-        }
+        if (tk < T && p4 * 4 < kn) f = tc_x4(x, (int64_t)tk * ldx + k0 + p4 * 4, xvec, gl);
         *(uint2 *)&Xs[tk][p4 * 4] = make_uint2(td_pack_bf16(f.x, f.y), td_pack_bf16(f.z, f.w));
     }
     td_cp_wait<0>();
@@ -880,11 +901,11 @@ extern "C" void td_cu_matmul_tc_split_test(int on) {
 
 template <int NF>
 static int tc_split_go(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
-                       int64_t S, float *part, cudaStream_t s) {
+                       int64_t S, float *part, const tc_glu &gl, cudaStream_t s) {
     constexpr size_t smem = tc_split_smem<NF>();
     static const cudaError_t opt = tc_smem_opt(tc_split<NF, false>, smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_split", opt);
-    tc_split<NF, false><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part);
+    tc_split<NF, false><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part, gl);
     return td_cu_launched("matmul (tensor cores, few tokens, by slices)");
 }
 
@@ -918,7 +939,7 @@ extern "C" void td_cu_matmul_tc_cluster_test(int on) {
 }
 
 template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K,
-                                              int64_t blocks, int64_t S, cudaStream_t s) {
+                                              int64_t blocks, int64_t S, const tc_glu &gl, cudaStream_t s) {
     constexpr size_t smem = tc_split_smem<NF>();
     static signed char fits[17]; /* 0 not asked, 1 yes, -1 no; per cluster size (host only, any thread: benign) */
     if (S < 2 || S > 16 || blocks > 65535) return 1;
@@ -942,13 +963,13 @@ template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *
         fits[S] = ok ? 1 : -1;
     }
     if (fits[S] < 0) return 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, tc_split<NF, true>, jobs, x, ldx, T, K, (float *)nullptr);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, tc_split<NF, true>, jobs, x, ldx, T, K, (float *)nullptr, gl);
     if (e != cudaSuccess) return td_cu_fail("matmul (tensor cores, few tokens, a cluster of slices)", e);
     return 0;
 }
 
 static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K, bool forced,
-                           cudaStream_t s) {
+                           const tc_glu &gl, cudaStream_t s) {
     tc_jobs jobs;
     const int64_t blocks = tc_make_jobs(mm, n, SP_R, &jobs);
     const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
@@ -957,10 +978,10 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     /* the cluster up to 16 tokens: on the H100 it took a decode step's products from 11-14 us to 7-9 (no second
      * kernel), but at 45 tokens gate/up ran 26.5 us in clusters of 4 against 16.6 through the scratch */
     if (tc_cluster_on && S > 1 && (nf <= 2 || tc_cluster_on == 2)) {
-        int rc = nf == 1   ? tc_split_cluster<1>(jobs, x, ldx, T, K, blocks, S, s)
-                 : nf == 2 ? tc_split_cluster<2>(jobs, x, ldx, T, K, blocks, S, s)
-                 : nf <= 4 ? tc_split_cluster<4>(jobs, x, ldx, T, K, blocks, S, s)
-                           : tc_split_cluster<8>(jobs, x, ldx, T, K, blocks, S, s);
+        int rc = nf == 1   ? tc_split_cluster<1>(jobs, x, ldx, T, K, blocks, S, gl, s)
+                 : nf == 2 ? tc_split_cluster<2>(jobs, x, ldx, T, K, blocks, S, gl, s)
+                 : nf <= 4 ? tc_split_cluster<4>(jobs, x, ldx, T, K, blocks, S, gl, s)
+                           : tc_split_cluster<8>(jobs, x, ldx, T, K, blocks, S, gl, s);
         if (rc <= 0) return rc; /* else the scratch and tc_fold_parts */
     }
     /* the partials: in the bound scratch, else in a stream-ordered allocation (x in bf16 once per launch, as tc_wide
@@ -971,10 +992,10 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         cudaGetLastError();
         return 1;
     }
-    int rc = nf == 1   ? tc_split_go<1>(jobs, x, ldx, T, K, blocks, S, part, s)
-             : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, s)
-             : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, s)
-                       : tc_split_go<8>(jobs, x, ldx, T, K, blocks, S, part, s);
+    int rc = nf == 1   ? tc_split_go<1>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
+             : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
+             : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
+                       : tc_split_go<8>(jobs, x, ldx, T, K, blocks, S, part, gl, s);
     if (rc == 0 && part) rc = tc_fold_launch(jobs, part, T, S, ng, SP_R, s);
     if (own) cudaFreeAsync(part, s);
     return rc < 0 ? rc : 0;
@@ -1025,6 +1046,49 @@ static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb,
     return tc_wide_go<FOLD, XB, false, TW_AS>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
 }
 
+#ifdef TD_CUDA_BATCH_VARIANT
+static constexpr bool TC_FOLD = false; /* not batch-invariant: one chain over all k, so T <= 64 and above differ */
+#else
+static constexpr bool TC_FOLD = true;
+#endif
+
+/* tc_wide over x (gated when gl.act) rounded to bf16 once by tc_x_bf16 into a stream-ordered scratch; 1 when that
+ * scratch cannot be had (nothing launched). */
+static int tc_wide_xb(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
+                      const tc_glu &gl, cudaStream_t s) {
+    const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
+    uint16_t *xb = nullptr;
+    if (cudaMallocAsync((void **)&xb, (size_t)T * (size_t)K * 2, s) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, xb, gl);
+    int rc = td_cu_launched("matmul (tensor cores, x to bf16)");
+    if (rc == 0) rc = tc_wide_pick<TC_FOLD, true>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+    cudaFreeAsync(xb, s);
+    return rc < 0 ? rc : 0;
+}
+
+/* The product of act(g) * u (td_cu_matmul_glu) by the kernels td_cu_matmul_tc_launch picks for it, gating the
+ * activations as they take them: tc_split as it stages them (T <= 64), tc_x_bf16 before tc_wide (above). 1 when
+ * another kernel would run (nothing launched: the caller gates g itself, then runs the product). */
+int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int act, int64_t ldx, int64_t T,
+                        cudaStream_t s) {
+    static const int env = tc_env();
+    const int mode = tc_test ? tc_test : env;
+    const int64_t K = mm->w->cols;
+    const tc_glu gl{u, act};
+    if (T <= TC_SKINNY_T) {
+        if (!(mode == 7 || (mode == 2 && tc_split_on && K > TC_KS))) return 1;
+        return tc_split_launch(mm, 1, g, ldx, T, K, mode == 7, gl, s);
+    }
+    if (mode < 2 || !tc_xb_on) return 1;
+    tc_jobs jobs;
+    const int64_t blocks = tc_make_jobs(mm, 1, TC_BM, &jobs);
+    if (blocks > 0x7fffffff) return 1;
+    return tc_wide_xb(jobs, g, ldx, T, K, blocks, gl, s);
+}
+
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
 int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, cudaStream_t s) {
     if (n < 1 || n > TC_MAX_JOBS) return td_cu_failf("matmul (tensor cores): %d products in one launch", n);
@@ -1035,7 +1099,7 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     const bool skinny = T <= TC_SKINNY_T;
     const int64_t K = mm[0].w->cols;
     if (skinny && (mode == 7 || (mode == 2 && tc_split_on && K > TC_KS))) {
-        int rc = tc_split_launch(mm, n, x, ldx, T, K, mode == 7, s);
+        int rc = tc_split_launch(mm, n, x, ldx, T, K, mode == 7, tc_glu{nullptr, 0}, s);
         if (rc <= 0) return rc; /* else too many outputs (a head) or no scratch to be had: tc_stream below */
     }
     bool stream = skinny && mode >= 2;
@@ -1090,26 +1154,13 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         return td_cu_launched("matmul (tensor cores, few tokens)");
     }
     if (mode >= 2) {
-#ifdef TD_CUDA_BATCH_VARIANT
-        constexpr bool fold = false; /* not batch-invariant: one chain over all k, so T <= 64 and above differ */
-#else
-        constexpr bool fold = true;
-#endif
-        const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
         /* x rounded to bf16 once (tc_x_bf16) instead of by every block of a column of tiles (TD_CUDA_TC_XB=0: not) */
-        uint16_t *xb = nullptr;
-        if (tc_xb_on && cudaMallocAsync((void **)&xb, (size_t)T * (size_t)K * 2, s) != cudaSuccess) {
-            cudaGetLastError();
-            xb = nullptr;
+        if (tc_xb_on) {
+            int rc = tc_wide_xb(jobs, x, ldx, T, K, blocks, tc_glu{nullptr, 0}, s);
+            if (rc <= 0) return rc; /* else no scratch for it: rounded in the blocks */
         }
-        if (xb) {
-            tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, xb);
-            int rc = td_cu_launched("matmul (tensor cores, x to bf16)");
-            if (rc == 0) rc = tc_wide_pick<fold, true>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
-            cudaFreeAsync(xb, s);
-            return rc;
-        }
-        return tc_wide_pick<fold, false>(jobs, x, nullptr, ldx, T, K, blocks, ty, S, ng, s);
+        const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
+        return tc_wide_pick<TC_FOLD, false>(jobs, x, nullptr, ldx, T, K, blocks, ty, S, ng, s);
     }
 #ifdef TD_CUDA_BATCH_VARIANT
     /* Not batch-invariant, to measure what invariance costs: one chain over all k (no slices) in tiles of 128 tokens,

@@ -278,28 +278,22 @@ extern "C" int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int6
     return td_cu_launched("sigmoid_gate");
 }
 
-__global__ void __launch_bounds__(EW_NT) silu_mul_kernel(float *g, const float *__restrict__ u, int64_t n) {
+/* g = act(g) * u (td_dev_glu: td_silu_mul's or td_gelu_tanh_mul's expressions) */
+__global__ void __launch_bounds__(EW_NT) glu_kernel(float *g, const float *__restrict__ u, int64_t n, int act) {
     td_pdl_wait();
-    for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT) {
-        float v = g[i];
-        g[i] = (v / (1.0f + expf(-v))) * u[i];
-    }
+    for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT)
+        g[i] = td_dev_glu(g[i], u[i], act);
 }
 
-/* td_gelu_tanh_mul: PyTorch's gelu(approximate="tanh") in fp32, its order of operations. */
-__global__ void __launch_bounds__(EW_NT) gelu_tanh_mul_kernel(float *g, const float *__restrict__ u, int64_t n) {
-    td_pdl_wait();
-    const float beta = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = 0.044715f;
-    for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT) {
-        float x = g[i], inner = beta * (x + kappa * (x * x * x));
-        g[i] = (0.5f * x * (1.0f + tanhf(inner))) * u[i];
-    }
+extern "C" int td_cu_glu(float *g, const float *u, int64_t n, int act, void *stream) {
+    if (n <= 0) return 0;
+    if (act != TD_CU_GLU_SILU && act != TD_CU_GLU_GELU_TANH) return td_cu_failf("td_cu_glu: activation %d", act);
+    glu_kernel<<<td_cu_grid(n, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(g, u, n, act);
+    return td_cu_launched(act == TD_CU_GLU_SILU ? "silu_mul" : "gelu_tanh_mul");
 }
 
 extern "C" int td_cu_gelu_tanh_mul(float *g, const float *u, int64_t n, void *stream) {
-    if (n <= 0) return 0;
-    gelu_tanh_mul_kernel<<<td_cu_grid(n, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(g, u, n);
-    return td_cu_launched("gelu_tanh_mul");
+    return td_cu_glu(g, u, n, TD_CU_GLU_GELU_TANH, stream);
 }
 
 __global__ void __launch_bounds__(EW_NT) scale_kernel(float *x, float s, int64_t n) {
@@ -314,9 +308,7 @@ extern "C" int td_cu_scale(float *x, float s, int64_t n, void *stream) {
 }
 
 extern "C" int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream) {
-    if (n <= 0) return 0;
-    silu_mul_kernel<<<td_cu_grid(n, EW_NT), EW_NT, 0, TD_CU_STREAM(stream)>>>(g, u, n);
-    return td_cu_launched("silu_mul");
+    return td_cu_glu(g, u, n, TD_CU_GLU_SILU, stream);
 }
 
 /* y[t, j] += b[j] for t < T, j < n (rows ldy apart): a product's bias, after its sum (td_add per row). */

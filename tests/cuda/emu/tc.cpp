@@ -3,7 +3,8 @@
 // block) and tc_split (a block per k slice, the partials folded) vs tc_skinny at T = 1 .. 64, k of one slice,
 // several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many] tc_wide (x
 // rounded in its blocks or once by tc_x_bf16, one pass or by slices; the slice totals in shared memory, or in
-// registers with 3 or 4 weight stages) vs tc_tile at T = 65 .. 200. Every entry past n_out must keep its poison
+// registers with 3 or 4 weight stages) vs tc_tile at T = 65 .. 200; tc_split and tc_x_bf16 + tc_wide taking the MLP's
+// gate act(g) * u as their activations (td_cu_matmul_glu) vs the old kernels over the gated x. Every entry past n_out must keep its poison
 // (7.0f), every output must be written, every cp.async copy waited for.
 #include "emu.h"
 
@@ -89,18 +90,19 @@ std::vector<std::vector<float>> run_tile(prob &p) {
     return ys;
 }
 // x rounded to bf16 once (tc_x_bf16), as the launcher does for tc_wide<.., true>
-std::vector<uint16_t> to_bf16(prob &p) {
+// (gated first when gl.act: td_cu_matmul_glu's tc_wide path)
+std::vector<uint16_t> to_bf16(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
     std::vector<uint16_t> xb((size_t)(p.T * p.K), 0x7fc1);
     launch((unsigned)((p.T * p.K / 4 + 255) / 256), 1, 256, 0, true,
-           [&] { tc_x_bf16(p.x.data(), p.ldx, p.T, p.K, xb.data()); });
+           [&] { tc_x_bf16(p.x.data(), p.ldx, p.T, p.K, xb.data(), gl); });
     return xb;
 }
 // tc_wide<true, XB, TREG, AS>: the slice totals in shared memory (TREG false) or registers, AS weight stages
-template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide(prob &p) {
+template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
-    std::vector<uint16_t> xb = XB ? to_bf16(p) : std::vector<uint16_t>();
+    std::vector<uint16_t> xb = XB ? to_bf16(p, gl) : std::vector<uint16_t>();
     launch(blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
            [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, nullptr); });
     return ys;
@@ -122,8 +124,8 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
 }
 
 // tc_split: each slice in a block of its own (grid y), its partials added in slice order by tc_fold_parts (one
-// slice: straight to y)
-template <int NF> std::vector<std::vector<float>> run_split(prob &p) {
+// slice: straight to y); its activations gated as it stages them when gl.act
+template <int NF> std::vector<std::vector<float>> run_split(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, SP_R, blocks);
@@ -131,7 +133,7 @@ template <int NF> std::vector<std::vector<float>> run_split(prob &p) {
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
     float *pp = S > 1 ? part.data() : nullptr;
     launch(blocks, (unsigned)S, 128, tc_split_smem<NF>(), true,
-           [&] { tc_split<NF, false>(j, p.x.data(), p.ldx, p.T, p.K, pp); });
+           [&] { tc_split<NF, false>(j, p.x.data(), p.ldx, p.T, p.K, pp, gl); });
     if (pp)
         launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
                [&] { tc_fold_parts(j, part.data(), p.T, S, ng, SP_R); });
@@ -238,6 +240,31 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     bad |= check_wide<true, TW_AS>(p, ref, name, " reg");
     return bad | check_wide<true, TW_AS_REG>(p, ref, name, " reg/4");
 }
+// td_cu_matmul_glu's gated forms: x holds g; tc_split (T <= 64) or tc_x_bf16 + tc_wide (above) taking act(g) * u must
+// give the bits of the old kernel over the gated activations, td_dev_glu(g, u) computed apart (td_cu_glu's function)
+template <int NF> int check_glu(int64_t T, int64_t K, int64_t n, int64_t ldx, int act) {
+    prob p = mk(T, K, {n}, false, ldx);
+    std::vector<float> u(p.x.size());
+    for (auto &v : u)
+        v = urand() * 2;
+    prob q = p;
+    for (size_t i = 0; i < q.x.size(); i++)
+        q.x[i] = td_dev_glu(p.x[i], u[i], act);
+    const tc_glu gl{u.data(), act};
+    char name[160];
+    snprintf(name, sizeof name, "T=%lld K=%lld n=%lld ldx=%lld gated (%s)", (long long)T, (long long)K, (long long)n,
+             (long long)ldx, act == TD_CU_GLU_SILU ? "SiLU" : "tanh GELU");
+    if (T <= 64) {
+        auto ref = run_skinny<NF>(q);
+        auto got = run_split<NF>(p, gl);
+        strcat(name, " split");
+        return cmp(name, p, ref, got);
+    }
+    auto ref = run_tile(q);
+    auto got = run_wide<true, true, TW_AS_REG>(p, gl);
+    strcat(name, " wide, x in bf16");
+    return cmp(name, p, ref, got);
+}
 } // namespace
 
 int td_emu_tc(const char *which) {
@@ -252,6 +279,9 @@ int td_emu_tc(const char *which) {
         bad |= check_few<2>(16, 768, {4097}, false, 768);
         bad |= check_few<8>(64, 1008, {20}, true, 1010);
         bad |= check_few<8>(45, 2560, {16}, false, 2561);
+        bad |= check_glu<1>(1, 768, 33, 768, TD_CU_GLU_SILU);
+        bad |= check_glu<8>(45, 3072, 20, 3072, TD_CU_GLU_SILU);
+        bad |= check_glu<4>(30, 1040, 9, 1041, TD_CU_GLU_GELU_TANH); /* not 16-byte aligned rows: element loads */
     }
     if (!strcmp(which, "all") || !strcmp(which, "many")) {
         bad |= check_many(65, 256, {33}, false, 256);
@@ -259,6 +289,8 @@ int td_emu_tc(const char *which) {
         bad |= check_many(200, 1040, {40}, false, 1044);
         bad |= check_many(129, 576, {140}, true, 578);
         bad |= check_many(70, 3072, {130, 40, 9}, true, 3075); /* 12 slices, three products */
+        bad |= check_glu<8>(130, 1024, 140, 1024, TD_CU_GLU_SILU);
+        bad |= check_glu<8>(70, 1040, 33, 1043, TD_CU_GLU_GELU_TANH);
     }
     if (!strcmp(which, "quick")) {
         bad |= check_few<1>(3, 1008, {7, 33}, true, 1013);
