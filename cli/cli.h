@@ -57,7 +57,8 @@ int cli_device(const char *cmd, const char *device_s, const char *precision_s, i
 #define CLI_PRECISION_HELP                                                                                             \
     "  --precision fp32|bf16  fp32 (default): exact, F32/F16/BF16 weights with fp32 activations, as transformers;\n"  \
     "                         bf16: faster, activations rounded to bf16 (CUDA: every product; CPU: BF16 weights\n"    \
-    "                         with AVX-512 BF16 or AMX kernels). Q8_0/Q4_0 weights quantise activations either way\n"
+    "                         with AVX-512 BF16 or AMX kernels; CUDA keeps an f32 KV cache in bf16, the same\n"       \
+    "                         results). Q8_0/Q4_0 weights quantise activations either way\n"
 /* "fp32" or "bf16": the name of a td_precision, for output. */
 const char *cli_precision_name(int32_t precision);
 
