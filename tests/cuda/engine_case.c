@@ -335,13 +335,19 @@ void eng_exactness_decider(const td_model *m, int bf16, const char *name, double
     for (int i = 0; i < C; i++) sp[i] = suf + (size_t)i * S, n_suf[i] = S, n_opt[i] = K;
     td_decision *ref = calloc(C, sizeof *ref), *got = calloc(C, sizeof *got);
     /* kv_bf16: the context stores its KV cache in bf16 where bf16 mode's attention allows it (the default;
-     * TD_CUDA_KV_BF16=0 keeps it in f32; read by the context's plan): the same bits as the f32 cache */
-    struct { td_decide_mode mode; int32_t max_batch; int device, kv_bf16; const char *what; } runs[] = {
-        {TD_DECIDE_BATCH, 0, TD_DEVICE_CUDA, 0, "batch of 144"}, {TD_DECIDE_BATCH, 7, TD_DEVICE_CUDA, 0, "batches of 7"},
-        {TD_DECIDE_BATCH, 1, TD_DEVICE_CUDA, 0, "batches of 1"}, {TD_DECIDE_SERIAL, 0, TD_DEVICE_CUDA, 0, "serial"},
-        {TD_DECIDE_FRESH, 0, TD_DEVICE_CUDA, 0, "fresh"},        {TD_DECIDE_BATCH, 0, TD_DEVICE_CUDA, 1, "bf16 KV cache"},
-        {TD_DECIDE_BATCH, 7, TD_DEVICE_CUDA, 1, "bf16 KV cache, batches of 7"},
-        {TD_DECIDE_BATCH, 0, TD_DEVICE_CPU, 0, "CPU"},
+     * TD_CUDA_KV_BF16=0 keeps it in f32; read by the context's plan): the same bits as the f32 cache. glu: the MLP's
+     * gate taken into the down product (TD_CUDA_GLU_FUSED=1, read by the context): the same bits as its own kernel */
+    struct { td_decide_mode mode; int32_t max_batch; int device, kv_bf16, glu; const char *what; } runs[] = {
+        {TD_DECIDE_BATCH, 0, TD_DEVICE_CUDA, 0, 0, "batch of 144"},
+        {TD_DECIDE_BATCH, 7, TD_DEVICE_CUDA, 0, 0, "batches of 7"},
+        {TD_DECIDE_BATCH, 1, TD_DEVICE_CUDA, 0, 0, "batches of 1"},
+        {TD_DECIDE_SERIAL, 0, TD_DEVICE_CUDA, 0, 0, "serial"},
+        {TD_DECIDE_FRESH, 0, TD_DEVICE_CUDA, 0, 0, "fresh"},
+        {TD_DECIDE_BATCH, 0, TD_DEVICE_CUDA, 1, 0, "bf16 KV cache"},
+        {TD_DECIDE_BATCH, 7, TD_DEVICE_CUDA, 1, 0, "bf16 KV cache, batches of 7"},
+        {TD_DECIDE_BATCH, 0, TD_DEVICE_CUDA, 1, 1, "bf16 KV cache, the gate in the down product"},
+        {TD_DECIDE_BATCH, 1, TD_DEVICE_CUDA, 0, 1, "the gate in the down product, batches of 1"},
+        {TD_DECIDE_BATCH, 0, TD_DEVICE_CPU, 0, 0, "CPU"},
     };
     for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
         td_decide_params p = td_decide_default_params();
@@ -349,8 +355,10 @@ void eng_exactness_decider(const td_model *m, int bf16, const char *name, double
         p.precision = runs[r].device == TD_DEVICE_CUDA ? bf16 : 0, p.n_threads = 2, p.memory_mb = 4096;
         td_decider *d = NULL;
         setenv("TD_CUDA_KV_BF16", runs[r].kv_bf16 ? "1" : "0", 1);
+        setenv("TD_CUDA_GLU_FUSED", runs[r].glu ? "1" : "0", 1);
         td_status st = td_decider_new(m, &p, &d);
         unsetenv("TD_CUDA_KV_BF16");
+        unsetenv("TD_CUDA_GLU_FUSED");
         CHECKF(st == TD_OK, "%s: decider (%s): %s", name, runs[r].what, td_last_error());
         if (st != TD_OK) continue;
         st = td_decide_ids(d, head, H, sp, n_suf, n_opt, C, r == 0 ? ref : got);
@@ -375,8 +383,8 @@ void eng_exactness_decider(const td_model *m, int bf16, const char *name, double
                    bf16 ? "bf16" : "fp32", runs[r].what, differ, C, mx);
         }
     }
-    printf("%-28s %s: 144 criteria bit-identical in batches of 144, 7, 1, serial and fresh, with a bf16 KV cache\n", name,
-           bf16 ? "bf16" : "fp32");
+    printf("%-28s %s: 144 criteria bit-identical in batches of 144, 7, 1, serial and fresh, with a bf16 KV cache and "
+           "the gate in the down product\n", name, bf16 ? "bf16" : "fp32");
     free(suf), free(ref), free(got);
 }
 
