@@ -189,8 +189,8 @@ td_status td_eng_dev_state_zero(td_ctx *ctx, int32_t seq);
 int64_t td_eng_dev_dn_state_floats(const td_config *c);
 /* 1 when a CUDA context of these parameters stores its KV cache in bf16: --precision bf16, an f32 cache asked, the
  * tensor-core attention for the model's head dim (which rounds every cached key and value to bf16 the same way, so
- * the same bits at half the bytes), unless TD_CUDA_KV_BF16=0 in the environment (timed on the H200: NOTES "CUDA
- * backend, part 7"). Read by each context's plan. */
+ * the same bits at half the bytes), unless TD_CUDA_KV_BF16=0 in the environment (tested and timed on the H200: NOTES
+ * "CUDA backend, part 7"; compute-sanitizer has yet to run on it: part 8). Read by each context's plan. */
 int td_eng_dev_kv_bf16(const td_config *c, const td_ctx_params *p);
 /* The error td_forward and td_forward_dev return for a non-finite row: sets ctx->fault for batch token t at
  * `layer` (-1: the embedding; n_layer: the head) in `block`. */
