@@ -120,8 +120,8 @@ void td_cu_matmul_tc_xb_test(int on);
 void td_cu_matmul_tc_parts_test(int on);
 /* tc_wide keeps its slice totals in registers instead of shared memory, the 64 KB that frees holding a 4th weight
  * stage: the same bits. TD_CUDA_TC_WREG: unset or any value but 0 and 3, registers with 4 stages (the default); 3
- * registers with 3; 0 shared memory with 3 (the form before). Test only: td_cu_matmul_tc_wreg_test(0 / 3 / 4: off / 3 / 4 stages), -1 the environment's
- * choice. */
+ * registers with 3; 0 shared memory with 3 (the form before). Test only: td_cu_matmul_tc_wreg_test(0 / 3 / 4: off /
+ * 3 / 4 stages), -1 the environment's choice. */
 void td_cu_matmul_tc_wreg_test(int stages);
 
 /* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,

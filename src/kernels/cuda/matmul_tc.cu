@@ -663,10 +663,10 @@ template <int NF> __host__ __device__ constexpr size_t tc_split_smem() {
 /* The order above for T <= 64, parallel over slices instead of over outputs alone: block (x, y) computes the partial
  * P_y of slice y for SP_R outputs x all T tokens, one chain a fragment (warp w: outputs 16w .. 16w + 15, every token
  * fragment), its weights (SP_R x 256 bf16) all in flight at once by cp.async, its activations rounded to bf16 once
- * into shared memory (rows past T zero: their columns are dropped; gated first when gl.act). With one slice (K <= 256) the partial is y;
- * else it goes to part [slice][token][the launch's block rows] and tc_fold_parts adds the slices in order. tc_stream
- * and tc_skinny spread a launch over outputs only: 16 to 64 blocks for the 1024 outputs of o and down, each reading
- * all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. */
+ * into shared memory (rows past T zero: their columns are dropped; gated first when gl.act). With one slice
+ * (K <= 256) the partial is y; else it goes to part [slice][token][the launch's block rows] and tc_fold_parts adds the
+ * slices in order. tc_stream and tc_skinny spread a launch over outputs only: 16 to 64 blocks for the 1024 outputs of
+ * o and down, each reading all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. */
 template <int NF, bool CL>
 __global__ void __launch_bounds__(128)
     tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part,

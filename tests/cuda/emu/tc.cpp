@@ -4,8 +4,8 @@
 // several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many] tc_wide (x
 // rounded in its blocks or once by tc_x_bf16, one pass or by slices; the slice totals in shared memory, or in
 // registers with 3 or 4 weight stages) vs tc_tile at T = 65 .. 200; tc_split and tc_x_bf16 + tc_wide taking the MLP's
-// gate act(g) * u as their activations (td_cu_matmul_glu) vs the old kernels over the gated x. Every entry past n_out must keep its poison
-// (7.0f), every output must be written, every cp.async copy waited for.
+// gate act(g) * u as their activations (td_cu_matmul_glu) vs the old kernels over the gated x. Every entry past n_out
+// must keep its poison (7.0f), every output must be written, every cp.async copy waited for.
 #include "emu.h"
 
 #include "kernels/cuda/matmul_tc.cu"
@@ -98,7 +98,8 @@ std::vector<uint16_t> to_bf16(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
     return xb;
 }
 // tc_wide<true, XB, TREG, AS>: the slice totals in shared memory (TREG false) or registers, AS weight stages
-template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
+template <bool XB, bool TREG, int AS>
+std::vector<std::vector<float>> run_wide(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
