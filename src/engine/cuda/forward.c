@@ -101,6 +101,9 @@ static td_status products(const dev_pass *p, const td_dev_layer *ly, const td_st
     return TD_OK;
 }
 
+/* The model's MLP gate activation as the kernels name it (cuda.h's TD_CU_GLU_*). */
+static int glu_act(const td_config *c) { return c->glu_act == TD_GLU_GELU_TANH ? TD_CU_GLU_GELU_TANH : TD_CU_GLU_SILU; }
+
 /* One step of layer il (r: the residuals already run in this layer). */
 static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step *st, int *r) {
     td_ctx *ctx = p->ctx;
@@ -154,8 +157,8 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
                "attention: gate");
         break;
     case TD_OP_GLU:
-        if (c->glu_act == TD_GLU_GELU_TANH) LAUNCH(td_cu_gelu_tanh_mul(x->ff_g, x->ff_u, T * c->n_ff, p->s), "MLP: GeGLU");
-        else LAUNCH(td_cu_silu_mul(x->ff_g, x->ff_u, T * c->n_ff, p->s), "MLP: SwiGLU");
+        LAUNCH(td_cu_glu(x->ff_g, x->ff_u, T * c->n_ff, glu_act(c), p->s),
+               c->glu_act == TD_GLU_GELU_TANH ? "MLP: GeGLU" : "MLP: SwiGLU");
         break;
     case TD_OP_RESIDUAL:
         LAUNCH(td_cu_add_rows(x->x, buf(p, st->src), T, d, p->row_tok, dv->fault, code_residual(il, (*r)++), p->s),
@@ -188,7 +191,7 @@ static int glu_product_steps(const td_dev_ctx *dv, const td_layer_steps *ls, int
 static td_status glu_product(dev_pass *p, const td_dev_layer *ly, const td_step *s) {
     td_acts *x = &p->ctx->act;
     const td_step *mm = &s[1];
-    const int act = p->c->glu_act == TD_GLU_GELU_TANH ? TD_CU_GLU_GELU_TANH : TD_CU_GLU_SILU;
+    const int act = glu_act(p->c);
     LAUNCH(td_cu_matmul_glu(buf(p, mm->dst), width(p, mm->dst), x->ff_g, x->ff_u, width(p, TD_B_FF_G), p->T,
                             &ly->w[mm->w], act, p->bf16, p->s),
            act == TD_CU_GLU_SILU ? "MLP: SwiGLU and its product" : "MLP: GeGLU and its product");

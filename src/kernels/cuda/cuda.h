@@ -291,8 +291,6 @@ enum { TD_CU_GLU_SILU = 1, TD_CU_GLU_GELU_TANH = 2 };
 int td_cu_glu(float *g, const float *u, int64_t n, int act, void *stream);
 /* g[i] = (g[i] / (1 + expf(-g[i]))) * u[i] for i < n (td_silu_mul). */
 int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream);
-/* g[i] = gelu_tanh(g[i]) * u[i] for i < n (td_gelu_tanh_mul). */
-int td_cu_gelu_tanh_mul(float *g, const float *u, int64_t n, void *stream);
 /* x[i] *= s for i < n. */
 int td_cu_scale(float *x, float s, int64_t n, void *stream);
 

@@ -1046,6 +1046,14 @@ static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb,
     return tc_wide_go<FOLD, XB, false, TW_AS>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
 }
 
+/* The kernels' mode: td_cu_matmul_tc_test_mode's, else the environment's TD_CUDA_TC (read once; -1 neither). */
+static int tc_mode(void) {
+    static const int env = tc_env();
+    return tc_test ? tc_test : env;
+}
+/* Whether a launch of T <= 64 tokens over K columns runs tc_split (every slice a block of its own). */
+static bool tc_split_wanted(int mode, int64_t K) { return mode == 7 || (mode == 2 && tc_split_on && K > TC_KS); }
+
 #ifdef TD_CUDA_BATCH_VARIANT
 static constexpr bool TC_FOLD = false; /* not batch-invariant: one chain over all k, so T <= 64 and above differ */
 #else
@@ -1074,12 +1082,11 @@ static int tc_wide_xb(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t 
  * another kernel would run (nothing launched: the caller gates g itself, then runs the product). */
 int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int act, int64_t ldx, int64_t T,
                         cudaStream_t s) {
-    static const int env = tc_env();
-    const int mode = tc_test ? tc_test : env;
+    const int mode = tc_mode();
     const int64_t K = mm->w->cols;
     const tc_glu gl{u, act};
     if (T <= TC_SKINNY_T) {
-        if (!(mode == 7 || (mode == 2 && tc_split_on && K > TC_KS))) return 1;
+        if (!tc_split_wanted(mode, K)) return 1;
         return tc_split_launch(mm, 1, g, ldx, T, K, mode == 7, gl, s);
     }
     if (mode < 2 || !tc_xb_on) return 1;
@@ -1092,13 +1099,12 @@ int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int 
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
 int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, cudaStream_t s) {
     if (n < 1 || n > TC_MAX_JOBS) return td_cu_failf("matmul (tensor cores): %d products in one launch", n);
-    static const int env = tc_env();
-    const int mode = tc_test ? tc_test : env;
+    const int mode = tc_mode();
     if (mode < 0)
         return td_cu_failf("matmul (tensor cores): TD_CUDA_TC=%s (expected old or new)", getenv("TD_CUDA_TC"));
     const bool skinny = T <= TC_SKINNY_T;
     const int64_t K = mm[0].w->cols;
-    if (skinny && (mode == 7 || (mode == 2 && tc_split_on && K > TC_KS))) {
+    if (skinny && tc_split_wanted(mode, K)) {
         int rc = tc_split_launch(mm, n, x, ldx, T, K, mode == 7, tc_glu{nullptr, 0}, s);
         if (rc <= 0) return rc; /* else too many outputs (a head) or no scratch to be had: tc_stream below */
     }

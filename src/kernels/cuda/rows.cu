@@ -292,10 +292,6 @@ extern "C" int td_cu_glu(float *g, const float *u, int64_t n, int act, void *str
     return td_cu_launched(act == TD_CU_GLU_SILU ? "silu_mul" : "gelu_tanh_mul");
 }
 
-extern "C" int td_cu_gelu_tanh_mul(float *g, const float *u, int64_t n, void *stream) {
-    return td_cu_glu(g, u, n, TD_CU_GLU_GELU_TANH, stream);
-}
-
 __global__ void __launch_bounds__(EW_NT) scale_kernel(float *x, float s, int64_t n) {
     td_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT) x[i] *= s;
