@@ -2,7 +2,8 @@
 # The tensor-core kernels of src/kernels/cuda/matmul_tc.cu and attention.cu on the CPU, without a GPU or the CUDA
 # toolkit (tests/cuda/emu/emu.h says what is emulated and what it cannot see): g++ compiles the .cu files themselves
 # against tests/cuda/emu's stand-ins for the CUDA headers and for src/kernels/cuda/ptx.cuh, then
-#   emu tc all       tc_stream (16 / 8 / 4 / 32 outputs a block) vs tc_skinny, tc_wide vs tc_tile, bit for bit
+#   emu tc all       tc_stream (16 / 8 / 4 / 32 outputs a block) vs tc_skinny, tc_wide and tc_wg (wgmma) vs tc_tile,
+#                    bit for bit
 #   emu attn quick   the 64-row vs the 16-row bf16 attention kernel bit for bit, both vs a double reference (hd 64
 #                    and 128, G 1, 2, 8, f32 and f16 caches, windows); each on a bf16 twin of its cache (cp.async and
 #                    element loads, the 64-row kernel's double buffering) = on the cache itself, and the fp32 kernel

@@ -12,7 +12,7 @@
  * from a stream-ordered allocation or a bound scratch (test_bound_scratch). tc_wide keeps its slice totals in
  * registers with 4 weight stages by default; its other forms (td_cu_matmul_tc_wreg_test: 3 stages, and the totals in
  * shared memory) are checked as the default is: x in bf16 and in fp32, one pass and by slices, several products in a
- * launch.
+ * launch. tc_wg (wgmma, td_cu_matmul_tc_wg_test) is checked the same way where the GPU runs it.
  * td_cu_matmul_glu (the MLP's gate taken by the down product's kernels) = td_cu_glu then td_cu_matmul (test_glu).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
@@ -341,8 +341,9 @@ static void bench(void) {
             }
             /* old; new; new without the split by slices (tc_wide, tc_split); new with x in fp32; new with tc_split's
              * partials folded by a second kernel; new with tc_wide's slice totals in shared memory (the form before),
-             * and in registers with 3 weight stages (T > 64 only: below, the same kernels as new) */
-            enum { NM = 7 };
+             * and in registers with 3 weight stages; tc_wg on wgmma where the GPU runs it (T > 64 only: below, the
+             * same kernels as new) */
+            enum { NM = 8 };
             double us[NM];
             for (int m = 0; m < NM; m++) {
                 td_cu_matmul_tc_test_mode(m == 0 ? 1 : 2);
@@ -351,7 +352,8 @@ static void bench(void) {
                 td_cu_matmul_tc_xb_test(m == 3 ? 0 : -1);
                 td_cu_matmul_tc_cluster_test(m == 4 ? 0 : -1);
                 td_cu_matmul_tc_wreg_test(m == 5 ? 0 : m == 6 ? 3 : -1);
-                if (m >= 5 && T <= 64) {
+                td_cu_matmul_tc_wg_test(m == 7 ? 1 : -1);
+                if (m >= 5 && (T <= 64 || (m == 7 && !td_cu_matmul_tc_wg_here()))) {
                     us[m] = us[1];
                     continue;
                 }
@@ -363,15 +365,15 @@ static void bench(void) {
                 us[m] = (now_s() - t0) / 20 * 1e6;
             }
             static const char *const col[NM] = {"old",      "new",      "new/whole", "new/x32",
-                                                "new/fold", "new/smem", "new/wreg3"};
+                                                "new/fold", "new/smem", "new/wreg3", "new/wg"};
             for (int m = 0; m < (T > 64 ? NM : 5); m++)
                 printf("  %-8s T=%-5lld %-9s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", prods[pi].name, (long long)T,
                        col[m], us[m], wbytes / us[m] * 1e-3,
                        2.0 * T * outs * cols / us[m] * 1e-6);
             printf("  %-8s T=%-5lld new / old %.2f\n", prods[pi].name, (long long)T, us[1] / us[0]);
             if (T > 64)
-                printf("  %-8s T=%-5lld smem / new %.2f, wreg3 / new %.2f\n", prods[pi].name, (long long)T,
-                       us[5] / us[1], us[6] / us[1]);
+                printf("  %-8s T=%-5lld smem / new %.2f, wreg3 / new %.2f, wg / new %.2f\n", prods[pi].name,
+                       (long long)T, us[5] / us[1], us[6] / us[1], us[7] / us[1]);
             for (int i = 0; i < prods[pi].n; i++) td_cu_free(yd[i]);
             td_cu_free(xd);
         }
@@ -383,6 +385,7 @@ static void bench(void) {
     td_cu_matmul_tc_xb_test(-1);
     td_cu_matmul_tc_cluster_test(-1);
     td_cu_matmul_tc_wreg_test(-1);
+    td_cu_matmul_tc_wg_test(-1);
 }
 
 /* tc_wide in another form than the default (td_cu_matmul_tc_wreg_test: 0 its slice totals in shared memory with 3
@@ -405,6 +408,25 @@ static void test_wreg(const int64_t *Ts, int nT, const int *modes, int stages) {
     td_cu_matmul_tc_parts_test(-1);
     test_multi();
     td_cu_matmul_tc_wreg_test(-1);
+}
+
+/* tc_wg (wgmma) in tc_wide's place, on a GPU of compute capability 9.0: every T > 64 shape with k a multiple of 64 (the
+ * others keep tc_wide) as tc_wide is checked (one pass, by slices, several products in a launch, the MLP's gate), the
+ * bits of tc_tile's mma.sync chains. Skipped, and said so, on other GPUs. */
+static void test_wg(const int64_t *Ts, int nT, const int *modes) {
+    if (!td_cu_matmul_tc_wg_here()) {
+        printf("tc_wg (wgmma): not on this GPU (compute capability 9.0 only): skipped\n");
+        return;
+    }
+    td_cu_matmul_tc_wg_test(1);
+    test_shapes(Ts, nT, modes, 1, "T > 64 (tc_tile vs tc_wg)");
+    td_cu_matmul_tc_parts_test(1);
+    test_shapes(Ts, nT, modes, 1, "T > 64 (tc_tile vs tc_wg by slices)");
+    test_multi();
+    td_cu_matmul_tc_parts_test(-1);
+    test_multi();
+    test_glu();
+    td_cu_matmul_tc_wg_test(-1);
 }
 
 /* tc_split's partials in a scratch bound to the thread (td_cu_scratch_bind, as the engine binds its own) instead of
@@ -464,6 +486,7 @@ int main(void) {
     test_glu();
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 0);
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
+    test_wg(many, (int)(sizeof many / sizeof *many), wide_modes);
     test_invariance();
     td_cu_matmul_tc_test_mode(0);
     CU(td_cu_sync(NULL));

@@ -479,6 +479,115 @@ __global__ void __launch_bounds__(256, 1)
             }
 }
 
+/* ---- tc_wg: many tokens on wgmma (sm_90a), tc_wide's tiles (TD_CUDA_TC_WG=1) ------------------------------------ */
+
+#define WG_BK 64 /* tc_wg: k per stage, one 128-byte row of 64 bf16 per output and per token (the swizzle's width) */
+#define WG_AS 4  /* tc_wg: stages (AS - 2 of them in flight ahead of the one the tensor cores read) */
+
+/* tc_wg's dynamic shared memory: AS stages of 128 weight rows and 128 activation rows, 16 KB each, and 1 KB to align
+ * them to the swizzle's 1024 bytes. */
+template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_t)AS * 2 * 128 * 128 + 1024; }
+
+/* tc_wide's order and tile (128 outputs x 128 tokens, x in bf16 from tc_x_bf16) on wgmma: warpgroup h (threads
+ * 128 h ..) computes outputs 64 h .. 64 h + 63 for the 128 tokens, one m64n128k16 per 16-wide k step in the slice's
+ * one chain (D = A B + D, as mma.sync's m16n8k16 per output: test_cuda_matmul_tc holds the bits to tc_tile's). The
+ * tensor cores read both operands from shared memory (no ldmatrix, no fragments in registers), staged by cp.async in
+ * the 128-byte swizzle: 8 consecutive threads copy one row's 128 bytes to 8 distinct 16-byte slots (no bank
+ * conflicts, coalesced reads). Pipeline: a stage's copies go out AS - 2 stages ahead; a stage's wgmma stay in flight
+ * while the next stage's are issued (wait_group 1), so the buffers copied into after a barrier are those of two
+ * stages before, which every warpgroup has waited for; at a slice end every wgmma is waited for and the totals fold
+ * as tc_wide's (registers). K is a multiple of WG_BK (every stage's four k steps run: no predicate between the wgmma,
+ * which would make the compiler serialize them). x and ldx are unused (tc_wide's signature, so the same launchers). */
+template <bool FOLD, int AS>
+__global__ void __launch_bounds__(256, 1)
+    tc_wg(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
+          int64_t K, float *part) {
+    td_pdl_wait();
+    static_assert(AS >= 3, "the copies go AS - 2 stages ahead");
+    (void)x, (void)ldx;
+    TD_DYN_SMEM16(unsigned char, tc_smem);
+    unsigned char *const sm = tc_smem + ((1024u - (td_smem_addr(tc_smem) & 1023u)) & 1023u); /* stage s at 32 KB s */
+    __shared__ const uint16_t *wrow[TC_BM];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, h = warp >> 2, wq = warp & 3;
+    const tc_view v = tc_unpack(jobs, TC_BM);
+    const int64_t j0 = v.j0, t0 = (int64_t)blockIdx.y * TW_BN;
+    if (tid < TC_BM) wrow[tid] = tc_wrow(v, j0 + tid);
+    __syncthreads();
+
+    float acc[64], totals[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f, totals[i] = 0.0f;
+
+    const int64_t nsteps = (K + WG_BK - 1) / WG_BK;
+    /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
+    const int64_t st0 = part ? (int64_t)blockIdx.z * (TC_KS / WG_BK) : 0;
+    const int64_t st1 = part && st0 + TC_KS / WG_BK < nsteps ? st0 + TC_KS / WG_BK : nsteps;
+    auto kn_of = [&](int64_t st) { return K - st * WG_BK < WG_BK ? (int)(K - st * WG_BK) : WG_BK; };
+    auto fetch = [&](int64_t st) { /* stage st's weights and activations, swizzled; one commit group (maybe empty) */
+        if (st < st1) {
+            const int64_t k0 = st * WG_BK;
+            const int kn = kn_of(st);
+            unsigned char *const A = sm + (st % AS) * 32768, *const B = A + 16384;
+#pragma unroll
+            for (int i = 0; i < 128 * 8 / 256; i++) { /* 128 rows x 8 chunks of 8 bf16, of each operand */
+                const int c = tid + 256 * i, r = c >> 3, ch = c & 7, o = r * 128 + ((ch ^ (r & 7)) << 4);
+                if (ch * 8 >= kn) continue;
+                const int64_t t = t0 + r < T ? t0 + r : T - 1;
+                td_cp16(A + o, wrow[r] + k0 + ch * 8);
+                td_cp16(B + o, xb + t * K + k0 + ch * 8);
+            }
+        }
+        td_cp_commit();
+    };
+#pragma unroll
+    for (int i = 0; i < AS - 2; i++) fetch(st0 + i);
+    bool first = true;
+    for (int64_t st = st0; st < st1; st++) {
+        const int64_t k0 = st * WG_BK;
+        const int kn = kn_of(st);
+        td_cp_wait<AS - 3>(); /* this thread's copies of stage st have landed */
+        td_fence_async_smem(); /* ... visible to the tensor cores' reads */
+        __syncthreads();       /* ... everyone's; and the wgmma of stage st - 2 are done in every warpgroup */
+        fetch(st + AS - 2);    /* into stage st - 2's buffers */
+        const unsigned char *const A = sm + (st % AS) * 32768 + h * 64 * 128, *const B = sm + (st % AS) * 32768 + 16384;
+        td_wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < WG_BK / 16; ks++) td_wgmma_bf16_n128(acc, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
+        td_wg_commit();
+        const bool last = st == st1 - 1;
+        const bool fold = FOLD && ((k0 + kn) % TC_KS == 0 || last);
+        if (!fold && !last) {
+            td_wg_wait<1>(); /* stage st - 1's are done */
+            continue;
+        }
+        td_wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; i++) td_wg_reg(acc[i]);
+        if (fold) { /* a slice ends: total = P_0, then total + P_s (tc_fold) */
+#pragma unroll
+            for (int i = 0; i < 64; i++) {
+                const float t = first ? acc[i] : totals[i] + acc[i];
+                if (last) acc[i] = t;
+                else totals[i] = t, acc[i] = 0.0f;
+            }
+            first = false;
+        }
+    }
+    /* d[4 j + c]: output 64 h + 16 wq + g + 8 (c >> 1), token 8 j + 2 q + (c & 1) */
+    const int g = lane >> 2, q = lane & 3;
+    const int64_t ng = (int64_t)gridDim.x * TC_BM; /* part: [slice][token][the launch's block rows] */
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int r = h * 64 + wq * 16 + g + (c >> 1) * 8;
+            const int64_t jj = j0 + r, t = t0 + 8 * j + 2 * q + (c & 1);
+            if (t >= T) continue;
+            if (part) part[((int64_t)blockIdx.z * T + t) * ng + (int64_t)blockIdx.x * TC_BM + r] = acc[4 * j + c];
+            else if (jj < v.n_out) v.y[t * v.ldy + jj] = acc[4 * j + c];
+        }
+}
+
 /* tc_wide_parts' and tc_split's second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the
  * slices' partials, a thread per four consecutive (token, block row) of one block (per outputs a block, ng of them
  * in a launch: both multiples of 4, so the four share a job and a partial row, and the float4 loads are aligned):
@@ -863,26 +972,27 @@ static int tc_fold_launch(const tc_jobs &jobs, const float *part, int64_t T, int
     return td_cu_launched("matmul (tensor cores, the slices' sum)");
 }
 
-/* tc_wide<FOLD, XB, TREG, AS>'s shared memory opted in, once per instance (at its first launch) */
-template <bool FOLD, bool XB, bool TREG, int AS> static cudaError_t tc_wide_opt(void) {
-    static const cudaError_t e = tc_smem_opt(tc_wide<FOLD, XB, TREG, AS>, tw_smem<XB, TREG, AS>());
+/* A kernel of tc_wide's launch shape (tc_wide or tc_wg: grid (blocks of 128 outputs, tiles of 128 tokens[, slices]),
+ * 256 threads, tc_wide's arguments) and its dynamic shared memory, opted in once per kernel (at its first launch). */
+typedef void (*tc_wide_fn)(const tc_jobs, const float *, const uint16_t *, int64_t, int64_t, int64_t, float *);
+template <tc_wide_fn KF> static cudaError_t tc_wide_opt(size_t bytes) {
+    static const cudaError_t e = tc_smem_opt(KF, bytes);
     return e;
 }
 
-template <bool XB, bool TREG, int AS>
-static int tc_wide_parts(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
-                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
+template <tc_wide_fn PF>
+static int tc_wide_parts(size_t smem, const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
+                         int64_t K, int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     const size_t bytes = (size_t)S * (size_t)T * (size_t)ng * sizeof(float);
     if (S > 65535 || bytes > ((size_t)1 << 30)) return 1;
-    const cudaError_t opt = tc_wide_opt<true, XB, TREG, AS>();
+    const cudaError_t opt = tc_wide_opt<PF>(smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
     float *part = nullptr;
     if (cudaMallocAsync((void **)&part, bytes, s) != cudaSuccess) {
         cudaGetLastError();
         return 1;
     }
-    tc_wide<true, XB, TREG, AS><<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, tw_smem<XB, TREG, AS>(), s>>>(
-        jobs, x, xb, ldx, T, K, part);
+    PF<<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, smem, s>>>(jobs, x, xb, ldx, T, K, part);
     int rc = td_cu_launched("matmul (tensor cores, wide, by slices)");
     if (rc == 0) rc = tc_fold_launch(jobs, part, T, S, ng, TC_BM, s);
     cudaFreeAsync(part, s);
@@ -1021,29 +1131,60 @@ extern "C" void td_cu_matmul_tc_wreg_test(int stages) {
     tc_wreg = stages < 0 ? tc_wreg_env() : stages == 0 ? 0 : stages == 3 ? 3 : 4;
 }
 
-/* tc_wide over all slices in one pass, or by slices where its tiles fill at most half the SMs and the partials stay
- * small (at T 2048, down and o: 128 tiles, the split cost prefill 52,005 vs 57,486 tokens/s on the H200). */
-template <bool FOLD, bool XB, bool TREG, int AS>
-static int tc_wide_go(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
-                      int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
-    if (FOLD && S > 1 && (tc_parts == 2 || (tc_parts == 1 && T <= 512 && 2 * blocks * ty <= tc_sms()))) {
-        int rc = tc_wide_parts<XB, TREG, AS>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+/* TD_CUDA_TC_WG=1: tc_wg instead of tc_wide where x is in bf16 (tc_x_bf16), K is a multiple of 64 and the GPU is of
+ * compute capability 9.0
+ * (wgmma; this build's sm_90a code); off by default until a GPU has shown its bits equal tc_tile's.
+ * td_cu_matmul_tc_wg_test(1) turns it on, 0 off, -1 back to the environment's. */
+static int tc_wg_on = td_cu_env_set("TD_CUDA_TC_WG");
+extern "C" void td_cu_matmul_tc_wg_test(int on) { tc_wg_on = on < 0 ? td_cu_env_set("TD_CUDA_TC_WG") : on != 0; }
+static bool tc_wg_here(void) {
+    static const bool ok = [] {
+        int dev = 0, ma = 0, mi = 0;
+        cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+        cudaThreadExchangeStreamCaptureMode(&m);
+        const bool q = cudaGetDevice(&dev) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+        if (!q) cudaGetLastError();
+        cudaThreadExchangeStreamCaptureMode(&m);
+        return q && ma == 9 && mi == 0;
+    }();
+    return ok;
+}
+extern "C" int td_cu_matmul_tc_wg_here(void) { return tc_wg_here() ? 1 : 0; }
+
+/* A tc_wide-shaped kernel (KF; PF its instance that writes partials) over all slices in one pass, or by slices where
+ * its tiles fill at most half the SMs and the partials stay small (at T 2048, down and o: 128 tiles, the split cost
+ * prefill 52,005 vs 57,486 tokens/s on the H200). */
+template <tc_wide_fn KF, tc_wide_fn PF>
+static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx,
+                      int64_t T, int64_t K, int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
+    if (fold && S > 1 && (tc_parts == 2 || (tc_parts == 1 && T <= 512 && 2 * blocks * ty <= tc_sms()))) {
+        int rc = tc_wide_parts<PF>(smem, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
         if (rc <= 0) return rc; /* else no scratch to be had: the one-pass launch below */
     }
-    const cudaError_t opt = tc_wide_opt<FOLD, XB, TREG, AS>();
+    const cudaError_t opt = tc_wide_opt<KF>(smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
-    tc_wide<FOLD, XB, TREG, AS><<<dim3((unsigned)blocks, (unsigned)ty), 256, tw_smem<XB, TREG, AS>(), s>>>(
-        jobs, x, xb, ldx, T, K, nullptr);
+    KF<<<dim3((unsigned)blocks, (unsigned)ty), 256, smem, s>>>(jobs, x, xb, ldx, T, K, nullptr);
     return td_cu_launched("matmul (tensor cores, wide)");
 }
 
-/* tc_wide_go with the totals where TD_CUDA_TC_WREG puts them */
+/* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16), else tc_wide with its totals where TD_CUDA_TC_WREG puts
+ * them */
 template <bool FOLD, bool XB>
 static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
-    if (tc_wreg == 4) return tc_wide_go<FOLD, XB, true, TW_AS_REG>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
-    if (tc_wreg == 3) return tc_wide_go<FOLD, XB, true, TW_AS>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
-    return tc_wide_go<FOLD, XB, false, TW_AS>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+    if (XB && tc_wg_on && K % WG_BK == 0 && tc_wg_here())
+        return tc_wide_go<tc_wg<FOLD, WG_AS>, tc_wg<true, WG_AS>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb, ldx, T, K,
+                                                                  blocks, ty, S, ng, s);
+    if (tc_wreg == 4)
+        return tc_wide_go<tc_wide<FOLD, XB, true, TW_AS_REG>, tc_wide<true, XB, true, TW_AS_REG>>(
+            tw_smem<XB, true, TW_AS_REG>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+    if (tc_wreg == 3)
+        return tc_wide_go<tc_wide<FOLD, XB, true, TW_AS>, tc_wide<true, XB, true, TW_AS>>(
+            tw_smem<XB, true, TW_AS>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+    return tc_wide_go<tc_wide<FOLD, XB, false, TW_AS>, tc_wide<true, XB, false, TW_AS>>(
+        tw_smem<XB, false, TW_AS>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
 }
 
 /* The kernels' mode: td_cu_matmul_tc_test_mode's, else the environment's TD_CUDA_TC (read once; -1 neither). */

@@ -12,7 +12,7 @@
 
 dim3v threadIdx, blockIdx, gridDim, blockDim;
 td_emu_cps *td_emu_cpq;
-unsigned char *td_emu_smem;
+unsigned char *td_emu_smem, *td_emu_smem_origin;
 td_emu_bar td_emu_block_bar, td_emu_warp_bar[32];
 td_emu_warp td_emu_wx[32];
 int td_emu_mutation;
@@ -62,7 +62,7 @@ __attribute__((noinline)) void init(fiber &f) {
     f.ctx.uc_stack.ss_sp = f.stack, f.ctx.uc_stack.ss_size = STACK, f.ctx.uc_link = &sched;
     makecontext(&f.ctx, entry, 0);
     f.started = f.done = false;
-    f.cps.open.clear(), f.cps.groups.clear();
+    f.cps.open.clear(), f.cps.groups.clear(), f.cps.wg_open.clear(), f.cps.wg_groups.clear();
 }
 } // namespace
 
@@ -83,8 +83,11 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
         fprintf(stderr, "emu: a block of %d threads (whole warps, at most 1024)\n", nt);
         abort();
     }
-    std::vector<unsigned char> smem(dyn + 64);
-    td_emu_smem = (unsigned char *)(((uintptr_t)smem.data() + 15) & ~(uintptr_t)15);
+    // the shared window's address 0 at a 1024-byte boundary (the 128-byte swizzle's bits are those of the address),
+    // the dynamic shared memory 16 bytes after it (a kernel that wants 1024 aligns it, as the GPU may not)
+    std::vector<unsigned char> smem(dyn + 2048);
+    td_emu_smem_origin = (unsigned char *)(((uintptr_t)smem.data() + 1023) & ~(uintptr_t)1023);
+    td_emu_smem = td_emu_smem_origin + 16;
     cur_body = body, cur_arg = arg;
     gridDim.x = gx, gridDim.y = gy, gridDim.z = gz;
     blockDim.x = (unsigned)nt, blockDim.y = blockDim.z = 1;
@@ -123,6 +126,8 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
                 for (int t = 0; t < nt; t++) {
                     left += (int64_t)fibers[t].cps.open.size();
                     for (auto &g : fibers[t].cps.groups) left += (int64_t)g.size();
+                    left += (int64_t)fibers[t].cps.wg_open.size();
+                    for (auto &g : fibers[t].cps.wg_groups) left += (int64_t)g.size();
                 }
             }
     return left;

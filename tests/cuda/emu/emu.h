@@ -8,7 +8,9 @@
 // with and without .trans and mma.sync m16n8k16 by their PTX fragment layouts, the mma's arithmetic an fp32 fmaf chain
 // over k, a function of its own A row, B column and C element as the hardware's is); cp.async as late as PTX allows (a
 // thread's copies wait in their commit group until a wait_group lets at most n groups stay pending, so a stage read
-// before its wait reads stale data, and copies never waited for are counted as failures); __shared__ variables are
+// before its wait reads stale data, and copies never waited for are counted as failures); wgmma m64n128k16 likewise
+// (it reads shared memory through its descriptors, 128-byte swizzle, at the wait_group that covers it; a cp.async
+// into the lines of a pending wgmma is counted as a hazard); __shared__ variables are
 // function statics (one block at a time), the dynamic shared memory a buffer poisoned before each block. What it cannot
 // see: the device's arithmetic (the mma's own rounding), timing, races between threads of a block (the barriers order
 // everything), bank conflicts, registers: it checks where every value is routed. test_cuda_matmul_tc and
@@ -81,6 +83,7 @@ inline float __half2float(__half h) { // exact
 
 // ---- the block being run (emu.cpp) ----
 extern unsigned char *td_emu_smem;      // the dynamic shared memory
+extern unsigned char *td_emu_smem_origin; // address 0 of the shared window (1024-byte aligned)
 struct td_emu_bar { // a barrier of `need` fibers
     int need, arrived;
     unsigned gen;
@@ -124,14 +127,21 @@ template <typename T> inline T __shfl_down_sync(unsigned, T v, int d) {
     return td_emu_shfl(v, lane + d < 32 ? lane + d : lane);
 }
 
-// cp.async copies a thread issued and never waited for (a failure; emu.cpp counts them at a thread's end)
+// cp.async copies (and wgmma) a thread issued and never waited for (a failure; emu.cpp counts them at a thread's end)
 struct td_emu_cp {
     void *dst;
     const void *src;
 };
+// a wgmma issued and not yet executed: the thread's accumulators and the operands' descriptors
+struct td_emu_wg {
+    float *d;
+    uint64_t da, db;
+};
 struct td_emu_cps {
     std::vector<td_emu_cp> open;               // not yet committed
     std::deque<std::vector<td_emu_cp>> groups; // committed, oldest first
+    std::vector<td_emu_wg> wg_open;            // wgmma, as the cp.async copies
+    std::deque<std::vector<td_emu_wg>> wg_groups;
 };
 extern td_emu_cps *td_emu_cpq; // the running fiber's
 

@@ -3,7 +3,7 @@
 // block) and tc_split (a block per k slice, the partials folded) vs tc_skinny at T = 1 .. 64, k of one slice,
 // several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many] tc_wide (x
 // rounded in its blocks or once by tc_x_bf16, one pass or by slices; the slice totals in shared memory, or in
-// registers with 3 or 4 weight stages) vs tc_tile at T = 65 .. 200; tc_split and tc_x_bf16 + tc_wide taking the MLP's
+// registers with 3 or 4 weight stages; tc_wg on wgmma, 4 or 5 stages) vs tc_tile at T = 65 .. 200; tc_split and tc_x_bf16 + tc_wide taking the MLP's
 // gate act(g) * u as their activations (td_cu_matmul_glu) vs the old kernels over the gated x. Every entry past n_out
 // must keep its poison (7.0f), every output must be written, every cp.async copy waited for.
 #include "emu.h"
@@ -123,6 +123,24 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
            [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
     return ys;
 }
+// tc_wg<true, AS> (wgmma; x rounded once by tc_x_bf16): one pass, or (parts) each slice in a block of its own and the
+// partials added by tc_fold_parts
+template <int AS> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
+    auto ys = fresh(p);
+    int64_t blocks;
+    tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
+    const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
+    std::vector<float> part(parts ? (size_t)(S * p.T * ng) : 0, 3.0f);
+    std::vector<uint16_t> xb = to_bf16(p);
+    float *pp = parts ? part.data() : nullptr;
+    launch(
+        blocks, (p.T + 127) / 128, 256, wg_smem<AS>(), true,
+        [&] { tc_wg<true, AS>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u);
+    if (parts)
+        launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
+               [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
+    return ys;
+}
 
 // tc_split: each slice in a block of its own (grid y), its partials added in slice order by tc_fold_parts (one
 // slice: straight to y); its activations gated as it stages them when gl.act
@@ -182,6 +200,11 @@ int cmp(const char *what, prob &p, std::vector<std::vector<float>> &a, std::vect
         printf("  %lld cp.async copies never waited for\n", (long long)pending);
     bad += pending;
     pending = 0;
+    if (td_emu_wg_hazards)
+        printf("  %lld cp.async copies into lines a pending wgmma reads\n", (long long)td_emu_wg_hazards);
+    bad += td_emu_wg_hazards;
+    td_emu_wg_hazards = 0;
+    td_emu_wg_ranges.clear();
     printf("  %-60s %s (%lld)\n", what, bad ? "DIFFER" : "same bits", (long long)bad);
     return bad != 0;
 }
@@ -239,7 +262,17 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
              (long long)n_out[0], rows, (long long)ldx);
     int bad = check_wide<false, TW_AS>(p, ref, name, "");
     bad |= check_wide<true, TW_AS>(p, ref, name, " reg");
-    return bad | check_wide<true, TW_AS_REG>(p, ref, name, " reg/4");
+    bad |= check_wide<true, TW_AS_REG>(p, ref, name, " reg/4");
+    if (K % WG_BK) return bad; /* tc_wg runs K in whole stages (the launcher's condition) */
+    char nm[200];
+    for (int parts = 0; parts < 2; parts++) {
+        snprintf(nm, sizeof nm, "%s, wgmma%s", name, parts ? " by slices" : "");
+        auto g = run_wg<WG_AS>(p, parts);
+        bad |= cmp(nm, p, ref, g);
+    }
+    snprintf(nm, sizeof nm, "%s, wgmma 5 stages", name);
+    auto g5 = run_wg<5>(p, false);
+    return bad | cmp(nm, p, ref, g5);
 }
 // td_cu_matmul_glu's gated forms: x holds g; tc_split (T <= 64) or tc_x_bf16 + tc_wide (above) taking act(g) * u must
 // give the bits of the old kernel over the gated activations, td_dev_glu(g, u) computed apart (td_cu_glu's function)
@@ -290,6 +323,7 @@ int td_emu_tc(const char *which) {
         bad |= check_many(200, 1040, {40}, false, 1044);
         bad |= check_many(129, 576, {140}, true, 578);
         bad |= check_many(70, 3072, {130, 40, 9}, true, 3075); /* 12 slices, three products */
+        bad |= check_many(300, 1024, {257, 64}, false, 1024); /* tc_wg: three token tiles, a last one of 44 */
         bad |= check_glu<8>(130, 1024, 140, 1024, TD_CU_GLU_SILU);
         bad |= check_glu<8>(70, 1040, 33, 1043, TD_CU_GLU_GELU_TANH);
     }

@@ -12,6 +12,22 @@
 static inline float td_emu_lo(uint32_t v) { return td_emu_bf2f((uint16_t)(v & 0xffff)); }
 static inline float td_emu_hi(uint32_t v) { return td_emu_bf2f((uint16_t)(v >> 16)); }
 
+// The shared-memory lines the pending wgmma of each warpgroup read (its thread 0's ops stand for the warpgroup's, as
+// they are issued together): a cp.async issued into one of them before the wgmma was waited for may land before the
+// tensor cores read it (a hazard the lazy copies below would hide). Counted in td_emu_wg_hazards (tc.cpp's cmp
+// reports them as differences).
+struct td_emu_wg_range {
+    const unsigned char *lo, *hi;
+    const float *d;
+};
+inline std::vector<td_emu_wg_range> td_emu_wg_ranges;
+inline int64_t td_emu_wg_hazards = 0;
+inline td_emu_wg_range td_emu_wg_lines(uint64_t desc, int rows, const float *d) {
+    const uint32_t start = (uint32_t)(desc & 0x3fff) << 4;
+    const unsigned char *lo = td_emu_smem_origin + (start & ~127u);
+    return td_emu_wg_range{lo, lo + rows * 128, d};
+}
+
 // D = A B + C, m16n8k16, lane 4g + q: A row-major (a0: row g, k 2q, 2q + 1; a1: row g + 8; a2: row g, k 8 + 2q ..;
 // a3: row g + 8, k 8 + 2q ..), B col-major (b0: k 2q, 2q + 1 of column g; b1: k 8 + 2q ..), C / D: rows g, g + 8,
 // columns 2q, 2q + 1. Mutation MMA: a1 and a2 swapped.
@@ -86,6 +102,8 @@ inline void td_cp16(void *smem, const void *g) {
         fprintf(stderr, "cp.async: address not 16-byte aligned\n");
         abort();
     }
+    for (const td_emu_wg_range &r : td_emu_wg_ranges)
+        if ((const unsigned char *)smem < r.hi && (const unsigned char *)smem + 16 > r.lo) td_emu_wg_hazards++;
     td_emu_cpq->open.push_back(td_emu_cp{smem, g});
 }
 inline void td_cp_commit(void) { td_emu_cpq->groups.push_back(td_emu_cpq->open), td_emu_cpq->open.clear(); }
@@ -97,6 +115,75 @@ inline void td_emu_cp_wait(int n) {
     }
 }
 template <int N> inline void td_cp_wait(void) { td_emu_cp_wait(N); }
+
+// ---- wgmma ----
+// The shared window: address 0 at td_emu_smem_origin (1024-byte aligned, as the swizzle's bits need).
+inline uint32_t td_smem_addr(const void *p) {
+    const ptrdiff_t o = (const unsigned char *)p - td_emu_smem_origin;
+    if (o < 0 || o >= (1 << 18)) {
+        fprintf(stderr, "shared address of a pointer outside the dynamic shared memory\n");
+        abort();
+    }
+    return (uint32_t)o;
+}
+inline uint64_t td_wg_desc(const void *p) {
+    const uint64_t a = td_smem_addr(p);
+    return ((a & 0x3ffffu) >> 4) | (uint64_t)(16 >> 4) << 16 | (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
+}
+// Element (row r, k) of a K-major bf16 operand by its descriptor, as PTX lays out the 128-byte swizzle: rows 128
+// bytes apart in groups of 8 (the descriptor's SBO between groups), k's 16-byte chunk XORed with bits 7-9 of the
+// address (the row within its group when the tile is 1024-byte aligned).
+inline float td_emu_wg_at(uint64_t desc, int r, int k) {
+    if ((desc >> 62) != 1) {
+        fprintf(stderr, "wgmma: a descriptor that is not the 128-byte swizzle\n");
+        abort();
+    }
+    const uint32_t start = (uint32_t)(desc & 0x3fff) << 4, sbo = (uint32_t)((desc >> 32) & 0x3fff) << 4;
+    const uint32_t pre = start + (uint32_t)(r / 8) * sbo + (uint32_t)(r % 8) * 128 + (uint32_t)(k / 8) * 16 +
+                         (uint32_t)(k % 8) * 2;
+    const uint32_t phys = pre ^ (((pre >> 7) & 7) << 4);
+    uint16_t v;
+    memcpy(&v, td_emu_smem_origin + phys, 2);
+    return td_emu_bf2f(v);
+}
+// wgmma.mma_async m64n128k16 as late as PTX allows: it reads shared memory and writes the accumulators at the
+// wait_group that requires it (a buffer overwritten before that wait is read overwritten). Thread 32 w + 4 g + q of
+// the warpgroup: d[4 j + c] = row 16 w + g + 8 (c >> 1), column 8 j + 2 q + (c & 1); per element the fmaf chain over
+// k of td_mma_bf16's emulation (so the same bits as it, for the same operands).
+inline void td_emu_wg_run(const td_emu_wg &o) {
+    const int t = threadIdx.x & 127, w = t / 32, g = (t & 31) / 4, q = t & 3;
+    if (t == 0) { // no longer pending: its lines are free
+        for (size_t i = 0; i < td_emu_wg_ranges.size();) {
+            if (td_emu_wg_ranges[i].d == o.d) td_emu_wg_ranges.erase(td_emu_wg_ranges.begin() + (ptrdiff_t)i);
+            else i++;
+        }
+    }
+    for (int j = 0; j < 16; j++)
+        for (int c = 0; c < 4; c++) {
+            const int r = 16 * w + g + 8 * (c >> 1), n = 8 * j + 2 * q + (c & 1);
+            float acc = o.d[4 * j + c];
+            for (int k = 0; k < 16; k++) acc = fmaf(td_emu_wg_at(o.da, r, k), td_emu_wg_at(o.db, n, k), acc);
+            o.d[4 * j + c] = acc;
+        }
+}
+inline void td_wgmma_bf16_n128(float (&d)[64], uint64_t da, uint64_t db) {
+    td_emu_cpq->wg_open.push_back(td_emu_wg{d, da, db});
+    if ((threadIdx.x & 127) == 0)
+        td_emu_wg_ranges.push_back(td_emu_wg_lines(da, 64, d)), td_emu_wg_ranges.push_back(td_emu_wg_lines(db, 128, d));
+}
+inline void td_wg_fence(void) {}
+inline void td_wg_commit(void) { td_emu_cpq->wg_groups.push_back(td_emu_cpq->wg_open), td_emu_cpq->wg_open.clear(); }
+// Mutation WAIT: a wait_group N > 0 waits as N + 1, as cp.async's.
+template <int N> inline void td_wg_wait(void) {
+    int n = N;
+    if (n > 0 && td_emu_mut(TD_EMU_MUT_WAIT)) n++;
+    while ((int)td_emu_cpq->wg_groups.size() > n) {
+        for (const td_emu_wg &o : td_emu_cpq->wg_groups.front()) td_emu_wg_run(o);
+        td_emu_cpq->wg_groups.pop_front();
+    }
+}
+inline void td_fence_async_smem(void) {}
+inline void td_wg_reg(float &) {}
 
 inline void td_prefetch_l2(const void *) {}
 
