@@ -38,7 +38,7 @@ const char *kv_name(const kvcase *c);
 /* How a launch is cut: tokens per tile (0: td_cu_attn_tile_tokens, or td_cu_attn_tile_tokens_bf16 in bf16 mode), the
  * sliding window, the test mode (td_cu_attention_test_mode: 0 normal, 1 one block over all super-chunks, 2 every row
  * through the combine, 3 split by chunks), whether the groups' token order is reversed (tiles then hold other
- * neighbours), the bf16 kernel's rows per tile (td_cu_attention_rows_test: 0 the environment's, 16, 64). */
+ * neighbours), the bf16 kernel's rows per tile (td_cu_attention_rows_test: 0 the environment's, 16, 64, 128). */
 typedef struct attn_cut {
     int64_t qt, window;
     int mode, reverse, rows;

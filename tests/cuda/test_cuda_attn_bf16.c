@@ -13,7 +13,8 @@
  *             the combine kernel, split by chunks), with its sequence moved to another slot and other cache rows.
  *   poison:   every cache row outside every row's range set to NaN (keys and values), including the gap between
  *             two windowed rows of one tile: the outputs are the unpoisoned ones, bit for bit.
- *   64 rows:  attention_bf16_64_kernel (the default at hd 64 and 128) = attention_bf16_kernel (TD_CUDA_ATTN_ROWS=16;
+ *   64 rows:  attention_bf16_64_kernel (the default at hd 64 and 128; and its 8-warp form, 128 rows) =
+ *             attention_bf16_kernel (TD_CUDA_ATTN_ROWS=16;
  *             ctest test_cuda_attn_bf16_rows16 runs everything on it) bit for bit: G 1, 2, 8, tiles of 1 .. 64 rows, a
  *             causal run (rows of different n in one tile), reversed groups, the test modes; the plan's tile sizes
  *             (host only, also without a GPU) and a plan whose tiles a kernel cannot hold refused with the sizes.
@@ -224,7 +225,7 @@ static void test_poison(void) {
 static void test_rows64(void) {
     printf("bf16 attention: tiles of 64 rows vs tiles of 16 rows, bit for bit\n");
     static const int64_t shapes[][3] = {{4, 4, 64}, {16, 8, 128}, {16, 2, 128}, {8, 8, 64}, {4, 2, 64}, {8, 1, 256}};
-    static const int64_t qts[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 21, 32, 33, 64};
+    static const int64_t qts[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 21, 32, 33, 64, 65, 90, 128};
     const int64_t n_ctx = 2200, T = 150;
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (int f16 = 0; f16 < 2; f16++)
@@ -259,31 +260,43 @@ static void test_rows64(void) {
                 CHECKF(td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd) == q16, "rows 16: tile tokens %lld",
                        (long long)td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd));
                 td_cu_attention_rows_test(0);
-                const int64_t qmax = hd == 256 ? q16 : q64;
-                for (size_t qi = 0; qi < sizeof qts / sizeof *qts; qi++) {
-                    if (qts[qi] > qmax) continue;
-                    for (int rev = 0; rev < 2; rev++)
-                        for (int twin = 0; twin < 2; twin++) {
-                            if (rev && qts[qi] != qmax && qts[qi] != 5) continue;
-                            float *o = dev_attention(twin ? &tw : &c, q, seq, pos, T, c.cells_d,
-                                                     (attn_cut){qts[qi], window, 0, rev, 64}, 1);
-                            char name[160];
-                            snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: %lld tokens (%lld rows)%s%s",
-                                     (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window,
-                                     (long long)qts[qi], (long long)(qts[qi] * G), rev ? " reversed" : "",
-                                     twin ? ", bf16 twin" : "");
-                            cu_bits(name, o, ref, T * ldo);
-                            free(o);
-                        }
+                /* the 64-row kernel, and its 8-warp form (TD_CUDA_ATTN_ROWS=128: tiles of up to 128 rows) */
+                for (int rows = 64; rows <= 128; rows *= 2) {
+                    const int64_t qmax = hd == 256 ? q16 : rows / G;
+                    if (rows == 128 && hd == 256) continue;
+                    td_cu_attention_rows_test(rows);
+                    CHECKF(td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd) == qmax, "rows %d: tile tokens %lld", rows,
+                           (long long)td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd));
+                    td_cu_attention_rows_test(0);
+                    for (size_t qi = 0; qi < sizeof qts / sizeof *qts; qi++) {
+                        if (qts[qi] > qmax) continue;
+                        for (int rev = 0; rev < 2; rev++)
+                            for (int twin = 0; twin < 2; twin++) {
+                                if (rev && qts[qi] != qmax && qts[qi] != 5) continue;
+                                if (rows == 128 && qts[qi] * G <= 64 && qts[qi] != 5) continue;
+                                float *o = dev_attention(twin ? &tw : &c, q, seq, pos, T, c.cells_d,
+                                                         (attn_cut){qts[qi], window, 0, rev, rows}, 1);
+                                char name[160];
+                                snprintf(name, sizeof name,
+                                         "hd %lld G %lld kv %s window %lld: %lld tokens (%lld rows%s)%s%s",
+                                         (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window,
+                                         (long long)qts[qi], (long long)(qts[qi] * G), rows == 128 ? ", 8 warps" : "",
+                                         rev ? " reversed" : "", twin ? ", bf16 twin" : "");
+                                cu_bits(name, o, ref, T * ldo);
+                                free(o);
+                            }
+                    }
                 }
                 for (int mode = 1; mode <= 3; mode++)
-                    for (int twin = 0; twin < 2; twin++) {
-                        float *o = dev_attention(twin ? &tw : &c, q, seq, pos, T, c.cells_d,
-                                                 (attn_cut){0, window, mode, 0, 64}, 1);
+                    for (int twin = 0; twin < 4; twin++) { /* 2, 3: the 8-warp form */
+                        const int rows = twin < 2 ? 64 : 128;
+                        if (rows == 128 && hd == 256) continue;
+                        float *o = dev_attention(twin % 2 ? &tw : &c, q, seq, pos, T, c.cells_d,
+                                                 (attn_cut){0, window, mode, 0, rows}, 1);
                         char name[160];
-                        snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: 64 rows, test mode %d%s",
-                                 (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window, mode,
-                                 twin ? ", bf16 twin" : "");
+                        snprintf(name, sizeof name, "hd %lld G %lld kv %s window %lld: %d rows, test mode %d%s",
+                                 (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window, rows, mode,
+                                 twin % 2 ? ", bf16 twin" : "");
                         cu_bits(name, o, ref, T * ldo);
                         free(o);
                     }

@@ -458,12 +458,12 @@ __device__ __forceinline__ int ab_tile_rows(const at_args &a, int R, int *rt, in
 
 /* The span's cells into cls: -1 where no row of the tile sees the position (rows 0, step, 2 step .. < nrows stand
  * for all: a token's rows share n and lo), and the seen positions' key and value rows prefetched into L2. */
-template <int KVF, int HD>
+template <int KVF, int HD, int NT = AB_NT>
 __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const int32_t *cell, int j, int span,
                                               const int *rlo, const int *rn, int nrows, int step, int64_t kvo,
                                               int tid) {
     const size_t es = kv_size(KVF);
-    for (int i = tid; i < span; i += AB_NT) {
+    for (int i = tid; i < span; i += NT) {
         const int pp = j * span + i;
         bool seen = false;
         for (int r = 0; r < nrows; r += step) seen = seen || (pp >= rlo[r] && pp < rn[r]);
@@ -486,13 +486,13 @@ __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const 
  * spilled); it waits for them here, and the caller's __syncthreads then shows every thread's copies to the block.
  * ab_issue is that half alone: the copies issued as one commit group (and +0 stored at the unseen slots), not waited
  * for (the 64-row kernel's double buffering waits for them one chunk later). */
-template <int HD>
+template <int HD, int NT = AB_NT>
 __device__ __forceinline__ void ab_issue(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
                                          int tid) {
-    constexpr int P = HD + AB_PAD, AB_UNITS = AT_C * (HD / 8) / AB_NT;
+    constexpr int P = HD + AB_PAD, AB_UNITS = AT_C * (HD / 8) / NT;
 #pragma unroll 1
     for (int i = 0; i < AB_UNITS; i++) {
-        const int u = tid + i * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
+        const int u = tid + i * NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
         if (c >= 0) {
             const int64_t at = (int64_t)c * a.kv_dim + kvo + e8;
             td_cp16(&Ks[pr * P + e8], (const uint16_t *)a.kc + at);
@@ -505,15 +505,16 @@ __device__ __forceinline__ void ab_issue(uint16_t *Ks, uint16_t *Vs, const int *
     td_cp_commit();
 }
 
-template <int KVF, int HD>
+template <int KVF, int HD, int NT = AB_NT>
 __device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
                                          int tid) {
     constexpr int P = HD + AB_PAD;
-    constexpr int AB_UNITS = AT_C * (HD / 8) / AB_NT;     /* staging units (8 elements of K and V) a thread: HD / 16 */
-    constexpr int AB_BATCH = KVF == TD_CU_KV_F32 ? 2 : 4; /* units whose loads are in flight together */
+    constexpr int AB_UNITS = AT_C * (HD / 8) / NT; /* staging units (8 elements of K and V) a thread: HD / 16 at 128 */
+    constexpr int AB_BATCH0 = KVF == TD_CU_KV_F32 ? 2 : 4;
+    constexpr int AB_BATCH = AB_BATCH0 < AB_UNITS ? AB_BATCH0 : AB_UNITS; /* units whose loads fly together */
     static_assert(AB_UNITS % AB_BATCH == 0, "whole batches");
     if (KVF == TD_CU_KV_BF16 && a.vec) {
-        ab_issue<HD>(Ks, Vs, cl, a, kvo, tid);
+        ab_issue<HD, NT>(Ks, Vs, cl, a, kvo, tid);
         td_cp_wait<0>();
         return;
     }
@@ -523,7 +524,7 @@ __device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *
         int cc[AB_BATCH];
 #pragma unroll
         for (int b = 0; b < AB_BATCH; b++) {
-            const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
+            const int u = tid + (u0 + b) * NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
             cc[b] = cl[pr];
 #pragma unroll
             for (int w = 0; w < ab_raw<KVF>::N; w++) kr[b].w[w] = vr[b].w[w] = make_uint4(0u, 0u, 0u, 0u);
@@ -535,7 +536,7 @@ __device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *
         }
 #pragma unroll
         for (int b = 0; b < AB_BATCH; b++) {
-            const int u = tid + (u0 + b) * AB_NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
+            const int u = tid + (u0 + b) * NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
             const uint4 z = make_uint4(0u, 0u, 0u, 0u);
             *(uint4 *)&Ks[pr * P + e8] = cc[b] >= 0 ? ab_cvt<KVF>(kr[b]) : z;
             *(uint4 *)&Vs[pr * P + e8] = cc[b] >= 0 ? ab_cvt<KVF>(vr[b]) : z;
@@ -740,12 +741,13 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
         }
 }
 
-/* ---- --precision bf16, tiles of 64 rows (attention_bf16_64_kernel) ---------------------------------------------- */
+/* ---- --precision bf16, tiles of 64 or 128 rows (attention_bf16_64_kernel) --------------------------------------- */
 
 /* The same order, spans, scratch and combine as attention_bf16_kernel (so the same bits: cuda.h), in the
- * FlashAttention-2 layout: a tile of up to 64 rows (tokens of one sequence x query heads of one KV head), warp w
- * owning rows 16w .. 16w + 16 over the whole chunk, the chunk's keys and values staged once in shared memory for the
- * 4 warps (each staged key is used by 64 rows instead of 16). Per chunk of 64 positions:
+ * FlashAttention-2 layout: a tile of up to R = 16 NW rows (tokens of one sequence x query heads of one KV head; NW 4
+ * warps, or 8 with TD_CUDA_ATTN_ROWS=128), warp w owning rows 16w .. 16w + 16 over the whole chunk, the chunk's keys
+ * and values staged once in shared memory for the NW warps (each staged key is used by R rows instead of 16). Per
+ * chunk of 64 positions:
  *   staging   as attention_bf16_kernel (Ks / Vs [64][HD] bf16, +0 at a slot no row of the tile sees)
  *   scores    warp w: S[its 16 rows][64 positions] = Q K^T, 8 n8 fragments, each one mma chain over HD in k-steps
  *             of 16 ascending from +0 (the same chain per element as attention_bf16_kernel); s = scale * d, -inf
@@ -761,42 +763,43 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
  *             combine rule.
  * A warp whose 16 rows see no position of a chunk skips its products (nothing of theirs changes). Test mode 1's row
  * state lives in shared memory (the thread's own slots), not registers. */
-#define AB64_R 64 /* rows per tile */
 /* head dims it runs (the others keep attention_bf16_kernel): 64 and 128. At 256 the 16 x 256 output state is 128
  * floats a thread and sm_90 spills (ptxas: 255 registers, 344 bytes of spill stores, 924 of loads): AB64_HD256 0
  * keeps 256 on the 16-row kernel */
 #define AB64_HD256 0
 #define AB64_HD_OK(hd) ((hd) == 64 || (hd) == 128 || (AB64_HD256 && (hd) == 256))
 
-/* Shared memory bytes of attention_bf16_64_kernel<.., HD> (mode 1: the row state too; db: a second Ks / Vs). */
-static size_t ab64_smem(int64_t hd, int mode, int db) {
+/* Shared memory bytes of attention_bf16_64_kernel<.., HD, .., R / 16> (mode 1: the row state too; db: a second Ks /
+ * Vs). */
+static size_t ab64_smem(int64_t hd, int mode, int db, int R = 64) {
     const size_t P = (size_t)hd + AB_PAD;
-    return (db ? 5 : 3) * (size_t)AT_C * P * 2 + 4 * AB64_R * 4 + AT_SC * 4 +
-           (mode == 1 ? (size_t)AB64_R * (size_t)hd * 4 : 0);
+    return ((size_t)R + (db ? 4 : 2) * (size_t)AT_C) * P * 2 + 4 * (size_t)R * 4 + AT_SC * 4 +
+           (mode == 1 ? (size_t)R * (size_t)hd * 4 : 0);
 }
 
-template <int KVF, int HD, bool DB = false>
-__global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args a) {
+template <int KVF, int HD, bool DB = false, int NW = 4>
+__global__ void __launch_bounds__(32 * NW) attention_bf16_64_kernel(const at_args a) {
     td_pdl_wait();
+    constexpr int R = 16 * NW, NT = 32 * NW; /* rows per tile (16 a warp), threads */
     constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
     TD_DYN_SMEM16(unsigned char, ab_sm);
     static_assert(!DB || KVF == TD_CU_KV_BF16, "double buffering copies a bf16 cache as it is (cp.async)");
     constexpr bool db = DB; /* the host checked a.vec */
-    uint16_t *Qs = (uint16_t *)ab_sm;             /* [64][P] the rows' queries (padding rows 0) */
-    uint16_t *Ks = Qs + AB64_R * P;               /* [64][P] the chunk's keys */
+    uint16_t *Qs = (uint16_t *)ab_sm;             /* [R][P] the rows' queries (padding rows 0) */
+    uint16_t *Ks = Qs + R * P;               /* [64][P] the chunk's keys */
     uint16_t *Vs = Ks + AT_C * P;                 /* [64][P] the chunk's values */
     /* db: the odd chunks' keys and values 2 AT_C P further (after Vs) */
     int *rt = (int *)(Vs + (db ? 3 : 1) * AT_C * P); /* per row: batch token, head, n, lo */
-    int *rh = rt + AB64_R, *rn = rh + AB64_R, *rlo = rn + AB64_R;
-    int *cls = rlo + AB64_R;          /* [512] the span's cells (-1: no row of the tile sees the position) */
-    float *RAs = (float *)(cls + AT_SC); /* mode 1: [4 warps][NF][4][32 lanes] the row state's A */
+    int *rh = rt + R, *rn = rh + R, *rlo = rn + R;
+    int *cls = rlo + R;          /* [512] the span's cells (-1: no row of the tile sees the position) */
+    float *RAs = (float *)(cls + AT_SC); /* mode 1: [NW warps][NF][4][32 lanes] the row state's A */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;
     const int li = lane >> 3, lr = lane & 7;
     const int64_t kvo = (int64_t)(blockIdx.z / (a.G / a.GH)) * HD; /* the KV head's offset in a cache row */
-    const int nrows = ab_tile_rows(a, AB64_R, rt, rh, rn, rlo, tid);
+    const int nrows = ab_tile_rows(a, R, rt, rh, rn, rlo, tid);
     __syncthreads();
     if (nrows <= 0) return;
     int maxn = 0, minlo = 0x7fffffff;
@@ -809,7 +812,7 @@ __global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args 
         j0 = blockIdx.y, j1 = j0 + 1;
     }
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
-    for (int i = tid; i < AB64_R * HD; i += AB_NT) {
+    for (int i = tid; i < R * HD; i += NT) {
         const int r = i / HD, e = i % HD;
         Qs[r * P + e] = r < nrows ? (uint16_t)ab_bf16(a.q[(int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e]) : (uint16_t)0;
     }
@@ -832,7 +835,7 @@ __global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args 
 
     for (int j = j0; j < j1; j++) {
         sst[0] = sst[1] = 0;
-        ab_span_cells<KVF, HD>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
+        ab_span_cells<KVF, HD, NT>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
         __syncthreads();
         bool issued = false; /* db: the span's first chunk's copies are in flight */
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
@@ -843,13 +846,13 @@ __global__ void __launch_bounds__(AB_NT) attention_bf16_64_kernel(const at_args 
             const int off = db && ((c0 / AT_C) & 1) ? 2 * AT_C * P : 0;
             uint16_t *const K = Ks + off, *const V = Vs + off;
             if (db) {
-                if (!issued) ab_issue<HD>(K, V, cl, a, kvo, tid), issued = true;
+                if (!issued) ab_issue<HD, NT>(K, V, cl, a, kvo, tid), issued = true;
                 if (c0 + AT_C < (j + 1) * span && c0 + AT_C < maxn)
-                    ab_issue<HD>(Ks + (2 * AT_C * P - off), Vs + (2 * AT_C * P - off), cl + AT_C, a, kvo, tid);
+                    ab_issue<HD, NT>(Ks + (2 * AT_C * P - off), Vs + (2 * AT_C * P - off), cl + AT_C, a, kvo, tid);
                 else td_cp_commit(); /* an empty group: the wait below is then chunk c0's either way */
                 td_cp_wait<1>();
             } else {
-                ab_stage<KVF, HD>(K, V, cl, a, kvo, tid);
+                ab_stage<KVF, HD, NT>(K, V, cl, a, kvo, tid);
             }
             __syncthreads();
             if (wlo < c0 + AT_C && whi > c0) { /* some row of the warp sees a position of the chunk (warp-uniform) */
@@ -1126,7 +1129,8 @@ static bool ab_enabled(void) {
 
 extern "C" int td_cu_attention_tc(int64_t hd) { return ab_enabled() && (hd == 64 || hd == 128 || hd == 256); }
 
-/* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, DB> for 64) on the grid. */
+/* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, DB, ROWS / 16> for 64 and
+ * 128: a warp per 16 rows) on the grid. */
 template <int KVF, int HD, int ROWS, bool DB = false>
 static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
     static size_t allowed = 48 * 1024; /* raised once per instantiation as needed */
@@ -1135,12 +1139,15 @@ static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t 
         if (e != cudaSuccess) return td_cu_fail("attention (tensor cores): shared memory", e);
         allowed = smem;
     }
-    kern<<<grid, AB_NT, smem, s>>>(a);
-    return td_cu_launched(ROWS == 64 ? "attention (tensor cores, 64 rows)" : "attention (tensor cores)");
+    kern<<<grid, ROWS == 16 ? AB_NT : 2 * ROWS, smem, s>>>(a);
+    return td_cu_launched(ROWS == 64    ? "attention (tensor cores, 64 rows)"
+                          : ROWS == 128 ? "attention (tensor cores, 128 rows)"
+                                        : "attention (tensor cores)");
 }
 
-/* The bf16 kernel's rows per tile for hd: 64 (attention_bf16_64_kernel) unless TD_CUDA_ATTN_ROWS=16 or the test
- * override says 16; -1 for another value of the variable. */
+/* The bf16 kernel's rows per tile for hd: 64 (attention_bf16_64_kernel, 4 warps) unless TD_CUDA_ATTN_ROWS (or the
+ * test override) says 16 (attention_bf16_kernel) or 128 (attention_bf16_64_kernel with 8 warps: each staged chunk
+ * used by twice the rows; off by default until timed); -1 for another value of the variable. */
 static int ab_rows_test = 0; /* td_cu_attention_rows_test */
 static const char *ab_rows_env(void) {
     static const char *e = getenv("TD_CUDA_ATTN_ROWS");
@@ -1150,18 +1157,20 @@ static int ab_rows(int64_t hd) {
     int rows = ab_rows_test;
     if (!rows) {
         const char *e = ab_rows_env();
-        rows = !e || !*e || strcmp(e, "64") == 0 ? 64 : strcmp(e, "16") == 0 ? 16 : -1;
+        rows = !e || !*e || strcmp(e, "64") == 0 ? 64 : strcmp(e, "16") == 0 ? 16 : strcmp(e, "128") == 0 ? 128 : -1;
     }
-    if (rows == 64 && !AB64_HD_OK(hd)) rows = 16;
+    if (rows >= 64 && !AB64_HD_OK(hd)) rows = 16;
     return rows;
 }
 
-extern "C" void td_cu_attention_rows_test(int rows) { ab_rows_test = rows == 16 || rows == 64 ? rows : 0; }
+extern "C" void td_cu_attention_rows_test(int rows) {
+    ab_rows_test = rows == 16 || rows == 64 || rows == 128 ? rows : 0;
+}
 
 extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t hd) {
     if (Hq <= 0 || Hkv <= 0 || Hq % Hkv || !td_cu_attention_tc(hd)) return td_cu_attn_tile_tokens(Hq, Hkv, hd);
     const int rows = ab_rows(hd);
-    if (rows != 64) return td_cu_attn_tile_tokens(Hq, Hkv, hd);
+    if (rows < 64) return td_cu_attn_tile_tokens(Hq, Hkv, hd);
     return rows / at_heads(Hq / Hkv, rows);
 }
 
@@ -1182,13 +1191,13 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
                                Hkv, hd, scale, window, tl, stream);
     if (T <= 0 || Hq <= 0) return 0;
     int rows = ab_rows(hd);
-    if (rows < 0) return td_cu_failf("TD_CUDA_ATTN_ROWS=%s: 16 or 64 rows per attention tile", ab_rows_env());
+    if (rows < 0) return td_cu_failf("TD_CUDA_ATTN_ROWS=%s: 16, 64 or 128 rows per attention tile", ab_rows_env());
     /* tiles that 16 rows hold (decode; a short pass cut into small tiles for more blocks) run the 16-row kernel,
      * unless a test or TD_CUDA_ATTN_ROWS chose: the same bits (cuda.h), and on the H200 the 64-row kernel's idle warps
      * cost decode 461 vs 500 tokens/s and one criterion 6.32 vs 5.93 ms */
     const char *re = ab_rows_env();
-    if (rows == 64 && !ab_rows_test && (!re || !*re) && tl && tl->tile_tokens > 0 && Hkv > 0 && Hq % Hkv == 0 &&
-        tl->tile_tokens <= 16 / at_heads(Hq / Hkv, 16))
+    if (rows >= 64 && !ab_rows_test && (!re || !*re || !strcmp(re, "128")) && tl && tl->tile_tokens > 0 && Hkv > 0 &&
+        Hq % Hkv == 0 && tl->tile_tokens <= 16 / at_heads(Hq / Hkv, 16))
         rows = 16;
     at_args a;
     dim3 grid;
@@ -1202,7 +1211,13 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
     /* an instance per cache format and head dim: the format fixes the staging's loads and conversion at compile time */
 #define AB_KVF(GO, H)                                                                                                  \
     (kvf == TD_CU_KV_BF16 ? GO(TD_CU_KV_BF16, H) : kvf == TD_CU_KV_F16 ? GO(TD_CU_KV_F16, H) : GO(TD_CU_KV_F32, H))
-    if (rows == 64) {
+    if (rows == 128) {
+        const size_t smem = ab64_smem(hd, a.mode, 0, 128);
+#define AB128_GO(F, H) ab_launch<F, H, 128>(attention_bf16_64_kernel<F, H, false, 8>, a, grid, smem, s)
+        if (hd == 64) rc = AB_KVF(AB128_GO, 64);
+        else if (hd == 128) rc = AB_KVF(AB128_GO, 128);
+        else rc = td_cu_failf("attention (tensor cores, 128 rows): head dim %lld", (long long)hd);
+    } else if (rows == 64) {
         const bool db = kvf == TD_CU_KV_BF16 && a.vec && ab_db_on; /* a bf16 cache's chunks double-buffered */
         const size_t smem = ab64_smem(hd, a.mode, db);
 #define AB64_GO(F, H) ab_launch<F, H, 64>(attention_bf16_64_kernel<F, H>, a, grid, smem, s)

@@ -224,9 +224,10 @@ int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_
                     const td_cu_attn_plan *plan, void *stream);
 
 /* td_cu_attention in --precision bf16 mode (same arguments, plan and scratch): when td_cu_attention_tc(hd), the
- * order below on the tensor cores (attention.cu: attention_bf16_64_kernel, tiles of up to 64 rows, at head dims 64
- * and 128; attention_bf16_kernel, tiles of 16 rows, at 256 or with TD_CUDA_ATTN_ROWS=16 in the environment, read
- * once per process; another value of it makes the call fail naming it); otherwise exactly td_cu_attention.
+ * order below on the tensor cores (attention.cu: attention_bf16_64_kernel, tiles of up to 64 rows, or 128 with
+ * TD_CUDA_ATTN_ROWS=128, at head dims 64 and 128; attention_bf16_kernel, tiles of 16 rows, at 256 or with
+ * TD_CUDA_ATTN_ROWS=16 in the environment, read once per process; another value of it makes the call fail naming
+ * it); otherwise exactly td_cu_attention.
  * td_cu_attention_tc: hd is 64, 128 or 256 and TD_CUDA_TC_ATTN is not "0" in the environment (read once per
  * process): a property of the head dim, never of the launch.
  * The bf16 canonical order (the batch-invariance contract: the same for every launch shape, tile, span split, test
@@ -258,8 +259,9 @@ int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, i
  * (grp_off[n_groups + 1], host) cut every qt tokens into tile ([n_tokens][2] at most), returning their count; the
  * scratch floats for T tokens of Hq heads reaching max_n positions. */
 int64_t td_cu_attn_tile_tokens(int64_t Hq, int64_t Hkv, int64_t hd);
-/* Tokens per tile for td_cu_attention_bf16: 64 rows (attention_bf16_64_kernel) where td_cu_attention_tc(hd) and the
- * 64-row kernel runs (head dims 64, 128, 256; TD_CUDA_ATTN_ROWS unset or "64"), else td_cu_attn_tile_tokens's. */
+/* Tokens per tile for td_cu_attention_bf16: 64 rows (attention_bf16_64_kernel; 128 with TD_CUDA_ATTN_ROWS=128)
+ * where td_cu_attention_tc(hd) and that kernel runs (head dims 64, 128; TD_CUDA_ATTN_ROWS unset, "64" or "128"), else
+ * td_cu_attn_tile_tokens's. */
 int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t hd);
 int64_t td_cu_attn_tiles(int32_t *tile, const int32_t *grp_off, int64_t n_groups, int64_t qt);
 int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_n, int64_t hd);
@@ -267,7 +269,7 @@ int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_n, int64_t 
  * (the row state in shared memory, no scratch); 2 every row goes through the scratch and the combine kernel; 3 the
  * split by chunks whatever the launch (the scratch must hold it). All must give the same bits. */
 void td_cu_attention_test_mode(int mode);
-/* Test only (not thread-safe; process-wide): the bf16 kernel's rows per tile, 16 or 64 (0: the environment's
+/* Test only (not thread-safe; process-wide): the bf16 kernel's rows per tile, 16, 64 or 128 (0: the environment's
  * TD_CUDA_ATTN_ROWS, default 64); plans must be cut with td_cu_attn_tile_tokens_bf16 after it. */
 void td_cu_attention_rows_test(int rows);
 /* Test only (not thread-safe; process-wide): whether the 64-row kernel double-buffers the chunks of a 16-byte
