@@ -102,6 +102,20 @@ __device__ __forceinline__ void tc_fold(float &total, float &acc, bool first) {
     total = first ? acc : total + acc;
     acc = 0.0f;
 }
+/* tc_wide's and tc_wg's result for block row r (output j0 + r) and token t: into y, or (part: a launch by slices,
+ * tc_wide_parts) the partial of slice blockIdx.z, [slice][token][the launch's block rows] (ng of them). */
+__device__ __forceinline__ void tc_wide_put(const tc_view &v, float *part, int64_t T, int64_t ng, int r, int64_t t,
+                                            float val) {
+    if (t >= T) return;
+    if (part) part[((int64_t)blockIdx.z * T + t) * ng + (int64_t)blockIdx.x * TC_BM + r] = val;
+    else if (v.j0 + r < v.n_out) v.y[t * v.ldy + v.j0 + r] = val;
+}
+/* The same where the last slice's total is left in the accumulator (the value to store) instead. */
+__device__ __forceinline__ void tc_fold_last(float &total, float &acc, bool first, bool last) {
+    const float t = first ? acc : total + acc;
+    if (last) acc = t;
+    else total = t, acc = 0.0f;
+}
 
 /* ---- tc_tile: many tokens -------------------------------------------------------------------------------------- */
 
@@ -455,28 +469,22 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
                     for (int c = 0; c < 4; c++) {
                         float &tot = TREG ? totals[a][b][c] : ts[((a * NT + b) * 4 + c) * 256 + tid];
-                        const float t = first ? acc[a][b][c] : tot + acc[a][b][c];
-                        if (last) acc[a][b][c] = t;
-                        else tot = t, acc[a][b][c] = 0.0f;
+                        tc_fold_last(tot, acc[a][b][c], first, last);
                     }
             first = false;
         }
     }
     /* D fragment: c0, c1 = (output g, tokens 2q, 2q+1), c2, c3 = output g + 8 */
     const int g = lane >> 2, q = lane & 3;
-    const int64_t ng = (int64_t)gridDim.x * TC_BM; /* part: [slice][token][the launch's block rows] */
+    const int64_t ng = (int64_t)gridDim.x * TC_BM;
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int r = wm * 64 + mt * 16 + g + (c >> 1) * 8;
-                const int64_t j = j0 + r, t = t0 + wn * 32 + nt * 8 + 2 * q + (c & 1);
-                if (t >= T) continue;
-                if (part) part[((int64_t)blockIdx.z * T + t) * ng + (int64_t)blockIdx.x * TC_BM + r] = acc[mt][nt][c];
-                else if (j < v.n_out) v.y[t * v.ldy + j] = acc[mt][nt][c];
-            }
+            for (int c = 0; c < 4; c++)
+                tc_wide_put(v, part, T, ng, wm * 64 + mt * 16 + g + (c >> 1) * 8, t0 + wn * 32 + nt * 8 + 2 * q + (c & 1),
+                            acc[mt][nt][c]);
 }
 
 /* ---- tc_wg: many tokens on wgmma (sm_90a), tc_wide's tiles (TD_CUDA_TC_WG=1) ------------------------------------ */
@@ -565,27 +573,18 @@ __global__ void __launch_bounds__(256, 1)
         for (int i = 0; i < 64; i++) td_wg_reg(acc[i]);
         if (fold) { /* a slice ends: total = P_0, then total + P_s (tc_fold) */
 #pragma unroll
-            for (int i = 0; i < 64; i++) {
-                const float t = first ? acc[i] : totals[i] + acc[i];
-                if (last) acc[i] = t;
-                else totals[i] = t, acc[i] = 0.0f;
-            }
+            for (int i = 0; i < 64; i++) tc_fold_last(totals[i], acc[i], first, last);
             first = false;
         }
     }
     /* d[4 j + c]: output 64 h + 16 wq + g + 8 (c >> 1), token 8 j + 2 q + (c & 1) */
     const int g = lane >> 2, q = lane & 3;
-    const int64_t ng = (int64_t)gridDim.x * TC_BM; /* part: [slice][token][the launch's block rows] */
+    const int64_t ng = (int64_t)gridDim.x * TC_BM;
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int r = h * 64 + wq * 16 + g + (c >> 1) * 8;
-            const int64_t jj = j0 + r, t = t0 + 8 * j + 2 * q + (c & 1);
-            if (t >= T) continue;
-            if (part) part[((int64_t)blockIdx.z * T + t) * ng + (int64_t)blockIdx.x * TC_BM + r] = acc[4 * j + c];
-            else if (jj < v.n_out) v.y[t * v.ldy + jj] = acc[4 * j + c];
-        }
+        for (int c = 0; c < 4; c++)
+            tc_wide_put(v, part, T, ng, h * 64 + wq * 16 + g + (c >> 1) * 8, t0 + 8 * j + 2 * q + (c & 1), acc[4 * j + c]);
 }
 
 /* tc_wide_parts' and tc_split's second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the
