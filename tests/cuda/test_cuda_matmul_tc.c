@@ -352,8 +352,12 @@ static void bench(void) {
                 td_cu_matmul_tc_xb_test(m == 3 ? 0 : -1);
                 td_cu_matmul_tc_cluster_test(m == 4 ? 0 : -1);
                 td_cu_matmul_tc_wreg_test(m == 5 ? 0 : m == 6 ? 3 : -1);
-                td_cu_matmul_tc_wg_test(m == 7 ? 1 : -1);
-                if (m >= 5 && (T <= 64 || (m == 7 && !td_cu_matmul_tc_wg_here()))) {
+                td_cu_matmul_tc_wg_test(m == 7 ? 3 : -1);
+                if ((m == 5 || m == 6) && T <= 64) { /* tc_wide's forms: the same kernels as new below */
+                    us[m] = us[1];
+                    continue;
+                }
+                if (m == 7 && !td_cu_matmul_tc_wg_here()) {
                     us[m] = us[1];
                     continue;
                 }
@@ -366,14 +370,17 @@ static void bench(void) {
             }
             static const char *const col[NM] = {"old",      "new",      "new/whole", "new/x32",
                                                 "new/fold", "new/smem", "new/wreg3", "new/wg"};
-            for (int m = 0; m < (T > 64 ? NM : 5); m++)
+            for (int m = 0; m < NM; m++) {
+                if ((m == 5 || m == 6) && T <= 64) continue;
                 printf("  %-8s T=%-5lld %-9s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", prods[pi].name, (long long)T,
                        col[m], us[m], wbytes / us[m] * 1e-3,
                        2.0 * T * outs * cols / us[m] * 1e-6);
-            printf("  %-8s T=%-5lld new / old %.2f\n", prods[pi].name, (long long)T, us[1] / us[0]);
+            }
+            printf("  %-8s T=%-5lld new / old %.2f, wg / new %.2f\n", prods[pi].name, (long long)T, us[1] / us[0],
+                   us[7] / us[1]);
             if (T > 64)
-                printf("  %-8s T=%-5lld smem / new %.2f, wreg3 / new %.2f, wg / new %.2f\n", prods[pi].name,
-                       (long long)T, us[5] / us[1], us[6] / us[1], us[7] / us[1]);
+                printf("  %-8s T=%-5lld smem / new %.2f, wreg3 / new %.2f\n", prods[pi].name, (long long)T,
+                       us[5] / us[1], us[6] / us[1]);
             for (int i = 0; i < prods[pi].n; i++) td_cu_free(yd[i]);
             td_cu_free(xd);
         }
@@ -410,20 +417,30 @@ static void test_wreg(const int64_t *Ts, int nT, const int *modes, int stages) {
     td_cu_matmul_tc_wreg_test(-1);
 }
 
-/* tc_wg (wgmma) in tc_wide's place, on a GPU of compute capability 9.0: every T > 64 shape with k a multiple of 64 (the
- * others keep tc_wide) as tc_wide is checked (one pass, by slices, several products in a launch, the MLP's gate), the
- * bits of tc_tile's mma.sync chains. Skipped, and said so, on other GPUs. */
-static void test_wg(const int64_t *Ts, int nT, const int *modes) {
+/* The wgmma kernels on a GPU of compute capability 9.0 (skipped, and said so, on others): tc_wg in tc_wide's place over
+ * every T > 64 shape with k a multiple of 64 (the others keep tc_wide) as tc_wide is checked (one pass, by slices,
+ * several products in a launch, the MLP's gate): tc_tile's bits; tc_split's wgmma form over every T <= 64 shape with k
+ * a multiple of 256 (1008 keeps mma.sync), in clusters and folded apart, and the gate: tc_skinny's bits. */
+static void test_wg(const int64_t *many, int n_many, const int *wide_modes, const int64_t *few, int n_few,
+                    const int *split_modes) {
     if (!td_cu_matmul_tc_wg_here()) {
         printf("tc_wg (wgmma): not on this GPU (compute capability 9.0 only): skipped\n");
         return;
     }
     td_cu_matmul_tc_wg_test(1);
-    test_shapes(Ts, nT, modes, 1, "T > 64 (tc_tile vs tc_wg)");
+    test_shapes(many, n_many, wide_modes, 1, "T > 64 (tc_tile vs tc_wg)");
     td_cu_matmul_tc_parts_test(1);
-    test_shapes(Ts, nT, modes, 1, "T > 64 (tc_tile vs tc_wg by slices)");
+    test_shapes(many, n_many, wide_modes, 1, "T > 64 (tc_tile vs tc_wg by slices)");
     test_multi();
     td_cu_matmul_tc_parts_test(-1);
+    test_multi();
+    test_glu();
+    td_cu_matmul_tc_wg_test(2);
+    td_cu_matmul_tc_cluster_test(1);
+    test_shapes(few, n_few, split_modes, 2, "T <= 64 (tc_skinny vs tc_split on wgmma, in clusters)");
+    td_cu_matmul_tc_cluster_test(0);
+    test_shapes(few, n_few, split_modes, 2, "T <= 64 (tc_skinny vs tc_split on wgmma, folded apart)");
+    td_cu_matmul_tc_cluster_test(-1);
     test_multi();
     test_glu();
     td_cu_matmul_tc_wg_test(-1);
@@ -486,7 +503,7 @@ int main(void) {
     test_glu();
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 0);
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
-    test_wg(many, (int)(sizeof many / sizeof *many), wide_modes);
+    test_wg(many, (int)(sizeof many / sizeof *many), wide_modes, few, (int)(sizeof few / sizeof *few), split_modes);
     test_invariance();
     td_cu_matmul_tc_test_mode(0);
     CU(td_cu_sync(NULL));

@@ -123,10 +123,11 @@ void td_cu_matmul_tc_parts_test(int on);
  * registers with 3; 0 shared memory with 3 (the form before). Test only: td_cu_matmul_tc_wreg_test(0 / 3 / 4: off /
  * 3 / 4 stages), -1 the environment's choice. */
 void td_cu_matmul_tc_wreg_test(int stages);
-/* TD_CUDA_TC_WG=1: tc_wide's launches with x in bf16 run tc_wg instead, the same tiles and order on wgmma (the tensor
- * cores reading both operands from shared memory; sm_90a code, used on a GPU of compute capability 9.0 only); off by
- * default until a GPU has shown its bits equal tc_tile's. Test only: td_cu_matmul_tc_wg_test(1 / 0) on / off, -1 the
- * environment's choice. Returns nothing; td_cu_matmul_tc_wg_here() says whether this GPU runs it. */
+/* TD_CUDA_TC_WG (a bit mask, off by default until a GPU has shown the bits equal the mma.sync kernels'): 1, tc_wide's
+ * launches with x in bf16 (k a multiple of 64) run tc_wg instead, the same tiles and order on wgmma (the tensor cores
+ * reading both operands from shared memory); 2, tc_split runs its slices as wgmma (k a multiple of 256); 3 both.
+ * sm_90a code, used on a GPU of compute capability 9.0 only. Test only: td_cu_matmul_tc_wg_test(mask), -1 the
+ * environment's choice; td_cu_matmul_tc_wg_here() says whether this GPU runs them. */
 void td_cu_matmul_tc_wg_test(int on);
 int td_cu_matmul_tc_wg_here(void);
 

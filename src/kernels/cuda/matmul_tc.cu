@@ -483,8 +483,8 @@ __global__ void __launch_bounds__(256, 1)
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int c = 0; c < 4; c++)
-                tc_wide_put(v, part, T, ng, wm * 64 + mt * 16 + g + (c >> 1) * 8, t0 + wn * 32 + nt * 8 + 2 * q + (c & 1),
-                            acc[mt][nt][c]);
+                tc_wide_put(v, part, T, ng, wm * 64 + mt * 16 + g + (c >> 1) * 8,
+                            t0 + wn * 32 + nt * 8 + 2 * q + (c & 1), acc[mt][nt][c]);
 }
 
 /* ---- tc_wg: many tokens on wgmma (sm_90a), tc_wide's tiles (TD_CUDA_TC_WG=1) ------------------------------------ */
@@ -560,7 +560,8 @@ __global__ void __launch_bounds__(256, 1)
         const unsigned char *const A = sm + (st % AS) * 32768 + h * 64 * 128, *const B = sm + (st % AS) * 32768 + 16384;
         td_wg_fence();
 #pragma unroll
-        for (int ks = 0; ks < WG_BK / 16; ks++) td_wgmma_bf16_n128(acc, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
+        for (int ks = 0; ks < WG_BK / 16; ks++)
+            td_wgmma_bf16<128>(acc, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
         td_wg_commit();
         const bool last = st == st1 - 1;
         const bool fold = FOLD && ((k0 + kn) % TC_KS == 0 || last);
@@ -584,7 +585,8 @@ __global__ void __launch_bounds__(256, 1)
     for (int j = 0; j < 16; j++)
 #pragma unroll
         for (int c = 0; c < 4; c++)
-            tc_wide_put(v, part, T, ng, h * 64 + wq * 16 + g + (c >> 1) * 8, t0 + 8 * j + 2 * q + (c & 1), acc[4 * j + c]);
+            tc_wide_put(v, part, T, ng, h * 64 + wq * 16 + g + (c >> 1) * 8, t0 + 8 * j + 2 * q + (c & 1),
+                        acc[4 * j + c]);
 }
 
 /* tc_wide_parts' and tc_split's second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the
@@ -762,10 +764,17 @@ __global__ void __launch_bounds__(SW * 32, 1)
 
 #define SP_R 64 /* tc_split: outputs a block (4 warps of 16) */
 
-/* tc_split's staged activation rows (ldmatrix.x4 reads two fragments: 16 at least) and its dynamic shared memory */
+/* tc_split's staged activation rows (ldmatrix.x4 reads two fragments: 16 at least) and its dynamic shared memory
+ * (WG: rows of the slice without padding, in the 128-byte swizzle, and 1 KB to align them) */
 template <int NF> __host__ __device__ constexpr int tc_split_xrows() { return NF * 8 < 16 ? 16 : NF * 8; }
-template <int NF> __host__ __device__ constexpr size_t tc_split_smem() {
-    return (size_t)(SP_R + tc_split_xrows<NF>()) * TC_SP * 2;
+template <int NF, bool WG = false> __host__ __device__ constexpr size_t tc_split_smem() {
+    return WG ? (size_t)(SP_R + tc_split_xrows<NF>()) * TC_KS * 2 + 1024
+              : (size_t)(SP_R + tc_split_xrows<NF>()) * TC_SP * 2;
+}
+/* Byte offset of 16-byte chunk ch (0 .. 7) of column block cb (64 k each) of row r in a swizzled operand of `rows`
+ * rows a column block (tc_split's WG form: wgmma's K-major 128-byte swizzle, each column block its own tile). */
+__device__ __forceinline__ int tc_sw(int cb, int rows, int r, int ch) {
+    return cb * rows * 128 + r * 128 + ((ch ^ (r & 7)) << 4);
 }
 
 /* The order above for T <= 64, parallel over slices instead of over outputs alone: block (x, y) computes the partial
@@ -774,16 +783,22 @@ template <int NF> __host__ __device__ constexpr size_t tc_split_smem() {
  * into shared memory (rows past T zero: their columns are dropped; gated first when gl.act). With one slice
  * (K <= 256) the partial is y; else it goes to part [slice][token][the launch's block rows] and tc_fold_parts adds the
  * slices in order. tc_stream and tc_skinny spread a launch over outputs only: 16 to 64 blocks for the 1024 outputs of
- * o and down, each reading all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. */
-template <int NF, bool CL>
+ * o and down, each reading all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. WG (TD_CUDA_TC_WG
+ * 2 or 3; every slice whole, k a multiple of 256): the 4 warps as one warpgroup run the slice as 16 wgmma
+ * m64n(8 NF)k16, the operands staged in the 128-byte swizzle (tc_sw), the same chain per output as the mma.sync form
+ * if the tensor cores compute both alike (test_cuda_matmul_tc's test_wg). */
+template <int NF, bool CL, bool WG = false>
 __global__ void __launch_bounds__(128)
     tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part,
              const tc_glu gl) {
     constexpr int XR = tc_split_xrows<NF>();
     TD_DYN_SMEM16(unsigned char, tc_smem);
+    /* WG (wgmma, the 4 warps as one warpgroup; every slice whole): the operands swizzled from a 1024-byte boundary */
+    unsigned char *const sm = WG ? tc_smem + ((1024u - (td_smem_addr(tc_smem) & 1023u)) & 1023u) : tc_smem;
     typedef uint16_t srow[TC_SP];
-    srow *Ws = (srow *)tc_smem;                         /* [SP_R] */
-    srow *Xs = (srow *)(tc_smem + SP_R * sizeof(srow)); /* [XR] */
+    srow *Ws = (srow *)sm;                         /* [SP_R] */
+    srow *Xs = (srow *)(sm + SP_R * sizeof(srow)); /* [XR] */
+    unsigned char *const WA = sm, *const XA = sm + SP_R * TC_KS * 2; /* WG: [4 column blocks][rows][128 bytes] */
     __shared__ const uint16_t *wrow[SP_R];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const tc_view v = tc_unpack(jobs, SP_R);
@@ -794,7 +809,9 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int i = 0; i < SP_R * (TC_KS / 8) / 128; i++) { /* SP_R rows x 32 chunks of 8 bf16 */
         const int c = tid + 128 * i, r = c >> 5, p8 = c & 31;
-        if (p8 * 8 < kn) td_cp16(&Ws[r][p8 * 8], wrow[r] + k0 + p8 * 8);
+        if (p8 * 8 >= kn) continue;
+        if (WG) td_cp16(WA + tc_sw(p8 >> 3, SP_R, r, p8 & 7), wrow[r] + k0 + p8 * 8);
+        else td_cp16(&Ws[r][p8 * 8], wrow[r] + k0 + p8 * 8);
     }
     td_cp_commit();
     td_pdl_wait(); /* the weights are in flight while the kernel before finishes; x and y are its */
@@ -804,16 +821,33 @@ __global__ void __launch_bounds__(128)
         const int c = tid + 128 * i, tk = c >> 6, p4 = c & 63;
         float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
         if (tk < T && p4 * 4 < kn) f = tc_x4(x, (int64_t)tk * ldx + k0 + p4 * 4, xvec, gl);
-        *(uint2 *)&Xs[tk][p4 * 4] = make_uint2(td_pack_bf16(f.x, f.y), td_pack_bf16(f.z, f.w));
+        const uint2 b = make_uint2(td_pack_bf16(f.x, f.y), td_pack_bf16(f.z, f.w));
+        if (WG) *(uint2 *)(XA + tc_sw(p4 >> 4, XR, tk, (p4 & 15) >> 1) + (p4 & 1) * 8) = b;
+        else *(uint2 *)&Xs[tk][p4 * 4] = b;
     }
     td_cp_wait<0>();
+    if (WG) td_fence_async_smem(); /* the staged operands visible to the tensor cores' reads */
     __syncthreads();
 
     float acc[NF][4];
 #pragma unroll
     for (int f = 0; f < NF; f++) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
     const int i8 = lane >> 3, r8 = lane & 7;
-    const int n16 = kn / 16;
+    const int n16 = WG ? 0 : kn / 16;
+    if constexpr (WG) { /* the slice's 16 steps as one m64n(8 NF)k16 chain; d[4 f + c] is acc[f][c] */
+        float d[4 * NF];
+#pragma unroll
+        for (int i = 0; i < 4 * NF; i++) d[i] = 0.0f;
+        td_wg_fence();
+#pragma unroll
+        for (int st = 0; st < TC_KS / 16; st++)
+            td_wgmma_bf16<8 * NF>(d, td_wg_desc(WA + (st >> 2) * SP_R * 128 + (st & 3) * 32),
+                                  td_wg_desc(XA + (st >> 2) * XR * 128 + (st & 3) * 32));
+        td_wg_commit();
+        td_wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 4 * NF; i++) td_wg_reg(d[i]), acc[i >> 2][i & 3] = d[i];
+    }
 #pragma unroll 4
     for (int st = 0; st < n16; st++) {
         uint32_t a[4];
@@ -835,7 +869,7 @@ __global__ void __launch_bounds__(128)
          * y = P_0, then y + P_s for s = 1, 2, ... read from the slices' blocks in order */
         namespace cg = cooperative_groups;
         cg::cluster_group cl = cg::this_cluster();
-        float *P = (float *)tc_smem; /* [SP_R][NF * 8] */
+        float *P = (float *)sm; /* [SP_R][NF * 8] */
         __syncthreads();
 #pragma unroll
         for (int f = 0; f < NF; f++)
@@ -1008,13 +1042,13 @@ extern "C" void td_cu_matmul_tc_split_test(int on) {
     tc_split_on = on < 0 ? td_cu_env_on("TD_CUDA_TC_SPLIT") : on ? 1 : 0;
 }
 
-template <int NF>
+template <int NF, bool WG>
 static int tc_split_go(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
                        int64_t S, float *part, const tc_glu &gl, cudaStream_t s) {
-    constexpr size_t smem = tc_split_smem<NF>();
-    static const cudaError_t opt = tc_smem_opt(tc_split<NF, false>, smem);
+    constexpr size_t smem = tc_split_smem<NF, WG>();
+    static const cudaError_t opt = tc_smem_opt(tc_split<NF, false, WG>, smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_split", opt);
-    tc_split<NF, false><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part, gl);
+    tc_split<NF, false, WG><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part, gl);
     return td_cu_launched("matmul (tensor cores, few tokens, by slices)");
 }
 
@@ -1047,9 +1081,10 @@ extern "C" void td_cu_matmul_tc_cluster_test(int on) {
     tc_cluster_on = on < 0 ? td_cu_env_on("TD_CUDA_TC_CLUSTER") : on ? 2 : 0;
 }
 
-template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K,
-                                              int64_t blocks, int64_t S, const tc_glu &gl, cudaStream_t s) {
-    constexpr size_t smem = tc_split_smem<NF>();
+template <int NF, bool WG>
+static int tc_split_cluster(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
+                            int64_t S, const tc_glu &gl, cudaStream_t s) {
+    constexpr size_t smem = tc_split_smem<NF, WG>();
     static signed char fits[17]; /* 0 not asked, 1 yes, -1 no; per cluster size (host only, any thread: benign) */
     if (S < 2 || S > 16 || blocks > 65535) return 1;
     cudaLaunchConfig_t cfg = {};
@@ -1062,23 +1097,40 @@ template <int NF> static int tc_split_cluster(const tc_jobs &jobs, const float *
         cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
         cudaThreadExchangeStreamCaptureMode(&m);
         int n = 0;
-        bool ok = cudaFuncSetAttribute(tc_split<NF, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ==
-                      cudaSuccess &&
-                  (S <= 8 || cudaFuncSetAttribute(tc_split<NF, true>, cudaFuncAttributeNonPortableClusterSizeAllowed,
-                                                  1) == cudaSuccess) &&
-                  cudaOccupancyMaxActiveClusters(&n, tc_split<NF, true>, &cfg) == cudaSuccess && n >= 1;
+        bool ok = cudaFuncSetAttribute(tc_split<NF, true, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem) == cudaSuccess &&
+                  (S <= 8 || cudaFuncSetAttribute(tc_split<NF, true, WG>,
+                                                  cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) &&
+                  cudaOccupancyMaxActiveClusters(&n, tc_split<NF, true, WG>, &cfg) == cudaSuccess && n >= 1;
         cudaGetLastError();
         cudaThreadExchangeStreamCaptureMode(&m);
         fits[S] = ok ? 1 : -1;
     }
     if (fits[S] < 0) return 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, tc_split<NF, true>, jobs, x, ldx, T, K, (float *)nullptr, gl);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, tc_split<NF, true, WG>, jobs, x, ldx, T, K, (float *)nullptr, gl);
     if (e != cudaSuccess) return td_cu_fail("matmul (tensor cores, few tokens, a cluster of slices)", e);
     return 0;
 }
 
+template <bool WG>
+static int tc_split_pick(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
+                         int64_t S, float *part, const tc_glu &gl, cudaStream_t s, int nf, bool cluster) {
+    if (cluster)
+        return nf == 1   ? tc_split_cluster<1, WG>(jobs, x, ldx, T, K, blocks, S, gl, s)
+               : nf == 2 ? tc_split_cluster<2, WG>(jobs, x, ldx, T, K, blocks, S, gl, s)
+               : nf <= 4 ? tc_split_cluster<4, WG>(jobs, x, ldx, T, K, blocks, S, gl, s)
+                         : tc_split_cluster<8, WG>(jobs, x, ldx, T, K, blocks, S, gl, s);
+    return nf == 1   ? tc_split_go<1, WG>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
+           : nf == 2 ? tc_split_go<2, WG>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
+           : nf <= 4 ? tc_split_go<4, WG>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
+                     : tc_split_go<8, WG>(jobs, x, ldx, T, K, blocks, S, part, gl, s);
+}
+
+static bool tc_wg_split(int64_t K);
+
 static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K, bool forced,
                            const tc_glu &gl, cudaStream_t s) {
+    const bool wg = tc_wg_split(K);
     tc_jobs jobs;
     const int64_t blocks = tc_make_jobs(mm, n, SP_R, &jobs);
     const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
@@ -1087,10 +1139,8 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     /* the cluster up to 16 tokens: on the H100 it took a decode step's products from 11-14 us to 7-9 (no second
      * kernel), but at 45 tokens gate/up ran 26.5 us in clusters of 4 against 16.6 through the scratch */
     if (tc_cluster_on && S > 1 && (nf <= 2 || tc_cluster_on == 2)) {
-        int rc = nf == 1   ? tc_split_cluster<1>(jobs, x, ldx, T, K, blocks, S, gl, s)
-                 : nf == 2 ? tc_split_cluster<2>(jobs, x, ldx, T, K, blocks, S, gl, s)
-                 : nf <= 4 ? tc_split_cluster<4>(jobs, x, ldx, T, K, blocks, S, gl, s)
-                           : tc_split_cluster<8>(jobs, x, ldx, T, K, blocks, S, gl, s);
+        int rc = wg ? tc_split_pick<true>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, s, nf, true)
+                    : tc_split_pick<false>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, s, nf, true);
         if (rc <= 0) return rc; /* else the scratch and tc_fold_parts */
     }
     /* the partials: in the bound scratch, else in a stream-ordered allocation (x in bf16 once per launch, as tc_wide
@@ -1101,10 +1151,8 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         cudaGetLastError();
         return 1;
     }
-    int rc = nf == 1   ? tc_split_go<1>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
-             : nf == 2 ? tc_split_go<2>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
-             : nf <= 4 ? tc_split_go<4>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
-                       : tc_split_go<8>(jobs, x, ldx, T, K, blocks, S, part, gl, s);
+    int rc = wg ? tc_split_pick<true>(jobs, x, ldx, T, K, blocks, S, part, gl, s, nf, false)
+                : tc_split_pick<false>(jobs, x, ldx, T, K, blocks, S, part, gl, s, nf, false);
     if (rc == 0 && part) rc = tc_fold_launch(jobs, part, T, S, ng, SP_R, s);
     if (own) cudaFreeAsync(part, s);
     return rc < 0 ? rc : 0;
@@ -1130,12 +1178,16 @@ extern "C" void td_cu_matmul_tc_wreg_test(int stages) {
     tc_wreg = stages < 0 ? tc_wreg_env() : stages == 0 ? 0 : stages == 3 ? 3 : 4;
 }
 
-/* TD_CUDA_TC_WG=1: tc_wg instead of tc_wide where x is in bf16 (tc_x_bf16), K is a multiple of 64 and the GPU is of
- * compute capability 9.0
- * (wgmma; this build's sm_90a code); off by default until a GPU has shown its bits equal tc_tile's.
- * td_cu_matmul_tc_wg_test(1) turns it on, 0 off, -1 back to the environment's. */
-static int tc_wg_on = td_cu_env_set("TD_CUDA_TC_WG");
-extern "C" void td_cu_matmul_tc_wg_test(int on) { tc_wg_on = on < 0 ? td_cu_env_set("TD_CUDA_TC_WG") : on != 0; }
+/* TD_CUDA_TC_WG: wgmma on a GPU of compute capability 9.0 (this build's sm_90a code), a bit mask: 1 tc_wg instead of
+ * tc_wide where x is in bf16 (tc_x_bf16) and K is a multiple of 64; 2 tc_split's WG form where K is a multiple of 256;
+ * 3 both. Off by default until a GPU has shown their bits equal the mma.sync kernels'. td_cu_matmul_tc_wg_test(mask)
+ * sets it, -1 back to the environment's. */
+static int tc_wg_env(void) {
+    const char *e = getenv("TD_CUDA_TC_WG");
+    return e && e[0] >= '0' && e[0] <= '3' && !e[1] ? e[0] - '0' : 0;
+}
+static int tc_wg_on = tc_wg_env();
+extern "C" void td_cu_matmul_tc_wg_test(int on) { tc_wg_on = on < 0 ? tc_wg_env() : on & 3; }
 static bool tc_wg_here(void) {
     static const bool ok = [] {
         int dev = 0, ma = 0, mi = 0;
@@ -1151,6 +1203,7 @@ static bool tc_wg_here(void) {
     return ok;
 }
 extern "C" int td_cu_matmul_tc_wg_here(void) { return tc_wg_here() ? 1 : 0; }
+static bool tc_wg_split(int64_t K) { return (tc_wg_on & 2) && K % TC_KS == 0 && tc_wg_here(); }
 
 /* A tc_wide-shaped kernel (KF; PF its instance that writes partials) over all slices in one pass, or by slices where
  * its tiles fill at most half the SMs and the partials stay small (at T 2048, down and o: 128 tiles, the split cost
@@ -1173,7 +1226,7 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *
 template <bool FOLD, bool XB>
 static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
-    if (XB && tc_wg_on && K % WG_BK == 0 && tc_wg_here())
+    if (XB && (tc_wg_on & 1) && K % WG_BK == 0 && tc_wg_here())
         return tc_wide_go<tc_wg<FOLD, WG_AS>, tc_wg<true, WG_AS>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb, ldx, T, K,
                                                                   blocks, ty, S, ng, s);
     if (tc_wreg == 4)

@@ -88,34 +88,81 @@ template <int N> __device__ __forceinline__ void td_wg_wait(void) {
 }
 /* Writes of the generic proxy (st.shared, cp.async) to shared memory made visible to the async proxy (wgmma's reads)
  * of the threads that pass a barrier after it. */
-__device__ __forceinline__ void td_fence_async_smem(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void td_fence_async_smem(void) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 /* The compiler keeps r in its register and orders it around this point (the accumulators of an async wgmma). */
 __device__ __forceinline__ void td_wg_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 
-/* D += A B on m64n128k16 for the warpgroup (4 warps): A [64 rows][16 k] and B [128 columns][16 k] K-major in shared
- * memory by their descriptors (td_wg_desc), bf16, f32 D. Thread 32 w + 4 g + q holds d[4 j + c] = D[16 w + g + 8 (c >>
- * 1)][8 j + 2 q + (c & 1)]: each warp's rows as an m16n8 fragment's D, for the 16 n8 blocks j. Asynchronous: d is
- * D's only after td_wg_commit and a td_wg_wait that covers it. */
-__device__ __forceinline__ void td_wgmma_bf16_n128(float (&d)[64], uint64_t da, uint64_t db) {
-    TD_WG_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-                 "%64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
-                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
-                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
-                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db), "r"(1)
-                 : "memory");
+/* D += A B on m64nNk16 for the warpgroup (4 warps): A [64 rows][16 k] and B [N columns][16 k] K-major in shared
+ * memory by their descriptors (td_wg_desc), bf16, f32 D (N / 2 floats a thread). Thread 32 w + 4 g + q holds
+ * d[4 j + c] = D[16 w + g + 8 (c >> 1)][8 j + 2 q + (c & 1)]: each warp's rows as an m16n8 fragment's D, for the N / 8
+ * n8 blocks j. Asynchronous: d is D's only after td_wg_commit and a td_wg_wait that covers it. N: 8, 16, 32, 64,
+ * 128. */
+template <int N> __device__ __forceinline__ void td_wgmma_bf16(float (&d)[N / 2], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void td_wgmma_bf16<8>(float (&d)[4], uint64_t da, uint64_t db) {
+    TD_WG_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+              "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {"
+              "%0, %1, %2, %3"
+              "}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+              : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+              : "l"(da), "l"(db), "r"(1)
+              : "memory");
 }
+template <> __device__ __forceinline__ void td_wgmma_bf16<16>(float (&d)[8], uint64_t da, uint64_t db) {
+    TD_WG_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+              "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
+              "%0, %1, %2, %3, %4, %5, %6, %7"
+              "}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+              : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+              : "l"(da), "l"(db), "r"(1)
+              : "memory");
+}
+template <> __device__ __forceinline__ void td_wgmma_bf16<32>(float (&d)[16], uint64_t da, uint64_t db) {
+    TD_WG_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+              "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+              "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+              "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+              : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+              : "l"(da), "l"(db), "r"(1)
+              : "memory");
+}
+template <> __device__ __forceinline__ void td_wgmma_bf16<64>(float (&d)[32], uint64_t da, uint64_t db) {
+    TD_WG_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+              "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+              "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+              "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+              "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+              : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+              : "l"(da), "l"(db), "r"(1)
+              : "memory");
+}
+template <> __device__ __forceinline__ void td_wgmma_bf16<128>(float (&d)[64], uint64_t da, uint64_t db) {
+    TD_WG_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+              "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+              "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+              "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+              "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
+              "%59, %60, %61, %62, %63"
+              "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+              : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+                "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+              : "l"(da), "l"(db), "r"(1)
+              : "memory");
+}
+
 
 __device__ __forceinline__ void td_prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 

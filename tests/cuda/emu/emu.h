@@ -8,7 +8,7 @@
 // with and without .trans and mma.sync m16n8k16 by their PTX fragment layouts, the mma's arithmetic an fp32 fmaf chain
 // over k, a function of its own A row, B column and C element as the hardware's is); cp.async as late as PTX allows (a
 // thread's copies wait in their commit group until a wait_group lets at most n groups stay pending, so a stage read
-// before its wait reads stale data, and copies never waited for are counted as failures); wgmma m64n128k16 likewise
+// before its wait reads stale data, and copies never waited for are counted as failures); wgmma m64nNk16 likewise
 // (it reads shared memory through its descriptors, 128-byte swizzle, at the wait_group that covers it; a cp.async
 // into the lines of a pending wgmma is counted as a hazard); __shared__ variables are
 // function statics (one block at a time), the dynamic shared memory a buffer poisoned before each block. What it cannot
@@ -136,6 +136,7 @@ struct td_emu_cp {
 struct td_emu_wg {
     float *d;
     uint64_t da, db;
+    int n; // N of m64nNk16
 };
 struct td_emu_cps {
     std::vector<td_emu_cp> open;               // not yet committed

@@ -1,11 +1,12 @@
 // tests/cuda/emu: the new tensor-core products of src/kernels/cuda/matmul_tc.cu against the old ones, bit for bit,
 // on the CPU (emu.h says what is emulated). Cases: [quick] a few seconds; [few] tc_stream (16 / 8 / 4 / 32 outputs a
-// block) and tc_split (a block per k slice, the partials folded) vs tc_skinny at T = 1 .. 64, k of one slice,
-// several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many] tc_wide (x
-// rounded in its blocks or once by tc_x_bf16, one pass or by slices; the slice totals in shared memory, or in
-// registers with 3 or 4 weight stages; tc_wg on wgmma, 4 or 5 stages) vs tc_tile at T = 65 .. 200; tc_split and tc_x_bf16 + tc_wide taking the MLP's
-// gate act(g) * u as their activations (td_cu_matmul_glu) vs the old kernels over the gated x. Every entry past n_out
-// must keep its poison (7.0f), every output must be written, every cp.async copy waited for.
+// block) and tc_split (a block per k slice, the partials folded; mma.sync and wgmma) vs tc_skinny at T = 1 .. 64, k
+// of one slice, several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many]
+// tc_wide (x rounded in its blocks or once by tc_x_bf16, one pass or by slices; the slice totals in shared memory, or
+// in registers with 3 or 4 weight stages; tc_wg on wgmma, 4 or 5 stages) vs tc_tile at T = 65 .. 300; tc_split and
+// tc_x_bf16 + tc_wide taking the MLP's gate act(g) * u as their activations (td_cu_matmul_glu) vs the old kernels
+// over the gated x. Every entry past n_out must keep its poison (7.0f), every output must be written, every cp.async
+// copy and wgmma waited for.
 #include "emu.h"
 
 #include "kernels/cuda/matmul_tc.cu"
@@ -144,15 +145,16 @@ template <int AS> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
 
 // tc_split: each slice in a block of its own (grid y), its partials added in slice order by tc_fold_parts (one
 // slice: straight to y); its activations gated as it stages them when gl.act
-template <int NF> std::vector<std::vector<float>> run_split(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
+// (WG: its wgmma form, every slice whole)
+template <int NF, bool WG = false> std::vector<std::vector<float>> run_split(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, SP_R, blocks);
     const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
     float *pp = S > 1 ? part.data() : nullptr;
-    launch(blocks, (unsigned)S, 128, tc_split_smem<NF>(), true,
-           [&] { tc_split<NF, false>(j, p.x.data(), p.ldx, p.T, p.K, pp, gl); });
+    launch(blocks, (unsigned)S, 128, tc_split_smem<NF, WG>(), true,
+           [&] { tc_split<NF, false, WG>(j, p.x.data(), p.ldx, p.T, p.K, pp, gl); });
     if (pp)
         launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
                [&] { tc_fold_parts(j, part.data(), p.T, S, ng, SP_R); });
@@ -234,6 +236,11 @@ template <int NF> int check_few(int64_t T, int64_t K, std::vector<int64_t> n_out
     name[strlen(name) - 9] = 0;
     strcat(name, "split");
     bad |= cmp(name, p, ref, sp);
+    if (K % TC_KS == 0) { // tc_split's wgmma form takes whole slices (the launcher's condition)
+        auto wg = run_split<NF, true>(p);
+        strcat(name, ", wgmma");
+        bad |= cmp(name, p, ref, wg);
+    }
     return bad;
 }
 // tc_wide in one form (its totals, weight stages) against tc_tile: one pass and by slices, x rounded in its blocks
@@ -292,7 +299,13 @@ template <int NF> int check_glu(int64_t T, int64_t K, int64_t n, int64_t ldx, in
         auto ref = run_skinny<NF>(q);
         auto got = run_split<NF>(p, gl);
         strcat(name, " split");
-        return cmp(name, p, ref, got);
+        int bad = cmp(name, p, ref, got);
+        if (K % TC_KS == 0) {
+            auto wg = run_split<NF, true>(p, gl);
+            strcat(name, ", wgmma");
+            bad |= cmp(name, p, ref, wg);
+        }
+        return bad;
     }
     auto ref = run_tile(q);
     auto got = run_wide<true, true, TW_AS_REG>(p, gl);

@@ -146,10 +146,10 @@ inline float td_emu_wg_at(uint64_t desc, int r, int k) {
     memcpy(&v, td_emu_smem_origin + phys, 2);
     return td_emu_bf2f(v);
 }
-// wgmma.mma_async m64n128k16 as late as PTX allows: it reads shared memory and writes the accumulators at the
+// wgmma.mma_async m64nNk16 as late as PTX allows: it reads shared memory and writes the accumulators at the
 // wait_group that requires it (a buffer overwritten before that wait is read overwritten). Thread 32 w + 4 g + q of
-// the warpgroup: d[4 j + c] = row 16 w + g + 8 (c >> 1), column 8 j + 2 q + (c & 1); per element the fmaf chain over
-// k of td_mma_bf16's emulation (so the same bits as it, for the same operands).
+// the warpgroup: d[4 j + c] = row 16 w + g + 8 (c >> 1), column 8 j + 2 q + (c & 1), j < N / 8; per element the fmaf
+// chain over k of td_mma_bf16's emulation (so the same bits as it, for the same operands).
 inline void td_emu_wg_run(const td_emu_wg &o) {
     const int t = threadIdx.x & 127, w = t / 32, g = (t & 31) / 4, q = t & 3;
     if (t == 0) { // no longer pending: its lines are free
@@ -158,7 +158,7 @@ inline void td_emu_wg_run(const td_emu_wg &o) {
             else i++;
         }
     }
-    for (int j = 0; j < 16; j++)
+    for (int j = 0; j < o.n / 8; j++)
         for (int c = 0; c < 4; c++) {
             const int r = 16 * w + g + 8 * (c >> 1), n = 8 * j + 2 * q + (c & 1);
             float acc = o.d[4 * j + c];
@@ -166,10 +166,10 @@ inline void td_emu_wg_run(const td_emu_wg &o) {
             o.d[4 * j + c] = acc;
         }
 }
-inline void td_wgmma_bf16_n128(float (&d)[64], uint64_t da, uint64_t db) {
-    td_emu_cpq->wg_open.push_back(td_emu_wg{d, da, db});
+template <int N> inline void td_wgmma_bf16(float (&d)[N / 2], uint64_t da, uint64_t db) {
+    td_emu_cpq->wg_open.push_back(td_emu_wg{d, da, db, N});
     if ((threadIdx.x & 127) == 0)
-        td_emu_wg_ranges.push_back(td_emu_wg_lines(da, 64, d)), td_emu_wg_ranges.push_back(td_emu_wg_lines(db, 128, d));
+        td_emu_wg_ranges.push_back(td_emu_wg_lines(da, 64, d)), td_emu_wg_ranges.push_back(td_emu_wg_lines(db, N, d));
 }
 inline void td_wg_fence(void) {}
 inline void td_wg_commit(void) { td_emu_cpq->wg_groups.push_back(td_emu_cpq->wg_open), td_emu_cpq->wg_open.clear(); }
