@@ -32,8 +32,9 @@ fuzz:
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	cd $(FUZZ_BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# The CUDA backend (-DTD_CUDA=ON, sm_90) compiled with this machine's nvcc, every .cu and the device tests; they run
-# where a GPU answers nvidia-smi, and are only compiled elsewhere (bench/cuda_device.sh runs them on the H200).
+# The CUDA backend (-DTD_CUDA=ON: sm_90a code, compute_90 PTX) compiled with this machine's nvcc, every .cu and the
+# device tests; they run where a GPU answers nvidia-smi, and are only compiled elsewhere (bench/cuda_device.sh runs
+# them on the H200).
 cuda:
 	cmake -S . -B $(CUDA_BUILD) -DCMAKE_BUILD_TYPE=Release -DTD_CUDA=ON >/dev/null
 	cmake --build $(CUDA_BUILD) -j $(JOBS)

@@ -3,7 +3,7 @@
 # acceptance line beside its peers (transformers bf16, llama.cpp's CUDA build), the checks and sanitizers of part 1,
 # and a summary table at the end of the output.
 #   here    bench/cuda_device.sh --prepare
-#           builds with -DTD_CUDA=ON and without MPI into BUILD (default build-cuda-nompi/; nvcc 13 compiles sm_90
+#           builds with -DTD_CUDA=ON and without MPI into BUILD (default build-cuda-nompi/; nvcc 13 compiles sm_90a
 #           here; the binaries link the CUDA runtime statically; SKIP_BUILD=1 packs what BUILD holds) and fills
 #           build-cuda-device/ (git-ignored): bin.tar.xz (typedecide, every tests/cuda/test_cuda_* binary, the
 #           libraries the device lacks, a manifest), the Qwen3 tokenizer, llama.cpp's source trimmed to llama-bench
