@@ -20,6 +20,8 @@
  *              for small products).
  *   tc_wide    T > TC_SKINNY_T: 128 outputs x 128 tokens, warps of 64 x 32, k in stages of 64 (weights three
  *              deep), the slice totals in shared memory; or (TD_CUDA_TC_WREG) in registers, the weights four deep.
+ * TD_CUDA_TC_WG (sm_90a, off by default) runs tc_wide's tiles as tc_wg and tc_split's slices on wgmma instead of
+ * mma.sync: the same chains, if the tensor cores compute m64nNk16 as they compute m16n8k16 (the GPU test's question).
  * Whether the mma unit's result for one output depends on other rows or columns of its fragments: it does not (each
  * D element is a function of its A row, B column and C element); tests/cuda/test_cuda_kernels.c checks the bits of a
  * row alone against the same row at other tile positions, T and kernels. */
