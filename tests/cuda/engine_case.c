@@ -336,7 +336,8 @@ void eng_exactness_decider(const td_model *m, int bf16, const char *name, double
     td_decision *ref = calloc(C, sizeof *ref), *got = calloc(C, sizeof *got);
     /* kv_bf16: the context stores its KV cache in bf16 where bf16 mode's attention allows it (the default;
      * TD_CUDA_KV_BF16=0 keeps it in f32; read by the context's plan): the same bits as the f32 cache. glu: the MLP's
-     * gate taken into the down product (TD_CUDA_GLU_FUSED=1, read by the context): the same bits as its own kernel */
+     * gate taken into the down product (the default; TD_CUDA_GLU_FUSED=0, read by the context, runs the gate's own
+     * kernel): the same bits either way */
     struct { td_decide_mode mode; int32_t max_batch; int device, kv_bf16, glu; const char *what; } runs[] = {
         {TD_DECIDE_BATCH, 0, TD_DEVICE_CUDA, 0, 0, "batch of 144"},
         {TD_DECIDE_BATCH, 7, TD_DEVICE_CUDA, 0, 0, "batches of 7"},

@@ -12,7 +12,9 @@
  * from a stream-ordered allocation or a bound scratch (test_bound_scratch). tc_wide keeps its slice totals in
  * registers with 4 weight stages by default; its other forms (td_cu_matmul_tc_wreg_test: 3 stages, and the totals in
  * shared memory) are checked as the default is: x in bf16 and in fp32, one pass and by slices, several products in a
- * launch. tc_wg (wgmma, td_cu_matmul_tc_wg_test) is checked the same way where the GPU runs it.
+ * launch. These run with the wgmma forms off (td_cu_matmul_tc_wg_test(0)); test_wg checks the wgmma forms, the
+ * default on compute capability 9.0 (tc_wg for tc_wide, tc_split on wgmma), the same way; test_invariance runs the
+ * defaults.
  * td_cu_matmul_glu (the MLP's gate taken by the down product's kernels) = td_cu_glu then td_cu_matmul (test_glu).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
@@ -141,14 +143,15 @@ static void test_glu(void) {
            "bit\n");
     static const int64_t Ts[] = {1, 7, 16, 45, 64, 65, 200, 777};
     static const int64_t colss[] = {3072, 1024, 256};
-    static const char *const forms[] = {"default", "split off", "x rounded in the blocks", "old kernels", "fp32 in"};
+    static const char *const forms[] = {"default",     "split off", "x rounded in the blocks",
+                                        "old kernels", "fp32 in",   "tc_split forced"};
     for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++) {
         const int64_t cols = colss[ci], n_out = ci == 0 ? 1024 : 37, ldy = n_out + 3;
         weight w = weight_new(n_out, cols);
         int64_t bad = 0, n = 0;
         for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
             for (int act = TD_CU_GLU_SILU; act <= TD_CU_GLU_GELU_TANH; act++)
-                for (int form = 0; form < 5; form++) {
+                for (int form = 0; form < 6; form++) {
                     const int64_t T = Ts[ti], nx = T * cols;
                     float *g = rnd(nx, -6.0f, 6.0f), *u = rnd(nx, -2.0f, 2.0f);
                     float *gd = cu_up(g, (size_t)nx * sizeof *g), *g2 = cu_up(g, (size_t)nx * sizeof *g);
@@ -157,7 +160,7 @@ static void test_glu(void) {
                     for (int64_t i = 0; i < T * ldy; i++) y[i] = 7.0f;
                     float *yd = cu_up(y, (size_t)(T * ldy) * sizeof *y), *rd = cu_up(y, (size_t)(T * ldy) * sizeof *y);
                     const int bf16 = form != 4;
-                    td_cu_matmul_tc_test_mode(form == 3 ? 1 : 0);
+                    td_cu_matmul_tc_test_mode(form == 3 ? 1 : form == 5 ? 7 : 2);
                     td_cu_matmul_tc_split_test(form == 1 ? 0 : -1);
                     td_cu_matmul_tc_xb_test(form == 2 ? 0 : -1);
                     CU(td_cu_matmul_glu(yd, ldy, gd, ud, cols, T, &w.d, act, bf16, NULL));
@@ -352,7 +355,7 @@ static void bench(void) {
                 td_cu_matmul_tc_xb_test(m == 3 ? 0 : -1);
                 td_cu_matmul_tc_cluster_test(m == 4 ? 0 : -1);
                 td_cu_matmul_tc_wreg_test(m == 5 ? 0 : m == 6 ? 3 : -1);
-                td_cu_matmul_tc_wg_test(m == 7 ? 3 : -1);
+                td_cu_matmul_tc_wg_test(m == 7 ? 3 : 0); /* "new": the mma.sync kernels */
                 if ((m == 5 || m == 6) && T <= 64) { /* tc_wide's forms: the same kernels as new below */
                     us[m] = us[1];
                     continue;
@@ -443,7 +446,7 @@ static void test_wg(const int64_t *many, int n_many, const int *wide_modes, cons
     td_cu_matmul_tc_cluster_test(-1);
     test_multi();
     test_glu();
-    td_cu_matmul_tc_wg_test(-1);
+    td_cu_matmul_tc_wg_test(0);
 }
 
 /* tc_split's partials in a scratch bound to the thread (td_cu_scratch_bind, as the engine binds its own) instead of
@@ -479,6 +482,7 @@ int main(void) {
     }
     setenv("TD_CUDA_TC", "fast", 1); /* before the first tensor-core launch of the process */
     test_env();
+    td_cu_matmul_tc_wg_test(0); /* the mma.sync kernels first (the wgmma forms, the default, in test_wg) */
     static const int64_t few[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 45, 63, 64};
     static const int64_t many[] = {65, 127, 128, 129, 300, 2048};
     static const int wide_modes[] = {2}; /* above 64 tokens the modes differ only in tc_stream's outputs a block */
@@ -504,6 +508,7 @@ int main(void) {
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 0);
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
     test_wg(many, (int)(sizeof many / sizeof *many), wide_modes, few, (int)(sizeof few / sizeof *few), split_modes);
+    td_cu_matmul_tc_wg_test(-1); /* the defaults (wgmma where the GPU runs it) */
     test_invariance();
     td_cu_matmul_tc_test_mode(0);
     CU(td_cu_sync(NULL));

@@ -79,7 +79,7 @@ struct td_dev_ctx {
     int64_t graph_key[8];  /* the shape it was recorded for */
     int32_t graph_rows;    /* ctx->pass.n_rows after the recorded kernels (the last layer keeps the output rows) */
     int graphs;            /* small passes run through graphs (TD_CUDA_GRAPHS=0 turns them off) */
-    int glu_fused;         /* the MLP's gate taken into the down product (TD_CUDA_GLU_FUSED=1; off by default) */
+    int glu_fused;         /* the MLP's gate taken into the down product (TD_CUDA_GLU_FUSED=0 turns it off) */
 };
 
 /* Drops the context's recorded graph (forward.c); the context's close calls it. */

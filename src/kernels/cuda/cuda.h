@@ -79,8 +79,9 @@ int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, 
                  const int32_t *rows, int64_t n_out, int bf16_in, void *stream);
 /* The MLP's down product over its gate: y = (act(g) * u) W^T for t < T, all W's rows (g and u [T, ldx], ldx = W's
  * cols; act TD_CU_GLU_SILU or _GELU_TANH): the bits of td_cu_glu(g, u) then td_cu_matmul, one launch fewer where the
- * tensor-core kernels gate the activations as they take them (tc_split, and tc_x_bf16 before tc_wide). g's contents
- * are undefined afterwards (the other path gates it in place). */
+ * tensor-core kernels gate the activations as they take them (tc_split up to 16 tokens, and tc_x_bf16 before tc_wide
+ * above 64; between, every output block would gate its slice again: the gate runs apart). g's contents are undefined
+ * afterwards (the other path gates it in place). */
 int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T, const td_cu_mat *w,
                      int act, int bf16_in, void *stream);
 /* Whether td_cu_matmul computes this weight on the tensor cores: bf16_in over a BF16 weight whose cols is a multiple
@@ -123,11 +124,12 @@ void td_cu_matmul_tc_parts_test(int on);
  * registers with 3; 0 shared memory with 3 (the form before). Test only: td_cu_matmul_tc_wreg_test(0 / 3 / 4: off /
  * 3 / 4 stages), -1 the environment's choice. */
 void td_cu_matmul_tc_wreg_test(int stages);
-/* TD_CUDA_TC_WG (a bit mask, off by default until a GPU has shown the bits equal the mma.sync kernels'): 1, tc_wide's
- * launches with x in bf16 (k a multiple of 64) run tc_wg instead, the same tiles and order on wgmma (the tensor cores
- * reading both operands from shared memory); 2, tc_split runs its slices as wgmma (k a multiple of 256); 3 both.
- * sm_90a code, used on a GPU of compute capability 9.0 only. Test only: td_cu_matmul_tc_wg_test(mask), -1 the
- * environment's choice; td_cu_matmul_tc_wg_here() says whether this GPU runs them. */
+/* TD_CUDA_TC_WG (a bit mask): 1, tc_wide's launches with x in bf16 (k a multiple of 64) run tc_wg instead, the same
+ * tiles and order on wgmma (the tensor cores reading both operands from shared memory); 2, tc_split runs its slices as
+ * wgmma (k a multiple of 256); 3 both, the default (unset or another value); 0 neither. The same bits as the mma.sync
+ * kernels (test_cuda_matmul_tc on the H100). sm_90a code, used on a GPU of compute capability 9.0 only. Test only:
+ * td_cu_matmul_tc_wg_test(mask), -1 the environment's choice; td_cu_matmul_tc_wg_here() says whether this GPU runs
+ * them. */
 void td_cu_matmul_tc_wg_test(int on);
 int td_cu_matmul_tc_wg_here(void);
 
