@@ -787,13 +787,13 @@ __global__ void __launch_bounds__(32 * NW) attention_bf16_64_kernel(const at_arg
     TD_DYN_SMEM16(unsigned char, ab_sm);
     static_assert(!DB || KVF == TD_CU_KV_BF16, "double buffering copies a bf16 cache as it is (cp.async)");
     constexpr bool db = DB; /* the host checked a.vec */
-    uint16_t *Qs = (uint16_t *)ab_sm;             /* [R][P] the rows' queries (padding rows 0) */
-    uint16_t *Ks = Qs + R * P;               /* [64][P] the chunk's keys */
-    uint16_t *Vs = Ks + AT_C * P;                 /* [64][P] the chunk's values */
+    uint16_t *Qs = (uint16_t *)ab_sm; /* [R][P] the rows' queries (padding rows 0) */
+    uint16_t *Ks = Qs + R * P;        /* [64][P] the chunk's keys */
+    uint16_t *Vs = Ks + AT_C * P;     /* [64][P] the chunk's values */
     /* db: the odd chunks' keys and values 2 AT_C P further (after Vs) */
     int *rt = (int *)(Vs + (db ? 3 : 1) * AT_C * P); /* per row: batch token, head, n, lo */
     int *rh = rt + R, *rn = rh + R, *rlo = rn + R;
-    int *cls = rlo + R;          /* [512] the span's cells (-1: no row of the tile sees the position) */
+    int *cls = rlo + R;                  /* [512] the span's cells (-1: no row of the tile sees the position) */
     float *RAs = (float *)(cls + AT_SC); /* mode 1: [NW warps][NF][4][32 lanes] the row state's A */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, qd = lane & 3;

@@ -1,8 +1,8 @@
 /* The inline-PTX helpers of the kernels, in one place: the bf16 mma, ldmatrix (plain and .trans), cp.async with its
  * commit / wait_group, wgmma (sm_90a: descriptors of the 128-byte swizzle, fence / commit / wait, the proxy fence),
  * the L2 prefetch, the bf16 pair pack, the dynamic shared-memory declaration, and the wait of a programmatic dependent
- * launch (every kernel). Nothing else in the kernels is inline assembly, so tests/cuda/emu (a
- * CPU emulator, run by the ctest test_cuda_emu) compiles them with g++ by supplying its own kernels/cuda/ptx.cuh (an
+ * launch (every kernel). Nothing else in the kernels is inline assembly, so tests/cuda/emu (a CPU emulator, run by
+ * the ctest test_cuda_emu) compiles them with g++ by supplying its own kernels/cuda/ptx.cuh (an
  * -I that comes before src/) that emulates each of these by its PTX semantics. Keep it so: a new asm goes here, with
  * its emulation in tests/cuda/emu/kernels/cuda/ptx.cuh. All force-inlined (the kernels' register counts depend on
  * it). */
@@ -74,13 +74,14 @@ __device__ __forceinline__ uint64_t td_wg_desc(const void *p) {
     return ((a & 0x3ffffu) >> 4) | (uint64_t)(16 >> 4) << 16 | (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
 }
 
-/* Orders the warpgroup's register accesses before the wgmma that follow (needed before the first and after the
- * accumulators were touched by other instructions). */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TD_WG_ASM(...) asm volatile(__VA_ARGS__)
 #else
 #define TD_WG_ASM(...) __trap() /* the host never launches a wgmma kernel here */
 #endif
+/* wgmma.fence orders the warpgroup's register accesses before the wgmma that follow (needed before the first and
+ * after the accumulators were touched by other instructions); commit closes a group of wgmma, wait<N> waits until at
+ * most N groups are pending. */
 __device__ __forceinline__ void td_wg_fence(void) { TD_WG_ASM("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void td_wg_commit(void) { TD_WG_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void td_wg_wait(void) {
