@@ -113,6 +113,15 @@ __device__ __forceinline__ void tc_wide_put(const tc_view &v, float *part, int64
     if (part) part[((int64_t)blockIdx.z * T + t) * ng + (int64_t)blockIdx.x * TC_BM + r] = val;
     else if (v.j0 + r < v.n_out) v.y[t * v.ldy + v.j0 + r] = val;
 }
+/* The wgmma forms' operands (td_wg_desc: wgmma's K-major 128-byte swizzle): the byte offset of 16-byte chunk ch
+ * (0 .. 7) of column block cb (64 k each; each its own tile of `rows` rows) of row r, and the dynamic shared memory
+ * from its first 1024-byte boundary (the swizzle's address bits; the kernels ask 1 KB more for it). */
+__device__ __forceinline__ int tc_sw(int cb, int rows, int r, int ch) {
+    return cb * rows * 128 + r * 128 + ((ch ^ (r & 7)) << 4);
+}
+__device__ __forceinline__ unsigned char *tc_align1k(unsigned char *p) {
+    return p + ((1024u - (td_smem_addr(p) & 1023u)) & 1023u);
+}
 /* The same where the last slice's total is left in the accumulator (the value to store) instead. */
 __device__ __forceinline__ void tc_fold_last(float &total, float &acc, bool first, bool last) {
     const float t = first ? acc : total + acc;
@@ -517,7 +526,7 @@ __global__ void __launch_bounds__(256, 1)
     static_assert(AS >= 3, "the copies go AS - 2 stages ahead");
     (void)x, (void)ldx;
     TD_DYN_SMEM16(unsigned char, tc_smem);
-    unsigned char *const sm = tc_smem + ((1024u - (td_smem_addr(tc_smem) & 1023u)) & 1023u); /* stage s at 32 KB s */
+    unsigned char *const sm = tc_align1k(tc_smem); /* stage s at 32 KB s */
     __shared__ const uint16_t *wrow[TC_BM];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, h = warp >> 2, wq = warp & 3;
     const tc_view v = tc_unpack(jobs, TC_BM);
@@ -533,16 +542,13 @@ __global__ void __launch_bounds__(256, 1)
     /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
     const int64_t st0 = part ? (int64_t)blockIdx.z * (TC_KS / WG_BK) : 0;
     const int64_t st1 = part && st0 + TC_KS / WG_BK < nsteps ? st0 + TC_KS / WG_BK : nsteps;
-    auto kn_of = [&](int64_t st) { return K - st * WG_BK < WG_BK ? (int)(K - st * WG_BK) : WG_BK; };
     auto fetch = [&](int64_t st) { /* stage st's weights and activations, swizzled; one commit group (maybe empty) */
         if (st < st1) {
             const int64_t k0 = st * WG_BK;
-            const int kn = kn_of(st);
             unsigned char *const A = sm + (st % AS) * 32768, *const B = A + 16384;
 #pragma unroll
             for (int i = 0; i < 128 * 8 / 256; i++) { /* 128 rows x 8 chunks of 8 bf16, of each operand */
-                const int c = tid + 256 * i, r = c >> 3, ch = c & 7, o = r * 128 + ((ch ^ (r & 7)) << 4);
-                if (ch * 8 >= kn) continue;
+                const int c = tid + 256 * i, r = c >> 3, ch = c & 7, o = tc_sw(0, 128, r, ch);
                 const int64_t t = t0 + r < T ? t0 + r : T - 1;
                 td_cp16(A + o, wrow[r] + k0 + ch * 8);
                 td_cp16(B + o, xb + t * K + k0 + ch * 8);
@@ -554,8 +560,6 @@ __global__ void __launch_bounds__(256, 1)
     for (int i = 0; i < AS - 2; i++) fetch(st0 + i);
     bool first = true;
     for (int64_t st = st0; st < st1; st++) {
-        const int64_t k0 = st * WG_BK;
-        const int kn = kn_of(st);
         td_cp_wait<AS - 3>(); /* this thread's copies of stage st have landed */
         td_fence_async_smem(); /* ... visible to the tensor cores' reads */
         __syncthreads();       /* ... everyone's; and the wgmma of stage st - 2 are done in every warpgroup */
@@ -567,7 +571,7 @@ __global__ void __launch_bounds__(256, 1)
             td_wgmma_bf16<128>(acc, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
         td_wg_commit();
         const bool last = st == st1 - 1;
-        const bool fold = FOLD && ((k0 + kn) % TC_KS == 0 || last);
+        const bool fold = FOLD && ((st + 1) * WG_BK % TC_KS == 0 || last);
         if (!fold && !last) {
             td_wg_wait<1>(); /* stage st - 1's are done */
             continue;
@@ -774,11 +778,6 @@ template <int NF, bool WG = false> __host__ __device__ constexpr size_t tc_split
     return WG ? (size_t)(SP_R + tc_split_xrows<NF>()) * TC_KS * 2 + 1024
               : (size_t)(SP_R + tc_split_xrows<NF>()) * TC_SP * 2;
 }
-/* Byte offset of 16-byte chunk ch (0 .. 7) of column block cb (64 k each) of row r in a swizzled operand of `rows`
- * rows a column block (tc_split's WG form: wgmma's K-major 128-byte swizzle, each column block its own tile). */
-__device__ __forceinline__ int tc_sw(int cb, int rows, int r, int ch) {
-    return cb * rows * 128 + r * 128 + ((ch ^ (r & 7)) << 4);
-}
 
 /* The order above for T <= 64, parallel over slices instead of over outputs alone: block (x, y) computes the partial
  * P_y of slice y for SP_R outputs x all T tokens, one chain a fragment (warp w: outputs 16w .. 16w + 15, every token
@@ -797,7 +796,7 @@ __global__ void __launch_bounds__(128)
     constexpr int XR = tc_split_xrows<NF>();
     TD_DYN_SMEM16(unsigned char, tc_smem);
     /* WG (wgmma, the 4 warps as one warpgroup; every slice whole): the operands swizzled from a 1024-byte boundary */
-    unsigned char *const sm = WG ? tc_smem + ((1024u - (td_smem_addr(tc_smem) & 1023u)) & 1023u) : tc_smem;
+    unsigned char *const sm = WG ? tc_align1k(tc_smem) : tc_smem;
     typedef uint16_t srow[TC_SP];
     srow *Ws = (srow *)sm;                         /* [SP_R] */
     srow *Xs = (srow *)(sm + SP_R * sizeof(srow)); /* [XR] */
@@ -926,14 +925,21 @@ static int tc_env(void) { /* 1 old, 2 new, -1 neither */
     return !strcmp(e, "old") ? 1 : -1;
 }
 
+/* An attribute of the current device, or `otherwise` where it cannot be read (no error left behind for a later
+ * launch); a query, not stream work: in relaxed mode while a graph records. */
+static int tc_dev_attr(cudaDeviceAttr attr, int otherwise) {
+    int dev = 0, v = 0;
+    cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&m);
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, attr, dev) != cudaSuccess)
+        v = otherwise, cudaGetLastError();
+    cudaThreadExchangeStreamCaptureMode(&m);
+    return v;
+}
+
 static int tc_sms(void) {
     static const int n = [] {
-        int dev = 0, v = 0;
-        cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-        cudaThreadExchangeStreamCaptureMode(&m);
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev))
-            v = 132, cudaGetLastError(); /* only a size hint: no error left behind for a later launch */
-        cudaThreadExchangeStreamCaptureMode(&m);
+        const int v = tc_dev_attr(cudaDevAttrMultiProcessorCount, 132); /* only a size hint */
         return v > 0 ? v : 132;
     }();
     return n;
@@ -1193,17 +1199,8 @@ static int tc_wg_env(void) {
 static int tc_wg_on = tc_wg_env();
 extern "C" void td_cu_matmul_tc_wg_test(int on) { tc_wg_on = on < 0 ? tc_wg_env() : on & 3; }
 static bool tc_wg_here(void) {
-    static const bool ok = [] {
-        int dev = 0, ma = 0, mi = 0;
-        cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-        cudaThreadExchangeStreamCaptureMode(&m);
-        const bool q = cudaGetDevice(&dev) == cudaSuccess &&
-                       cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                       cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
-        if (!q) cudaGetLastError();
-        cudaThreadExchangeStreamCaptureMode(&m);
-        return q && ma == 9 && mi == 0;
-    }();
+    static const bool ok = tc_dev_attr(cudaDevAttrComputeCapabilityMajor, 0) == 9 &&
+                           tc_dev_attr(cudaDevAttrComputeCapabilityMinor, -1) == 0;
     return ok;
 }
 extern "C" int td_cu_matmul_tc_wg_here(void) { return tc_wg_here() ? 1 : 0; }
