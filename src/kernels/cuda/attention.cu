@@ -1147,7 +1147,8 @@ static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t 
 
 /* The bf16 kernel's rows per tile for hd: 64 (attention_bf16_64_kernel, 4 warps) unless TD_CUDA_ATTN_ROWS (or the
  * test override) says 16 (attention_bf16_kernel) or 128 (attention_bf16_64_kernel with 8 warps: each staged chunk
- * used by twice the rows; off by default until timed); -1 for another value of the variable. */
+ * used by twice the rows; measured slower on the H100, part 9: decide -7%, prefill -12%); -1 for another value of
+ * the variable. */
 static int ab_rows_test = 0; /* td_cu_attention_rows_test */
 static const char *ab_rows_env(void) {
     static const char *e = getenv("TD_CUDA_ATTN_ROWS");
