@@ -386,6 +386,32 @@ static_assert(AT_RMAX == 16, "the bf16 kernel's tile is one m16 fragment");
 __device__ __forceinline__ uint32_t ab_bf16(float f) { return __float_as_uint(td_dev_round_bf16(f)) >> 16; }
 __device__ __forceinline__ uint32_t ab_pack(float lo, float hi) { return ab_bf16(lo) | ab_bf16(hi) << 16; }
 
+/* p = exp(s - m) of two slots rounded to bf16 (+0 at an unseen slot), lo | hi << 16: one cvt for both (nearest even,
+ * ab_bf16's bits for every value an exp gives; a NaN, from a NaN score only, comes out as the canonical NaN). */
+__device__ __forceinline__ uint32_t ab_exp_pair(float s0, float s1, float m, bool v0, bool v1) {
+    return td_pack_bf16(v0 ? expf(s0 - m) : 0.0f, v1 ? expf(s1 - m) : 0.0f);
+}
+
+/* The tile's queries rounded to bf16 into Qs [R][HD + AB_PAD] (padding rows +0): four elements a thread and
+ * iteration, float4 loads where q's rows allow them (the same values either way), several iterations' loads in
+ * flight together. */
+template <int HD, int NT>
+__device__ __forceinline__ void ab_stage_q(uint16_t *Qs, const at_args &a, const int *rt, const int *rh, int nrows,
+                                           int R, int tid) {
+    constexpr int P = HD + AB_PAD;
+    const bool v4 = ((uintptr_t)a.q & 15u) == 0 && (a.ldq & 3) == 0 && (a.qhs & 3) == 0;
+#pragma unroll 8
+    for (int i = tid; i < R * (HD / 4); i += NT) {
+        const int r = i / (HD / 4), e = (i % (HD / 4)) * 4;
+        float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < nrows) {
+            const float *q = a.q + (int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e;
+            f = v4 ? *(const float4 *)q : make_float4(q[0], q[1], q[2], q[3]);
+        }
+        *(uint2 *)&Qs[r * P + e] = make_uint2(ab_pack(f.x, f.y), ab_pack(f.z, f.w));
+    }
+}
+
 /* 8 cache elements from element i (a multiple of 8), as stored (ab_fetch: the loads, issued for several units before
  * the first use), then as 8 bf16 (ab_cvt: exact to f32, then rounded; a bf16 cache's bits as they are, which is what
  * rounding its values would give). */
@@ -584,10 +610,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
         j0 = blockIdx.y, j1 = j0 + 1;
     }
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
-    for (int i = tid; i < 16 * HD; i += AB_NT) {
-        const int r = i / HD, e = i % HD;
-        Qs[r * P + e] = r < nrows ? (uint16_t)ab_bf16(a.q[(int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e]) : (uint16_t)0;
-    }
+    ab_stage_q<HD, AB_NT>(Qs, a, rt, rh, nrows, 16, tid);
 
     float A[NF][4], RA[NF][4]; /* the super-chunk state's and the row state's A: rows g, g + 8 (mma D layout) */
 #pragma unroll
@@ -632,7 +655,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
                 float m = fmaxf(v0 ? s0 : -INFINITY, v1 ? s1 : -INFINITY);
 #pragma unroll
                 for (int sh = 16; sh > 0; sh >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, sh));
-                const uint32_t b0 = v0 ? ab_bf16(expf(s0 - m)) : 0u, b1 = v1 ? ab_bf16(expf(s1 - m)) : 0u;
+                const uint32_t pp = ab_exp_pair(s0, s1, m, v0, v1), b0 = pp & 0xffffu, b1 = pp >> 16;
                 Ps[r * AB_PP + lane] = (uint16_t)b0, Ps[r * AB_PP + lane + 32] = (uint16_t)b1;
                 if (lo >= hi) {
                     if (lane == 0) act[r] = 0;
@@ -752,7 +775,8 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
  *   scores    warp w: S[its 16 rows][64 positions] = Q K^T, 8 n8 fragments, each one mma chain over HD in k-steps
  *             of 16 ascending from +0 (the same chain per element as attention_bf16_kernel); s = scale * d, -inf
  *             where the row does not see the position. Lane 4g + q holds rows g and g + 8, slots 8f + 2q + {0, 1}.
- *   softmax   in registers: m = max over the row's slots (the lane's 16, then the quad's shuffles: max is exact);
+ *   softmax   in registers (ab64_softmax; a chunk that every row of the warp sees whole skips the slot checks):
+ *             m = max over the row's slots (the lane's 16, then the quad's shuffles: max is exact);
  *             p = bf16(expf(s - m)) (0 where unseen); l = the canonical tree: slot i + slot i + 32 is fragment f
  *             + fragment f + 4 in the lane, stride 16 is f + f + 2, stride 8 is f = 0 + f = 1, strides 4 and 2 are
  *             the quad's lanes q + q ^ 2 and q + q ^ 1 (xor: every lane of the quad gets the sum, a + b = b + a),
@@ -777,8 +801,50 @@ static size_t ab64_smem(int64_t hd, int mode, int db, int R = 64) {
            (mode == 1 ? (size_t)R * (size_t)hd * 4 : 0);
 }
 
-template <int KVF, int HD, bool DB = false, int NW = 4>
-__global__ void __launch_bounds__(32 * NW) attention_bf16_64_kernel(const at_args a) {
+/* attention_bf16_64_kernel's softmax of a lane's row h (row g + 8 h of the warp; the quad's 4 lanes hold its 64
+ * slots, slot 8 f + 2 q + b in s[f][2 h + b]) over its seen slots [vlo, vhi): the row max into m, each slot's p
+ * rounded to bf16 into pk[f][h] (+0 where unseen), and l, the rounded p's sum by the canonical tree (the kernel's
+ * comment). FULL: every slot seen (vlo 0, vhi 64), the checks left out; the caller knows it for the whole warp (the
+ * shuffles). */
+template <bool FULL>
+__device__ __forceinline__ float ab64_softmax(const float (&s)[8][4], uint32_t (&pk)[8][2], int h, int vlo, int vhi,
+                                              int qd, float scale, float &m) {
+    float sc[8][2];
+    m = -INFINITY;
+#pragma unroll
+    for (int f = 0; f < 8; f++)
+#pragma unroll
+        for (int b = 0; b < 2; b++) {
+            const int slot = f * 8 + 2 * qd + b;
+            sc[f][b] = FULL || (slot >= vlo && slot < vhi) ? scale * s[f][2 * h + b] : -INFINITY;
+            m = fmaxf(m, sc[f][b]);
+        }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    float p[8][2];
+#pragma unroll
+    for (int f = 0; f < 8; f++) {
+        const int slot = f * 8 + 2 * qd;
+        const bool v0 = FULL || (slot >= vlo && slot < vhi), v1 = FULL || (slot + 1 >= vlo && slot + 1 < vhi);
+        const uint32_t w = ab_exp_pair(sc[f][0], sc[f][1], m, v0, v1);
+        pk[f][h] = w, p[f][0] = __uint_as_float(w << 16), p[f][1] = __uint_as_float(w & 0xffff0000u);
+    }
+    float t1[4][2], t2[2][2], t3[2];
+#pragma unroll
+    for (int b = 0; b < 2; b++) {
+#pragma unroll
+        for (int f = 0; f < 4; f++) t1[f][b] = p[f][b] + p[f + 4][b]; /* i + i + 32 */
+#pragma unroll
+        for (int f = 0; f < 2; f++) t2[f][b] = t1[f][b] + t1[f + 2][b]; /* stride 16 */
+        t3[b] = t2[0][b] + t2[1][b];                                     /* stride 8 */
+        t3[b] += __shfl_xor_sync(0xffffffffu, t3[b], 2);                 /* stride 4 */
+        t3[b] += __shfl_xor_sync(0xffffffffu, t3[b], 1);                 /* stride 2 */
+    }
+    return t3[0] + t3[1]; /* stride 1 */
+}
+
+template <int KVF, int HD, bool DB = false, int NW = 4, int MB = 1>
+__global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at_args a) {
     td_pdl_wait();
     constexpr int R = 16 * NW, NT = 32 * NW; /* rows per tile (16 a warp), threads */
     constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
@@ -812,17 +878,17 @@ __global__ void __launch_bounds__(32 * NW) attention_bf16_64_kernel(const at_arg
         j0 = blockIdx.y, j1 = j0 + 1;
     }
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
-    for (int i = tid; i < R * HD; i += NT) {
-        const int r = i / HD, e = i % HD;
-        Qs[r * P + e] = r < nrows ? (uint16_t)ab_bf16(a.q[(int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e]) : (uint16_t)0;
-    }
+    ab_stage_q<HD, NT>(Qs, a, rt, rh, nrows, R, tid);
     /* this lane's rows: row[h] = 16 warp + g + 8h (h = c >> 1 of a D fragment's element c) */
     int row[2], lo_[2], n_[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) row[h] = warp * 16 + g + 8 * h, lo_[h] = rlo[row[h]], n_[h] = rn[row[h]];
-    int wlo = 0x7fffffff, whi = 0; /* the positions some row of the warp sees */
-    for (int r = warp * 16; r < warp * 16 + 16; r++)
+    int wlo = 0x7fffffff, whi = 0;   /* the positions some row of the warp sees */
+    int wfrom = 0, wto = 0x7fffffff; /* the positions every row of the warp sees (a padding row: none) */
+    for (int r = warp * 16; r < warp * 16 + 16; r++) {
         if (rn[r] > rlo[r]) wlo = min(wlo, rlo[r]), whi = max(whi, rn[r]);
+        wfrom = max(wfrom, rlo[r]), wto = min(wto, rn[r]);
+    }
 
     float A[NF][4]; /* the super-chunk state's A: rows g, g + 8 of the warp, columns 8f + 2q + {0, 1} */
 #pragma unroll
@@ -876,46 +942,13 @@ __global__ void __launch_bounds__(32 * NW) attention_bf16_64_kernel(const at_arg
                 uint32_t pk[8][2]; /* p as bf16 pairs: fragment f, rows g (0) and g + 8 (1) */
                 int act[2];
                 float x[2] = {0.0f, 0.0f}, y[2] = {0.0f, 0.0f};
+                const bool full = wfrom <= c0 && c0 + AT_C <= wto; /* every row of the warp sees the whole chunk */
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int vlo = max(lo_[h], c0) - c0, vhi = min(n_[h], c0 + AT_C) - c0; /* seen slots */
-                    float m = -INFINITY;
-#pragma unroll
-                    for (int f = 0; f < 8; f++)
-#pragma unroll
-                        for (int b = 0; b < 2; b++) {
-                            const int slot = f * 8 + 2 * qd + b;
-                            const bool v = slot >= vlo && slot < vhi;
-                            s[f][2 * h + b] = v ? a.scale * s[f][2 * h + b] : -INFINITY;
-                            m = fmaxf(m, s[f][2 * h + b]);
-                        }
-                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-                    float p[8][2];
-#pragma unroll
-                    for (int f = 0; f < 8; f++) {
-                        uint32_t bits[2];
-#pragma unroll
-                        for (int b = 0; b < 2; b++) {
-                            const int slot = f * 8 + 2 * qd + b;
-                            bits[b] = slot >= vlo && slot < vhi ? ab_bf16(expf(s[f][2 * h + b] - m)) : 0u;
-                            p[f][b] = td_dev_bf16((uint16_t)bits[b]);
-                        }
-                        pk[f][h] = bits[0] | bits[1] << 16;
-                    }
-                    /* l: the canonical tree over slots 8f + 2q + b */
-                    float t1[4][2], t2[2][2], t3[2];
-#pragma unroll
-                    for (int b = 0; b < 2; b++) {
-#pragma unroll
-                        for (int f = 0; f < 4; f++) t1[f][b] = p[f][b] + p[f + 4][b]; /* i + i + 32 */
-#pragma unroll
-                        for (int f = 0; f < 2; f++) t2[f][b] = t1[f][b] + t1[f + 2][b]; /* stride 16 */
-                        t3[b] = t2[0][b] + t2[1][b];                                     /* stride 8 */
-                        t3[b] += __shfl_xor_sync(0xffffffffu, t3[b], 2);                 /* stride 4 */
-                        t3[b] += __shfl_xor_sync(0xffffffffu, t3[b], 1);                 /* stride 2 */
-                    }
-                    const float l = t3[0] + t3[1]; /* stride 1 */
+                    float m;
+                    const float l = full ? ab64_softmax<true>(s, pk, h, vlo, vhi, qd, a.scale, m)
+                                         : ab64_softmax<false>(s, pk, h, vlo, vhi, qd, a.scale, m);
                     if (vlo >= vhi) {
                         act[h] = 0;
                     } else if (!sst[h]) {
@@ -985,14 +1018,17 @@ __global__ void __launch_bounds__(32 * NW) attention_bf16_64_kernel(const at_arg
                 const bool direct = a.mode == 0 && n_[h] <= span; /* one span: its state is the row's */
                 float *st = a.scratch + (((int64_t)rt[r] * a.Hq + rh[r]) * a.nsc + j) * (HD + 2);
                 if (!direct && qd == 0) st[0] = M[h], st[1] = L[h];
+                /* the lane's two columns of a fragment as one 8-byte store where the row allows it */
+                float *const o = direct ? a.out + (int64_t)rt[r] * a.ldo + rh[r] * HD : st + 2;
+                const bool o2 = ((uintptr_t)o & 7u) == 0;
 #pragma unroll
-                for (int f = 0; f < NF; f++)
-#pragma unroll
-                    for (int b = 0; b < 2; b++) {
-                        const int e = f * 8 + 2 * qd + b;
-                        if (direct) a.out[(int64_t)rt[r] * a.ldo + rh[r] * HD + e] = A[f][2 * h + b] / L[h];
-                        else st[2 + e] = A[f][2 * h + b];
-                    }
+                for (int f = 0; f < NF; f++) {
+                    const int e = f * 8 + 2 * qd;
+                    const float2 w = direct ? make_float2(A[f][2 * h] / L[h], A[f][2 * h + 1] / L[h])
+                                            : make_float2(A[f][2 * h], A[f][2 * h + 1]);
+                    if (o2) *(float2 *)(o + e) = w;
+                    else o[e] = w.x, o[e + 1] = w.y;
+                }
             }
         }
         __syncthreads(); /* cls free for the next span */
@@ -1131,7 +1167,7 @@ extern "C" int td_cu_attention_tc(int64_t hd) { return ab_enabled() && (hd == 64
 
 /* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, DB, ROWS / 16> for 64 and
  * 128: a warp per 16 rows) on the grid. */
-template <int KVF, int HD, int ROWS, bool DB = false>
+template <int KVF, int HD, int ROWS, bool DB = false, int MB = 1>
 static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
     static size_t allowed = 48 * 1024; /* raised once per instantiation as needed */
     if (smem > allowed) {
@@ -1181,6 +1217,9 @@ extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t 
  * slower on the H200 (prefill 66,013-69,704 vs 73,827-74,740 tokens/s; NOTES "CUDA backend, part 7"). */
 static int ab_db_on = td_cu_env_set("TD_CUDA_ATTN_DB");
 extern "C" void td_cu_attention_db_test(int on) { ab_db_on = on < 0 ? td_cu_env_set("TD_CUDA_ATTN_DB") : on != 0; }
+/* TD_CUDA_ATTN_3B=1: the 64-row kernel on a bf16 cache compiled for three blocks an SM (at most 168 registers, some
+ * spilled) instead of as many registers as ptxas likes (243 at hd 128: two blocks); the same code, the same bits. */
+static const int ab_minb3 = td_cu_env_set("TD_CUDA_ATTN_3B");
 
 extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
                                     const void *kc, const void *vc, int kvf, int64_t kv_dim, const int32_t *cells,
@@ -1224,8 +1263,11 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
 #define AB64_GO(F, H) ab_launch<F, H, 64>(attention_bf16_64_kernel<F, H>, a, grid, smem, s)
 #define AB64_DB(H)                                                                                                     \
     ab_launch<TD_CU_KV_BF16, H, 64, true>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, true>, a, grid, smem, s)
-        if (hd == 64) rc = db ? AB64_DB(64) : AB_KVF(AB64_GO, 64);
-        else if (hd == 128) rc = db ? AB64_DB(128) : AB_KVF(AB64_GO, 128);
+#define AB64_MB3(H)                                                                                                    \
+    ab_launch<TD_CU_KV_BF16, H, 64, false, 3>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, false, 4, 3>, a, grid, smem, s)
+        const bool mb3 = !db && kvf == TD_CU_KV_BF16 && ab_minb3;
+        if (hd == 64) rc = db ? AB64_DB(64) : mb3 ? AB64_MB3(64) : AB_KVF(AB64_GO, 64);
+        else if (hd == 128) rc = db ? AB64_DB(128) : mb3 ? AB64_MB3(128) : AB_KVF(AB64_GO, 128);
 #if AB64_HD256
         else rc = db ? AB64_DB(256) : AB_KVF(AB64_GO, 256);
 #else

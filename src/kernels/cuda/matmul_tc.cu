@@ -1222,14 +1222,29 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *
     return td_cu_launched("matmul (tensor cores, wide)");
 }
 
-/* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16), else tc_wide with its totals where TD_CUDA_TC_WREG puts
- * them */
+/* TD_CUDA_WG_STAGES: tc_wg's stages, WG_AS (4) unless 5 or 6 (the copies AS - 2 stages ahead: 2, 3 or 4; 128, 160 or
+ * 192 KB of shared memory); the same bits. */
+static const int tc_wg_stages = [] {
+    const char *e = getenv("TD_CUDA_WG_STAGES");
+    const int v = e ? atoi(e) : 0;
+    return v == 5 || v == 6 ? v : WG_AS;
+}();
+
+/* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16; tc_wg_stages), else tc_wide with its totals where
+ * TD_CUDA_TC_WREG puts them */
 template <bool FOLD, bool XB>
 static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
-    if (XB && (tc_wg_on & 1) && K % WG_BK == 0 && tc_wg_here())
+    if (XB && (tc_wg_on & 1) && K % WG_BK == 0 && tc_wg_here()) {
+        if (tc_wg_stages == 6)
+            return tc_wide_go<tc_wg<FOLD, 6>, tc_wg<true, 6>>(wg_smem<6>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty,
+                                                              S, ng, s);
+        if (tc_wg_stages == 5)
+            return tc_wide_go<tc_wg<FOLD, 5>, tc_wg<true, 5>>(wg_smem<5>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty,
+                                                              S, ng, s);
         return tc_wide_go<tc_wg<FOLD, WG_AS>, tc_wg<true, WG_AS>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb, ldx, T, K,
                                                                   blocks, ty, S, ng, s);
+    }
     if (tc_wreg == 4)
         return tc_wide_go<tc_wide<FOLD, XB, true, TW_AS_REG>, tc_wide<true, XB, true, TW_AS_REG>>(
             tw_smem<XB, true, TW_AS_REG>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);

@@ -279,7 +279,10 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     }
     snprintf(nm, sizeof nm, "%s, wgmma 5 stages", name);
     auto g5 = run_wg<5>(p, false);
-    return bad | cmp(nm, p, ref, g5);
+    bad |= cmp(nm, p, ref, g5);
+    snprintf(nm, sizeof nm, "%s, wgmma 6 stages", name);
+    auto g6 = run_wg<6>(p, false);
+    return bad | cmp(nm, p, ref, g6);
 }
 // td_cu_matmul_glu's gated forms: x holds g; tc_split (T <= 64) or tc_x_bf16 + tc_wide (above) taking act(g) * u must
 // give the bits of the old kernel over the gated activations, td_dev_glu(g, u) computed apart (td_cu_glu's function)
