@@ -1217,9 +1217,11 @@ extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t 
  * slower on the H200 (prefill 66,013-69,704 vs 73,827-74,740 tokens/s; NOTES "CUDA backend, part 7"). */
 static int ab_db_on = td_cu_env_set("TD_CUDA_ATTN_DB");
 extern "C" void td_cu_attention_db_test(int on) { ab_db_on = on < 0 ? td_cu_env_set("TD_CUDA_ATTN_DB") : on != 0; }
-/* TD_CUDA_ATTN_3B=1: the 64-row kernel on a bf16 cache compiled for three blocks an SM (at most 168 registers, some
- * spilled) instead of as many registers as ptxas likes (243 at hd 128: two blocks); the same code, the same bits. */
-static const int ab_minb3 = td_cu_env_set("TD_CUDA_ATTN_3B");
+/* The 64-row kernel on a bf16 cache (bf16 mode's default) is compiled for three blocks an SM (at most 168 registers,
+ * 120 bytes spilled at hd 128); TD_CUDA_ATTN_3B=0 runs the instance that takes as many registers as ptxas likes (243
+ * at hd 128: two blocks). The same code, so the same bits; three blocks timed faster on the H100 (NOTES "CUDA
+ * backend, part 10"). */
+static const int ab_minb3 = td_cu_env_on("TD_CUDA_ATTN_3B");
 
 extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride,
                                     const void *kc, const void *vc, int kvf, int64_t kv_dim, const int32_t *cells,

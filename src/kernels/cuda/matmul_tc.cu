@@ -515,10 +515,11 @@ template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_
  * the 128-byte swizzle: 8 consecutive threads copy one row's 128 bytes to 8 distinct 16-byte slots (no bank
  * conflicts, coalesced reads). Pipeline: a stage's copies go out AS - 2 stages ahead; a stage's wgmma stay in flight
  * while the next stage's are issued (wait_group 1), so the buffers copied into after a barrier are those of two
- * stages before, which every warpgroup has waited for; at a slice end every wgmma is waited for and the totals fold
+ * stages before, which every warpgroup has waited for (EARLY: the copies issued after the stage's wgmma, so the
+ * tensor cores are not kept waiting for the copies' address arithmetic); at a slice end every wgmma is waited for and the totals fold
  * as tc_wide's (registers). K is a multiple of WG_BK (every stage's four k steps run: no predicate between the wgmma,
  * which would make the compiler serialize them). x and ldx are unused (tc_wide's signature, so the same launchers). */
-template <bool FOLD, int AS>
+template <bool FOLD, int AS, bool EARLY = true>
 __global__ void __launch_bounds__(256, 1)
     tc_wg(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
           int64_t K, float *part) {
@@ -563,13 +564,14 @@ __global__ void __launch_bounds__(256, 1)
         td_cp_wait<AS - 3>(); /* this thread's copies of stage st have landed */
         td_fence_async_smem(); /* ... visible to the tensor cores' reads */
         __syncthreads();       /* ... everyone's; and the wgmma of stage st - 2 are done in every warpgroup */
-        fetch(st + AS - 2);    /* into stage st - 2's buffers */
+        if (!EARLY) fetch(st + AS - 2); /* into stage st - 2's buffers */
         const unsigned char *const A = sm + (st % AS) * 32768 + h * 64 * 128, *const B = sm + (st % AS) * 32768 + 16384;
         td_wg_fence();
 #pragma unroll
         for (int ks = 0; ks < WG_BK / 16; ks++)
             td_wgmma_bf16<128>(acc, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
         td_wg_commit();
+        if (EARLY) fetch(st + AS - 2); /* the tensor cores have stage st before the copies are issued */
         const bool last = st == st1 - 1;
         const bool fold = FOLD && ((st + 1) * WG_BK % TC_KS == 0 || last);
         if (!fold && !last) {
@@ -1230,12 +1232,18 @@ static const int tc_wg_stages = [] {
     return v == 5 || v == 6 ? v : WG_AS;
 }();
 
+/* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
+static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
+
 /* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16; tc_wg_stages), else tc_wide with its totals where
  * TD_CUDA_TC_WREG puts them */
 template <bool FOLD, bool XB>
 static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     if (XB && (tc_wg_on & 1) && K % WG_BK == 0 && tc_wg_here()) {
+        if (!tc_wg_early)
+            return tc_wide_go<tc_wg<FOLD, WG_AS, false>, tc_wg<true, WG_AS, false>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb,
+                                                                                ldx, T, K, blocks, ty, S, ng, s);
         if (tc_wg_stages == 6)
             return tc_wide_go<tc_wg<FOLD, 6>, tc_wg<true, 6>>(wg_smem<6>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty,
                                                               S, ng, s);

@@ -124,9 +124,9 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
            [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
     return ys;
 }
-// tc_wg<true, AS> (wgmma; x rounded once by tc_x_bf16): one pass, or (parts) each slice in a block of its own and the
+// tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16): one pass, or (parts) each slice in a block of its own and the
 // partials added by tc_fold_parts
-template <int AS> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
+template <int AS, bool EARLY = true> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
@@ -136,7 +136,7 @@ template <int AS> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
     float *pp = parts ? part.data() : nullptr;
     launch(
         blocks, (p.T + 127) / 128, 256, wg_smem<AS>(), true,
-        [&] { tc_wg<true, AS>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u);
+        [&] { tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u);
     if (parts)
         launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
                [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
@@ -282,7 +282,10 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     bad |= cmp(nm, p, ref, g5);
     snprintf(nm, sizeof nm, "%s, wgmma 6 stages", name);
     auto g6 = run_wg<6>(p, false);
-    return bad | cmp(nm, p, ref, g6);
+    bad |= cmp(nm, p, ref, g6);
+    snprintf(nm, sizeof nm, "%s, wgmma copies first", name);
+    auto gc = run_wg<WG_AS, false>(p, true);
+    return bad | cmp(nm, p, ref, gc);
 }
 // td_cu_matmul_glu's gated forms: x holds g; tc_split (T <= 64) or tc_x_bf16 + tc_wide (above) taking act(g) * u must
 // give the bits of the old kernel over the gated activations, td_dev_glu(g, u) computed apart (td_cu_glu's function)
