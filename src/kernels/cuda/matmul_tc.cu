@@ -543,17 +543,24 @@ __global__ void __launch_bounds__(256, 1)
     /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
     const int64_t st0 = part ? (int64_t)blockIdx.z * (TC_KS / WG_BK) : 0;
     const int64_t st1 = part && st0 + TC_KS / WG_BK < nsteps ? st0 + TC_KS / WG_BK : nsteps;
+    /* this thread's copies of a stage: 128 rows x 8 chunks of 8 bf16 of each operand, chunk tid + 256 i (row r,
+     * chunk ch) to offset o[i] of the swizzled stage from wp[i] / xp[i] + the stage's k (the addresses worked out
+     * once, not at every stage) */
+    constexpr int NC = 128 * 8 / 256;
+    int o[NC];
+    const uint16_t *wp[NC], *xp[NC];
+#pragma unroll
+    for (int i = 0; i < NC; i++) {
+        const int c = tid + 256 * i, r = c >> 3, ch = c & 7;
+        const int64_t t = t0 + r < T ? t0 + r : T - 1;
+        o[i] = tc_sw(0, 128, r, ch), wp[i] = wrow[r] + ch * 8, xp[i] = xb + t * K + ch * 8;
+    }
     auto fetch = [&](int64_t st) { /* stage st's weights and activations, swizzled; one commit group (maybe empty) */
         if (st < st1) {
             const int64_t k0 = st * WG_BK;
             unsigned char *const A = sm + (st % AS) * 32768, *const B = A + 16384;
 #pragma unroll
-            for (int i = 0; i < 128 * 8 / 256; i++) { /* 128 rows x 8 chunks of 8 bf16, of each operand */
-                const int c = tid + 256 * i, r = c >> 3, ch = c & 7, o = tc_sw(0, 128, r, ch);
-                const int64_t t = t0 + r < T ? t0 + r : T - 1;
-                td_cp16(A + o, wrow[r] + k0 + ch * 8);
-                td_cp16(B + o, xb + t * K + k0 + ch * 8);
-            }
+            for (int i = 0; i < NC; i++) td_cp16(A + o[i], wp[i] + k0), td_cp16(B + o[i], xp[i] + k0);
         }
         td_cp_commit();
     };
