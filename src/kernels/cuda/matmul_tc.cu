@@ -516,9 +516,10 @@ template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_
  * conflicts, coalesced reads). Pipeline: a stage's copies go out AS - 2 stages ahead; a stage's wgmma stay in flight
  * while the next stage's are issued (wait_group 1), so the buffers copied into after a barrier are those of two
  * stages before, which every warpgroup has waited for (EARLY: the copies issued after the stage's wgmma, so the
- * tensor cores are not kept waiting for the copies' address arithmetic); at a slice end every wgmma is waited for and the totals fold
- * as tc_wide's (registers). K is a multiple of WG_BK (every stage's four k steps run: no predicate between the wgmma,
- * which would make the compiler serialize them). x and ldx are unused (tc_wide's signature, so the same launchers). */
+ * tensor cores are not kept waiting for the copies' address arithmetic; the same values either way); at a slice end
+ * every wgmma is waited for and the totals fold as tc_wide's (registers). K is a multiple of WG_BK (every stage's
+ * four k steps run: no predicate between the wgmma, which would make the compiler serialize them). x and ldx are
+ * unused (tc_wide's signature, so the same launchers). */
 template <bool FOLD, int AS, bool EARLY = true>
 __global__ void __launch_bounds__(256, 1)
     tc_wg(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
@@ -610,6 +611,14 @@ __global__ void __launch_bounds__(256, 1)
  * in a launch: both multiples of 4, so the four share a job and a partial row, and the float4 loads are aligned):
  * a quarter of the threads and load instructions of one a row, the same adds. Rows past a job's n_out are skipped. */
 __host__ __device__ constexpr int64_t tc_fold_threads(int64_t T, int64_t ng) { return T * ng / 4; }
+/* Four consecutive outputs of a row, those of them before the row's end (left of them there): four plain stores, so
+ * any row pitch. */
+__device__ __forceinline__ void tc_put4(float *o, const float4 &y, int64_t left) {
+    o[0] = y.x;
+    if (left > 1) o[1] = y.y;
+    if (left > 2) o[2] = y.z;
+    if (left > 3) o[3] = y.w;
+}
 __global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part, int64_t T, int64_t S, int64_t ng,
                               int64_t per) {
     td_pdl_wait();
@@ -626,12 +635,7 @@ __global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part
         const float4 p = *(const float4 *)&part[(s * T + t) * ng + gr];
         y.x = y.x + p.x, y.y = y.y + p.y, y.z = y.z + p.z, y.w = y.w + p.w;
     }
-    float *o = jb.y + t * jb.ldy + j; /* any ldy: four plain stores */
-    const int64_t left = jb.n_out - j;
-    o[0] = y.x;
-    if (left > 1) o[1] = y.y;
-    if (left > 2) o[2] = y.z;
-    if (left > 3) o[3] = y.w;
+    tc_put4(jb.y + t * jb.ldy + j, y, jb.n_out - j);
 }
 
 /* x [T, ldx] (gated when gl.act) rounded to bf16 (nearest even, td_pack_bf16: the rounding every kernel here applies
@@ -877,25 +881,36 @@ __global__ void __launch_bounds__(128)
 #ifndef TD_CU_EMU
         /* the cluster's blocks are the slices of these 64 outputs: each leaves its partial in its own shared memory
          * (over its weights, once every warp is done with them), then they share the folds, each output's
-         * y = P_0, then y + P_s for s = 1, 2, ... read from the slices' blocks in order */
+         * y = P_0, then y + P_s for s = 1, 2, ... read from the slices' blocks in order; a thread folds four
+         * consecutive outputs of one token (float4 reads, four slices' in flight at once, stores along the row) */
         namespace cg = cooperative_groups;
         cg::cluster_group cl = cg::this_cluster();
-        float *P = (float *)sm; /* [SP_R][NF * 8] */
+        constexpr int PP = SP_R + 4; /* the partial's pitch: [NF * 8 tokens][PP], rows 16-byte aligned, the
+                                        fragments' stores on distinct banks */
+        float *P = (float *)sm;
         __syncthreads();
 #pragma unroll
         for (int f = 0; f < NF; f++)
 #pragma unroll
-            for (int c = 0; c < 4; c++)
-                P[(warp * 16 + g + (c >> 1) * 8) * (NF * 8) + f * 8 + 2 * q + (c & 1)] = acc[f][c];
+            for (int c = 0; c < 4; c++) P[(f * 8 + 2 * q + (c & 1)) * PP + warp * 16 + g + (c >> 1) * 8] = acc[f][c];
         cl.sync();
         const int S = (int)cl.num_blocks(), rank = (int)cl.block_rank();
-        for (int e = rank * 128 + tid; e < SP_R * NF * 8; e += S * 128) {
-            const int r = e / (NF * 8), t = e % (NF * 8);
+        for (int e = rank * 128 + tid; e < NF * 8 * (SP_R / 4); e += S * 128) {
+            const int t = e / (SP_R / 4), r = (e % (SP_R / 4)) * 4;
             const int64_t j = v.j0 + r;
             if (t >= T || j >= v.n_out) continue;
-            float y = *cl.map_shared_rank(P + e, 0);
-            for (int u = 1; u < S; u++) y = y + *cl.map_shared_rank(P + e, u);
-            v.y[t * v.ldy + j] = y;
+            const float4 *src = (const float4 *)(P + t * PP + r);
+            float4 y = *cl.map_shared_rank(src, 0);
+            for (int u0 = 1; u0 < S; u0 += 4) {
+                float4 p[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (u0 + i < S) p[i] = *cl.map_shared_rank(src, u0 + i);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (u0 + i < S) y.x = y.x + p[i].x, y.y = y.y + p[i].y, y.z = y.z + p[i].z, y.w = y.w + p[i].w;
+            }
+            tc_put4(v.y + t * v.ldy + j, y, v.n_out - j);
         }
         cl.sync(); /* no block leaves while another reads its partial */
 #endif

@@ -124,8 +124,8 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
            [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
     return ys;
 }
-// tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16): one pass, or (parts) each slice in a block of its own and the
-// partials added by tc_fold_parts
+// tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16): one pass, or (parts) each slice in a block of its own
+// and the partials added by tc_fold_parts
 template <int AS, bool EARLY = true> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
     auto ys = fresh(p);
     int64_t blocks;
