@@ -1170,7 +1170,8 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     if (blocks > 0x7fffffff || S > 65535 || (!forced && blocks > 8 * (int64_t)tc_sms())) return 1;
     const int nf = (int)((T + 7) / 8);
     /* the cluster up to 16 tokens: on the H100 it took a decode step's products from 11-14 us to 7-9 (no second
-     * kernel), but at 45 tokens gate/up ran 26.5 us in clusters of 4 against 16.6 through the scratch */
+     * kernel); at 45 tokens its first fold (an output a thread) ran gate/up 26.5 us in clusters of 4 against 16.6
+     * through the scratch, and the fold by float4s (TD_CUDA_TC_CLUSTER=2) timed one criterion within noise of it */
     if (tc_cluster_on && S > 1 && (nf <= 2 || tc_cluster_on == 2)) {
         int rc = wg ? tc_split_pick<true>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, s, nf, true)
                     : tc_split_pick<false>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, s, nf, true);
