@@ -317,9 +317,7 @@ template <int KVF> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
 }
 
 /* One (token, head) per block: the row's span states folded into super-chunk states, those into the row's state, each
- * in ascending order, the first of each fold copied (with 512-position spans the first fold is a copy). The spans'
- * states are read eight at a time, all eight loads in flight, then folded in order: the same operations as one span
- * after another. */
+ * in ascending order, the first of each fold copied (with 512-position spans the first fold is a copy). */
 __global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a) {
     td_pdl_wait();
     const int64_t t = blockIdx.x / a.Hq, h = blockIdx.x % a.Hq;
@@ -328,36 +326,29 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a)
     const int per = AT_SC / span, c0 = lo / span, c1 = min((n - 1) / span + 1, (int)a.nsc);
     const float *st = a.scratch + (t * a.Hq + h) * a.nsc * (a.hd + 2);
     for (int64_t e = threadIdx.x; e < a.hd; e += 128) {
-        float M = 0.0f, L = 0.0f, A = 0.0f, sM = 0.0f, sL = 0.0f, sA = 0.0f;
-        for (int cb = c0; cb < c1; cb += 8) {
-            float bM[8], bL[8], bA[8];
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const float *s = st + (int64_t)min(cb + i, c1 - 1) * (a.hd + 2);
-                bM[i] = s[0], bL[i] = s[1], bA[i] = s[2 + e];
-            }
-#pragma unroll
-            for (int i = 0; i < 8 && cb + i < c1; i++) {
-                const int c = cb + i, j = c / per; /* span c of super-chunk j: spans [j * per, j * per + per) */
+        float M = 0.0f, L = 0.0f, A = 0.0f;
+        for (int j = c0 / per; j <= (c1 - 1) / per; j++) { /* super-chunk j: spans [j * per, j * per + per) */
+            float sM = 0.0f, sL = 0.0f, sA = 0.0f;
+            for (int c = max(c0, j * per); c < min(c1, j * per + per); c++) {
+                const float *s = st + (int64_t)c * (a.hd + 2);
                 if (c == max(c0, j * per)) {
-                    sM = bM[i], sL = bL[i], sA = bA[i];
+                    sM = s[0], sL = s[1], sA = s[2 + e];
                 } else {
                     float Mn, x, y;
-                    at_factors(sM, bM[i], &Mn, &x, &y);
-                    sL = at_mix(sL, x, bL[i], y);
-                    sA = at_mix(sA, x, bA[i], y);
+                    at_factors(sM, s[0], &Mn, &x, &y);
+                    sL = at_mix(sL, x, s[1], y);
+                    sA = at_mix(sA, x, s[2 + e], y);
                     sM = Mn;
                 }
-                if (c != min(c1, j * per + per) - 1) continue; /* the super-chunk's last span: into the row */
-                if (j == c0 / per) {
-                    M = sM, L = sL, A = sA;
-                } else {
-                    float Mn, x, y;
-                    at_factors(M, sM, &Mn, &x, &y);
-                    L = at_mix(L, x, sL, y);
-                    A = at_mix(A, x, sA, y);
-                    M = Mn;
-                }
+            }
+            if (j == c0 / per) {
+                M = sM, L = sL, A = sA;
+            } else {
+                float Mn, x, y;
+                at_factors(M, sM, &Mn, &x, &y);
+                L = at_mix(L, x, sL, y);
+                A = at_mix(A, x, sA, y);
+                M = Mn;
             }
         }
         a.out[t * a.ldo + h * a.hd + e] = A / L;
