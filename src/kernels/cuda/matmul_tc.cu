@@ -1247,19 +1247,11 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *
     return td_cu_launched("matmul (tensor cores, wide)");
 }
 
-/* TD_CUDA_WG_STAGES: tc_wg's stages, WG_AS (4) unless 5 or 6 (the copies AS - 2 stages ahead: 2, 3 or 4; 128, 160 or
- * 192 KB of shared memory); the same bits. */
-static const int tc_wg_stages = [] {
-    const char *e = getenv("TD_CUDA_WG_STAGES");
-    const int v = e ? atoi(e) : 0;
-    return v == 5 || v == 6 ? v : WG_AS;
-}();
-
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
 
-/* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16; tc_wg_stages), else tc_wide with its totals where
- * TD_CUDA_TC_WREG puts them */
+/* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16), else tc_wide with its totals where TD_CUDA_TC_WREG puts
+ * them */
 template <bool FOLD, bool XB>
 static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
@@ -1267,12 +1259,6 @@ static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb,
         if (!tc_wg_early)
             return tc_wide_go<tc_wg<FOLD, WG_AS, false>, tc_wg<true, WG_AS, false>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb,
                                                                                 ldx, T, K, blocks, ty, S, ng, s);
-        if (tc_wg_stages == 6)
-            return tc_wide_go<tc_wg<FOLD, 6>, tc_wg<true, 6>>(wg_smem<6>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty,
-                                                              S, ng, s);
-        if (tc_wg_stages == 5)
-            return tc_wide_go<tc_wg<FOLD, 5>, tc_wg<true, 5>>(wg_smem<5>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty,
-                                                              S, ng, s);
         return tc_wide_go<tc_wg<FOLD, WG_AS>, tc_wg<true, WG_AS>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb, ldx, T, K,
                                                                   blocks, ty, S, ng, s);
     }
