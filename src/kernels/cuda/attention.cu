@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a)
  *             ascending from +0 (A = Qs by ldmatrix, B = Ks by ldmatrix: the key rows are B's columns); s = scale * d
  *             into Ss, -inf where the row does not see the position
  *   softmax   warp w: rows w, w + 4, w + 8, w + 12 as attention_tile_kernel (lane holds slots lane, lane + 32): m, p
- *             = expf(s - m) rounded to bf16 into Ps (0 where unseen), l by the fixed tree, the fold factors
+ *             = e^(s - m) (ab_exp) rounded to bf16 into Ps (0 where unseen), l by the fixed tree, the fold factors
  *   values    warp w: a[16 rows][columns w HD/4 .. (w+1) HD/4) = P V, one mma chain over the chunk's 4 k-steps of 16
  *             positions ascending from +0 (A = Ps by ldmatrix, B = Vs by ldmatrix.trans); a joins the super-chunk
  *             state A (registers, the mma D layout: rows g and g + 8 of lane = 4 g + q) by the combine rule
@@ -386,10 +386,13 @@ static_assert(AT_RMAX == 16, "the bf16 kernel's tile is one m16 fragment");
 __device__ __forceinline__ uint32_t ab_bf16(float f) { return __float_as_uint(td_dev_round_bf16(f)) >> 16; }
 __device__ __forceinline__ uint32_t ab_pack(float lo, float hi) { return ab_bf16(lo) | ab_bf16(hi) << 16; }
 
-/* p = exp(s - m) of two slots rounded to bf16 (+0 at an unseen slot), lo | hi << 16: one cvt for both (nearest even,
- * ab_bf16's bits for every value an exp gives; a NaN, from a NaN score only, comes out as the canonical NaN). */
+/* p = e^(s - m) of two slots rounded to bf16 (+0 at an unseen slot), lo | hi << 16: e^x as 2^(x log2 e) on the
+ * multifunction unit (td_ex2: 3 instructions where expf takes ~12; relative error below 2^-17 for
+ * every x >= -87: the rounding of x log2 e, |x| 2^-24, and the unit's own, far inside the bf16 rounding that follows), then one cvt for both (nearest even, ab_bf16's bits for
+ * every value it gives; a NaN, from a NaN score only, comes out as the canonical NaN). */
+__device__ __forceinline__ float ab_exp(float x) { return td_ex2(x * 1.44269504088896341f); }
 __device__ __forceinline__ uint32_t ab_exp_pair(float s0, float s1, float m, bool v0, bool v1) {
-    return td_pack_bf16(v0 ? expf(s0 - m) : 0.0f, v1 ? expf(s1 - m) : 0.0f);
+    return td_pack_bf16(v0 ? ab_exp(s0 - m) : 0.0f, v1 ? ab_exp(s1 - m) : 0.0f);
 }
 
 /* The tile's queries rounded to bf16 into Qs [R][HD + AB_PAD] (padding rows +0): four elements a thread and
@@ -777,7 +780,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
  *             where the row does not see the position. Lane 4g + q holds rows g and g + 8, slots 8f + 2q + {0, 1}.
  *   softmax   in registers (ab64_softmax; a chunk that every row of the warp sees whole skips the slot checks):
  *             m = max over the row's slots (the lane's 16, then the quad's shuffles: max is exact);
- *             p = bf16(expf(s - m)) (0 where unseen); l = the canonical tree: slot i + slot i + 32 is fragment f
+ *             p = bf16(e^(s - m)) (ab_exp; 0 where unseen); l = the canonical tree: slot i + slot i + 32 is fragment f
  *             + fragment f + 4 in the lane, stride 16 is f + f + 2, stride 8 is f = 0 + f = 1, strides 4 and 2 are
  *             the quad's lanes q + q ^ 2 and q + q ^ 1 (xor: every lane of the quad gets the sum, a + b = b + a),
  *             stride 1 is the lane's slot pair; then the fold factors, per row in the quad's registers.

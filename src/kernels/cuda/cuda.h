@@ -241,7 +241,8 @@ int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_
  *   the chunks of 64 positions anchored at position 0 as above. Per chunk, per row: d_p = one mma.m16n8k16 chain
  *   (bf16 operands, fp32 accumulator) over the head's hd / 16 k-steps of 16 elements ascending, from +0, of q.k_p;
  *   s_p = scale * d_p (s_p a function of q and k_p only); m = max s_p over the chunk's positions in [lo, n);
- *   p_i = bf16(expf(s_i - m)) for the chunk's 64 slots i, exactly 0 at a slot outside the range;
+ *   p_i = bf16(ex2.approx.ftz((s_i - m) * log2 e)) for the chunk's 64 slots i (e^(s_i - m) within 2^-17 relative,
+ *   the multiplication an fp32 one), exactly 0 at a slot outside the range;
  *   l = the fp32 tree over the 64 p_i of the fp32 order (slot i + slot i + 32, then halving strides 16 .. 1);
  *   a[e] = one mma chain over the chunk's 4 k-steps of 16 slots ascending, from +0, of p_i v_i[e] (a slot that no
  *   row of the launch's tile sees enters as v = +0, never as cache bytes); then the combine of (M, L, A) above

@@ -1,6 +1,6 @@
 /* The inline-PTX helpers of the kernels, in one place: the bf16 mma, ldmatrix (plain and .trans), cp.async with its
  * commit / wait_group, wgmma (sm_90a: descriptors of the 128-byte swizzle, fence / commit / wait, the proxy fence),
- * the L2 prefetch, the bf16 pair pack, the dynamic shared-memory declaration, and the wait of a programmatic dependent
+ * the L2 prefetch, the bf16 pair pack, the multifunction unit's 2^x, the dynamic shared-memory declaration, and the wait of a programmatic dependent
  * launch (every kernel). Nothing else in the kernels is inline assembly, so tests/cuda/emu (a CPU emulator, run by
  * the ctest test_cuda_emu) compiles them with g++ by supplying its own kernels/cuda/ptx.cuh (an
  * -I that comes before src/) that emulates each of these by its PTX semantics. Keep it so: a new asm goes here, with
@@ -32,6 +32,13 @@ __device__ __forceinline__ void td_mma_bf16(float (&d)[4], const uint32_t (&a)[4
 __device__ __forceinline__ uint32_t td_pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
+}
+
+/* 2^x on the multifunction unit (ex2.approx.ftz.f32: ~2 ulp; a subnormal input or result is flushed to +0). */
+__device__ __forceinline__ float td_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
 }
 
 /* Four 8x8 b16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8 (16-byte aligned).

@@ -66,6 +66,14 @@ inline uint32_t td_pack_bf16(float lo, float hi) {
     return (uint32_t)td_emu_f2bf(lo) | (uint32_t)td_emu_f2bf(hi) << 16;
 }
 
+// ex2.approx.ftz.f32: 2^x in float (the hardware's last bits may differ: the emulator holds kernels to each other and
+// to double references, never to the GPU's bits), subnormal inputs and results flushed to +0.
+inline float td_ex2(float x) {
+    if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
+    const float y = exp2f(x);
+    return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;
+}
+
 // ldmatrix x4: lane l gives the address of row l % 8 of matrix l / 8; without .trans lane 4g + q gets row g,
 // columns 2q, 2q + 1 of each matrix; with .trans rows 2q, 2q + 1 of column g. Mutation LDSM: matrices 1 and 2
 // swapped (as a lane address computed with the two bits of its matrix index exchanged), without .trans only.
