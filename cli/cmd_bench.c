@@ -39,7 +39,8 @@ static const char usage_text[] =
     "            the last call alone (td_decide) and compares every probability and logit bit for bit\n"
     "            (verify_mismatched; exit 1 when any differs). host_tokenize_ms_per_call: the time the\n"
     "            call's prompts (E heads, E x C suffixes) take to tokenize, timed apart (part of ms_per_call)\n"
-    "            --memory MB: the decider's memory budget (default 1024): how many criteria fit a pass\n"
+    "            --memory MB: the decider's memory budget (default 1024 on the CPU, a quarter of the GPU's free\n"
+    "            memory with --device cuda): how many criteria fit a pass; memory_mb says the one used\n"
     "  chat      time to first token of a T-token user turn after H tokens of conversation (synthetic ChatML\n"
     "            turns of random ids), for each H of --history: with the conversation's KV reused (ttft_ms; a\n"
     "            new turn per repeat, median; the repeats interleave the H values so that a change of load hits\n"
@@ -386,7 +387,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
     }
     if (evid_s) {
         int mrc = bench_decide_multi(m, d, model_dir, threads, repeat, E, P, C, S, K, cache_head, verify, kv_f16, dv, load_s,
-                                     (long long)p.memory_mb);
+                                     (long long)td_decider_stats(d).memory_mb);
         td_decider_free(d);
         td_model_free(m);
         return mrc;
@@ -434,7 +435,7 @@ static int bench_decide(const char *model_dir, long long threads, long long repe
                (double)C / med, 1e3 * med / (double)C, 1e3 * secs[0] / (double)C, 1e3 * secs[repeat - 1] / (double)C,
                head_ms[repeat / 2], crit_ms[repeat / 2], crit_ms[0], crit_ms[repeat - 1],
                (long long)(ds.forwards / (repeat + 1)), (long long)(ds.head_macs / (ds.criteria ? ds.criteria : 1)),
-               (long long)p.memory_mb, cache_head ? "true" : "false", (long long)ds.head_cached);
+               (long long)ds.memory_mb, cache_head ? "true" : "false", (long long)ds.head_cached);
     }
     free(head), free(ids), free(suf), free(ns), free(no), free(out), free(secs), free(head_ms), free(crit_ms);
     td_decider_free(d);

@@ -35,7 +35,8 @@ static const char usage_text[] =
     "  --serial             the prefix once, then each suffix on its own\n"
     "  --fresh              every criterion from scratch (the reference; same ids, nothing reused)\n"
     "  --batch-size N       at most N criteria per forward pass (default: as many as --memory allows)\n"
-    "  --memory MB          memory budget for the context (default 1024)\n"
+    "  --memory MB          memory budget for the context (default 1024; with --device cuda a quarter of the\n"
+    "                       GPU's free memory): how many criteria share a forward pass, never a result\n"
     "  --kv f32|f16         KV cache precision (default f32; f16 halves its memory, results differ slightly)\n"
     "  --device cpu|cuda    where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
     CLI_PRECISION_HELP

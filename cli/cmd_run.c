@@ -51,7 +51,8 @@ static const char usage_text[] =
     "  --device cpu|cuda    where to compute (default cpu; cuda: a build with -DTD_CUDA=ON and an NVIDIA GPU)\n"
     CLI_PRECISION_HELP
     "  --threads N          worker threads (default: all cores; under MPI, the cores / ranks on the machine)\n"
-    "  --memory MB          memory budget of the decider's context (default 1024)\n"
+    "  --memory MB          memory budget of the decider's context (default 1024; with --device cuda a quarter\n"
+    "                       of the GPU's free memory)\n"
     "  --batch-size N       at most N criteria per forward pass\n"
     "  --docs-per-pass N    decide N documents together: read ahead, one multi-evidence call (their heads\n"
     "                       prefilled in one pass, their criteria in shared passes), lines written in input order;\n"

@@ -450,6 +450,10 @@ typedef enum td_device { TD_DEVICE_CPU = 0, TD_DEVICE_CUDA = 1 } td_device;
 TD_API td_status td_device_probe(td_device device, char *desc, size_t desc_len);
 /* "cpu" -> TD_DEVICE_CPU, "cuda" -> TD_DEVICE_CUDA; -1 for anything else. */
 TD_API int td_device_parse(const char *name);
+/* The memory free on `device` now, in bytes, into *free_bytes: on CUDA the GPU's (what its driver reports; other
+ * processes' use included). TD_ERR_UNSUPPORTED (and 0) for the CPU, whose budgets are the caller's, and where
+ * td_device_probe fails. Safe from any thread. */
+TD_API td_status td_device_free_bytes(td_device device, int64_t *free_bytes);
 
 /* Creates a context: all activation buffers, the KV cache and the sequences' states are allocated here, once
  * (td_ctx_memory says how many bytes); td_ctx_decode() does not allocate. The model must outlive the context.
@@ -545,7 +549,10 @@ typedef struct td_decide_params {
     td_decide_mode mode;
     int allowed_mass;          /* 1: also compute the full-vocabulary softmax and report the letters' share */
     int32_t n_threads;         /* default 1; results do not depend on it */
-    int64_t memory_mb;         /* budget for the KV cache, activations and sequence states; default 1024 */
+    int64_t memory_mb;         /* budget for the KV cache, activations and sequence states, in MB; 0 (the
+                                  default): 1024 on the CPU, on CUDA a quarter of the GPU's free memory when the
+                                  decider is made (at least 1024). It sets how many criteria share a pass, never
+                                  a result */
     int32_t max_batch;         /* most criteria in one forward pass (0: as many as the budget allows) */
     int32_t kv_f16;            /* 1: the KV cache in f16 (td_ctx_params.kv_f16) */
     int cache_head;            /* 1: keep the last call's head prefilled; a call (batch or serial mode) whose head
@@ -565,7 +572,7 @@ typedef struct td_decider td_decider;
  * "Answer:" (with or without a separating space); its context is sized, within the memory budget, by the first
  * call that needs it. Fails with TD_ERR_UNSUPPORTED naming a letter that is not a single token (or two letters
  * that share one), TD_ERR_STATE without a tokenizer or with allowed_mass on a pruned head, TD_ERR_INVALID_ARG for
- * bad params (letters: 1 to 20 distinct printable ASCII characters; memory_mb >= 1). A decider is used by one
+ * bad params (letters: 1 to 20 distinct printable ASCII characters; memory_mb >= 0). A decider is used by one
  * thread at a time; the model must outlive it. */
 TD_API td_status td_decider_new(const td_model *model, const td_decide_params *params, td_decider **out);
 TD_API void td_decider_free(td_decider *d);
@@ -667,6 +674,7 @@ typedef struct td_decide_stats {
     int64_t shared_tokens; /* suffix tokens not run because criteria of a batch share them (a common stem) */
     int64_t head_cached;   /* calls whose head was already prefilled (cache_head): not counted in head_prefills */
     double head_ms, suffix_ms;
+    int64_t memory_mb;     /* the memory budget in use (td_decide_params.memory_mb; 0 there: the one chosen) */
 } td_decide_stats;
 TD_API td_decide_stats td_decider_stats(const td_decider *d);
 

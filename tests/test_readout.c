@@ -48,7 +48,19 @@ int main(void) {
     CHECKF(s.head_macs == 3 * 4 * 1024, "restricted head: %lld multiply-adds for 3 criteria, want 3 x 4 x 1024",
            (long long)s.head_macs);
     printf("restricted head: %lld multiply-adds per criterion (K = 4 x hidden 1024)\n", (long long)(s.head_macs / 3));
+    /* the memory budget: 0 by default, which on the CPU means 1024 MB; a negative one is refused */
+    CHECKF(p.memory_mb == 0 && s.memory_mb == 1024, "default budget %lld, in use %lld (want 0, then 1024 on the CPU)",
+           (long long)p.memory_mb, (long long)s.memory_mb);
     td_decider_free(d);
+    td_decide_params bad = p;
+    bad.memory_mb = -1;
+    d = NULL;
+    CHECK(td_decider_new(m, &bad, &d) == TD_ERR_INVALID_ARG && d == NULL);
+    int64_t free_bytes = 1;
+    CHECK(td_device_free_bytes(TD_DEVICE_CPU, &free_bytes) == TD_ERR_UNSUPPORTED && free_bytes == 0);
+    CHECK(td_device_free_bytes(TD_DEVICE_CPU, NULL) == TD_ERR_INVALID_ARG);
+    if (td_device_probe(TD_DEVICE_CUDA, NULL, 0) != TD_OK) /* no GPU here (or no CUDA backend): said, not guessed */
+        CHECK(td_device_free_bytes(TD_DEVICE_CUDA, &free_bytes) == TD_ERR_UNSUPPORTED && free_bytes == 0);
 
     p.allowed_mass = 1;
     CHECKF(td_decider_new(m, &p, &d) == TD_OK, "%s", td_last_error());

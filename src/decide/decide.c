@@ -18,7 +18,7 @@ td_decide_params td_decide_default_params(void) {
     memset(&p, 0, sizeof p);
     p.mode = TD_DECIDE_BATCH;
     p.n_threads = 1;
-    p.memory_mb = 1024;
+    p.memory_mb = 0; /* automatic: td_decider_new */
     return p;
 }
 
@@ -44,6 +44,16 @@ void td_decider_free(td_decider *d) {
     td_free(d);
 }
 
+/* memory_mb 0: 1024 MB on the CPU; on a GPU a quarter of its free memory (at least 1024 MB), so that a batch of
+ * criteria runs as one pass where the GPU holds it (144 criteria x 45 tokens over 256: ~1.1 GB, which 1024 MB cut
+ * into two passes, 7% slower on the H100). */
+static int64_t auto_budget_mb(int32_t device) {
+    int64_t free_bytes = 0;
+    if (device != TD_DEVICE_CUDA || td_device_free_bytes(TD_DEVICE_CUDA, &free_bytes) != TD_OK) return 1024;
+    int64_t mb = free_bytes / 4 >> 20;
+    return mb > 1024 ? mb : 1024;
+}
+
 td_status td_decider_new(const td_model *model, const td_decide_params *params, td_decider **out) {
     if (!model || !out) return td_fail(TD_ERR_INVALID_ARG, "td_decider_new: NULL argument");
     *out = NULL;
@@ -53,7 +63,8 @@ td_status td_decider_new(const td_model *model, const td_decide_params *params, 
     if (p.mode != TD_DECIDE_BATCH && p.mode != TD_DECIDE_SERIAL && p.mode != TD_DECIDE_FRESH)
         return td_fail(TD_ERR_INVALID_ARG, "unknown decide mode %d", (int)p.mode);
     if (p.n_threads < 1) p.n_threads = 1;
-    if (p.memory_mb < 1) return td_fail(TD_ERR_INVALID_ARG, "memory budget must be at least 1 MB");
+    if (p.memory_mb < 0) return td_fail(TD_ERR_INVALID_ARG, "memory budget must be at least 1 MB (or 0: automatic)");
+    if (p.memory_mb == 0) p.memory_mb = auto_budget_mb(p.device);
     if (p.max_batch < 0) return td_fail(TD_ERR_INVALID_ARG, "max_batch must be >= 0");
     if (p.allowed_mass && !td_model_can_generate(model))
         return td_fail(TD_ERR_STATE, "%s: the head was pruned to the option letters: there is no full softmax for "
@@ -100,7 +111,10 @@ const char *td_decider_letters(const td_decider *d) { return d ? d->letters : ""
 td_decide_stats td_decider_stats(const td_decider *d) {
     td_decide_stats s;
     memset(&s, 0, sizeof s);
-    return d ? d->stats : s;
+    if (!d) return s;
+    s = d->stats;
+    s.memory_mb = d->p.memory_mb;
+    return s;
 }
 
 /* ---- planning ------------------------------------------------------------------------------------------------- */

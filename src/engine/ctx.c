@@ -193,6 +193,15 @@ td_status td_device_probe(td_device device, char *desc, size_t desc_len) {
     return TD_OK;
 }
 
+td_status td_device_free_bytes(td_device device, int64_t *free_bytes) {
+    if (!free_bytes) return td_fail(TD_ERR_INVALID_ARG, "td_device_free_bytes: NULL argument");
+    *free_bytes = 0;
+    if (device == TD_DEVICE_CUDA) return td_eng_dev_free_bytes(free_bytes);
+    if (device != TD_DEVICE_CPU)
+        return td_fail(TD_ERR_INVALID_ARG, "td_device_free_bytes: unknown device %d", (int)device);
+    return td_fail(TD_ERR_UNSUPPORTED, "the CPU's free memory is not tracked: budgets there are the caller's");
+}
+
 int td_precision_parse(const char *name) {
     if (!name) return -1;
     if (strcmp(name, "fp32") == 0) return TD_PRECISION_FP32;

@@ -12,6 +12,11 @@ td_status td_eng_dev_probe(td_device device, char *desc, size_t desc_len) {
                    "this typedecide was built without the CUDA backend (configure with cmake -DTD_CUDA=ON)");
 }
 
+td_status td_eng_dev_free_bytes(int64_t *free_bytes) {
+    *free_bytes = 0;
+    return td_eng_dev_probe(TD_DEVICE_CUDA, NULL, 0);
+}
+
 void *td_eng_dev_alloc(size_t bytes, int zero) {
     (void)bytes, (void)zero;
     return NULL;

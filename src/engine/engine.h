@@ -176,6 +176,7 @@ void td_eng_keep_outputs(td_ctx *ctx);
 
 /* The device side of a context (src/engine/cuda/; src/engine/device_none.c in a build without CUDA). */
 td_status td_eng_dev_probe(td_device device, char *desc, size_t desc_len);
+td_status td_eng_dev_free_bytes(int64_t *free_bytes); /* the GPU's free memory now (td_device_free_bytes) */
 void *td_eng_dev_alloc(size_t bytes, int zero); /* device memory; NULL on failure */
 void td_eng_dev_free(void *p);
 td_status td_eng_dev_open(td_ctx *ctx);  /* the model's weights on the device (once per model), the pass mirrors */

@@ -350,6 +350,19 @@ void eng_exactness_decider(const td_model *m, int bf16, const char *name, double
         {TD_DECIDE_BATCH, 1, TD_DEVICE_CUDA, 0, 1, "the gate in the down product, batches of 1"},
         {TD_DECIDE_BATCH, 0, TD_DEVICE_CPU, 0, 0, "CPU"},
     };
+    { /* the default budget on the GPU: a quarter of its free memory, at least 1024 MB */
+        int64_t fb = 0;
+        CHECKF(td_device_free_bytes(TD_DEVICE_CUDA, &fb) == TD_OK && fb > 0, "td_device_free_bytes: %s",
+               td_last_error());
+        td_decide_params p = td_decide_default_params();
+        p.device = TD_DEVICE_CUDA;
+        td_decider *d = NULL;
+        CHECKF(td_decider_new(m, &p, &d) == TD_OK, "%s: decider with the default budget: %s", name, td_last_error());
+        const int64_t mb = d ? td_decider_stats(d).memory_mb : 0, want = (fb / 4 >> 20) > 1024 ? fb / 4 >> 20 : 1024;
+        CHECKF(mb >= 1024 && mb >= want / 2 && mb <= 2 * want, "%s: default GPU budget %lld MB, %lld MB free", name,
+               (long long)mb, (long long)(fb >> 20));
+        td_decider_free(d);
+    }
     for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
         td_decide_params p = td_decide_default_params();
         p.mode = runs[r].mode, p.max_batch = runs[r].max_batch, p.device = runs[r].device;

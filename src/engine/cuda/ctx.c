@@ -23,6 +23,13 @@ td_status td_eng_dev_probe(td_device device, char *desc, size_t desc_len) {
     return TD_OK;
 }
 
+td_status td_eng_dev_free_bytes(int64_t *free_bytes) {
+    *free_bytes = 0;
+    if (td_cu_probe(NULL, 0, NULL) != 0) return td_fail(TD_ERR_UNSUPPORTED, "no usable CUDA device: %s", td_cu_error());
+    if (td_cu_mem_free(free_bytes) != 0) return td_dev_fail("reading the GPU's free memory");
+    return TD_OK;
+}
+
 void *td_eng_dev_alloc(size_t bytes, int zero) {
     void *p = td_cu_malloc(bytes);
     if (p && zero && (td_cu_zero(p, bytes, NULL) != 0 || td_cu_sync(NULL) != 0)) {

@@ -35,6 +35,14 @@ int td_cu_launched(const char *name) {
 
 extern "C" const char *td_cu_error(void) { return td_cu_err; }
 
+extern "C" int td_cu_mem_free(int64_t *free_bytes) {
+    size_t f = 0, t = 0;
+    const cudaError_t e = cudaMemGetInfo(&f, &t);
+    if (e != cudaSuccess) return td_cu_fail("cudaMemGetInfo", e);
+    *free_bytes = (int64_t)f;
+    return 0;
+}
+
 extern "C" int td_cu_probe(char *name, size_t name_len, int64_t *total_bytes) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
