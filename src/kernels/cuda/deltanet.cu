@@ -70,37 +70,55 @@ __global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, co
     for (int j = 0; j < K - 1; j++) st[j * C + c] = win[j];
 }
 
-/* conv_kernel's outputs for passes of many tokens: a block per (token k of grp_tok's order, 128 channels), its group
- * found by bisecting grp_off; the K - 1 inputs before it read from x (or the state's rows before the group's first),
- * the same expression in the same order. The state is left for conv_state_kernel. */
+/* conv_kernel's outputs for passes of many tokens: a block per (CV_PT tokens k of grp_tok's order, 128 channels),
+ * the first token's group found by bisecting grp_off, its K - 1 inputs before it read from x (or the state's rows
+ * before the group's first); then token after token the window shifts as conv_kernel's does (reloaded from the state
+ * where a group starts): the same values, expression and order. The state is left for conv_state_kernel. (A block
+ * a token bisected and loaded its window for each of its 128 outputs: 500 us a DeltaNet layer for a decide pass of
+ * 144 x 45 tokens on the H100, latency of dependent loads.) */
+#define CV_PT 16
 template <int K>
 __global__ void __launch_bounds__(CV_NT) conv_par_kernel(float *__restrict__ out, const float *__restrict__ x,
                                                          const float *__restrict__ state, int64_t seq_stride,
                                                          const float *__restrict__ w, int64_t C, int64_t n_groups,
-                                                         const int32_t *__restrict__ grp_seq,
+                                                         int64_t n_tok, const int32_t *__restrict__ grp_seq,
                                                          const int32_t *__restrict__ grp_off,
                                                          const int32_t *__restrict__ grp_tok) {
     td_pdl_wait();
-    const int64_t k = blockIdx.x, c = (int64_t)blockIdx.y * CV_NT + threadIdx.x;
+    const int64_t kb = (int64_t)blockIdx.x * CV_PT, c = (int64_t)blockIdx.y * CV_NT + threadIdx.x;
     if (c >= C) return;
-    int64_t lo = 0, hi = n_groups - 1; /* the last group starting at or before k */
+    const int64_t ke = kb + CV_PT < n_tok ? kb + CV_PT : n_tok;
+    int64_t lo = 0, hi = n_groups - 1; /* the last group starting at or before kb */
     while (lo < hi) {
         const int64_t mid = (lo + hi + 1) / 2;
-        if (grp_off[mid] <= k) lo = mid;
+        if (grp_off[mid] <= kb) lo = mid;
         else hi = mid - 1;
     }
     const int64_t k0 = grp_off[lo];
+    int64_t kn = grp_off[lo + 1]; /* the next group's first token */
     const float *st = state + (int64_t)grp_seq[lo] * seq_stride;
     float wc[K], win[K - 1];
 #pragma unroll
     for (int j = 0; j < K; j++) wc[j] = w[c * K + j];
 #pragma unroll
     for (int j = 0; j < K - 1; j++) {
-        const int64_t i = k - (K - 1) + j; /* the input j steps into the window: a token of the group or a state row */
+        const int64_t i = kb - (K - 1) + j; /* the input j steps into the window: a token of the group or a state row */
         win[j] = i >= k0 ? x[(int64_t)grp_tok[i] * C + c] : st[(i - k0 + K - 1) * C + c];
     }
-    const int64_t t = grp_tok[k];
-    out[t * C + c] = conv_silu<K>(wc, win, x[t * C + c]);
+    for (int64_t k = kb; k < ke; k++) {
+        while (k == kn) { /* a group starts at k: its window is its state's rows */
+            lo++, kn = grp_off[lo + 1];
+            st = state + (int64_t)grp_seq[lo] * seq_stride;
+#pragma unroll
+            for (int j = 0; j < K - 1; j++) win[j] = st[j * C + c];
+        }
+        const int64_t t = grp_tok[k];
+        const float xc = x[t * C + c];
+        out[t * C + c] = conv_silu<K>(wc, win, xc);
+#pragma unroll
+        for (int j = 0; j + 1 < K - 1; j++) win[j] = win[j + 1];
+        win[K - 2] = xc;
+    }
 }
 
 /* After conv_par_kernel: each group's state becomes its last K - 1 inputs (the old rows where the group is shorter),
@@ -137,12 +155,13 @@ extern "C" int td_cu_conv(float *out, const float *x, float *state, int64_t seq_
     const unsigned grid = (unsigned)(g->n_groups * bpg);
     cudaStream_t s = TD_CU_STREAM(stream);
     if (g->n_tok > 64 && g->n_tok <= 0x7fffffff && K > 1 && bpg <= 65535) {
-        const dim3 gt((unsigned)g->n_tok, (unsigned)bpg), gg((unsigned)g->n_groups, (unsigned)bpg);
+        const dim3 gt((unsigned)((g->n_tok + CV_PT - 1) / CV_PT), (unsigned)bpg);
+        const dim3 gg((unsigned)g->n_groups, (unsigned)bpg);
         switch (K) {
 #define CONV_PAR(KK)                                                                                               \
     case KK:                                                                                                       \
-        conv_par_kernel<KK><<<gt, CV_NT, 0, s>>>(out, x, state, seq_stride, w, C, g->n_groups, g->grp_seq,         \
-                                                 g->grp_off, g->grp_tok);                                          \
+        conv_par_kernel<KK><<<gt, CV_NT, 0, s>>>(out, x, state, seq_stride, w, C, g->n_groups, g->n_tok,           \
+                                                 g->grp_seq, g->grp_off, g->grp_tok);                              \
         if (td_cu_launched("conv (every token at once)")) return -1;                                               \
         conv_state_kernel<KK><<<gg, CV_NT, 0, s>>>(x, state, seq_stride, C, g->grp_seq, g->grp_off, g->grp_tok);  \
         break;
@@ -264,51 +283,67 @@ __global__ void __launch_bounds__(DN_NT)
  * chains m = m + (S[i] * decay) * k[i] and o = o + s * q[i] with s = (S[i] * decay) + k[i] * d, i ascending, and
  * the gated RMS norm (the same double tree). One difference of schedule only: the chain for m of token j + 1 runs
  * in the same loop as token j's update and o (it needs token j's updated S[i] and nothing else of token j), so the
- * two serial chains of a token overlap; the q, k of two tokens are staged in shared memory (double buffered). */
+ * two serial chains of a token overlap; the q, k of two tokens are staged in shared memory (double buffered), and a
+ * token's inputs are loaded from global memory during the token two before it (dn_load), so the block waits on no
+ * load between tokens. */
 struct dn_tok {
-    float beta, decay, v;
+    float beta, decay, v, z;
 };
 
-/* Stages token row t: qs, ks <- the normalised q, k of key head kh (deltanet_kernel's code), and this thread's
- * beta, decay and v (column tid). Synchronises the block before returning (qs, ks ready). */
+/* A token's inputs as this thread reads them (row t of u, b, a, z): its elements of q and k of key head kh, b, a, and
+ * its column's v and z; loaded a token ahead of their use, so that the loads' latency overlaps the token before. */
+template <int DK> struct dn_raw {
+    static constexpr int PT = (DK + DN_NT - 1) / DN_NT; /* elements of q and k a thread loads */
+    float q[PT], k[PT], b, a, v, z;
+};
 template <int DK>
-__device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, float *redf, const float *__restrict__ u, int64_t ldu,
-                                           const float *__restrict__ b, const float *__restrict__ a, int64_t t, int h,
-                                           int kh, int Hk, int Hv, int dv, float qscale, float neg_a, float dtb,
-                                           bool live) {
-    constexpr int PT = (DK + DN_NT - 1) / DN_NT; /* elements a thread loads */
-    const int tid = threadIdx.x;
-    const int key_dim = Hk * DK;
+__device__ __forceinline__ dn_raw<DK> dn_load(const float *__restrict__ u, int64_t ldu, const float *__restrict__ b,
+                                              const float *__restrict__ a, const float *__restrict__ z, int64_t t,
+                                              int h, int kh, int Hk, int Hv, int dv, bool live) {
+    const int tid = threadIdx.x, key_dim = Hk * DK;
     const float *ut = u + t * ldu;
-    float qr[PT], kr[PT];
+    dn_raw<DK> r;
+#pragma unroll
+    for (int j = 0; j < dn_raw<DK>::PT; j++) {
+        const int i = tid + j * DN_NT;
+        r.q[j] = i < DK ? ut[kh * DK + i] : 0.0f;
+        r.k[j] = i < DK ? ut[key_dim + kh * DK + i] : 0.0f;
+    }
+    r.b = b[t * Hv + h], r.a = a[t * Hv + h];
+    r.v = live ? ut[2 * key_dim + h * dv + tid] : 0.0f;
+    r.z = live ? z[t * (int64_t)Hv * dv + h * dv + tid] : 0.0f;
+    return r;
+}
+
+/* Stages a token from its loaded inputs: qs, ks <- the normalised q, k (deltanet_kernel's code), and this thread's
+ * beta, decay, v and z. Synchronises the block before returning (qs, ks ready). */
+template <int DK>
+__device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, float *redf, const dn_raw<DK> &raw, float qscale,
+                                           float neg_a, float dtb) {
+    const int tid = threadIdx.x;
     float ssq = 0.0f, ssk = 0.0f;
 #pragma unroll
-    for (int j = 0; j < PT; j++) {
-        const int i = tid + j * DN_NT;
-        if (i < DK) {
-            const float qv = ut[kh * DK + i], kv = ut[key_dim + kh * DK + i];
-            qr[j] = qv;
-            kr[j] = kv;
-            ssq += qv * qv;
-            ssk += kv * kv;
+    for (int j = 0; j < dn_raw<DK>::PT; j++)
+        if (tid + j * DN_NT < DK) {
+            ssq += raw.q[j] * raw.q[j];
+            ssk += raw.k[j] * raw.k[j];
         }
-    }
     ssq = td_dev_block_sum<DN_NT>(ssq, redf);
     ssk = td_dev_block_sum<DN_NT>(ssk, redf);
     const float rq = 1.0f / sqrtf(ssq + 1e-6f), rk = 1.0f / sqrtf(ssk + 1e-6f);
 #pragma unroll
-    for (int j = 0; j < PT; j++) {
+    for (int j = 0; j < dn_raw<DK>::PT; j++) {
         const int i = tid + j * DN_NT;
         if (i < DK) {
-            qs[i] = (qr[j] * rq) * qscale;
-            ks[i] = kr[j] * rk;
+            qs[i] = (raw.q[j] * rq) * qscale;
+            ks[i] = raw.k[j] * rk;
         }
     }
     dn_tok r;
-    r.beta = 1.0f / (1.0f + expf(-b[t * Hv + h]));
-    const float g = neg_a * softplus(a[t * Hv + h] + dtb);
+    r.beta = 1.0f / (1.0f + expf(-raw.b));
+    const float g = neg_a * softplus(raw.a + dtb);
     r.decay = expf(g);
-    r.v = live ? ut[2 * key_dim + h * dv + tid] : 0.0f;
+    r.v = raw.v, r.z = raw.z;
     __syncthreads();
     return r;
 }
@@ -342,8 +377,10 @@ __global__ void __launch_bounds__(DN_NT, 1)
 #pragma unroll
     for (int i = 0; i < DK; i++) S[i] = live ? Se[i * ndv] : 0.0f;
 
-    dn_tok cur =
-        dn_stage<DK>(qs[0], ks[0], redf, u, ldu, b, a, grp_tok[i0], h, kh, hk, hv, ndv, qscale, neg_a, dtb, live);
+    dn_tok cur = dn_stage<DK>(qs[0], ks[0], redf, dn_load<DK>(u, ldu, b, a, z, grp_tok[i0], h, kh, hk, hv, ndv, live),
+                              qscale, neg_a, dtb);
+    dn_raw<DK> next; /* token it + 1's inputs, loaded while token it - 1 ran */
+    if (i0 + 1 < i1) next = dn_load<DK>(u, ldu, b, a, z, grp_tok[i0 + 1], h, kh, hk, hv, ndv, live);
     float m = 0.0f;
 #pragma unroll
     for (int i = 0; i < DK; i++) m = m + (S[i] * cur.decay) * ks[0][i];
@@ -355,9 +392,12 @@ __global__ void __launch_bounds__(DN_NT, 1)
         const float d = cur.beta * (cur.v - m);
         const float decay = cur.decay;
         float o = 0.0f;
+        const float zc = cur.z;
         if (it + 1 < i1) { /* block-uniform */
-            const dn_tok nxt = dn_stage<DK>(qs[buf ^ 1], ks[buf ^ 1], redf, u, ldu, b, a, grp_tok[it + 1], h, kh, hk,
-                                            hv, ndv, qscale, neg_a, dtb, live);
+            dn_raw<DK> after; /* token it + 2's, in flight while this token runs */
+            if (it + 2 < i1) after = dn_load<DK>(u, ldu, b, a, z, grp_tok[it + 2], h, kh, hk, hv, ndv, live);
+            const dn_tok nxt = dn_stage<DK>(qs[buf ^ 1], ks[buf ^ 1], redf, next, qscale, neg_a, dtb);
+            if (it + 2 < i1) next = after;
             float mn = 0.0f;
 #pragma unroll
             for (int i = 0; i < DK; i++) {
@@ -381,10 +421,7 @@ __global__ void __launch_bounds__(DN_NT, 1)
         if (live) ss += (double)o * (double)o;
         ss = td_dev_block_sum<DN_NT>(ss, redd); /* also: every thread is done with qs[buf], ks[buf] */
         const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)ndv) + (double)eps));
-        if (live) {
-            const float zi = z[t * value_dim + h * ndv + tid];
-            core[t * value_dim + h * ndv + tid] = (norm_w[tid] * (o * r)) * (zi / (1.0f + expf(-zi)));
-        }
+        if (live) core[t * value_dim + h * ndv + tid] = (norm_w[tid] * (o * r)) * (zc / (1.0f + expf(-zc)));
     }
     if (live) {
 #pragma unroll
