@@ -16,7 +16,6 @@
  * default on compute capability 9.0 (tc_wg for tc_wide, tc_split on wgmma), the same way; test_invariance runs the
  * defaults.
  * td_cu_matmul_glu (the MLP's gate taken by the down product's kernels) = td_cu_glu then td_cu_matmul (test_glu).
- * td_cu_matmul_mlp (the gate and up products gated in their own kernel) = the three products apart (test_mlp).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -199,71 +198,6 @@ static void test_glu(void) {
            "td_cu_matmul_glu: activation 9 should be refused by name: %s", td_cu_error());
     td_cu_free(d);
     weight_free(&w);
-}
-
-/* The MLP's three products (td_cu_matmul_mlp): the gate and up products as pairs gated in tc_wg, then the down
- * product over those bf16 rows, must give the bits of td_cu_matmul_multi (gate, up) then td_cu_matmul_glu (down), for
- * both activations, T past 64 (token tiles cut short, F not a multiple of 128); not taken (1, nothing written) at
- * T <= 64 or where wgmma does not run. */
-static void test_mlp(void) {
-    printf("the MLP in three launches (td_cu_matmul_mlp): = the gate and up products, then the gated down product, bit "
-           "for bit\n");
-    const int here = td_cu_matmul_tc_wg_here();
-    static const int64_t Ts[] = {1, 64, 65, 200, 777};
-    static const int64_t Fs[] = {3072, 192};
-    const int64_t d = 1024, ldy = d + 3;
-    td_cu_matmul_tc_test_mode(2);
-    for (size_t fi = 0; fi < sizeof Fs / sizeof *Fs; fi++) {
-        const int64_t F = Fs[fi];
-        weight wg = weight_new(F, d), wu = weight_new(F, d), wd = weight_new(d, F);
-        int64_t bad = 0, taken = 0, n = 0;
-        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
-            for (int act = TD_CU_GLU_SILU; act <= TD_CU_GLU_GELU_TANH; act++) {
-                const int64_t T = Ts[ti];
-                float *x = rnd(T * d, -2.0f, 2.0f), *xd = cu_up(x, (size_t)(T * d) * sizeof *x);
-                float *y = malloc((size_t)(T * ldy) * sizeof *y), *ref = malloc((size_t)(T * ldy) * sizeof *y);
-                for (int64_t i = 0; i < T * ldy; i++) y[i] = 7.0f;
-                float *yd = cu_up(y, (size_t)(T * ldy) * sizeof *y), *rd = cu_up(y, (size_t)(T * ldy) * sizeof *y);
-                float *gd = td_cu_malloc((size_t)(T * F) * sizeof(float));
-                float *ud = td_cu_malloc((size_t)(T * F) * sizeof(float));
-                const int rc = td_cu_matmul_mlp(yd, ldy, xd, d, T, &wg.d, &wu.d, &wd.d, act, 1, NULL);
-                const int want = here && T > 64 ? 0 : 1;
-                CHECKF(rc == want, "td_cu_matmul_mlp: T=%lld F=%lld returned %d, want %d (%s)", (long long)T,
-                       (long long)F, rc, want, td_cu_error());
-                const td_cu_mm mm[2] = {{gd, F, &wg.d, NULL, F}, {ud, F, &wu.d, NULL, F}};
-                CU(td_cu_matmul_multi(mm, 2, xd, d, T, 1, NULL));
-                CU(td_cu_matmul_glu(rd, ldy, gd, ud, F, T, &wd.d, act, 1, NULL));
-                CU(td_cu_d2h(y, yd, (size_t)(T * ldy) * sizeof *y, NULL));
-                CU(td_cu_d2h(ref, rd, (size_t)(T * ldy) * sizeof *y, NULL));
-                char name[96];
-                snprintf(name, sizeof name, "T=%lld F=%lld %s", (long long)T, (long long)F,
-                         act == TD_CU_GLU_SILU ? "SiLU" : "tanh GELU");
-                if (rc == 0) {
-                    bad += differ(name, y, ref, T * ldy) != 0;
-                    taken++;
-                } else { /* not taken: nothing written */
-                    for (int64_t i = 0; i < T * ldy; i++) bad += y[i] != 7.0f;
-                }
-                for (int64_t t = 0; t < T; t++) /* the poison past the outputs stays */
-                    for (int64_t j = d; j < ldy; j++) bad += y[t * ldy + j] != 7.0f && rc == 0;
-                n++;
-                free(x), free(y), free(ref);
-                td_cu_free(xd), td_cu_free(yd), td_cu_free(rd), td_cu_free(gd), td_cu_free(ud);
-            }
-        char name[96];
-        snprintf(name, sizeof name, "F=%lld: %lld of %lld calls taken", (long long)F, (long long)taken, (long long)n);
-        printf("  %-58s %s\n", name, bad ? "NOT bit-exact" : "bit-exact");
-        CHECKF(bad == 0, "td_cu_matmul_mlp: %s: %lld differ", name, (long long)bad);
-        if (fi == 0) {
-            float *z = td_cu_malloc((size_t)(80 * F) * sizeof(float));
-            CHECKF(td_cu_matmul_mlp(z, d, z, d, 80, &wg.d, &wu.d, &wd.d, 9, 1, NULL) < 0 &&
-                       strstr(td_cu_error(), "9") != NULL,
-                   "td_cu_matmul_mlp: activation 9 should be refused by name: %s", td_cu_error());
-            td_cu_free(z);
-        }
-        weight_free(&wg), weight_free(&wu), weight_free(&wd);
-    }
-    td_cu_matmul_tc_test_mode(0);
 }
 
 /* q/k/v-like products of one x in one launch (td_cu_matmul_multi), each old vs new and against the product alone. */
@@ -575,7 +509,6 @@ int main(void) {
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
     test_wg(many, (int)(sizeof many / sizeof *many), wide_modes, few, (int)(sizeof few / sizeof *few), split_modes);
     td_cu_matmul_tc_wg_test(-1); /* the defaults (wgmma where the GPU runs it) */
-    test_mlp();
     test_invariance();
     td_cu_matmul_tc_test_mode(0);
     CU(td_cu_sync(NULL));

@@ -201,24 +201,6 @@ static td_status glu_product(dev_pass *p, const td_dev_layer *ly, const td_step 
     return TD_OK;
 }
 
-/* The MLP as one step in bf16 mode (td_cu_matmul_mlp): gate and up products of one input ([i], [i + 1], into FF_G
- * and FF_U, either order), then the gate and its product (glu_product_steps at i + 2), none with a bias: 4 steps, or
- * 0. */
-static int mlp_steps(const dev_pass *p, const td_layer_steps *ls, int i) {
-    const td_step *s = ls->steps + i;
-    if (!p->bf16 || same_input_products(ls, i) != 2 || !glu_product_steps(p->ctx->dev, ls, i + 2) || s[3].bias >= 0)
-        return 0;
-    const int gu = s[0].dst == TD_B_FF_G && s[1].dst == TD_B_FF_U, ug = s[0].dst == TD_B_FF_U && s[1].dst == TD_B_FF_G;
-    return gu || ug ? 4 : 0;
-}
-
-/* The four steps of mlp_steps through td_cu_matmul_mlp: 0 done, 1 not taken (the steps run apart), else failed. */
-static int mlp(dev_pass *p, const td_dev_layer *ly, const td_step *s) {
-    const td_step *g = s[0].dst == TD_B_FF_G ? &s[0] : &s[1], *u = g == &s[0] ? &s[1] : &s[0];
-    return td_cu_matmul_mlp(buf(p, s[3].dst), width(p, s[3].dst), buf(p, s[0].src), width(p, s[0].src), p->T,
-                            &ly->w[g->w], &ly->w[u->w], &ly->w[s[3].w], glu_act(p->c), p->bf16, p->s);
-}
-
 /* The fault word, read after the pass: the first step (and in it the first token) that went non-finite. */
 static td_status fault_status(td_ctx *ctx, uint64_t word) {
     const td_config *c = &ctx->model->cfg;
@@ -305,15 +287,6 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
                 continue;
             }
             int nq = width(p, TD_B_K) == ctx->kv.dim && width(p, TD_B_V) == ctx->kv.dim ? qk_prep_steps(ls, i) : 0;
-            const int nm = mlp_steps(p, ls, i);
-            if (nm) {
-                const int rc = mlp(p, &p->w->layers[il], &ls->steps[i]);
-                if (rc < 0) return td_dev_fail("MLP");
-                if (rc == 0) {
-                    i += nm - 1;
-                    continue;
-                }
-            }
             if (nq) st = qk_prep(p, il, &p->w->layers[il], &ls->steps[i], nq), i += nq - 1;
             else if (glu_product_steps(dv, ls, i)) st = glu_product(p, &p->w->layers[il], &ls->steps[i]), i++;
             else if (n > 1) st = products(p, &p->w->layers[il], &ls->steps[i], n), i += n - 1;

@@ -60,10 +60,6 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
  * launched). */
 int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int act, int64_t ldx, int64_t T,
                         cudaStream_t s);
-/* td_cu_matmul_mlp's tensor-core path (every weight one td_cu_matmul_tc accepts): 0 done, 1 not taken (nothing
- * launched), -1 failed. */
-int td_cu_matmul_tc_mlp(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *wg,
-                        const td_cu_mat *wu, const td_cu_mat *wd, int act, cudaStream_t s);
 
 /* Blocks for a grid-stride element-wise kernel over n elements (element-wise: no reduction, so the grid's shape does
  * not matter to any value). */

@@ -26,8 +26,6 @@ extern "C" {
 /* 0 when a CUDA device is usable (device 0 is selected; name and total memory reported when non-NULL); -1 with the
  * reason in td_cu_error() ("no CUDA-capable device is detected", a driver too old for this build, ...). */
 int td_cu_probe(char *name, size_t name_len, int64_t *total_bytes);
-/* The current device's free memory in bytes (after td_cu_probe); 0, or -1 with td_cu_error() set. */
-int td_cu_mem_free(int64_t *free_bytes);
 /* The last CUDA error of this thread, as text ("" when none). */
 const char *td_cu_error(void);
 
@@ -86,14 +84,6 @@ int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, 
  * afterwards (the other path gates it in place). */
 int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T, const td_cu_mat *w,
                      int act, int bf16_in, void *stream);
-/* The MLP's three products: y = (act(x Wg^T) * x Wu^T) Wd^T for t < T, all rows of each (act TD_CU_GLU_*): the bits
- * of td_cu_matmul_multi (gate, up), then td_cu_matmul_glu (down), with g and u never in memory: the gate and up
- * products as pairs whose kernel gates and rounds to bf16 (tc_wg; matmul_tc.cu), the down product over those rows.
- * Taken only where that is what the tensor cores would run anyway (bf16_in over BF16 weights, T > 64, TD_CUDA_TC
- * new, wgmma on this GPU, both widths multiples of 64; TD_CUDA_MLP=0 in the environment turns it off): 0 done, 1
- * not taken (nothing launched: the caller runs the steps apart), -1 failed. */
-int td_cu_matmul_mlp(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *wg,
-                     const td_cu_mat *wu, const td_cu_mat *wd, int act, int bf16_in, void *stream);
 /* Whether td_cu_matmul computes this weight on the tensor cores: bf16_in over a BF16 weight whose cols is a multiple
  * of 16 and whose rows start 16-byte aligned (a property of the weight alone, never of T). Then the order above is
  * replaced by this one, the same for every T, tile and kernel (matmul_tc.cu): k is cut into slices of 256 (the last

@@ -213,16 +213,6 @@ extern "C" int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u,
     return td_cu_matmul(y, ldy, g, ldx, T, w, NULL, w->rows, bf16_in, stream);
 }
 
-extern "C" int td_cu_matmul_mlp(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *wg,
-                                const td_cu_mat *wu, const td_cu_mat *wd, int act, int bf16_in, void *stream) {
-    if (T <= 0) return 1;
-    const td_cu_mat *w[3] = {wg, wu, wd};
-    for (int i = 0; i < 3; i++)
-        if (check_mat(w[i], "td_cu_matmul_mlp") || !td_cu_matmul_tc(w[i], bf16_in)) return 1;
-    if (act != TD_CU_GLU_SILU && act != TD_CU_GLU_GELU_TANH) return td_cu_failf("td_cu_matmul_mlp: activation %d", act);
-    return td_cu_matmul_tc_mlp(y, ldy, x, ldx, T, wg, wu, wd, act, TD_CU_STREAM(stream));
-}
-
 extern "C" int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int64_t T, void *stream) {
     if (T <= 0) return 0;
     if (check_mat(w, "td_cu_embed")) return -1;

@@ -53,7 +53,6 @@ struct tc_job {
 struct tc_jobs {
     tc_job j[TC_MAX_JOBS];
     int n;
-    int act = 0; /* tc_wg's gate-and-up pairs (GLU): the gate's activation, TD_CU_GLU_* */
 };
 
 /* A block's share of its job: the job's pointers and sizes, and j0, the first of the block's `per` outputs. */
@@ -93,12 +92,6 @@ __device__ __forceinline__ float4 tc_x4(const float *x, int64_t off, bool vec, c
                         td_dev_glu(f.w, u.w, gl.act));
     }
     return f;
-}
-
-/* tc_wg's gate-and-up pairs (GLU): job i's view for block x's 64 outputs (j0 = 64 x). */
-__device__ __forceinline__ tc_view tc_pair_view(const tc_jobs &jobs, int i) {
-    const tc_job &j = jobs.j[i];
-    return tc_view{j.w, j.rows, j.y, j.ldy, j.row_elems, j.n_out, (int64_t)blockIdx.x * 64};
 }
 
 /* The weight row of output j; outputs past n_out repeat the last (computed, never stored). */
@@ -526,13 +519,8 @@ template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_
  * tensor cores are not kept waiting for the copies' address arithmetic; the same values either way); at a slice end
  * every wgmma is waited for and the totals fold as tc_wide's (registers). K is a multiple of WG_BK (every stage's
  * four k steps run: no predicate between the wgmma, which would make the compiler serialize them). x and ldx are
- * unused (tc_wide's signature, so the same launchers).
- * GLU (the MLP's gate and up as pairs, td_cu_matmul_mlp): jobs.j[0] is the gate, jobs.j[1] the up product of the
- * same outputs; block x computes outputs 64 x .. 64 x + 63 of both, warpgroup 0 the gate's, 1 the up's (each output's
- * chain as in its own launch: a row's result does not depend on its tile neighbours), and writes
- * bf16(act(g) * u) (td_dev_glu, td_pack_bf16: tc_x_bf16's bits for the same g and u) to the bf16 rows at
- * jobs.j[0].y (ldy apart): the activations of the down product, without g and u ever leaving the SM. */
-template <bool FOLD, int AS, bool EARLY = true, bool GLU = false>
+ * unused (tc_wide's signature, so the same launchers). */
+template <bool FOLD, int AS, bool EARLY = true>
 __global__ void __launch_bounds__(256, 1)
     tc_wg(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
           int64_t K, float *part) {
@@ -543,9 +531,9 @@ __global__ void __launch_bounds__(256, 1)
     unsigned char *const sm = tc_align1k(tc_smem); /* stage s at 32 KB s */
     __shared__ const uint16_t *wrow[TC_BM];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, h = warp >> 2, wq = warp & 3;
-    const tc_view v = GLU ? tc_pair_view(jobs, 0) : tc_unpack(jobs, TC_BM);
+    const tc_view v = tc_unpack(jobs, TC_BM);
     const int64_t j0 = v.j0, t0 = (int64_t)blockIdx.y * TW_BN;
-    if (tid < TC_BM) wrow[tid] = GLU ? tc_wrow(tc_pair_view(jobs, tid >> 6), j0 + (tid & 63)) : tc_wrow(v, j0 + tid);
+    if (tid < TC_BM) wrow[tid] = tc_wrow(v, j0 + tid);
     __syncthreads();
 
     float acc[64], totals[64];
@@ -609,28 +597,6 @@ __global__ void __launch_bounds__(256, 1)
     }
     /* d[4 j + c]: output 64 h + 16 wq + g + 8 (c >> 1), token 8 j + 2 q + (c & 1) */
     const int g = lane >> 2, q = lane & 3;
-    if constexpr (GLU) { /* warpgroup 1 hands its u to the thread of warpgroup 0 that holds the same output's g */
-        float *const U = (float *)sm; /* [64][128]: over the stages, which no copy or wgmma reads any more */
-        td_cp_wait<0>();
-        __syncthreads();
-        if (h == 1)
-#pragma unroll
-            for (int i = 0; i < 64; i++) U[i * 128 + tid - 128] = acc[i];
-        __syncthreads();
-        if (h == 1) return;
-        uint16_t *const o = (uint16_t *)jobs.j[0].y;
-        const int64_t ldo = jobs.j[0].ldy;
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int64_t t = t0 + 8 * j + 2 * q + (c & 1), jj = j0 + wq * 16 + g + (c >> 1) * 8;
-                if (t < T && jj < v.n_out)
-                    o[t * ldo + jj] = (uint16_t)td_pack_bf16(td_dev_glu(acc[4 * j + c], U[(4 * j + c) * 128 + tid],
-                                                                        jobs.act), 0.0f);
-            }
-        return;
-    }
     const int64_t ng = (int64_t)gridDim.x * TC_BM;
 #pragma unroll
     for (int j = 0; j < 16; j++)
@@ -1358,54 +1324,6 @@ int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int 
     const int64_t blocks = tc_make_jobs(mm, 1, TC_BM, &jobs);
     if (blocks > 0x7fffffff) return 1;
     return tc_wide_xb(jobs, g, ldx, T, K, blocks, gl, s);
-}
-
-/* The MLP above 64 tokens as three launches after x's rounding: the gate and up products as pairs on tc_wg (GLU:
- * act(g) * u rounded to bf16 in the kernel, so g and u never reach memory), then the down product on tc_wg over those
- * bf16 rows; the same bits as the gate and up products, tc_x_bf16's gating and the down product apart (each output's
- * chain is its own). Only where tc_wg runs every product (TD_CUDA_TC new, x in bf16 once, wgmma on this GPU, k a
- * multiple of 64 in both the MLP's widths); 1 otherwise, or when the scratch (T x (cols + rows of the gate) bf16)
- * cannot be had. */
-static const int tc_mlp_on = td_cu_env_on("TD_CUDA_MLP"); /* 0: the MLP's products as before */
-int td_cu_matmul_tc_mlp(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *wg,
-                        const td_cu_mat *wu, const td_cu_mat *wd, int act, cudaStream_t s) {
-    const int64_t K = wg->cols, F = wg->rows, ty = (T + TW_BN - 1) / TW_BN;
-    if (!tc_mlp_on || T <= TC_SKINNY_T || tc_mode() != 2 || !tc_xb_on || !(tc_wg_on & 1) || !tc_wg_here())
-        return 1;
-    if (K % WG_BK || F % WG_BK || wu->rows != F || wu->cols != K || wd->cols != F || ty > 65535 || F / 64 > 0x7fffffff)
-        return 1;
-    uint16_t *xb = nullptr, *hb = nullptr;
-    if (cudaMallocAsync((void **)&xb, (size_t)T * (size_t)K * 2, s) != cudaSuccess ||
-        cudaMallocAsync((void **)&hb, (size_t)T * (size_t)F * 2, s) != cudaSuccess) {
-        cudaGetLastError();
-        if (xb) cudaFreeAsync(xb, s);
-        return 1;
-    }
-    tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, xb, tc_glu{nullptr, 0});
-    int rc = td_cu_launched("MLP (tensor cores): x to bf16");
-    tc_jobs pair;
-    pair.n = 2, pair.act = act;
-    pair.j[0] = tc_job{(const uint16_t *)wg->data, nullptr, (float *)hb, F, (int64_t)(wg->row_bytes / 2), F, 0};
-    pair.j[1] = tc_job{(const uint16_t *)wu->data, nullptr, (float *)hb, F, (int64_t)(wu->row_bytes / 2), F, 0};
-    if (rc == 0) {
-        const cudaError_t opt = tc_wide_opt<tc_wg<TC_FOLD, WG_AS, true, true>>(wg_smem<WG_AS>());
-        if (opt != cudaSuccess) rc = td_cu_fail("MLP (tensor cores): shared memory of tc_wg", opt);
-    }
-    if (rc == 0) {
-        tc_wg<TC_FOLD, WG_AS, true, true><<<dim3((unsigned)((F + 63) / 64), (unsigned)ty), 256, wg_smem<WG_AS>(), s>>>(
-            pair, nullptr, xb, K, T, K, nullptr);
-        rc = td_cu_launched("MLP (tensor cores): gate and up");
-    }
-    if (rc == 0) {
-        tc_jobs down;
-        const td_cu_mm mm = {y, ldy, wd, nullptr, wd->rows};
-        const int64_t blocks = tc_make_jobs(&mm, 1, TC_BM, &down), S = (F + TC_KS - 1) / TC_KS;
-        if (blocks > 0x7fffffff) rc = td_cu_failf("MLP (tensor cores): %lld blocks", (long long)blocks);
-        else rc = tc_wide_pick<TC_FOLD, true>(down, nullptr, hb, F, T, F, blocks, ty, S, blocks * TC_BM, s);
-    }
-    cudaFreeAsync(hb, s);
-    cudaFreeAsync(xb, s);
-    return rc < 0 ? -1 : 0;
 }
 
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
