@@ -328,8 +328,7 @@ __device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, float *redf, co
             ssq += raw.q[j] * raw.q[j];
             ssk += raw.k[j] * raw.k[j];
         }
-    ssq = td_dev_block_sum<DN_NT>(ssq, redf);
-    ssk = td_dev_block_sum<DN_NT>(ssk, redf);
+    td_dev_block_sum2<DN_NT>(ssq, ssk, redf); /* both by td_dev_block_sum's tree, one set of barriers */
     const float rq = 1.0f / sqrtf(ssq + 1e-6f), rk = 1.0f / sqrtf(ssk + 1e-6f);
 #pragma unroll
     for (int j = 0; j < dn_raw<DK>::PT; j++) {
@@ -360,7 +359,7 @@ __global__ void __launch_bounds__(DN_NT, 1)
     /* head counts and dims fit an int here (td_cu_deltanet checks them) */
     __shared__ __align__(16) float qs[2][DK];
     __shared__ __align__(16) float ks[2][DK];
-    __shared__ float redf[DN_NT / 32 + 1];
+    __shared__ float redf[2 * (DN_NT / 32 + 1)]; /* dn_stage's two sums */
     __shared__ double redd[DN_NT / 32 + 1];
     const int tid = threadIdx.x;
     const int hv = (int)Hv, hk = (int)Hk, ndv = (int)dv;
