@@ -208,6 +208,31 @@ template <int NT> __device__ __forceinline__ void td_dev_block_sum2(float &a, fl
     __syncthreads();
 }
 
+/* A double and two float sums over the block at once, each by td_dev_block_sum's tree (so its bits), one set of
+ * barriers for the three. shd holds NT / 32 + 1 doubles, shf 2 (NT / 32 + 1) floats. */
+template <int NT>
+__device__ __forceinline__ void td_dev_block_sum3(double &d, float &a, float &b, double *shd, float *shf) {
+    constexpr int W = NT / 32;
+    static_assert(NT % 32 == 0 && NT <= 1024, "block of whole warps");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    d = td_dev_warp_reduce(d, td_dev_add());
+    a = td_dev_warp_reduce(a, td_dev_add());
+    b = td_dev_warp_reduce(b, td_dev_add());
+    if (lane == 0) shd[warp] = d, shf[warp] = a, shf[W + 1 + warp] = b;
+    __syncthreads();
+    if (warp == 0) {
+        double e = lane < W ? shd[lane] : 0.0;
+        float x = lane < W ? shf[lane] : 0.0f, y = lane < W ? shf[W + 1 + lane] : 0.0f;
+        e = td_dev_warp_reduce(e, td_dev_add());
+        x = td_dev_warp_reduce(x, td_dev_add());
+        y = td_dev_warp_reduce(y, td_dev_add());
+        if (lane == 0) shd[W] = e, shf[W] = x, shf[2 * W + 1] = y;
+    }
+    __syncthreads();
+    d = shd[W], a = shf[W], b = shf[2 * W + 1];
+    __syncthreads();
+}
+
 /* The sum over the block (float or double), and the maximum (exact in any order), by td_dev_block_reduce's tree. */
 template <int NT, typename T> __device__ __forceinline__ T td_dev_block_sum(T v, T *sh) {
     return td_dev_block_reduce<NT>(v, sh, (T)0, td_dev_add());

@@ -315,20 +315,23 @@ __device__ __forceinline__ dn_raw<DK> dn_load(const float *__restrict__ u, int64
     return r;
 }
 
-/* Stages a token from its loaded inputs: qs, ks <- the normalised q, k (deltanet_kernel's code), and this thread's
- * beta, decay, v and z. Synchronises the block before returning (qs, ks ready). */
-template <int DK>
-__device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, float *redf, const dn_raw<DK> &raw, float qscale,
-                                           float neg_a, float dtb) {
-    const int tid = threadIdx.x;
-    float ssq = 0.0f, ssk = 0.0f;
+/* This thread's share of a loaded token's sums of squares of q and k (deltanet_kernel's order: from +0). */
+template <int DK> __device__ __forceinline__ void dn_squares(const dn_raw<DK> &raw, float &ssq, float &ssk) {
+    ssq = 0.0f, ssk = 0.0f;
 #pragma unroll
     for (int j = 0; j < dn_raw<DK>::PT; j++)
-        if (tid + j * DN_NT < DK) {
+        if (threadIdx.x + j * DN_NT < DK) {
             ssq += raw.q[j] * raw.q[j];
             ssk += raw.k[j] * raw.k[j];
         }
-    td_dev_block_sum2<DN_NT>(ssq, ssk, redf); /* both by td_dev_block_sum's tree, one set of barriers */
+}
+
+/* A loaded token with its block sums ssq, ssk: qs, ks <- the normalised q, k (deltanet_kernel's code), and this
+ * thread's beta, decay, v and z. The caller synchronises the block before qs, ks are read. */
+template <int DK>
+__device__ __forceinline__ dn_tok dn_finish(float *qs, float *ks, const dn_raw<DK> &raw, float ssq, float ssk,
+                                            float qscale, float neg_a, float dtb) {
+    const int tid = threadIdx.x;
     const float rq = 1.0f / sqrtf(ssq + 1e-6f), rk = 1.0f / sqrtf(ssk + 1e-6f);
 #pragma unroll
     for (int j = 0; j < dn_raw<DK>::PT; j++) {
@@ -343,6 +346,17 @@ __device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, float *redf, co
     const float g = neg_a * softplus(raw.a + dtb);
     r.decay = expf(g);
     r.v = raw.v, r.z = raw.z;
+    return r;
+}
+
+/* Stages a loaded token on its own: its sums (one pair reduction), dn_finish, and a barrier (qs, ks ready). */
+template <int DK>
+__device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, float *redf, const dn_raw<DK> &raw, float qscale,
+                                           float neg_a, float dtb) {
+    float ssq, ssk;
+    dn_squares<DK>(raw, ssq, ssk);
+    td_dev_block_sum2<DN_NT>(ssq, ssk, redf); /* both by td_dev_block_sum's tree, one set of barriers */
+    const dn_tok r = dn_finish<DK>(qs, ks, raw, ssq, ssk, qscale, neg_a, dtb);
     __syncthreads();
     return r;
 }
@@ -376,10 +390,14 @@ __global__ void __launch_bounds__(DN_NT, 1)
 #pragma unroll
     for (int i = 0; i < DK; i++) S[i] = live ? Se[i * ndv] : 0.0f;
 
+    /* the first two tokens staged on their own; from then on token it + 2 is staged at the end of token it, its sums
+     * in the same reduction as token it's norm */
     dn_tok cur = dn_stage<DK>(qs[0], ks[0], redf, dn_load<DK>(u, ldu, b, a, z, grp_tok[i0], h, kh, hk, hv, ndv, live),
                               qscale, neg_a, dtb);
-    dn_raw<DK> next; /* token it + 1's inputs, loaded while token it - 1 ran */
-    if (i0 + 1 < i1) next = dn_load<DK>(u, ldu, b, a, z, grp_tok[i0 + 1], h, kh, hk, hv, ndv, live);
+    dn_tok nxt = cur;
+    if (i0 + 1 < i1)
+        nxt = dn_stage<DK>(qs[1], ks[1], redf, dn_load<DK>(u, ldu, b, a, z, grp_tok[i0 + 1], h, kh, hk, hv, ndv, live),
+                           qscale, neg_a, dtb);
     float m = 0.0f;
 #pragma unroll
     for (int i = 0; i < DK; i++) m = m + (S[i] * cur.decay) * ks[0][i];
@@ -392,11 +410,10 @@ __global__ void __launch_bounds__(DN_NT, 1)
         const float decay = cur.decay;
         float o = 0.0f;
         const float zc = cur.z;
-        if (it + 1 < i1) { /* block-uniform */
-            dn_raw<DK> after; /* token it + 2's, in flight while this token runs */
-            if (it + 2 < i1) after = dn_load<DK>(u, ldu, b, a, z, grp_tok[it + 2], h, kh, hk, hv, ndv, live);
-            const dn_tok nxt = dn_stage<DK>(qs[buf ^ 1], ks[buf ^ 1], redf, next, qscale, neg_a, dtb);
-            if (it + 2 < i1) next = after;
+        const bool more2 = it + 2 < i1; /* block-uniform, as it + 1 < i1 */
+        dn_raw<DK> after; /* token it + 2's inputs, in flight while this token runs */
+        if (more2) after = dn_load<DK>(u, ldu, b, a, z, grp_tok[it + 2], h, kh, hk, hv, ndv, live);
+        if (it + 1 < i1) {
             float mn = 0.0f;
 #pragma unroll
             for (int i = 0; i < DK; i++) {
@@ -415,12 +432,19 @@ __global__ void __launch_bounds__(DN_NT, 1)
                 o = o + s * qc[i];
             }
         }
-        /* td_gated_rmsnorm(o, z, norm_w, dv, eps), deltanet_kernel's code for dv <= DN_NT */
+        /* td_gated_rmsnorm(o, z, norm_w, dv, eps), deltanet_kernel's code for dv <= DN_NT; its sum in one reduction
+         * with token it + 2's sums of squares */
         double ss = 0.0;
         if (live) ss += (double)o * (double)o;
-        ss = td_dev_block_sum<DN_NT>(ss, redd); /* also: every thread is done with qs[buf], ks[buf] */
+        float ssq = 0.0f, ssk = 0.0f;
+        if (more2) dn_squares<DK>(after, ssq, ssk);
+        td_dev_block_sum3<DN_NT>(ss, ssq, ssk, redd, redf); /* also: every thread is done with qs[buf], ks[buf] */
         const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)ndv) + (double)eps));
         if (live) core[t * value_dim + h * ndv + tid] = (norm_w[tid] * (o * r)) * (zc / (1.0f + expf(-zc)));
+        if (more2) { /* token it + 2 into this token's buffers */
+            nxt = dn_finish<DK>(qs[buf], ks[buf], after, ssq, ssk, qscale, neg_a, dtb);
+            __syncthreads();
+        }
     }
     if (live) {
 #pragma unroll
