@@ -68,7 +68,8 @@ typedef struct td_server_params {
                                   the process's open-file limit. 1024 */
     int32_t n_threads;         /* worker threads of the model's contexts. 1 */
     int64_t memory_mb;         /* budget of each context: the generation engine's (td_gen_params.cache_bytes) and
-                                  /v1/decide's (td_decide_params.memory_mb). 1024 */
+                                  /v1/decide's (td_decide_params.memory_mb). 0 (the default): 1024 MB for
+                                  generation, /v1/decide's chosen by its device (td_decide_params.memory_mb 0) */
     int32_t kv_f16;            /* 1: KV caches in f16 (half a KV row: more rows in the same budget) */
     int32_t device;            /* td_device of every context (decide and generation); default CPU */
     int32_t precision;       /* td_precision of the contexts (td_ctx_params.precision); default FP32 */

@@ -339,7 +339,7 @@ td_status td_server_gen_start(td_server *s) {
     gp.kv_f16 = s->p.kv_f16;
     gp.device = s->p.device;
     gp.precision = s->p.precision;
-    gp.cache_bytes = s->p.memory_mb * ((int64_t)1 << 20);
+    gp.cache_bytes = (s->p.memory_mb > 0 ? s->p.memory_mb : 1024) * ((int64_t)1 << 20);
     gp.log = s->p.log, gp.log_user = s->p.log_user;
     td_status st = td_gen_new(s->model, &gp, &G->g);
     if (st != TD_OK) {

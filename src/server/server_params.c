@@ -17,6 +17,6 @@ td_server_params td_server_default_params(void) {
     p.max_connections = 1024;
     p.max_connections_per_ip = 16;
     p.n_threads = 1;
-    p.memory_mb = 1024;
+    p.memory_mb = 0; /* automatic: 1024 MB for generation, /v1/decide's by its device (td_decide_params) */
     return p;
 }
