@@ -387,9 +387,10 @@ __device__ __forceinline__ uint32_t ab_bf16(float f) { return __float_as_uint(td
 __device__ __forceinline__ uint32_t ab_pack(float lo, float hi) { return ab_bf16(lo) | ab_bf16(hi) << 16; }
 
 /* p = e^(s - m) of two slots rounded to bf16 (+0 at an unseen slot), lo | hi << 16: e^x as 2^(x log2 e) on the
- * multifunction unit (td_ex2: 3 instructions where expf takes ~12; relative error below 2^-17 for
- * every x >= -87: the rounding of x log2 e, |x| 2^-24, and the unit's own, far inside the bf16 rounding that follows), then one cvt for both (nearest even, ab_bf16's bits for
- * every value it gives; a NaN, from a NaN score only, comes out as the canonical NaN). */
+ * multifunction unit (td_ex2: 3 instructions where expf takes ~12; relative error below 2^-17 for every x >= -87:
+ * the rounding of x log2 e, |x| 2^-24, and the unit's own, far inside the bf16 rounding that follows), then one cvt
+ * for both (nearest even, ab_bf16's bits for every value it gives; a NaN, from a NaN score only, comes out as the
+ * canonical NaN). */
 __device__ __forceinline__ float ab_exp(float x) { return td_ex2(x * 1.44269504088896341f); }
 __device__ __forceinline__ uint32_t ab_exp_pair(float s0, float s1, float m, bool v0, bool v1) {
     return td_pack_bf16(v0 ? ab_exp(s0 - m) : 0.0f, v1 ? ab_exp(s1 - m) : 0.0f);

@@ -187,27 +187,6 @@ __device__ __forceinline__ T td_dev_block_reduce(T v, T *sh, T identity, Op op) 
     return r;
 }
 
-/* Two sums over the block at once, each by td_dev_block_sum's tree (so its bits): one set of barriers for both.
- * sh holds 2 (NT / 32 + 1) floats. */
-template <int NT> __device__ __forceinline__ void td_dev_block_sum2(float &a, float &b, float *sh) {
-    constexpr int W = NT / 32;
-    static_assert(NT % 32 == 0 && NT <= 1024, "block of whole warps");
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    a = td_dev_warp_reduce(a, td_dev_add());
-    b = td_dev_warp_reduce(b, td_dev_add());
-    if (lane == 0) sh[warp] = a, sh[W + 1 + warp] = b;
-    __syncthreads();
-    if (warp == 0) {
-        float x = lane < W ? sh[lane] : 0.0f, y = lane < W ? sh[W + 1 + lane] : 0.0f;
-        x = td_dev_warp_reduce(x, td_dev_add());
-        y = td_dev_warp_reduce(y, td_dev_add());
-        if (lane == 0) sh[W] = x, sh[2 * W + 1] = y;
-    }
-    __syncthreads();
-    a = sh[W], b = sh[2 * W + 1];
-    __syncthreads();
-}
-
 /* A double and two float sums over the block at once, each by td_dev_block_sum's tree (so its bits), one set of
  * barriers for the three. shd holds NT / 32 + 1 doubles, shf 2 (NT / 32 + 1) floats. */
 template <int NT>

@@ -349,13 +349,15 @@ __device__ __forceinline__ dn_tok dn_finish(float *qs, float *ks, const dn_raw<D
     return r;
 }
 
-/* Stages a loaded token on its own: its sums (one pair reduction), dn_finish, and a barrier (qs, ks ready). */
+/* Stages a loaded token on its own: its sums (one reduction; its double unused), dn_finish, and a barrier (qs, ks
+ * ready). */
 template <int DK>
-__device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, float *redf, const dn_raw<DK> &raw, float qscale,
-                                           float neg_a, float dtb) {
+__device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, double *redd, float *redf, const dn_raw<DK> &raw,
+                                           float qscale, float neg_a, float dtb) {
     float ssq, ssk;
+    double none = 0.0;
     dn_squares<DK>(raw, ssq, ssk);
-    td_dev_block_sum2<DN_NT>(ssq, ssk, redf); /* both by td_dev_block_sum's tree, one set of barriers */
+    td_dev_block_sum3<DN_NT>(none, ssq, ssk, redd, redf); /* each by td_dev_block_sum's tree */
     const dn_tok r = dn_finish<DK>(qs, ks, raw, ssq, ssk, qscale, neg_a, dtb);
     __syncthreads();
     return r;
@@ -373,7 +375,7 @@ __global__ void __launch_bounds__(DN_NT, 1)
     /* head counts and dims fit an int here (td_cu_deltanet checks them) */
     __shared__ __align__(16) float qs[2][DK];
     __shared__ __align__(16) float ks[2][DK];
-    __shared__ float redf[2 * (DN_NT / 32 + 1)]; /* dn_stage's two sums */
+    __shared__ float redf[2 * (DN_NT / 32 + 1)]; /* td_dev_block_sum3's two float sums */
     __shared__ double redd[DN_NT / 32 + 1];
     const int tid = threadIdx.x;
     const int hv = (int)Hv, hk = (int)Hk, ndv = (int)dv;
@@ -392,12 +394,12 @@ __global__ void __launch_bounds__(DN_NT, 1)
 
     /* the first two tokens staged on their own; from then on token it + 2 is staged at the end of token it, its sums
      * in the same reduction as token it's norm */
-    dn_tok cur = dn_stage<DK>(qs[0], ks[0], redf, dn_load<DK>(u, ldu, b, a, z, grp_tok[i0], h, kh, hk, hv, ndv, live),
-                              qscale, neg_a, dtb);
+    dn_tok cur = dn_stage<DK>(qs[0], ks[0], redd, redf,
+                              dn_load<DK>(u, ldu, b, a, z, grp_tok[i0], h, kh, hk, hv, ndv, live), qscale, neg_a, dtb);
     dn_tok nxt = cur;
     if (i0 + 1 < i1)
-        nxt = dn_stage<DK>(qs[1], ks[1], redf, dn_load<DK>(u, ldu, b, a, z, grp_tok[i0 + 1], h, kh, hk, hv, ndv, live),
-                           qscale, neg_a, dtb);
+        nxt = dn_stage<DK>(qs[1], ks[1], redd, redf,
+                           dn_load<DK>(u, ldu, b, a, z, grp_tok[i0 + 1], h, kh, hk, hv, ndv, live), qscale, neg_a, dtb);
     float m = 0.0f;
 #pragma unroll
     for (int i = 0; i < DK; i++) m = m + (S[i] * cur.decay) * ks[0][i];
