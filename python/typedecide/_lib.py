@@ -72,7 +72,7 @@ class DecideStats(Structure):
     _fields_ = [("forwards", c_int64), ("head_prefills", c_int64), ("head_tokens", c_int64),
                 ("suffix_tokens", c_int64), ("head_macs", c_int64), ("criteria", c_int64),
                 ("shared_tokens", c_int64), ("head_cached", c_int64), ("head_ms", c_double),
-                ("suffix_ms", c_double)]
+                ("suffix_ms", c_double), ("memory_mb", c_int64)]
 
 
 class Row(Structure):
