@@ -26,6 +26,8 @@ extern "C" {
 /* 0 when a CUDA device is usable (device 0 is selected; name and total memory reported when non-NULL); -1 with the
  * reason in td_cu_error() ("no CUDA-capable device is detected", a driver too old for this build, ...). */
 int td_cu_probe(char *name, size_t name_len, int64_t *total_bytes);
+/* The current device's free memory in bytes (after td_cu_probe); 0, or -1 with td_cu_error() set. */
+int td_cu_mem_free(int64_t *free_bytes);
 /* The last CUDA error of this thread, as text ("" when none). */
 const char *td_cu_error(void);
 
