@@ -25,7 +25,8 @@ td_status td_eng_dev_probe(td_device device, char *desc, size_t desc_len) {
 
 td_status td_eng_dev_free_bytes(int64_t *free_bytes) {
     *free_bytes = 0;
-    if (td_cu_probe(NULL, 0, NULL) != 0) return td_fail(TD_ERR_UNSUPPORTED, "no usable CUDA device: %s", td_cu_error());
+    td_status st = td_eng_dev_probe(TD_DEVICE_CUDA, NULL, 0);
+    if (st != TD_OK) return st;
     if (td_cu_mem_free(free_bytes) != 0) return td_dev_fail("reading the GPU's free memory");
     return TD_OK;
 }
