@@ -13,7 +13,8 @@
  *             the combine kernel, split by chunks), with its sequence moved to another slot and other cache rows.
  *   poison:   every cache row outside every row's range set to NaN (keys and values), including the gap between
  *             two windowed rows of one tile: the outputs are the unpoisoned ones, bit for bit.
- *   64 rows:  attention_bf16_64_kernel (the default at hd 64 and 128; and its 8-warp form, 128 rows) =
+ *   64 rows:  attention_bf16_64_kernel (the default at hd 64 and 128; its 6-warp form, 96 rows, forced or chosen
+ *             for a plan cut past 64 rows; its 8-warp form, 128 rows) =
  *             attention_bf16_kernel (TD_CUDA_ATTN_ROWS=16;
  *             ctest test_cuda_attn_bf16_rows16 runs everything on it) bit for bit: G 1, 2, 8, tiles of 1 .. 64 rows, a
  *             causal run (rows of different n in one tile), reversed groups, the test modes; the plan's tile sizes
@@ -217,6 +218,12 @@ static void test_poison(void) {
         }
 }
 
+/* Whether TD_CUDA_ATTN_ROWS leaves the default, 64 rows (and 96 where a plan asks for them). */
+static int rows_default(void) {
+    const char *e = getenv("TD_CUDA_ATTN_ROWS");
+    return !e || !*e || strcmp(e, "64") == 0;
+}
+
 /* The 64-row kernel (attention_bf16_64_kernel, warp w rows 16w .. 16w + 16 over the whole chunk) against the 16-row
  * one (attention_bf16_kernel) bit for bit: G 1, 2, 8 (and hd 256, which stays on the 16-row kernel), f32 and f16
  * caches, with and without a window, tiles of 1 .. 64 rows (tokens per tile 1 .. 64 / G), the test modes; a
@@ -259,14 +266,23 @@ static void test_rows64(void) {
                 td_cu_attention_rows_test(16);
                 CHECKF(td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd) == q16, "rows 16: tile tokens %lld",
                        (long long)td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd));
+                /* tiles of 96 rows: what a plan may cut at by default (hd 64 and 128), none past the 16-row kernel */
+                CHECKF(td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd) == 0, "rows 16: whole tokens %lld",
+                       (long long)td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd));
                 td_cu_attention_rows_test(0);
-                /* the 64-row kernel, and its 8-warp form (TD_CUDA_ATTN_ROWS=128: tiles of up to 128 rows) */
-                for (int rows = 64; rows <= 128; rows *= 2) {
+                CHECKF(td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd) == (hd == 256 || !rows_default() ? 0 : 96 / G),
+                       "whole tokens %lld",
+                       (long long)td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd));
+                /* the 64-row kernel, its 6-warp form (96 rows: forced by TD_CUDA_ATTN_ROWS=96, or chosen by the
+                 * launch for a plan cut past 64 rows) and its 8-warp form (TD_CUDA_ATTN_ROWS=128) */
+                static const int row_forms[] = {64, 96, 128};
+                for (int ri = 0; ri < 3; ri++) {
+                    const int rows = row_forms[ri];
                     const int64_t qmax = hd == 256 ? q16 : rows / G;
-                    if (rows == 128 && hd == 256) continue;
-                    if (rows == 128) { /* (64 rows' tile tokens: checked above) */
-                        td_cu_attention_rows_test(128);
-                        CHECKF(td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd) == qmax, "rows 128: tile tokens %lld",
+                    if (rows > 64 && hd == 256) continue;
+                    if (rows > 64) { /* (64 rows' tile tokens: checked above) */
+                        td_cu_attention_rows_test(rows);
+                        CHECKF(td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd) == qmax, "rows %d: tile tokens %lld", rows,
                                (long long)td_cu_attn_tile_tokens_bf16(Hq, Hkv, hd));
                         td_cu_attention_rows_test(0);
                     }
@@ -275,14 +291,19 @@ static void test_rows64(void) {
                         for (int rev = 0; rev < 2; rev++)
                             for (int twin = 0; twin < 2; twin++) {
                                 if (rev && qts[qi] != qmax && qts[qi] != 5) continue;
-                                if (rows == 128 && qts[qi] * G <= 64 && qts[qi] != 5) continue;
+                                if (rows > 64 && qts[qi] * G <= 64 && qts[qi] != 5) continue;
+                                /* 96 rows past the 64-row kernel's tiles: the default's choice (rows_test 0) */
+                                const int cut_rows = rows == 96 && qts[qi] * G > 64 && rows_default() ? 0 : rows;
                                 float *o = dev_attention(twin ? &tw : &c, q, seq, pos, T, c.cells_d,
-                                                         (attn_cut){qts[qi], window, 0, rev, rows}, 1);
+                                                         (attn_cut){qts[qi], window, 0, rev, cut_rows}, 1);
                                 char name[160];
                                 snprintf(name, sizeof name,
                                          "hd %lld G %lld kv %s window %lld: %lld tokens (%lld rows%s)%s%s",
                                          (long long)hd, (long long)G, f16 ? "f16" : "f32", (long long)window,
-                                         (long long)qts[qi], (long long)(qts[qi] * G), rows == 128 ? ", 8 warps" : "",
+                                         (long long)qts[qi], (long long)(qts[qi] * G),
+                                         rows == 128  ? ", 8 warps"
+                                         : rows == 96 ? (cut_rows ? ", 6 warps" : ", 6 warps by the plan")
+                                                      : "",
                                          rev ? " reversed" : "", twin ? ", bf16 twin" : "");
                                 cu_bits(name, o, ref, T * ldo);
                                 free(o);
@@ -290,9 +311,9 @@ static void test_rows64(void) {
                     }
                 }
                 for (int mode = 1; mode <= 3; mode++)
-                    for (int twin = 0; twin < 4; twin++) { /* 2, 3: the 8-warp form */
-                        const int rows = twin < 2 ? 64 : 128;
-                        if (rows == 128 && hd == 256) continue;
+                    for (int twin = 0; twin < 6; twin++) { /* 2, 3: the 6-warp form; 4, 5: the 8-warp form */
+                        const int rows = row_forms[twin / 2];
+                        if (rows > 64 && hd == 256) continue;
                         float *o = dev_attention(twin % 2 ? &tw : &c, q, seq, pos, T, c.cells_d,
                                                  (attn_cut){0, window, mode, 0, rows}, 1);
                         char name[160];
@@ -342,9 +363,10 @@ static void test_bf16_unaligned(void) {
 /* The plan's sizes on the host (no device needed): 64-row tiles where the 64-row kernel runs. */
 static void test_tile_tokens(int off) {
     printf("bf16 attention: tokens per tile\n");
-    static const int64_t shapes[][4] = {/* Hq, Hkv, hd, tokens per tile with 64 rows */
-                                        {16, 8, 128, 32}, {16, 2, 128, 8}, {8, 8, 64, 64}, {4, 2, 64, 32},
-                                        {32, 2, 128, 4},  {48, 1, 64, 1},  {8, 1, 256, 2}, {4, 2, 72, 8}};
+    static const int64_t shapes[][5] = {/* Hq, Hkv, hd, tokens per tile with 64 rows, with 96 (0: none) */
+                                        {16, 8, 128, 32, 48}, {16, 2, 128, 8, 12}, {8, 8, 64, 64, 96},
+                                        {4, 2, 64, 32, 48},   {32, 2, 128, 4, 6},  {48, 1, 64, 1, 2},
+                                        {8, 1, 256, 2, 0},    {4, 2, 72, 8, 0}};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int64_t Hq = shapes[si][0], Hkv = shapes[si][1], hd = shapes[si][2], fp32 = td_cu_attn_tile_tokens(Hq, Hkv, hd);
         int64_t want = off || hd == 256 || hd == 72 ? fp32 : shapes[si][3];
@@ -358,6 +380,10 @@ static void test_tile_tokens(int off) {
         CHECKF(got64 == want && got16 == fp32, "Hq %lld Hkv %lld hd %lld: %lld / %lld tokens, want %lld / %lld",
                (long long)Hq, (long long)Hkv, (long long)hd, (long long)got64, (long long)got16, (long long)want,
                (long long)fp32);
+        const int64_t whole = td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd);
+        const int64_t want96 = off || !rows_default() ? 0 : shapes[si][4];
+        CHECKF(whole == want96, "Hq %lld Hkv %lld hd %lld: %lld tokens in 96 rows, want %lld", (long long)Hq,
+               (long long)Hkv, (long long)hd, (long long)whole, (long long)want96);
     }
 }
 

@@ -299,6 +299,14 @@ td_status td_dev_upload_pass(td_ctx *ctx) {
     int64_t qt = c->n_head <= 0 ? 1
                  : bf16    ? td_cu_attn_tile_tokens_bf16(c->n_head, c->n_head_kv, c->head_dim)
                            : td_cu_attn_tile_tokens(c->n_head, c->n_head_kv, c->head_dim);
+    /* a pass of short groups (a decide pass's criteria) that 96-row tiles hold whole where 64-row ones cut them */
+    const int64_t qw = bf16 && c->n_head > 0 ? td_cu_attn_whole_tokens_bf16(c->n_head, c->n_head_kv, c->head_dim) : 0;
+    if (qw > qt) {
+        int32_t longest = 0;
+        for (int32_t g = 0; g < ps->n_groups; g++)
+            if (ps->grp_off[g + 1] - ps->grp_off[g] > longest) longest = ps->grp_off[g + 1] - ps->grp_off[g];
+        if (longest > qt && longest <= qw && attn_tiles_enough(ctx, qw, n)) qt = qw;
+    }
     while (qt > 1 && !attn_tiles_enough(ctx, qt, n)) qt = (qt + 1) / 2;
     dv->attn.tok = dv->grp_tok;
     dv->attn.tile = dv->ints + at;

@@ -519,10 +519,10 @@ __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const 
 template <int HD, int NT = AB_NT>
 __device__ __forceinline__ void ab_issue(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
                                          int tid) {
-    constexpr int P = HD + AB_PAD, AB_UNITS = AT_C * (HD / 8) / NT;
+    constexpr int P = HD + AB_PAD, AB_ALL = AT_C * (HD / 8); /* units of a chunk */
 #pragma unroll 1
-    for (int i = 0; i < AB_UNITS; i++) {
-        const int u = tid + i * NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
+    for (int u = tid; u < AB_ALL; u += NT) {
+        const int pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
         if (c >= 0) {
             const int64_t at = (int64_t)c * a.kv_dim + kvo + e8;
             td_cp16(&Ks[pr * P + e8], (const uint16_t *)a.kc + at);
@@ -539,10 +539,12 @@ template <int KVF, int HD, int NT = AB_NT>
 __device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
                                          int tid) {
     constexpr int P = HD + AB_PAD;
-    constexpr int AB_UNITS = AT_C * (HD / 8) / NT; /* staging units (8 elements of K and V) a thread: HD / 16 at 128 */
+    /* staging units (8 elements of K and V) a thread: HD / 16 at 128 threads; at 192 (96-row tiles) some threads
+     * have one fewer (u past the chunk's units: none) */
+    constexpr int AB_ALL = AT_C * (HD / 8), AB_UNITS = (AB_ALL + NT - 1) / NT;
     constexpr int AB_BATCH0 = KVF == TD_CU_KV_F32 ? 2 : 4;
     constexpr int AB_BATCH = AB_BATCH0 < AB_UNITS ? AB_BATCH0 : AB_UNITS; /* units whose loads fly together */
-    static_assert(AB_UNITS % AB_BATCH == 0, "whole batches");
+    constexpr bool WHOLE = AB_ALL % NT == 0 && AB_UNITS % AB_BATCH == 0; /* no unit past the chunk's */
     if (KVF == TD_CU_KV_BF16 && a.vec) {
         ab_issue<HD, NT>(Ks, Vs, cl, a, kvo, tid);
         td_cp_wait<0>();
@@ -555,7 +557,7 @@ __device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *
 #pragma unroll
         for (int b = 0; b < AB_BATCH; b++) {
             const int u = tid + (u0 + b) * NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
-            cc[b] = cl[pr];
+            cc[b] = WHOLE || u < AB_ALL ? cl[pr] : -1;
 #pragma unroll
             for (int w = 0; w < ab_raw<KVF>::N; w++) kr[b].w[w] = vr[b].w[w] = make_uint4(0u, 0u, 0u, 0u);
             if (cc[b] >= 0) {
@@ -567,6 +569,7 @@ __device__ __forceinline__ void ab_stage(uint16_t *Ks, uint16_t *Vs, const int *
 #pragma unroll
         for (int b = 0; b < AB_BATCH; b++) {
             const int u = tid + (u0 + b) * NT, pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8;
+            if (!WHOLE && u >= AB_ALL) continue;
             const uint4 z = make_uint4(0u, 0u, 0u, 0u);
             *(uint4 *)&Ks[pr * P + e8] = cc[b] >= 0 ? ab_cvt<KVF>(kr[b]) : z;
             *(uint4 *)&Vs[pr * P + e8] = cc[b] >= 0 ? ab_cvt<KVF>(vr[b]) : z;
@@ -1169,7 +1172,7 @@ static bool ab_enabled(void) {
 
 extern "C" int td_cu_attention_tc(int64_t hd) { return ab_enabled() && (hd == 64 || hd == 128 || hd == 256); }
 
-/* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, DB, ROWS / 16> for 64 and
+/* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, DB, ROWS / 16> for 64, 96 and
  * 128: a warp per 16 rows) on the grid. */
 template <int KVF, int HD, int ROWS, bool DB = false, int MB = 1>
 static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
@@ -1181,14 +1184,14 @@ static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t 
     }
     kern<<<grid, ROWS == 16 ? AB_NT : 2 * ROWS, smem, s>>>(a);
     return td_cu_launched(ROWS == 64    ? "attention (tensor cores, 64 rows)"
+                          : ROWS == 96  ? "attention (tensor cores, 96 rows)"
                           : ROWS == 128 ? "attention (tensor cores, 128 rows)"
                                         : "attention (tensor cores)");
 }
 
 /* The bf16 kernel's rows per tile for hd: 64 (attention_bf16_64_kernel, 4 warps) unless TD_CUDA_ATTN_ROWS (or the
- * test override) says 16 (attention_bf16_kernel) or 128 (attention_bf16_64_kernel with 8 warps: each staged chunk
- * used by twice the rows; measured slower on the H100, part 9: decide -7%, prefill -12%); -1 for another value of
- * the variable. */
+ * test override) says 16 (attention_bf16_kernel), 96 (6 warps) or 128 (8 warps: each staged chunk used by twice the
+ * rows; measured slower on the H100, part 9: decide -7%, prefill -12%); -1 for another value of the variable. */
 static int ab_rows_test = 0; /* td_cu_attention_rows_test */
 static const char *ab_rows_env(void) {
     static const char *e = getenv("TD_CUDA_ATTN_ROWS");
@@ -1198,14 +1201,18 @@ static int ab_rows(int64_t hd) {
     int rows = ab_rows_test;
     if (!rows) {
         const char *e = ab_rows_env();
-        rows = !e || !*e || strcmp(e, "64") == 0 ? 64 : strcmp(e, "16") == 0 ? 16 : strcmp(e, "128") == 0 ? 128 : -1;
+        rows = !e || !*e || strcmp(e, "64") == 0 ? 64
+               : strcmp(e, "16") == 0            ? 16
+               : strcmp(e, "96") == 0            ? 96
+               : strcmp(e, "128") == 0           ? 128
+                                                 : -1;
     }
     if (rows >= 64 && !AB64_HD_OK(hd)) rows = 16;
     return rows;
 }
 
 extern "C" void td_cu_attention_rows_test(int rows) {
-    ab_rows_test = rows == 16 || rows == 64 || rows == 128 ? rows : 0;
+    ab_rows_test = rows == 16 || rows == 64 || rows == 96 || rows == 128 ? rows : 0;
 }
 
 extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t hd) {
@@ -1213,6 +1220,16 @@ extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t 
     const int rows = ab_rows(hd);
     if (rows < 64) return td_cu_attn_tile_tokens(Hq, Hkv, hd);
     return rows / at_heads(Hq / Hkv, rows);
+}
+
+/* TD_CUDA_ATTN_96=0: no 96-row tiles (attention_bf16_64_kernel with 6 warps, two blocks an SM). Otherwise, with the
+ * 64-row default, the engine may cut a pass whose every group fits one 96-row tile, and some group no 64-row tile, into
+ * such tiles (td_cu_attn_whole_tokens_bf16): a decide pass's 45-token criteria of a model whose KV heads each serve 2
+ * query heads are then one tile each (90 rows) instead of two of 32 and 13 tokens, their keys read once. */
+static const int ab_96_on = td_cu_env_on("TD_CUDA_ATTN_96");
+extern "C" int64_t td_cu_attn_whole_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t hd) {
+    if (!ab_96_on || Hq <= 0 || Hkv <= 0 || Hq % Hkv || !td_cu_attention_tc(hd) || ab_rows(hd) != 64) return 0;
+    return 96 / at_heads(Hq / Hkv, 96);
 }
 
 /* TD_CUDA_ATTN_DB=1: the 64-row kernel double-buffers a span's chunks of a bf16 cache (attention_bf16_64_kernel<..,
@@ -1245,6 +1262,8 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
     if (rows >= 64 && !ab_rows_test && (!re || !*re || !strcmp(re, "128")) && tl && tl->tile_tokens > 0 && Hkv > 0 &&
         Hq % Hkv == 0 && tl->tile_tokens <= 16 / at_heads(Hq / Hkv, 16))
         rows = 16;
+    /* tiles cut for 96 rows (td_cu_attn_whole_tokens_bf16) */
+    if (rows == 64 && tl && Hkv > 0 && Hq % Hkv == 0 && tl->tile_tokens > 64 / at_heads(Hq / Hkv, 64)) rows = 96;
     at_args a;
     dim3 grid;
     bool split = false;
@@ -1257,7 +1276,13 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
     /* an instance per cache format and head dim: the format fixes the staging's loads and conversion at compile time */
 #define AB_KVF(GO, H)                                                                                                  \
     (kvf == TD_CU_KV_BF16 ? GO(TD_CU_KV_BF16, H) : kvf == TD_CU_KV_F16 ? GO(TD_CU_KV_F16, H) : GO(TD_CU_KV_F32, H))
-    if (rows == 128) {
+    if (rows == 96) {
+        const size_t smem = ab64_smem(hd, a.mode, 0, 96);
+#define AB96_GO(F, H) ab_launch<F, H, 96>(attention_bf16_64_kernel<F, H, false, 6, 2>, a, grid, smem, s)
+        if (hd == 64) rc = AB_KVF(AB96_GO, 64);
+        else if (hd == 128) rc = AB_KVF(AB96_GO, 128);
+        else rc = td_cu_failf("attention (tensor cores, 96 rows): head dim %lld", (long long)hd);
+    } else if (rows == 128) {
         const size_t smem = ab64_smem(hd, a.mode, 0, 128);
 #define AB128_GO(F, H) ab_launch<F, H, 128>(attention_bf16_64_kernel<F, H, false, 8>, a, grid, smem, s)
         if (hd == 64) rc = AB_KVF(AB128_GO, 64);

@@ -269,13 +269,18 @@ int64_t td_cu_attn_tile_tokens(int64_t Hq, int64_t Hkv, int64_t hd);
  * where td_cu_attention_tc(hd) and that kernel runs (head dims 64, 128; TD_CUDA_ATTN_ROWS unset, "64" or "128"), else
  * td_cu_attn_tile_tokens's. */
 int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t hd);
+/* Tokens per tile of 96 rows (attention_bf16_64_kernel with 6 warps), 0 where td_cu_attention_bf16 runs none (head
+ * dims other than 64 and 128, TD_CUDA_ATTN_ROWS set to another size, TD_CUDA_ATTN_96=0). A plan may be cut at this
+ * many tokens instead of td_cu_attn_tile_tokens_bf16's: td_cu_attention_bf16 runs 96-row tiles for a plan whose
+ * tile_tokens exceed the 64-row kernel's. The same bits either way (the order above). */
+int64_t td_cu_attn_whole_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t hd);
 int64_t td_cu_attn_tiles(int32_t *tile, const int32_t *grp_off, int64_t n_groups, int64_t qt);
 int64_t td_cu_attn_scratch_floats(int64_t T, int64_t Hq, int64_t max_n, int64_t hd);
 /* Test only (not thread-safe; process-wide): 0 the normal path; 1 one block per tile walks all its super-chunks
  * (the row state in shared memory, no scratch); 2 every row goes through the scratch and the combine kernel; 3 the
  * split by chunks whatever the launch (the scratch must hold it). All must give the same bits. */
 void td_cu_attention_test_mode(int mode);
-/* Test only (not thread-safe; process-wide): the bf16 kernel's rows per tile, 16, 64 or 128 (0: the environment's
+/* Test only (not thread-safe; process-wide): the bf16 kernel's rows per tile, 16, 64, 96 or 128 (0: the environment's
  * TD_CUDA_ATTN_ROWS, default 64); plans must be cut with td_cu_attn_tile_tokens_bf16 after it. */
 void td_cu_attention_rows_test(int rows);
 /* Test only (not thread-safe; process-wide): whether the 64-row kernel double-buffers the chunks of a 16-byte

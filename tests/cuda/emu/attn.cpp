@@ -1,6 +1,7 @@
-// tests/cuda/emu: attention_bf16_64_kernel (tiles of 64 rows, and of 128 with 8 warps) of src/kernels/cuda/attention.cu against
-// attention_bf16_kernel (16 rows), bit for bit, on the CPU (emu.h says what is emulated), and both against a
-// double-precision reference of cuda.h's bf16 order (|diff| <= 2^-7 max |v|, as tests/cuda/test_cuda_attn_bf16.c).
+// tests/cuda/emu: attention_bf16_64_kernel (tiles of 64 rows, of 96 with 6 warps and of 128 with 8) of
+// src/kernels/cuda/attention.cu against attention_bf16_kernel (16 rows), bit for bit, on the CPU (emu.h says what is
+// emulated), and both against a double-precision reference of cuda.h's bf16 order (|diff| <= 2^-7 max |v|, as
+// tests/cuda/test_cuda_attn_bf16.c).
 // Each case's cache (f32 or f16) has a bf16 twin (its values rounded to nearest even, the bf16 order's k and v): both
 // tensor-core kernels must give the same bits on it (cp.async staging, and element loads as for a cache that is not
 // 16-byte aligned), also with NaN in every cache row no token sees; the fp32 kernel (attention_tile_kernel) on it
@@ -100,11 +101,10 @@ kvsel cache(const kcase &c, int which) {
     return {c.kf.data(), c.vf.data(), TD_CU_KV_F32};
 }
 
-// rows: 16, 64 or 128 (the tensor-core kernels), 0 (the fp32 kernel, attention_tile_kernel); qt: tokens per tile (0: the
-// most the kernel takes); mode: td_cu_attention_test_mode; big: the scratch holds the split by chunks (else exactly
-// the super-chunk split's); which: the cache (OWN, BF16, ROUNDED); db: at_args.db (the 64-row kernel's double
-// buffering of a bf16 cache's chunks); vec: at_args.vec (0: the element loads of a cache
-// that is not 16-byte aligned)
+// rows: 16, 64, 96 or 128 (the tensor-core kernels), 0 (the fp32 kernel, attention_tile_kernel); qt: tokens per tile
+// (0: the most the kernel takes); mode: td_cu_attention_test_mode; big: the scratch holds the split by chunks (else
+// exactly the super-chunk split's); which: the cache (OWN, BF16, ROUNDED); db: at_args.db (the 64-row kernel's double
+// buffering of a bf16 cache's chunks); vec: at_args.vec (0: the element loads of a cache that is not 16-byte aligned)
 std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big, bool reverse, int which = OWN,
                        int vec = 1, int db = 0) {
     const kvsel kv = cache(c, which);
@@ -159,6 +159,9 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
             } else if (rows == 64)
                 launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 0), true,
                        [&] { attention_bf16_64_kernel<KVF, HD>(a); });
+            else if (rows == 96)
+                launch(n_tiles, gy, zdim, 192, ab64_smem(HD, a.mode, 0, 96), true,
+                       [&] { attention_bf16_64_kernel<KVF, HD, false, 6, 2>(a); });
             else if (rows == 128)
                 launch(n_tiles, gy, zdim, 256, ab64_smem(HD, a.mode, 0, 128), true,
                        [&] { attention_bf16_64_kernel<KVF, HD, false, 8>(a); });
@@ -274,6 +277,10 @@ int td_emu_attn(const char *what) {
         std::vector<float> r64 = run(c, 64, 0, 0, true, false);
         near("64 rows vs the double reference", r64, rr);
         bits("64 rows (most tokens a tile) vs 16 rows", r64, r16);
+        bits("96 rows (6 warps: staging units not a multiple of the threads) vs 16 rows", run(c, 96, 0, 0, true, false),
+             r16);
+        bits("96 rows, bf16 cache vs the own cache", run(c, 96, 0, 0, true, false, BF16), r16);
+        bits("96 rows, bf16 cache, element loads, super-chunk spans", run(c, 96, 0, 0, false, false, BF16, 0), r16);
         bits("128 rows (8 warps) vs 16 rows", run(c, 128, 0, 0, true, false), r16);
         bits("128 rows, bf16 cache vs the own cache", run(c, 128, 0, 0, true, false, BF16), r16);
         bits("128 rows, bf16 cache, element loads, super-chunk spans", run(c, 128, 0, 0, false, false, BF16, 0), r16);
@@ -321,6 +328,11 @@ int td_emu_attn(const char *what) {
             bits(name, run(c, 128, 0, mode, true, false, BF16), r16);
         }
         bits("128 rows, 5 tokens a tile, groups reversed", run(c, 128, 5, 0, true, true), r16);
+        for (int mode = 1; mode <= 3; mode++) {
+            snprintf(name, sizeof name, "96 rows, bf16 cache, test mode %d", mode);
+            bits(name, run(c, 96, 0, mode, true, false, BF16), r16);
+        }
+        bits("96 rows, 7 tokens a tile, groups reversed", run(c, 96, 7, 0, true, true), r16);
         bits("fp32 kernel, bf16 cache, super-chunk spans", run(c, 0, 0, 0, false, false, BF16), t32);
     }
     printf(failures ? "attn: %d FAILED\n" : "attn: all passed\n", failures);
