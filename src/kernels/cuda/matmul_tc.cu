@@ -504,11 +504,9 @@ __global__ void __launch_bounds__(256, 1)
 #define WG_BK 64 /* tc_wg: k per stage, one 128-byte row of 64 bf16 per output and per token (the swizzle's width) */
 #define WG_AS 4  /* tc_wg: stages (AS - 2 of them in flight ahead of the one the tensor cores read) */
 
-/* tc_wg's dynamic shared memory: AS stages of 128 weight rows and 128 activation rows, 16 KB each, the slice totals
- * (64 floats x 256 threads), and 1 KB to align the stages to the swizzle's 1024 bytes. */
-template <int AS> __host__ __device__ constexpr size_t wg_smem() {
-    return (size_t)AS * 2 * 128 * 128 + (size_t)64 * 256 * 4 + 1024;
-}
+/* tc_wg's dynamic shared memory: AS stages of 128 weight rows and 128 activation rows, 16 KB each, and 1 KB to align
+ * them to the swizzle's 1024 bytes. */
+template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_t)AS * 2 * 128 * 128 + 1024; }
 
 /* tc_wide's order and tile (128 outputs x 128 tokens, x in bf16 from tc_x_bf16) on wgmma: warpgroup h (threads
  * 128 h ..) computes outputs 64 h .. 64 h + 63 for the 128 tokens, one m64n128k16 per 16-wide k step in the slice's
@@ -518,10 +516,8 @@ template <int AS> __host__ __device__ constexpr size_t wg_smem() {
  * conflicts, coalesced reads). Pipeline: a stage's copies go out AS - 2 stages ahead; a stage's wgmma stay in flight
  * while the next stage's are issued (wait_group 1), so the buffers copied into after a barrier are those of two
  * stages before, which every warpgroup has waited for (EARLY: the copies issued after the stage's wgmma, so the
- * tensor cores are not kept waiting for the copies' address arithmetic; the same values either way). Slices take
- * turns between two sets of accumulators: a slice's set is folded into the totals (registers, tc_wide's order) one
- * stage later, once the next slice's first wgmma are issued and the slice's own are waited for, so the tensor cores
- * are not drained at every slice end. K is a multiple of WG_BK (every stage's
+ * tensor cores are not kept waiting for the copies' address arithmetic; the same values either way); at a slice end
+ * every wgmma is waited for and the totals fold as tc_wide's (registers). K is a multiple of WG_BK (every stage's
  * four k steps run: no predicate between the wgmma, which would make the compiler serialize them). x and ldx are
  * unused (tc_wide's signature, so the same launchers). */
 template <bool FOLD, int AS, bool EARLY = true>
@@ -540,13 +536,9 @@ __global__ void __launch_bounds__(256, 1)
     if (tid < TC_BM) wrow[tid] = tc_wrow(v, j0 + tid);
     __syncthreads();
 
-    /* two sets of accumulators, the slices taking turns (FOLD), so a slice's chain is folded into the totals while
-     * the next slice's first stage is in the tensor cores instead of after draining them; the totals in shared
-     * memory after the stages ([i][thread]: no bank conflicts), the registers kept for the accumulators */
-    float acc0[64], acc1[64];
-    float *const tot = (float *)(sm + AS * 32768) + tid;
+    float acc[64], totals[64];
 #pragma unroll
-    for (int i = 0; i < 64; i++) acc0[i] = 0.0f, acc1[i] = 0.0f;
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f, totals[i] = 0.0f;
 
     const int64_t nsteps = (K + WG_BK - 1) / WG_BK;
     /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
@@ -576,20 +568,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
     for (int i = 0; i < AS - 2; i++) fetch(st0 + i);
     bool first = true;
-    /* a slice's chain, waited for, into the totals (tc_fold_last: P_0, then + P_s); the last leaves the value in a */
-    auto fold = [&](float (&a)[64], bool last) {
-#pragma unroll
-        for (int i = 0; i < 64; i++) td_wg_reg(a[i]);
-#pragma unroll
-        for (int i = 0; i < 64; i++) {
-            float t = first ? 0.0f : tot[256 * i];
-            tc_fold_last(t, a[i], first, last);
-            if (!last) tot[256 * i] = t;
-        }
-        first = false;
-    };
-    /* stage st into the set a (its wgmma left in flight, those of the stage before waited for) */
-    auto stage = [&](int64_t st, float (&a)[64]) {
+    for (int64_t st = st0; st < st1; st++) {
         td_cp_wait<AS - 3>(); /* this thread's copies of stage st have landed */
         td_fence_async_smem(); /* ... visible to the tensor cores' reads */
         __syncthreads();       /* ... everyone's; and the wgmma of stage st - 2 are done in every warpgroup */
@@ -598,60 +577,33 @@ __global__ void __launch_bounds__(256, 1)
         td_wg_fence();
 #pragma unroll
         for (int ks = 0; ks < WG_BK / 16; ks++)
-            td_wgmma_bf16<128>(a, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
+            td_wgmma_bf16<128>(acc, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
         td_wg_commit();
         if (EARLY) fetch(st + AS - 2); /* the tensor cores have stage st before the copies are issued */
-        td_wg_wait<1>();               /* stage st - 1's are done */
-    };
-    /* the stage after a slice's last (FOLD), or after all of them */
-    auto slice_end = [&](int64_t st) {
-        const int64_t e = FOLD ? (st * WG_BK / TC_KS + 1) * (TC_KS / WG_BK) : st1;
-        return e < st1 ? e : st1;
-    };
-    /* Slices alternate between the sets, acc1 first. A set's fold comes right after the next slice's first stage,
-     * whose wait retires the set's last wgmma. Written so that at the loop's back edge only the set the loop goes on
-     * with is pending, the inner loops are not unrolled and every wgmma is waited for before the loop is left:
-     * otherwise ptxas cannot tell which accumulators a wait retired and serializes the wgmma (its notes C7514 /
-     * C7511; none now). */
-    int64_t st = st0, end = slice_end(st0);
-    stage(st++, acc1);
-    bool in1 = true;
-    for (;;) {
-#pragma unroll 1
-        for (; st < end; st++) stage(st, acc1);
-        if (st == st1) {
-            td_wg_wait<0>();
-            break;
+        const bool last = st == st1 - 1;
+        const bool fold = FOLD && ((st + 1) * WG_BK % TC_KS == 0 || last);
+        if (!fold && !last) {
+            td_wg_wait<1>(); /* stage st - 1's are done */
+            continue;
         }
-        end = slice_end(st);
-        stage(st++, acc0);
-        fold(acc1, false);
-#pragma unroll 1
-        for (; st < end; st++) stage(st, acc0);
-        if (st == st1) {
-            td_wg_wait<0>();
-            in1 = false;
-            break;
+        td_wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; i++) td_wg_reg(acc[i]);
+        if (fold) { /* a slice ends: total = P_0, then total + P_s (tc_fold) */
+#pragma unroll
+            for (int i = 0; i < 64; i++) tc_fold_last(totals[i], acc[i], first, last);
+            first = false;
         }
-        end = slice_end(st);
-        stage(st++, acc1);
-        fold(acc0, false);
     }
-    if (in1) fold(acc1, true);
-    else fold(acc0, true);
     /* d[4 j + c]: output 64 h + 16 wq + g + 8 (c >> 1), token 8 j + 2 q + (c & 1) */
     const int g = lane >> 2, q = lane & 3;
     const int64_t ng = (int64_t)gridDim.x * TC_BM;
-    auto put = [&](const float (&d)[64]) {
 #pragma unroll
-        for (int j = 0; j < 16; j++)
+    for (int j = 0; j < 16; j++)
 #pragma unroll
-            for (int c = 0; c < 4; c++)
-                tc_wide_put(v, part, T, ng, h * 64 + wq * 16 + g + (c >> 1) * 8, t0 + 8 * j + 2 * q + (c & 1),
-                            d[4 * j + c]);
-    };
-    if (in1) put(acc1);
-    else put(acc0);
+        for (int c = 0; c < 4; c++)
+            tc_wide_put(v, part, T, ng, h * 64 + wq * 16 + g + (c >> 1) * 8, t0 + 8 * j + 2 * q + (c & 1),
+                        acc[4 * j + c]);
 }
 
 /* tc_wide_parts' and tc_split's second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the
