@@ -11,6 +11,8 @@
 #   emu dn           the chunked DeltaNet (deltanet_chunk.cu): outputs and state bit for bit however a sequence is
 #                    split into calls (1 + 63 + 64 .., 7 + rest, 70 + rest, one token at a time), within 2e-5 of a
 #                    double reference of the recurrence, the double chunk form within 1e-9 of it (dn.cpp)
+#   emu dnr          the token-by-token DeltaNet by warps (deltanet_warp_kernel + dn_norm_kernel) vs the register
+#                    and the global-state kernels, outputs and state bit for bit (dnr.cpp)
 #   emu selftest     each mutation of the emulated helpers (a wrong ldmatrix or mma fragment index, a cp.async
 #                    wait_group one group short, a wrong shuffle partner), applied to the new kernels only, is caught
 # ~60-90 s on the loaded 2-core machine, most of it g++ and the wide cases (three tc_wide forms). Skipped (77) only
@@ -27,16 +29,17 @@ emu=$ROOT/tests/cuda/emu
 flags=(-std=c++20 -O1 -Wall -Wextra -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-variable -DTD_CU_EMU
     -I"$emu" -I"$ROOT/src" -I"$ROOT/include")
 pids=()
-for u in emu tc attn dn; do
+for u in emu tc attn dn dnr; do
     "$CXX" "${flags[@]}" -c "$emu/$u.cpp" -o "$tmp/$u.o" &
     pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || { echo "FAIL: the emulator does not compile"; exit 1; }; done
-"$CXX" "$tmp/emu.o" "$tmp/tc.o" "$tmp/attn.o" "$tmp/dn.o" -o "$tmp/emu"
+"$CXX" "$tmp/emu.o" "$tmp/tc.o" "$tmp/attn.o" "$tmp/dn.o" "$tmp/dnr.o" -o "$tmp/emu"
 fails=0
 "$tmp/emu" tc all || { echo "FAIL: tc kernels differ"; fails=$((fails + 1)); }
 "$tmp/emu" attn "${TD_CUDA_EMU:-quick}" || { echo "FAIL: attention kernels differ"; fails=$((fails + 1)); }
 "$tmp/emu" dn || { echo "FAIL: chunked DeltaNet"; fails=$((fails + 1)); }
+"$tmp/emu" dnr || { echo "FAIL: DeltaNet by warps"; fails=$((fails + 1)); }
 if ! "$tmp/emu" selftest >"$tmp/selftest.log" 2>&1; then
     cat "$tmp/selftest.log"
     echo "FAIL: selftest"

@@ -4,12 +4,13 @@
  *   Hk / Hv = 16 / 16 and 16 / 32 at dk = dv = 128 (Qwen3.5's shapes), 2 / 4 at dv = 96 (threads without a column);
  *   groups of 1, 7, 64 and 300 tokens in four of six sequences (two untouched), their rows shuffled over the batch;
  *   the 300-token group split over two launches (state carried on the device) = one launch, also old then new;
- *   shapes the register kernel does not take (dk = 64; dv = 256) fall back to the old kernel and say so.
+ *   shapes the register kernel does not take (dk = 64; dv = 256) fall back to the old kernel and say so;
+ *   the form by warps (td_cu_deltanet_test_mode(2), TD_CUDA_DN=warp: dk = 128, dv a multiple of 32) the same way.
  * Both are also held to the CPU's td_deltanet_step_ref + td_gated_rmsnorm within 1e-4 relative (test_cuda_kernels
  * allows 1e-5 over 64 tokens for the l2 norm's tree sum and expf; here roundings of 300 tokens meet), so two equally
  * wrong kernels cannot pass.
  * With TD_CUDA_DN=old in the environment (ctest test_cuda_deltanet_old) the register kernel must be off.
- * TD_DN_BENCH=1 times the two kernels instead (bench(): no checks).
+ * TD_DN_BENCH=1 times the three forms instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <stdint.h>
 #include <stdio.h>
@@ -53,6 +54,14 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
     cu_bits("groups of 1 / 7 / 64 / 300 tokens: state, normal vs old kernel", state_new, state_old, sn);
     cu_bits("sequence 1 (in no group) untouched", state_new + c.ss, c.state + c.ss, c.ss);
     cu_bits("sequence 3 (in no group) untouched", state_new + 3 * c.ss, c.state + 3 * c.ss, c.ss);
+    const int warps = dk == 128 && dv % 32 == 0; /* the form by warps takes the shape (td_cu_deltanet_test_mode(2)) */
+    if (warps) {
+        float *core_w = malloc((size_t)cn * 4), *state_w = malloc((size_t)sn * 4);
+        dn_run(&c, &g, core_w, state_w, NULL, 2);
+        cu_bits("groups of 1 / 7 / 64 / 300 tokens: core, by warps vs old kernel", core_w, core_old, cn);
+        cu_bits("groups of 1 / 7 / 64 / 300 tokens: state, by warps vs old kernel", state_w, state_old, sn);
+        free(core_w), free(state_w);
+    }
 
     /* the CPU reference */
     {
@@ -66,8 +75,9 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
     }
 
     /* the 300-token group (sequence 2) as 123 + 177 tokens over two launches, the state kept on the device: normal
-     * then normal, and old then normal, each = one launch */
-    for (int first = 0; first < 2; first++) {
+     * then normal, old then normal, and (where it runs) by warps then normal, each = one launch */
+    static const char *form[3] = {"normal", "old", "by warps"};
+    for (int first = 0; first < 2 + warps; first++) {
         int32_t seqa[1] = {2}, offa[2] = {0, 123}, offb[2] = {0, 177};
         groups ga = groups_new(seqa, offa, tok + 72, 1), gb = groups_new(seqa, offb, tok + 72 + 123, 1);
         size_t sb = (size_t)sn * 4, cb = (size_t)cn * 4;
@@ -80,11 +90,9 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
         float *x = malloc((size_t)(300 * Hv * dv) * 4), *y = malloc((size_t)(300 * Hv * dv) * 4);
         dn_pick(x, core2, tok + 72, 300, Hv * dv);
         dn_pick(y, core_new, tok + 72, 300, Hv * dv);
-        snprintf(name, sizeof name, "300 tokens as 123 (%s) + 177 (normal) = one launch: core",
-                 first ? "old" : "normal");
+        snprintf(name, sizeof name, "300 tokens as 123 (%s) + 177 (normal) = one launch: core", form[first]);
         cu_bits(name, x, y, 300 * Hv * dv);
-        snprintf(name, sizeof name, "300 tokens as 123 (%s) + 177 (normal) = one launch: state",
-                 first ? "old" : "normal");
+        snprintf(name, sizeof name, "300 tokens as 123 (%s) + 177 (normal) = one launch: state", form[first]);
         cu_bits(name, state2 + 2 * c.ss, state_new + 2 * c.ss, c.ss);
         free(core2), free(state2), free(x), free(y);
         td_cu_free(sd), td_cu_free(cd);
@@ -110,9 +118,9 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
     dn_free(&c);
 }
 
-/* TD_DN_BENCH=1: no checks; the old and the register kernel timed on Qwen3.5's shapes (wall time of 10 launches after
- * 3, then a sync: launch overhead included), microseconds a launch and tokens/s: one sequence of 2048 tokens (a
- * prefill), 16 sequences of 128, 64 sequences of 1 token (decode steps). */
+/* TD_DN_BENCH=1: no checks; the old, the register and the by-warps forms timed on Qwen3.5's shapes (wall time of 10
+ * launches after 3, then a sync: launch overhead included), microseconds a launch and tokens/s: one sequence of 2048
+ * tokens (a prefill), 16 sequences of 128, 64 sequences of 1 token (decode steps). */
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -131,8 +139,8 @@ static void bench(void) {
             for (int64_t i = 0; i < nt; i++) tok[i] = (int32_t)i;
             groups g = groups_new(gseq, off, tok, ns);
             float *sd = cu_up(c.state, (size_t)(ns * c.ss) * 4), *cd = cu_up(NULL, (size_t)(nt * c.Hv * c.dv) * 4);
-            double us[2];
-            for (int mode = 1; mode >= 0; mode--) {
+            double us[3];
+            for (int mode = 2; mode >= 0; mode--) {
                 for (int r = 0; r < 3; r++) dn_launch(&c, &g, cd, sd, mode);
                 CU(td_cu_sync(NULL));
                 double t0 = now_s();
@@ -141,9 +149,9 @@ static void bench(void) {
                 us[mode] = (now_s() - t0) / 10 * 1e6;
             }
             printf("  Hk=%lld Hv=%lld, %lld x %lld tokens: old %.1f us (%.0f tokens/s), registers %.1f us (%.0f "
-                   "tokens/s), %.2fx\n",
+                   "tokens/s), %.2fx; by warps %.1f us, %.2fx the registers'\n",
                    (long long)c.Hk, (long long)c.Hv, (long long)ns, (long long)per, us[1], (double)nt / us[1] * 1e6, us[0],
-                   (double)nt / us[0] * 1e6, us[1] / us[0]);
+                   (double)nt / us[0] * 1e6, us[1] / us[0], us[2], us[0] / us[2]);
             td_cu_free(sd), td_cu_free(cd);
             groups_free(&g);
             free(gseq), free(off), free(tok);

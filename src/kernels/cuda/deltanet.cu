@@ -144,6 +144,7 @@ __global__ void __launch_bounds__(CV_NT) conv_state_kernel(const float *__restri
     for (int j = 0; j < K - 1; j++) st[j * C + c] = nw[j];
 }
 
+#ifndef TD_CU_EMU /* tests/cuda/emu compiles the kernels alone */
 extern "C" int td_cu_conv(float *out, const float *x, float *state, int64_t seq_stride, const float *w, int64_t K,
                           int64_t C, const td_cu_groups *g, void *stream) {
     if (g->n_groups <= 0 || C <= 0) return 0;
@@ -181,6 +182,7 @@ extern "C" int td_cu_conv(float *out, const float *x, float *state, int64_t seq_
     }
     return td_cu_launched("conv");
 }
+#endif
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
@@ -454,14 +456,181 @@ __global__ void __launch_bounds__(DN_NT, 1)
     }
 }
 
-/* TD_CUDA_DN=old in the environment (read once per process) keeps every shape on deltanet_kernel. */
+/* ---- the recurrence by warps (TD_CUDA_DN=warp): deltanet_warp_kernel, then dn_norm_kernel ----
+ * Every column of S evolves on its own (its decay, its m = S^T k, its update and its o = S^T q read q, k, beta and
+ * the decay of the token, and nothing of the other columns), so deltanet_reg_kernel's columns can be spread over
+ * blocks: here a block is one warp owning 32 columns of one (group, value head), four blocks a head at dv = 128,
+ * with no block barrier in the token loop. Each lane keeps its column in registers and computes deltanet_reg_kernel's
+ * chains exactly (the same expressions, i ascending, m of token j + 1 in token j's loop). q and k's sums of squares
+ * take td_dev_block_sum<128>'s tree over the 128 elements (lane l holds elements l, l + 32, l + 64, l + 96: the four
+ * warps' trees as four shuffle trees, then (w0 + w2) + (w1 + w3), the tree warp 0 runs over [w0 w1 w2 w3 0 ...]),
+ * so the same normalised q and k. The output's gated RMS norm needs the whole head's o, so the recurrence writes o
+ * (before the norm) and dn_norm_kernel, a block of DN_NT threads per (token, head), applies it with
+ * deltanet_reg_kernel's code and tree: the same bits, one more launch. */
+#define DW_C 32 /* columns a block */
+
+/* The four-warp tree of td_dev_block_sum<128> (float) over elements lane + 32 j (v[j]), every lane gets it. */
+__device__ __forceinline__ float dw_sum128(const float (&v)[4]) {
+    float w[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) w[j] = td_dev_warp_reduce(v[j], td_dev_add());
+    const int lane = threadIdx.x & 31;
+    float x = 0.0f; /* warp 0's second round: lane j < 4 holds w[j] (lane 0's), the others 0 */
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float wj = __shfl_sync(0xffffffffu, w[j], 0);
+        if (lane == j) x = wj;
+    }
+    x = td_dev_warp_reduce(x, td_dev_add());
+    return __shfl_sync(0xffffffffu, x, 0);
+}
+
+/* A token's inputs as a lane reads them: q and k elements lane + 32 j of key head kh, b, a, and the lane's column's
+ * v (e: the column). */
+struct dw_raw {
+    float q[4], k[4], b, a, v;
+};
+__device__ __forceinline__ dw_raw dw_load(const float *__restrict__ u, int64_t ldu, const float *__restrict__ b,
+                                          const float *__restrict__ a, int64_t t, int h, int kh, int Hk, int Hv,
+                                          int dv, int e) {
+    const int lane = threadIdx.x & 31, key_dim = Hk * 128;
+    const float *ut = u + t * ldu;
+    dw_raw r;
+#pragma unroll
+    for (int j = 0; j < 4; j++) r.q[j] = ut[kh * 128 + lane + 32 * j], r.k[j] = ut[key_dim + kh * 128 + lane + 32 * j];
+    r.b = b[t * Hv + h], r.a = a[t * Hv + h];
+    r.v = ut[2 * key_dim + h * dv + e];
+    return r;
+}
+
+/* A loaded token staged: qs, ks <- the normalised q, k (dn_finish's expressions, the sums by dw_sum128), and its
+ * beta, decay and v; a __syncwarp before qs, ks are read. */
+__device__ __forceinline__ dn_tok dw_stage(float *qs, float *ks, const dw_raw &raw, float qscale, float neg_a,
+                                           float dtb) {
+    const int lane = threadIdx.x & 31;
+    float sq[4], sk[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) sq[j] = 0.0f + raw.q[j] * raw.q[j], sk[j] = 0.0f + raw.k[j] * raw.k[j];
+    const float ssq = dw_sum128(sq), ssk = dw_sum128(sk);
+    const float rq = 1.0f / sqrtf(ssq + 1e-6f), rk = 1.0f / sqrtf(ssk + 1e-6f);
+#pragma unroll
+    for (int j = 0; j < 4; j++) qs[lane + 32 * j] = (raw.q[j] * rq) * qscale, ks[lane + 32 * j] = raw.k[j] * rk;
+    dn_tok r;
+    r.beta = 1.0f / (1.0f + expf(-raw.b));
+    const float g = neg_a * softplus(raw.a + dtb);
+    r.decay = expf(g);
+    r.v = raw.v, r.z = 0.0f;
+    __syncwarp();
+    return r;
+}
+
+__global__ void __launch_bounds__(DW_C)
+    deltanet_warp_kernel(float *__restrict__ core, const float *__restrict__ u, int64_t ldu,
+                         const float *__restrict__ b, const float *__restrict__ a, const float *__restrict__ a_log,
+                         const float *__restrict__ dt_bias, float *__restrict__ state, int64_t seq_stride, int Hk,
+                         int Hv, int dv, const int32_t *__restrict__ grp_seq, const int32_t *__restrict__ grp_off,
+                         const int32_t *__restrict__ grp_tok) {
+    td_pdl_wait();
+    constexpr int DK = 128;
+    __shared__ __align__(16) float qs[2][DK];
+    __shared__ __align__(16) float ks[2][DK];
+    const int nc = dv / DW_C; /* blocks a head */
+    const int gi = (int)(blockIdx.x / (unsigned)(Hv * nc)), rest = (int)(blockIdx.x % (unsigned)(Hv * nc));
+    const int h = rest / nc, e = (rest % nc) * DW_C + (int)(threadIdx.x & 31), kh = h / (Hv / Hk);
+    const int32_t i0 = grp_off[gi], i1 = grp_off[gi + 1];
+    if (i0 >= i1) return;
+    float *Se = state + (int64_t)grp_seq[gi] * seq_stride + (int64_t)h * DK * dv + e;
+    const float qscale = (float)(1.0 / sqrt((double)DK)); /* as head_inputs() */
+    const float neg_a = -expf(a_log[h]), dtb = dt_bias[h];
+    const int64_t value_dim = (int64_t)Hv * dv;
+
+    float S[DK];
+#pragma unroll
+    for (int i = 0; i < DK; i++) S[i] = Se[(int64_t)i * dv];
+
+    dn_tok cur = dw_stage(qs[0], ks[0], dw_load(u, ldu, b, a, grp_tok[i0], h, kh, Hk, Hv, dv, e), qscale, neg_a, dtb);
+    dn_tok nxt = cur;
+    if (i0 + 1 < i1)
+        nxt = dw_stage(qs[1], ks[1], dw_load(u, ldu, b, a, grp_tok[i0 + 1], h, kh, Hk, Hv, dv, e), qscale, neg_a,
+                       dtb);
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DK; i++) m = m + (S[i] * cur.decay) * ks[0][i];
+
+    for (int32_t it = i0; it < i1; it++) {
+        const int buf = (it - i0) & 1;
+        const int64_t t = grp_tok[it];
+        const float *qc = qs[buf], *kc = ks[buf], *kn = ks[buf ^ 1];
+        const float d = cur.beta * (cur.v - m);
+        const float decay = cur.decay;
+        float o = 0.0f;
+        const bool more2 = it + 2 < i1;
+        dw_raw after; /* token it + 2's inputs, in flight while this token runs */
+        if (more2) after = dw_load(u, ldu, b, a, grp_tok[it + 2], h, kh, Hk, Hv, dv, e);
+        if (it + 1 < i1) {
+            float mn = 0.0f;
+#pragma unroll
+            for (int i = 0; i < DK; i++) {
+                const float s = (S[i] * decay) + kc[i] * d;
+                S[i] = s;
+                o = o + s * qc[i];
+                mn = mn + (s * nxt.decay) * kn[i];
+            }
+            cur = nxt;
+            m = mn;
+        } else {
+#pragma unroll
+            for (int i = 0; i < DK; i++) {
+                const float s = (S[i] * decay) + kc[i] * d;
+                S[i] = s;
+                o = o + s * qc[i];
+            }
+        }
+        core[t * value_dim + h * dv + e] = o; /* before the norm: dn_norm_kernel */
+        if (more2) {
+            __syncwarp(); /* every lane is done with qs[buf], ks[buf] */
+            nxt = dw_stage(qs[buf], ks[buf], after, qscale, neg_a, dtb);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < DK; i++) Se[(int64_t)i * dv] = S[i];
+}
+
+/* td_gated_rmsnorm over core's o of every token of the groups (blockIdx.x: the token's index in grp_tok, blockIdx.y:
+ * the value head), in place: deltanet_reg_kernel's expressions and double tree (td_dev_block_sum<DN_NT>, the tree
+ * its td_dev_block_sum3 gives the double). */
+__global__ void __launch_bounds__(DN_NT)
+    dn_norm_kernel(float *__restrict__ core, const float *__restrict__ z, const float *__restrict__ norm_w, int Hv,
+                   int dv, float eps, const int32_t *__restrict__ grp_tok) {
+    td_pdl_wait();
+    __shared__ double redd[DN_NT / 32 + 1];
+    const int tid = threadIdx.x, h = (int)blockIdx.y;
+    const bool live = tid < dv;
+    const int64_t t = grp_tok[blockIdx.x], off = t * (int64_t)Hv * dv + (int64_t)h * dv + (live ? tid : 0);
+    const float o = live ? core[off] : 0.0f, zc = live ? z[off] : 0.0f;
+    double ss = 0.0;
+    if (live) ss += (double)o * (double)o;
+    ss = td_dev_block_sum<DN_NT>(ss, redd);
+    const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)dv) + (double)eps));
+    if (live) core[off] = (norm_w[tid] * (o * r)) * (zc / (1.0f + expf(-zc)));
+}
+
+#ifndef TD_CU_EMU
+
+/* TD_CUDA_DN=old in the environment (read once per process) keeps every shape on deltanet_kernel; TD_CUDA_DN=warp
+ * runs deltanet_warp_kernel where it can. */
 static int dn_test_mode = 0; /* td_cu_deltanet_test_mode */
+static bool dn_env_is(const char *v) {
+    const char *e = getenv("TD_CUDA_DN");
+    return e && strcmp(e, v) == 0;
+}
 static bool dn_reg_enabled(void) {
-    static const bool on = [] {
-        const char *e = getenv("TD_CUDA_DN");
-        return !(e && strcmp(e, "old") == 0);
-    }();
+    static const bool on = !dn_env_is("old");
     return on && dn_test_mode != 1;
+}
+static bool dn_warp_enabled(void) {
+    static const bool on = dn_env_is("warp");
+    return dn_test_mode == 2 || (on && dn_test_mode == 0);
 }
 
 extern "C" void td_cu_deltanet_test_mode(int mode) { dn_test_mode = mode; }
@@ -482,6 +651,17 @@ extern "C" int td_cu_deltanet(float *core, const float *u, int64_t ldu, const fl
     if (g->n_groups * Hv > 0x7fffffff)
         return td_cu_failf("td_cu_deltanet: %lld groups x %lld heads is beyond one launch", (long long)g->n_groups,
                            (long long)Hv);
+    if (dn_warp_enabled() && dk == 128 && dv % DW_C == 0 && g->n_tok > 0 && g->n_tok <= 0x7fffffff && Hv <= 65535 &&
+        g->n_groups * Hv * (dv / DW_C) <= 0x7fffffff) {
+        cudaStream_t s = TD_CU_STREAM(stream);
+        deltanet_warp_kernel<<<(unsigned)(g->n_groups * Hv * (dv / DW_C)), DW_C, 0, s>>>(
+            core, u, ldu, b, a, a_log, dt_bias, state, seq_stride, (int)Hk, (int)Hv, (int)dv, g->grp_seq, g->grp_off,
+            g->grp_tok);
+        if (td_cu_launched("deltanet (by warps)")) return -1;
+        dn_norm_kernel<<<dim3((unsigned)g->n_tok, (unsigned)Hv), DN_NT, 0, s>>>(core, z, norm_w, (int)Hv, (int)dv, eps,
+                                                                                 g->grp_tok);
+        return td_cu_launched("deltanet (the gated norm)");
+    }
     if (td_cu_deltanet_regs(dk, dv) && Hv <= 65536) { /* the kernel keeps head offsets in an int */
         deltanet_reg_kernel<128><<<(unsigned)(g->n_groups * Hv), DN_NT, 0, TD_CU_STREAM(stream)>>>(
             core, u, ldu, z, b, a, a_log, dt_bias, norm_w, state, seq_stride, Hk, Hv, dv, eps, g->grp_seq, g->grp_off,
@@ -493,3 +673,5 @@ extern "C" int td_cu_deltanet(float *core, const float *u, int64_t ldu, const fl
         g->grp_tok);
     return td_cu_launched("deltanet");
 }
+
+#endif /* TD_CU_EMU */

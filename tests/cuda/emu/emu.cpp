@@ -136,12 +136,14 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
 int td_emu_tc(const char *what);   // tc.cpp: 0 when the new kernels gave the old ones' bits
 int td_emu_attn(const char *what); // attn.cpp: 0 when every check passed
 int td_emu_dn(const char *what);   // dn.cpp: 0 when every check passed
+int td_emu_dnr(const char *what);  // dnr.cpp: 0 when the warp form gave the other kernels' bits
 
 int main(int argc, char **argv) {
     const char *fam = argc > 1 ? argv[1] : "", *what = argc > 2 ? argv[2] : "quick";
     if (!strcmp(fam, "tc")) return td_emu_tc(what) != 0;
     if (!strcmp(fam, "attn")) return td_emu_attn(what) != 0;
     if (!strcmp(fam, "dn")) return td_emu_dn(what) != 0;
+    if (!strcmp(fam, "dnr")) return td_emu_dnr(what) != 0;
     if (!strcmp(fam, "selftest")) {
         struct {
             const char *fam, *name;
@@ -152,14 +154,16 @@ int main(int argc, char **argv) {
                           {"attn", "ldmatrix matrices 1 and 2 swapped", TD_EMU_MUT_LDSM},
                           {"attn", "mma A registers 1 and 2 swapped", TD_EMU_MUT_MMA},
                           {"attn", "shuffle xor partner one lane off", TD_EMU_MUT_SHFL},
-                          {"dn", "shuffle xor partner one lane off", TD_EMU_MUT_SHFL}};
+                          {"dn", "shuffle xor partner one lane off", TD_EMU_MUT_SHFL},
+                          {"dnr", "shuffle source one lane off", TD_EMU_MUT_SHFL}};
         int missed = 0;
         for (const auto &m : muts) {
             printf("selftest: %s kernels, %s in the new kernel\n", m.fam, m.name);
             td_emu_mutation = m.m;
-            const int bad = !strcmp(m.fam, "tc")   ? td_emu_tc("quick")
-                            : !strcmp(m.fam, "dn") ? td_emu_dn("selftest")
-                                                   : td_emu_attn("selftest");
+            const int bad = !strcmp(m.fam, "tc")    ? td_emu_tc("quick")
+                            : !strcmp(m.fam, "dn")  ? td_emu_dn("selftest")
+                            : !strcmp(m.fam, "dnr") ? td_emu_dnr("selftest")
+                                                    : td_emu_attn("selftest");
             printf("selftest: %s\n", bad ? "caught" : "NOT CAUGHT");
             missed += !bad;
         }
@@ -167,6 +171,6 @@ int main(int argc, char **argv) {
         printf(missed ? "selftest: %d mutations NOT caught\n" : "selftest: every mutation caught\n", missed);
         return missed != 0;
     }
-    fprintf(stderr, "usage: emu tc [quick|few|many|all] | emu attn [quick|all] | emu dn | emu selftest\n");
+    fprintf(stderr, "usage: emu tc [quick|few|many|all] | emu attn [quick|all] | emu dn | emu dnr | emu selftest\n");
     return 2;
 }

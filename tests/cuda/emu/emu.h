@@ -122,6 +122,10 @@ template <typename T> inline T __shfl_xor_sync(unsigned, T v, int m) {
     if (td_emu_mut(TD_EMU_MUT_SHFL)) m ^= 1;
     return td_emu_shfl(v, (int)(threadIdx.x & 31) ^ (m & 31));
 }
+template <typename T> inline T __shfl_sync(unsigned, T v, int src) { // (mutation SHFL: the next lane's)
+    if (td_emu_mut(TD_EMU_MUT_SHFL)) src += 1;
+    return td_emu_shfl(v, src & 31);
+}
 template <typename T> inline T __shfl_down_sync(unsigned, T v, int d) {
     const int lane = threadIdx.x & 31;
     return td_emu_shfl(v, lane + d < 32 ? lane + d : lane);
