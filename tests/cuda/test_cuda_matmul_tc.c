@@ -13,8 +13,8 @@
  * registers with 4 weight stages by default; its other forms (td_cu_matmul_tc_wreg_test: 3 stages, and the totals in
  * shared memory) are checked as the default is: x in bf16 and in fp32, one pass and by slices, several products in a
  * launch. These run with the wgmma forms off (td_cu_matmul_tc_wg_test(0)); test_wg checks the wgmma forms, the
- * default on compute capability 9.0 (tc_wg for tc_wide, with two warpgroups a block and with one, tc_split on
- * wgmma), the same way; test_invariance runs the defaults.
+ * default on compute capability 9.0 (tc_wg for tc_wide, tc_split on wgmma), the same way; test_invariance runs the
+ * defaults.
  * td_cu_matmul_glu (the MLP's gate taken by the down product's kernels) = td_cu_glu then td_cu_matmul (test_glu).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
@@ -431,19 +431,13 @@ static void test_wg(const int64_t *many, int n_many, const int *wide_modes, cons
         return;
     }
     td_cu_matmul_tc_wg_test(1);
-    for (int one = 0; one < 2; one++) { /* two warpgroups a block, then one (TD_CUDA_WG_1) */
-        td_cu_matmul_tc_wg1_test(one);
-        test_shapes(many, n_many, wide_modes, 1,
-                    one ? "T > 64 (tc_tile vs tc_wg, one warpgroup)" : "T > 64 (tc_tile vs tc_wg)");
-        td_cu_matmul_tc_parts_test(1);
-        test_shapes(many, n_many, wide_modes, 1,
-                    one ? "T > 64 (tc_tile vs tc_wg by slices, one warpgroup)" : "T > 64 (tc_tile vs tc_wg by slices)");
-        test_multi();
-        td_cu_matmul_tc_parts_test(-1);
-        test_multi();
-        test_glu();
-    }
-    td_cu_matmul_tc_wg1_test(-1);
+    test_shapes(many, n_many, wide_modes, 1, "T > 64 (tc_tile vs tc_wg)");
+    td_cu_matmul_tc_parts_test(1);
+    test_shapes(many, n_many, wide_modes, 1, "T > 64 (tc_tile vs tc_wg by slices)");
+    test_multi();
+    td_cu_matmul_tc_parts_test(-1);
+    test_multi();
+    test_glu();
     td_cu_matmul_tc_wg_test(2);
     td_cu_matmul_tc_cluster_test(1);
     test_shapes(few, n_few, split_modes, 2, "T <= 64 (tc_skinny vs tc_split on wgmma, in clusters)");

@@ -134,10 +134,6 @@ void td_cu_matmul_tc_wreg_test(int stages);
  * them. */
 void td_cu_matmul_tc_wg_test(int on);
 int td_cu_matmul_tc_wg_here(void);
-/* TD_CUDA_WG_1=1: tc_wg's blocks are one warpgroup of 64 outputs (two blocks an SM) instead of two of 128 outputs
- * (one block an SM): the same chains and folds per output, so the same bits. Test only: td_cu_matmul_tc_wg1_test(0 /
- * 1), -1 the environment's choice. */
-void td_cu_matmul_tc_wg1_test(int on);
 
 /* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,
  * bit for bit; in one launch when all n <= 4 take the tensor-core path with equal cols, else one launch each. */

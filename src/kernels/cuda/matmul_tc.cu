@@ -108,9 +108,9 @@ __device__ __forceinline__ void tc_fold(float &total, float &acc, bool first) {
 /* tc_wide's and tc_wg's result for block row r (output j0 + r) and token t: into y, or (part: a launch by slices,
  * tc_wide_parts) the partial of slice blockIdx.z, [slice][token][the launch's block rows] (ng of them). */
 __device__ __forceinline__ void tc_wide_put(const tc_view &v, float *part, int64_t T, int64_t ng, int r, int64_t t,
-                                            float val, int64_t per = TC_BM) {
+                                            float val) {
     if (t >= T) return;
-    if (part) part[((int64_t)blockIdx.z * T + t) * ng + (int64_t)blockIdx.x * per + r] = val;
+    if (part) part[((int64_t)blockIdx.z * T + t) * ng + (int64_t)blockIdx.x * TC_BM + r] = val;
     else if (v.j0 + r < v.n_out) v.y[t * v.ldy + v.j0 + r] = val;
 }
 /* The wgmma forms' operands (td_wg_desc: wgmma's K-major 128-byte swizzle): the byte offset of 16-byte chunk ch
@@ -504,11 +504,9 @@ __global__ void __launch_bounds__(256, 1)
 #define WG_BK 64 /* tc_wg: k per stage, one 128-byte row of 64 bf16 per output and per token (the swizzle's width) */
 #define WG_AS 4  /* tc_wg: stages (AS - 2 of them in flight ahead of the one the tensor cores read) */
 
-/* tc_wg's dynamic shared memory: AS stages of 64 WGN weight rows and 128 activation rows, 128 bytes each, and 1 KB to
- * align them to the swizzle's 1024 bytes. */
-template <int AS, int WGN = 2> __host__ __device__ constexpr size_t wg_smem() {
-    return (size_t)AS * (64 * WGN + 128) * 128 + 1024;
-}
+/* tc_wg's dynamic shared memory: AS stages of 128 weight rows and 128 activation rows, 16 KB each, and 1 KB to align
+ * them to the swizzle's 1024 bytes. */
+template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_t)AS * 2 * 128 * 128 + 1024; }
 
 /* tc_wide's order and tile (128 outputs x 128 tokens, x in bf16 from tc_x_bf16) on wgmma: warpgroup h (threads
  * 128 h ..) computes outputs 64 h .. 64 h + 63 for the 128 tokens, one m64n128k16 per 16-wide k step in the slice's
@@ -521,26 +519,21 @@ template <int AS, int WGN = 2> __host__ __device__ constexpr size_t wg_smem() {
  * tensor cores are not kept waiting for the copies' address arithmetic; the same values either way); at a slice end
  * every wgmma is waited for and the totals fold as tc_wide's (registers). K is a multiple of WG_BK (every stage's
  * four k steps run: no predicate between the wgmma, which would make the compiler serialize them). x and ldx are
- * unused (tc_wide's signature, so the same launchers). WGN: warpgroups a block (64 WGN outputs a block); with one
- * (TD_CUDA_WG_1) two blocks share an SM, so one block's barrier or slice-end drain leaves the tensor cores to the
- * other's wgmma: each output's chains and folds are the same, so the same bits. */
-template <bool FOLD, int AS, bool EARLY = true, int WGN = 2>
-__global__ void __launch_bounds__(128 * WGN, 3 - WGN)
+ * unused (tc_wide's signature, so the same launchers). */
+template <bool FOLD, int AS, bool EARLY = true>
+__global__ void __launch_bounds__(256, 1)
     tc_wg(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
           int64_t K, float *part) {
     td_pdl_wait();
     static_assert(AS >= 3, "the copies go AS - 2 stages ahead");
-    static_assert(WGN == 1 || WGN == 2, "one or two warpgroups");
-    constexpr int NT = 128 * WGN, BM = 64 * WGN;      /* threads, outputs a block */
-    constexpr int SA = BM * 128, SB = TW_BN * 128;    /* bytes of a stage's weights, activations */
     (void)x, (void)ldx;
     TD_DYN_SMEM16(unsigned char, tc_smem);
-    unsigned char *const sm = tc_align1k(tc_smem); /* stage s at (SA + SB) s */
-    __shared__ const uint16_t *wrow[BM];
+    unsigned char *const sm = tc_align1k(tc_smem); /* stage s at 32 KB s */
+    __shared__ const uint16_t *wrow[TC_BM];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, h = warp >> 2, wq = warp & 3;
-    const tc_view v = tc_unpack(jobs, BM);
+    const tc_view v = tc_unpack(jobs, TC_BM);
     const int64_t j0 = v.j0, t0 = (int64_t)blockIdx.y * TW_BN;
-    if (tid < BM) wrow[tid] = tc_wrow(v, j0 + tid);
+    if (tid < TC_BM) wrow[tid] = tc_wrow(v, j0 + tid);
     __syncthreads();
 
     float acc[64], totals[64];
@@ -551,31 +544,24 @@ __global__ void __launch_bounds__(128 * WGN, 3 - WGN)
     /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
     const int64_t st0 = part ? (int64_t)blockIdx.z * (TC_KS / WG_BK) : 0;
     const int64_t st1 = part && st0 + TC_KS / WG_BK < nsteps ? st0 + TC_KS / WG_BK : nsteps;
-    /* this thread's copies of a stage: BM weight rows and 128 activation rows x 8 chunks of 8 bf16, chunk tid + NT i
-     * (row r, chunk ch) to offset ow[i] / ox[i] of the swizzled stage from wp[i] / xp[i] + the stage's k (the
-     * addresses worked out once, not at every stage) */
-    constexpr int NW = BM * 8 / NT, NX = TW_BN * 8 / NT;
-    int ow[NW], ox[NX];
-    const uint16_t *wp[NW], *xp[NX];
+    /* this thread's copies of a stage: 128 rows x 8 chunks of 8 bf16 of each operand, chunk tid + 256 i (row r,
+     * chunk ch) to offset o[i] of the swizzled stage from wp[i] / xp[i] + the stage's k (the addresses worked out
+     * once, not at every stage) */
+    constexpr int NC = 128 * 8 / 256;
+    int o[NC];
+    const uint16_t *wp[NC], *xp[NC];
 #pragma unroll
-    for (int i = 0; i < NW; i++) {
-        const int c = tid + NT * i, r = c >> 3, ch = c & 7;
-        ow[i] = tc_sw(0, BM, r, ch), wp[i] = wrow[r] + ch * 8;
-    }
-#pragma unroll
-    for (int i = 0; i < NX; i++) {
-        const int c = tid + NT * i, r = c >> 3, ch = c & 7;
+    for (int i = 0; i < NC; i++) {
+        const int c = tid + 256 * i, r = c >> 3, ch = c & 7;
         const int64_t t = t0 + r < T ? t0 + r : T - 1;
-        ox[i] = tc_sw(0, TW_BN, r, ch), xp[i] = xb + t * K + ch * 8;
+        o[i] = tc_sw(0, 128, r, ch), wp[i] = wrow[r] + ch * 8, xp[i] = xb + t * K + ch * 8;
     }
     auto fetch = [&](int64_t st) { /* stage st's weights and activations, swizzled; one commit group (maybe empty) */
         if (st < st1) {
             const int64_t k0 = st * WG_BK;
-            unsigned char *const A = sm + (st % AS) * (SA + SB), *const B = A + SA;
+            unsigned char *const A = sm + (st % AS) * 32768, *const B = A + 16384;
 #pragma unroll
-            for (int i = 0; i < NW; i++) td_cp16(A + ow[i], wp[i] + k0);
-#pragma unroll
-            for (int i = 0; i < NX; i++) td_cp16(B + ox[i], xp[i] + k0);
+            for (int i = 0; i < NC; i++) td_cp16(A + o[i], wp[i] + k0), td_cp16(B + o[i], xp[i] + k0);
         }
         td_cp_commit();
     };
@@ -587,7 +573,7 @@ __global__ void __launch_bounds__(128 * WGN, 3 - WGN)
         td_fence_async_smem(); /* ... visible to the tensor cores' reads */
         __syncthreads();       /* ... everyone's; and the wgmma of stage st - 2 are done in every warpgroup */
         if (!EARLY) fetch(st + AS - 2); /* into stage st - 2's buffers */
-        const unsigned char *const A = sm + (st % AS) * (SA + SB) + h * 64 * 128, *const B = A - h * 64 * 128 + SA;
+        const unsigned char *const A = sm + (st % AS) * 32768 + h * 64 * 128, *const B = sm + (st % AS) * 32768 + 16384;
         td_wg_fence();
 #pragma unroll
         for (int ks = 0; ks < WG_BK / 16; ks++)
@@ -611,13 +597,13 @@ __global__ void __launch_bounds__(128 * WGN, 3 - WGN)
     }
     /* d[4 j + c]: output 64 h + 16 wq + g + 8 (c >> 1), token 8 j + 2 q + (c & 1) */
     const int g = lane >> 2, q = lane & 3;
-    const int64_t ng = (int64_t)gridDim.x * BM;
+    const int64_t ng = (int64_t)gridDim.x * TC_BM;
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
         for (int c = 0; c < 4; c++)
             tc_wide_put(v, part, T, ng, h * 64 + wq * 16 + g + (c >> 1) * 8, t0 + 8 * j + 2 * q + (c & 1),
-                        acc[4 * j + c], BM);
+                        acc[4 * j + c]);
 }
 
 /* tc_wide_parts' and tc_split's second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the
@@ -994,25 +980,17 @@ template <typename F> static cudaError_t tc_smem_opt(F *kernel, size_t bytes) {
     return e;
 }
 
-/* jobs' first blocks (re)counted for `per` outputs a block; the launch's blocks. */
-static int64_t tc_jobs_per(tc_jobs *jobs, int64_t per) {
-    int64_t blocks = 0;
-    for (int i = 0; i < jobs->n; i++) {
-        jobs->j[i].first_block = blocks;
-        blocks += (jobs->j[i].n_out + per - 1) / per;
-    }
-    return blocks;
-}
-
 /* The launch's jobs with `per` outputs a block: each product's first block, the launch's blocks returned. */
 static int64_t tc_make_jobs(const td_cu_mm *mm, int n, int64_t per, tc_jobs *jobs) {
+    int64_t blocks = 0;
     jobs->n = n;
     for (int i = 0; i < n; i++) {
         const td_cu_mat *w = mm[i].w;
         jobs->j[i] = tc_job{(const uint16_t *)w->data, mm[i].rows, mm[i].y, mm[i].ldy, (int64_t)(w->row_bytes / 2),
-                            mm[i].n_out, 0};
+                            mm[i].n_out, blocks};
+        blocks += (mm[i].n_out + per - 1) / per;
     }
-    return tc_jobs_per(jobs, per);
+    return blocks;
 }
 
 template <int NF, int SW, int R>
@@ -1060,8 +1038,8 @@ static int tc_fold_launch(const tc_jobs &jobs, const float *part, int64_t T, int
     return td_cu_launched("matmul (tensor cores, the slices' sum)");
 }
 
-/* A kernel of tc_wide's launch shape (tc_wide or tc_wg: grid (blocks of `per` outputs, tiles of 128 tokens[, slices]),
- * 2 per threads, tc_wide's arguments) and its dynamic shared memory, opted in once per kernel (at its first launch). */
+/* A kernel of tc_wide's launch shape (tc_wide or tc_wg: grid (blocks of 128 outputs, tiles of 128 tokens[, slices]),
+ * 256 threads, tc_wide's arguments) and its dynamic shared memory, opted in once per kernel (at its first launch). */
 typedef void (*tc_wide_fn)(const tc_jobs, const float *, const uint16_t *, int64_t, int64_t, int64_t, float *);
 template <tc_wide_fn KF> static cudaError_t tc_wide_opt(size_t bytes) {
     static const cudaError_t e = tc_smem_opt(KF, bytes);
@@ -1070,7 +1048,7 @@ template <tc_wide_fn KF> static cudaError_t tc_wide_opt(size_t bytes) {
 
 template <tc_wide_fn PF>
 static int tc_wide_parts(size_t smem, const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
-                         int64_t K, int64_t blocks, int64_t ty, int64_t S, int64_t ng, int per, cudaStream_t s) {
+                         int64_t K, int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     const size_t bytes = (size_t)S * (size_t)T * (size_t)ng * sizeof(float);
     if (S > 65535 || bytes > ((size_t)1 << 30)) return 1;
     const cudaError_t opt = tc_wide_opt<PF>(smem);
@@ -1080,9 +1058,9 @@ static int tc_wide_parts(size_t smem, const tc_jobs &jobs, const float *x, const
         cudaGetLastError();
         return 1;
     }
-    PF<<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 2 * per, smem, s>>>(jobs, x, xb, ldx, T, K, part);
+    PF<<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, smem, s>>>(jobs, x, xb, ldx, T, K, part);
     int rc = td_cu_launched("matmul (tensor cores, wide, by slices)");
-    if (rc == 0) rc = tc_fold_launch(jobs, part, T, S, ng, per, s);
+    if (rc == 0) rc = tc_fold_launch(jobs, part, T, S, ng, TC_BM, s);
     cudaFreeAsync(part, s);
     return rc;
 }
@@ -1253,57 +1231,45 @@ static bool tc_wg_here(void) {
 extern "C" int td_cu_matmul_tc_wg_here(void) { return tc_wg_here() ? 1 : 0; }
 static bool tc_wg_split(int64_t K) { return (tc_wg_on & 2) && K % TC_KS == 0 && tc_wg_here(); }
 
-/* A tc_wide-shaped kernel (KF; PF its instance that writes partials; `per` outputs a block, 128 but for tc_wg's
- * one-warpgroup form) over all slices in one pass, or by slices where its tiles fill at most half the SMs (counted in
- * tiles of 128 outputs) and the partials stay small (at T 2048, down and o: 128 tiles, the split cost prefill 52,005
- * vs 57,486 tokens/s on the H200). */
+/* A tc_wide-shaped kernel (KF; PF its instance that writes partials) over all slices in one pass, or by slices where
+ * its tiles fill at most half the SMs and the partials stay small (at T 2048, down and o: 128 tiles, the split cost
+ * prefill 52,005 vs 57,486 tokens/s on the H200). */
 template <tc_wide_fn KF, tc_wide_fn PF>
 static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx,
-                      int64_t T, int64_t K, int64_t blocks, int64_t ty, int64_t S, cudaStream_t s, int per = TC_BM) {
-    const int64_t ng = blocks * per, tiles = (ng + TC_BM - 1) / TC_BM;
-    if (fold && S > 1 && (tc_parts == 2 || (tc_parts == 1 && T <= 512 && 2 * tiles * ty <= tc_sms()))) {
-        int rc = tc_wide_parts<PF>(smem, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, per, s);
+                      int64_t T, int64_t K, int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
+    if (fold && S > 1 && (tc_parts == 2 || (tc_parts == 1 && T <= 512 && 2 * blocks * ty <= tc_sms()))) {
+        int rc = tc_wide_parts<PF>(smem, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
         if (rc <= 0) return rc; /* else no scratch to be had: the one-pass launch below */
     }
     const cudaError_t opt = tc_wide_opt<KF>(smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
-    KF<<<dim3((unsigned)blocks, (unsigned)ty), 2 * per, smem, s>>>(jobs, x, xb, ldx, T, K, nullptr);
+    KF<<<dim3((unsigned)blocks, (unsigned)ty), 256, smem, s>>>(jobs, x, xb, ldx, T, K, nullptr);
     return td_cu_launched("matmul (tensor cores, wide)");
 }
 
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
-/* TD_CUDA_WG_1=1: tc_wg as one warpgroup a block (64 outputs), two blocks an SM; td_cu_matmul_tc_wg1_test(on), -1
- * the environment's choice. */
-static int tc_wg1_on = td_cu_env_set("TD_CUDA_WG_1");
-extern "C" void td_cu_matmul_tc_wg1_test(int on) { tc_wg1_on = on < 0 ? td_cu_env_set("TD_CUDA_WG_1") : on != 0; }
 
 /* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16), else tc_wide with its totals where TD_CUDA_TC_WREG puts
- * them (jobs and blocks of 128 outputs a block) */
+ * them */
 template <bool FOLD, bool XB>
 static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
-                        int64_t blocks, int64_t ty, int64_t S, cudaStream_t s) {
+                        int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     if (XB && (tc_wg_on & 1) && K % WG_BK == 0 && tc_wg_here()) {
-        if (tc_wg1_on) {
-            tc_jobs j1 = jobs;
-            const int64_t b1 = tc_jobs_per(&j1, 64);
-            return tc_wide_go<tc_wg<FOLD, WG_AS, true, 1>, tc_wg<true, WG_AS, true, 1>>(
-                wg_smem<WG_AS, 1>(), FOLD, j1, x, xb, ldx, T, K, b1, ty, S, s, 64);
-        }
         if (!tc_wg_early)
             return tc_wide_go<tc_wg<FOLD, WG_AS, false>, tc_wg<true, WG_AS, false>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb,
-                                                                                ldx, T, K, blocks, ty, S, s);
+                                                                                ldx, T, K, blocks, ty, S, ng, s);
         return tc_wide_go<tc_wg<FOLD, WG_AS>, tc_wg<true, WG_AS>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb, ldx, T, K,
-                                                                  blocks, ty, S, s);
+                                                                  blocks, ty, S, ng, s);
     }
     if (tc_wreg == 4)
         return tc_wide_go<tc_wide<FOLD, XB, true, TW_AS_REG>, tc_wide<true, XB, true, TW_AS_REG>>(
-            tw_smem<XB, true, TW_AS_REG>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, s);
+            tw_smem<XB, true, TW_AS_REG>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
     if (tc_wreg == 3)
         return tc_wide_go<tc_wide<FOLD, XB, true, TW_AS>, tc_wide<true, XB, true, TW_AS>>(
-            tw_smem<XB, true, TW_AS>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, s);
+            tw_smem<XB, true, TW_AS>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
     return tc_wide_go<tc_wide<FOLD, XB, false, TW_AS>, tc_wide<true, XB, false, TW_AS>>(
-        tw_smem<XB, false, TW_AS>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, s);
+        tw_smem<XB, false, TW_AS>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
 }
 
 /* The kernels' mode: td_cu_matmul_tc_test_mode's, else the environment's TD_CUDA_TC (read once; -1 neither). */
@@ -1324,7 +1290,7 @@ static constexpr bool TC_FOLD = true;
  * scratch cannot be had (nothing launched). */
 static int tc_wide_xb(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
                       const tc_glu &gl, cudaStream_t s) {
-    const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS;
+    const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
     uint16_t *xb = nullptr;
     if (cudaMallocAsync((void **)&xb, (size_t)T * (size_t)K * 2, s) != cudaSuccess) {
         cudaGetLastError();
@@ -1332,7 +1298,7 @@ static int tc_wide_xb(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t 
     }
     tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, xb, gl);
     int rc = td_cu_launched("matmul (tensor cores, x to bf16)");
-    if (rc == 0) rc = tc_wide_pick<TC_FOLD, true>(jobs, x, xb, ldx, T, K, blocks, ty, S, s);
+    if (rc == 0) rc = tc_wide_pick<TC_FOLD, true>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
     cudaFreeAsync(xb, s);
     return rc < 0 ? rc : 0;
 }
@@ -1429,8 +1395,8 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
             int rc = tc_wide_xb(jobs, x, ldx, T, K, blocks, tc_glu{nullptr, 0}, s);
             if (rc <= 0) return rc; /* else no scratch for it: rounded in the blocks */
         }
-        const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS;
-        return tc_wide_pick<TC_FOLD, false>(jobs, x, nullptr, ldx, T, K, blocks, ty, S, s);
+        const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
+        return tc_wide_pick<TC_FOLD, false>(jobs, x, nullptr, ldx, T, K, blocks, ty, S, ng, s);
     }
 #ifdef TD_CUDA_BATCH_VARIANT
     /* Not batch-invariant, to measure what invariance costs: one chain over all k (no slices) in tiles of 128 tokens,

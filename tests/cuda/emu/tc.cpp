@@ -3,8 +3,8 @@
 // block) and tc_split (a block per k slice, the partials folded; mma.sync and wgmma) vs tc_skinny at T = 1 .. 64, k
 // of one slice, several, a last slice shorter, row lists, odd ldx, 1-3 products in a launch, 4097 outputs; [many]
 // tc_wide (x rounded in its blocks or once by tc_x_bf16, one pass or by slices; the slice totals in shared memory, or
-// in registers with 3 or 4 weight stages; tc_wg on wgmma, 4 or 5 stages, one or two warpgroups a block) vs tc_tile at
-// T = 65 .. 300; tc_split and tc_x_bf16 + tc_wide taking the MLP's gate act(g) * u as their activations (td_cu_matmul_glu) vs the old kernels
+// in registers with 3 or 4 weight stages; tc_wg on wgmma, 4 or 5 stages) vs tc_tile at T = 65 .. 300; tc_split and
+// tc_x_bf16 + tc_wide taking the MLP's gate act(g) * u as their activations (td_cu_matmul_glu) vs the old kernels
 // over the gated x. Every entry past n_out must keep its poison (7.0f), every output must be written, every cp.async
 // copy and wgmma waited for.
 #include "emu.h"
@@ -124,23 +124,22 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
            [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
     return ys;
 }
-// tc_wg<true, AS, EARLY, WGN> (wgmma; x rounded once by tc_x_bf16; WGN warpgroups, 64 WGN outputs a block): one
-// pass, or (parts) each slice in a block of its own and the partials added by tc_fold_parts
-template <int AS, bool EARLY = true, int WGN = 2> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
+// tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16): one pass, or (parts) each slice in a block of its own
+// and the partials added by tc_fold_parts
+template <int AS, bool EARLY = true> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
     auto ys = fresh(p);
     int64_t blocks;
-    const int per = 64 * WGN;
-    tc_jobs j = mkjobs(p, ys, per, blocks);
-    const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * per;
+    tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
+    const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
     std::vector<float> part(parts ? (size_t)(S * p.T * ng) : 0, 3.0f);
     std::vector<uint16_t> xb = to_bf16(p);
     float *pp = parts ? part.data() : nullptr;
     launch(
-        blocks, (p.T + 127) / 128, 128 * WGN, wg_smem<AS, WGN>(), true,
-        [&] { tc_wg<true, AS, EARLY, WGN>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u);
+        blocks, (p.T + 127) / 128, 256, wg_smem<AS>(), true,
+        [&] { tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u);
     if (parts)
         launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
-               [&] { tc_fold_parts(j, part.data(), p.T, S, ng, per); });
+               [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
     return ys;
 }
 
@@ -277,11 +276,6 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
         snprintf(nm, sizeof nm, "%s, wgmma%s", name, parts ? " by slices" : "");
         auto g = run_wg<WG_AS>(p, parts);
         bad |= cmp(nm, p, ref, g);
-    }
-    for (int parts = 0; parts < 2; parts++) {
-        snprintf(nm, sizeof nm, "%s, wgmma one warpgroup%s", name, parts ? " by slices" : "");
-        auto g1 = run_wg<WG_AS, true, 1>(p, parts);
-        bad |= cmp(nm, p, ref, g1);
     }
     snprintf(nm, sizeof nm, "%s, wgmma 5 stages", name);
     auto g5 = run_wg<5>(p, false);
