@@ -1,11 +1,11 @@
-/* td_cu_deltanet's two kernels give the same bits (src/kernels/cuda/deltanet.cu): the one that keeps each thread's
- * state column in registers (dk = 128, dv <= 128) against the one that reads and writes the state in global memory
- * for every token (td_cu_deltanet_test_mode(1), as TD_CUDA_DN=old), core outputs and the state after, bit for bit:
+/* td_cu_deltanet's kernels give the same bits (src/kernels/cuda/deltanet.cu): the default (the form by warps where dk =
+ * 128 and dv a multiple of 32 up to 128, else the register kernel where dk = 128, dv <= 128), the register kernel
+ * (test mode 3) and the form by warps (2) against the one that reads and writes the state in global memory for every
+ * token (td_cu_deltanet_test_mode(1), as TD_CUDA_DN=old), core outputs and the state after, bit for bit:
  *   Hk / Hv = 16 / 16 and 16 / 32 at dk = dv = 128 (Qwen3.5's shapes), 2 / 4 at dv = 96 (threads without a column);
  *   groups of 1, 7, 64 and 300 tokens in four of six sequences (two untouched), their rows shuffled over the batch;
  *   the 300-token group split over two launches (state carried on the device) = one launch, also old then new;
- *   shapes the register kernel does not take (dk = 64; dv = 256) fall back to the old kernel and say so;
- *   the form by warps (td_cu_deltanet_test_mode(2), TD_CUDA_DN=warp: dk = 128, dv a multiple of 32) the same way.
+ *   shapes the register kernel does not take (dk = 64; dv = 256) fall back to the old kernel and say so.
  * Both are also held to the CPU's td_deltanet_step_ref + td_gated_rmsnorm within 1e-4 relative (test_cuda_kernels
  * allows 1e-5 over 64 tokens for the l2 norm's tree sum and expf; here roundings of 300 tokens meet), so two equally
  * wrong kernels cannot pass.
@@ -54,12 +54,18 @@ static void test_case(int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, int want_r
     cu_bits("groups of 1 / 7 / 64 / 300 tokens: state, normal vs old kernel", state_new, state_old, sn);
     cu_bits("sequence 1 (in no group) untouched", state_new + c.ss, c.state + c.ss, c.ss);
     cu_bits("sequence 3 (in no group) untouched", state_new + 3 * c.ss, c.state + 3 * c.ss, c.ss);
-    const int warps = dk == 128 && dv % 32 == 0; /* the form by warps takes the shape (td_cu_deltanet_test_mode(2)) */
-    if (warps) {
+    /* the register kernel (test mode 3) and the form by warps (2) where they take the shape */
+    const int warps = dk == 128 && dv % 32 == 0 && dv <= 128;
+    for (int mode = 2; mode <= 3; mode++) {
+        if (mode == 2 ? !warps : !want_regs) continue;
         float *core_w = malloc((size_t)cn * 4), *state_w = malloc((size_t)sn * 4);
-        dn_run(&c, &g, core_w, state_w, NULL, 2);
-        cu_bits("groups of 1 / 7 / 64 / 300 tokens: core, by warps vs old kernel", core_w, core_old, cn);
-        cu_bits("groups of 1 / 7 / 64 / 300 tokens: state, by warps vs old kernel", state_w, state_old, sn);
+        dn_run(&c, &g, core_w, state_w, NULL, mode);
+        snprintf(name, sizeof name, "groups of 1 / 7 / 64 / 300 tokens: core, %s vs old kernel",
+                 mode == 2 ? "by warps" : "registers");
+        cu_bits(name, core_w, core_old, cn);
+        snprintf(name, sizeof name, "groups of 1 / 7 / 64 / 300 tokens: state, %s vs old kernel",
+                 mode == 2 ? "by warps" : "registers");
+        cu_bits(name, state_w, state_old, sn);
         free(core_w), free(state_w);
     }
 

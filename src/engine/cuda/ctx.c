@@ -43,7 +43,8 @@ void *td_eng_dev_alloc(size_t bytes, int zero) {
 void td_eng_dev_free(void *p) { td_cu_free(p); }
 
 int64_t td_eng_dev_dn_state_floats(const td_config *c) {
-    const char *mode = getenv("TD_CUDA_DN"); /* read by each context's plan (td_cu_deltanet reads "old" itself) */
+    /* read by each context's plan (td_cu_deltanet reads "old" and "reg" itself) */
+    const char *mode = getenv("TD_CUDA_DN");
     if (!mode || strcmp(mode, "chunk") != 0) return 0;
     return td_cu_deltanet_chunk_state_floats(c->lin_n_v_heads, c->lin_k_dim, c->lin_v_dim);
 }

@@ -360,10 +360,11 @@ int td_cu_deltanet(float *core, const float *u, int64_t ldu, const float *z, con
 /* Which kernel td_cu_deltanet runs (the same bits either way): for dk = 128 and dv <= 128 one whose threads keep their
  * state column in registers for the whole launch (loaded once, stored once; td_cu_deltanet_regs(dk, dv) says 1), else
  * the one that reads and writes the state in global memory for every token. TD_CUDA_DN=old in the environment (read
- * once per process) keeps every shape on the latter. TD_CUDA_DN=warp runs, where dk = 128, dv is a multiple of 32 and
- * g->n_tok is given, the register form by warps (32 columns a block, no block barrier per token) and the gated norm
- * after it: the same bits again. Test only (not thread-safe; process-wide): td_cu_deltanet_test_mode(1) does what
- * TD_CUDA_DN=old does, 2 what TD_CUDA_DN=warp does, 0 restores the normal choice. */
+ * once per process) keeps every shape on the latter. By default, where dk = 128, dv is a multiple of 32 up to 128 and
+ * g->n_tok is given, the register form runs by warps (32 columns a block, no block barrier per token) with the gated
+ * norm after it: the same bits again (TD_CUDA_DN=reg: the register kernel). Test only (not thread-safe;
+ * process-wide): td_cu_deltanet_test_mode(1) does what TD_CUDA_DN=old does, 2 the warps where they take the shape, 3
+ * what TD_CUDA_DN=reg does, 0 restores the normal choice. */
 int td_cu_deltanet_regs(int64_t dk, int64_t dv);
 void td_cu_deltanet_test_mode(int mode);
 
