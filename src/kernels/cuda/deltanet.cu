@@ -366,6 +366,34 @@ __device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, double *redd, f
     return r;
 }
 
+/* One token of a state column in registers (deltanet_kernel's expressions and order, i ascending): S = S decay + k d,
+ * and o = S^T q returned; with `next`, also m <- (S' decay') ^T k' of the next token in the same loop (that chain
+ * needs this token's updated S only), so the two serial chains of a token overlap. */
+template <int DK>
+__device__ __forceinline__ float dn_column_token(float (&S)[DK], const float *qc, const float *kc, float decay, float d,
+                                                 bool next, const float *kn, float next_decay, float &m) {
+    float o = 0.0f;
+    if (next) {
+        float mn = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DK; i++) {
+            const float s = (S[i] * decay) + kc[i] * d;
+            S[i] = s;
+            o = o + s * qc[i];
+            mn = mn + (s * next_decay) * kn[i];
+        }
+        m = mn;
+    } else {
+#pragma unroll
+        for (int i = 0; i < DK; i++) {
+            const float s = (S[i] * decay) + kc[i] * d;
+            S[i] = s;
+            o = o + s * qc[i];
+        }
+    }
+    return o;
+}
+
 template <int DK>
 __global__ void __launch_bounds__(DN_NT, 1)
     deltanet_reg_kernel(float *__restrict__ core, const float *__restrict__ u, int64_t ldu,
@@ -412,31 +440,12 @@ __global__ void __launch_bounds__(DN_NT, 1)
         const int64_t t = grp_tok[it];
         const float *qc = qs[buf], *kc = ks[buf], *kn = ks[buf ^ 1];
         const float d = cur.beta * (cur.v - m);
-        const float decay = cur.decay;
-        float o = 0.0f;
         const float zc = cur.z;
         const bool more2 = it + 2 < i1; /* block-uniform, as it + 1 < i1 */
         dn_raw<DK> after; /* token it + 2's inputs, in flight while this token runs */
         if (more2) after = dn_load<DK>(u, ldu, b, a, z, grp_tok[it + 2], h, kh, hk, hv, ndv, live);
-        if (it + 1 < i1) {
-            float mn = 0.0f;
-#pragma unroll
-            for (int i = 0; i < DK; i++) {
-                const float s = (S[i] * decay) + kc[i] * d;
-                S[i] = s;
-                o = o + s * qc[i];
-                mn = mn + (s * nxt.decay) * kn[i];
-            }
-            cur = nxt;
-            m = mn;
-        } else {
-#pragma unroll
-            for (int i = 0; i < DK; i++) {
-                const float s = (S[i] * decay) + kc[i] * d;
-                S[i] = s;
-                o = o + s * qc[i];
-            }
-        }
+        const float o = dn_column_token<DK>(S, qc, kc, cur.decay, d, it + 1 < i1, kn, nxt.decay, m);
+        if (it + 1 < i1) cur = nxt;
         /* td_gated_rmsnorm(o, z, norm_w, dv, eps), deltanet_kernel's code for dv <= DN_NT; its sum in one reduction
          * with token it + 2's sums of squares */
         double ss = 0.0;
@@ -565,30 +574,11 @@ __global__ void __launch_bounds__(DW_C)
         const int64_t t = grp_tok[it];
         const float *qc = qs[buf], *kc = ks[buf], *kn = ks[buf ^ 1];
         const float d = cur.beta * (cur.v - m);
-        const float decay = cur.decay;
-        float o = 0.0f;
         const bool more2 = it + 2 < i1;
         dw_raw after; /* token it + 2's inputs, in flight while this token runs */
         if (more2) after = dw_load(u, ldu, b, a, grp_tok[it + 2], h, kh, Hk, Hv, dv, e);
-        if (it + 1 < i1) {
-            float mn = 0.0f;
-#pragma unroll
-            for (int i = 0; i < DK; i++) {
-                const float s = (S[i] * decay) + kc[i] * d;
-                S[i] = s;
-                o = o + s * qc[i];
-                mn = mn + (s * nxt.decay) * kn[i];
-            }
-            cur = nxt;
-            m = mn;
-        } else {
-#pragma unroll
-            for (int i = 0; i < DK; i++) {
-                const float s = (S[i] * decay) + kc[i] * d;
-                S[i] = s;
-                o = o + s * qc[i];
-            }
-        }
+        const float o = dn_column_token<DK>(S, qc, kc, cur.decay, d, it + 1 < i1, kn, nxt.decay, m);
+        if (it + 1 < i1) cur = nxt;
         core[t * value_dim + h * dv + e] = o; /* before the norm: dn_norm_kernel */
         if (more2) {
             __syncwarp(); /* every lane is done with qs[buf], ks[buf] */
