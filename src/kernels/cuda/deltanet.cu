@@ -187,6 +187,21 @@ extern "C" int td_cu_conv(float *out, const float *x, float *state, int64_t seq_
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+/* A token's beta = sigmoid(b) and decay = e^g, g = -e^(a_log) softplus(a + dt_bias) (neg_a = -e^(a_log)), as
+ * head_inputs() computes them: every kernel below takes them from here. */
+__device__ __forceinline__ void dn_gates(float b, float a, float neg_a, float dtb, float &beta, float &decay) {
+    beta = 1.0f / (1.0f + expf(-b));
+    const float g = neg_a * softplus(a + dtb);
+    decay = expf(g);
+}
+/* td_gated_rmsnorm's scale from a head's sum of o^2 (double, by the fixed tree) over dv, and one output from it. */
+__device__ __forceinline__ float dn_norm_scale(double ss, int64_t dv, float eps) {
+    return (float)(1.0 / sqrt((double)(float)(ss / (double)dv) + (double)eps));
+}
+__device__ __forceinline__ float dn_norm_out(float w, float o, float r, float z) {
+    return (w * (o * r)) * (z / (1.0f + expf(-z)));
+}
+
 __global__ void __launch_bounds__(DN_NT)
     deltanet_kernel(float *__restrict__ core, const float *__restrict__ u, int64_t ldu, const float *__restrict__ z,
                     const float *__restrict__ b, const float *__restrict__ a, const float *__restrict__ a_log,
@@ -225,9 +240,8 @@ __global__ void __launch_bounds__(DN_NT)
             ks[i] = ks[i] * rk;
         }
         __syncthreads();
-        const float beta = 1.0f / (1.0f + expf(-b[t * Hv + h]));
-        const float g = neg_a * softplus(a[t * Hv + h] + dtb);
-        const float decay = expf(g);
+        float beta, decay;
+        dn_gates(b[t * Hv + h], a[t * Hv + h], neg_a, dtb, beta, decay);
         const float *vt = ut + 2 * key_dim + h * dv;
         double ss = 0.0;
         for (int64_t e = tid; e < dv; e += DN_NT) {
@@ -267,12 +281,12 @@ __global__ void __launch_bounds__(DN_NT)
         }
         /* td_gated_rmsnorm(o, z, norm_w, dv, eps) */
         ss = td_dev_block_sum<DN_NT>(ss, redd); /* also: every thread is done with qs, ks of this token */
-        const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)dv) + (double)eps));
+        const float r = dn_norm_scale(ss, dv, eps);
         const float *zt = z + t * value_dim + h * dv;
         float *ct = core + t * value_dim + h * dv;
         for (int64_t e = tid; e < dv; e += DN_NT) {
             float zi = zt[e];
-            ct[e] = (norm_w[e] * (os[e] * r)) * (zi / (1.0f + expf(-zi)));
+            ct[e] = dn_norm_out(norm_w[e], os[e], r, zi);
         }
     }
 }
@@ -345,9 +359,7 @@ __device__ __forceinline__ dn_tok dn_finish(float *qs, float *ks, const dn_raw<D
         }
     }
     dn_tok r;
-    r.beta = 1.0f / (1.0f + expf(-raw.b));
-    const float g = neg_a * softplus(raw.a + dtb);
-    r.decay = expf(g);
+    dn_gates(raw.b, raw.a, neg_a, dtb, r.beta, r.decay);
     r.v = raw.v, r.z = raw.z;
     return r;
 }
@@ -364,6 +376,14 @@ __device__ __forceinline__ dn_tok dn_stage(float *qs, float *ks, double *redd, f
     const dn_tok r = dn_finish<DK>(qs, ks, raw, ssq, ssk, qscale, neg_a, dtb);
     __syncthreads();
     return r;
+}
+
+/* m = (S decay)^T k of a state column in registers (deltanet_kernel's chain, i ascending): a group's first token's. */
+template <int DK> __device__ __forceinline__ float dn_column_m(const float (&S)[DK], float decay, const float *k) {
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DK; i++) m = m + (S[i] * decay) * k[i];
+    return m;
 }
 
 /* One token of a state column in registers (deltanet_kernel's expressions and order, i ascending): S = S decay + k d,
@@ -431,9 +451,7 @@ __global__ void __launch_bounds__(DN_NT, 1)
     if (i0 + 1 < i1)
         nxt = dn_stage<DK>(qs[1], ks[1], redd, redf,
                            dn_load<DK>(u, ldu, b, a, z, grp_tok[i0 + 1], h, kh, hk, hv, ndv, live), qscale, neg_a, dtb);
-    float m = 0.0f;
-#pragma unroll
-    for (int i = 0; i < DK; i++) m = m + (S[i] * cur.decay) * ks[0][i];
+    float m = dn_column_m<DK>(S, cur.decay, ks[0]);
 
     for (int32_t it = i0; it < i1; it++) {
         const int buf = (it - i0) & 1;
@@ -453,8 +471,8 @@ __global__ void __launch_bounds__(DN_NT, 1)
         float ssq = 0.0f, ssk = 0.0f;
         if (more2) dn_squares<DK>(after, ssq, ssk);
         td_dev_block_sum3<DN_NT>(ss, ssq, ssk, redd, redf); /* also: every thread is done with qs[buf], ks[buf] */
-        const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)ndv) + (double)eps));
-        if (live) core[t * value_dim + h * ndv + tid] = (norm_w[tid] * (o * r)) * (zc / (1.0f + expf(-zc)));
+        const float r = dn_norm_scale(ss, ndv, eps);
+        if (live) core[t * value_dim + h * ndv + tid] = dn_norm_out(norm_w[tid], o, r, zc);
         if (more2) { /* token it + 2 into this token's buffers */
             nxt = dn_finish<DK>(qs[buf], ks[buf], after, ssq, ssk, qscale, neg_a, dtb);
             __syncthreads();
@@ -528,9 +546,7 @@ __device__ __forceinline__ dn_tok dw_stage(float *qs, float *ks, const dw_raw &r
 #pragma unroll
     for (int j = 0; j < 4; j++) qs[lane + 32 * j] = (raw.q[j] * rq) * qscale, ks[lane + 32 * j] = raw.k[j] * rk;
     dn_tok r;
-    r.beta = 1.0f / (1.0f + expf(-raw.b));
-    const float g = neg_a * softplus(raw.a + dtb);
-    r.decay = expf(g);
+    dn_gates(raw.b, raw.a, neg_a, dtb, r.beta, r.decay);
     r.v = raw.v, r.z = 0.0f;
     __syncwarp();
     return r;
@@ -565,9 +581,7 @@ __global__ void __launch_bounds__(DW_C)
     if (i0 + 1 < i1)
         nxt = dw_stage(qs[1], ks[1], dw_load(u, ldu, b, a, grp_tok[i0 + 1], h, kh, Hk, Hv, dv, e), qscale, neg_a,
                        dtb);
-    float m = 0.0f;
-#pragma unroll
-    for (int i = 0; i < DK; i++) m = m + (S[i] * cur.decay) * ks[0][i];
+    float m = dn_column_m<DK>(S, cur.decay, ks[0]);
 
     for (int32_t it = i0; it < i1; it++) {
         const int buf = (it - i0) & 1;
@@ -604,8 +618,7 @@ __global__ void __launch_bounds__(DN_NT)
     double ss = 0.0;
     if (live) ss += (double)o * (double)o;
     ss = td_dev_block_sum<DN_NT>(ss, redd);
-    const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)dv) + (double)eps));
-    if (live) core[off] = (norm_w[tid] * (o * r)) * (zc / (1.0f + expf(-zc)));
+    if (live) core[off] = dn_norm_out(norm_w[tid], o, dn_norm_scale(ss, dv, eps), zc);
 }
 
 #ifndef TD_CU_EMU
