@@ -38,14 +38,18 @@
 #              for the build while more than 60 s are left, else it is skipped with a line saying so
 #   decide46   issue 46's /v1/decide line with --device cuda: bench/decide_clients.sh (node and jq there), else its
 #              Python twin bench/decide_clients.py; $OUT/decide-clients-h200.json; the CLI check on DC_CLI_CHECK (4)
-#              requests per model (each `decide --device cuda` process loads the model: ~2 s)
+#              requests per model (each `decide --device cuda` process loads the model: ~2 s); DC_PRECISION (unset:
+#              the default, fp32) is passed to serve and decide as --precision
 #   kernels    test_cuda_kernels: every kernel against the CPU scalar references, batch invariance; then every other
 #              test_cuda_* of the bundle (and test_cuda_attn_bf16 again with TD_CUDA_TC_ATTN=0)
 #   engine     test_cuda_engine: fixture parity (transformers, CPU fp32), GPU exactness, decide vs CPU
 #   clients    bench/cuda_clients.sh: decide on Q8_0/Q4_0 GGUFs, evaluate, generate, chat and serve on the GPU vs CPU
 #   fixture    scripts/fixture_bf16.py: transformers' own BF16 inference against the fixtures' fp32 references
-#   memcheck   compute-sanitizer memcheck on a decide run and a generate run (demo-qwen3, demo-qwen35)
-#   racecheck  compute-sanitizer racecheck on the decide run (demo-qwen3)
+#   memcheck   compute-sanitizer memcheck on a decide run for each of SAN_PRECISIONS (fp32 bf16) and a generate run
+#              (demo-qwen3, demo-qwen35)
+#   racecheck  compute-sanitizer racecheck on the decide run (demo-qwen3) for each of SAN_PRECISIONS, and on
+#              test_cuda_deltanet's smallest head-dim-128 case (TD_DN_SMALL=1: the recurrence by warps, in registers,
+#              the gated norm); each at most RACE_CAP_S (120) s
 #   profile    (only when named in STEPS) bench/cuda_profile.sh's per-kernel ncu table on PROFILE_MODELS (default the
 #              last model, qwen3.5-0.8b), bf16, in steps.log
 # Then bench/cuda_summary.sh writes $OUT/cuda-h200-part2.json and prints the acceptance table (the last lines of the
@@ -460,7 +464,7 @@ if want decide46; then
     command -v node >/dev/null && command -v jq >/dev/null || dc=(python3 bench/decide_clients.py)
     if [ "$DEV" = cuda ]; then
         step decide46 60 200 env BIN="$BIN" WORK="$WORK" TOK="$TOK" CLI_CHECK="${DC_CLI_CHECK:-4}" ROUNDS="${DC_ROUNDS:-3}" "${dc[@]}" \
-            "$OUT/decide-clients-h200.json" -- --device cuda
+            "$OUT/decide-clients-h200.json" -- --device cuda ${DC_PRECISION:+--precision "$DC_PRECISION"}
     else
         step decide46 30 200 env BIN="$BIN" WORK="$WORK/dc" MODELS=demo-qwen3 CLIENTS=8 CLI_CHECK=4 "${dc[@]}" \
             "$OUT/decide-clients-h200.json"
@@ -484,16 +488,27 @@ fi
 want clients && step clients 90 200 env DEVICE="$DEV" bash bench/cuda_clients.sh "$BIN" "$WORK/clients"
 want fixture && step fixture 60 120 python3 scripts/fixture_bf16.py fixtures/models
 DEMO="--evidence models/demo/ticket.txt --criteria models/demo/criteria.jsonl --json --quiet"
+SAN_PRECISIONS=${SAN_PRECISIONS:-fp32 bf16}
 if want memcheck && [ "$DEV" = cuda ]; then
     for m in demo-qwen3 demo-qwen35; do
-        step "memcheck-decide-$m" 40 120 "$CS" --tool memcheck --leak-check full --error-exitcode 3 \
-            "$BIN" decide --device cuda --model "models/$m" $DEMO
+        for p in $SAN_PRECISIONS; do
+            step "memcheck-decide-$m-$p" 40 120 "$CS" --tool memcheck --leak-check full --error-exitcode 3 \
+                "$BIN" decide --device cuda --precision "$p" --model "models/$m" $DEMO
+        done
         step "memcheck-generate-$m" 40 120 "$CS" --tool memcheck --leak-check full --error-exitcode 3 \
             "$BIN" generate --device cuda --model "models/$m" --prompt "The ticket says" -n 24 --temperature 0
     done
 fi
-want racecheck && [ "$DEV" = cuda ] && step racecheck-decide 60 120 "$CS" --tool racecheck --error-exitcode 3 \
-    "$BIN" decide --device cuda --model models/demo-qwen3 $DEMO
+if want racecheck && [ "$DEV" = cuda ]; then
+    for p in $SAN_PRECISIONS; do
+        step "racecheck-decide-$p" 60 "${RACE_CAP_S:-120}" "$CS" --tool racecheck --error-exitcode 3 \
+            "$BIN" decide --device cuda --precision "$p" --model models/demo-qwen3 $DEMO
+    done
+    # the demo models' DeltaNet heads (64) do not take the recurrence by warps or in registers (head dim 128):
+    # test_cuda_deltanet's smallest such case does, every form
+    [ -x "$B/test_cuda_deltanet" ] && step racecheck-deltanet 30 "${RACE_CAP_S:-120}" env TD_DN_SMALL=1 "$CS" \
+        --tool racecheck --error-exitcode 3 "$B/test_cuda_deltanet"
+fi
 
 # profile (not in the default STEPS): bench/cuda_profile.sh's per-kernel table (ncu) on PROFILE_MODELS (default the
 # last of MODELS: qwen3.5-0.8b, whose DeltaNet / attention / MLP shares the issue asks for), bf16, into steps.log

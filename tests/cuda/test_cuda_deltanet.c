@@ -10,7 +10,8 @@
  * allows 1e-5 over 64 tokens for the l2 norm's tree sum and expf; here roundings of 300 tokens meet), so two equally
  * wrong kernels cannot pass.
  * With TD_CUDA_DN=old in the environment (ctest test_cuda_deltanet_old) the register kernel must be off.
- * TD_DN_BENCH=1 times the three forms instead (bench(): no checks).
+ * TD_DN_BENCH=1 times the three forms instead (bench(): no checks); TD_DN_SMALL=1 runs the 2 / 4, dv = 96 case alone
+ * (every form; small enough for compute-sanitizer).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <stdint.h>
 #include <stdio.h>
@@ -175,6 +176,11 @@ int main(void) {
     const char *env = getenv("TD_CUDA_DN");
     int on = !(env && strcmp(env, "old") == 0); /* TD_CUDA_DN=old: the register kernel is never chosen */
     if (!on) printf("TD_CUDA_DN=old: every shape on the old kernel\n");
+    const char *small = getenv("TD_DN_SMALL"); /* 1: the smallest shape every form takes, alone (compute-sanitizer) */
+    if (small && strcmp(small, "1") == 0) {
+        test_case(2, 4, 128, 96, on);
+        return td_test_finish("test_cuda_deltanet (TD_DN_SMALL=1)");
+    }
     test_case(16, 16, 128, 128, on);
     test_case(16, 32, 128, 128, on);
     test_case(2, 4, 128, 96, on);
