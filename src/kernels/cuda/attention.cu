@@ -584,7 +584,6 @@ static size_t ab_smem(int64_t hd) {
 }
 
 template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf16_kernel(const at_args a) {
-    td_pdl_wait();
     constexpr int P = HD + AB_PAD; /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 32;    /* n8 fragments of the output a warp owns: HD / 4 columns */
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
@@ -617,6 +616,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
         j0 = blockIdx.y, j1 = j0 + 1;
     }
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
+    td_pdl_wait(); /* the tile's rows above read the pass's tables alone (written before its first kernel) */
     ab_stage_q<HD, AB_NT>(Qs, a, rt, rh, nrows, 16, tid);
 
     float A[NF][4], RA[NF][4]; /* the super-chunk state's and the row state's A: rows g, g + 8 (mma D layout) */
@@ -852,7 +852,6 @@ __device__ __forceinline__ float ab64_softmax(const float (&s)[8][4], uint32_t (
 
 template <int KVF, int HD, bool DB = false, int NW = 4, int MB = 1>
 __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at_args a) {
-    td_pdl_wait();
     constexpr int R = 16 * NW, NT = 32 * NW; /* rows per tile (16 a warp), threads */
     constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
@@ -885,6 +884,7 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
         j0 = blockIdx.y, j1 = j0 + 1;
     }
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
+    td_pdl_wait(); /* the tile's rows above read the pass's tables alone (written before its first kernel) */
     ab_stage_q<HD, NT>(Qs, a, rt, rh, nrows, R, tid);
     /* this lane's rows: row[h] = 16 warp + g + 8h (h = c >> 1 of a D fragment's element c) */
     int row[2], lo_[2], n_[2];

@@ -558,7 +558,6 @@ __global__ void __launch_bounds__(DW_C)
                          const float *__restrict__ dt_bias, float *__restrict__ state, int64_t seq_stride, int Hk,
                          int Hv, int dv, const int32_t *__restrict__ grp_seq, const int32_t *__restrict__ grp_off,
                          const int32_t *__restrict__ grp_tok) {
-    td_pdl_wait();
     constexpr int DK = 128;
     __shared__ __align__(16) float qs[2][DK];
     __shared__ __align__(16) float ks[2][DK];
@@ -570,6 +569,7 @@ __global__ void __launch_bounds__(DW_C)
     float *Se = state + (int64_t)grp_seq[gi] * seq_stride + (int64_t)h * DK * dv + e;
     const float qscale = (float)(1.0 / sqrt((double)DK)); /* as head_inputs() */
     const float neg_a = -expf(a_log[h]), dtb = dt_bias[h];
+    td_pdl_wait(); /* above: the pass's tables and the layer's weights alone, which no kernel of a pass writes */
     const int64_t value_dim = (int64_t)Hv * dv;
 
     float S[DK];
@@ -609,16 +609,17 @@ __global__ void __launch_bounds__(DW_C)
 __global__ void __launch_bounds__(DN_NT)
     dn_norm_kernel(float *__restrict__ core, const float *__restrict__ z, const float *__restrict__ norm_w, int Hv,
                    int dv, float eps, const int32_t *__restrict__ grp_tok) {
-    td_pdl_wait();
     __shared__ double redd[DN_NT / 32 + 1];
     const int tid = threadIdx.x, h = (int)blockIdx.y;
     const bool live = tid < dv;
     const int64_t t = grp_tok[blockIdx.x], off = t * (int64_t)Hv * dv + (int64_t)h * dv + (live ? tid : 0);
+    const float w = live ? norm_w[tid] : 0.0f;
+    td_pdl_wait(); /* above: the pass's table and the norm's weights alone, which no kernel of a pass writes */
     const float o = live ? core[off] : 0.0f, zc = live ? z[off] : 0.0f;
     double ss = 0.0;
     if (live) ss += (double)o * (double)o;
     ss = td_dev_block_sum<DN_NT>(ss, redd);
-    if (live) core[off] = dn_norm_out(norm_w[tid], o, dn_norm_scale(ss, dv, eps), zc);
+    if (live) core[off] = dn_norm_out(w, o, dn_norm_scale(ss, dv, eps), zc);
 }
 
 #ifndef TD_CU_EMU

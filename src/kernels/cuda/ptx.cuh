@@ -178,7 +178,9 @@ __device__ __forceinline__ void td_prefetch_l2(const void *p) { asm volatile("pr
  * td_cu_capture_end), a kernel may start as soon as every block of the one before it has started; this waits until
  * that kernel has finished and its writes are visible (at once when there is no such edge). Every kernel calls it
  * before it reads or writes anything a kernel before it may still touch, so each kernel's end still implies the end
- * of all before it; only reads of what no kernel writes (weights) may come first. */
+ * of all before it; only reads of what no kernel of a pass writes may come first: weights, and the pass's tables and
+ * RoPE rows (td_dev_upload_pass copies them before the pass's first kernel). A block may leave before waiting (a tile
+ * with no rows) only where some other block of the launch always waits, or that implication breaks. */
 __device__ __forceinline__ void td_pdl_wait(void) { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
 #endif

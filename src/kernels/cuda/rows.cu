@@ -12,14 +12,37 @@
 #define ROW_NT 256
 #define EW_NT 256
 
+/* A norm's weight w'[i] = 1 + w[i] (zero-centred) or w[i] at this thread's first NORM_WREG elements,
+ * i = tid + ROW_NT u: read before td_pdl_wait (no pass writes a weight), so that the norm's tail does not wait on
+ * memory after its sum. Elements past n are 0 (never used). */
+#define NORM_WREG 8
+struct norm_w {
+    float v[NORM_WREG];
+};
+__device__ __forceinline__ norm_w norm_w_load(const float *__restrict__ w, int64_t n, int zero_centred) {
+    norm_w r;
+#pragma unroll
+    for (int u = 0; u < NORM_WREG; u++) {
+        const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
+        r.v[u] = i < n ? (zero_centred ? 1.0f + w[i] : w[i]) : 0.0f;
+    }
+    return r;
+}
+
 /* The second half of a row's RMSNorm, for every kernel that norms a row (so all give its bits): ss is this thread's
  * fold of x[i]^2 (double) over i = tid, tid + ROW_NT, ... ascending; the block's fixed tree sums the folds, then
- * y[i] = (x[i] * s) * w'[i]. y may be x: each thread rewrites only the elements it read, after the block's barrier. */
-__device__ __forceinline__ void norm_row(float *y, const float *x, const float *__restrict__ w, int64_t n, float eps,
-                                         int zero_centred, double ss, double *sh) {
+ * y[i] = (x[i] * s) * w'[i] (w' from wv, norm_w_load's, then from w past NORM_WREG * ROW_NT). y may be x: each thread
+ * rewrites only the elements it read, after the block's barrier. */
+__device__ __forceinline__ void norm_row(float *y, const float *x, const float *__restrict__ w, const norm_w &wv,
+                                         int64_t n, float eps, int zero_centred, double ss, double *sh) {
     ss = td_dev_block_sum<ROW_NT>(ss, sh);
     const float s = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
-    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
+#pragma unroll
+    for (int u = 0; u < NORM_WREG; u++) {
+        const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
+        if (i < n) y[i] = (x[i] * s) * wv.v[u];
+    }
+    for (int64_t i = threadIdx.x + (int64_t)NORM_WREG * ROW_NT; i < n; i += ROW_NT) {
         float wi = zero_centred ? 1.0f + w[i] : w[i];
         y[i] = (x[i] * s) * wi;
     }
@@ -35,10 +58,11 @@ __device__ __forceinline__ double row_squares(const float *x, int64_t n) {
 __global__ void __launch_bounds__(ROW_NT) rmsnorm_kernel(float *y, const float *x, const float *__restrict__ w,
                                                          int64_t per, int64_t ld_outer, int64_t ld_inner, int64_t n,
                                                          float eps, int zero_centred) {
+    const norm_w wv = norm_w_load(w, n, zero_centred);
     td_pdl_wait();
     __shared__ double sh[ROW_NT / 32 + 1];
     const int64_t r = blockIdx.x, off = (r / per) * ld_outer + (r % per) * ld_inner;
-    norm_row(y + off, x + off, w, n, eps, zero_centred, row_squares(x + off, n), sh);
+    norm_row(y + off, x + off, w, wv, n, eps, zero_centred, row_squares(x + off, n), sh);
 }
 
 extern "C" int td_cu_rmsnorm(float *y, const float *x, const float *w, int64_t R, int64_t per, int64_t ld_outer,
@@ -86,15 +110,16 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
                                                          int zero_centred, const float *__restrict__ cs, int64_t rot,
                                                          void *kc, void *vc, int kvf,
                                                          const int32_t *__restrict__ cell, int64_t kv_dim) {
-    td_pdl_wait();
     __shared__ double sh[ROW_NT / 32 + 1];
     const int64_t t = blockIdx.x / (Hq + Hkv), j = blockIdx.x % (Hq + Hkv);
     const bool isq = j < Hq;
     const int64_t h = isq ? j : j - Hq;
     float *xh = isq ? q + t * ldq + h * qhs : k + t * ldk + h * hd;
     const float *w = isq ? qw : kw;
+    const norm_w wv = w ? norm_w_load(w, hd, zero_centred) : norm_w{};
+    td_pdl_wait();
     if (w) {
-        norm_row(xh, xh, w, hd, eps, zero_centred, row_squares(xh, hd), sh);
+        norm_row(xh, xh, w, wv, hd, eps, zero_centred, row_squares(xh, hd), sh);
         __syncthreads();
     }
     const int64_t half = rot / 2;
@@ -131,7 +156,6 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
                                                            void *kc, void *vc, int kvf,
                                                            const int32_t *__restrict__ cell, int64_t kv_dim,
                                                            int64_t n_items) {
-    td_pdl_wait();
     const int lane = threadIdx.x & 31;
     const int64_t item = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     if (item >= n_items) return; /* a whole warp: the shuffles below see full warps only */
@@ -140,6 +164,20 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
     const int64_t h = isq ? j : j - Hq;
     float *xh = isq ? q + t * ldq + h * qhs : k + t * ldk + h * hd;
     const float *w = isq ? qw : kw;
+    /* the norm's weights and the token's rotation, read before the wait: no pass writes them (weights; the RoPE
+     * tables come with the pass, before its first kernel) */
+    float wv[NW], co[HW], si[HW];
+    const int64_t half = rot / 2;
+    const float *c = cs + t * rot;
+#pragma unroll
+    for (int u = 0; u < NW; u++) {
+        const int i = lane + 32 * u;
+        wv[u] = !w ? 0.0f : zero_centred ? 1.0f + w[i] : w[i];
+    }
+#pragma unroll
+    for (int u = 0; u < HW; u++) co[u] = c[lane + 32 * u], si[u] = c[half + lane + 32 * u];
+    const int64_t at = isq ? 0 : (int64_t)cell[t] * kv_dim + h * hd; /* the cell table: the pass's too */
+    td_pdl_wait();
     float y[NW];
 #pragma unroll
     for (int u = 0; u < NW; u++) y[u] = xh[lane + 32 * u];
@@ -157,26 +195,17 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
         ss = __shfl_sync(0xffffffffu, ss, 0);
         const float sc = (float)(1.0 / sqrt((double)(float)(ss / (double)hd) + (double)eps));
 #pragma unroll
-        for (int u = 0; u < NW; u++) {
-            const int i = lane + 32 * u;
-            float wi = zero_centred ? 1.0f + w[i] : w[i];
-            y[u] = (y[u] * sc) * wi;
-        }
+        for (int u = 0; u < NW; u++) y[u] = (y[u] * sc) * wv[u];
     }
-    const int64_t half = rot / 2;
-    const float *c = cs + t * rot;
 #pragma unroll
     for (int u = 0; u < HW; u++) {
-        const int i = lane + 32 * u;
-        float co = c[i], si = c[half + i];
         float a = y[u], b = y[u + HW];
-        y[u] = a * co - b * si;
-        y[u + HW] = b * co + a * si;
+        y[u] = a * co[u] - b * si[u];
+        y[u + HW] = b * co[u] + a * si[u];
     }
 #pragma unroll
     for (int u = 0; u < NW; u++) xh[lane + 32 * u] = y[u];
     if (isq) return;
-    const int64_t at = (int64_t)cell[t] * kv_dim + h * hd;
     const float *vh = v + t * ldv + h * hd;
 #pragma unroll
     for (int u = 0; u < NW; u++) {
@@ -379,6 +408,7 @@ __global__ void __launch_bounds__(ROW_NT) add_rows_norm_kernel(float *x, const f
                                                                unsigned long long *fault, uint32_t code, float *out,
                                                                const float *__restrict__ w, float eps,
                                                                int zero_centred) {
+    const norm_w wv = norm_w_load(w, n, zero_centred);
     td_pdl_wait();
     __shared__ double sh[ROW_NT / 32 + 1];
     const int64_t r = blockIdx.x;
@@ -396,7 +426,7 @@ __global__ void __launch_bounds__(ROW_NT) add_rows_norm_kernel(float *x, const f
         uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
         atomicMin(fault, ((unsigned long long)code << 32) | tok);
     }
-    norm_row(out + r * n, xr, w, n, eps, zero_centred, ss, sh);
+    norm_row(out + r * n, xr, w, wv, n, eps, zero_centred, ss, sh);
 }
 
 extern "C" int td_cu_add_rows_norm(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok,
