@@ -45,8 +45,8 @@
 #   engine     test_cuda_engine: fixture parity (transformers, CPU fp32), GPU exactness, decide vs CPU
 #   clients    bench/cuda_clients.sh: decide on Q8_0/Q4_0 GGUFs, evaluate, generate, chat and serve on the GPU vs CPU
 #   fixture    scripts/fixture_bf16.py: transformers' own BF16 inference against the fixtures' fp32 references
-#   memcheck   compute-sanitizer memcheck on a decide run for each of SAN_PRECISIONS (fp32 bf16) and a generate run
-#              (demo-qwen3, demo-qwen35)
+#   memcheck   compute-sanitizer memcheck on a decide run and a generate run for each of SAN_PRECISIONS (fp32 bf16)
+#              (demo-qwen3, demo-qwen35); bench/cuda_iter.sh's sanitize step runs these two steps
 #   racecheck  compute-sanitizer racecheck on the decide run (demo-qwen3) for each of SAN_PRECISIONS, and on
 #              test_cuda_deltanet's smallest head-dim-128 case (TD_DN_SMALL=1: the recurrence by warps, in registers,
 #              the gated norm); each at most RACE_CAP_S (120) s
@@ -494,9 +494,10 @@ if want memcheck && [ "$DEV" = cuda ]; then
         for p in $SAN_PRECISIONS; do
             step "memcheck-decide-$m-$p" 40 120 "$CS" --tool memcheck --leak-check full --error-exitcode 3 \
                 "$BIN" decide --device cuda --precision "$p" --model "models/$m" $DEMO
+            step "memcheck-generate-$m-$p" 40 120 "$CS" --tool memcheck --leak-check full --error-exitcode 3 \
+                "$BIN" generate --device cuda --precision "$p" --model "models/$m" --prompt "The ticket says" -n 24 \
+                --temperature 0
         done
-        step "memcheck-generate-$m" 40 120 "$CS" --tool memcheck --leak-check full --error-exitcode 3 \
-            "$BIN" generate --device cuda --model "models/$m" --prompt "The ticket says" -n 24 --temperature 0
     done
 fi
 if want racecheck && [ "$DEV" = cuda ]; then

@@ -4,8 +4,8 @@
 # a short table last. The full measurement with peers is bench/cuda_device.sh.
 #   here    build (cmake -DTD_CUDA=ON, no MPI) and bundle: bash bench/cuda_iter.sh --prepare BUILD_DIR
 #   device  run(command="bash bench/cuda_iter.sh", carry=["build-cuda-iter"], timeout_s=...)
-# Environment: STEPS (default "kernels engine timing profile"; "sanitize": compute-sanitizer memcheck and racecheck
-#   on the demo models in bf16; "detail": ncu's full sections for the kernels named
+# Environment: STEPS (default "kernels engine timing profile"; "sanitize": bench/cuda_device.sh's memcheck and
+#   racecheck steps, at most SANITIZE_S (400) s; "detail": ncu's full sections for the kernels named
 #   in DETAIL, default "tc_wide attention_bf16_64", DETAIL_COUNT launches each, in a decide pass), MODELS (default "qwen3-0.6b"), OUT, VARIANTS: settings
 #   timed again in bf16 after the default's bf16 and fp32 (default "TD_CUDA_TC=old TD_CUDA_TC_ATTN=0
 #   TD_CUDA_ATTN_ROWS=16": the products and attention kernels from before the last changes, to see what each bought;
@@ -73,25 +73,11 @@ if want engine; then
     grep -E "NOT|FAIL|fail" "$OUT/engine.log" | head -20
     tail -5 "$OUT/engine.log"
 fi
-# sanitize: compute-sanitizer memcheck (decide and generate, both demo models) and racecheck (decide, demo-qwen3), in
-# bf16 with the defaults, as bench/cuda_device.sh's steps run them
+# sanitize: bench/cuda_device.sh's memcheck and racecheck steps on this bundle (one list of what they cover)
 if want sanitize; then
-    CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-    DEMO="--evidence models/demo/ticket.txt --criteria models/demo/criteria.jsonl --json --quiet --precision bf16"
-    for m in demo-qwen3 demo-qwen35; do
-        # shellcheck disable=SC2086
-        timeout 120 "$CS" --tool memcheck --leak-check full --error-exitcode 3 "$BIN" decide --device cuda \
-            --model "models/$m" $DEMO >"$OUT/memcheck-decide-$m.log" 2>&1
-        say "memcheck decide $m rc $? ($(grep -h "ERROR SUMMARY" "$OUT/memcheck-decide-$m.log"))"
-        timeout 120 "$CS" --tool memcheck --leak-check full --error-exitcode 3 "$BIN" generate --device cuda \
-            --precision bf16 --model "models/$m" --prompt "The ticket says" -n 24 --temperature 0 \
-            >"$OUT/memcheck-generate-$m.log" 2>&1
-        say "memcheck generate $m rc $? ($(grep -h "ERROR SUMMARY" "$OUT/memcheck-generate-$m.log"))"
-    done
-    # shellcheck disable=SC2086
-    timeout 150 "$CS" --tool racecheck --error-exitcode 3 "$BIN" decide --device cuda --model models/demo-qwen3 \
-        $DEMO >"$OUT/racecheck-decide.log" 2>&1
-    say "racecheck decide demo-qwen3 rc $? ($(grep -h "RACECHECK SUMMARY\|ERROR SUMMARY" "$OUT/racecheck-decide.log"))"
+    OUT=$OUT/sanitize BIN=$BIN STEPS="memcheck racecheck" BUDGET_S=${SANITIZE_S:-400} bash bench/cuda_device.sh \
+        >"$OUT/sanitize.log" 2>&1
+    say "sanitize rc $? ($(grep -h '^checks:' "$OUT/sanitize.log" | cut -c1-400))"
 fi
 xz -dc "$B/tokenizer.json.xz" >/tmp/td-tok.json
 table=""

@@ -140,13 +140,15 @@ struct mat {
     const uint4 *w;
 };
 
+template <int STEPS, int R> static cudaError_t gemv_go(const launch &L, const mat &m, const float *x, float *y) {
+    return L(gemv<STEPS, R>, (unsigned)((m.rows + 8 * R - 1) / (8 * R)), m.w, x, y, m.rows); // 8 warps x R rows
+}
+
 static cudaError_t product(const launch &L, const mat &m, const float *x, float *y) {
-    const int per = m.cols == 1024 ? 32 : m.cols == 2048 ? 16 : 8; // rows a block: 8 warps x R
-    const unsigned grid = (unsigned)((m.rows + per - 1) / per);
     switch (m.cols) {
-    case 1024: return L(gemv<4, 4>, grid, m.w, x, y, m.rows);
-    case 2048: return L(gemv<8, 2>, grid, m.w, x, y, m.rows);
-    default: return L(gemv<12, 1>, grid, m.w, x, y, m.rows);
+    case 1024: return gemv_go<4, 4>(L, m, x, y);
+    case 2048: return gemv_go<8, 2>(L, m, x, y);
+    default: return gemv_go<12, 1>(L, m, x, y);
     }
 }
 

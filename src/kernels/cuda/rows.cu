@@ -12,7 +12,12 @@
 #define ROW_NT 256
 #define EW_NT 256
 
-/* A norm's weight w'[i] = 1 + w[i] (zero-centred) or w[i] at this thread's first NORM_WREG elements,
+/* A norm's weight as it multiplies: 1 + w[i] for zero-centred norms (Qwen3.5), else w[i]. */
+__device__ __forceinline__ float norm_weight(const float *__restrict__ w, int64_t i, int zero_centred) {
+    return zero_centred ? 1.0f + w[i] : w[i];
+}
+
+/* A norm's weight w'[i] (norm_weight) at this thread's first NORM_WREG elements,
  * i = tid + ROW_NT u: read before td_pdl_wait (no pass writes a weight), so that the norm's tail does not wait on
  * memory after its sum. Elements past n are 0 (never used). */
 #define NORM_WREG 8
@@ -24,7 +29,7 @@ __device__ __forceinline__ norm_w norm_w_load(const float *__restrict__ w, int64
 #pragma unroll
     for (int u = 0; u < NORM_WREG; u++) {
         const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
-        r.v[u] = i < n ? (zero_centred ? 1.0f + w[i] : w[i]) : 0.0f;
+        r.v[u] = i < n ? norm_weight(w, i, zero_centred) : 0.0f;
     }
     return r;
 }
@@ -43,8 +48,7 @@ __device__ __forceinline__ void norm_row(float *y, const float *x, const float *
         if (i < n) y[i] = (x[i] * s) * wv.v[u];
     }
     for (int64_t i = threadIdx.x + (int64_t)NORM_WREG * ROW_NT; i < n; i += ROW_NT) {
-        float wi = zero_centred ? 1.0f + w[i] : w[i];
-        y[i] = (x[i] * s) * wi;
+        y[i] = (x[i] * s) * norm_weight(w, i, zero_centred);
     }
 }
 
@@ -172,7 +176,7 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
 #pragma unroll
     for (int u = 0; u < NW; u++) {
         const int i = lane + 32 * u;
-        wv[u] = !w ? 0.0f : zero_centred ? 1.0f + w[i] : w[i];
+        wv[u] = w ? norm_weight(w, i, zero_centred) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < HW; u++) co[u] = c[lane + 32 * u], si[u] = c[half + lane + 32 * u];
