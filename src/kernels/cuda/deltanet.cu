@@ -47,16 +47,18 @@ __global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, co
                                                          int64_t blocks_per_group, const int32_t *__restrict__ grp_seq,
                                                          const int32_t *__restrict__ grp_off,
                                                          const int32_t *__restrict__ grp_tok) {
-    td_pdl_wait();
     const int64_t gi = blockIdx.x / blocks_per_group;
     const int64_t c = (blockIdx.x % blocks_per_group) * CV_NT + threadIdx.x;
-    if (c >= C) return;
     float *st = state + (int64_t)grp_seq[gi] * seq_stride;
     float wc[K], win[K > 1 ? K - 1 : 1];
+    if (c < C) { /* the weights, and the layer's conv state, which no other kernel of a pass touches */
 #pragma unroll
-    for (int j = 0; j < K; j++) wc[j] = w[c * K + j];
+        for (int j = 0; j < K; j++) wc[j] = w[c * K + j];
 #pragma unroll
-    for (int j = 0; j < K - 1; j++) win[j] = st[j * C + c];
+        for (int j = 0; j < K - 1; j++) win[j] = st[j * C + c];
+    }
+    td_pdl_wait();
+    if (c >= C) return;
     const int32_t k1 = grp_off[gi + 1];
 #pragma unroll 4
     for (int32_t k = grp_off[gi]; k < k1; k++) {
@@ -569,12 +571,11 @@ __global__ void __launch_bounds__(DW_C)
     float *Se = state + (int64_t)grp_seq[gi] * seq_stride + (int64_t)h * DK * dv + e;
     const float qscale = (float)(1.0 / sqrt((double)DK)); /* as head_inputs() */
     const float neg_a = -expf(a_log[h]), dtb = dt_bias[h];
-    td_pdl_wait(); /* above: the pass's tables and the layer's weights alone, which no kernel of a pass writes */
-    const int64_t value_dim = (int64_t)Hv * dv;
-
-    float S[DK];
+    float S[DK]; /* the sequence's state of this layer: no other kernel of a pass touches it */
 #pragma unroll
     for (int i = 0; i < DK; i++) S[i] = Se[(int64_t)i * dv];
+    td_pdl_wait(); /* above: the pass's tables, the layer's weights and its state alone */
+    const int64_t value_dim = (int64_t)Hv * dv;
 
     dn_tok cur = dw_stage(qs[0], ks[0], dw_load(u, ldu, b, a, grp_tok[i0], h, kh, Hk, Hv, dv, e), qscale, neg_a, dtb);
     dn_tok nxt = cur;

@@ -665,7 +665,6 @@ __global__ void tc_x_bf16(const float *__restrict__ x, int64_t ldx, int64_t T, i
 template <int NF, int SW, int R>
 __global__ void __launch_bounds__(SW * 32, 1)
     tc_stream(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, int nbuf) {
-    td_pdl_wait();
     static_assert(R == 32 || R == 16 || R == 8 || R == 4, "32, 16, 8 or 4 outputs a block");
     constexpr int MT = R == 32 ? 2 : 1; /* A fragments (16 rows) a step, each B fragment used for all */
     constexpr int NTOK = NF * 8;
@@ -702,6 +701,7 @@ __global__ void __launch_bounds__(SW * 32, 1)
     };
 
     issue(warp, 0);
+    td_pdl_wait(); /* the first slice's weights are in flight while the kernel before finishes; x and y are its */
     for (int64_t rd = 0; rd < rounds; rd++) {
         const int64_t s = rd * SW + warp;
         const int b = nbuf == 2 ? (int)(rd & 1) : 0;
