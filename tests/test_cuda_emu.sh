@@ -14,7 +14,11 @@
 #   emu dnr          the token-by-token DeltaNet by warps (deltanet_warp_kernel + dn_norm_kernel) vs the register
 #                    and the global-state kernels, outputs and state bit for bit (dnr.cpp)
 #   emu selftest     each mutation of the emulated helpers (a wrong ldmatrix or mma fragment index, a cp.async
-#                    wait_group one group short, a wrong shuffle partner), applied to the new kernels only, is caught
+#                    wait_group one group short, a wrong shuffle partner, the inputs the kernels before write left
+#                    poisoned past griddepcontrol.wait), applied to the new kernels only, is caught
+# In tc, attn and dnr each block of a new kernel starts with the inputs the kernels before it write (activations, q,
+# the KV cache, the DeltaNet's u, b, a, core, z) poisoned until every thread is at its griddepcontrol.wait: a read of
+# them before the wait (the GPU's programmatic launches let it run while they are still being written) differs.
 # ~60-90 s on the loaded 2-core machine, most of it g++ and the wide cases (three tc_wide forms). Skipped (77) only
 # without g++. TD_CUDA_EMU=all runs attention's long case list (tiles of 1 .. 64 rows, reversed groups, both span
 # sizes, test modes 1-3: ~10-30 s more).

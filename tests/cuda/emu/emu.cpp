@@ -17,6 +17,7 @@ td_emu_bar td_emu_block_bar, td_emu_warp_bar[32];
 td_emu_warp td_emu_wx[32];
 int td_emu_mutation;
 bool td_emu_active;
+std::vector<td_emu_buf> td_emu_produced;
 
 namespace {
 // A fiber starts by swapcontext (makecontext's stack) and then switches by _setjmp / _longjmp (no system call).
@@ -24,14 +25,17 @@ struct fiber {
     ucontext_t ctx;
     jmp_buf jb;
     char *stack;
-    bool started, done;
+    bool started, done, at_pdl; // at_pdl: reached td_pdl_wait
     td_emu_cps cps;
 };
 constexpr size_t STACK = 1 << 20; // per fiber (malloc'd once, touched as deep as a kernel goes)
 fiber fibers[1024];
 ucontext_t sched;
 jmp_buf sched_jb;
-int cur;
+int cur, cur_nt;
+unsigned pdl_arrivals;                       // fibers that reached td_pdl_wait (the scheduler's progress)
+bool pdl_back;                               // the block's poisoned inputs have their contents back
+std::vector<std::vector<unsigned char>> kept; // their contents meanwhile
 void (*cur_body)(void *);
 void *cur_arg;
 
@@ -61,7 +65,7 @@ __attribute__((noinline)) void init(fiber &f) {
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack, f.ctx.uc_stack.ss_size = STACK, f.ctx.uc_link = &sched;
     makecontext(&f.ctx, entry, 0);
-    f.started = f.done = false;
+    f.started = f.done = f.at_pdl = false;
     f.cps.open.clear(), f.cps.groups.clear(), f.cps.wg_open.clear(), f.cps.wg_groups.clear();
 }
 } // namespace
@@ -75,6 +79,36 @@ void td_emu_wait(td_emu_bar &b) {
     const unsigned g = b.gen, me = (unsigned)cur;
     while (b.gen == g)
         if (!_setjmp(fibers[me].jb)) _longjmp(sched_jb, 1);
+}
+
+// The block's produced inputs poisoned (pdl_back false), or given their contents back.
+static void pdl_poison() {
+    kept.resize(td_emu_produced.size());
+    for (size_t i = 0; i < td_emu_produced.size(); i++) {
+        const td_emu_buf &b = td_emu_produced[i];
+        kept[i].assign((unsigned char *)b.p, (unsigned char *)b.p + b.bytes);
+        memset(b.p, 0xff, b.bytes);
+    }
+    pdl_back = td_emu_produced.empty();
+}
+static void pdl_restore() {
+    if (pdl_back) return;
+    for (size_t i = 0; i < td_emu_produced.size(); i++)
+        memcpy(td_emu_produced[i].p, kept[i].data(), td_emu_produced[i].bytes);
+    pdl_back = true;
+}
+
+// Wait until every thread of the block has reached its wait or ended, then the inputs come back (once a block).
+void td_emu_pdl_wait() {
+    const int me = cur;
+    if (!fibers[me].at_pdl) fibers[me].at_pdl = true, pdl_arrivals++;
+    for (;;) {
+        bool all = true;
+        for (int t = 0; t < cur_nt && all; t++) all = fibers[t].done || fibers[t].at_pdl;
+        if (all) break;
+        if (!_setjmp(fibers[me].jb)) _longjmp(sched_jb, 1);
+    }
+    if (!td_emu_mut(TD_EMU_MUT_PDL)) pdl_restore(); /* the mutation: they stay poisoned until the block ends */
 }
 
 int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn, int poison, void (*body)(void *),
@@ -98,12 +132,14 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
                 memset(td_emu_smem, poison, dyn);
                 blockIdx.x = bx, blockIdx.y = by, blockIdx.z = bz;
                 td_emu_block_bar = td_emu_bar{nt, 0, 0};
+                cur_nt = nt;
+                pdl_poison();
                 for (int w = 0; w < 32; w++) td_emu_warp_bar[w] = td_emu_bar{32, 0, 0};
                 for (int t = 0; t < nt; t++) init(fibers[t]);
                 // round robin: each fiber runs until it waits at a barrier or ends; a pass in which none ends and
                 // no barrier opens is a deadlock (a barrier some thread of the block never reaches)
                 for (int live = nt; live > 0;) {
-                    const unsigned before = td_emu_block_bar.gen + [] {
+                    const unsigned before = td_emu_block_bar.gen + pdl_arrivals + [] {
                         unsigned s = 0;
                         for (auto &w : td_emu_warp_bar) s += w.gen;
                         return s;
@@ -115,7 +151,7 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
                             ended += fibers[t].done;
                         }
                     live -= ended;
-                    unsigned after = td_emu_block_bar.gen;
+                    unsigned after = td_emu_block_bar.gen + pdl_arrivals;
                     for (auto &w : td_emu_warp_bar) after += w.gen;
                     if (live > 0 && ended == 0 && after == before) {
                         fprintf(stderr, "emu: deadlock: %d threads of block (%u, %u, %u) wait at a barrier the others "
@@ -123,6 +159,7 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
                         abort();
                     }
                 }
+                pdl_restore(); /* a block that never waited */
                 for (int t = 0; t < nt; t++) {
                     left += (int64_t)fibers[t].cps.open.size();
                     for (auto &g : fibers[t].cps.groups) left += (int64_t)g.size();
@@ -155,7 +192,10 @@ int main(int argc, char **argv) {
                           {"attn", "mma A registers 1 and 2 swapped", TD_EMU_MUT_MMA},
                           {"attn", "shuffle xor partner one lane off", TD_EMU_MUT_SHFL},
                           {"dn", "shuffle xor partner one lane off", TD_EMU_MUT_SHFL},
-                          {"dnr", "shuffle source one lane off", TD_EMU_MUT_SHFL}};
+                          {"dnr", "shuffle source one lane off", TD_EMU_MUT_SHFL},
+                          {"tc", "the kernels before's outputs not back at the wait", TD_EMU_MUT_PDL},
+                          {"attn", "the kernels before's outputs not back at the wait", TD_EMU_MUT_PDL},
+                          {"dnr", "the kernels before's outputs not back at the wait", TD_EMU_MUT_PDL}};
         int missed = 0;
         for (const auto &m : muts) {
             printf("selftest: %s kernels, %s in the new kernel\n", m.fam, m.name);

@@ -11,7 +11,9 @@
 // before its wait reads stale data, and copies never waited for are counted as failures); wgmma m64nNk16 likewise
 // (it reads shared memory through its descriptors, 128-byte swizzle, at the wait_group that covers it; a cp.async
 // into the lines of a pending wgmma is counted as a hazard); __shared__ variables are
-// function statics (one block at a time), the dynamic shared memory a buffer poisoned before each block. What it cannot
+// function statics (one block at a time), the dynamic shared memory a buffer poisoned before each block;
+// griddepcontrol.wait with the inputs the kernels before write (as a test names them) poisoned in each block until
+// every thread is at the wait (td_emu_pdl_inputs below). What it cannot
 // see: the device's arithmetic (the mma's own rounding), timing, races between threads of a block (the barriers order
 // everything), bank conflicts, registers: it checks where every value is routed. test_cuda_matmul_tc and
 // test_cuda_attn_bf16 on the GPU are the real checks.
@@ -100,9 +102,30 @@ extern td_emu_warp td_emu_wx[32];
 inline void __syncthreads() { td_emu_wait(td_emu_block_bar); }
 inline void __syncwarp(unsigned = 0xffffffffu) { td_emu_wait(td_emu_warp_bar[threadIdx.x / 32]); }
 
+// Programmatic dependent launch: on the GPU a kernel runs up to its griddepcontrol.wait (td_pdl_wait) while the
+// kernels before it still run, so what it reads before the wait must be something no kernel of a pass writes. A
+// test names the buffers the kernels before a launch write (a td_emu_pdl_inputs in scope); then each block of the
+// launch starts with them poisoned (0xff bytes: NaN floats and bf16, -1 ints; their contents kept aside) and gets
+// their contents back once every thread of the block has reached its td_pdl_wait or ended. A read before the wait of
+// one of them sees the poison, and the outputs differ. (A block whose threads all leave before waiting gets them
+// back at its end.)
+struct td_emu_buf {
+    void *p;
+    size_t bytes;
+};
+extern std::vector<td_emu_buf> td_emu_produced;
+void td_emu_pdl_wait(); // the emulated griddepcontrol.wait (kernels/cuda/ptx.cuh)
+struct td_emu_pdl_inputs {
+    explicit td_emu_pdl_inputs(std::vector<td_emu_buf> b) { td_emu_produced = std::move(b); }
+    ~td_emu_pdl_inputs() { td_emu_produced.clear(); }
+    td_emu_pdl_inputs(const td_emu_pdl_inputs &) = delete;
+    td_emu_pdl_inputs &operator=(const td_emu_pdl_inputs &) = delete;
+};
+template <typename T> td_emu_buf td_emu_in(std::vector<T> &v) { return td_emu_buf{v.data(), v.size() * sizeof(T)}; }
+
 // The selftest's mutations (emu.cpp): td_emu_mutation names one, and it applies while td_emu_active is set (main
 // sets it around the launches of the new kernels only, so old and new must then differ).
-enum { TD_EMU_MUT_NONE, TD_EMU_MUT_LDSM, TD_EMU_MUT_MMA, TD_EMU_MUT_WAIT, TD_EMU_MUT_SHFL };
+enum { TD_EMU_MUT_NONE, TD_EMU_MUT_LDSM, TD_EMU_MUT_MMA, TD_EMU_MUT_WAIT, TD_EMU_MUT_SHFL, TD_EMU_MUT_PDL };
 extern int td_emu_mutation;
 extern bool td_emu_active;
 inline bool td_emu_mut(int m) { return td_emu_active && td_emu_mutation == m; }

@@ -35,6 +35,15 @@ struct prob {
     std::vector<float> x;
 };
 
+// A product's activations, as the kernels before it wrote them: x, u (gated), x in bf16 (tc_x_bf16's): poisoned in
+// each block of the new kernels until its td_pdl_wait (emu.h)
+std::vector<td_emu_buf> xin(prob &p, const tc_glu &gl, std::vector<uint16_t> *xb = nullptr) {
+    std::vector<td_emu_buf> b{td_emu_in(p.x)};
+    if (gl.u) b.push_back(td_emu_buf{(void *)gl.u, (size_t)(p.T * p.ldx) * sizeof(float)});
+    if (xb && !xb->empty()) b.push_back(td_emu_in(*xb));
+    return b;
+}
+
 tc_jobs mkjobs(prob &p, std::vector<std::vector<float>> &ys, int64_t per, int64_t &blocks) {
     tc_jobs j;
     j.n = (int)p.n;
@@ -75,6 +84,7 @@ template <int NF, int R> std::vector<std::vector<float>> run_stream(prob &p) {
         constexpr int SW = decltype(swc)::value;
         int nbuf = S > SW ? (SW == 8 && R == 32 ? 1 : 2) : 1; // as tc_stream_go
         size_t smem = (size_t)SW * nbuf * R * TC_SP * 2 + (size_t)SW * R * (NF * 8 + 1) * 4;
+        td_emu_pdl_inputs in(xin(p, tc_glu{nullptr, 0}));
         launch(blocks, 1, SW * 32, smem, true, [&] { tc_stream<NF, SW, R>(j, p.x.data(), p.ldx, p.T, p.K, nbuf); });
     };
     if (S >= 8)
@@ -94,6 +104,7 @@ std::vector<std::vector<float>> run_tile(prob &p) {
 // (gated first when gl.act: td_cu_matmul_glu's tc_wide path)
 std::vector<uint16_t> to_bf16(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
     std::vector<uint16_t> xb((size_t)(p.T * p.K), 0x7fc1);
+    td_emu_pdl_inputs in(xin(p, gl));
     launch((unsigned)((p.T * p.K / 4 + 255) / 256), 1, 256, 0, true,
            [&] { tc_x_bf16(p.x.data(), p.ldx, p.T, p.K, xb.data(), gl); });
     return xb;
@@ -105,6 +116,7 @@ std::vector<std::vector<float>> run_wide(prob &p, tc_glu gl = tc_glu{nullptr, 0}
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
     std::vector<uint16_t> xb = XB ? to_bf16(p, gl) : std::vector<uint16_t>();
+    td_emu_pdl_inputs in(xin(p, gl, &xb));
     launch(blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
            [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, nullptr); });
     return ys;
@@ -117,9 +129,13 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
     const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
     std::vector<uint16_t> xb = XB ? to_bf16(p) : std::vector<uint16_t>();
-    launch(
-        blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
-        [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
+    {
+        td_emu_pdl_inputs in(xin(p, tc_glu{nullptr, 0}, &xb));
+        launch(
+            blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
+            [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
+    }
+    td_emu_pdl_inputs in({td_emu_in(part)});
     launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
            [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
     return ys;
@@ -134,9 +150,13 @@ template <int AS, bool EARLY = true> std::vector<std::vector<float>> run_wg(prob
     std::vector<float> part(parts ? (size_t)(S * p.T * ng) : 0, 3.0f);
     std::vector<uint16_t> xb = to_bf16(p);
     float *pp = parts ? part.data() : nullptr;
-    launch(
-        blocks, (p.T + 127) / 128, 256, wg_smem<AS>(), true,
-        [&] { tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u);
+    {
+        td_emu_pdl_inputs in(xin(p, tc_glu{nullptr, 0}, &xb));
+        launch(
+            blocks, (p.T + 127) / 128, 256, wg_smem<AS>(), true,
+            [&] { tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u);
+    }
+    td_emu_pdl_inputs in({td_emu_in(part)});
     if (parts)
         launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
                [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
@@ -153,8 +173,12 @@ template <int NF, bool WG = false> std::vector<std::vector<float>> run_split(pro
     const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
     float *pp = S > 1 ? part.data() : nullptr;
-    launch(blocks, (unsigned)S, 128, tc_split_smem<NF, WG>(), true,
-           [&] { tc_split<NF, false, WG>(j, p.x.data(), p.ldx, p.T, p.K, pp, gl); });
+    {
+        td_emu_pdl_inputs in(xin(p, gl));
+        launch(blocks, (unsigned)S, 128, tc_split_smem<NF, WG>(), true,
+               [&] { tc_split<NF, false, WG>(j, p.x.data(), p.ldx, p.T, p.K, pp, gl); });
+    }
+    td_emu_pdl_inputs in({td_emu_in(part)});
     if (pp)
         launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
                [&] { tc_fold_parts(j, part.data(), p.T, S, ng, SP_R); });

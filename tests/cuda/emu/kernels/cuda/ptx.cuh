@@ -195,5 +195,6 @@ inline void td_wg_reg(float &) {}
 
 inline void td_prefetch_l2(const void *) {}
 
-// griddepcontrol.wait: the emulator runs one kernel at a time, so there is never a kernel before it still running.
-inline void td_pdl_wait(void) {}
+// griddepcontrol.wait: the emulator runs one kernel at a time; the inputs a test names as the kernels before's
+// outputs stay poisoned until every thread of the block is here (emu.h, td_emu_pdl_inputs).
+inline void td_pdl_wait(void) { td_emu_pdl_wait(); }
