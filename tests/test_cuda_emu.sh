@@ -12,7 +12,8 @@
 #                    split into calls (1 + 63 + 64 .., 7 + rest, 70 + rest, one token at a time), within 2e-5 of a
 #                    double reference of the recurrence, the double chunk form within 1e-9 of it (dn.cpp)
 #   emu dnr          the token-by-token DeltaNet by warps (deltanet_warp_kernel + dn_norm_kernel) vs the register
-#                    and the global-state kernels, outputs and state bit for bit (dnr.cpp)
+#                    and the global-state kernels, outputs and state bit for bit; the causal conv (conv_kernel) vs
+#                    its expressions run on the host (dnr.cpp)
 #   emu selftest     each mutation of the emulated helpers (a wrong ldmatrix or mma fragment index, a cp.async
 #                    wait_group one group short, a wrong shuffle partner, the inputs the kernels before write left
 #                    poisoned past griddepcontrol.wait), applied to the new kernels only, is caught

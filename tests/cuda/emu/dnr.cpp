@@ -4,7 +4,8 @@
 // and the state after, bit for bit. Shapes: Hk / Hv = 2 / 4 at dk = dv = 128 and 1 / 2 at dk = 128, dv = 64 (threads
 // of the 128-thread kernels without a column); groups of 1, 2, 3, 7 and 40 tokens of five sequences (a sixth
 // untouched) whose rows interleave in the batch, each from a random state; then the 40-token group as 17 + 23 over two
-// launches (the state carried) = one. [selftest]: the first shape only.
+// launches (the state carried) = one. Then conv_kernel against its expressions run here. [selftest]: the first shape
+// and the conv.
 #include "emu.h"
 
 #include "kernels/cuda/deltanet.cu"
@@ -133,10 +134,49 @@ int check(int Hk, int Hv, int dv) {
     return bad;
 }
 
+// conv_kernel (the causal conv + SiLU of a few tokens a group: the window from the state, token after token) against
+// the same expressions (conv_silu) run here group by group, outputs and state after; its input x is what the kernel
+// before writes (poisoned until the wait), its window the layer's own state. C = 300: a last block partly past C.
+int check_conv() {
+    constexpr int K = 4;
+    const int C = 300, n_seq = 4;
+    const std::vector<int32_t> seq = {2, 0, 3}, off = {0, 1, 8, 11}, tok = {5, 0, 2, 4, 6, 8, 9, 10, 1, 3, 7};
+    const int N = 11, ng = 3, bpg = (C + CV_NT - 1) / CV_NT;
+    const int64_t ss = (int64_t)(K - 1) * C + 17; /* a sequence's state rows, then others' data */
+    std::vector<float> x((size_t)N * C), w((size_t)C * K), st((size_t)n_seq * ss);
+    for (auto &v : x) v = urand(-2, 2);
+    for (auto &v : w) v = urand(-1, 1);
+    for (auto &v : st) v = urand(-2, 2);
+    std::vector<float> out((size_t)N * C, 7.0f), ref = out, st_ref = st;
+    for (int g = 0; g < ng; g++)
+        for (int c = 0; c < C; c++) {
+            float wc[K], win[K - 1];
+            float *sp = st_ref.data() + seq[g] * ss;
+            for (int j = 0; j < K; j++) wc[j] = w[(size_t)c * K + j];
+            for (int j = 0; j < K - 1; j++) win[j] = sp[j * C + c];
+            for (int k = off[g]; k < off[g + 1]; k++) {
+                const float xc = x[(size_t)tok[k] * C + c];
+                ref[(size_t)tok[k] * C + c] = conv_silu<K>(wc, win, xc);
+                for (int j = 0; j + 1 < K - 1; j++) win[j] = win[j + 1];
+                win[K - 2] = xc;
+            }
+            for (int j = 0; j < K - 1; j++) sp[j * C + c] = win[j];
+        }
+    {
+        td_emu_pdl_inputs in({td_emu_in(x)});
+        td_emu_run((unsigned)(ng * bpg), 1, 1, CV_NT, 0, 0xff, true, [&] {
+            conv_kernel<K>(out.data(), x.data(), st.data(), ss, w.data(), C, bpg, seq.data(), off.data(), tok.data());
+        });
+    }
+    printf("conv: %d channels, groups of 1 / 7 / 3 tokens of sequences 2, 0, 3\n", C);
+    return bits("conv_kernel: outputs", out, ref) | bits("conv_kernel: state", st, st_ref);
+}
+
 } // namespace
 
 int td_emu_dnr(const char *what) {
     failures = check(2, 4, 128);
+    failures |= check_conv();
     if (strcmp(what, "selftest")) failures |= check(1, 2, 64);
     printf(failures ? "dnr: DIFFER\n" : "dnr: all the same bits\n");
     return failures;
