@@ -616,9 +616,6 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
         j0 = blockIdx.y, j1 = j0 + 1;
     }
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
-    /* the first span's cells (the pass's table) and the L2 prefetches of its keys and values (hints: a row qk_prep
-     * is still writing reads as written after the wait) go out while the kernel before finishes */
-    ab_span_cells<KVF, HD>(cls, a, cell, j0, span, rlo, rn, nrows, 1, kvo, tid);
     td_pdl_wait(); /* the tile's rows above read the pass's tables alone (written before its first kernel) */
     ab_stage_q<HD, AB_NT>(Qs, a, rt, rh, nrows, 16, tid);
 
@@ -629,10 +626,8 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
         for (int c = 0; c < 4; c++) A[f][c] = 0.0f, RA[f][c] = 0.0f;
 
     for (int j = j0; j < j1; j++) {
-        if (j > j0) { /* the first span's: before the wait (sst as the prologue left it) */
-            if (tid < AT_RMAX) sst[tid] = 0;
-            ab_span_cells<KVF, HD>(cls, a, cell, j, span, rlo, rn, nrows, 1, kvo, tid);
-        }
+        if (tid < AT_RMAX) sst[tid] = 0;
+        ab_span_cells<KVF, HD>(cls, a, cell, j, span, rlo, rn, nrows, 1, kvo, tid);
         __syncthreads();
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
@@ -889,7 +884,6 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
         j0 = blockIdx.y, j1 = j0 + 1;
     }
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
-    ab_span_cells<KVF, HD, NT>(cls, a, cell, j0, span, rlo, rn, nrows, gh, kvo, tid); /* as the 16-row kernel's */
     td_pdl_wait(); /* the tile's rows above read the pass's tables alone (written before its first kernel) */
     ab_stage_q<HD, NT>(Qs, a, rt, rh, nrows, R, tid);
     /* this lane's rows: row[h] = 16 warp + g + 8h (h = c >> 1 of a D fragment's element c) */
@@ -914,7 +908,7 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
 
     for (int j = j0; j < j1; j++) {
         sst[0] = sst[1] = 0;
-        if (j > j0) ab_span_cells<KVF, HD, NT>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
+        ab_span_cells<KVF, HD, NT>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
         __syncthreads();
         bool issued = false; /* db: the span's first chunk's copies are in flight */
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
