@@ -151,8 +151,7 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
     /* what the kernels before write (q; the cache's rows of the pass's tokens: here the whole cache), poisoned in
      * each block until its td_pdl_wait (emu.h) */
     const size_t kv_bytes = (size_t)(c.n_rows * c.kv_dim) * (kv.kvf == TD_CU_KV_F32 ? 4 : 2);
-    td_emu_pdl_inputs in({td_emu_buf{(void *)c.q.data(), c.q.size() * sizeof(float)},
-                          td_emu_buf{(void *)kv.k, kv_bytes}, td_emu_buf{(void *)kv.v, kv_bytes}});
+    td_emu_pdl_inputs in({td_emu_in(c.q), td_emu_buf{(void *)kv.k, kv_bytes}, td_emu_buf{(void *)kv.v, kv_bytes}});
     auto go = [&](auto kvfc) {
         constexpr int KVF = decltype(kvfc)::value;
         auto tc = [&](auto hdc) {

@@ -80,16 +80,15 @@ void run(const rcase &c, int kind, int g0, int g1, const int32_t *off, std::vect
     if (kind == 2) {
         /* what the kernels before write (u, b, a; then the core rows and z), poisoned in each block until its
          * td_pdl_wait (emu.h); the state is the layer's own */
-        auto in_of = [](const std::vector<float> &v) { return td_emu_buf{(void *)v.data(), v.size() * sizeof(float)}; };
         {
-            td_emu_pdl_inputs in({in_of(c.u), in_of(c.b), in_of(c.a)});
+            td_emu_pdl_inputs in({td_emu_in(c.u), td_emu_in(c.b), td_emu_in(c.a)});
             td_emu_run((unsigned)(ng * c.Hv * (c.dv / DW_C)), 1, 1, DW_C, 0, 0xff, is_new, [&] {
                 deltanet_warp_kernel(cr, p->u.data(), p->ldu, p->b.data(), p->a.data(), p->a_log.data(),
                                      p->dt_bias.data(), sp, ss, p->Hk, p->Hv, p->dv, seq, off, tok);
             });
         }
         const int n_tok = off[ng] - off[0];
-        td_emu_pdl_inputs in({in_of(core), in_of(c.z)});
+        td_emu_pdl_inputs in({td_emu_in(core), td_emu_in(c.z)});
         td_emu_run((unsigned)n_tok, (unsigned)c.Hv, 1, DN_NT, 0, 0xff, is_new, [&] {
             dn_norm_kernel(cr, p->z.data(), p->norm_w.data(), p->Hv, p->dv, 1e-6f, tok + off[0]);
         });

@@ -32,7 +32,7 @@ constexpr size_t STACK = 1 << 20; // per fiber (malloc'd once, touched as deep a
 fiber fibers[1024];
 ucontext_t sched;
 jmp_buf sched_jb;
-int cur, cur_nt;
+int cur;
 unsigned pdl_arrivals;                       // fibers that reached td_pdl_wait (the scheduler's progress)
 bool pdl_back;                               // the block's poisoned inputs have their contents back
 std::vector<std::vector<unsigned char>> kept; // their contents meanwhile
@@ -104,7 +104,7 @@ void td_emu_pdl_wait() {
     if (!fibers[me].at_pdl) fibers[me].at_pdl = true, pdl_arrivals++;
     for (;;) {
         bool all = true;
-        for (int t = 0; t < cur_nt && all; t++) all = fibers[t].done || fibers[t].at_pdl;
+        for (int t = 0; t < (int)blockDim.x && all; t++) all = fibers[t].done || fibers[t].at_pdl;
         if (all) break;
         if (!_setjmp(fibers[me].jb)) _longjmp(sched_jb, 1);
     }
@@ -132,7 +132,6 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
                 memset(td_emu_smem, poison, dyn);
                 blockIdx.x = bx, blockIdx.y = by, blockIdx.z = bz;
                 td_emu_block_bar = td_emu_bar{nt, 0, 0};
-                cur_nt = nt;
                 pdl_poison();
                 for (int w = 0; w < 32; w++) td_emu_warp_bar[w] = td_emu_bar{32, 0, 0};
                 for (int t = 0; t < nt; t++) init(fibers[t]);

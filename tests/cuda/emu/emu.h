@@ -121,7 +121,10 @@ struct td_emu_pdl_inputs {
     td_emu_pdl_inputs(const td_emu_pdl_inputs &) = delete;
     td_emu_pdl_inputs &operator=(const td_emu_pdl_inputs &) = delete;
 };
-template <typename T> td_emu_buf td_emu_in(std::vector<T> &v) { return td_emu_buf{v.data(), v.size() * sizeof(T)}; }
+// A test's buffer as such an input (const too: its contents are back before any read after the wait).
+template <typename T> td_emu_buf td_emu_in(const std::vector<T> &v) {
+    return td_emu_buf{(void *)v.data(), v.size() * sizeof(T)};
+}
 
 // The selftest's mutations (emu.cpp): td_emu_mutation names one, and it applies while td_emu_active is set (main
 // sets it around the launches of the new kernels only, so old and new must then differ).

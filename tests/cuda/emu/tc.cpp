@@ -23,7 +23,11 @@ float urand() {
 
 int64_t pending = 0; // copies a thread issued and never waited for (a bug: counted by cmp)
 
-template <typename F> void launch(unsigned gx, unsigned gy, int nt, size_t dyn, bool is_new, F body, unsigned gz = 1) {
+// in: what the kernels before the launch wrote (poisoned in each block until its td_pdl_wait, emu.h)
+template <typename F>
+void launch(unsigned gx, unsigned gy, int nt, size_t dyn, bool is_new, F body, unsigned gz = 1,
+            std::vector<td_emu_buf> in = {}) {
+    td_emu_pdl_inputs pdl(std::move(in));
     pending += td_emu_run(gx, gy, gz, nt, dyn, 0x41, is_new, body);
 }
 
@@ -35,13 +39,17 @@ struct prob {
     std::vector<float> x;
 };
 
-// A product's activations, as the kernels before it wrote them: x, u (gated), x in bf16 (tc_x_bf16's): poisoned in
-// each block of the new kernels until its td_pdl_wait (emu.h)
+// A product's activations, as the kernels before it wrote them: x, u (gated), x in bf16 (tc_x_bf16's)
 std::vector<td_emu_buf> xin(prob &p, const tc_glu &gl, std::vector<uint16_t> *xb = nullptr) {
     std::vector<td_emu_buf> b{td_emu_in(p.x)};
     if (gl.u) b.push_back(td_emu_buf{(void *)gl.u, (size_t)(p.T * p.ldx) * sizeof(float)});
     if (xb && !xb->empty()) b.push_back(td_emu_in(*xb));
     return b;
+}
+// tc_fold_parts over the partials the slices' blocks wrote
+void fold(const tc_jobs &j, std::vector<float> &part, int64_t T, int64_t S, int64_t ng, int64_t per) {
+    launch((unsigned)((tc_fold_threads(T, ng) + 255) / 256), 1, 256, 0, true,
+           [&] { tc_fold_parts(j, part.data(), T, S, ng, per); }, 1, {td_emu_in(part)});
 }
 
 tc_jobs mkjobs(prob &p, std::vector<std::vector<float>> &ys, int64_t per, int64_t &blocks) {
@@ -84,8 +92,8 @@ template <int NF, int R> std::vector<std::vector<float>> run_stream(prob &p) {
         constexpr int SW = decltype(swc)::value;
         int nbuf = S > SW ? (SW == 8 && R == 32 ? 1 : 2) : 1; // as tc_stream_go
         size_t smem = (size_t)SW * nbuf * R * TC_SP * 2 + (size_t)SW * R * (NF * 8 + 1) * 4;
-        td_emu_pdl_inputs in(xin(p, tc_glu{nullptr, 0}));
-        launch(blocks, 1, SW * 32, smem, true, [&] { tc_stream<NF, SW, R>(j, p.x.data(), p.ldx, p.T, p.K, nbuf); });
+        launch(blocks, 1, SW * 32, smem, true, [&] { tc_stream<NF, SW, R>(j, p.x.data(), p.ldx, p.T, p.K, nbuf); }, 1,
+               xin(p, tc_glu{nullptr, 0}));
     };
     if (S >= 8)
         go(std::integral_constant<int, 8>());
@@ -104,9 +112,8 @@ std::vector<std::vector<float>> run_tile(prob &p) {
 // (gated first when gl.act: td_cu_matmul_glu's tc_wide path)
 std::vector<uint16_t> to_bf16(prob &p, tc_glu gl = tc_glu{nullptr, 0}) {
     std::vector<uint16_t> xb((size_t)(p.T * p.K), 0x7fc1);
-    td_emu_pdl_inputs in(xin(p, gl));
     launch((unsigned)((p.T * p.K / 4 + 255) / 256), 1, 256, 0, true,
-           [&] { tc_x_bf16(p.x.data(), p.ldx, p.T, p.K, xb.data(), gl); });
+           [&] { tc_x_bf16(p.x.data(), p.ldx, p.T, p.K, xb.data(), gl); }, 1, xin(p, gl));
     return xb;
 }
 // tc_wide<true, XB, TREG, AS>: the slice totals in shared memory (TREG false) or registers, AS weight stages
@@ -116,9 +123,10 @@ std::vector<std::vector<float>> run_wide(prob &p, tc_glu gl = tc_glu{nullptr, 0}
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
     std::vector<uint16_t> xb = XB ? to_bf16(p, gl) : std::vector<uint16_t>();
-    td_emu_pdl_inputs in(xin(p, gl, &xb));
-    launch(blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
-           [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, nullptr); });
+    launch(
+        blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
+        [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, nullptr); }, 1,
+        xin(p, gl, &xb));
     return ys;
 }
 // tc_wide_parts: each slice in a block of its own (grid z), the partials added in slice order by tc_fold_parts
@@ -129,15 +137,11 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
     const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
     std::vector<uint16_t> xb = XB ? to_bf16(p) : std::vector<uint16_t>();
-    {
-        td_emu_pdl_inputs in(xin(p, tc_glu{nullptr, 0}, &xb));
-        launch(
-            blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
-            [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S);
-    }
-    td_emu_pdl_inputs in({td_emu_in(part)});
-    launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
-           [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
+    launch(
+        blocks, (p.T + 127) / 128, 256, tw_smem<XB, TREG, AS>(), true,
+        [&] { tc_wide<true, XB, TREG, AS>(j, p.x.data(), xb.data(), p.ldx, p.T, p.K, part.data()); }, (unsigned)S,
+        xin(p, tc_glu{nullptr, 0}, &xb));
+    fold(j, part, p.T, S, ng, TC_BM);
     return ys;
 }
 // tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16): one pass, or (parts) each slice in a block of its own
@@ -150,16 +154,11 @@ template <int AS, bool EARLY = true> std::vector<std::vector<float>> run_wg(prob
     std::vector<float> part(parts ? (size_t)(S * p.T * ng) : 0, 3.0f);
     std::vector<uint16_t> xb = to_bf16(p);
     float *pp = parts ? part.data() : nullptr;
-    {
-        td_emu_pdl_inputs in(xin(p, tc_glu{nullptr, 0}, &xb));
-        launch(
-            blocks, (p.T + 127) / 128, 256, wg_smem<AS>(), true,
-            [&] { tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u);
-    }
-    td_emu_pdl_inputs in({td_emu_in(part)});
-    if (parts)
-        launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
-               [&] { tc_fold_parts(j, part.data(), p.T, S, ng, TC_BM); });
+    launch(
+        blocks, (p.T + 127) / 128, 256, wg_smem<AS>(), true,
+        [&] { tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u,
+        xin(p, tc_glu{nullptr, 0}, &xb));
+    if (parts) fold(j, part, p.T, S, ng, TC_BM);
     return ys;
 }
 
@@ -173,15 +172,10 @@ template <int NF, bool WG = false> std::vector<std::vector<float>> run_split(pro
     const int64_t S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
     std::vector<float> part((size_t)(S * p.T * ng), 3.0f);
     float *pp = S > 1 ? part.data() : nullptr;
-    {
-        td_emu_pdl_inputs in(xin(p, gl));
-        launch(blocks, (unsigned)S, 128, tc_split_smem<NF, WG>(), true,
-               [&] { tc_split<NF, false, WG>(j, p.x.data(), p.ldx, p.T, p.K, pp, gl); });
-    }
-    td_emu_pdl_inputs in({td_emu_in(part)});
-    if (pp)
-        launch((unsigned)((tc_fold_threads(p.T, ng) + 255) / 256), 1, 256, 0, true,
-               [&] { tc_fold_parts(j, part.data(), p.T, S, ng, SP_R); });
+    launch(
+        blocks, (unsigned)S, 128, tc_split_smem<NF, WG>(), true,
+        [&] { tc_split<NF, false, WG>(j, p.x.data(), p.ldx, p.T, p.K, pp, gl); }, 1, xin(p, gl));
+    if (pp) fold(j, part, p.T, S, ng, SP_R);
     return ys;
 }
 
