@@ -3,7 +3,8 @@
 # toolkit (tests/cuda/emu/emu.h says what is emulated and what it cannot see): g++ compiles the .cu files themselves
 # against tests/cuda/emu's stand-ins for the CUDA headers and for src/kernels/cuda/ptx.cuh, then
 #   emu tc all       tc_stream (16 / 8 / 4 / 32 outputs a block) vs tc_skinny, tc_wide and tc_wg (wgmma) vs tc_tile,
-#                    bit for bit
+#                    bit for bit; tc_split's partials added by the kernels that take them (rows.cu: the residual +
+#                    norm, the MLP's gate, q/k preparation) vs those kernels over the folded products
 #   emu attn quick   the 64-row vs the 16-row bf16 attention kernel bit for bit, both vs a double reference (hd 64
 #                    and 128, G 1, 2, 8, f32 and f16 caches, windows); each on a bf16 twin of its cache (cp.async and
 #                    element loads, the 64-row kernel's double buffering) = on the cache itself, and the fp32 kernel

@@ -450,7 +450,8 @@ static void test_add_rows_norm(void) {
             uint64_t *fd1 = cu_up(&none, sizeof none), *fd2 = cu_up(&none, sizeof none);
             CU(td_cu_add_rows(x1, y1, R, n, tok_d, fd1, 5, NULL));
             CU(td_cu_rmsnorm(y1, x1, wd, R, 1, n, 0, n, 1e-6f, zc, NULL));
-            CU(td_cu_add_rows_norm(x2, y2, R, n, tok_d, fd2, 5, y2, wd, 1e-6f, zc, NULL));
+            const td_cu_parts y2p = {y2, 1, n};
+            CU(td_cu_add_rows_norm(x2, &y2p, R, n, tok_d, fd2, 5, y2, wd, 1e-6f, zc, NULL));
             float *a = malloc(bytes), *b = malloc(bytes);
             char name[96];
             cu_down(a, x1, bytes), cu_down(b, x2, bytes);
@@ -500,8 +501,8 @@ static void test_qk_prep(void) {
         CU(td_cu_rope(ka, csd, T, Hkv, kv_dim, hd, rot, NULL));
         CU(td_cu_store_rows(kca, kvf, ka, kv_dim, celld, T, kv_dim, NULL));
         CU(td_cu_store_rows(vca, kvf, va, kv_dim, celld, T, kv_dim, NULL));
-        CU(td_cu_qk_prep(qb, ldq, qhs, Hq, kb, kv_dim, Hkv, vb, kv_dim, norms ? qwd : NULL, norms ? kwd : NULL, hd,
-                         1e-6f, 0, csd, rot, kcb, vcb, kvf, celld, kv_dim, T, NULL));
+        CU(td_cu_qk_prep(qb, ldq, qhs, Hq, kb, kv_dim, Hkv, vb, kv_dim, NULL, norms ? qwd : NULL, norms ? kwd : NULL,
+                         hd, 1e-6f, 0, csd, rot, kcb, vcb, kvf, celld, kv_dim, T, NULL));
         size_t cb = (size_t)(ncell * kv_dim * es);
         float *a = malloc((size_t)(T * ldq) * 4), *b = malloc((size_t)(T * ldq) * 4);
         unsigned char *ca = malloc(cb), *cb2 = malloc(cb);
@@ -518,6 +519,65 @@ static void test_qk_prep(void) {
         CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep: value cache differs (norms %d kv %d)", norms, kvf);
         free(q), free(k), free(v), free(qw), free(kw), free(cs), free(a), free(b), free(ca), free(cb2);
         td_cu_free(qa), td_cu_free(ka), td_cu_free(va), td_cu_free(qb), td_cu_free(kb), td_cu_free(vb);
+        td_cu_free(qwd), td_cu_free(kwd), td_cu_free(csd), td_cu_free(celld);
+        td_cu_free(kca), td_cu_free(vca), td_cu_free(kcb), td_cu_free(vcb);
+    }
+}
+
+/* td_cu_qk_prep from the q, k and v products' partials (td_cu_matmul_multi_parts' layout: [S][T][q | k | v], three
+ * slices) = td_cu_qk_prep of their sums in order (made here: P_0 + P_1 + P_2 in float), bit for bit: q with its
+ * gate columns, k, both caches; a warp a head and a block a head. */
+static void test_qk_prep_parts(void) {
+    printf("qk_prep: from the products' partials = from their sums (bit-exact)\n");
+    static const int64_t shapes[][4] = {{128, 128, 1, 0}, {256, 64, 1, 2}, {128, 32, 0, 1}, {64, 64, 1, 2}};
+    for (int variant = 0; variant < (int)(sizeof shapes / sizeof *shapes); variant++) {
+        const int norms = (int)shapes[variant][2], kvf = (int)shapes[variant][3];
+        const int64_t T = 5, S = 3, Hq = 4, Hkv = 2, hd = shapes[variant][0], qhs = 2 * hd, rot = shapes[variant][1];
+        const int64_t kv_dim = Hkv * hd, ldq = Hq * qhs, ng = ldq + 2 * kv_dim, ncell = 40;
+        const int64_t es = kvf == TD_CU_KV_F32 ? 4 : 2;
+        float *part = rnd(S * T * ng, -1.0f, 1.0f), *sum = malloc((size_t)(T * ng) * 4);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < ng; c++) {
+                float y = part[t * ng + c];
+                for (int64_t sl = 1; sl < S; sl++) y = y + part[(sl * T + t) * ng + c];
+                sum[t * ng + c] = y;
+            }
+        float *q = malloc((size_t)(T * ldq) * 4), *k = malloc((size_t)(T * kv_dim) * 4);
+        float *v = malloc((size_t)(T * kv_dim) * 4);
+        for (int64_t t = 0; t < T; t++) {
+            memcpy(q + t * ldq, sum + t * ng, (size_t)ldq * 4);
+            memcpy(k + t * kv_dim, sum + t * ng + ldq, (size_t)kv_dim * 4);
+            memcpy(v + t * kv_dim, sum + t * ng + ldq + kv_dim, (size_t)kv_dim * 4);
+        }
+        float *qw = rnd(hd, 0.5f, 1.5f), *kw = rnd(hd, 0.5f, 1.5f), *cs = rnd(T * rot, -1.0f, 1.0f);
+        int32_t cell[5] = {33, 2, 17, 39, 8};
+        const size_t qb = (size_t)(T * ldq) * 4, kb = (size_t)(T * kv_dim) * 4, cb = (size_t)(ncell * kv_dim * es);
+        float *qa = cu_up(q, qb), *ka = cu_up(k, kb), *va = cu_up(v, kb), *qd = cu_up(NULL, qb), *kd = cu_up(NULL, kb);
+        float *pd = cu_up(part, (size_t)(S * T * ng) * 4), *qwd = cu_up(qw, (size_t)hd * 4);
+        float *kwd = cu_up(kw, (size_t)hd * 4), *csd = cu_up(cs, (size_t)(T * rot) * 4);
+        int32_t *celld = cu_up(cell, sizeof cell);
+        void *kca = cu_up(NULL, cb), *vca = cu_up(NULL, cb), *kcb = cu_up(NULL, cb), *vcb = cu_up(NULL, cb);
+        const td_cu_parts parts[3] = {{pd, S, ng}, {pd + ldq, S, ng}, {pd + ldq + kv_dim, S, ng}};
+        CU(td_cu_qk_prep(qa, ldq, qhs, Hq, ka, kv_dim, Hkv, va, kv_dim, NULL, norms ? qwd : NULL, norms ? kwd : NULL,
+                         hd, 1e-6f, 0, csd, rot, kca, vca, kvf, celld, kv_dim, T, NULL));
+        CU(td_cu_qk_prep(qd, ldq, qhs, Hq, kd, kv_dim, Hkv, NULL, kv_dim, parts, norms ? qwd : NULL,
+                         norms ? kwd : NULL, hd, 1e-6f, 0, csd, rot, kcb, vcb, kvf, celld, kv_dim, T, NULL));
+        float *a = malloc(qb), *b = malloc(qb);
+        unsigned char *ca = malloc(cb), *cb2 = malloc(cb);
+        char name[96];
+        cu_down(a, qa, qb), cu_down(b, qd, qb);
+        snprintf(name, sizeof name, "q from partials, hd=%lld rot=%lld", (long long)hd, (long long)rot);
+        cu_bits(name, b, a, T * ldq);
+        cu_down(a, ka, kb), cu_down(b, kd, kb);
+        snprintf(name, sizeof name, "k from partials, hd=%lld rot=%lld", (long long)hd, (long long)rot);
+        cu_bits(name, b, a, T * kv_dim);
+        cu_down(ca, kca, cb), cu_down(cb2, kcb, cb);
+        CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep from partials: key cache differs (hd %lld)", (long long)hd);
+        cu_down(ca, vca, cb), cu_down(cb2, vcb, cb);
+        CHECKF(memcmp(ca, cb2, cb) == 0, "qk_prep from partials: value cache differs (hd %lld)", (long long)hd);
+        free(part), free(sum), free(q), free(k), free(v), free(qw), free(kw), free(cs), free(a), free(b), free(ca);
+        free(cb2);
+        td_cu_free(qa), td_cu_free(ka), td_cu_free(va), td_cu_free(qd), td_cu_free(kd), td_cu_free(pd);
         td_cu_free(qwd), td_cu_free(kwd), td_cu_free(csd), td_cu_free(celld);
         td_cu_free(kca), td_cu_free(vca), td_cu_free(kcb), td_cu_free(vcb);
     }
@@ -833,6 +893,7 @@ int main(void) {
     test_gates();
     test_residual();
     test_add_rows_norm();
+    test_qk_prep_parts();
     test_qk_prep();
     test_attention();
     test_conv(4);

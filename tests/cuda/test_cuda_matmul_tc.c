@@ -16,6 +16,7 @@
  * default on compute capability 9.0 (tc_wg for tc_wide, tc_split on wgmma), the same way; test_invariance runs the
  * defaults.
  * td_cu_matmul_glu (the MLP's gate taken by the down product's kernels) = td_cu_glu then td_cu_matmul (test_glu).
+ * A product left as its partials for the residual that adds them (td_cu_matmul_parts) = the product added (test_held).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -472,6 +473,112 @@ static void test_bound_scratch(const int64_t *Ts, int nT, const int *modes) {
     printf("tc_split: partials in a bound scratch = in allocations; a scratch too small says what it wanted\n");
 }
 
+/* x += y then its norm (td_cu_add_rows_norm over n_out = 1024 columns), y the product of one weight: as
+ * td_cu_matmul_parts / td_cu_matmul_glu_parts leave it vs as td_cu_matmul / td_cu_matmul_glu write it, bit for bit (x
+ * and the norm), in TD_CUDA_TC_DEFER's modes 0 / 1 / 2 with a bound scratch; and partials left exactly where expected
+ * (several slices; 17 to 64 tokens, or 1 to 16 in mode 2): so the residual does add them. Then the same for the MLP's
+ * gate and up (td_cu_matmul_multi_parts, gated by td_cu_glu_parts). */
+static void test_held(void) {
+    printf("products left as partials for the residual (td_cu_matmul_parts): = the product added, bit for bit\n");
+    const int64_t floats = (int64_t)16 << 20, n_out = 1024;
+    float *scr = td_cu_malloc((size_t)floats * sizeof(float));
+    CHECK(scr != NULL);
+    if (!scr) return;
+    td_cu_scratch_bind(scr, floats);
+    td_cu_matmul_tc_test_mode(2);
+    static const int64_t Ts[] = {1, 5, 16, 17, 45, 64, 65};
+    static const int64_t colss[] = {2048, 3072, 256};
+    float *nw = rnd(n_out, 0.5f, 1.5f), *nwd = cu_up(nw, (size_t)n_out * sizeof *nw);
+    int64_t bad = 0, held = 0, n = 0;
+    for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++) {
+        const int64_t cols = colss[ci];
+        weight w = weight_new(n_out, cols);
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
+            for (int defer = 0; defer < 3; defer++)
+                for (int glu = 0; glu < 2; glu++) {
+                    const int64_t T = Ts[ti], nx = T * cols, ny = T * n_out;
+                    const size_t xb = (size_t)nx * sizeof(float), yb = (size_t)ny * sizeof(float);
+                    float *x = rnd(nx, -3.0f, 3.0f), *u = rnd(nx, -2.0f, 2.0f), *res = rnd(ny, -3.0f, 3.0f);
+                    float *xd = cu_up(x, xb), *xd2 = cu_up(x, xb), *ud = cu_up(u, xb), *yd = cu_up(NULL, yb);
+                    float *yd2 = cu_up(NULL, yb), *r1 = cu_up(res, yb), *r2 = cu_up(res, yb);
+                    float *o1 = cu_up(NULL, yb), *o2 = cu_up(NULL, yb);
+                    uint64_t none = UINT64_MAX;
+                    uint64_t *f1 = cu_up(&none, sizeof none), *f2 = cu_up(&none, sizeof none);
+                    td_cu_matmul_defer_test(0);
+                    if (glu) CU(td_cu_matmul_glu(yd, n_out, xd, ud, cols, T, &w.d, TD_CU_GLU_SILU, 1, NULL));
+                    else CU(td_cu_matmul(yd, n_out, xd, cols, T, &w.d, NULL, n_out, 1, NULL));
+                    const td_cu_parts plain = {yd, 1, n_out};
+                    CU(td_cu_add_rows_norm(r1, &plain, T, n_out, NULL, f1, 1, o1, nwd, 1e-6f, 0, NULL));
+                    td_cu_matmul_defer_test(defer);
+                    td_cu_parts p;
+                    if (glu)
+                        CU(td_cu_matmul_glu_parts(&p, yd2, n_out, xd2, ud, cols, T, &w.d, TD_CU_GLU_SILU, 1, NULL));
+                    else CU(td_cu_matmul_parts(&p, yd2, n_out, xd2, cols, T, &w.d, 1, NULL));
+                    CU(td_cu_add_rows_norm(r2, &p, T, n_out, NULL, f2, 1, o2, nwd, 1e-6f, 0, NULL));
+                    const int want = cols > 256 && defer && ((T > 16 && T <= 64) || (defer == 2 && T <= 16));
+                    char name[128];
+                    snprintf(name, sizeof name, "T=%lld cols=%lld %s, defer %d", (long long)T, (long long)cols,
+                             glu ? "gated" : "plain", defer);
+                    CHECKF((p.S > 1) == want && (p.S > 1 || p.p == yd2), "%s: %lld partials, %s expected", name,
+                           (long long)p.S, want ? "several" : "one");
+                    held += p.S > 1;
+                    float *a = malloc(yb), *b2 = malloc(yb);
+                    cu_down(a, r1, yb), cu_down(b2, r2, yb);
+                    bad += differ(name, b2, a, ny) != 0;
+                    cu_down(a, o1, yb), cu_down(b2, o2, yb);
+                    bad += differ(name, b2, a, ny) != 0;
+                    n++;
+                    free(x), free(u), free(res), free(a), free(b2);
+                    td_cu_free(xd), td_cu_free(xd2), td_cu_free(ud), td_cu_free(yd), td_cu_free(yd2);
+                    td_cu_free(r1), td_cu_free(r2), td_cu_free(o1), td_cu_free(o2), td_cu_free(f1), td_cu_free(f2);
+                }
+        weight_free(&w);
+    }
+    /* the MLP's gate and up left as partials (td_cu_matmul_multi_parts), gated from them (td_cu_glu_parts) = their
+     * ys gated (td_cu_glu) */
+    const int64_t cols = 1024, nff = 3072;
+    weight wg = weight_new(nff, cols), wu = weight_new(nff, cols);
+    for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
+        for (int defer = 0; defer < 3; defer++)
+            for (int act = TD_CU_GLU_SILU; act <= TD_CU_GLU_GELU_TANH; act++) {
+                const int64_t T = Ts[ti], ny = T * nff;
+                const size_t yb = (size_t)ny * sizeof(float);
+                float *x = rnd(T * cols, -3.0f, 3.0f), *xd = cu_up(x, (size_t)(T * cols) * sizeof *x);
+                float *g1 = cu_up(NULL, yb), *u1 = cu_up(NULL, yb), *g2 = cu_up(NULL, yb), *u2 = cu_up(NULL, yb);
+                td_cu_mm m1[2] = {{g1, nff, &wg.d, NULL, nff}, {u1, nff, &wu.d, NULL, nff}};
+                td_cu_mm m2[2] = {{g2, nff, &wg.d, NULL, nff}, {u2, nff, &wu.d, NULL, nff}};
+                td_cu_matmul_defer_test(0);
+                CU(td_cu_matmul_multi(m1, 2, xd, cols, T, 1, NULL));
+                CU(td_cu_glu(g1, u1, ny, act, NULL));
+                td_cu_matmul_defer_test(defer);
+                td_cu_parts p[2];
+                CU(td_cu_matmul_multi_parts(p, m2, 2, xd, cols, T, 1, NULL));
+                CU(td_cu_glu_parts(g2, &p[0], &p[1], T, nff, act, NULL));
+                const int want = defer && ((T > 16 && T <= 64) || (defer == 2 && T <= 16));
+                char name[128];
+                snprintf(name, sizeof name, "gate and up, T=%lld, act %d, defer %d", (long long)T, act, defer);
+                CHECKF((p[0].S > 1) == want && p[1].S == p[0].S && (p[0].S > 1 || (p[0].p == g2 && p[1].p == u2)),
+                       "%s: %lld / %lld partials, %s expected", name, (long long)p[0].S, (long long)p[1].S,
+                       want ? "several" : "one");
+                held += p[0].S > 1;
+                float *a = malloc(yb), *b2 = malloc(yb);
+                cu_down(a, g1, yb), cu_down(b2, g2, yb);
+                bad += differ(name, b2, a, ny) != 0;
+                n++;
+                free(x), free(a), free(b2);
+                td_cu_free(xd), td_cu_free(g1), td_cu_free(u1), td_cu_free(g2), td_cu_free(u2);
+            }
+    weight_free(&wg), weight_free(&wu);
+    td_cu_matmul_defer_test(-1);
+    td_cu_matmul_tc_test_mode(0);
+    td_cu_scratch_bind(NULL, 0);
+    (void)td_cu_scratch_wanted();
+    td_cu_free(scr), td_cu_free(nwd), free(nw);
+    printf("  %lld launches, %lld left partials: %s\n", (long long)n, (long long)held, bad ? "NOT bit-exact" :
+                                                                                             "bit-exact");
+    CHECKF(bad == 0, "td_cu_matmul_parts: %lld differ", (long long)bad);
+}
+
 int main(void) {
     if (!cu_test_device("test_cuda_matmul_tc")) return 77;
     const char *b = getenv("TD_TC_BENCH");
@@ -505,6 +612,7 @@ int main(void) {
     td_cu_matmul_tc_parts_test(-1);
     test_multi();
     test_glu();
+    test_held();
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 0);
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
     test_wg(many, (int)(sizeof many / sizeof *many), wide_modes, few, (int)(sizeof few / sizeof *few), split_modes);

@@ -33,6 +33,12 @@ typedef struct dev_pass {
     int64_t T;              /* rows of the activations: tokens, then the output tokens */
     const int32_t *row_tok; /* device: the batch token of each row (NULL: row = token) */
     int bf16;               /* products take bf16-rounded inputs */
+    td_cu_parts held;       /* the last product's result as the residual after it takes it (product_held) */
+    int held_buf;           /* the buffer it stands for; -1 none */
+    td_cu_parts gu[2];      /* the MLP's gate and up as the GLU after them takes them (products) */
+    int gu_held;            /* gu holds partials */
+    td_cu_parts qkv[3];     /* q, k and v as q/k preparation takes them (products) */
+    int qkv_held;           /* qkv holds partials */
 } dev_pass;
 
 static float *buf(const dev_pass *p, int b) { return td_eng_buf(p->ctx, (td_buf)b); }
@@ -93,11 +99,30 @@ static int same_input_products(const td_layer_steps *ls, int i) {
     return n;
 }
 
-static td_status products(const dev_pass *p, const td_dev_layer *ly, const td_step *st, int n) {
+/* Who takes a set of products next, adding their partials as it reads them (td_cu_matmul_multi_parts): nobody,
+ * glu_product (the MLP's gate and up) or qk_prep (q, k and v). */
+enum { HOLD_NONE, HOLD_GATE_UP, HOLD_QKV };
+
+static td_status products(dev_pass *p, const td_dev_layer *ly, const td_step *st, int n, int hold) {
     td_cu_mm mm[4];
+    td_cu_parts out[4];
     for (int i = 0; i < n; i++)
         mm[i] = (td_cu_mm){buf(p, st[i].dst), width(p, st[i].dst), &ly->w[st[i].w], NULL, ly->w[st[i].w].rows};
-    LAUNCH(td_cu_matmul_multi(mm, n, buf(p, st[0].src), width(p, st[0].src), p->T, p->bf16, p->s), "matrix products");
+    if (hold == HOLD_NONE) {
+        LAUNCH(td_cu_matmul_multi(mm, n, buf(p, st[0].src), width(p, st[0].src), p->T, p->bf16, p->s),
+               "matrix products");
+        return TD_OK;
+    }
+    LAUNCH(td_cu_matmul_multi_parts(out, mm, n, buf(p, st[0].src), width(p, st[0].src), p->T, p->bf16, p->s),
+           hold == HOLD_QKV ? "attention: q, k and v products" : "MLP: gate and up products");
+    int held = 0;
+    for (int i = 0; i < n; i++) {
+        held |= out[i].S > 1;
+        if (hold == HOLD_QKV) p->qkv[st[i].dst == TD_B_Q ? 0 : st[i].dst == TD_B_K ? 1 : 2] = out[i];
+        else p->gu[st[i].dst == TD_B_FF_U] = out[i];
+    }
+    if (hold == HOLD_QKV) p->qkv_held = held;
+    else p->gu_held = held;
     return TD_OK;
 }
 
@@ -188,13 +213,32 @@ static int glu_product_steps(const td_dev_ctx *dv, const td_layer_steps *ls, int
                : 0;
 }
 
-static td_status glu_product(dev_pass *p, const td_dev_layer *ly, const td_step *s) {
+/* held: the product's result may stay as partials for the residual after it (product_held). The gate and up left
+ * as partials (p->gu) are added and gated by one kernel, then the product takes the gated rows. */
+static td_status glu_product(dev_pass *p, const td_dev_layer *ly, const td_step *s, int held) {
     td_acts *x = &p->ctx->act;
     const td_step *mm = &s[1];
+    const td_cu_mat *w = &ly->w[mm->w];
+    const int64_t ldg = width(p, TD_B_FF_G);
+    float *y = buf(p, mm->dst);
     const int act = glu_act(p->c);
-    LAUNCH(td_cu_matmul_glu(buf(p, mm->dst), width(p, mm->dst), x->ff_g, x->ff_u, width(p, TD_B_FF_G), p->T,
-                            &ly->w[mm->w], act, p->bf16, p->s),
-           act == TD_CU_GLU_SILU ? "MLP: SwiGLU and its product" : "MLP: GeGLU and its product");
+    const char *what = act == TD_CU_GLU_SILU ? "MLP: SwiGLU and its product" : "MLP: GeGLU and its product";
+    if (p->gu_held) {
+        p->gu_held = 0;
+        LAUNCH(td_cu_glu_parts(x->ff_g, &p->gu[0], &p->gu[1], p->T, ldg, act, p->s), what);
+        LAUNCH(held ? td_cu_matmul_parts(&p->held, y, width(p, mm->dst), x->ff_g, ldg, p->T, w, p->bf16, p->s)
+                    : td_cu_matmul(y, width(p, mm->dst), x->ff_g, ldg, p->T, w, NULL, w->rows, p->bf16, p->s),
+               what);
+    } else {
+        LAUNCH(held ? td_cu_matmul_glu_parts(&p->held, y, width(p, mm->dst), x->ff_g, x->ff_u, ldg, p->T, w, act,
+                                             p->bf16, p->s)
+                    : td_cu_matmul_glu(y, width(p, mm->dst), x->ff_g, x->ff_u, ldg, p->T, w, act, p->bf16, p->s),
+               what);
+    }
+    if (held) {
+        p->held_buf = mm->dst;
+        return TD_OK;
+    }
     if (mm->bias >= 0 && ly->v[mm->bias])
         LAUNCH(td_cu_add_bias(buf(p, mm->dst), width(p, mm->dst), ly->v[mm->bias], p->T, ly->w[mm->w].rows, p->s),
                "bias");
@@ -229,14 +273,17 @@ static int qk_prep_steps(const td_layer_steps *ls, int i) {
     return norms + 3;
 }
 
-static td_status qk_prep(const dev_pass *p, int il, const td_dev_layer *ly, const td_step *s, int n) {
+static td_status qk_prep(dev_pass *p, int il, const td_dev_layer *ly, const td_step *s, int n) {
     td_ctx *ctx = p->ctx;
     const td_config *c = p->c;
     td_acts *x = &ctx->act;
     const td_dev_ctx *dv = ctx->dev;
     const float *qn = n == 5 ? ly->v[s[0].w] : NULL, *kn = n == 5 ? ly->v[s[1].w] : NULL;
+    const td_cu_parts *qkv = p->qkv_held ? p->qkv : NULL; /* the products' partials (products) */
+    p->qkv_held = 0;
     LAUNCH(td_cu_qk_prep(x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx), c->n_head, x->k, width(p, TD_B_K),
-                         c->n_head_kv, x->v, width(p, TD_B_V), qn, kn, c->head_dim, c->rms_eps, c->zero_centred_norms,
+                         c->n_head_kv, x->v, width(p, TD_B_V), qkv, qn, kn, c->head_dim, c->rms_eps,
+                         c->zero_centred_norms,
                          dv->rope_cs + (int64_t)c->layer_rope[il] * ctx->p.n_batch * c->rotary_dim, c->rotary_dim,
                          ctx->kv.k[il], ctx->kv.v[il], kv_format(ctx), dv->tok_cell, ctx->kv.dim, p->T, p->s),
            "q and k: norms, RoPE, caching");
@@ -256,6 +303,37 @@ static const td_step *norm_after_residual(const td_config *c, int il, const td_l
     return nx && nx->op == TD_OP_NORM && nx->src == TD_B_X ? nx : NULL;
 }
 
+/* Whether the product at steps[i] (its last step, writing dst; no bias) is the one input of the residual + norm
+ * right after it: that kernel adds the product's partials itself (td_cu_matmul_parts), one launch fewer. */
+static int held_by_residual(const dev_pass *p, int il, const td_dev_layer *ly, const td_layer_steps *ls, int i) {
+    const td_step *s = &ls->steps[i];
+    int next;
+    return s->op == TD_OP_MATMUL && !(s->bias >= 0 && ly->v[s->bias]) && i + 1 < ls->n &&
+           ls->steps[i + 1].op == TD_OP_RESIDUAL && ls->steps[i + 1].src == s->dst &&
+           norm_after_residual(p->c, il, ls, i + 1, &next);
+}
+
+/* Who takes the n products at steps[i] next (products): glu_product the MLP's gate and up, qk_prep q, k and v
+ * (nq: qk_prep's steps at steps[i + n], qk_prep_steps). */
+static int hold_for(const td_dev_ctx *dv, const td_layer_steps *ls, int i, int n, int nq) {
+    const td_step *s = &ls->steps[i];
+    if (n == 2 && glu_product_steps(dv, ls, i + 2) && s[0].dst != s[1].dst &&
+        (s[0].dst == TD_B_FF_G || s[0].dst == TD_B_FF_U) && (s[1].dst == TD_B_FF_G || s[1].dst == TD_B_FF_U))
+        return HOLD_GATE_UP;
+    int q = 0, k = 0, v = 0;
+    for (int j = 0; j < n; j++) q += s[j].dst == TD_B_Q, k += s[j].dst == TD_B_K, v += s[j].dst == TD_B_V;
+    return n == 3 && nq && q == 1 && k == 1 && v == 1 ? HOLD_QKV : HOLD_NONE;
+}
+
+/* A product that held_by_residual: its result in p->held (the partials, or its buffer). */
+static td_status product_held(dev_pass *p, const td_dev_layer *ly, const td_step *st) {
+    LAUNCH(td_cu_matmul_parts(&p->held, buf(p, st->dst), width(p, st->dst), buf(p, st->src), width(p, st->src), p->T,
+                              &ly->w[st->w], p->bf16, p->s),
+           "matrix product");
+    p->held_buf = st->dst;
+    return TD_OK;
+}
+
 /* The pass's kernels, from the embedding to the head's check: device work only (no copy to or from the host), so a
  * graph can record it. */
 static td_status kernels(dev_pass *p, int64_t n_rows) {
@@ -272,24 +350,33 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
     int first = 0; /* the layer's first step already ran (its norm, fused with the residual before it) */
     for (int il = 0; il < m->cfg.n_layer; il++) {                                              /* x = layer(x) */
         const td_layer_steps *ls = td_arch_layer_steps(&m->cfg, il);
+        const td_dev_layer *ly = &p->w->layers[il];
         int r = 0;
         for (int i = first; i < ls->n; i++) {
             const td_step *nx = NULL;
             int n = same_input_products(ls, i), next = 0;
             if (ls->steps[i].op == TD_OP_RESIDUAL && (nx = norm_after_residual(&m->cfg, il, ls, i, &next))) {
                 const td_dev_layer *nl = &p->w->layers[il + next];
-                LAUNCH(td_cu_add_rows_norm(x->x, buf(p, ls->steps[i].src), p->T, d, p->row_tok, dv->fault,
-                                           code_residual(il, r++), buf(p, nx->dst), nl->v[nx->w], m->cfg.rms_eps,
-                                           m->cfg.zero_centred_norms, p->s),
+                const int src = ls->steps[i].src;
+                td_cu_parts y = p->held_buf == src ? p->held : (td_cu_parts){buf(p, src), 1, d};
+                p->held_buf = -1;
+                LAUNCH(td_cu_add_rows_norm(x->x, &y, p->T, d, p->row_tok, dv->fault, code_residual(il, r++),
+                                           buf(p, nx->dst), nl->v[nx->w], m->cfg.rms_eps, m->cfg.zero_centred_norms,
+                                           p->s),
                        "residual and norm");                                  /* x += xb; xb = RMSNorm(x) */
                 if (next) break;
                 i = (int)(nx - ls->steps);
                 continue;
             }
-            int nq = width(p, TD_B_K) == ctx->kv.dim && width(p, TD_B_V) == ctx->kv.dim ? qk_prep_steps(ls, i) : 0;
-            if (nq) st = qk_prep(p, il, &p->w->layers[il], &ls->steps[i], nq), i += nq - 1;
-            else if (glu_product_steps(dv, ls, i)) st = glu_product(p, &p->w->layers[il], &ls->steps[i]), i++;
-            else if (n > 1) st = products(p, &p->w->layers[il], &ls->steps[i], n), i += n - 1;
+            const int kv_rows = width(p, TD_B_K) == ctx->kv.dim && width(p, TD_B_V) == ctx->kv.dim;
+            int nq = kv_rows ? qk_prep_steps(ls, i) : 0;
+            if (nq) st = qk_prep(p, il, ly, &ls->steps[i], nq), i += nq - 1;
+            else if (glu_product_steps(dv, ls, i))
+                st = glu_product(p, ly, &ls->steps[i], held_by_residual(p, il, ly, ls, i + 1)), i++;
+            else if (n > 1)
+                st = products(p, ly, &ls->steps[i], n, hold_for(dv, ls, i, n, kv_rows ? qk_prep_steps(ls, i + n) : 0)),
+                i += n - 1;
+            else if (held_by_residual(p, il, ly, ls, i)) st = product_held(p, ly, &ls->steps[i]);
             else st = step(p, il, &p->w->layers[il], &ls->steps[i], &r);
             if (st != TD_OK) return st;
         }
@@ -391,7 +478,8 @@ td_status td_forward_dev(td_ctx *ctx) {
     td_dev_ctx *dv = ctx->dev;
     td_acts *x = &ctx->act;
     td_pass *ps = &ctx->pass;
-    dev_pass p = {ctx, &m->cfg, dv->w, dv->stream, ps->n_tokens, NULL, ctx->p.precision == TD_PRECISION_BF16};
+    dev_pass p = {.ctx = ctx, .c = &m->cfg, .w = dv->w, .s = dv->stream, .T = ps->n_tokens,
+                  .bf16 = ctx->p.precision == TD_PRECISION_BF16, .held_buf = -1};
     td_status st;
 
     if ((st = td_dev_upload_pass(ctx)) != TD_OK) return st;

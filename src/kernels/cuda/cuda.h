@@ -86,6 +86,26 @@ int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, 
  * afterwards (the other path gates it in place). */
 int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T, const td_cu_mat *w,
                      int act, int bf16_in, void *stream);
+/* A product's result that may be left as its k slices' partials for the kernel that takes it to add them as it reads
+ * y (td_cu_add_rows_norm): y[t, j] = P_0 + P_1 + ... + P_{S-1} in fp32, in that order (the order td_cu_matmul_tc
+ * states below, so the bits of the product's own sum), P_s[t, j] at p[(s * T + t) * ld + j], T the product's tokens.
+ * S = 1 is a plain y (p, row pitch ld). */
+typedef struct td_cu_parts {
+    const float *p;
+    int64_t S, ld;
+} td_cu_parts;
+/* td_cu_matmul(y, ldy, x, ldx, T, w, NULL, w->rows, bf16_in) and td_cu_matmul_glu(y, ldy, g, u, ldx, T, w, act,
+ * bf16_in) whose result may stay as partials: where tc_split runs the product through the bound scratch
+ * (td_cu_scratch_bind; w->rows a multiple of 64) its second kernel is not launched, and *out describes the partials
+ * there, valid until the next product launched from this thread on the stream; otherwise y is written and *out is
+ * {y, 1, ldy}. TD_CUDA_TC_DEFER: 1 (unset or any other value), tc_split's launches that go through the scratch (17 to
+ * 64 tokens); 2 also those of up to 16 tokens, which otherwise add their partials in a cluster; 0 never. Test only:
+ * td_cu_matmul_defer_test(mode), -1 the environment's choice. */
+int td_cu_matmul_parts(td_cu_parts *out, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T,
+                       const td_cu_mat *w, int bf16_in, void *stream);
+int td_cu_matmul_glu_parts(td_cu_parts *out, float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T,
+                           const td_cu_mat *w, int act, int bf16_in, void *stream);
+void td_cu_matmul_defer_test(int mode);
 /* Whether td_cu_matmul computes this weight on the tensor cores: bf16_in over a BF16 weight whose cols is a multiple
  * of 16 and whose rows start 16-byte aligned (a property of the weight alone, never of T). Then the order above is
  * replaced by this one, the same for every T, tile and kernel (matmul_tc.cu): k is cut into slices of 256 (the last
@@ -145,6 +165,10 @@ typedef struct td_cu_mm {
     int64_t n_out;
 } td_cu_mm;
 int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in, void *stream);
+/* td_cu_matmul_multi whose results may stay as partials (td_cu_matmul_parts), out[i] for mm[i] (where the rows of
+ * every product are a multiple of 64 and none has a row list; all of one launch, sharing the scratch). */
+int td_cu_matmul_multi_parts(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T,
+                             int bf16_in, void *stream);
 /* A device scratch of `floats` floats for the products launched from this thread (thread-local; NULL unbinds): the
  * products of a few tokens keep their partials there instead of in stream-ordered allocations, which a CUDA graph
  * records as nodes of their own between the kernels (its programmatic edges stop there). The caller keeps it alive
@@ -291,11 +315,14 @@ void td_cu_attention_db_test(int on);
 /* The steps between the q/k/v products and attention, in one launch and with their bits: for each token t, each q
  * head (q + t * ldq + h * q_head_stride) and each k head (k + t * ldk + h * hd): td_cu_rmsnorm of the head's hd
  * values with q_norm / k_norm (skipped when NULL), then td_cu_rope of its first rot dims with cs + t * rot; then
- * td_cu_store_rows of k and v (rows ldk / ldv apart, Hkv * hd = kv_dim wide) into cache row cell[t]. */
+ * td_cu_store_rows of k and v (rows ldk / ldv apart, Hkv * hd = kv_dim wide) into cache row cell[t]. qkv: NULL, or
+ * the q, k and v products' results as td_cu_matmul_multi_parts leaves them (the same columns as q's, k's and v's
+ * rows): each value is their sum, and q's heads, all q_head_stride columns of them (Qwen3.5's gate too), and k's are
+ * written to q and k as above; v is not written. */
 int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64_t Hq, float *k, int64_t ldk, int64_t Hkv,
-                  const float *v, int64_t ldv, const float *q_norm, const float *k_norm, int64_t hd, float eps,
-                  int zero_centred, const float *cs, int64_t rot, void *kc, void *vc, int kvf, const int32_t *cell,
-                  int64_t kv_dim, int64_t T, void *stream);
+                  const float *v, int64_t ldv, const td_cu_parts *qkv, const float *q_norm, const float *k_norm,
+                  int64_t hd, float eps, int zero_centred, const float *cs, int64_t rot, void *kc, void *vc, int kvf,
+                  const int32_t *cell, int64_t kv_dim, int64_t T, void *stream);
 
 /* Qwen3.5's output gate: x[t * ldx + h * hd + e] *= 1 / (1 + expf(-g)), g = gate[t * ldg + h * gate_stride + e]. */
 int td_cu_sigmoid_gate(float *x, int64_t ldx, const float *gate, int64_t ldg, int64_t gate_stride, int64_t T,
@@ -308,6 +335,10 @@ int td_cu_add_bias(float *y, int64_t ldy, const float *b, int64_t T, int64_t n, 
 enum { TD_CU_GLU_SILU = 1, TD_CU_GLU_GELU_TANH = 2 };
 /* g[i] = act(g[i]) * u[i] for i < n; an act not above is refused. */
 int td_cu_glu(float *g, const float *u, int64_t n, int act, void *stream);
+/* g[t, i] = act(G) * U for t < T, i < n (g's rows n apart), G and U the gate's and the up product's results as
+ * td_cu_matmul_multi_parts leaves them, each added in its order first: td_cu_glu's bits over the products' ys. */
+int td_cu_glu_parts(float *g, const td_cu_parts *gate, const td_cu_parts *up, int64_t T, int64_t n, int act,
+                    void *stream);
 /* g[i] = (g[i] / (1 + expf(-g[i]))) * u[i] for i < n (td_silu_mul). */
 int td_cu_silu_mul(float *g, const float *u, int64_t n, void *stream);
 /* x[i] *= s for i < n. */
@@ -321,9 +352,11 @@ int td_cu_add_rows(float *x, const float *y, int64_t R, int64_t n, const int32_t
 int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld, const int32_t *row_tok, uint64_t *fault,
                      uint32_t code, void *stream);
 /* td_cu_add_rows(x, y, ...) then td_cu_rmsnorm(out, x, w, R, 1, n, 0, n, eps, zero_centred) in one launch, both
- * results bit for bit the two calls' (out may be y). */
-int td_cu_add_rows_norm(float *x, const float *y, int64_t R, int64_t n, const int32_t *row_tok, uint64_t *fault,
-                        uint32_t code, float *out, const float *w, float eps, int zero_centred, void *stream);
+ * results bit for bit the two calls' (out may be y's plain rows, y->S = 1). y is a product's result as
+ * td_cu_matmul_parts leaves it (its T = R): the kernel adds the partials in their order, then to x. */
+int td_cu_add_rows_norm(float *x, const td_cu_parts *y, int64_t R, int64_t n, const int32_t *row_tok,
+                        uint64_t *fault, uint32_t code, float *out, const float *w, float eps, int zero_centred,
+                        void *stream);
 
 /* dst[r, :n] = src[idx[r], :n] for r < R (rows n apart; dst and src do not overlap). */
 int td_cu_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t R, int64_t n, void *stream);

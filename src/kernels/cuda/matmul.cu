@@ -175,8 +175,9 @@ static void launch_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, in
                                                 w->cols, rows, n_out, bf16_in);
 }
 
-extern "C" int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *w,
-                            const int32_t *rows, int64_t n_out, int bf16_in, void *stream) {
+/* td_cu_matmul, and td_cu_matmul_parts where defer is not NULL (set to y by the caller) */
+static int matmul_go(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *w,
+                     const int32_t *rows, int64_t n_out, int bf16_in, td_cu_parts *defer, void *stream) {
     if (T <= 0 || n_out <= 0) return 0;
     if (check_mat(w, "td_cu_matmul")) return -1;
     if ((T + MM_BM - 1) / MM_BM > 65535 || (n_out + MM_BN - 1) / MM_BN > 0x7fffffff)
@@ -185,7 +186,7 @@ extern "C" int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, 
     cudaStream_t s = TD_CU_STREAM(stream);
     if (td_cu_matmul_tc(w, bf16_in)) {
         td_cu_mm mm = {y, ldy, w, rows, n_out};
-        return td_cu_matmul_tc_launch(&mm, 1, x, ldx, T, s);
+        return td_cu_matmul_tc_launch(&mm, 1, x, ldx, T, defer, s);
     }
     switch (w->type) {
     case TD_DTYPE_F32: launch_matmul<TD_DTYPE_F32>(y, ldy, x, ldx, T, w, rows, n_out, bf16_in, s); break;
@@ -197,8 +198,20 @@ extern "C" int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, 
     return td_cu_launched("matmul");
 }
 
-extern "C" int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T,
-                                const td_cu_mat *w, int act, int bf16_in, void *stream) {
+extern "C" int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *w,
+                            const int32_t *rows, int64_t n_out, int bf16_in, void *stream) {
+    return matmul_go(y, ldy, x, ldx, T, w, rows, n_out, bf16_in, NULL, stream);
+}
+
+extern "C" int td_cu_matmul_parts(td_cu_parts *out, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T,
+                                  const td_cu_mat *w, int bf16_in, void *stream) {
+    *out = td_cu_parts{y, 1, ldy};
+    return matmul_go(y, ldy, x, ldx, T, w, NULL, w->rows, bf16_in, out, stream);
+}
+
+/* td_cu_matmul_glu, and td_cu_matmul_glu_parts where defer is not NULL (set to y by the caller) */
+static int matmul_glu_go(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T, const td_cu_mat *w,
+                         int act, int bf16_in, td_cu_parts *defer, void *stream) {
     if (T <= 0) return 0;
     if (check_mat(w, "td_cu_matmul_glu")) return -1;
     if (ldx != w->cols) return td_cu_failf("td_cu_matmul_glu: rows of %lld for %lld columns", (long long)ldx,
@@ -206,11 +219,22 @@ extern "C" int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u,
     if (act != TD_CU_GLU_SILU && act != TD_CU_GLU_GELU_TANH) return td_cu_failf("td_cu_matmul_glu: activation %d", act);
     if (td_cu_matmul_tc(w, bf16_in) && (T + 63) / 64 <= 65535) {
         const td_cu_mm mm = {y, ldy, w, NULL, w->rows};
-        const int rc = td_cu_matmul_tc_glu(&mm, g, u, act, ldx, T, TD_CU_STREAM(stream));
+        const int rc = td_cu_matmul_tc_glu(&mm, g, u, act, ldx, T, defer, TD_CU_STREAM(stream));
         if (rc <= 0) return rc;
     }
     if (td_cu_glu(g, u, T * ldx, act, stream)) return -1;
-    return td_cu_matmul(y, ldy, g, ldx, T, w, NULL, w->rows, bf16_in, stream);
+    return matmul_go(y, ldy, g, ldx, T, w, NULL, w->rows, bf16_in, defer, stream);
+}
+
+extern "C" int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T,
+                                const td_cu_mat *w, int act, int bf16_in, void *stream) {
+    return matmul_glu_go(y, ldy, g, u, ldx, T, w, act, bf16_in, NULL, stream);
+}
+
+extern "C" int td_cu_matmul_glu_parts(td_cu_parts *out, float *y, int64_t ldy, float *g, const float *u, int64_t ldx,
+                                      int64_t T, const td_cu_mat *w, int act, int bf16_in, void *stream) {
+    *out = td_cu_parts{y, 1, ldy};
+    return matmul_glu_go(y, ldy, g, u, ldx, T, w, act, bf16_in, out, stream);
 }
 
 extern "C" int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int64_t T, void *stream) {
@@ -230,8 +254,9 @@ extern "C" int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int
     return td_cu_launched("embed");
 }
 
-extern "C" int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in,
-                                  void *stream) {
+/* td_cu_matmul_multi, and td_cu_matmul_multi_parts where defer is not NULL (set to the ys by the caller) */
+static int matmul_multi_go(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in,
+                           td_cu_parts *defer, void *stream) {
     if (T <= 0 || n <= 0) return 0;
     int together = n <= 4;
     for (int i = 0; i < n && together; i++)
@@ -241,9 +266,21 @@ extern "C" int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int
             if (check_mat(mm[i].w, "td_cu_matmul_multi")) return -1;
         if ((T + 63) / 64 > 65535)
             return td_cu_failf("td_cu_matmul_multi: %lld tokens is beyond one launch", (long long)T);
-        return td_cu_matmul_tc_launch(mm, n, x, ldx, T, TD_CU_STREAM(stream));
+        return td_cu_matmul_tc_launch(mm, n, x, ldx, T, defer, TD_CU_STREAM(stream));
     }
     for (int i = 0; i < n; i++)
-        if (td_cu_matmul(mm[i].y, mm[i].ldy, x, ldx, T, mm[i].w, mm[i].rows, mm[i].n_out, bf16_in, stream)) return -1;
+        if (matmul_go(mm[i].y, mm[i].ldy, x, ldx, T, mm[i].w, mm[i].rows, mm[i].n_out, bf16_in, NULL, stream))
+            return -1;
     return 0;
+}
+
+extern "C" int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in,
+                                  void *stream) {
+    return matmul_multi_go(mm, n, x, ldx, T, bf16_in, NULL, stream);
+}
+
+extern "C" int td_cu_matmul_multi_parts(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, int64_t ldx,
+                                        int64_t T, int bf16_in, void *stream) {
+    for (int i = 0; i < n; i++) out[i] = td_cu_parts{mm[i].y, 1, mm[i].ldy};
+    return matmul_multi_go(mm, n, x, ldx, T, bf16_in, out, stream);
 }

@@ -1161,18 +1161,32 @@ static int tc_split_pick(const tc_jobs &jobs, const float *x, int64_t ldx, int64
 
 static bool tc_wg_split(int64_t K);
 
+/* TD_CUDA_TC_DEFER (cuda.h, td_cu_matmul_parts): 0 never, 1 tc_split's launches through the scratch, 2 also those
+ * of up to 16 tokens (instead of the cluster) */
+static int tc_defer_env(void) {
+    const char *e = getenv("TD_CUDA_TC_DEFER");
+    return e && (e[0] == '0' || e[0] == '2') && !e[1] ? e[0] - '0' : 1;
+}
+static int tc_defer = tc_defer_env();
+extern "C" void td_cu_matmul_defer_test(int mode) { tc_defer = mode < 0 ? tc_defer_env() : mode; }
+
 static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K, bool forced,
-                           const tc_glu &gl, cudaStream_t s) {
+                           const tc_glu &gl, td_cu_parts *defer, cudaStream_t s) {
     const bool wg = tc_wg_split(K);
     tc_jobs jobs;
     const int64_t blocks = tc_make_jobs(mm, n, SP_R, &jobs);
     const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
     if (blocks > 0x7fffffff || S > 65535 || (!forced && blocks > 8 * (int64_t)tc_sms())) return 1;
     const int nf = (int)((T + 7) / 8);
+    /* products whose partials may stay for the kernels that take them (td_cu_matmul_parts): their rows in order,
+     * every block's 64 outputs one product's, so P_s[t, j] of product i is at part[(s * T + t) * ng + o_i + j], o_i
+     * the outputs of the products before it */
+    bool keep = defer && tc_defer && S > 1;
+    for (int i = 0; i < n && keep; i++) keep = !mm[i].rows && mm[i].n_out % SP_R == 0;
     /* the cluster up to 16 tokens: on the H100 it took a decode step's products from 11-14 us to 7-9 (no second
      * kernel); at 45 tokens its first fold (an output a thread) ran gate/up 26.5 us in clusters of 4 against 16.6
      * through the scratch, and the fold by float4s (TD_CUDA_TC_CLUSTER=2) timed one criterion within noise of it */
-    if (tc_cluster_on && S > 1 && (nf <= 2 || tc_cluster_on == 2)) {
+    if (tc_cluster_on && S > 1 && (nf <= 2 || tc_cluster_on == 2) && !(keep && tc_defer == 2)) {
         int rc = wg ? tc_split_pick<true>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, s, nf, true)
                     : tc_split_pick<false>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, s, nf, true);
         if (rc <= 0) return rc; /* else the scratch and tc_fold_parts */
@@ -1187,6 +1201,10 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     }
     int rc = wg ? tc_split_pick<true>(jobs, x, ldx, T, K, blocks, S, part, gl, s, nf, false)
                 : tc_split_pick<false>(jobs, x, ldx, T, K, blocks, S, part, gl, s, nf, false);
+    if (rc == 0 && keep && !own) { /* the bound scratch outlives the launch: the consumers add them */
+        for (int i = 0, o = 0; i < n; o += (int)mm[i].n_out, i++) defer[i] = td_cu_parts{part + o, S, ng};
+        return 0;
+    }
     if (rc == 0 && part) rc = tc_fold_launch(jobs, part, T, S, ng, SP_R, s);
     if (own) cudaFreeAsync(part, s);
     return rc < 0 ? rc : 0;
@@ -1307,7 +1325,7 @@ static int tc_wide_xb(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t 
  * activations as they take them: tc_split as it stages them (T <= 64), tc_x_bf16 before tc_wide (above). 1 when
  * another kernel would run (nothing launched: the caller gates g itself, then runs the product). */
 int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int act, int64_t ldx, int64_t T,
-                        cudaStream_t s) {
+                        td_cu_parts *defer, cudaStream_t s) {
     const int mode = tc_mode();
     const int64_t K = mm->w->cols;
     const tc_glu gl{u, act};
@@ -1317,7 +1335,7 @@ int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int 
          * 1024 outputs): one criterion (45 tokens) took 2.77 ms fused against 2.57 with the gate's own kernel on the
          * H100 (part 9), so from 17 tokens the gate runs apart, unless a test forces tc_split (mode 7) */
         if (T > 16 && mode != 7) return 1;
-        return tc_split_launch(mm, 1, g, ldx, T, K, mode == 7, gl, s);
+        return tc_split_launch(mm, 1, g, ldx, T, K, mode == 7, gl, defer, s);
     }
     if (mode < 2 || !tc_xb_on) return 1;
     tc_jobs jobs;
@@ -1327,7 +1345,8 @@ int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int 
 }
 
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
-int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, cudaStream_t s) {
+int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, td_cu_parts *defer,
+                           cudaStream_t s) {
     if (n < 1 || n > TC_MAX_JOBS) return td_cu_failf("matmul (tensor cores): %d products in one launch", n);
     const int mode = tc_mode();
     if (mode < 0)
@@ -1335,7 +1354,7 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     const bool skinny = T <= TC_SKINNY_T;
     const int64_t K = mm[0].w->cols;
     if (skinny && tc_split_wanted(mode, K)) {
-        int rc = tc_split_launch(mm, n, x, ldx, T, K, mode == 7, tc_glu{nullptr, 0}, s);
+        int rc = tc_split_launch(mm, n, x, ldx, T, K, mode == 7, tc_glu{nullptr, 0}, defer, s);
         if (rc <= 0) return rc; /* else too many outputs (a head) or no scratch to be had: tc_stream below */
     }
     bool stream = skinny && mode >= 2;

@@ -1,5 +1,6 @@
-// tests/cuda/emu: the tensor-core kernels of src/kernels/cuda/matmul_tc.cu and attention.cu run on the CPU, compiled
-// by g++ from the .cu files themselves (no CUDA toolkit, no Python): this header stands in for the CUDA headers
+// tests/cuda/emu: the kernels of src/kernels/cuda/matmul_tc.cu, attention.cu, deltanet*.cu and rows.cu run on the
+// CPU, compiled by g++ from the .cu files themselves (no CUDA toolkit, no Python): this header stands in for the CUDA
+// headers
 // (cuda_runtime.h, cuda_fp16.h and cuda_bf16.h here include it) and kernels/cuda/ptx.cuh here for the kernels' inline
 // PTX, both found before src/ by the -I order; -DTD_CU_EMU leaves the .cu files' host side out.
 //
@@ -100,6 +101,23 @@ struct td_emu_warp { // a warp's exchange area for its collectives
 };
 extern td_emu_warp td_emu_wx[32];
 inline void __syncthreads() { td_emu_wait(td_emu_block_bar); }
+// the block's OR of p (a third barrier: no thread clears the OR before every thread has read it)
+inline int __syncthreads_or(int p) {
+    static int any;
+    if (p) any = 1;
+    __syncthreads();
+    const int r = any;
+    __syncthreads();
+    if (threadIdx.x == 0) any = 0;
+    __syncthreads();
+    return r;
+}
+// one OS thread: atomic by construction
+inline unsigned long long atomicMin(unsigned long long *a, unsigned long long v) {
+    const unsigned long long old = *a;
+    if (v < old) *a = v;
+    return old;
+}
 inline void __syncwarp(unsigned = 0xffffffffu) { td_emu_wait(td_emu_warp_bar[threadIdx.x / 32]); }
 
 // Programmatic dependent launch: on the GPU a kernel runs up to its griddepcontrol.wait (td_pdl_wait) while the

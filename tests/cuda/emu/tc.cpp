@@ -5,11 +5,13 @@
 // tc_wide (x rounded in its blocks or once by tc_x_bf16, one pass or by slices; the slice totals in shared memory, or
 // in registers with 3 or 4 weight stages; tc_wg on wgmma, 4 or 5 stages) vs tc_tile at T = 65 .. 300; tc_split and
 // tc_x_bf16 + tc_wide taking the MLP's gate act(g) * u as their activations (td_cu_matmul_glu) vs the old kernels
-// over the gated x. Every entry past n_out must keep its poison (7.0f), every output must be written, every cp.async
-// copy and wgmma waited for.
+// over the gated x; products left as tc_split's partials for the kernels of rows.cu that add them as they read them
+// (the residual + norm, the MLP's gate, q/k preparation) vs those kernels over the folded products. Every entry past
+// n_out must keep its poison (7.0f), every output must be written, every cp.async copy and wgmma waited for.
 #include "emu.h"
 
 #include "kernels/cuda/matmul_tc.cu"
+#include "kernels/cuda/rows.cu"
 
 namespace {
 
@@ -333,6 +335,116 @@ template <int NF> int check_glu(int64_t T, int64_t K, int64_t n, int64_t ldx, in
     strcat(name, " wide, x in bf16");
     return cmp(name, p, ref, got);
 }
+// rows x cols of a (rows lda apart) and b (ldb) bit for bit; prints a line, 1 when they differ
+int same_rows(const char *what, const float *a, int64_t lda, const float *b, int64_t ldb, int64_t rows, int64_t cols) {
+    int64_t bad = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) bad += memcmp(&a[r * lda + c], &b[r * ldb + c], 4) != 0;
+    bad += pending;
+    pending = 0;
+    printf("  %-60s %s (%lld)\n", what, bad ? "DIFFER" : "same bits", (long long)bad);
+    return bad != 0;
+}
+// Products left as tc_split's partials ([S][T][the launch's outputs], no tc_fold_parts) for the kernel that takes
+// them (td_cu_matmul_parts): add_rows_norm_kernel (the residual + norm), glu_parts_kernel (gate and up), and
+// qk_prep_warp_kernel / qk_prep_kernel (q with its gate columns, k, v) must give their bits over the products folded
+// by tc_fold_parts (run_split), each with its inputs poisoned until its wait.
+template <int NF> int check_held(int64_t T) {
+    const int64_t K = 1024, hd = 64, Hq = 2, qhs = 2 * hd, Hkv = 1, kv = Hkv * hd, ncell = T + 3;
+    auto parts = [&](prob &p, std::vector<float> &part, int64_t &S, int64_t &ng) {
+        auto ys = fresh(p);
+        int64_t blocks;
+        tc_jobs j = mkjobs(p, ys, SP_R, blocks);
+        S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
+        part.assign((size_t)(S * p.T * ng), 3.0f);
+        launch(blocks, (unsigned)S, 128, tc_split_smem<NF>(), true,
+               [&] { tc_split<NF, false, false>(j, p.x.data(), p.ldx, p.T, p.K, part.data(), tc_glu{nullptr, 0}); }, 1,
+               xin(p, tc_glu{nullptr, 0}));
+    };
+    auto rnd = [](size_t n, float lo, float hi) {
+        std::vector<float> v(n);
+        for (auto &e : v) e = lo + (hi - lo) * (urand() + 2) / 4;
+        return v;
+    };
+    char nm[160];
+    int bad = 0;
+    int64_t S, ng;
+    std::vector<float> part;
+    { // the residual + norm over one product of 256 outputs
+        prob p = mk(T, K, {256}, false, K);
+        auto ys = run_split<NF>(p);
+        parts(p, part, S, ng);
+        auto x1 = rnd((size_t)(T * 256), -3, 3), x2 = x1, nw = rnd(256, 0.5f, 1.5f);
+        std::vector<float> o1((size_t)(T * 256)), o2(o1.size());
+        unsigned long long f1 = ~0ull, f2 = ~0ull;
+        launch((unsigned)T, 1, ROW_NT, 0, false, [&] {
+            add_rows_norm_kernel(x1.data(), ys[0].data(), 1, 258, 256, nullptr, &f1, 3, o1.data(), nw.data(), 1e-6f, 1);
+        }, 1, {td_emu_in(x1), td_emu_in(ys[0])});
+        launch((unsigned)T, 1, ROW_NT, 0, true, [&] {
+            add_rows_norm_kernel(x2.data(), part.data(), S, ng, 256, nullptr, &f2, 3, o2.data(), nw.data(), 1e-6f, 1);
+        }, 1, {td_emu_in(x2), td_emu_in(part)});
+        snprintf(nm, sizeof nm, "T=%lld residual + norm from %lld partials: x", (long long)T, (long long)S);
+        bad |= same_rows(nm, x1.data(), 256, x2.data(), 256, T, 256);
+        snprintf(nm, sizeof nm, "T=%lld residual + norm from %lld partials: norm", (long long)T, (long long)S);
+        bad |= same_rows(nm, o1.data(), 256, o2.data(), 256, T, 256) | (f1 != f2);
+    }
+    { // gate and up (256 outputs each) gated
+        prob p = mk(T, K, {256, 256}, false, K);
+        auto ys = run_split<NF>(p);
+        parts(p, part, S, ng);
+        std::vector<float> g2((size_t)(T * 256), 5.0f);
+        const int64_t n1 = T * 258, act = T % 2 ? TD_CU_GLU_GELU_TANH : TD_CU_GLU_SILU;
+        launch((unsigned)((n1 + EW_NT - 1) / EW_NT), 1, EW_NT, 0, false,
+               [&] { glu_kernel(ys[0].data(), ys[1].data(), n1, act); }, 1, {td_emu_in(ys[0]), td_emu_in(ys[1])});
+        launch((unsigned)((T * 256 + EW_NT - 1) / EW_NT), 1, EW_NT, 0, true,
+               [&] { glu_parts_kernel(g2.data(), part.data(), S, ng, part.data() + 256, S, ng, T, 256, act); }, 1,
+               {td_emu_in(part)});
+        snprintf(nm, sizeof nm, "T=%lld gate and up gated from %lld partials", (long long)T, (long long)S);
+        bad |= same_rows(nm, ys[0].data(), 258, g2.data(), 256, T, 256);
+    }
+    { // q (2 heads of 64 with their gates), k and v (a head of 64): norms, RoPE, the caches
+        prob p = mk(T, K, {Hq * qhs, kv, kv}, false, K);
+        auto ys = run_split<NF>(p);
+        parts(p, part, S, ng);
+        auto qw = rnd(hd, 0.5f, 1.5f), kw = rnd(hd, 0.5f, 1.5f), cs = rnd((size_t)(T * hd), -1, 1);
+        std::vector<int32_t> cell((size_t)T);
+        for (int64_t t = 0; t < T; t++) cell[t] = (int32_t)((t * 7 + 2) % ncell);
+        for (int block = 0; block < 2; block++) {
+            auto q1 = ys[0], k1 = ys[1];
+            std::vector<float> q2(q1.size(), 7.0f), k2(k1.size(), 7.0f), kc1((size_t)(ncell * kv)), vc1(kc1.size());
+            std::vector<float> kc2(kc1.size()), vc2(kc1.size());
+            const qkv_src plain = {{q1.data(), k1.data(), ys[2].data()}, {1, 1, 1}, {258, kv + 2, kv + 2}};
+            const qkv_src held = {{part.data(), part.data() + Hq * qhs, part.data() + Hq * qhs + kv}, {S, S, S},
+                                  {ng, ng, ng}};
+            auto go = [&](float *q, float *k, const qkv_src &src, float *kc, float *vc) {
+                if (block)
+                    qk_prep_kernel(q, 258, qhs, Hq, k, kv + 2, Hkv, src, qw.data(), kw.data(), hd, 1e-6f, 0,
+                                   cs.data(), hd, kc, vc, TD_CU_KV_F32, cell.data(), kv);
+                else
+                    qk_prep_warp_kernel<2, 1>(q, 258, qhs, Hq, k, kv + 2, Hkv, src, qw.data(), kw.data(), hd, 1e-6f, 0,
+                                              cs.data(), hd, kc, vc, TD_CU_KV_F32, cell.data(), kv, T * (Hq + Hkv));
+            };
+            const unsigned grid = (unsigned)(block ? T * (Hq + Hkv) : (T * (Hq + Hkv) + 7) / 8);
+            const int nt = block ? ROW_NT : 256;
+            launch(grid, 1, nt, 0, false, [&] { go(q1.data(), k1.data(), plain, kc1.data(), vc1.data()); }, 1,
+                   {td_emu_in(q1), td_emu_in(k1), td_emu_in(ys[2])});
+            launch(grid, 1, nt, 0, true, [&] { go(q2.data(), k2.data(), held, kc2.data(), vc2.data()); }, 1,
+                   {td_emu_in(part)});
+            const char *form = block ? "a block a head" : "a warp a head";
+            snprintf(nm, sizeof nm, "T=%lld q/k preparation (%s) from %lld partials: q", (long long)T, form,
+                     (long long)S);
+            bad |= same_rows(nm, q1.data(), 258, q2.data(), 258, T, Hq * qhs);
+            const float *a[3] = {k1.data(), kc1.data(), vc1.data()}, *b[3] = {k2.data(), kc2.data(), vc2.data()};
+            for (int i = 0; i < 3; i++) {
+                snprintf(nm, sizeof nm, "T=%lld q/k preparation (%s): %s", (long long)T, form,
+                         i == 0 ? "k" : i == 1 ? "the key cache" : "the value cache");
+                bad |= i == 0 ? same_rows(nm, a[i], kv + 2, b[i], kv + 2, T, kv)
+                              : same_rows(nm, a[i], kv, b[i], kv, ncell, kv);
+            }
+        }
+    }
+    return bad;
+}
 } // namespace
 
 int td_emu_tc(const char *which) {
@@ -350,6 +462,8 @@ int td_emu_tc(const char *which) {
         bad |= check_glu<1>(1, 768, 33, 768, TD_CU_GLU_SILU);
         bad |= check_glu<8>(45, 3072, 20, 3072, TD_CU_GLU_SILU);
         bad |= check_glu<4>(30, 1040, 9, 1041, TD_CU_GLU_GELU_TANH); /* not 16-byte aligned rows: element loads */
+        bad |= check_held<8>(45);
+        bad |= check_held<2>(9);
     }
     if (!strcmp(which, "all") || !strcmp(which, "many")) {
         bad |= check_many(65, 256, {33}, false, 256);
@@ -365,6 +479,7 @@ int td_emu_tc(const char *which) {
         bad |= check_few<1>(3, 1008, {7, 33}, true, 1013);
         bad |= check_few<1>(2, 2560, {9}, false, 2560); /* 10 slices: two rounds (double-buffered but at 32) */
         bad |= check_many(65, 256, {33}, false, 256);
+        bad |= check_held<4>(17);
     }
     printf(bad ? "tc: DIFFER\n" : "tc: all the same bits\n");
     return bad;
