@@ -511,8 +511,9 @@ static void test_held(void) {
                     CU(td_cu_add_rows_norm(r1, &plain, T, n_out, NULL, f1, 1, o1, nwd, 1e-6f, 0, NULL));
                     td_cu_matmul_defer_test(defer);
                     td_cu_parts p;
+                    const td_cu_parts gu[2] = {{xd2, 1, cols}, {ud, 1, cols}};
                     if (glu)
-                        CU(td_cu_matmul_glu_parts(&p, yd2, n_out, xd2, ud, cols, T, &w.d, TD_CU_GLU_SILU, 1, NULL));
+                        CU(td_cu_matmul_glu_parts(&p, yd2, n_out, xd2, gu, cols, T, &w.d, TD_CU_GLU_SILU, 1, NULL));
                     else CU(td_cu_matmul_parts(&p, yd2, n_out, xd2, cols, T, &w.d, 1, NULL));
                     CU(td_cu_add_rows_norm(r2, &p, T, n_out, NULL, f2, 1, o2, nwd, 1e-6f, 0, NULL));
                     const int want = cols > 256 && defer && ((T > 16 && T <= 64) || (defer == 2 && T <= 16));
@@ -535,9 +536,10 @@ static void test_held(void) {
         weight_free(&w);
     }
     /* the MLP's gate and up left as partials (td_cu_matmul_multi_parts), gated from them (td_cu_glu_parts) = their
-     * ys gated (td_cu_glu) */
+     * ys gated (td_cu_glu); the down product over them (td_cu_matmul_glu_parts: tc_split gating the partials as it
+     * stages them up to 16 tokens, else td_cu_glu_parts then the product) = td_cu_matmul_glu over the ys */
     const int64_t cols = 1024, nff = 3072;
-    weight wg = weight_new(nff, cols), wu = weight_new(nff, cols);
+    weight wg = weight_new(nff, cols), wu = weight_new(nff, cols), wd = weight_new(n_out, nff);
     for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
         for (int defer = 0; defer < 3; defer++)
             for (int act = TD_CU_GLU_SILU; act <= TD_CU_GLU_GELU_TANH; act++) {
@@ -548,12 +550,17 @@ static void test_held(void) {
                 td_cu_mm m1[2] = {{g1, nff, &wg.d, NULL, nff}, {u1, nff, &wu.d, NULL, nff}};
                 td_cu_mm m2[2] = {{g2, nff, &wg.d, NULL, nff}, {u2, nff, &wu.d, NULL, nff}};
                 td_cu_matmul_defer_test(0);
+                const size_t db = (size_t)(T * n_out) * sizeof(float);
+                float *g3 = cu_up(NULL, yb), *d1 = cu_up(NULL, db), *d2 = cu_up(NULL, db);
+                CU(td_cu_matmul_multi(m1, 2, xd, cols, T, 1, NULL));
+                CU(td_cu_matmul_glu(d1, n_out, g1, u1, nff, T, &wd.d, act, 1, NULL)); /* g1: gated or as it was */
                 CU(td_cu_matmul_multi(m1, 2, xd, cols, T, 1, NULL));
                 CU(td_cu_glu(g1, u1, ny, act, NULL));
                 td_cu_matmul_defer_test(defer);
                 td_cu_parts p[2];
                 CU(td_cu_matmul_multi_parts(p, m2, 2, xd, cols, T, 1, NULL));
                 CU(td_cu_glu_parts(g2, &p[0], &p[1], T, nff, act, NULL));
+                CU(td_cu_matmul_glu_parts(NULL, d2, n_out, g3, p, nff, T, &wd.d, act, 1, NULL));
                 const int want = defer && ((T > 16 && T <= 64) || (defer == 2 && T <= 16));
                 char name[128];
                 snprintf(name, sizeof name, "gate and up, T=%lld, act %d, defer %d", (long long)T, act, defer);
@@ -564,11 +571,14 @@ static void test_held(void) {
                 float *a = malloc(yb), *b2 = malloc(yb);
                 cu_down(a, g1, yb), cu_down(b2, g2, yb);
                 bad += differ(name, b2, a, ny) != 0;
+                cu_down(a, d1, db), cu_down(b2, d2, db);
+                bad += differ(name, b2, a, T * n_out) != 0;
                 n++;
                 free(x), free(a), free(b2);
-                td_cu_free(xd), td_cu_free(g1), td_cu_free(u1), td_cu_free(g2), td_cu_free(u2);
+                td_cu_free(xd), td_cu_free(g1), td_cu_free(u1), td_cu_free(g2), td_cu_free(u2), td_cu_free(g3);
+                td_cu_free(d1), td_cu_free(d2);
             }
-    weight_free(&wg), weight_free(&wu);
+    weight_free(&wg), weight_free(&wu), weight_free(&wd);
     td_cu_matmul_defer_test(-1);
     td_cu_matmul_tc_test_mode(0);
     td_cu_scratch_bind(NULL, 0);

@@ -213,35 +213,25 @@ static int glu_product_steps(const td_dev_ctx *dv, const td_layer_steps *ls, int
                : 0;
 }
 
-/* held: the product's result may stay as partials for the residual after it (product_held). The gate and up left
- * as partials (p->gu) are added and gated by one kernel, then the product takes the gated rows. */
+/* held: the product's result may stay as partials for the residual after it (product_held). The gate and up may be
+ * partials themselves (products, p->gu): the kernels add them as they gate them. */
 static td_status glu_product(dev_pass *p, const td_dev_layer *ly, const td_step *s, int held) {
     td_acts *x = &p->ctx->act;
     const td_step *mm = &s[1];
     const td_cu_mat *w = &ly->w[mm->w];
     const int64_t ldg = width(p, TD_B_FF_G);
-    float *y = buf(p, mm->dst);
     const int act = glu_act(p->c);
-    const char *what = act == TD_CU_GLU_SILU ? "MLP: SwiGLU and its product" : "MLP: GeGLU and its product";
-    if (p->gu_held) {
-        p->gu_held = 0;
-        LAUNCH(td_cu_glu_parts(x->ff_g, &p->gu[0], &p->gu[1], p->T, ldg, act, p->s), what);
-        LAUNCH(held ? td_cu_matmul_parts(&p->held, y, width(p, mm->dst), x->ff_g, ldg, p->T, w, p->bf16, p->s)
-                    : td_cu_matmul(y, width(p, mm->dst), x->ff_g, ldg, p->T, w, NULL, w->rows, p->bf16, p->s),
-               what);
-    } else {
-        LAUNCH(held ? td_cu_matmul_glu_parts(&p->held, y, width(p, mm->dst), x->ff_g, x->ff_u, ldg, p->T, w, act,
-                                             p->bf16, p->s)
-                    : td_cu_matmul_glu(y, width(p, mm->dst), x->ff_g, x->ff_u, ldg, p->T, w, act, p->bf16, p->s),
-               what);
-    }
+    td_cu_parts gu[2] = {{x->ff_g, 1, ldg}, {x->ff_u, 1, ldg}};
+    if (p->gu_held) gu[0] = p->gu[0], gu[1] = p->gu[1], p->gu_held = 0;
+    LAUNCH(td_cu_matmul_glu_parts(held ? &p->held : NULL, buf(p, mm->dst), width(p, mm->dst), x->ff_g, gu, ldg, p->T,
+                                  w, act, p->bf16, p->s),
+           act == TD_CU_GLU_SILU ? "MLP: SwiGLU and its product" : "MLP: GeGLU and its product");
     if (held) {
         p->held_buf = mm->dst;
         return TD_OK;
     }
     if (mm->bias >= 0 && ly->v[mm->bias])
-        LAUNCH(td_cu_add_bias(buf(p, mm->dst), width(p, mm->dst), ly->v[mm->bias], p->T, ly->w[mm->w].rows, p->s),
-               "bias");
+        LAUNCH(td_cu_add_bias(buf(p, mm->dst), width(p, mm->dst), ly->v[mm->bias], p->T, w->rows, p->s), "bias");
     return TD_OK;
 }
 

@@ -59,10 +59,11 @@ static inline int td_cu_env_set(const char *name) {
 int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, td_cu_parts *defer,
                            cudaStream_t s);
 /* td_cu_matmul_glu's tensor-core path: y = (act(g) * u) W^T for one product (mm[0]) with the bits of td_cu_glu then
- * td_cu_matmul_tc_launch (defer as there), g left as it was; 1 when the kernels that would run cannot gate their
- * activations (nothing launched). */
-int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int act, int64_t ldx, int64_t T,
-                        td_cu_parts *defer, cudaStream_t s);
+ * td_cu_matmul_tc_launch (defer as there), g and u as gu[0] and gu[1] (td_cu_matmul_glu_parts: plain, or one
+ * launch's partials), left as they were; 1 when the kernels that would run cannot gate their activations (nothing
+ * launched). */
+int td_cu_matmul_tc_glu(const td_cu_mm *mm, const td_cu_parts *gu, int act, int64_t T, td_cu_parts *defer,
+                        cudaStream_t s);
 
 /* Blocks for a grid-stride element-wise kernel over n elements (element-wise: no reduction, so the grid's shape does
  * not matter to any value). */

@@ -209,9 +209,10 @@ extern "C" int td_cu_matmul_parts(td_cu_parts *out, float *y, int64_t ldy, const
     return matmul_go(y, ldy, x, ldx, T, w, NULL, w->rows, bf16_in, out, stream);
 }
 
-/* td_cu_matmul_glu, and td_cu_matmul_glu_parts where defer is not NULL (set to y by the caller) */
-static int matmul_glu_go(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T, const td_cu_mat *w,
-                         int act, int bf16_in, td_cu_parts *defer, void *stream) {
+/* td_cu_matmul_glu_parts, out NULL: the product's y written */
+extern "C" int td_cu_matmul_glu_parts(td_cu_parts *out, float *y, int64_t ldy, float *g, const td_cu_parts *gu,
+                                      int64_t ldx, int64_t T, const td_cu_mat *w, int act, int bf16_in, void *stream) {
+    if (out) *out = td_cu_parts{y, 1, ldy};
     if (T <= 0) return 0;
     if (check_mat(w, "td_cu_matmul_glu")) return -1;
     if (ldx != w->cols) return td_cu_failf("td_cu_matmul_glu: rows of %lld for %lld columns", (long long)ldx,
@@ -219,22 +220,19 @@ static int matmul_glu_go(float *y, int64_t ldy, float *g, const float *u, int64_
     if (act != TD_CU_GLU_SILU && act != TD_CU_GLU_GELU_TANH) return td_cu_failf("td_cu_matmul_glu: activation %d", act);
     if (td_cu_matmul_tc(w, bf16_in) && (T + 63) / 64 <= 65535) {
         const td_cu_mm mm = {y, ldy, w, NULL, w->rows};
-        const int rc = td_cu_matmul_tc_glu(&mm, g, u, act, ldx, T, defer, TD_CU_STREAM(stream));
+        const int rc = td_cu_matmul_tc_glu(&mm, gu, act, T, out, TD_CU_STREAM(stream));
         if (rc <= 0) return rc;
     }
-    if (td_cu_glu(g, u, T * ldx, act, stream)) return -1;
-    return matmul_go(y, ldy, g, ldx, T, w, NULL, w->rows, bf16_in, defer, stream);
+    const bool plain = gu[0].S == 1 && gu[1].S == 1 && gu[0].p == g && gu[0].ld == ldx && gu[1].ld == ldx;
+    if (plain ? td_cu_glu(g, gu[1].p, T * ldx, act, stream) : td_cu_glu_parts(g, &gu[0], &gu[1], T, ldx, act, stream))
+        return -1;
+    return matmul_go(y, ldy, g, ldx, T, w, NULL, w->rows, bf16_in, out, stream);
 }
 
 extern "C" int td_cu_matmul_glu(float *y, int64_t ldy, float *g, const float *u, int64_t ldx, int64_t T,
                                 const td_cu_mat *w, int act, int bf16_in, void *stream) {
-    return matmul_glu_go(y, ldy, g, u, ldx, T, w, act, bf16_in, NULL, stream);
-}
-
-extern "C" int td_cu_matmul_glu_parts(td_cu_parts *out, float *y, int64_t ldy, float *g, const float *u, int64_t ldx,
-                                      int64_t T, const td_cu_mat *w, int act, int bf16_in, void *stream) {
-    *out = td_cu_parts{y, 1, ldy};
-    return matmul_glu_go(y, ldy, g, u, ldx, T, w, act, bf16_in, out, stream);
+    const td_cu_parts gu[2] = {{g, 1, ldx}, {u, 1, ldx}};
+    return td_cu_matmul_glu_parts(NULL, y, ldy, g, gu, ldx, T, w, act, bf16_in, stream);
 }
 
 extern "C" int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int64_t T, void *stream) {

@@ -74,20 +74,31 @@ __device__ __forceinline__ tc_view tc_unpack(const tc_jobs &jobs, int64_t per) {
 }
 
 /* The MLP's gate taken into a product's activations (td_cu_matmul_glu): x holds g, and the activations are
- * td_dev_glu(g, u, act), u laid out as x; act 0: x as it is. */
+ * td_dev_glu(g, u, act), u laid out as x; act 0: x as it is. S > 1: x and u are the gate's and up's S partials
+ * (td_cu_parts), slice s step floats after slice 0, added in order first. */
 struct tc_glu {
     const float *u;
     int act;
+    int64_t S = 1, step = 0;
 };
+
+/* 4 floats at p, and when S > 1 the S partials there added in order (tc_glu) */
+__device__ __forceinline__ float4 tc_ld4(const float *p, bool vec, int64_t S, int64_t step) {
+    float4 f = vec ? *(const float4 *)p : make_float4(p[0], p[1], p[2], p[3]);
+    for (int64_t s = 1; s < S; s++) {
+        const float *q = p + s * step;
+        const float4 e = vec ? *(const float4 *)q : make_float4(q[0], q[1], q[2], q[3]);
+        f = make_float4(f.x + e.x, f.y + e.y, f.z + e.z, f.w + e.w);
+    }
+    return f;
+}
 
 /* Activations at x + off as a product takes them: 4 floats (vec: one 16-byte load each of x and u), gated when
  * gl.act. */
 __device__ __forceinline__ float4 tc_x4(const float *x, int64_t off, bool vec, const tc_glu &gl) {
-    const float *src = x + off;
-    float4 f = vec ? *(const float4 *)src : make_float4(src[0], src[1], src[2], src[3]);
+    float4 f = tc_ld4(x + off, vec, gl.S, gl.step);
     if (gl.act) {
-        const float *us = gl.u + off;
-        const float4 u = vec ? *(const float4 *)us : make_float4(us[0], us[1], us[2], us[3]);
+        const float4 u = tc_ld4(gl.u + off, vec, gl.S, gl.step);
         f = make_float4(td_dev_glu(f.x, u.x, gl.act), td_dev_glu(f.y, u.y, gl.act), td_dev_glu(f.z, u.z, gl.act),
                         td_dev_glu(f.w, u.w, gl.act));
     }
@@ -1099,10 +1110,20 @@ extern "C" int64_t td_cu_scratch_wanted(void) {
     tc_scr_wanted = 0;
     return w;
 }
-static float *tc_scratch_take(int64_t floats) {
-    if (tc_scr && floats <= tc_scr_floats) return tc_scr;
-    if (floats > tc_scr_wanted) tc_scr_wanted = floats;
+/* floats of the bound scratch from float `skip` on, or NULL (the most asked for recorded) */
+static float *tc_scratch_take(int64_t floats, int64_t skip) {
+    if (tc_scr && skip + floats <= tc_scr_floats) return tc_scr + skip;
+    if (skip + floats > tc_scr_wanted) tc_scr_wanted = skip + floats;
     return nullptr;
+}
+/* Where the partials a launch gates (gl.S > 1: the gate's and up's, left in the bound scratch by the launch before)
+ * end in the scratch, rounded up to 64 floats; 0 when it reads none there. Its own partials go after them: its blocks
+ * would otherwise overwrite what other blocks still stage. */
+static int64_t tc_scratch_after(const float *x, const tc_glu &gl) {
+    if (gl.S <= 1 || !tc_scr) return 0;
+    const float *end = (x > gl.u ? x : gl.u) + gl.S * gl.step;
+    if (end <= tc_scr || end > tc_scr + tc_scr_floats) return 0;
+    return ((int64_t)(end - tc_scr) + 63) / 64 * 64;
 }
 
 /* tc_split with its S slice blocks as one thread-block cluster (sm_90) that adds the partials through distributed
@@ -1193,7 +1214,7 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     }
     /* the partials: in the bound scratch, else in a stream-ordered allocation (x in bf16 once per launch, as tc_wide
      * takes it, measured no faster here: 2.34 vs 2.31 ms a criterion on the H100) */
-    float *part = S > 1 ? tc_scratch_take(S * T * ng) : nullptr;
+    float *part = S > 1 ? tc_scratch_take(S * T * ng, tc_scratch_after(x, gl)) : nullptr;
     const bool own = S > 1 && !part;
     if (own && cudaMallocAsync((void **)&part, (size_t)(S * T * ng) * sizeof(float), s) != cudaSuccess) {
         cudaGetLastError();
@@ -1324,11 +1345,13 @@ static int tc_wide_xb(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t 
 /* The product of act(g) * u (td_cu_matmul_glu) by the kernels td_cu_matmul_tc_launch picks for it, gating the
  * activations as they take them: tc_split as it stages them (T <= 64), tc_x_bf16 before tc_wide (above). 1 when
  * another kernel would run (nothing launched: the caller gates g itself, then runs the product). */
-int td_cu_matmul_tc_glu(const td_cu_mm *mm, const float *g, const float *u, int act, int64_t ldx, int64_t T,
-                        td_cu_parts *defer, cudaStream_t s) {
+int td_cu_matmul_tc_glu(const td_cu_mm *mm, const td_cu_parts *gu, int act, int64_t T, td_cu_parts *defer,
+                        cudaStream_t s) {
     const int mode = tc_mode();
-    const int64_t K = mm->w->cols;
-    const tc_glu gl{u, act};
+    const int64_t K = mm->w->cols, ldx = gu[0].ld;
+    if (gu[0].S != gu[1].S || gu[0].ld != gu[1].ld) return 1; /* not one launch's partials */
+    const tc_glu gl{gu[1].p, act, gu[0].S, T * ldx};
+    const float *g = gu[0].p;
     if (T <= TC_SKINNY_T) {
         if (!tc_split_wanted(mode, K)) return 1;
         /* above 16 tokens every block of a column of outputs gates its slice again (16 blocks for the down product's

@@ -388,12 +388,36 @@ template <int NF> int check_held(int64_t T) {
         snprintf(nm, sizeof nm, "T=%lld residual + norm from %lld partials: norm", (long long)T, (long long)S);
         bad |= same_rows(nm, o1.data(), 256, o2.data(), 256, T, 256) | (f1 != f2);
     }
-    { // gate and up (256 outputs each) gated
+    { // gate and up (256 outputs each) gated; the down product (64 outputs) staging them gated
         prob p = mk(T, K, {256, 256}, false, K);
         auto ys = run_split<NF>(p);
         parts(p, part, S, ng);
         std::vector<float> g2((size_t)(T * 256), 5.0f);
-        const int64_t n1 = T * 258, act = T % 2 ? TD_CU_GLU_GELU_TANH : TD_CU_GLU_SILU;
+        const int64_t n1 = T * 258;
+        const int act = T % 2 ? TD_CU_GLU_GELU_TANH : TD_CU_GLU_SILU;
+        { // the down product's activations from partials made to cancel (P_0 = 1e6 a, P_2 = c - 1e6 a): another
+          // order of the adds shows even through bf16; against them added here in order
+            std::vector<float> dp((size_t)(4 * T * 512)), gf((size_t)(T * 258)), uf(gf.size());
+            for (int64_t e = 0; e < T * 512; e++) {
+                const float a = urand() * 1e6f;
+                dp[e] = a, dp[T * 512 + e] = urand(), dp[2 * T * 512 + e] = urand() - a, dp[3 * T * 512 + e] = urand();
+                const float y = ((dp[e] + dp[T * 512 + e]) + dp[2 * T * 512 + e]) + dp[3 * T * 512 + e];
+                (e % 512 < 256 ? gf : uf)[(e / 512) * 258 + e % 256] = y;
+            }
+            prob d = mk(T, 256, {64}, false, 258);
+            auto y1 = fresh(d), y2 = fresh(d);
+            int64_t blocks;
+            const tc_jobs j1 = mkjobs(d, y1, SP_R, blocks), j2 = mkjobs(d, y2, SP_R, blocks);
+            launch(blocks, 1, 128, tc_split_smem<NF>(), false, [&] {
+                tc_split<NF, false, false>(j1, gf.data(), 258, T, 256, nullptr, tc_glu{uf.data(), act});
+            }, 1, {td_emu_in(gf), td_emu_in(uf)});
+            launch(blocks, 1, 128, tc_split_smem<NF>(), true, [&] {
+                const tc_glu gl{dp.data() + 256, act, 4, T * 512};
+                tc_split<NF, false, false>(j2, dp.data(), 512, T, 256, nullptr, gl);
+            }, 1, {td_emu_in(dp)});
+            snprintf(nm, sizeof nm, "T=%lld down product gating 4 partials", (long long)T);
+            bad |= cmp(nm, d, y1, y2);
+        }
         launch((unsigned)((n1 + EW_NT - 1) / EW_NT), 1, EW_NT, 0, false,
                [&] { glu_kernel(ys[0].data(), ys[1].data(), n1, act); }, 1, {td_emu_in(ys[0]), td_emu_in(ys[1])});
         launch((unsigned)((T * 256 + EW_NT - 1) / EW_NT), 1, EW_NT, 0, true,
