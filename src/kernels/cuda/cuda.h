@@ -97,9 +97,10 @@ typedef struct td_cu_parts {
 /* td_cu_matmul(y, ldy, x, ldx, T, w, NULL, w->rows, bf16_in) whose result may stay as partials: where tc_split runs
  * the product through the bound scratch (td_cu_scratch_bind; w->rows a multiple of 64) its second kernel is not
  * launched, and *out describes the partials there, valid until the next product launched from this thread on the
- * stream; otherwise y is written and *out is {y, 1, ldy}. TD_CUDA_TC_DEFER: 1 (unset or any other value), tc_split's
- * launches that go through the scratch (17 to 64 tokens); 2 also those of up to 16 tokens, which otherwise add their
- * partials in a cluster; 0 never. Test only: td_cu_matmul_defer_test(mode), -1 the environment's choice. */
+ * stream; otherwise y is written and *out is {y, 1, ldy}. TD_CUDA_TC_DEFER: 1, tc_split's launches that go through
+ * the scratch (17 to 64 tokens); 2 also those of up to 16 tokens, which otherwise add their partials in a cluster; 0
+ * (unset or any other value: the default until a GPU has timed it) never. Test only: td_cu_matmul_defer_test(mode),
+ * -1 the environment's choice. */
 int td_cu_matmul_parts(td_cu_parts *out, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T,
                        const td_cu_mat *w, int bf16_in, void *stream);
 /* td_cu_matmul_glu over the gate's and up's results as td_cu_matmul_multi_parts leaves them (gu[0], gu[1]; plain:

@@ -1182,11 +1182,11 @@ static int tc_split_pick(const tc_jobs &jobs, const float *x, int64_t ldx, int64
 
 static bool tc_wg_split(int64_t K);
 
-/* TD_CUDA_TC_DEFER (cuda.h, td_cu_matmul_parts): 0 never, 1 tc_split's launches through the scratch, 2 also those
- * of up to 16 tokens (instead of the cluster) */
+/* TD_CUDA_TC_DEFER (cuda.h, td_cu_matmul_parts): 0 never (unset: not yet timed on a GPU), 1 tc_split's launches
+ * through the scratch, 2 also those of up to 16 tokens (instead of the cluster) */
 static int tc_defer_env(void) {
     const char *e = getenv("TD_CUDA_TC_DEFER");
-    return e && (e[0] == '0' || e[0] == '2') && !e[1] ? e[0] - '0' : 1;
+    return e && (e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : 0;
 }
 static int tc_defer = tc_defer_env();
 extern "C" void td_cu_matmul_defer_test(int mode) { tc_defer = mode < 0 ? tc_defer_env() : mode; }
