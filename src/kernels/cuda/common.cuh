@@ -154,6 +154,28 @@ template <int TYPE> __device__ __forceinline__ float td_dev_weight(const unsigne
     return td_dev_weight_cvt<TYPE>(td_dev_weight_raw<TYPE>(row, k), k);
 }
 
+/* ---- a product's slice partials (td_cu_parts) ---- */
+
+/* The product's value at p from its S slice partials, stride floats apart: P_0, then + P_s in slice order.
+ * tc_fold_parts and every kernel that takes the partials instead of the folded product (the residual + norm, q/k
+ * preparation, the MLP's gate, a product's staging) add them with these, so each gets the folded product's bits. */
+__device__ __forceinline__ float td_dev_parts_sum(const float *p, int64_t S, int64_t stride) {
+    float y = p[0];
+#pragma unroll 4
+    for (int64_t s = 1; s < S; s++) y = y + p[s * stride];
+    return y;
+}
+/* The same for the 4 consecutive values at p (vec: 16-byte loads, p aligned to them). */
+__device__ __forceinline__ float4 td_dev_parts_sum4(const float *p, bool vec, int64_t S, int64_t stride) {
+    float4 y = vec ? *(const float4 *)p : make_float4(p[0], p[1], p[2], p[3]);
+    for (int64_t s = 1; s < S; s++) {
+        const float *q = p + s * stride;
+        const float4 e = vec ? *(const float4 *)q : make_float4(q[0], q[1], q[2], q[3]);
+        y = make_float4(y.x + e.x, y.y + e.y, y.z + e.z, y.w + e.w);
+    }
+    return y;
+}
+
 /* ---- fixed-tree block reductions ---- */
 
 struct td_dev_add {

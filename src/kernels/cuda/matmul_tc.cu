@@ -82,23 +82,12 @@ struct tc_glu {
     int64_t S = 1, step = 0;
 };
 
-/* 4 floats at p, and when S > 1 the S partials there added in order (tc_glu) */
-__device__ __forceinline__ float4 tc_ld4(const float *p, bool vec, int64_t S, int64_t step) {
-    float4 f = vec ? *(const float4 *)p : make_float4(p[0], p[1], p[2], p[3]);
-    for (int64_t s = 1; s < S; s++) {
-        const float *q = p + s * step;
-        const float4 e = vec ? *(const float4 *)q : make_float4(q[0], q[1], q[2], q[3]);
-        f = make_float4(f.x + e.x, f.y + e.y, f.z + e.z, f.w + e.w);
-    }
-    return f;
-}
-
 /* Activations at x + off as a product takes them: 4 floats (vec: one 16-byte load each of x and u), gated when
  * gl.act. */
 __device__ __forceinline__ float4 tc_x4(const float *x, int64_t off, bool vec, const tc_glu &gl) {
-    float4 f = tc_ld4(x + off, vec, gl.S, gl.step);
+    float4 f = td_dev_parts_sum4(x + off, vec, gl.S, gl.step);
     if (gl.act) {
-        const float4 u = tc_ld4(gl.u + off, vec, gl.S, gl.step);
+        const float4 u = td_dev_parts_sum4(gl.u + off, vec, gl.S, gl.step);
         f = make_float4(td_dev_glu(f.x, u.x, gl.act), td_dev_glu(f.y, u.y, gl.act), td_dev_glu(f.z, u.z, gl.act),
                         td_dev_glu(f.w, u.w, gl.act));
     }
@@ -641,12 +630,7 @@ __global__ void tc_fold_parts(const tc_jobs jobs, const float *__restrict__ part
     const tc_job &jb = jobs.j[i];
     const int64_t j = (b - jb.first_block) * per + gr % per;
     if (j >= jb.n_out) return;
-    float4 y = *(const float4 *)&part[t * ng + gr];
-    for (int64_t s = 1; s < S; s++) {
-        const float4 p = *(const float4 *)&part[(s * T + t) * ng + gr];
-        y.x = y.x + p.x, y.y = y.y + p.y, y.z = y.z + p.z, y.w = y.w + p.w;
-    }
-    tc_put4(jb.y + t * jb.ldy + j, y, jb.n_out - j);
+    tc_put4(jb.y + t * jb.ldy + j, td_dev_parts_sum4(&part[t * ng + gr], true, S, T * ng), jb.n_out - j);
 }
 
 /* x [T, ldx] (gated when gl.act) rounded to bf16 (nearest even, td_pack_bf16: the rounding every kernel here applies

@@ -14,13 +14,9 @@
 #define ROW_NT 256
 #define EW_NT 256
 
-/* A product's result at (t, i) from its S partials, rows ld apart, T of them: P_0, then + P_s in order. */
+/* A product's result at (t, i) from its S partials, rows ld apart, T of them (td_dev_parts_sum). */
 __device__ __forceinline__ float parts_sum(const float *p, int64_t S, int64_t ld, int64_t T, int64_t t, int64_t i) {
-    const float *e = p + t * ld + i;
-    float y = e[0];
-#pragma unroll 4
-    for (int64_t s = 1; s < S; s++) y = y + e[s * T * ld];
-    return y;
+    return td_dev_parts_sum(p + t * ld + i, S, T * ld);
 }
 
 /* A norm's weight as it multiplies: 1 + w[i] for zero-centred norms (Qwen3.5), else w[i]. */
@@ -103,12 +99,11 @@ __global__ void __launch_bounds__(EW_NT) rope_kernel(float *x, const float *__re
 /* Where qk_prep reads q, k and v (td_cu_parts each, cuda.h td_cu_qk_prep): the buffers themselves (S = 1), or the
  * products' partials. */
 struct qkv_src {
-    const float *p[3];
-    int64_t S[3], ld[3];
+    td_cu_parts at[3];
 };
 /* Element c of head h's columns (q: h * qhs, k and v: h * hd) at token t of source i. */
 __device__ __forceinline__ float qkv_at(const qkv_src &src, int i, int64_t T, int64_t t, int64_t col) {
-    return parts_sum(src.p[i], src.S[i], src.ld[i], T, t, col);
+    return parts_sum(src.at[i].p, src.at[i].S, src.at[i].ld, T, t, col);
 }
 
 __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, int64_t qhs, int64_t Hq, float *k,
@@ -126,7 +121,7 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
     const float *w = isq ? qw : kw;
     const norm_w wv = w ? norm_w_load(w, hd, zero_centred) : norm_w{};
     td_pdl_wait();
-    if (src.p[!isq] != (isq ? q : k)) { /* the products' partials: the head's sums (and the rest of a q head's
+    if (src.at[!isq].p != (isq ? q : k)) { /* the products' partials: the head's sums (and the rest of a q head's
                                            columns: Qwen3.5's gate) into place first */
         for (int64_t i = threadIdx.x; i < (isq ? qhs : hd); i += ROW_NT) xh[i] = qkv_at(src, !isq, T, t, col + i);
         __syncthreads();
@@ -218,7 +213,7 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
 #pragma unroll
     for (int u = 0; u < NW; u++) xh[lane + 32 * u] = y[u];
     if (isq) {
-        if (src.p[0] != q) /* the products' partials: the rest of the head's columns (Qwen3.5's gate) into place */
+        if (src.at[0].p != q) /* the products' partials: the rest of the head's columns (Qwen3.5's gate) into place */
             for (int64_t i = hd + lane; i < qhs; i += 32) xh[i] = qkv_at(src, 0, T, t, col + i);
         return;
     }
@@ -392,12 +387,12 @@ extern "C" int td_cu_qk_prep(float *q, int64_t ldq, int64_t q_head_stride, int64
                              void *stream) {
     if (T <= 0 || Hq + Hkv <= 0) return 0;
     if (kvf < TD_CU_KV_F32 || kvf > TD_CU_KV_BF16) return td_cu_failf("td_cu_qk_prep: KV cache format %d", kvf);
-    qkv_src src = {{q, k, v}, {1, 1, 1}, {ldq, ldk, ldv}};
+    qkv_src src = {{{q, 1, ldq}, {k, 1, ldk}, {v, 1, ldv}}};
     for (int i = 0; qkv && i < 3; i++) {
         if (qkv[i].S < 1 || qkv[i].ld < (i == 0 ? ldq : i == 1 ? ldk : ldv))
             return td_cu_failf("td_cu_qk_prep: %lld partials of rows %lld apart", (long long)qkv[i].S,
                                (long long)qkv[i].ld);
-        src.p[i] = qkv[i].p, src.S[i] = qkv[i].S, src.ld[i] = qkv[i].ld;
+        src.at[i] = qkv[i];
     }
     if (T * (Hq + Hkv) > 0x7fffffff)
         return td_cu_failf("td_cu_qk_prep: %lld tokens x %lld heads is beyond one launch", (long long)T,

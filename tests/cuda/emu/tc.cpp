@@ -437,9 +437,9 @@ template <int NF> int check_held(int64_t T) {
             auto q1 = ys[0], k1 = ys[1];
             std::vector<float> q2(q1.size(), 7.0f), k2(k1.size(), 7.0f), kc1((size_t)(ncell * kv)), vc1(kc1.size());
             std::vector<float> kc2(kc1.size()), vc2(kc1.size());
-            const qkv_src plain = {{q1.data(), k1.data(), ys[2].data()}, {1, 1, 1}, {258, kv + 2, kv + 2}};
-            const qkv_src held = {{part.data(), part.data() + Hq * qhs, part.data() + Hq * qhs + kv}, {S, S, S},
-                                  {ng, ng, ng}};
+            const qkv_src plain = {{{q1.data(), 1, 258}, {k1.data(), 1, kv + 2}, {ys[2].data(), 1, kv + 2}}};
+            const float *p0 = part.data();
+            const qkv_src held = {{{p0, S, ng}, {p0 + Hq * qhs, S, ng}, {p0 + Hq * qhs + kv, S, ng}}};
             auto go = [&](float *q, float *k, const qkv_src &src, float *kc, float *vc) {
                 if (block)
                     qk_prep_kernel(q, 258, qhs, Hq, k, kv + 2, Hkv, src, qw.data(), kw.data(), hd, 1e-6f, 0,
