@@ -451,7 +451,7 @@ static void test_add_rows_norm(void) {
             CU(td_cu_add_rows(x1, y1, R, n, tok_d, fd1, 5, NULL));
             CU(td_cu_rmsnorm(y1, x1, wd, R, 1, n, 0, n, 1e-6f, zc, NULL));
             const td_cu_parts y2p = {y2, 1, n};
-            CU(td_cu_add_rows_norm(x2, &y2p, R, n, tok_d, fd2, 5, y2, wd, 1e-6f, zc, NULL));
+            CU(td_cu_add_rows_norm(x2, &y2p, R, n, tok_d, fd2, 5, y2, NULL, wd, 1e-6f, zc, NULL));
             float *a = malloc(bytes), *b = malloc(bytes);
             char name[96];
             cu_down(a, x1, bytes), cu_down(b, x2, bytes);

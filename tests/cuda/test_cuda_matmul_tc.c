@@ -473,6 +473,69 @@ static void test_bound_scratch(const int64_t *Ts, int nT, const int *modes) {
     printf("tc_split: partials in a bound scratch = in allocations; a scratch too small says what it wanted\n");
 }
 
+/* The residual + norm writing its output in bf16 too (td_cu_add_rows_norm's out_bf16), the products after it reading
+ * that (td_cu_matmul_multi_xb, TD_CUDA_NORM_XB) = the same products rounding the norm themselves, bit for bit, with
+ * the wgmma and the mma.sync tiles; and the copy is what they read above 64 tokens (zeros there change every output)
+ * and ignored up to 64. */
+static void test_norm_xb(void) {
+    printf("products over the norm's own bf16 copy (td_cu_matmul_multi_xb) = over the norm, bit for bit\n");
+    static const int64_t Ts[] = {45, 64, 65, 70, 130, 257};
+    static const int64_t n_outs[2] = {3072, 1024};
+    const int64_t d = 1024;
+    weight w[2] = {weight_new(n_outs[0], d), weight_new(n_outs[1], d)};
+    float *nw = rnd(d, 0.5f, 1.5f), *nwd = cu_up(nw, (size_t)d * sizeof *nw);
+    int64_t bad = 0, n = 0;
+    td_cu_matmul_tc_test_mode(2);
+    for (int wg = 0; wg < 2; wg++)
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+            td_cu_matmul_tc_wg_test(wg ? 3 : 0);
+            const int64_t T = Ts[ti], nx = T * d;
+            const size_t xbytes = (size_t)nx * sizeof(float);
+            float *res = rnd(nx, -3.0f, 3.0f), *y = rnd(nx, -1.0f, 1.0f), *yd = cu_up(y, xbytes);
+            const td_cu_parts py = {yd, 1, d};
+            float *ys[3][2], *o[3];
+            for (int k = 0; k < 3; k++) { /* 0: rounded by the products, 1: the norm's copy, 2: a copy of zeros */
+                float *r = cu_up(res, xbytes);
+                uint64_t none = UINT64_MAX, *f = cu_up(&none, sizeof none);
+                uint16_t *ob = k ? cu_up(NULL, (size_t)nx * 2) : NULL;
+                o[k] = cu_up(NULL, xbytes);
+                CU(td_cu_add_rows_norm(r, &py, T, d, NULL, f, 1, o[k], k == 1 ? ob : NULL, nwd, 1e-6f, 0, NULL));
+                td_cu_mm mm[2];
+                for (int i = 0; i < 2; i++) {
+                    ys[k][i] = cu_up(NULL, (size_t)(T * n_outs[i]) * sizeof(float));
+                    mm[i] = (td_cu_mm){ys[k][i], n_outs[i], &w[i].d, NULL, n_outs[i]};
+                }
+                td_cu_matmul_norm_xb_test(k > 0);
+                CU(td_cu_matmul_multi_xb(NULL, mm, 2, o[k], ob, d, T, 1, NULL));
+                td_cu_matmul_norm_xb_test(-1);
+                td_cu_free(r), td_cu_free(f), td_cu_free(ob);
+            }
+            for (int i = 0; i < 2; i++) {
+                const int64_t ny = T * n_outs[i];
+                float *a = malloc((size_t)ny * sizeof *a), *b = malloc((size_t)ny * sizeof *b);
+                char name[96];
+                snprintf(name, sizeof name, "T=%lld %s product %d", (long long)T, wg ? "wgmma" : "mma.sync", i);
+                cu_down(a, ys[0][i], (size_t)ny * sizeof *a), cu_down(b, ys[1][i], (size_t)ny * sizeof *b);
+                bad += differ(name, b, a, ny) != 0;
+                cu_down(b, ys[2][i], (size_t)ny * sizeof *b);
+                int64_t zeroed = 0;
+                for (int64_t e = 0; e < ny; e++) zeroed += memcmp(&a[e], &b[e], sizeof *a) != 0;
+                CHECKF(T > 64 ? zeroed > ny / 2 : zeroed == 0, "%s: a copy of zeros changed %lld of %lld outputs",
+                       name, (long long)zeroed, (long long)ny);
+                n++;
+                free(a), free(b);
+                for (int k = 0; k < 3; k++) td_cu_free(ys[k][i]);
+            }
+            for (int k = 0; k < 3; k++) td_cu_free(o[k]);
+            free(res), free(y), td_cu_free(yd);
+        }
+    td_cu_matmul_tc_wg_test(-1);
+    td_cu_matmul_tc_test_mode(0);
+    CHECKF(bad == 0, "%lld of %lld products differ over the norm's copy", (long long)bad, (long long)n);
+    printf("  %lld products, the same bits\n", (long long)n);
+    free(nw), td_cu_free(nwd), weight_free(&w[0]), weight_free(&w[1]);
+}
+
 /* x += y then its norm (td_cu_add_rows_norm over n_out = 1024 columns), y the product of one weight: as
  * td_cu_matmul_parts / td_cu_matmul_glu_parts leave it vs as td_cu_matmul / td_cu_matmul_glu write it, bit for bit (x
  * and the norm), in TD_CUDA_TC_DEFER's modes 0 / 1 / 2 with a bound scratch; and partials left exactly where expected
@@ -508,14 +571,14 @@ static void test_held(void) {
                     if (glu) CU(td_cu_matmul_glu(yd, n_out, xd, ud, cols, T, &w.d, TD_CU_GLU_SILU, 1, NULL));
                     else CU(td_cu_matmul(yd, n_out, xd, cols, T, &w.d, NULL, n_out, 1, NULL));
                     const td_cu_parts plain = {yd, 1, n_out};
-                    CU(td_cu_add_rows_norm(r1, &plain, T, n_out, NULL, f1, 1, o1, nwd, 1e-6f, 0, NULL));
+                    CU(td_cu_add_rows_norm(r1, &plain, T, n_out, NULL, f1, 1, o1, NULL, nwd, 1e-6f, 0, NULL));
                     td_cu_matmul_defer_test(defer);
                     td_cu_parts p;
                     const td_cu_parts gu[2] = {{xd2, 1, cols}, {ud, 1, cols}};
                     if (glu)
                         CU(td_cu_matmul_glu_parts(&p, yd2, n_out, xd2, gu, cols, T, &w.d, TD_CU_GLU_SILU, 1, NULL));
                     else CU(td_cu_matmul_parts(&p, yd2, n_out, xd2, cols, T, &w.d, 1, NULL));
-                    CU(td_cu_add_rows_norm(r2, &p, T, n_out, NULL, f2, 1, o2, nwd, 1e-6f, 0, NULL));
+                    CU(td_cu_add_rows_norm(r2, &p, T, n_out, NULL, f2, 1, o2, NULL, nwd, 1e-6f, 0, NULL));
                     const int want = cols > 256 && defer && ((T > 16 && T <= 64) || (defer == 2 && T <= 16));
                     char name[128];
                     snprintf(name, sizeof name, "T=%lld cols=%lld %s, defer %d", (long long)T, (long long)cols,
@@ -623,6 +686,7 @@ int main(void) {
     test_multi();
     test_glu();
     test_held();
+    test_norm_xb();
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 0);
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
     test_wg(many, (int)(sizeof many / sizeof *many), wide_modes, few, (int)(sizeof few / sizeof *few), split_modes);

@@ -183,6 +183,7 @@ void td_eng_dev_close(td_ctx *ctx) {
     td_cu_free(dv->attn.scratch);
     td_cu_free(dv->dnc_scratch);
     td_cu_free(dv->mm_scratch);
+    td_cu_free(dv->norm_xb);
     td_free(dv->dnc_sets);
     td_free(dv->dnc_first);
     td_free(dv->dnc_off);

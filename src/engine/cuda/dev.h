@@ -75,6 +75,9 @@ struct td_dev_ctx {
     float *mm_scratch;          /* [mm_scratch_floats]: the products' partials (td_cu_scratch_bind, bound per pass;
                                    grown when a pass's launch wanted more: forward.c) */
     int64_t mm_scratch_floats;
+    uint16_t *norm_xb;          /* [norm_xb_elems]: a norm's output in bf16 for the products after it (above 64 tokens,
+                                   bf16, td_cu_matmul_norm_xb: forward.c); grown by a pass that wants more */
+    int64_t norm_xb_elems;
     void *graph;           /* the last small pass's kernels as a CUDA graph (forward.c), NULL: none */
     int64_t graph_key[8];  /* the shape it was recorded for */
     int32_t graph_rows;    /* ctx->pass.n_rows after the recorded kernels (the last layer keeps the output rows) */

@@ -39,6 +39,8 @@ typedef struct dev_pass {
     int gu_held;            /* gu holds partials */
     td_cu_parts qkv[3];     /* q, k and v as q/k preparation takes them (products) */
     int qkv_held;           /* qkv holds partials */
+    uint16_t *xb;           /* NULL, or where the residual + norm also writes its output in bf16 (norm_xb_fit) */
+    int xb_buf;             /* the buffer whose bf16 copy xb holds for the step right after the norm; -1 none */
 } dev_pass;
 
 static float *buf(const dev_pass *p, int b) { return td_eng_buf(p->ctx, (td_buf)b); }
@@ -103,17 +105,19 @@ static int same_input_products(const td_layer_steps *ls, int i) {
  * glu_product (the MLP's gate and up) or qk_prep (q, k and v). */
 enum { HOLD_NONE, HOLD_GATE_UP, HOLD_QKV };
 
-static td_status products(dev_pass *p, const td_dev_layer *ly, const td_step *st, int n, int hold) {
+/* xb: NULL, or their input in bf16 (the norm's: dev_pass.xb) */
+static td_status products(dev_pass *p, const td_dev_layer *ly, const td_step *st, int n, int hold,
+                          const uint16_t *xb) {
     td_cu_mm mm[4];
     td_cu_parts out[4];
     for (int i = 0; i < n; i++)
         mm[i] = (td_cu_mm){buf(p, st[i].dst), width(p, st[i].dst), &ly->w[st[i].w], NULL, ly->w[st[i].w].rows};
     if (hold == HOLD_NONE) {
-        LAUNCH(td_cu_matmul_multi(mm, n, buf(p, st[0].src), width(p, st[0].src), p->T, p->bf16, p->s),
+        LAUNCH(td_cu_matmul_multi_xb(NULL, mm, n, buf(p, st[0].src), xb, width(p, st[0].src), p->T, p->bf16, p->s),
                "matrix products");
         return TD_OK;
     }
-    LAUNCH(td_cu_matmul_multi_parts(out, mm, n, buf(p, st[0].src), width(p, st[0].src), p->T, p->bf16, p->s),
+    LAUNCH(td_cu_matmul_multi_xb(out, mm, n, buf(p, st[0].src), xb, width(p, st[0].src), p->T, p->bf16, p->s),
            hold == HOLD_QKV ? "attention: q, k and v products" : "MLP: gate and up products");
     int held = 0;
     for (int i = 0; i < n; i++) {
@@ -345,15 +349,18 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
         for (int i = first; i < ls->n; i++) {
             const td_step *nx = NULL;
             int n = same_input_products(ls, i), next = 0;
+            const int xb_buf = p->xb_buf; /* the norm's bf16 copy holds for the step right after it only */
+            p->xb_buf = -1;
             if (ls->steps[i].op == TD_OP_RESIDUAL && (nx = norm_after_residual(&m->cfg, il, ls, i, &next))) {
                 const td_dev_layer *nl = &p->w->layers[il + next];
                 const int src = ls->steps[i].src;
                 td_cu_parts y = p->held_buf == src ? p->held : (td_cu_parts){buf(p, src), 1, d};
                 p->held_buf = -1;
                 LAUNCH(td_cu_add_rows_norm(x->x, &y, p->T, d, p->row_tok, dv->fault, code_residual(il, r++),
-                                           buf(p, nx->dst), nl->v[nx->w], m->cfg.rms_eps, m->cfg.zero_centred_norms,
-                                           p->s),
+                                           buf(p, nx->dst), p->xb, nl->v[nx->w], m->cfg.rms_eps,
+                                           m->cfg.zero_centred_norms, p->s),
                        "residual and norm");                                  /* x += xb; xb = RMSNorm(x) */
+                if (p->xb) p->xb_buf = nx->dst;
                 if (next) break;
                 i = (int)(nx - ls->steps);
                 continue;
@@ -364,7 +371,8 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
             else if (glu_product_steps(dv, ls, i))
                 st = glu_product(p, ly, &ls->steps[i], held_by_residual(p, il, ly, ls, i + 1)), i++;
             else if (n > 1)
-                st = products(p, ly, &ls->steps[i], n, hold_for(dv, ls, i, n, kv_rows ? qk_prep_steps(ls, i + n) : 0)),
+                st = products(p, ly, &ls->steps[i], n, hold_for(dv, ls, i, n, kv_rows ? qk_prep_steps(ls, i + n) : 0),
+                              xb_buf == ls->steps[i].src ? p->xb : NULL),
                 i += n - 1;
             else if (held_by_residual(p, il, ly, ls, i)) st = product_held(p, ly, &ls->steps[i]);
             else st = step(p, il, &p->w->layers[il], &ls->steps[i], &r);
@@ -457,6 +465,22 @@ static td_status mm_scratch_fit(td_ctx *ctx) {
     return TD_OK;
 }
 
+/* dev_pass.xb for a pass: where the residual + norm writes its output in bf16 too, so the products after it skip
+ * rounding it again (td_cu_matmul_multi_xb: bf16 products above 64 tokens, TD_CUDA_NORM_XB); NULL where not wanted
+ * or the GPU cannot give the room (then the products round x themselves: the same bits). Grown before the pass: the
+ * stream is done with the old one (every pass ends reading its fault word). */
+static uint16_t *norm_xb_fit(td_ctx *ctx, int bf16) {
+    td_dev_ctx *dv = ctx->dev;
+    const int64_t want = ctx->pass.n_tokens * ctx->model->cfg.n_embd;
+    if (!bf16 || ctx->pass.n_tokens <= 64 || !td_cu_matmul_norm_xb()) return NULL; /* the wide tiles: above 64 */
+    if (want > dv->norm_xb_elems) {
+        td_cu_free(dv->norm_xb);
+        dv->norm_xb = td_cu_malloc((size_t)want * sizeof(uint16_t));
+        dv->norm_xb_elems = dv->norm_xb ? want : 0;
+    }
+    return dv->norm_xb;
+}
+
 void td_dev_graph_free(td_ctx *ctx) {
     if (!ctx->dev) return;
     td_cu_graph_free(ctx->dev->graph);
@@ -469,8 +493,9 @@ td_status td_forward_dev(td_ctx *ctx) {
     td_acts *x = &ctx->act;
     td_pass *ps = &ctx->pass;
     dev_pass p = {.ctx = ctx, .c = &m->cfg, .w = dv->w, .s = dv->stream, .T = ps->n_tokens,
-                  .bf16 = ctx->p.precision == TD_PRECISION_BF16, .held_buf = -1};
+                  .bf16 = ctx->p.precision == TD_PRECISION_BF16, .held_buf = -1, .xb_buf = -1};
     td_status st;
+    p.xb = norm_xb_fit(ctx, p.bf16);
 
     if ((st = td_dev_upload_pass(ctx)) != TD_OK) return st;
     int64_t n_rows = ctx->head_rows ? ctx->n_head_rows : m->head.rows; /* K letters or the vocabulary */

@@ -173,6 +173,15 @@ int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, i
  * every product are a multiple of 64 and none has a row list; all of one launch, sharing the scratch). */
 int td_cu_matmul_multi_parts(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T,
                              int bf16_in, void *stream);
+/* td_cu_matmul_multi_parts (out NULL: td_cu_matmul_multi) given x also rounded to bf16 (xb [T, ldx], the
+ * products' own rounding: td_cu_add_rows_norm's out_bf16; NULL none): launches whose kernels take x in bf16 (the
+ * wide tensor-core tiles, above 64 tokens) read xb instead of rounding x again. The same bits either way.
+ * TD_CUDA_NORM_XB=1 turns it on (off: xb ignored); td_cu_matmul_norm_xb says which. Test only:
+ * td_cu_matmul_norm_xb_test(0 / 1), -1 the environment's choice. */
+int td_cu_matmul_multi_xb(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, const uint16_t *xb,
+                          int64_t ldx, int64_t T, int bf16_in, void *stream);
+int td_cu_matmul_norm_xb(void);
+void td_cu_matmul_norm_xb_test(int on);
 /* A device scratch of `floats` floats for the products launched from this thread (thread-local; NULL unbinds): the
  * products of a few tokens keep their partials there instead of in stream-ordered allocations, which a CUDA graph
  * records as nodes of their own between the kernels (its programmatic edges stop there). The caller keeps it alive
@@ -357,10 +366,12 @@ int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld, const int
                      uint32_t code, void *stream);
 /* td_cu_add_rows(x, y, ...) then td_cu_rmsnorm(out, x, w, R, 1, n, 0, n, eps, zero_centred) in one launch, both
  * results bit for bit the two calls' (out may be y's plain rows, y->S = 1). y is a product's result as
- * td_cu_matmul_parts leaves it (its T = R): the kernel adds the partials in their order, then to x. */
+ * td_cu_matmul_parts leaves it (its T = R): the kernel adds the partials in their order, then to x. out_bf16 (NULL:
+ * none) gets out [R, n] rounded to bf16 as the tensor-core products round their activations: the xb of
+ * td_cu_matmul_multi_xb. */
 int td_cu_add_rows_norm(float *x, const td_cu_parts *y, int64_t R, int64_t n, const int32_t *row_tok,
-                        uint64_t *fault, uint32_t code, float *out, const float *w, float eps, int zero_centred,
-                        void *stream);
+                        uint64_t *fault, uint32_t code, float *out, uint16_t *out_bf16, const float *w, float eps,
+                        int zero_centred, void *stream);
 
 /* dst[r, :n] = src[idx[r], :n] for r < R (rows n apart; dst and src do not overlap). */
 int td_cu_gather_rows(float *dst, const float *src, const int32_t *idx, int64_t R, int64_t n, void *stream);

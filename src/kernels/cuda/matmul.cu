@@ -186,7 +186,7 @@ static int matmul_go(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t
     cudaStream_t s = TD_CU_STREAM(stream);
     if (td_cu_matmul_tc(w, bf16_in)) {
         td_cu_mm mm = {y, ldy, w, rows, n_out};
-        return td_cu_matmul_tc_launch(&mm, 1, x, ldx, T, defer, s);
+        return td_cu_matmul_tc_launch(&mm, 1, x, NULL, ldx, T, defer, s);
     }
     switch (w->type) {
     case TD_DTYPE_F32: launch_matmul<TD_DTYPE_F32>(y, ldy, x, ldx, T, w, rows, n_out, bf16_in, s); break;
@@ -252,9 +252,10 @@ extern "C" int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int
     return td_cu_launched("embed");
 }
 
-/* td_cu_matmul_multi, and td_cu_matmul_multi_parts where defer is not NULL (set to the ys by the caller) */
-static int matmul_multi_go(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in,
-                           td_cu_parts *defer, void *stream) {
+/* td_cu_matmul_multi, and td_cu_matmul_multi_parts where defer is not NULL (set to the ys by the caller); xb as
+ * td_cu_matmul_multi_xb's */
+static int matmul_multi_go(const td_cu_mm *mm, int n, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
+                           int bf16_in, td_cu_parts *defer, void *stream) {
     if (T <= 0 || n <= 0) return 0;
     int together = n <= 4;
     for (int i = 0; i < n && together; i++)
@@ -264,7 +265,7 @@ static int matmul_multi_go(const td_cu_mm *mm, int n, const float *x, int64_t ld
             if (check_mat(mm[i].w, "td_cu_matmul_multi")) return -1;
         if ((T + 63) / 64 > 65535)
             return td_cu_failf("td_cu_matmul_multi: %lld tokens is beyond one launch", (long long)T);
-        return td_cu_matmul_tc_launch(mm, n, x, ldx, T, defer, TD_CU_STREAM(stream));
+        return td_cu_matmul_tc_launch(mm, n, x, xb, ldx, T, defer, TD_CU_STREAM(stream));
     }
     for (int i = 0; i < n; i++)
         if (matmul_go(mm[i].y, mm[i].ldy, x, ldx, T, mm[i].w, mm[i].rows, mm[i].n_out, bf16_in, NULL, stream))
@@ -274,11 +275,17 @@ static int matmul_multi_go(const td_cu_mm *mm, int n, const float *x, int64_t ld
 
 extern "C" int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in,
                                   void *stream) {
-    return matmul_multi_go(mm, n, x, ldx, T, bf16_in, NULL, stream);
+    return matmul_multi_go(mm, n, x, NULL, ldx, T, bf16_in, NULL, stream);
 }
 
 extern "C" int td_cu_matmul_multi_parts(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, int64_t ldx,
                                         int64_t T, int bf16_in, void *stream) {
     for (int i = 0; i < n; i++) out[i] = td_cu_parts{mm[i].y, 1, mm[i].ldy};
-    return matmul_multi_go(mm, n, x, ldx, T, bf16_in, out, stream);
+    return matmul_multi_go(mm, n, x, NULL, ldx, T, bf16_in, out, stream);
+}
+
+extern "C" int td_cu_matmul_multi_xb(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, const uint16_t *xb,
+                                     int64_t ldx, int64_t T, int bf16_in, void *stream) {
+    for (int i = 0; out && i < n; i++) out[i] = td_cu_parts{mm[i].y, 1, mm[i].ldy};
+    return matmul_multi_go(mm, n, x, xb, ldx, T, bf16_in, out, stream);
 }

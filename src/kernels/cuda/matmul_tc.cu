@@ -1351,9 +1351,16 @@ int td_cu_matmul_tc_glu(const td_cu_mm *mm, const td_cu_parts *gu, int act, int6
     return tc_wide_xb(jobs, g, ldx, T, K, blocks, gl, s);
 }
 
+/* TD_CUDA_NORM_XB=1: x in bf16 as its producer wrote it (td_cu_matmul_multi_xb) taken instead of tc_x_bf16's. */
+static int tc_norm_xb = td_cu_env_set("TD_CUDA_NORM_XB");
+extern "C" void td_cu_matmul_norm_xb_test(int on) {
+    tc_norm_xb = on < 0 ? td_cu_env_set("TD_CUDA_NORM_XB") : on ? 1 : 0;
+}
+extern "C" int td_cu_matmul_norm_xb(void) { return tc_norm_xb; }
+
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
-int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, td_cu_parts *defer,
-                           cudaStream_t s) {
+int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
+                           td_cu_parts *defer, cudaStream_t s) {
     if (n < 1 || n > TC_MAX_JOBS) return td_cu_failf("matmul (tensor cores): %d products in one launch", n);
     const int mode = tc_mode();
     if (mode < 0)
@@ -1416,12 +1423,14 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         return td_cu_launched("matmul (tensor cores, few tokens)");
     }
     if (mode >= 2) {
+        const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
+        if (xb && tc_norm_xb && ldx == K) /* x in bf16 already, as tc_x_bf16 would round it */
+            return tc_wide_pick<TC_FOLD, true>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
         /* x rounded to bf16 once (tc_x_bf16) instead of by every block of a column of tiles (TD_CUDA_TC_XB=0: not) */
         if (tc_xb_on) {
             int rc = tc_wide_xb(jobs, x, ldx, T, K, blocks, tc_glu{nullptr, 0}, s);
             if (rc <= 0) return rc; /* else no scratch for it: rounded in the blocks */
         }
-        const int64_t ty = (T + TW_BN - 1) / TW_BN, S = (K + TC_KS - 1) / TC_KS, ng = blocks * TC_BM;
         return tc_wide_pick<TC_FOLD, false>(jobs, x, nullptr, ldx, T, K, blocks, ty, S, ng, s);
     }
 #ifdef TD_CUDA_BATCH_VARIANT

@@ -41,22 +41,28 @@ __device__ __forceinline__ norm_w norm_w_load(const float *__restrict__ w, int64
     return r;
 }
 
+/* y as a product's activations in bf16 (yb not NULL): tc_x_bf16's rounding (td_pack_bf16), so the same bits. */
+__device__ __forceinline__ void norm_put(float *y, uint16_t *yb, int64_t i, float v) {
+    y[i] = v;
+    if (yb) yb[i] = (uint16_t)(td_pack_bf16(v, 0.0f) & 0xffffu);
+}
+
 /* The second half of a row's RMSNorm, for every kernel that norms a row (so all give its bits): ss is this thread's
  * fold of x[i]^2 (double) over i = tid, tid + ROW_NT, ... ascending; the block's fixed tree sums the folds, then
- * y[i] = (x[i] * s) * w'[i] (w' from wv, norm_w_load's, then from w past NORM_WREG * ROW_NT). y may be x: each thread
- * rewrites only the elements it read, after the block's barrier. */
+ * y[i] = (x[i] * s) * w'[i] (w' from wv, norm_w_load's, then from w past NORM_WREG * ROW_NT), and yb[i] (when not
+ * NULL) that rounded to bf16. y may be x: each thread rewrites only the elements it read, after the block's barrier. */
 __device__ __forceinline__ void norm_row(float *y, const float *x, const float *__restrict__ w, const norm_w &wv,
-                                         int64_t n, float eps, int zero_centred, double ss, double *sh) {
+                                         int64_t n, float eps, int zero_centred, double ss, double *sh,
+                                         uint16_t *yb = nullptr) {
     ss = td_dev_block_sum<ROW_NT>(ss, sh);
     const float s = (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
 #pragma unroll
     for (int u = 0; u < NORM_WREG; u++) {
         const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
-        if (i < n) y[i] = (x[i] * s) * wv.v[u];
+        if (i < n) norm_put(y, yb, i, (x[i] * s) * wv.v[u]);
     }
-    for (int64_t i = threadIdx.x + (int64_t)NORM_WREG * ROW_NT; i < n; i += ROW_NT) {
-        y[i] = (x[i] * s) * norm_weight(w, i, zero_centred);
-    }
+    for (int64_t i = threadIdx.x + (int64_t)NORM_WREG * ROW_NT; i < n; i += ROW_NT)
+        norm_put(y, yb, i, (x[i] * s) * norm_weight(w, i, zero_centred));
 }
 
 /* This thread's fold of x[i]^2 for norm_row. */
@@ -322,11 +328,11 @@ __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const flo
  * rmsnorm_kernel's order (thread i = tid, tid + 256, ... ascending, then the same tree), so both results are the two
  * kernels' bits. y is a product's S partials (td_cu_parts; S = 1 a plain y), added in their order first (the
  * product's own sum: tc_fold_parts' adds). out may be plain y (each thread rewrites only the elements it read, after
- * the block's barrier). */
+ * the block's barrier). outb (NULL: none) gets out rounded to bf16, [R, n]. */
 __global__ void __launch_bounds__(ROW_NT) add_rows_norm_kernel(float *x, const float *y, int64_t S, int64_t ldy,
                                                                int64_t n, const int32_t *__restrict__ row_tok,
                                                                unsigned long long *fault, uint32_t code, float *out,
-                                                               const float *__restrict__ w, float eps,
+                                                               uint16_t *outb, const float *__restrict__ w, float eps,
                                                                int zero_centred) {
     const norm_w wv = norm_w_load(w, n, zero_centred);
     td_pdl_wait();
@@ -345,7 +351,7 @@ __global__ void __launch_bounds__(ROW_NT) add_rows_norm_kernel(float *x, const f
         uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
         atomicMin(fault, ((unsigned long long)code << 32) | tok);
     }
-    norm_row(out + r * n, xr, w, wv, n, eps, zero_centred, ss, sh);
+    norm_row(out + r * n, xr, w, wv, n, eps, zero_centred, ss, sh, outb ? outb + r * n : nullptr);
 }
 
 __global__ void __launch_bounds__(EW_NT) gather_rows_kernel(float *__restrict__ dst, const float *__restrict__ src,
@@ -505,15 +511,15 @@ extern "C" int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld
 }
 
 extern "C" int td_cu_add_rows_norm(float *x, const td_cu_parts *y, int64_t R, int64_t n, const int32_t *row_tok,
-                                   uint64_t *fault, uint32_t code, float *out, const float *w, float eps,
-                                   int zero_centred, void *stream) {
+                                   uint64_t *fault, uint32_t code, float *out, uint16_t *out_bf16, const float *w,
+                                   float eps, int zero_centred, void *stream) {
     if (R <= 0 || n <= 0) return 0;
     if (R > 0x7fffffff) return td_cu_failf("td_cu_add_rows_norm: %lld rows is beyond one launch", (long long)R);
     if (y->S < 1 || y->ld < n)
         return td_cu_failf("td_cu_add_rows_norm: %lld partials of rows %lld apart for %lld columns", (long long)y->S,
                            (long long)y->ld, (long long)n);
     add_rows_norm_kernel<<<(unsigned)R, ROW_NT, 0, TD_CU_STREAM(stream)>>>(
-        x, y->p, y->S, y->ld, n, row_tok, (unsigned long long *)fault, code, out, w, eps, zero_centred);
+        x, y->p, y->S, y->ld, n, row_tok, (unsigned long long *)fault, code, out, out_bf16, w, eps, zero_centred);
     return td_cu_launched("add_rows_norm");
 }
 

@@ -376,17 +376,27 @@ template <int NF> int check_held(int64_t T) {
         parts(p, part, S, ng);
         auto x1 = rnd((size_t)(T * 256), -3, 3), x2 = x1, nw = rnd(256, 0.5f, 1.5f);
         std::vector<float> o1((size_t)(T * 256)), o2(o1.size());
+        std::vector<uint16_t> b1(o1.size()), b2(o1.size(), 0x7fc1);
         unsigned long long f1 = ~0ull, f2 = ~0ull;
         launch((unsigned)T, 1, ROW_NT, 0, false, [&] {
-            add_rows_norm_kernel(x1.data(), ys[0].data(), 1, 258, 256, nullptr, &f1, 3, o1.data(), nw.data(), 1e-6f, 1);
+            add_rows_norm_kernel(x1.data(), ys[0].data(), 1, 258, 256, nullptr, &f1, 3, o1.data(), nullptr, nw.data(),
+                                 1e-6f, 1);
         }, 1, {td_emu_in(x1), td_emu_in(ys[0])});
         launch((unsigned)T, 1, ROW_NT, 0, true, [&] {
-            add_rows_norm_kernel(x2.data(), part.data(), S, ng, 256, nullptr, &f2, 3, o2.data(), nw.data(), 1e-6f, 1);
+            add_rows_norm_kernel(x2.data(), part.data(), S, ng, 256, nullptr, &f2, 3, o2.data(), b2.data(), nw.data(),
+                                 1e-6f, 1);
         }, 1, {td_emu_in(x2), td_emu_in(part)});
         snprintf(nm, sizeof nm, "T=%lld residual + norm from %lld partials: x", (long long)T, (long long)S);
         bad |= same_rows(nm, x1.data(), 256, x2.data(), 256, T, 256);
         snprintf(nm, sizeof nm, "T=%lld residual + norm from %lld partials: norm", (long long)T, (long long)S);
         bad |= same_rows(nm, o1.data(), 256, o2.data(), 256, T, 256) | (f1 != f2);
+        // the norm in bf16 as it wrote it for the products (td_cu_matmul_multi_xb) = tc_x_bf16 over it
+        launch((unsigned)((T * 256 / 4 + 255) / 256), 1, 256, 0, true,
+               [&] { tc_x_bf16(o1.data(), 256, T, 256, b1.data(), tc_glu{nullptr, 0}); }, 1, {td_emu_in(o1)});
+        snprintf(nm, sizeof nm, "T=%lld residual + norm: the norm in bf16", (long long)T);
+        const int64_t nb = memcmp(b1.data(), b2.data(), b1.size() * 2) != 0;
+        printf("  %-60s %s\n", nm, nb ? "DIFFER" : "same bits");
+        bad |= (int)nb;
     }
     { // gate and up (256 outputs each) gated; the down product (64 outputs) staging them gated
         prob p = mk(T, K, {256, 256}, false, K);
