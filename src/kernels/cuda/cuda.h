@@ -99,8 +99,8 @@ typedef struct td_cu_parts {
  * launched, and *out describes the partials there, valid until the next product launched from this thread on the
  * stream; otherwise y is written and *out is {y, 1, ldy}. TD_CUDA_TC_DEFER: 1, tc_split's launches that go through
  * the scratch (17 to 64 tokens); 2 also those of up to 16 tokens, which otherwise add their partials in a cluster; 0
- * (unset or any other value: the default until a GPU has timed it) never. Test only: td_cu_matmul_defer_test(mode),
- * -1 the environment's choice. */
+ * (unset or any other value: the default, the others measured slower on the H100) never. Test only:
+ * td_cu_matmul_defer_test(mode), -1 the environment's choice. */
 int td_cu_matmul_parts(td_cu_parts *out, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T,
                        const td_cu_mat *w, int bf16_in, void *stream);
 /* td_cu_matmul_glu over the gate's and up's results as td_cu_matmul_multi_parts leaves them (gu[0], gu[1]; plain:
@@ -176,7 +176,7 @@ int td_cu_matmul_multi_parts(td_cu_parts *out, const td_cu_mm *mm, int n, const 
 /* td_cu_matmul_multi_parts (out NULL: td_cu_matmul_multi) given x also rounded to bf16 (xb [T, ldx], the
  * products' own rounding: td_cu_add_rows_norm's out_bf16; NULL none): launches whose kernels take x in bf16 (the
  * wide tensor-core tiles, above 64 tokens) read xb instead of rounding x again. The same bits either way.
- * TD_CUDA_NORM_XB=1 turns it on (off: xb ignored); td_cu_matmul_norm_xb says which. Test only:
+ * TD_CUDA_NORM_XB=0 turns it off (xb ignored); td_cu_matmul_norm_xb says which. Test only:
  * td_cu_matmul_norm_xb_test(0 / 1), -1 the environment's choice. */
 int td_cu_matmul_multi_xb(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, const uint16_t *xb,
                           int64_t ldx, int64_t T, int bf16_in, void *stream);

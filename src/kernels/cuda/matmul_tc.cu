@@ -1166,8 +1166,8 @@ static int tc_split_pick(const tc_jobs &jobs, const float *x, int64_t ldx, int64
 
 static bool tc_wg_split(int64_t K);
 
-/* TD_CUDA_TC_DEFER (cuda.h, td_cu_matmul_parts): 0 never (unset: not yet timed on a GPU), 1 tc_split's launches
- * through the scratch, 2 also those of up to 16 tokens (instead of the cluster) */
+/* TD_CUDA_TC_DEFER (cuda.h, td_cu_matmul_parts): 0 never (unset: measured slower on the H100), 1 tc_split's
+ * launches through the scratch, 2 also those of up to 16 tokens (instead of the cluster) */
 static int tc_defer_env(void) {
     const char *e = getenv("TD_CUDA_TC_DEFER");
     return e && (e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : 0;
@@ -1351,10 +1351,11 @@ int td_cu_matmul_tc_glu(const td_cu_mm *mm, const td_cu_parts *gu, int act, int6
     return tc_wide_xb(jobs, g, ldx, T, K, blocks, gl, s);
 }
 
-/* TD_CUDA_NORM_XB=1: x in bf16 as its producer wrote it (td_cu_matmul_multi_xb) taken instead of tc_x_bf16's. */
-static int tc_norm_xb = td_cu_env_set("TD_CUDA_NORM_XB");
+/* x in bf16 as its producer wrote it (td_cu_matmul_multi_xb) taken instead of tc_x_bf16's (TD_CUDA_NORM_XB=0: not,
+ * the products round x again). */
+static int tc_norm_xb = td_cu_env_on("TD_CUDA_NORM_XB");
 extern "C" void td_cu_matmul_norm_xb_test(int on) {
-    tc_norm_xb = on < 0 ? td_cu_env_set("TD_CUDA_NORM_XB") : on ? 1 : 0;
+    tc_norm_xb = on < 0 ? td_cu_env_on("TD_CUDA_NORM_XB") : on ? 1 : 0;
 }
 extern "C" int td_cu_matmul_norm_xb(void) { return tc_norm_xb; }
 
