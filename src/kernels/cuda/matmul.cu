@@ -278,14 +278,13 @@ extern "C" int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int
     return matmul_multi_go(mm, n, x, NULL, ldx, T, bf16_in, NULL, stream);
 }
 
-extern "C" int td_cu_matmul_multi_parts(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, int64_t ldx,
-                                        int64_t T, int bf16_in, void *stream) {
-    for (int i = 0; i < n; i++) out[i] = td_cu_parts{mm[i].y, 1, mm[i].ldy};
-    return matmul_multi_go(mm, n, x, NULL, ldx, T, bf16_in, out, stream);
-}
-
 extern "C" int td_cu_matmul_multi_xb(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, const uint16_t *xb,
                                      int64_t ldx, int64_t T, int bf16_in, void *stream) {
     for (int i = 0; out && i < n; i++) out[i] = td_cu_parts{mm[i].y, 1, mm[i].ldy};
     return matmul_multi_go(mm, n, x, xb, ldx, T, bf16_in, out, stream);
+}
+
+extern "C" int td_cu_matmul_multi_parts(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, int64_t ldx,
+                                        int64_t T, int bf16_in, void *stream) {
+    return td_cu_matmul_multi_xb(out, mm, n, x, NULL, ldx, T, bf16_in, stream);
 }
