@@ -536,6 +536,80 @@ static void test_norm_xb(void) {
     free(nw), td_cu_free(nwd), weight_free(&w[0]), weight_free(&w[1]);
 }
 
+/* The MLP's three products as one call (td_cu_matmul_mlp: act(g) * u computed by the gate/up product, kept in bf16)
+ * = td_cu_matmul_multi over the gate and up then td_cu_matmul_glu, bit for bit, x taken in fp32 or as the norm's bf16
+ * copy; where it does not apply (64 tokens or fewer, fp32 products, TD_CUDA_GLU_EPI off, a GPU without tc_wg) it
+ * launches nothing and says so (1). The poison past the down product's rows stays. */
+static void test_mlp(void) {
+    printf("the MLP's products with the gate in the gate/up product (td_cu_matmul_mlp) = gate/up, then the gated "
+           "down product, bit for bit\n");
+    static const int64_t Ts[] = {64, 65, 130, 257, 1000};
+    static const int64_t shapes[2][3] = {{1024, 3072, 1024}, {256, 192, 100}}; /* K (x), I (gate, up), N (down) */
+    const int here = td_cu_matmul_tc_wg_here();
+    int64_t bad = 0, ran = 0, n = 0;
+    td_cu_matmul_tc_test_mode(2);
+    for (int sh = 0; sh < 2; sh++) {
+        const int64_t K = shapes[sh][0], I = shapes[sh][1], N = shapes[sh][2], ldy = N + 3;
+        weight wg = weight_new(I, K), wu = weight_new(I, K), wd = weight_new(N, I);
+        float *nw = rnd(K, 0.5f, 1.5f), *nwd = cu_up(nw, (size_t)K * sizeof *nw);
+        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
+            for (int act = TD_CU_GLU_SILU; act <= TD_CU_GLU_GELU_TANH; act++)
+                for (int form = 0; form < 2; form++) { /* x in fp32 / with the norm's bf16 copy */
+                    const int64_t T = Ts[ti], nx = T * K, ny = T * ldy;
+                    float *res = rnd(nx, -3.0f, 3.0f), *pr = rnd(nx, -1.0f, 1.0f);
+                    float *rd = cu_up(res, (size_t)nx * sizeof(float)), *prd = cu_up(pr, (size_t)nx * sizeof(float));
+                    float *xd = cu_up(NULL, (size_t)nx * sizeof(float));
+                    uint16_t *xbd = form ? cu_up(NULL, (size_t)nx * 2) : NULL;
+                    uint64_t none = UINT64_MAX, *f = cu_up(&none, sizeof none);
+                    const td_cu_parts py = {prd, 1, K};
+                    CU(td_cu_add_rows_norm(rd, &py, T, K, NULL, f, 1, xd, xbd, nwd, 1e-6f, 0, NULL));
+                    float *y = malloc((size_t)ny * sizeof *y), *ref = malloc((size_t)ny * sizeof *y);
+                    for (int64_t i = 0; i < ny; i++) y[i] = 7.0f;
+                    float *yd = cu_up(y, (size_t)ny * sizeof *y), *refd = cu_up(y, (size_t)ny * sizeof *y);
+                    float *gd = cu_up(NULL, (size_t)(T * I) * sizeof(float)), *ud = cu_up(NULL, (size_t)(T * I) * 4);
+                    const td_cu_mm mm[2] = {{gd, I, &wg.d, NULL, I}, {ud, I, &wu.d, NULL, I}};
+                    CU(td_cu_matmul_multi(mm, 2, xd, K, T, 1, NULL));
+                    CU(td_cu_matmul_glu(refd, ldy, gd, ud, I, T, &wd.d, act, 1, NULL));
+                    const int rc = td_cu_matmul_mlp(yd, ldy, xd, xbd, K, T, &wg.d, &wu.d, &wd.d, act, 1, NULL);
+                    CHECKF(rc == (here && T > 64 ? 0 : 1), "td_cu_matmul_mlp: T=%lld: rc %d (%s)", (long long)T, rc,
+                           rc < 0 ? td_cu_error() : "");
+                    CU(td_cu_d2h(y, yd, (size_t)ny * sizeof *y, NULL));
+                    CU(td_cu_d2h(ref, refd, (size_t)ny * sizeof *y, NULL));
+                    char name[128];
+                    snprintf(name, sizeof name, "T=%lld K=%lld I=%lld %s%s", (long long)T, (long long)K,
+                             (long long)I, act == TD_CU_GLU_SILU ? "SiLU" : "tanh GELU", form ? ", norm's copy" : "");
+                    if (rc == 0) {
+                        bad += differ(name, y, ref, ny) != 0;
+                        for (int64_t t = 0; t < T; t++) /* the poison past N stays */
+                            for (int64_t j = N; j < ldy; j++) bad += y[t * ldy + j] != 7.0f;
+                        ran++;
+                    }
+                    n++;
+                    free(res), free(pr), free(y), free(ref);
+                    td_cu_free(rd), td_cu_free(prd), td_cu_free(xd), td_cu_free(xbd), td_cu_free(f);
+                    td_cu_free(yd), td_cu_free(refd), td_cu_free(gd), td_cu_free(ud);
+                }
+        free(nw), td_cu_free(nwd);
+        /* where it does not apply: nothing launched, 1 */
+        float *d = cu_up(NULL, (size_t)(130 * (K > I ? K : I) + 130 * ldy) * sizeof(float));
+        CHECKF(td_cu_matmul_mlp(d, ldy, d, NULL, K, 130, &wg.d, &wu.d, &wd.d, TD_CU_GLU_SILU, 0, NULL) == 1,
+               "td_cu_matmul_mlp: fp32 products should not be taken");
+        td_cu_matmul_glu_epi_test(0);
+        CHECKF(td_cu_matmul_mlp(d, ldy, d, NULL, K, 130, &wg.d, &wu.d, &wd.d, TD_CU_GLU_SILU, 1, NULL) == 1,
+               "td_cu_matmul_mlp: TD_CUDA_GLU_EPI=0 should turn it off");
+        td_cu_matmul_glu_epi_test(-1);
+        CHECKF(td_cu_matmul_mlp(d, ldy, d, NULL, K, 130, &wg.d, &wu.d, &wd.d, 9, 1, NULL) == -1 &&
+                   strstr(td_cu_error(), "9") != NULL,
+               "td_cu_matmul_mlp: activation 9 should be refused by name: %s", td_cu_error());
+        td_cu_free(d);
+        weight_free(&wg), weight_free(&wu), weight_free(&wd);
+    }
+    td_cu_matmul_tc_test_mode(0);
+    CHECKF(bad == 0, "td_cu_matmul_mlp: %lld of %lld calls differ", (long long)bad, (long long)ran);
+    printf("  %lld calls, %lld on tc_wg's gated form (this GPU %s it): %s\n", (long long)n, (long long)ran,
+           here ? "runs" : "does not run", bad ? "NOT bit-exact" : "the same bits");
+}
+
 /* x += y then its norm (td_cu_add_rows_norm over n_out = 1024 columns), y the product of one weight: as
  * td_cu_matmul_parts / td_cu_matmul_glu_parts leave it vs as td_cu_matmul / td_cu_matmul_glu write it, bit for bit (x
  * and the norm), in TD_CUDA_TC_DEFER's modes 0 / 1 / 2 with a bound scratch; and partials left exactly where expected
@@ -693,6 +767,7 @@ int main(void) {
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
     test_wg(many, (int)(sizeof many / sizeof *many), wide_modes, few, (int)(sizeof few / sizeof *few), split_modes);
     td_cu_matmul_tc_wg_test(-1); /* the defaults (wgmma where the GPU runs it) */
+    test_mlp();
     test_invariance();
     td_cu_matmul_tc_test_mode(0);
     CU(td_cu_sync(NULL));

@@ -239,6 +239,17 @@ static td_status glu_product(dev_pass *p, const td_dev_layer *ly, const td_step 
     return TD_OK;
 }
 
+/* The MLP's gate and up products (steps[0], steps[1]: hold_for's HOLD_GATE_UP), its gate and the down product after
+ * them (steps[2], steps[3]) as one call, act(g) * u computed by the gate/up product (td_cu_matmul_mlp): 1 when it ran,
+ * 0 when the steps run one by one (not a pass the call takes), -1 when it failed. xb as products'. */
+static int mlp(dev_pass *p, const td_dev_layer *ly, const td_step *s, const uint16_t *xb) {
+    const td_step *dn = &s[3], *g = s[0].dst == TD_B_FF_G ? &s[0] : &s[1], *u = g == &s[0] ? &s[1] : &s[0];
+    if (!p->bf16 || (dn->bias >= 0 && ly->v[dn->bias])) return 0;
+    const int rc = td_cu_matmul_mlp(buf(p, dn->dst), width(p, dn->dst), buf(p, g->src), xb, width(p, g->src), p->T,
+                                    &ly->w[g->w], &ly->w[u->w], &ly->w[dn->w], glu_act(p->c), 1, p->s);
+    return rc < 0 ? -1 : rc == 0;
+}
+
 /* The fault word, read after the pass: the first step (and in it the first token) that went non-finite. */
 static td_status fault_status(td_ctx *ctx, uint64_t word) {
     const td_config *c = &ctx->model->cfg;
@@ -370,10 +381,14 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
             if (nq) st = qk_prep(p, il, ly, &ls->steps[i], nq), i += nq - 1;
             else if (glu_product_steps(dv, ls, i))
                 st = glu_product(p, ly, &ls->steps[i], held_by_residual(p, il, ly, ls, i + 1)), i++;
-            else if (n > 1)
-                st = products(p, ly, &ls->steps[i], n, hold_for(dv, ls, i, n, kv_rows ? qk_prep_steps(ls, i + n) : 0),
-                              xb_buf == ls->steps[i].src ? p->xb : NULL),
-                i += n - 1;
+            else if (n > 1) {
+                const int hold = hold_for(dv, ls, i, n, kv_rows ? qk_prep_steps(ls, i + n) : 0);
+                const uint16_t *xb = xb_buf == ls->steps[i].src ? p->xb : NULL;
+                const int whole = hold == HOLD_GATE_UP ? mlp(p, ly, &ls->steps[i], xb) : 0; /* gate, up, GLU, down */
+                if (whole < 0) return td_dev_fail("MLP: its three products");
+                st = whole ? TD_OK : products(p, ly, &ls->steps[i], n, hold, xb);
+                i += whole ? 3 : n - 1;
+            }
             else if (held_by_residual(p, il, ly, ls, i)) st = product_held(p, ly, &ls->steps[i]);
             else st = step(p, il, &p->w->layers[il], &ls->steps[i], &r);
             if (st != TD_OK) return st;

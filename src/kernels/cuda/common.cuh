@@ -64,6 +64,10 @@ int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, const uint
  * launched). */
 int td_cu_matmul_tc_glu(const td_cu_mm *mm, const td_cu_parts *gu, int act, int64_t T, td_cu_parts *defer,
                         cudaStream_t s);
+/* td_cu_matmul_mlp's tensor-core path: down->y = (act(x wg^T) * (x wu^T)) down->w^T (xb as td_cu_matmul_tc_launch's;
+ * down->n_out = down->w->rows); 1 where another path would run (nothing launched). */
+int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
+                        const td_cu_mat *wg, const td_cu_mat *wu, int act, cudaStream_t s);
 
 /* Blocks for a grid-stride element-wise kernel over n elements (element-wise: no reduction, so the grid's shape does
  * not matter to any value). */

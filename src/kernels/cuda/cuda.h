@@ -182,6 +182,18 @@ int td_cu_matmul_multi_xb(td_cu_parts *out, const td_cu_mm *mm, int n, const flo
                           int64_t ldx, int64_t T, int bf16_in, void *stream);
 int td_cu_matmul_norm_xb(void);
 void td_cu_matmul_norm_xb_test(int on);
+/* The MLP's three products as one call where the tensor cores allow: y = (act(x Wg^T) * (x Wu^T)) Wd^T for t < T,
+ * all of Wd's rows, the bits of td_cu_matmul_multi over the gate and up then td_cu_matmul_glu, with act(g) * u
+ * computed by the gate/up product as it ends (its tiles hold a gate output beside the up output of the same index)
+ * and kept only rounded to bf16, as the down product takes it: the fp32 gate and up ([T, 2 x rows] floats) are
+ * never written nor read again. Where: bf16_in, BF16 weights on the tensor cores (Wg and Wu of one shape, their
+ * rows = Wd's cols, cols and rows multiples of 64), more than 64 tokens, a GPU running tc_wg (cuda.h's
+ * TD_CUDA_TC_WG); xb as td_cu_matmul_multi_xb's. Returns 1 elsewhere, nothing launched: the caller runs those two
+ * calls; 0 done; -1 failed (td_cu_error). TD_CUDA_GLU_EPI=0 turns it off. Test only: td_cu_matmul_glu_epi_test(0 /
+ * 1), -1 the environment's choice. */
+int td_cu_matmul_mlp(float *y, int64_t ldy, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
+                     const td_cu_mat *wg, const td_cu_mat *wu, const td_cu_mat *wd, int act, int bf16_in, void *stream);
+void td_cu_matmul_glu_epi_test(int on);
 /* A device scratch of `floats` floats for the products launched from this thread (thread-local; NULL unbinds): the
  * products of a few tokens keep their partials there instead of in stream-ordered allocations, which a CUDA graph
  * records as nodes of their own between the kernels (its programmatic edges stop there). The caller keeps it alive

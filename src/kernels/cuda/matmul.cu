@@ -252,6 +252,18 @@ extern "C" int td_cu_embed(float *x, const td_cu_mat *w, const int32_t *tok, int
     return td_cu_launched("embed");
 }
 
+extern "C" int td_cu_matmul_mlp(float *y, int64_t ldy, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
+                                const td_cu_mat *wg, const td_cu_mat *wu, const td_cu_mat *wd, int act, int bf16_in,
+                                void *stream) {
+    if (T <= 0 || !bf16_in) return 1;
+    if (act != TD_CU_GLU_SILU && act != TD_CU_GLU_GELU_TANH) return td_cu_failf("td_cu_matmul_mlp: activation %d", act);
+    if (!td_cu_matmul_tc(wg, 1) || !td_cu_matmul_tc(wu, 1) || !td_cu_matmul_tc(wd, 1) || ldx < wg->cols ||
+        (T + 63) / 64 > 65535)
+        return 1;
+    const td_cu_mm down = {y, ldy, wd, NULL, wd->rows};
+    return td_cu_matmul_mlp_tc(&down, x, xb, ldx, T, wg, wu, act, TD_CU_STREAM(stream));
+}
+
 /* td_cu_matmul_multi, and td_cu_matmul_multi_parts where defer is not NULL (set to the ys by the caller); xb as
  * td_cu_matmul_multi_xb's */
 static int matmul_multi_go(const td_cu_mm *mm, int n, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,

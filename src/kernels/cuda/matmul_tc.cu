@@ -49,6 +49,8 @@ struct tc_job {
     const int32_t *rows;
     float *y;
     int64_t ldy, row_elems, n_out, first_block;
+    uint16_t *yb = nullptr; /* tc_wg's GLU form: act(gate) * up in bf16 instead of y (jobs.j[0]'s, ldy apart) */
+    int act = 0;            /* ... and its activation (td_dev_glu's) */
 };
 struct tc_jobs {
     tc_job j[TC_MAX_JOBS];
@@ -121,6 +123,14 @@ __device__ __forceinline__ int tc_sw(int cb, int rows, int r, int ch) {
 }
 __device__ __forceinline__ unsigned char *tc_align1k(unsigned char *p) {
     return p + ((1024u - (td_smem_addr(p) & 1023u)) & 1023u);
+}
+/* tc_wg's GLU form (td_cu_matmul_mlp): jobs.j[0] the gate, jobs.j[1] up, block row r = 16 a + 8 u + i is output
+ * tc_glu_out(r) of job u (0 the gate, 1 up). So a thread's accumulators d[4 j + c] and d[4 j + c + 2] (c < 2, the
+ * rows g and g + 8 of its 16-row group) are the gate's and up's values of one output for the same tokens. */
+__device__ __forceinline__ int64_t tc_glu_out(int r) { return (int64_t)blockIdx.x * 64 + 8 * (r >> 4) + (r & 7); }
+__device__ __forceinline__ const uint16_t *tc_glu_wrow(const tc_jobs &jobs, int r) {
+    const tc_job &jb = jobs.j[(r >> 3) & 1];
+    return tc_wrow(tc_view{jb.w, jb.rows, jb.y, jb.ldy, jb.row_elems, jb.n_out, 0}, tc_glu_out(r));
 }
 /* The same where the last slice's total is left in the accumulator (the value to store) instead. */
 __device__ __forceinline__ void tc_fold_last(float &total, float &acc, bool first, bool last) {
@@ -519,8 +529,10 @@ template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_
  * tensor cores are not kept waiting for the copies' address arithmetic; the same values either way); at a slice end
  * every wgmma is waited for and the totals fold as tc_wide's (registers). K is a multiple of WG_BK (every stage's
  * four k steps run: no predicate between the wgmma, which would make the compiler serialize them). x and ldx are
- * unused (tc_wide's signature, so the same launchers). */
-template <bool FOLD, int AS, bool EARLY = true>
+ * unused (tc_wide's signature, so the same launchers). GLU (td_cu_matmul_mlp): the rows are the gate's and up's
+ * (tc_glu_wrow: 64 outputs of each a block), and the block writes act(gate) * up rounded to bf16 (tc_x_bf16's
+ * rounding of td_dev_glu's value: the down product's activations, bit for bit) into jobs.j[0].yb; never by slices. */
+template <bool FOLD, int AS, bool EARLY = true, bool GLU = false>
 __global__ void __launch_bounds__(256, 1)
     tc_wg(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
           int64_t K, float *part) {
@@ -533,7 +545,7 @@ __global__ void __launch_bounds__(256, 1)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, h = warp >> 2, wq = warp & 3;
     const tc_view v = tc_unpack(jobs, TC_BM);
     const int64_t j0 = v.j0, t0 = (int64_t)blockIdx.y * TW_BN;
-    if (tid < TC_BM) wrow[tid] = tc_wrow(v, j0 + tid);
+    if (tid < TC_BM) wrow[tid] = GLU ? tc_glu_wrow(jobs, tid) : tc_wrow(v, j0 + tid);
     __syncthreads();
 
     float acc[64], totals[64];
@@ -597,6 +609,20 @@ __global__ void __launch_bounds__(256, 1)
     }
     /* d[4 j + c]: output 64 h + 16 wq + g + 8 (c >> 1), token 8 j + 2 q + (c & 1) */
     const int g = lane >> 2, q = lane & 3;
+    if constexpr (GLU) {
+        const tc_job &jg = jobs.j[0];
+        const int64_t o = tc_glu_out(h * 64 + wq * 16 + g);
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int64_t t = t0 + 8 * j + 2 * q + c;
+                if (t < T && o < jg.n_out)
+                    jg.yb[t * jg.ldy + o] =
+                        (uint16_t)(td_pack_bf16(td_dev_glu(acc[4 * j + c], acc[4 * j + c + 2], jg.act), 0.0f) & 0xffffu);
+            }
+        return;
+    }
     const int64_t ng = (int64_t)gridDim.x * TC_BM;
 #pragma unroll
     for (int j = 0; j < 16; j++)
@@ -1358,6 +1384,63 @@ extern "C" void td_cu_matmul_norm_xb_test(int on) {
     tc_norm_xb = on < 0 ? td_cu_env_on("TD_CUDA_NORM_XB") : on ? 1 : 0;
 }
 extern "C" int td_cu_matmul_norm_xb(void) { return tc_norm_xb; }
+
+/* act(g) * u computed by the gate/up product itself (td_cu_matmul_mlp; TD_CUDA_GLU_EPI=0: not). */
+static int tc_glu_epi = td_cu_env_on("TD_CUDA_GLU_EPI");
+extern "C" void td_cu_matmul_glu_epi_test(int on) {
+    tc_glu_epi = on < 0 ? td_cu_env_on("TD_CUDA_GLU_EPI") : on ? 1 : 0;
+}
+
+/* tc_wg's GLU form (KF) over the gate and up jobs gj, x in bf16 (xb [T, K]), I outputs of each */
+template <tc_wide_fn KF>
+static int tc_glu_go(const tc_jobs &gj, const uint16_t *xb, int64_t T, int64_t K, int64_t I, cudaStream_t s) {
+    const cudaError_t opt = tc_wide_opt<KF>(wg_smem<WG_AS>());
+    if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wg", opt);
+    KF<<<dim3((unsigned)((I + 63) / 64), (unsigned)((T + TW_BN - 1) / TW_BN)), 256, wg_smem<WG_AS>(), s>>>(
+        gj, nullptr, xb, K, T, K, nullptr);
+    return td_cu_launched("matmul (tensor cores, gate and up with the gate)");
+}
+
+/* The gate/up product in tc_wg's GLU form into a stream-ordered bf16 scratch h [T, I], then the down product over
+ * it as tc_wide_pick runs a product over x in bf16 (x itself rounded by tc_x_bf16 into the same scratch unless xb
+ * holds it). 1 where another path would run (nothing launched). */
+int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
+                        const td_cu_mat *wg, const td_cu_mat *wu, int act, cudaStream_t s) {
+    const int64_t K = wg->cols, I = wg->rows;
+    if (!tc_glu_epi || tc_mode() < 2 || !tc_xb_on || T <= TC_SKINNY_T || !(tc_wg_on & 1) || !tc_wg_here() ||
+        K % WG_BK || I % WG_BK || wu->rows != I || wu->cols != K || down->w->cols != I || down->rows ||
+        (I + 63) / 64 > 0x7fffffff)
+        return 1;
+    tc_jobs dj;
+    const int64_t blocks = tc_make_jobs(down, 1, TC_BM, &dj);
+    if (blocks > 0x7fffffff) return 1;
+    const bool own_x = !(xb && tc_norm_xb && ldx == K);
+    uint16_t *h = nullptr;
+    if (cudaMallocAsync((void **)&h, (size_t)T * (size_t)(I + (own_x ? K : 0)) * 2, s) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    int rc = 0;
+    if (own_x) {
+        tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, h + T * I, tc_glu{nullptr, 0});
+        rc = td_cu_launched("matmul (tensor cores, x to bf16)");
+        xb = h + T * I;
+    }
+    const int64_t ty = (T + TW_BN - 1) / TW_BN;
+    if (rc == 0) {
+        tc_jobs gj;
+        gj.n = 2;
+        gj.j[0] = tc_job{(const uint16_t *)wg->data, nullptr, nullptr, I, (int64_t)(wg->row_bytes / 2), I, 0, h, act};
+        gj.j[1] = tc_job{(const uint16_t *)wu->data, nullptr, nullptr, I, (int64_t)(wu->row_bytes / 2), I, 0};
+        rc = tc_wg_early ? tc_glu_go<tc_wg<TC_FOLD, WG_AS, true, true>>(gj, xb, T, K, I, s)
+                         : tc_glu_go<tc_wg<TC_FOLD, WG_AS, false, true>>(gj, xb, T, K, I, s);
+    }
+    if (rc == 0)
+        rc = tc_wide_pick<TC_FOLD, true>(dj, nullptr, h, I, T, I, blocks, ty, (I + TC_KS - 1) / TC_KS,
+                                         blocks * TC_BM, s);
+    cudaFreeAsync(h, s);
+    return rc < 0 ? rc : 0;
+}
 
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */
 int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,

@@ -335,6 +335,31 @@ template <int NF> int check_glu(int64_t T, int64_t K, int64_t n, int64_t ldx, in
     strcat(name, " wide, x in bf16");
     return cmp(name, p, ref, got);
 }
+// td_cu_matmul_mlp's gate/up product: tc_wg's GLU form (block rows the gate's and up's, act(g) * u rounded to bf16
+// as it ends) must give the bits of tc_wg over the gate and up (mkjobs' two jobs) then tc_x_bf16 gating them
+// (td_cu_matmul_glu's path above 64 tokens): every one of the T x I activations written, none differing.
+template <bool EARLY = true> int check_mlp(int64_t T, int64_t K, int64_t I, int act) {
+    prob p = mk(T, K, {I, I}, false, K);
+    auto ys = run_wg<WG_AS>(p, false);
+    std::vector<uint16_t> ref((size_t)(T * I), 0x7fc1), got((size_t)(T * I), 0x7fc1);
+    launch((unsigned)((T * I / 4 + 255) / 256), 1, 256, 0, true,
+           [&] { tc_x_bf16(ys[0].data(), I + 2, T, I, ref.data(), tc_glu{ys[1].data(), act}); }, 1,
+           {td_emu_in(ys[0]), td_emu_in(ys[1])});
+    int64_t blocks;
+    tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
+    j.j[0].y = j.j[1].y = nullptr, j.j[0].yb = got.data(), j.j[0].ldy = I, j.j[0].act = act;
+    std::vector<uint16_t> xb = to_bf16(p);
+    launch(
+        (unsigned)((I + 63) / 64), (p.T + 127) / 128, 256, wg_smem<WG_AS>(), true,
+        [&] { tc_wg<true, WG_AS, EARLY, true>(j, nullptr, xb.data(), K, T, K, nullptr); }, 1, {td_emu_in(xb)});
+    int64_t bad = pending;
+    pending = 0;
+    for (size_t e = 0; e < got.size(); e++) bad += got[e] != ref[e] || got[e] == 0x7fc1;
+    printf("  T=%lld K=%lld I=%lld %s, gate/up with the gate (wgmma%s) %s (%lld)\n", (long long)T, (long long)K,
+           (long long)I, act == TD_CU_GLU_SILU ? "SiLU" : "tanh GELU", EARLY ? "" : ", copies first",
+           bad ? "DIFFER" : "same bits", (long long)bad);
+    return bad != 0;
+}
 // rows x cols of a (rows lda apart) and b (ldb) bit for bit; prints a line, 1 when they differ
 int same_rows(const char *what, const float *a, int64_t lda, const float *b, int64_t ldb, int64_t rows, int64_t cols) {
     int64_t bad = 0;
@@ -508,12 +533,16 @@ int td_emu_tc(const char *which) {
         bad |= check_many(300, 1024, {257, 64}, false, 1024); /* tc_wg: three token tiles, a last one of 44 */
         bad |= check_glu<8>(130, 1024, 140, 1024, TD_CU_GLU_SILU);
         bad |= check_glu<8>(70, 1040, 33, 1043, TD_CU_GLU_GELU_TANH);
+        bad |= check_mlp(65, 256, 128, TD_CU_GLU_SILU);
+        bad |= check_mlp<false>(130, 512, 192, TD_CU_GLU_GELU_TANH);
+        bad |= check_mlp(300, 256, 64, TD_CU_GLU_SILU); /* three token tiles, a last one of 44 */
     }
     if (!strcmp(which, "quick")) {
         bad |= check_few<1>(3, 1008, {7, 33}, true, 1013);
         bad |= check_few<1>(2, 2560, {9}, false, 2560); /* 10 slices: two rounds (double-buffered but at 32) */
         bad |= check_many(65, 256, {33}, false, 256);
         bad |= check_held<4>(17);
+        bad |= check_mlp(65, 256, 128, TD_CU_GLU_SILU);
     }
     printf(bad ? "tc: DIFFER\n" : "tc: all the same bits\n");
     return bad;
