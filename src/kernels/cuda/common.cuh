@@ -52,6 +52,17 @@ static inline int td_cu_env_set(const char *name) {
     return e && strcmp(e, "1") == 0;
 }
 
+/* A value the kernels before this one in a pass wrote, read after td_pdl_wait: a coherent load (ld.global.cg). In a
+ * graph with programmatic edges a kernel runs while the kernels before it are still writing, so their outputs are not
+ * read-only over its whole life, which ld.global.nc (the read-only path a const __restrict__ pointer lets the compiler
+ * take) requires: the DeltaNet by warps read stale inputs through it (--serial != --batch on qwen3.5-0.8b on the
+ * H100, another result each run; NOTES "CUDA backend, part 18"). */
+#ifdef TD_CU_EMU
+template <typename T> __device__ __forceinline__ T td_ld_pass(const T *p) { return *p; }
+#else
+template <typename T> __device__ __forceinline__ T td_ld_pass(const T *p) { return __ldcg(p); }
+#endif
+
 /* td_cu_matmul's tensor-core path (matmul_tc.cu): n (1 .. 4) products of x, every weight one td_cu_matmul_tc
  * accepts, all of the same cols; T >= 1, every n_out >= 1. xb: NULL, or x rounded to bf16 (td_cu_matmul_multi_xb).
  * defer: NULL, or (td_cu_matmul_parts) where the products' partials may stay in the scratch instead of being added:

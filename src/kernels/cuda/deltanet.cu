@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, co
 #pragma unroll 4
     for (int32_t k = grp_off[gi]; k < k1; k++) {
         const int64_t t = grp_tok[k];
-        const float xc = x[t * C + c];
+        const float xc = td_ld_pass(x + t * C + c);
         out[t * C + c] = conv_silu<K>(wc, win, xc);
 #pragma unroll
         for (int j = 0; j + 1 < K - 1; j++) win[j] = win[j + 1];
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(CV_NT) conv_par_kernel(float *__restrict__ out
 #pragma unroll
     for (int j = 0; j < K - 1; j++) {
         const int64_t i = kb - (K - 1) + j; /* the input j steps into the window: a token of the group or a state row */
-        win[j] = i >= k0 ? x[(int64_t)grp_tok[i] * C + c] : st[(i - k0 + K - 1) * C + c];
+        win[j] = i >= k0 ? td_ld_pass(x + (int64_t)grp_tok[i] * C + c) : st[(i - k0 + K - 1) * C + c];
     }
     for (int64_t k = kb; k < ke; k++) {
         while (k == kn) { /* a group starts at k: its window is its state's rows */
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(CV_NT) conv_par_kernel(float *__restrict__ out
             for (int j = 0; j < K - 1; j++) win[j] = st[j * C + c];
         }
         const int64_t t = grp_tok[k];
-        const float xc = x[t * C + c];
+        const float xc = td_ld_pass(x + t * C + c);
         out[t * C + c] = conv_silu<K>(wc, win, xc);
 #pragma unroll
         for (int j = 0; j + 1 < K - 1; j++) win[j] = win[j + 1];
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(CV_NT) conv_state_kernel(const float *__restri
 #pragma unroll
     for (int j = 0; j < K - 1; j++) {
         const int64_t q = n - (K - 1) + j;
-        nw[j] = q >= 0 ? x[(int64_t)grp_tok[k0 + q] * C + c] : st[(q + K - 1) * C + c];
+        nw[j] = q >= 0 ? td_ld_pass(x + (int64_t)grp_tok[k0 + q] * C + c) : st[(q + K - 1) * C + c];
     }
 #pragma unroll
     for (int j = 0; j < K - 1; j++) st[j * C + c] = nw[j];
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(DN_NT)
         /* q, k of key head kh: td_l2norm (eps 1e-6), q then * 1/sqrt(dk) */
         float ssq = 0.0f, ssk = 0.0f;
         for (int64_t i = tid; i < dk; i += DN_NT) {
-            float qv = ut[kh * dk + i], kv = ut[key_dim + kh * dk + i];
+            float qv = td_ld_pass(ut + kh * dk + i), kv = td_ld_pass(ut + key_dim + kh * dk + i);
             qs[i] = qv;
             ks[i] = kv;
             ssq += qv * qv;
@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(DN_NT)
         }
         __syncthreads();
         float beta, decay;
-        dn_gates(b[t * Hv + h], a[t * Hv + h], neg_a, dtb, beta, decay);
+        dn_gates(td_ld_pass(b + t * Hv + h), td_ld_pass(a + t * Hv + h), neg_a, dtb, beta, decay);
         const float *vt = ut + 2 * key_dim + h * dv;
         double ss = 0.0;
         for (int64_t e = tid; e < dv; e += DN_NT) {
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(DN_NT)
                 for (int b = 0; b < DN_B; b++) m = m + (sv[b] * decay) * ks[i + b];
             }
             for (; i < dk; i++) m = m + (Se[i * dv] * decay) * ks[i];
-            const float d = beta * (vt[e] - m);
+            const float d = beta * (td_ld_pass(vt + e) - m);
             float oe = 0.0f;
             for (i = 0; i + DN_B <= dk; i += DN_B) {
                 float sv[DN_B];
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(DN_NT)
         const float *zt = z + t * value_dim + h * dv;
         float *ct = core + t * value_dim + h * dv;
         for (int64_t e = tid; e < dv; e += DN_NT) {
-            float zi = zt[e];
+            float zi = td_ld_pass(zt + e);
             ct[e] = dn_norm_out(norm_w[e], os[e], r, zi);
         }
     }
@@ -325,12 +325,12 @@ __device__ __forceinline__ dn_raw<DK> dn_load(const float *__restrict__ u, int64
 #pragma unroll
     for (int j = 0; j < dn_raw<DK>::PT; j++) {
         const int i = tid + j * DN_NT;
-        r.q[j] = i < DK ? ut[kh * DK + i] : 0.0f;
-        r.k[j] = i < DK ? ut[key_dim + kh * DK + i] : 0.0f;
+        r.q[j] = i < DK ? td_ld_pass(ut + kh * DK + i) : 0.0f;
+        r.k[j] = i < DK ? td_ld_pass(ut + key_dim + kh * DK + i) : 0.0f;
     }
-    r.b = b[t * Hv + h], r.a = a[t * Hv + h];
-    r.v = live ? ut[2 * key_dim + h * dv + tid] : 0.0f;
-    r.z = live ? z[t * (int64_t)Hv * dv + h * dv + tid] : 0.0f;
+    r.b = td_ld_pass(b + t * Hv + h), r.a = td_ld_pass(a + t * Hv + h);
+    r.v = live ? td_ld_pass(ut + 2 * key_dim + h * dv + tid) : 0.0f;
+    r.z = live ? td_ld_pass(z + t * (int64_t)Hv * dv + h * dv + tid) : 0.0f;
     return r;
 }
 
@@ -529,9 +529,12 @@ __device__ __forceinline__ dw_raw dw_load(const float *__restrict__ u, int64_t l
     const float *ut = u + t * ldu;
     dw_raw r;
 #pragma unroll
-    for (int j = 0; j < 4; j++) r.q[j] = ut[kh * 128 + lane + 32 * j], r.k[j] = ut[key_dim + kh * 128 + lane + 32 * j];
-    r.b = b[t * Hv + h], r.a = a[t * Hv + h];
-    r.v = ut[2 * key_dim + h * dv + e];
+    for (int j = 0; j < 4; j++) {
+        r.q[j] = td_ld_pass(ut + kh * 128 + lane + 32 * j);
+        r.k[j] = td_ld_pass(ut + key_dim + kh * 128 + lane + 32 * j);
+    }
+    r.b = td_ld_pass(b + t * Hv + h), r.a = td_ld_pass(a + t * Hv + h);
+    r.v = td_ld_pass(ut + 2 * key_dim + h * dv + e);
     return r;
 }
 
@@ -616,7 +619,7 @@ __global__ void __launch_bounds__(DN_NT)
     const int64_t t = grp_tok[blockIdx.x], off = t * (int64_t)Hv * dv + (int64_t)h * dv + (live ? tid : 0);
     const float w = live ? norm_w[tid] : 0.0f;
     td_pdl_wait(); /* above: the pass's table and the norm's weights alone, which no kernel of a pass writes */
-    const float o = live ? core[off] : 0.0f, zc = live ? z[off] : 0.0f;
+    const float o = live ? core[off] : 0.0f, zc = live ? td_ld_pass(z + off) : 0.0f;
     double ss = 0.0;
     if (live) ss += (double)o * (double)o;
     ss = td_dev_block_sum<DN_NT>(ss, redd);
