@@ -43,6 +43,9 @@
 #   kernels    test_cuda_kernels: every kernel against the CPU scalar references, batch invariance; then every other
 #              test_cuda_* of the bundle (and test_cuda_attn_bf16 again with TD_CUDA_TC_ATTN=0)
 #   engine     test_cuda_engine: fixture parity (transformers, CPU fp32), GPU exactness, decide vs CPU
+#   serial     bench/cuda_serial.sh: decide --serial (graphs with programmatic edges) = --batch, byte for byte, three
+#              runs, on each of MODELS (the synthetic ones: the demo models' DeltaNet heads take no kernel by warps) in
+#              each of PRECISIONS
 #   clients    bench/cuda_clients.sh: decide on Q8_0/Q4_0 GGUFs, evaluate, generate, chat and serve on the GPU vs CPU
 #   fixture    scripts/fixture_bf16.py: transformers' own BF16 inference against the fixtures' fp32 references
 #   memcheck   compute-sanitizer memcheck on a decide run and a generate run for each of SAN_PRECISIONS (fp32 bf16)
@@ -113,7 +116,7 @@ BUDGET_S=${BUDGET_S:-550}
 DEV=${DEVICE:-cuda}
 OUT=${OUT:-$PWD/cuda-out}
 WORK=${WORK:-${TMPDIR:-/tmp}/td-cuda}
-STEPS=${STEPS:-timing peer invariance run serve llama decide46 kernels engine clients fixture memcheck racecheck}
+STEPS=${STEPS:-timing peer invariance run serve llama decide46 kernels engine serial clients fixture memcheck racecheck}
 MODELS=${MODELS:-qwen3-0.6b qwen3.5-0.8b}
 PRECISIONS=${PRECISIONS:-bf16 fp32}
 MULTI_PRECISIONS=${MULTI_PRECISIONS:-bf16}
@@ -267,7 +270,7 @@ fi
 TOK=$WORK/tokenizer.json
 declare -A MP
 need_models=
-for s_ in timing peer invariance run serve llama decide46 profile; do want $s_ && need_models=1; done
+for s_ in timing peer invariance run serve llama decide46 profile serial; do want $s_ && need_models=1; done
 [ -n "$need_models" ] || MODELS=
 for m in $MODELS; do
     if [ "$DEV" != cuda ]; then
@@ -484,6 +487,11 @@ if [ "$DEV" = cuda ]; then
         [ -x "$B/test_cuda_attn_bf16" ] && step kernels-attn_bf16-off 20 120 env TD_CUDA_TC_ATTN=0 "$B/test_cuda_attn_bf16"
     fi
     want engine && step engine 60 180 "$B/test_cuda_engine"
+    if want serial; then # decide --serial = --batch on the synthetic models (graphs with programmatic edges)
+        for m in $MODELS; do
+            for p in $PRECISIONS; do step "serial-$m-$p" 20 90 bash bench/cuda_serial.sh "$BIN" "${MP[$m]}" "$p"; done
+        done
+    fi
 fi
 want clients && step clients 90 200 env DEVICE="$DEV" bash bench/cuda_clients.sh "$BIN" "$WORK/clients"
 want fixture && step fixture 60 120 python3 scripts/fixture_bf16.py fixtures/models
