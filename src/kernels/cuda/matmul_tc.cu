@@ -1335,6 +1335,13 @@ static constexpr bool TC_FOLD = false; /* not batch-invariant: one chain over al
 static constexpr bool TC_FOLD = true;
 #endif
 
+/* tc_x_bf16 over x [T, ldx] (gated when gl.act) into xb [T, K] */
+static int tc_x_bf16_launch(const float *x, int64_t ldx, int64_t T, int64_t K, uint16_t *xb, const tc_glu &gl,
+                            cudaStream_t s) {
+    tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, xb, gl);
+    return td_cu_launched("matmul (tensor cores, x to bf16)");
+}
+
 /* tc_wide over x (gated when gl.act) rounded to bf16 once by tc_x_bf16 into a stream-ordered scratch; 1 when that
  * scratch cannot be had (nothing launched). */
 static int tc_wide_xb(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
@@ -1345,8 +1352,7 @@ static int tc_wide_xb(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t 
         cudaGetLastError();
         return 1;
     }
-    tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, xb, gl);
-    int rc = td_cu_launched("matmul (tensor cores, x to bf16)");
+    int rc = tc_x_bf16_launch(x, ldx, T, K, xb, gl, s);
     if (rc == 0) rc = tc_wide_pick<TC_FOLD, true>(jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
     cudaFreeAsync(xb, s);
     return rc < 0 ? rc : 0;
@@ -1422,16 +1428,15 @@ int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb
     }
     int rc = 0;
     if (own_x) {
-        tc_x_bf16<<<(unsigned)((T * K / 4 + 255) / 256), 256, 0, s>>>(x, ldx, T, K, h + T * I, tc_glu{nullptr, 0});
-        rc = td_cu_launched("matmul (tensor cores, x to bf16)");
+        rc = tc_x_bf16_launch(x, ldx, T, K, h + T * I, tc_glu{nullptr, 0}, s);
         xb = h + T * I;
     }
     const int64_t ty = (T + TW_BN - 1) / TW_BN;
     if (rc == 0) {
-        tc_jobs gj;
-        gj.n = 2;
-        gj.j[0] = tc_job{(const uint16_t *)wg->data, nullptr, nullptr, I, (int64_t)(wg->row_bytes / 2), I, 0, h, act};
-        gj.j[1] = tc_job{(const uint16_t *)wu->data, nullptr, nullptr, I, (int64_t)(wu->row_bytes / 2), I, 0};
+        const td_cu_mm gu[2] = {{nullptr, I, wg, nullptr, I}, {nullptr, I, wu, nullptr, I}};
+        tc_jobs gj; /* the jobs' blocks are tc_wg's GLU form's own: their first_block goes unused */
+        tc_make_jobs(gu, 2, 64, &gj);
+        gj.j[0].yb = h, gj.j[0].act = act;
         rc = tc_wg_early ? tc_glu_go<tc_wg<TC_FOLD, WG_AS, true, true>>(gj, xb, T, K, I, s)
                          : tc_glu_go<tc_wg<TC_FOLD, WG_AS, false, true>>(gj, xb, T, K, I, s);
     }
