@@ -41,7 +41,7 @@ __device__ __forceinline__ void mm_fetch(uint32_t (&wr)[MM_WPT], float (&xr)[MM_
 #pragma unroll
     for (int u = 0; u < MM_XPT; u++) {
         const int tt = r0 + MM_SROWS * u;
-        xr[u] = kin && tt < tmax ? x[(t0 + tt) * ldx + k0 + kk] : 0.0f;
+        xr[u] = kin && tt < tmax ? td_ld_pass(x + (t0 + tt) * ldx + k0 + kk) : 0.0f;
     }
 }
 

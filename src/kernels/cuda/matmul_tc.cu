@@ -181,9 +181,7 @@ __global__ void __launch_bounds__(256)
             const int c = tid + 256 * i, tk = c >> 3, part = c & 7;
             const int64_t t = t0 + tk < T ? t0 + tk : T - 1;
             const float *src = x + t * ldx + k0 + part * 4;
-            if (part * 4 >= kn) xr[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-            else if (xvec) xr[i] = *(const float4 *)src;
-            else xr[i] = make_float4(src[0], src[1], src[2], src[3]);
+            xr[i] = part * 4 >= kn ? make_float4(0.f, 0.f, 0.f, 0.f) : td_ld_pass4(src, xvec);
         }
     };
     auto put = [&](int buf) {
@@ -305,8 +303,8 @@ __global__ void __launch_bounds__(SW * 32)
                         for (int f = 0; f < NF; f++) {
                             uint32_t b0 = 0, b1 = 0;
                             if (xt[f]) {
-                                b0 = td_pack_bf16(xt[f][kk], xt[f][kk + 1]);
-                                b1 = td_pack_bf16(xt[f][kk + 8], xt[f][kk + 9]);
+                                b0 = td_pack_bf16(td_ld_pass(xt[f] + kk), td_ld_pass(xt[f] + kk + 1));
+                                b1 = td_pack_bf16(td_ld_pass(xt[f] + kk + 8), td_ld_pass(xt[f] + kk + 9));
                             }
                             td_mma_bf16(acc[f], a[u][0], a[u][1], a[u][2], a[u][3], b0, b1);
                         }
@@ -430,9 +428,7 @@ __global__ void __launch_bounds__(256, 1)
             const int c = tid + 256 * i, tk = c >> 4, part = c & 15;
             const int64_t t = t0 + tk < T ? t0 + tk : T - 1;
             const float *src = x + t * ldx + k0 + part * 4;
-            if (part * 4 >= kn) xr[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-            else if (xvec) xr[i] = *(const float4 *)src;
-            else xr[i] = make_float4(src[0], src[1], src[2], src[3]);
+            xr[i] = part * 4 >= kn ? make_float4(0.f, 0.f, 0.f, 0.f) : td_ld_pass4(src, xvec);
         }
     };
     auto put_x = [&](int buf) {
@@ -617,9 +613,10 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const int64_t t = t0 + 8 * j + 2 * q + c;
-                if (t < T && o < jg.n_out)
-                    jg.yb[t * jg.ldy + o] =
-                        (uint16_t)(td_pack_bf16(td_dev_glu(acc[4 * j + c], acc[4 * j + c + 2], jg.act), 0.0f) & 0xffffu);
+                if (t < T && o < jg.n_out) {
+                    const float h = td_dev_glu(acc[4 * j + c], acc[4 * j + c + 2], jg.act);
+                    jg.yb[t * jg.ldy + o] = (uint16_t)(td_pack_bf16(h, 0.0f) & 0xffffu);
+                }
             }
         return;
     }
@@ -755,11 +752,11 @@ __global__ void __launch_bounds__(SW * 32, 1)
                     if (f * 8 + g < T) {
                         const float *xp = xg + f * xf + kk;
                         if (x2) {
-                            const float2 lo = *(const float2 *)xp, hi = *(const float2 *)(xp + 8);
+                            const float2 lo = td_ld_pass((const float2 *)xp), hi = td_ld_pass((const float2 *)(xp + 8));
                             b0 = td_pack_bf16(lo.x, lo.y), b1 = td_pack_bf16(hi.x, hi.y);
                         } else {
-                            b0 = td_pack_bf16(xp[0], xp[1]);
-                            b1 = td_pack_bf16(xp[8], xp[9]);
+                            b0 = td_pack_bf16(td_ld_pass(xp), td_ld_pass(xp + 1));
+                            b1 = td_pack_bf16(td_ld_pass(xp + 8), td_ld_pass(xp + 9));
                         }
                     }
 #pragma unroll

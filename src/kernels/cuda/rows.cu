@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(EW_NT) store_rows_kernel(void *cache, int kvf,
     const int64_t total = T * dim;
     for (int64_t idx = (int64_t)blockIdx.x * EW_NT + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * EW_NT) {
         int64_t t = idx / dim, i = idx % dim;
-        float v = rows[t * ld + i];
+        float v = td_ld_pass(rows + t * ld + i);
         int64_t at = (int64_t)cell[t] * dim + i;
         td_dev_kv_put(cache, kvf, at, v);
     }
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(EW_NT) sigmoid_gate_kernel(float *x, int64_t l
     const int64_t total = T * H * hd;
     for (int64_t idx = (int64_t)blockIdx.x * EW_NT + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * EW_NT) {
         int64_t e = idx % hd, th = idx / hd, h = th % H, t = th / H;
-        float g = gate[t * ldg + h * gate_stride + e];
+        float g = td_ld_pass(gate + t * ldg + h * gate_stride + e);
         float *xe = x + t * ldx + h * hd + e;
         *xe *= 1.0f / (1.0f + expf(-g));
     }
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(EW_NT) sigmoid_gate_kernel(float *x, int64_t l
 __global__ void __launch_bounds__(EW_NT) glu_kernel(float *g, const float *__restrict__ u, int64_t n, int act) {
     td_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT)
-        g[i] = td_dev_glu(g[i], u[i], act);
+        g[i] = td_dev_glu(g[i], td_ld_pass(u + i), act);
 }
 
 /* g = act(G) * U from the gate's and up's partials (gp may be g itself: each element read before it is written) */
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const flo
     for (int64_t i = i0 + threadIdx.x; i < i1; i += ROW_NT) {
         float v = xr[i];
         if (add) {
-            v = v + y[r * n + i];
+            v = v + td_ld_pass(y + r * n + i);
             xr[i] = v;
         }
         bad |= !(fabsf(v) <= 3.402823466e38f); /* NaN fails every comparison */
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(EW_NT) gather_rows_kernel(float *__restrict__ 
     const int64_t total = R * n;
     for (int64_t e = (int64_t)blockIdx.x * EW_NT + threadIdx.x; e < total; e += (int64_t)gridDim.x * EW_NT) {
         int64_t r = e / n, i = e % n;
-        dst[e] = src[(int64_t)idx[r] * n + i];
+        dst[e] = td_ld_pass(src + (int64_t)idx[r] * n + i);
     }
 }
 
