@@ -52,29 +52,32 @@ static inline int td_cu_env_set(const char *name) {
     return e && strcmp(e, "1") == 0;
 }
 
-/* A value the kernels before this one in a pass wrote, read after td_pdl_wait: a plain load (ld.global), never
- * ld.global.nc. In a graph with programmatic edges a kernel runs while the kernels before it are still writing, so
- * their outputs are not read-only over its whole life, which ld.global.nc (the read-only path a const __restrict__
- * pointer lets the compiler take) requires: the DeltaNet by warps read stale inputs through it (--serial != --batch
- * on qwen3.5-0.8b on the H100, another result each run; NOTES "CUDA backend, part 18"). A plain load after the wait
- * sees them: griddepcontrol.wait makes the prerequisite grids' writes visible to this grid. The pointer passes through
- * a mov the compiler cannot see into, so it cannot prove the data read-only, and the load stays one it may schedule
- * and vectorise: on the H100 __ldca / __ldcg (inline loads) cost decode at batch 1 4-6%, this form ~1%, one criterion
- * 3% (NOTES "CUDA backend, part 19"). Every kernel reads its pass's data through it; PTX shows ld.global.nc only for
- * weights and the pass's tables (uploaded before its first kernel). */
+/* What the kernels before this one in a pass wrote, read after td_pdl_wait: td_ld_pass, or plain loads through
+ * td_pass_ptr (the pointer passed through a mov the compiler cannot see into), never ld.global.nc. In a graph with
+ * programmatic edges a kernel runs while the kernels before it are still writing, so their outputs are not read-only
+ * over its whole life, which ld.global.nc (the read-only path a const __restrict__ pointer lets the compiler take)
+ * requires: the DeltaNet by warps read stale inputs through it (--serial != --batch on qwen3.5-0.8b on the H100,
+ * another result each run; NOTES "CUDA backend, part 18"). A plain load after the wait sees them: griddepcontrol.wait
+ * makes the prerequisite grids' writes visible to this grid. Through the mov the compiler cannot prove the data
+ * read-only; the assumption that the address is global keeps the load ld.global (else a generic ld); it stays a load
+ * the compiler schedules and vectorises. On the H100 __ldca / __ldcg (inline loads) cost decode at batch 1 4-6%
+ * (NOTES "CUDA backend, part 19"). PTX shows ld.global.nc only for weights and the pass's tables (uploaded before its
+ * first kernel). */
 #ifdef TD_CU_EMU
-template <typename T> __device__ __forceinline__ T td_ld_pass(const T *p) { return *p; }
+template <typename T> __device__ __forceinline__ const T *td_pass_ptr(const T *p) { return p; }
 #else
-template <typename T> __device__ __forceinline__ T td_ld_pass(const T *p) {
+template <typename T> __device__ __forceinline__ const T *td_pass_ptr(const T *p) {
     const T *q;
     asm("mov.b64 %0, %1;" : "=l"(q) : "l"(p));
-    return *q;
+    __builtin_assume(__isGlobal(q));
+    return q;
 }
 #endif
+template <typename T> __device__ __forceinline__ T td_ld_pass(const T *p) { return *td_pass_ptr(p); }
 /* The 4 values at p by td_ld_pass: one 16-byte load (vec: p aligned to it), else four. */
 __device__ __forceinline__ float4 td_ld_pass4(const float *p, bool vec) {
-    return vec ? td_ld_pass((const float4 *)p)
-               : make_float4(td_ld_pass(p), td_ld_pass(p + 1), td_ld_pass(p + 2), td_ld_pass(p + 3));
+    const float *q = td_pass_ptr(p);
+    return vec ? *(const float4 *)q : make_float4(q[0], q[1], q[2], q[3]);
 }
 
 /* td_cu_matmul's tensor-core path (matmul_tc.cu): n (1 .. 4) products of x, every weight one td_cu_matmul_tc
@@ -189,16 +192,19 @@ template <int TYPE> __device__ __forceinline__ float td_dev_weight(const unsigne
  * tc_fold_parts and every kernel that takes the partials instead of the folded product (the residual + norm, q/k
  * preparation, the MLP's gate, a product's staging) add them with these, so each gets the folded product's bits. */
 __device__ __forceinline__ float td_dev_parts_sum(const float *p, int64_t S, int64_t stride) {
-    float y = td_ld_pass(p);
+    const float *q = td_pass_ptr(p);
+    float y = q[0];
 #pragma unroll 4
-    for (int64_t s = 1; s < S; s++) y = y + td_ld_pass(p + s * stride);
+    for (int64_t s = 1; s < S; s++) y = y + q[s * stride];
     return y;
 }
 /* The same for the 4 consecutive values at p (vec: 16-byte loads, p aligned to them). */
 __device__ __forceinline__ float4 td_dev_parts_sum4(const float *p, bool vec, int64_t S, int64_t stride) {
-    float4 y = td_ld_pass4(p, vec);
+    const float *q = td_pass_ptr(p);
+    float4 y = vec ? *(const float4 *)q : make_float4(q[0], q[1], q[2], q[3]);
     for (int64_t s = 1; s < S; s++) {
-        const float4 e = td_ld_pass4(p + s * stride, vec);
+        const float *r = q + s * stride;
+        const float4 e = vec ? *(const float4 *)r : make_float4(r[0], r[1], r[2], r[3]);
         y = make_float4(y.x + e.x, y.y + e.y, y.z + e.z, y.w + e.w);
     }
     return y;

@@ -697,8 +697,8 @@ __global__ void __launch_bounds__(SW * 32, 1)
     const tc_view v = tc_unpack(jobs, R);
     if (tid < R) wrow[tid] = tc_wrow(v, v.j0 + tid);
     const bool x2 = ((uintptr_t)x & 7u) == 0 && (ldx & 1) == 0;
-    /* this lane's token in fragment f (column g): row f * 8 + g of x, when below T */
-    const float *xg = x + (int64_t)g * ldx;
+    /* this lane's token in fragment f (column g): row f * 8 + g of x, when below T; read as td_ld_pass */
+    const float *xg = td_pass_ptr(x) + (int64_t)g * ldx;
     const int64_t xf = 8 * ldx;
     float total[PER];
 #pragma unroll
@@ -752,11 +752,11 @@ __global__ void __launch_bounds__(SW * 32, 1)
                     if (f * 8 + g < T) {
                         const float *xp = xg + f * xf + kk;
                         if (x2) {
-                            const float2 lo = td_ld_pass((const float2 *)xp), hi = td_ld_pass((const float2 *)(xp + 8));
+                            const float2 lo = *(const float2 *)xp, hi = *(const float2 *)(xp + 8);
                             b0 = td_pack_bf16(lo.x, lo.y), b1 = td_pack_bf16(hi.x, hi.y);
                         } else {
-                            b0 = td_pack_bf16(td_ld_pass(xp), td_ld_pass(xp + 1));
-                            b1 = td_pack_bf16(td_ld_pass(xp + 8), td_ld_pass(xp + 9));
+                            b0 = td_pack_bf16(xp[0], xp[1]);
+                            b1 = td_pack_bf16(xp[8], xp[9]);
                         }
                     }
 #pragma unroll
