@@ -198,14 +198,24 @@ __device__ __forceinline__ float td_dev_parts_sum(const float *p, int64_t S, int
     for (int64_t s = 1; s < S; s++) y = y + q[s * stride];
     return y;
 }
-/* The same for the 4 consecutive values at p (vec: 16-byte loads, p aligned to them). */
+/* The same for the 4 consecutive values at p (vec: 16-byte loads, p aligned to them). Four slices' loads are in
+ * flight at once, then added in slice order (the sum's order unchanged): a thread that waited on each in turn spent
+ * S memory latencies (tc_fold_parts: 7 us a launch for the 12 slices of a 45-token down product on the H100). */
 __device__ __forceinline__ float4 td_dev_parts_sum4(const float *p, bool vec, int64_t S, int64_t stride) {
     const float *q = td_pass_ptr(p);
-    float4 y = vec ? *(const float4 *)q : make_float4(q[0], q[1], q[2], q[3]);
-    for (int64_t s = 1; s < S; s++) {
+    auto at = [&](int64_t s) {
         const float *r = q + s * stride;
-        const float4 e = vec ? *(const float4 *)r : make_float4(r[0], r[1], r[2], r[3]);
-        y = make_float4(y.x + e.x, y.y + e.y, y.z + e.z, y.w + e.w);
+        return vec ? *(const float4 *)r : make_float4(r[0], r[1], r[2], r[3]);
+    };
+    float4 y = at(0);
+    for (int64_t s0 = 1; s0 < S; s0 += 4) {
+        float4 e[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (s0 + i < S) e[i] = at(s0 + i);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (s0 + i < S) y = make_float4(y.x + e[i].x, y.y + e[i].y, y.z + e[i].z, y.w + e[i].w);
     }
     return y;
 }
