@@ -74,11 +74,12 @@ template <typename T> __device__ __forceinline__ const T *td_pass_ptr(const T *p
 }
 #endif
 template <typename T> __device__ __forceinline__ T td_ld_pass(const T *p) { return *td_pass_ptr(p); }
-/* The 4 values at p by td_ld_pass: one 16-byte load (vec: p aligned to it), else four. */
-__device__ __forceinline__ float4 td_ld_pass4(const float *p, bool vec) {
-    const float *q = td_pass_ptr(p);
+/* The 4 floats at q: one 16-byte load (vec: q aligned to it), else four. */
+__device__ __forceinline__ float4 td_ld4(const float *q, bool vec) {
     return vec ? *(const float4 *)q : make_float4(q[0], q[1], q[2], q[3]);
 }
+/* The 4 values at p by td_ld_pass. */
+__device__ __forceinline__ float4 td_ld_pass4(const float *p, bool vec) { return td_ld4(td_pass_ptr(p), vec); }
 
 /* td_cu_matmul's tensor-core path (matmul_tc.cu): n (1 .. 4) products of x, every weight one td_cu_matmul_tc
  * accepts, all of the same cols; T >= 1, every n_out >= 1. xb: NULL, or x rounded to bf16 (td_cu_matmul_multi_xb).
@@ -203,16 +204,12 @@ __device__ __forceinline__ float td_dev_parts_sum(const float *p, int64_t S, int
  * S memory latencies (tc_fold_parts: 7 us a launch for the 12 slices of a 45-token down product on the H100). */
 __device__ __forceinline__ float4 td_dev_parts_sum4(const float *p, bool vec, int64_t S, int64_t stride) {
     const float *q = td_pass_ptr(p);
-    auto at = [&](int64_t s) {
-        const float *r = q + s * stride;
-        return vec ? *(const float4 *)r : make_float4(r[0], r[1], r[2], r[3]);
-    };
-    float4 y = at(0);
+    float4 y = td_ld4(q, vec);
     for (int64_t s0 = 1; s0 < S; s0 += 4) {
         float4 e[4];
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            if (s0 + i < S) e[i] = at(s0 + i);
+            if (s0 + i < S) e[i] = td_ld4(q + (s0 + i) * stride, vec);
 #pragma unroll
         for (int i = 0; i < 4; i++)
             if (s0 + i < S) y = make_float4(y.x + e[i].x, y.y + e[i].y, y.z + e[i].z, y.w + e[i].w);
