@@ -217,6 +217,31 @@ __device__ __forceinline__ float4 td_dev_parts_sum4(const float *p, bool vec, in
     return y;
 }
 
+/* td_dev_parts_sum at the N values p[STEP u], u < n (<= N; v[u] past n untouched), all N in flight at once, two
+ * slices at a time: a thread that summed them one value at a time waited each value's loads in turn, and when it
+ * stored each sum before the next value's loads (x += y, where the compiler cannot rule out that x is y) a memory
+ * round trip more each. */
+template <int N, int STEP>
+__device__ __forceinline__ void td_dev_parts_sums(float (&v)[N], const float *p, int64_t S, int64_t stride, int n) {
+    const float *q = td_pass_ptr(p);
+#pragma unroll
+    for (int u = 0; u < N; u++)
+        if (u < n) v[u] = q[u * STEP];
+    for (int64_t s0 = 1; s0 < S; s0 += 2) {
+        float e[2][N];
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int u = 0; u < N; u++)
+                if (s0 + j < S && u < n) e[j][u] = q[(s0 + j) * stride + u * STEP];
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int u = 0; u < N; u++)
+                if (s0 + j < S && u < n) v[u] = v[u] + e[j][u];
+    }
+}
+
 /* ---- fixed-tree block reductions ---- */
 
 struct td_dev_add {

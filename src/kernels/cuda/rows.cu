@@ -107,9 +107,22 @@ __global__ void __launch_bounds__(EW_NT) rope_kernel(float *x, const float *__re
 struct qkv_src {
     td_cu_parts at[3];
 };
+/* Source i, selected (not indexed: a parameter indexed at run time is copied to local memory first). */
+__device__ __forceinline__ td_cu_parts qkv_part(const qkv_src &src, int i) {
+    return i == 0 ? src.at[0] : i == 1 ? src.at[1] : src.at[2];
+}
 /* Element c of head h's columns (q: h * qhs, k and v: h * hd) at token t of source i. */
 __device__ __forceinline__ float qkv_at(const qkv_src &src, int i, int64_t T, int64_t t, int64_t col) {
-    return parts_sum(src.at[i].p, src.at[i].S, src.at[i].ld, T, t, col);
+    const td_cu_parts a = qkv_part(src, i);
+    return parts_sum(a.p, a.S, a.ld, T, t, col);
+}
+
+/* qkv_at at columns c + 32 u, u < n (<= N), into v (td_dev_parts_sums). */
+template <int N>
+__device__ __forceinline__ void qkv_sums(float (&v)[N], const qkv_src &src, int i, int64_t T, int64_t t, int64_t c,
+                                         int n) {
+    const td_cu_parts a = qkv_part(src, i);
+    td_dev_parts_sums<N, 32>(v, a.p + t * a.ld + c, a.S, T * a.ld, n);
 }
 
 __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, int64_t qhs, int64_t Hq, float *k,
@@ -127,8 +140,8 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
     const float *w = isq ? qw : kw;
     const norm_w wv = w ? norm_w_load(w, hd, zero_centred) : norm_w{};
     td_pdl_wait();
-    if (src.at[!isq].p != (isq ? q : k)) { /* the products' partials: the head's sums (and the rest of a q head's
-                                           columns: Qwen3.5's gate) into place first */
+    /* the products' partials: the head's sums (and the rest of a q head's columns: Qwen3.5's gate) into place first */
+    if (qkv_part(src, !isq).p != (isq ? q : k)) {
         for (int64_t i = threadIdx.x; i < (isq ? qhs : hd); i += ROW_NT) xh[i] = qkv_at(src, !isq, T, t, col + i);
         __syncthreads();
     }
@@ -161,7 +174,7 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
  * (adding +0.0 to a sum of squares, never -0.0, changes no bit; W_w = +0.0 for w >= NW). The rotation pairs element
  * i with i + rot / 2: the same lane, HW = rot / 64 registers on. */
 template <int NW, int HW>
-__global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq, int64_t qhs, int64_t Hq, float *k,
+__global__ void __launch_bounds__(256, 1) qk_prep_warp_kernel(float *q, int64_t ldq, int64_t qhs, int64_t Hq, float *k,
                                                            int64_t ldk, int64_t Hkv, const qkv_src src,
                                                            const float *__restrict__ qw,
                                                            const float *__restrict__ kw, int64_t hd, float eps,
@@ -191,9 +204,9 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
     for (int u = 0; u < HW; u++) co[u] = c[lane + 32 * u], si[u] = c[half + lane + 32 * u];
     const int64_t at = isq ? 0 : (int64_t)cell[t] * kv_dim + h * hd; /* the cell table: the pass's too */
     td_pdl_wait();
-    float y[NW];
-#pragma unroll
-    for (int u = 0; u < NW; u++) y[u] = qkv_at(src, !isq, T, t, col + lane + 32 * u);
+    float y[NW], v[NW]; /* the head's q or k, and for a k head its v, all loads in flight at once */
+    qkv_sums<NW>(y, src, !isq, T, t, col + lane, NW);
+    if (!isq) qkv_sums<NW>(v, src, 2, T, t, col + lane, NW);
     if (w) {
         double W[8];
 #pragma unroll
@@ -220,14 +233,20 @@ __global__ void __launch_bounds__(256) qk_prep_warp_kernel(float *q, int64_t ldq
     for (int u = 0; u < NW; u++) xh[lane + 32 * u] = y[u];
     if (isq) {
         if (src.at[0].p != q) /* the products' partials: the rest of the head's columns (Qwen3.5's gate) into place */
-            for (int64_t i = hd + lane; i < qhs; i += 32) xh[i] = qkv_at(src, 0, T, t, col + i);
+            for (int64_t i0 = hd; i0 < qhs; i0 += 32 * NW) {
+                const int n = (int)((qhs - i0 - lane + 31) / 32);
+                qkv_sums<NW>(v, src, 0, T, t, col + i0 + lane, n < NW ? n : NW);
+#pragma unroll
+                for (int u = 0; u < NW; u++)
+                    if (u < n) xh[i0 + lane + 32 * u] = v[u];
+            }
         return;
     }
 #pragma unroll
     for (int u = 0; u < NW; u++) {
         const int i = lane + 32 * u;
         td_dev_kv_put(kc, kvf, at + i, y[u]);
-        td_dev_kv_put(vc, kvf, at + i, qkv_at(src, 2, T, t, col + i));
+        td_dev_kv_put(vc, kvf, at + i, v[u]);
     }
 }
 
@@ -329,7 +348,7 @@ __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const flo
  * kernels' bits. y is a product's S partials (td_cu_parts; S = 1 a plain y), added in their order first (the
  * product's own sum: tc_fold_parts' adds). out may be plain y (each thread rewrites only the elements it read, after
  * the block's barrier). outb (NULL: none) gets out rounded to bf16, [R, n]. */
-__global__ void __launch_bounds__(ROW_NT) add_rows_norm_kernel(float *x, const float *y, int64_t S, int64_t ldy,
+__global__ void __launch_bounds__(ROW_NT, 1) add_rows_norm_kernel(float *x, const float *y, int64_t S, int64_t ldy,
                                                                int64_t n, const int32_t *__restrict__ row_tok,
                                                                unsigned long long *fault, uint32_t code, float *out,
                                                                uint16_t *outb, const float *__restrict__ w, float eps,
@@ -341,11 +360,33 @@ __global__ void __launch_bounds__(ROW_NT) add_rows_norm_kernel(float *x, const f
     float *xr = x + r * n;
     int bad = 0;
     double ss = 0.0;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_NT) {
-        float v = xr[i] + parts_sum(y, S, ldy, gridDim.x, r, i);
-        xr[i] = v;
-        bad |= !(fabsf(v) <= 3.402823466e38f);
-        ss += (double)v * (double)v;
+    float xv[NORM_WREG], v[NORM_WREG];
+#pragma unroll
+    for (int u = 0; u < NORM_WREG; u++) {
+        const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
+        if (i < n) xv[u] = xr[i];
+    }
+    const int nv = threadIdx.x < n ? (int)((n - threadIdx.x + ROW_NT - 1) / ROW_NT) : 0; /* this thread's elements */
+    td_dev_parts_sums<NORM_WREG, ROW_NT>(v, y + r * ldy + threadIdx.x, S, gridDim.x * ldy, nv);
+#pragma unroll
+    for (int u = 0; u < NORM_WREG; u++) {
+        const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
+        if (i < n) v[u] = xv[u] + v[u];
+    }
+#pragma unroll
+    for (int u = 0; u < NORM_WREG; u++) {
+        const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
+        if (i < n) {
+            xr[i] = v[u];
+            bad |= !(fabsf(v[u]) <= 3.402823466e38f);
+            ss += (double)v[u] * (double)v[u];
+        }
+    }
+    for (int64_t i = threadIdx.x + (int64_t)NORM_WREG * ROW_NT; i < n; i += ROW_NT) {
+        float e = xr[i] + parts_sum(y, S, ldy, gridDim.x, r, i);
+        xr[i] = e;
+        bad |= !(fabsf(e) <= 3.402823466e38f);
+        ss += (double)e * (double)e;
     }
     if (__syncthreads_or(bad) && threadIdx.x == 0) {
         uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;

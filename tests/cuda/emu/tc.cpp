@@ -395,30 +395,34 @@ template <int NF> int check_held(int64_t T) {
     int bad = 0;
     int64_t S, ng;
     std::vector<float> part;
-    { // the residual + norm over one product of 256 outputs
-        prob p = mk(T, K, {256}, false, K);
+    for (int64_t nr : {256, 1000, 2600}) { // the residual + norm over one product of nr outputs (2600: past the
+        // elements a thread holds in registers, NORM_WREG per thread), from 4 slices or 5 (an even count after P_0)
+        const int64_t kr = nr == 1000 ? 1280 : K;
+        prob p = mk(T, kr, {nr}, false, kr);
         auto ys = run_split<NF>(p);
         parts(p, part, S, ng);
-        auto x1 = rnd((size_t)(T * 256), -3, 3), x2 = x1, nw = rnd(256, 0.5f, 1.5f);
-        std::vector<float> o1((size_t)(T * 256)), o2(o1.size());
+        auto x1 = rnd((size_t)(T * nr), -3, 3), x2 = x1, nw = rnd((size_t)nr, 0.5f, 1.5f);
+        std::vector<float> o1((size_t)(T * nr)), o2(o1.size());
         std::vector<uint16_t> b1(o1.size()), b2(o1.size(), 0x7fc1);
         unsigned long long f1 = ~0ull, f2 = ~0ull;
         launch((unsigned)T, 1, ROW_NT, 0, false, [&] {
-            add_rows_norm_kernel(x1.data(), ys[0].data(), 1, 258, 256, nullptr, &f1, 3, o1.data(), nullptr, nw.data(),
+            add_rows_norm_kernel(x1.data(), ys[0].data(), 1, nr + 2, nr, nullptr, &f1, 3, o1.data(), nullptr, nw.data(),
                                  1e-6f, 1);
         }, 1, {td_emu_in(x1), td_emu_in(ys[0])});
         launch((unsigned)T, 1, ROW_NT, 0, true, [&] {
-            add_rows_norm_kernel(x2.data(), part.data(), S, ng, 256, nullptr, &f2, 3, o2.data(), b2.data(), nw.data(),
+            add_rows_norm_kernel(x2.data(), part.data(), S, ng, nr, nullptr, &f2, 3, o2.data(), b2.data(), nw.data(),
                                  1e-6f, 1);
         }, 1, {td_emu_in(x2), td_emu_in(part)});
-        snprintf(nm, sizeof nm, "T=%lld residual + norm from %lld partials: x", (long long)T, (long long)S);
-        bad |= same_rows(nm, x1.data(), 256, x2.data(), 256, T, 256);
-        snprintf(nm, sizeof nm, "T=%lld residual + norm from %lld partials: norm", (long long)T, (long long)S);
-        bad |= same_rows(nm, o1.data(), 256, o2.data(), 256, T, 256) | (f1 != f2);
+        snprintf(nm, sizeof nm, "T=%lld n=%lld residual + norm from %lld partials: x", (long long)T, (long long)nr,
+                 (long long)S);
+        bad |= same_rows(nm, x1.data(), nr, x2.data(), nr, T, nr);
+        snprintf(nm, sizeof nm, "T=%lld n=%lld residual + norm from %lld partials: norm", (long long)T, (long long)nr,
+                 (long long)S);
+        bad |= same_rows(nm, o1.data(), nr, o2.data(), nr, T, nr) | (f1 != f2);
         // the norm in bf16 as it wrote it for the products (td_cu_matmul_multi_xb) = tc_x_bf16 over it
-        launch((unsigned)((T * 256 / 4 + 255) / 256), 1, 256, 0, true,
-               [&] { tc_x_bf16(o1.data(), 256, T, 256, b1.data(), tc_glu{nullptr, 0}); }, 1, {td_emu_in(o1)});
-        snprintf(nm, sizeof nm, "T=%lld residual + norm: the norm in bf16", (long long)T);
+        launch((unsigned)((T * nr / 4 + 255) / 256), 1, 256, 0, true,
+               [&] { tc_x_bf16(o1.data(), nr, T, nr, b1.data(), tc_glu{nullptr, 0}); }, 1, {td_emu_in(o1)});
+        snprintf(nm, sizeof nm, "T=%lld n=%lld residual + norm: the norm in bf16", (long long)T, (long long)nr);
         const int64_t nb = memcmp(b1.data(), b2.data(), b1.size() * 2) != 0;
         printf("  %-60s %s\n", nm, nb ? "DIFFER" : "same bits");
         bad |= (int)nb;
