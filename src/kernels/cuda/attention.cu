@@ -487,7 +487,10 @@ __device__ __forceinline__ int ab_tile_rows(const at_args &a, int R, int *rt, in
 }
 
 /* The span's cells into cls: -1 where no row of the tile sees the position (rows 0, step, 2 step .. < nrows stand
- * for all: a token's rows share n and lo), and the seen positions' key and value rows prefetched into L2. */
+ * for all: a token's rows share n and lo), and the seen positions' key and value rows prefetched into L2. The
+ * kernels do the first span's before td_pdl_wait: the cell table is the pass's (td_dev_upload_pass), and the rows
+ * earlier passes wrote come into L2 while the kernel before finishes; a prefetch of a row this pass writes is
+ * harmless (L2 holds the one copy, which the write updates). */
 template <int KVF, int HD, int NT = AB_NT>
 __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const int32_t *cell, int j, int span,
                                               const int *rlo, const int *rn, int nrows, int step, int64_t kvo,
@@ -616,6 +619,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
         j0 = blockIdx.y, j1 = j0 + 1;
     }
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
+    ab_span_cells<KVF, HD>(cls, a, cell, j0, span, rlo, rn, nrows, 1, kvo, tid); /* the first span's, before */
     td_pdl_wait(); /* the tile's rows above read the pass's tables alone (written before its first kernel) */
     ab_stage_q<HD, AB_NT>(Qs, a, rt, rh, nrows, 16, tid);
 
@@ -627,7 +631,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 
     for (int j = j0; j < j1; j++) {
         if (tid < AT_RMAX) sst[tid] = 0;
-        ab_span_cells<KVF, HD>(cls, a, cell, j, span, rlo, rn, nrows, 1, kvo, tid);
+        if (j > j0) ab_span_cells<KVF, HD>(cls, a, cell, j, span, rlo, rn, nrows, 1, kvo, tid);
         __syncthreads();
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
@@ -884,6 +888,7 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
         j0 = blockIdx.y, j1 = j0 + 1;
     }
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
+    ab_span_cells<KVF, HD, NT>(cls, a, cell, j0, span, rlo, rn, nrows, gh, kvo, tid); /* the first span's, before */
     td_pdl_wait(); /* the tile's rows above read the pass's tables alone (written before its first kernel) */
     ab_stage_q<HD, NT>(Qs, a, rt, rh, nrows, R, tid);
     /* this lane's rows: row[h] = 16 warp + g + 8h (h = c >> 1 of a D fragment's element c) */
@@ -908,7 +913,7 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
 
     for (int j = j0; j < j1; j++) {
         sst[0] = sst[1] = 0;
-        ab_span_cells<KVF, HD, NT>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
+        if (j > j0) ab_span_cells<KVF, HD, NT>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
         __syncthreads();
         bool issued = false; /* db: the span's first chunk's copies are in flight */
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
