@@ -62,7 +62,8 @@ static inline int td_cu_env_set(const char *name) {
  * read-only; the assumption that the address is global keeps the load ld.global (else a generic ld); it stays a load
  * the compiler schedules and vectorises. On the H100 __ldca / __ldcg (inline loads) cost decode at batch 1 4-6%
  * (NOTES "CUDA backend, part 19"). PTX shows ld.global.nc only for weights and the pass's tables (uploaded before its
- * first kernel). */
+ * first kernel). Kernel parameters that carry a pass's data are plain const pointers, not __restrict__ (matmul_tc.cu's
+ * keep it: dropping it there changes the PTX, untimed). */
 #ifdef TD_CU_EMU
 template <typename T> __device__ __forceinline__ const T *td_pass_ptr(const T *p) { return p; }
 #else

@@ -41,7 +41,7 @@ __device__ __forceinline__ float conv_silu(const float (&wc)[K], const float *wi
  * written back after its last (a kernel that kept the window in the state's global memory took ~1.5 ms a layer for a
  * 2048-token group on the H100: each token waited on the last one's stores). */
 template <int K>
-__global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, const float *__restrict__ x,
+__global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, const float *x,
                                                          float *__restrict__ state, int64_t seq_stride,
                                                          const float *__restrict__ w, int64_t C,
                                                          int64_t blocks_per_group, const int32_t *__restrict__ grp_seq,
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(CV_NT) conv_kernel(float *__restrict__ out, co
  * 144 x 45 tokens on the H100, latency of dependent loads.) */
 #define CV_PT 16
 template <int K>
-__global__ void __launch_bounds__(CV_NT) conv_par_kernel(float *__restrict__ out, const float *__restrict__ x,
+__global__ void __launch_bounds__(CV_NT) conv_par_kernel(float *__restrict__ out, const float *x,
                                                          const float *__restrict__ state, int64_t seq_stride,
                                                          const float *__restrict__ w, int64_t C, int64_t n_groups,
                                                          int64_t n_tok, const int32_t *__restrict__ grp_seq,
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(CV_NT) conv_par_kernel(float *__restrict__ out
 /* After conv_par_kernel: each group's state becomes its last K - 1 inputs (the old rows where the group is shorter),
  * as conv_kernel's shifts leave it. */
 template <int K>
-__global__ void __launch_bounds__(CV_NT) conv_state_kernel(const float *__restrict__ x, float *__restrict__ state,
+__global__ void __launch_bounds__(CV_NT) conv_state_kernel(const float *x, float *__restrict__ state,
                                                            int64_t seq_stride, int64_t C,
                                                            const int32_t *__restrict__ grp_seq,
                                                            const int32_t *__restrict__ grp_off,
@@ -205,8 +205,8 @@ __device__ __forceinline__ float dn_norm_out(float w, float o, float r, float z)
 }
 
 __global__ void __launch_bounds__(DN_NT)
-    deltanet_kernel(float *__restrict__ core, const float *__restrict__ u, int64_t ldu, const float *__restrict__ z,
-                    const float *__restrict__ b, const float *__restrict__ a, const float *__restrict__ a_log,
+    deltanet_kernel(float *__restrict__ core, const float *u, int64_t ldu, const float *z,
+                    const float *b, const float *a, const float *__restrict__ a_log,
                     const float *__restrict__ dt_bias, const float *__restrict__ norm_w, float *__restrict__ state,
                     int64_t seq_stride, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, float eps,
                     const int32_t *__restrict__ grp_seq, const int32_t *__restrict__ grp_off,
@@ -316,8 +316,8 @@ template <int DK> struct dn_raw {
     float q[PT], k[PT], b, a, v, z;
 };
 template <int DK>
-__device__ __forceinline__ dn_raw<DK> dn_load(const float *__restrict__ u, int64_t ldu, const float *__restrict__ b,
-                                              const float *__restrict__ a, const float *__restrict__ z, int64_t t,
+__device__ __forceinline__ dn_raw<DK> dn_load(const float *u, int64_t ldu, const float *b,
+                                              const float *a, const float *z, int64_t t,
                                               int h, int kh, int Hk, int Hv, int dv, bool live) {
     const int tid = threadIdx.x, key_dim = Hk * DK;
     const float *ut = u + t * ldu;
@@ -418,8 +418,8 @@ __device__ __forceinline__ float dn_column_token(float (&S)[DK], const float *qc
 
 template <int DK>
 __global__ void __launch_bounds__(DN_NT, 1)
-    deltanet_reg_kernel(float *__restrict__ core, const float *__restrict__ u, int64_t ldu,
-                        const float *__restrict__ z, const float *__restrict__ b, const float *__restrict__ a,
+    deltanet_reg_kernel(float *__restrict__ core, const float *u, int64_t ldu,
+                        const float *z, const float *b, const float *a,
                         const float *__restrict__ a_log, const float *__restrict__ dt_bias,
                         const float *__restrict__ norm_w, float *__restrict__ state, int64_t seq_stride, int64_t Hk,
                         int64_t Hv, int64_t dv, float eps, const int32_t *__restrict__ grp_seq,
@@ -522,8 +522,8 @@ __device__ __forceinline__ float dw_sum128(const float (&v)[4]) {
 struct dw_raw {
     float q[4], k[4], b, a, v;
 };
-__device__ __forceinline__ dw_raw dw_load(const float *__restrict__ u, int64_t ldu, const float *__restrict__ b,
-                                          const float *__restrict__ a, int64_t t, int h, int kh, int Hk, int Hv,
+__device__ __forceinline__ dw_raw dw_load(const float *u, int64_t ldu, const float *b,
+                                          const float *a, int64_t t, int h, int kh, int Hk, int Hv,
                                           int dv, int e) {
     const int lane = threadIdx.x & 31, key_dim = Hk * 128;
     const float *ut = u + t * ldu;
@@ -558,8 +558,8 @@ __device__ __forceinline__ dn_tok dw_stage(float *qs, float *ks, const dw_raw &r
 }
 
 __global__ void __launch_bounds__(DW_C)
-    deltanet_warp_kernel(float *__restrict__ core, const float *__restrict__ u, int64_t ldu,
-                         const float *__restrict__ b, const float *__restrict__ a, const float *__restrict__ a_log,
+    deltanet_warp_kernel(float *__restrict__ core, const float *u, int64_t ldu,
+                         const float *b, const float *a, const float *__restrict__ a_log,
                          const float *__restrict__ dt_bias, float *__restrict__ state, int64_t seq_stride, int Hk,
                          int Hv, int dv, const int32_t *__restrict__ grp_seq, const int32_t *__restrict__ grp_off,
                          const int32_t *__restrict__ grp_tok) {
@@ -611,7 +611,7 @@ __global__ void __launch_bounds__(DW_C)
  * the value head), in place: deltanet_reg_kernel's expressions and double tree (td_dev_block_sum<DN_NT>, the tree
  * its td_dev_block_sum3 gives the double). */
 __global__ void __launch_bounds__(DN_NT)
-    dn_norm_kernel(float *__restrict__ core, const float *__restrict__ z, const float *__restrict__ norm_w, int Hv,
+    dn_norm_kernel(float *__restrict__ core, const float *z, const float *__restrict__ norm_w, int Hv,
                    int dv, float eps, const int32_t *__restrict__ grp_tok) {
     __shared__ double redd[DN_NT / 32 + 1];
     const int tid = threadIdx.x, h = (int)blockIdx.y;

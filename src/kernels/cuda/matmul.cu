@@ -29,7 +29,7 @@
  * converted only after it (mm_put), so the loads overlap that work; the values are the same whoever loads them. */
 template <int TYPE>
 __device__ __forceinline__ void mm_fetch(uint32_t (&wr)[MM_WPT], float (&xr)[MM_XPT], const unsigned char *const *wrow,
-                                         const float *__restrict__ x, int64_t ldx, int64_t t0, int64_t tmax,
+                                         const float *x, int64_t ldx, int64_t t0, int64_t tmax,
                                          int64_t k0, int kn) {
     const int kk = threadIdx.x % MM_BK, r0 = threadIdx.x / MM_BK;
     const bool kin = kk < kn;
@@ -83,7 +83,7 @@ __device__ __forceinline__ void mm_compute(float (&acc)[MM_TPT], const float (*w
 
 template <int TYPE>
 __global__ void __launch_bounds__(MM_NT)
-    matmul_kernel(float *__restrict__ y, int64_t ldy, const float *__restrict__ x, int64_t ldx, int64_t T,
+    matmul_kernel(float *__restrict__ y, int64_t ldy, const float *x, int64_t ldx, int64_t T,
                   const unsigned char *__restrict__ w, size_t row_bytes, int64_t cols,
                   const int32_t *__restrict__ rows, int64_t n_out, int bf16_in) {
     td_pdl_wait();

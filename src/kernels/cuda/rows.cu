@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(256, 1) qk_prep_warp_kernel(float *q, int64_t 
     }
 }
 
-__global__ void __launch_bounds__(EW_NT) store_rows_kernel(void *cache, int kvf, const float *__restrict__ rows,
+__global__ void __launch_bounds__(EW_NT) store_rows_kernel(void *cache, int kvf, const float *rows,
                                                            int64_t ld, const int32_t *__restrict__ cell, int64_t T,
                                                            int64_t dim) {
     td_pdl_wait();
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(EW_NT) scatter_ints_kernel(int32_t *__restrict
     for (int64_t i = threadIdx.x; i < n; i += EW_NT) dst[to + i] = src[from + i];
 }
 
-__global__ void __launch_bounds__(EW_NT) sigmoid_gate_kernel(float *x, int64_t ldx, const float *__restrict__ gate,
+__global__ void __launch_bounds__(EW_NT) sigmoid_gate_kernel(float *x, int64_t ldx, const float *gate,
                                                              int64_t ldg, int64_t gate_stride, int64_t T, int64_t H,
                                                              int64_t hd) {
     td_pdl_wait();
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(EW_NT) sigmoid_gate_kernel(float *x, int64_t l
 }
 
 /* g = act(g) * u (td_dev_glu: td_silu_mul's or td_gelu_tanh_mul's expressions) */
-__global__ void __launch_bounds__(EW_NT) glu_kernel(float *g, const float *__restrict__ u, int64_t n, int act) {
+__global__ void __launch_bounds__(EW_NT) glu_kernel(float *g, const float *u, int64_t n, int act) {
     td_pdl_wait();
     for (int64_t i = (int64_t)blockIdx.x * EW_NT + threadIdx.x; i < n; i += (int64_t)gridDim.x * EW_NT)
         g[i] = td_dev_glu(g[i], td_ld_pass(u + i), act);
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(EW_NT) glu_kernel(float *g, const float *__res
 
 /* g = act(G) * U from the gate's and up's partials (gp may be g itself: each element read before it is written) */
 __global__ void __launch_bounds__(EW_NT) glu_parts_kernel(float *g, const float *gp, int64_t gS,
-                                                          int64_t gld, const float *__restrict__ up, int64_t uS,
+                                                          int64_t gld, const float *up, int64_t uS,
                                                           int64_t uld, int64_t T, int64_t n, int act) {
     td_pdl_wait();
     for (int64_t e = (int64_t)blockIdx.x * EW_NT + threadIdx.x; e < T * n; e += (int64_t)gridDim.x * EW_NT) {
@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(EW_NT) add_bias_kernel(float *y, int64_t ldy, 
 /* Block (r, p): piece p (RF_PIECE elements) of row r: x += y when add, then its finiteness (NaN or +-inf anywhere
  * lowers *fault: atomicMin, whichever block comes first). A head row of 151,936 outputs in 38 blocks, not one. */
 #define RF_PIECE 4096
-__global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const float *__restrict__ y, int64_t n,
+__global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const float *y, int64_t n,
                                                              int64_t ld, int add, const int32_t *__restrict__ row_tok,
                                                              unsigned long long *fault, uint32_t code) {
     td_pdl_wait();
@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(ROW_NT, 1) add_rows_norm_kernel(float *x, cons
     norm_row(out + r * n, xr, w, wv, n, eps, zero_centred, ss, sh, outb ? outb + r * n : nullptr);
 }
 
-__global__ void __launch_bounds__(EW_NT) gather_rows_kernel(float *__restrict__ dst, const float *__restrict__ src,
+__global__ void __launch_bounds__(EW_NT) gather_rows_kernel(float *__restrict__ dst, const float *src,
                                                             const int32_t *__restrict__ idx, int64_t R, int64_t n) {
     td_pdl_wait();
     const int64_t total = R * n;
