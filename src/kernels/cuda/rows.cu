@@ -174,14 +174,11 @@ __global__ void __launch_bounds__(ROW_NT) qk_prep_kernel(float *q, int64_t ldq, 
  * (adding +0.0 to a sum of squares, never -0.0, changes no bit; W_w = +0.0 for w >= NW). The rotation pairs element
  * i with i + rot / 2: the same lane, HW = rot / 64 registers on. */
 template <int NW, int HW>
-__global__ void __launch_bounds__(256, 1) qk_prep_warp_kernel(float *q, int64_t ldq, int64_t qhs, int64_t Hq, float *k,
-                                                           int64_t ldk, int64_t Hkv, const qkv_src src,
-                                                           const float *__restrict__ qw,
-                                                           const float *__restrict__ kw, int64_t hd, float eps,
-                                                           int zero_centred, const float *__restrict__ cs, int64_t rot,
-                                                           void *kc, void *vc, int kvf,
-                                                           const int32_t *__restrict__ cell, int64_t kv_dim,
-                                                           int64_t n_items) {
+__global__ void __launch_bounds__(256, 1)
+    qk_prep_warp_kernel(float *q, int64_t ldq, int64_t qhs, int64_t Hq, float *k, int64_t ldk, int64_t Hkv,
+                        const qkv_src src, const float *__restrict__ qw, const float *__restrict__ kw, int64_t hd,
+                        float eps, int zero_centred, const float *__restrict__ cs, int64_t rot, void *kc, void *vc,
+                        int kvf, const int32_t *__restrict__ cell, int64_t kv_dim, int64_t n_items) {
     const int lane = threadIdx.x & 31;
     const int64_t item = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     if (item >= n_items) return; /* a whole warp: the shuffles below see full warps only */
@@ -348,11 +345,10 @@ __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const flo
  * kernels' bits. y is a product's S partials (td_cu_parts; S = 1 a plain y), added in their order first (the
  * product's own sum: tc_fold_parts' adds). out may be plain y (each thread rewrites only the elements it read, after
  * the block's barrier). outb (NULL: none) gets out rounded to bf16, [R, n]. */
-__global__ void __launch_bounds__(ROW_NT, 1) add_rows_norm_kernel(float *x, const float *y, int64_t S, int64_t ldy,
-                                                               int64_t n, const int32_t *__restrict__ row_tok,
-                                                               unsigned long long *fault, uint32_t code, float *out,
-                                                               uint16_t *outb, const float *__restrict__ w, float eps,
-                                                               int zero_centred) {
+__global__ void __launch_bounds__(ROW_NT, 1)
+    add_rows_norm_kernel(float *x, const float *y, int64_t S, int64_t ldy, int64_t n,
+                         const int32_t *__restrict__ row_tok, unsigned long long *fault, uint32_t code, float *out,
+                         uint16_t *outb, const float *__restrict__ w, float eps, int zero_centred) {
     const norm_w wv = norm_w_load(w, n, zero_centred);
     td_pdl_wait();
     __shared__ double sh[ROW_NT / 32 + 1];
