@@ -218,7 +218,7 @@ __device__ __forceinline__ float4 td_dev_parts_sum4(const float *p, bool vec, in
     return y;
 }
 
-/* td_dev_parts_sum at the N values p[STEP u], u < n (<= N; v[u] past n untouched), all N in flight at once, two
+/* td_dev_parts_sum at the values p[STEP u], u < min(n, N) (v[u] past n untouched), all in flight at once, two
  * slices at a time: a thread that summed them one value at a time waited each value's loads in turn, and when it
  * stored each sum before the next value's loads (x += y, where the compiler cannot rule out that x is y) a memory
  * round trip more each. */

@@ -117,7 +117,7 @@ __device__ __forceinline__ float qkv_at(const qkv_src &src, int i, int64_t T, in
     return parts_sum(a.p, a.S, a.ld, T, t, col);
 }
 
-/* qkv_at at columns c + 32 u, u < n (<= N), into v (td_dev_parts_sums). */
+/* qkv_at at columns c + 32 u, u < min(n, N), into v (td_dev_parts_sums). */
 template <int N>
 __device__ __forceinline__ void qkv_sums(float (&v)[N], const qkv_src &src, int i, int64_t T, int64_t t, int64_t c,
                                          int n) {
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(256, 1)
         if (src.at[0].p != q) /* the products' partials: the rest of the head's columns (Qwen3.5's gate) into place */
             for (int64_t i0 = hd; i0 < qhs; i0 += 32 * NW) {
                 const int n = (int)((qhs - i0 - lane + 31) / 32);
-                qkv_sums<NW>(v, src, 0, T, t, col + i0 + lane, n < NW ? n : NW);
+                qkv_sums<NW>(v, src, 0, T, t, col + i0 + lane, n);
 #pragma unroll
                 for (int u = 0; u < NW; u++)
                     if (u < n) xh[i0 + lane + 32 * u] = v[u];
@@ -316,6 +316,9 @@ __global__ void __launch_bounds__(EW_NT) add_bias_kernel(float *y, int64_t ldy, 
     }
 }
 
+/* NaN or +-inf (NaN fails every comparison). */
+__device__ __forceinline__ int not_finite(float v) { return !(fabsf(v) <= 3.402823466e38f); }
+
 /* Block (r, p): piece p (RF_PIECE elements) of row r: x += y when add, then its finiteness (NaN or +-inf anywhere
  * lowers *fault: atomicMin, whichever block comes first). A head row of 151,936 outputs in 38 blocks, not one. */
 #define RF_PIECE 4096
@@ -332,7 +335,7 @@ __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const flo
             v = v + td_ld_pass(y + r * n + i);
             xr[i] = v;
         }
-        bad |= !(fabsf(v) <= 3.402823466e38f); /* NaN fails every comparison */
+        bad |= not_finite(v);
     }
     if (__syncthreads_or(bad) && threadIdx.x == 0) {
         uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
@@ -356,6 +359,11 @@ __global__ void __launch_bounds__(ROW_NT, 1)
     float *xr = x + r * n;
     int bad = 0;
     double ss = 0.0;
+    auto put = [&](int64_t i, float e) { /* x[i] = e, its finiteness, its square folded in i's order */
+        xr[i] = e;
+        bad |= not_finite(e);
+        ss += (double)e * (double)e;
+    };
     float xv[NORM_WREG], v[NORM_WREG];
 #pragma unroll
     for (int u = 0; u < NORM_WREG; u++) {
@@ -367,23 +375,10 @@ __global__ void __launch_bounds__(ROW_NT, 1)
 #pragma unroll
     for (int u = 0; u < NORM_WREG; u++) {
         const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
-        if (i < n) v[u] = xv[u] + v[u];
+        if (i < n) put(i, xv[u] + v[u]);
     }
-#pragma unroll
-    for (int u = 0; u < NORM_WREG; u++) {
-        const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
-        if (i < n) {
-            xr[i] = v[u];
-            bad |= !(fabsf(v[u]) <= 3.402823466e38f);
-            ss += (double)v[u] * (double)v[u];
-        }
-    }
-    for (int64_t i = threadIdx.x + (int64_t)NORM_WREG * ROW_NT; i < n; i += ROW_NT) {
-        float e = xr[i] + parts_sum(y, S, ldy, gridDim.x, r, i);
-        xr[i] = e;
-        bad |= !(fabsf(e) <= 3.402823466e38f);
-        ss += (double)e * (double)e;
-    }
+    for (int64_t i = threadIdx.x + (int64_t)NORM_WREG * ROW_NT; i < n; i += ROW_NT)
+        put(i, xr[i] + parts_sum(y, S, ldy, gridDim.x, r, i));
     if (__syncthreads_or(bad) && threadIdx.x == 0) {
         uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
         atomicMin(fault, ((unsigned long long)code << 32) | tok);
