@@ -316,9 +316,9 @@ template <int DK> struct dn_raw {
     float q[PT], k[PT], b, a, v, z;
 };
 template <int DK>
-__device__ __forceinline__ dn_raw<DK> dn_load(const float *u, int64_t ldu, const float *b,
-                                              const float *a, const float *z, int64_t t,
-                                              int h, int kh, int Hk, int Hv, int dv, bool live) {
+__device__ __forceinline__ dn_raw<DK> dn_load(const float *u, int64_t ldu, const float *b, const float *a,
+                                              const float *z, int64_t t, int h, int kh, int Hk, int Hv, int dv,
+                                              bool live) {
     const int tid = threadIdx.x, key_dim = Hk * DK;
     const float *ut = u + t * ldu;
     dn_raw<DK> r;
@@ -418,9 +418,8 @@ __device__ __forceinline__ float dn_column_token(float (&S)[DK], const float *qc
 
 template <int DK>
 __global__ void __launch_bounds__(DN_NT, 1)
-    deltanet_reg_kernel(float *__restrict__ core, const float *u, int64_t ldu,
-                        const float *z, const float *b, const float *a,
-                        const float *__restrict__ a_log, const float *__restrict__ dt_bias,
+    deltanet_reg_kernel(float *__restrict__ core, const float *u, int64_t ldu, const float *z, const float *b,
+                        const float *a, const float *__restrict__ a_log, const float *__restrict__ dt_bias,
                         const float *__restrict__ norm_w, float *__restrict__ state, int64_t seq_stride, int64_t Hk,
                         int64_t Hv, int64_t dv, float eps, const int32_t *__restrict__ grp_seq,
                         const int32_t *__restrict__ grp_off, const int32_t *__restrict__ grp_tok) {
@@ -522,9 +521,8 @@ __device__ __forceinline__ float dw_sum128(const float (&v)[4]) {
 struct dw_raw {
     float q[4], k[4], b, a, v;
 };
-__device__ __forceinline__ dw_raw dw_load(const float *u, int64_t ldu, const float *b,
-                                          const float *a, int64_t t, int h, int kh, int Hk, int Hv,
-                                          int dv, int e) {
+__device__ __forceinline__ dw_raw dw_load(const float *u, int64_t ldu, const float *b, const float *a, int64_t t,
+                                          int h, int kh, int Hk, int Hv, int dv, int e) {
     const int lane = threadIdx.x & 31, key_dim = Hk * 128;
     const float *ut = u + t * ldu;
     dw_raw r;
