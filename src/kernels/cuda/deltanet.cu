@@ -198,7 +198,7 @@ __device__ __forceinline__ void dn_gates(float b, float a, float neg_a, float dt
 }
 /* td_gated_rmsnorm's scale from a head's sum of o^2 (double, by the fixed tree) over dv, and one output from it. */
 __device__ __forceinline__ float dn_norm_scale(double ss, int64_t dv, float eps) {
-    return (float)(1.0 / sqrt((double)(float)(ss / (double)dv) + (double)eps));
+    return td_dev_rms_scale(ss, dv, eps);
 }
 __device__ __forceinline__ float dn_norm_out(float w, float o, float r, float z) {
     return (w * (o * r)) * (z / (1.0f + expf(-z)));

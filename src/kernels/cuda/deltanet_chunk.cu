@@ -566,7 +566,7 @@ __global__ void __launch_bounds__(DNC_NNT) dnc_norm_kernel(dnc_args p) {
     double ss = 0.0;
     for (int e = tid; e < dv; e += DNC_NNT) ss += (double)ct[e] * (double)ct[e];
     ss = td_dev_block_sum<DNC_NNT>(ss, redd); /* also: every thread has read its o */
-    const float r = (float)(1.0 / sqrt((double)(float)(ss / (double)dv) + (double)p.eps));
+    const float r = td_dev_rms_scale(ss, dv, p.eps);
     for (int e = tid; e < dv; e += DNC_NNT) {
         const float zi = zt[e];
         ct[e] = (p.norm_w[e] * (ct[e] * r)) * (zi / (1.0f + expf(-zi)));
