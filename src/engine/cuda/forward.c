@@ -120,15 +120,33 @@ static td_status norm_now(dev_pass *p) {
     return TD_OK;
 }
 
+/* Whether the norm at steps[k] may be left to the products right after it (td_cu_matmul_multi_norm): they are several
+ * (products' one launch) and read its output, and no later step of the layer reads that output before one writes it.
+ * Its fp32 output is then never written: it is often the residual's own y (XB), which the products' blocks still read
+ * while one of them would write it. */
+static int norm_for_products(const td_layer_steps *ls, int k) {
+    const int dst = ls->steps[k].dst;
+    if (k + 1 >= ls->n || ls->steps[k + 1].op != TD_OP_MATMUL || ls->steps[k + 1].src != dst) return 0;
+    const int n = same_input_products(ls, k + 1);
+    if (n < 2) return 0;
+    for (int j = k + 1 + n; j < ls->n; j++) {
+        if (ls->steps[j].src == dst) return 0;
+        if (ls->steps[j].dst == dst) return 1;
+    }
+    return 1;
+}
+
 /* The products of the deferred residual + norm's output taking it (td_cu_matmul_multi_norm): 1 when they ran, 0 when
  * the norm ran as its own kernel (the products then run as usual), -1 failed. */
 static int products_normed(dev_pass *p, const td_cu_mm *mm, int n, td_cu_parts *out) {
     td_ctx *ctx = p->ctx;
-    p->norm.x_out = p->x == ctx->act.x ? ctx->dev->x_alt : ctx->act.x;
-    const int rc = td_cu_matmul_multi_norm(out, mm, n, &p->norm, p->T, p->bf16, p->s);
+    td_cu_norm_in nm = p->norm;
+    nm.x_out = p->x == ctx->act.x ? ctx->dev->x_alt : ctx->act.x;
+    nm.out = NULL; /* nobody reads it (norm_for_products) */
+    const int rc = td_cu_matmul_multi_norm(out, mm, n, &nm, p->T, p->bf16, p->s);
     if (rc < 0) return -1;
     if (rc == 0) {
-        p->x = p->norm.x_out, p->norm_buf = -1;
+        p->x = nm.x_out, p->norm_buf = -1;
         return 1;
     }
     return norm_now(p) == TD_OK ? 0 : -1;
@@ -406,7 +424,9 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
                 p->held_buf = -1;
                 p->norm = (td_cu_norm_in){p->x, y.p, NULL, buf(p, nx->dst), nl->v[nx->w], m->cfg.rms_eps,
                                           m->cfg.zero_centred_norms, p->row_tok, dv->fault, code_residual(il, r++)};
-                if (y.S == 1 && p->bf16 && p->T <= 8 && !p->xb) p->norm_buf = nx->dst; /* products may take it */
+                const td_layer_steps *nls = next ? td_arch_layer_steps(&m->cfg, il + 1) : ls;
+                if (y.S == 1 && p->bf16 && p->T <= 8 && !p->xb && norm_for_products(nls, (int)(nx - nls->steps)))
+                    p->norm_buf = nx->dst; /* the products after it may take it */
                 else LAUNCH(td_cu_add_rows_norm(p->x, &y, p->T, d, p->row_tok, dv->fault, p->norm.code,
                                                 buf(p, nx->dst), p->xb, nl->v[nx->w], m->cfg.rms_eps,
                                                 m->cfg.zero_centred_norms, p->s),

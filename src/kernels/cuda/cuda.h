@@ -186,7 +186,8 @@ void td_cu_matmul_norm_xb_test(int on);
  * x_out = x + y, out = RMSNorm(x_out) with weight w (rows n apart, n = the products' cols), and mm[i].y = out
  * W_i^T, all bit for bit those two calls' (x_out, out and the fault word as td_cu_add_rows_norm leaves x, out and
  * it). Every block of the products norms the rows it takes itself, from x and y, so no kernel runs between the
- * product before and these. x and y are left as they were; x_out is neither (out may be NULL: not written). Where:
+ * product before and these. x and y are left as they were; x_out and out are neither of them (out may be NULL: not
+ * written; the engine passes NULL, as its norm's output is the residual's y). Where:
  * bf16_in, up to 8 tokens, the products as td_cu_matmul_multi would run them in one launch by k slices (BF16 weights
  * on the tensor cores, more than 256 cols), TD_CUDA_NORM_IN=1 (off by default until timed). Returns 1 elsewhere,
  * nothing launched: the caller runs the two calls; 0 done; -1 failed (td_cu_error). out[i] as

@@ -812,7 +812,8 @@ template <int NF, bool WG = false> __host__ __device__ constexpr size_t tc_split
 
 /* The residual + norm before a product, taken by the product's blocks (td_cu_matmul_multi_norm): the kernel's x is
  * the residual stream x, [T, n] (n = K), and its activations are RMSNorm(x + y) with weight w, as td_cu_add_rows_norm
- * computes it; block (0, 0) also writes x + y to x_out and the norm to out (when not NULL) and checks the rows. */
+ * computes it; block (0, 0) also writes x + y to x_out and the norm to out (when not NULL; neither is x or y: the
+ * other blocks still read those) and checks the rows. */
 struct tc_norm {
     const float *y;
     float *x_out, *out;
