@@ -17,7 +17,6 @@
  * defaults.
  * td_cu_matmul_glu (the MLP's gate taken by the down product's kernels) = td_cu_glu then td_cu_matmul (test_glu).
  * A product left as its partials for the residual that adds them (td_cu_matmul_parts) = the product added (test_held).
- * The residual + norm run by the products after it (td_cu_matmul_multi_norm) = the two calls (test_norm_in).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -537,104 +536,6 @@ static void test_norm_xb(void) {
     free(nw), td_cu_free(nwd), weight_free(&w[0]), weight_free(&w[1]);
 }
 
-/* The residual + norm taken by the products after it (td_cu_matmul_multi_norm) = td_cu_add_rows_norm then
- * td_cu_matmul_multi, bit for bit: the products (q/k/v-shaped, three in one launch), x + y, the norm and the fault
- * word (a row made infinite in some cases), x and y left as they were; up to 8 tokens, in clusters and through the
- * scratch, on wgmma and mma.sync, plain and zero-centred norms, the norm written or not (out NULL). Where it does not apply (9 tokens, fp32 products,
- * switched off) it launches nothing and says so (1). */
-static void test_norm_in(void) {
-    printf("the residual + norm in the products after it (td_cu_matmul_multi_norm) = the norm, then the products\n");
-    static const int64_t Ts[] = {1, 2, 3, 5, 8};
-    static const int64_t n_outs[3] = {2048, 1024, 1024};
-    const int64_t d = 1024;
-    weight w[3] = {weight_new(n_outs[0], d), weight_new(n_outs[1], d), weight_new(n_outs[2], d)};
-    float *nw = rnd(d, -0.5f, 1.5f), *nwd = cu_up(nw, (size_t)d * sizeof *nw);
-    int64_t bad = 0, n = 0;
-    td_cu_matmul_tc_test_mode(2);
-    td_cu_matmul_norm_in_test(1);
-    for (int form = 0; form < 4; form++)
-        for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
-            td_cu_matmul_tc_wg_test(form & 1 ? 3 : 0);
-            td_cu_matmul_tc_cluster_test(form & 2 ? 0 : -1);
-            const int64_t T = Ts[ti], nx = T * d;
-            const int zc = (int)(ti & 1), inf = ti == 2 || ti == 4;
-            const size_t xbytes = (size_t)nx * sizeof(float);
-            float *res = rnd(nx, -3.0f, 3.0f), *y = rnd(nx, -1.0f, 1.0f);
-            if (inf) y[(T - 1) * d + 7] = INFINITY;
-            float *yd = cu_up(y, xbytes), *r1 = cu_up(res, xbytes), *x2 = cu_up(res, xbytes);
-            float *xo = cu_up(NULL, xbytes), *o1 = cu_up(NULL, xbytes), *o2 = cu_up(NULL, xbytes);
-            uint64_t none = UINT64_MAX, f[2];
-            uint64_t *f1 = cu_up(&none, sizeof none), *f2 = cu_up(&none, sizeof none);
-            const td_cu_parts py = {yd, 1, d};
-            CU(td_cu_add_rows_norm(r1, &py, T, d, NULL, f1, 3, o1, NULL, nwd, 1e-6f, zc, NULL));
-            float *ys[2][3];
-            td_cu_mm mm[2][3];
-            for (int k = 0; k < 2; k++)
-                for (int i = 0; i < 3; i++) {
-                    ys[k][i] = cu_up(NULL, (size_t)(T * n_outs[i]) * sizeof(float));
-                    mm[k][i] = (td_cu_mm){ys[k][i], n_outs[i], &w[i].d, NULL, n_outs[i]};
-                }
-            CU(td_cu_matmul_multi(mm[0], 3, o1, d, T, 1, NULL));
-            const int no_out = form == 3; /* the norm not written (the engine's case) */
-            const td_cu_norm_in nm = {x2, yd, xo, no_out ? NULL : o2, nwd, 1e-6f, zc, NULL, f2, 3};
-            td_cu_parts out[3];
-            const int rc = td_cu_matmul_multi_norm(out, mm[1], 3, &nm, T, 1, NULL);
-            char name[96];
-            snprintf(name, sizeof name, "T=%lld %s%s%s%s", (long long)T, form & 1 ? "wgmma" : "mma.sync",
-                     form & 2 ? ", through the scratch" : ", clusters", zc ? ", zero-centred" : "",
-                     inf ? ", a row not finite" : "");
-            CHECKF(rc == 0, "%s: td_cu_matmul_multi_norm returned %d", name, rc);
-            for (int i = 0; i < 3; i++) {
-                const int64_t ny = T * n_outs[i];
-                float *a = malloc((size_t)ny * sizeof *a), *b = malloc((size_t)ny * sizeof *b);
-                cu_down(a, ys[0][i], (size_t)ny * sizeof *a), cu_down(b, ys[1][i], (size_t)ny * sizeof *b);
-                bad += differ(name, b, a, ny) != 0;
-                CHECKF(out[i].p == ys[1][i] && out[i].S == 1, "%s: product %d left as partials", name, i);
-                free(a), free(b);
-            }
-            float *a = malloc(xbytes), *b = malloc(xbytes);
-            cu_down(a, r1, xbytes), cu_down(b, xo, xbytes);
-            bad += differ("x + y", b, a, nx) != 0;
-            cu_down(a, o1, xbytes), cu_down(b, o2, xbytes);
-            if (no_out) {
-                int64_t set = 0;
-                for (int64_t e = 0; e < nx; e++) set += b[e] != 0.0f;
-                CHECKF(set == 0, "%s: %lld values of the norm written, none asked", name, (long long)set);
-            } else bad += differ("the norm", b, a, nx) != 0;
-            cu_down(b, x2, xbytes);
-            CHECKF(!memcmp(b, res, xbytes), "%s: x changed", name);
-            cu_down(&f[0], f1, sizeof *f), cu_down(&f[1], f2, sizeof *f);
-            CHECKF(f[0] == f[1] && (f[0] == UINT64_MAX) == !inf, "%s: fault words %llx and %llx", name,
-                   (unsigned long long)f[0], (unsigned long long)f[1]);
-            n++;
-            if (ti == 0) { /* where it declines: nothing written */
-                CU(td_cu_zero(xo, xbytes, NULL));
-                CHECKF(td_cu_matmul_multi_norm(NULL, mm[1], 3, &nm, 9, 1, NULL) == 1, "%s: 9 tokens taken", name);
-                CHECKF(td_cu_matmul_multi_norm(NULL, mm[1], 3, &nm, T, 0, NULL) == 1, "%s: fp32 taken", name);
-                td_cu_matmul_norm_in_test(0);
-                CHECKF(td_cu_matmul_multi_norm(NULL, mm[1], 3, &nm, T, 1, NULL) == 1, "%s: taken while off", name);
-                td_cu_matmul_norm_in_test(1);
-                cu_down(b, xo, xbytes);
-                int64_t set = 0;
-                for (int64_t e = 0; e < nx; e++) set += b[e] != 0.0f;
-                CHECKF(set == 0, "%s: %lld values written where it declined", name, (long long)set);
-            }
-            free(a), free(b), free(res), free(y);
-            for (int k = 0; k < 2; k++)
-                for (int i = 0; i < 3; i++) td_cu_free(ys[k][i]);
-            td_cu_free(yd), td_cu_free(r1), td_cu_free(x2), td_cu_free(xo), td_cu_free(o1), td_cu_free(o2);
-            td_cu_free(f1), td_cu_free(f2);
-        }
-    td_cu_matmul_norm_in_test(-1);
-    td_cu_matmul_tc_cluster_test(-1);
-    td_cu_matmul_tc_wg_test(-1);
-    td_cu_matmul_tc_test_mode(0);
-    CHECKF(bad == 0, "%lld of %lld comparisons differ", (long long)bad, (long long)(5 * n));
-    printf("  %lld launches, products, x + y, the norm and the fault word the same bits\n", (long long)n);
-    free(nw), td_cu_free(nwd);
-    for (int i = 0; i < 3; i++) weight_free(&w[i]);
-}
-
 /* The MLP's three products as one call (td_cu_matmul_mlp: act(g) * u computed by the gate/up product, kept in bf16)
  * = td_cu_matmul_multi over the gate and up then td_cu_matmul_glu, bit for bit, x taken in fp32 or as the norm's bf16
  * copy; where it does not apply (64 tokens or fewer, fp32 products, TD_CUDA_GLU_EPI off, a GPU without tc_wg) it
@@ -862,7 +763,6 @@ int main(void) {
     test_glu();
     test_held();
     test_norm_xb();
-    test_norm_in();
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 0);
     test_wreg(many, (int)(sizeof many / sizeof *many), wide_modes, 3);
     test_wg(many, (int)(sizeof many / sizeof *many), wide_modes, few, (int)(sizeof few / sizeof *few), split_modes);

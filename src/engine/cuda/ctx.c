@@ -104,7 +104,6 @@ td_status td_eng_dev_open(td_ctx *ctx) {
     dv->rope_cs = dev_buf(&st, rope_bytes, "the RoPE tables");
     dv->cells = dev_buf(&st, (size_t)cells * sizeof(int32_t), "the cell tables");
     dv->out = dev_buf(&st, (size_t)p->n_outputs_max * (size_t)m->head.rows * sizeof(float), "the outputs");
-    dv->x_alt = dev_buf(&st, (size_t)8 * (size_t)m->cfg.n_embd * sizeof(float), "the residual stream's other rows");
     if (ctx->dn.dev_chunk) { /* TD_CUDA_DN=chunk: the launch sets' scratch and host tables */
         dv->dnc_scratch_floats =
             td_cu_deltanet_chunk_scratch_floats(B, TD_CU_DNC_CHUNK - 1, m->cfg.lin_n_v_heads, m->cfg.lin_k_dim,
@@ -185,7 +184,6 @@ void td_eng_dev_close(td_ctx *ctx) {
     td_cu_free(dv->dnc_scratch);
     td_cu_free(dv->mm_scratch);
     td_cu_free(dv->norm_xb);
-    td_cu_free(dv->x_alt);
     td_free(dv->dnc_sets);
     td_free(dv->dnc_first);
     td_free(dv->dnc_off);

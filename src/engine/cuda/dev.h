@@ -78,8 +78,6 @@ struct td_dev_ctx {
     uint16_t *norm_xb;          /* [norm_xb_elems]: a norm's output in bf16 for the products after it (above 64 tokens,
                                    bf16, td_cu_matmul_norm_xb: forward.c); grown by a pass that wants more */
     int64_t norm_xb_elems;
-    float *x_alt;               /* [8, n_embd]: the residual stream's other rows for a pass of up to 8 tokens whose
-                                   residual + norm the products after it run (forward.c, td_cu_matmul_multi_norm) */
     void *graph;           /* the last small pass's kernels as a CUDA graph (forward.c), NULL: none */
     int64_t graph_key[8];  /* the shape it was recorded for */
     int32_t graph_rows;    /* ctx->pass.n_rows after the recorded kernels (the last layer keeps the output rows) */

@@ -41,13 +41,9 @@ typedef struct dev_pass {
     int qkv_held;           /* qkv holds partials */
     uint16_t *xb;           /* NULL, or where the residual + norm also writes its output in bf16 (norm_xb_fit) */
     int xb_buf;             /* the buffer whose bf16 copy xb holds for the step right after the norm; -1 none */
-    float *x;               /* the residual stream (TD_B_X) now: act.x, or the context's x_alt after a residual + norm
-                               that the products after it ran (td_cu_matmul_multi_norm writes x + y to the other) */
-    td_cu_norm_in norm;     /* a residual + norm deferred to the products after it (norm_buf: their input) */
-    int norm_buf;           /* -1 none */
 } dev_pass;
 
-static float *buf(const dev_pass *p, int b) { return b == TD_B_X ? p->x : td_eng_buf(p->ctx, (td_buf)b); }
+static float *buf(const dev_pass *p, int b) { return td_eng_buf(p->ctx, (td_buf)b); }
 static int64_t width(const dev_pass *p, int b) { return td_eng_buf_width(p->ctx, (td_buf)b); }
 
 /* Heads of a Q or K row: count, stride between heads. */
@@ -109,49 +105,6 @@ static int same_input_products(const td_layer_steps *ls, int i) {
  * glu_product (the MLP's gate and up) or qk_prep (q, k and v). */
 enum { HOLD_NONE, HOLD_GATE_UP, HOLD_QKV };
 
-/* The deferred residual + norm (p->norm) as its own kernel, x + y in place. */
-static td_status norm_now(dev_pass *p) {
-    const td_cu_norm_in *nm = &p->norm;
-    const td_cu_parts y = {(float *)nm->y, 1, p->c->n_embd};
-    p->norm_buf = -1;
-    LAUNCH(td_cu_add_rows_norm(p->x, &y, p->T, p->c->n_embd, nm->row_tok, nm->fault, nm->code, nm->out, p->xb, nm->w,
-                               nm->eps, nm->zero_centred, p->s),
-           "residual and norm");                                                  /* x += y; out = RMSNorm(x) */
-    return TD_OK;
-}
-
-/* Whether the norm at steps[k] may be left to the products right after it (td_cu_matmul_multi_norm): they are several
- * (products' one launch) and read its output, and no later step of the layer reads that output before one writes it.
- * Its fp32 output is then never written: it is often the residual's own y (XB), which the products' blocks still read
- * while one of them would write it. */
-static int norm_for_products(const td_layer_steps *ls, int k) {
-    const int dst = ls->steps[k].dst;
-    if (k + 1 >= ls->n || ls->steps[k + 1].op != TD_OP_MATMUL || ls->steps[k + 1].src != dst) return 0;
-    const int n = same_input_products(ls, k + 1);
-    if (n < 2) return 0;
-    for (int j = k + 1 + n; j < ls->n; j++) {
-        if (ls->steps[j].src == dst) return 0;
-        if (ls->steps[j].dst == dst) return 1;
-    }
-    return 1;
-}
-
-/* The products of the deferred residual + norm's output taking it (td_cu_matmul_multi_norm): 1 when they ran, 0 when
- * the norm ran as its own kernel (the products then run as usual), -1 failed. */
-static int products_normed(dev_pass *p, const td_cu_mm *mm, int n, td_cu_parts *out) {
-    td_ctx *ctx = p->ctx;
-    td_cu_norm_in nm = p->norm;
-    nm.x_out = p->x == ctx->act.x ? ctx->dev->x_alt : ctx->act.x;
-    nm.out = NULL; /* nobody reads it (norm_for_products) */
-    const int rc = td_cu_matmul_multi_norm(out, mm, n, &nm, p->T, p->bf16, p->s);
-    if (rc < 0) return -1;
-    if (rc == 0) {
-        p->x = nm.x_out, p->norm_buf = -1;
-        return 1;
-    }
-    return norm_now(p) == TD_OK ? 0 : -1;
-}
-
 /* xb: NULL, or their input in bf16 (the norm's: dev_pass.xb) */
 static td_status products(dev_pass *p, const td_dev_layer *ly, const td_step *st, int n, int hold,
                           const uint16_t *xb) {
@@ -159,13 +112,6 @@ static td_status products(dev_pass *p, const td_dev_layer *ly, const td_step *st
     td_cu_parts out[4];
     for (int i = 0; i < n; i++)
         mm[i] = (td_cu_mm){buf(p, st[i].dst), width(p, st[i].dst), &ly->w[st[i].w], NULL, ly->w[st[i].w].rows};
-    const int normed = p->norm_buf == st[0].src ? products_normed(p, mm, n, out) : 0;
-    if (normed < 0) return td_dev_fail("the residual, its norm and the products after it");
-    if (normed) { /* the results are the buffers themselves: nothing held */
-        if (hold == HOLD_QKV) p->qkv_held = 0;
-        if (hold == HOLD_GATE_UP) p->gu_held = 0;
-        return TD_OK;
-    }
     if (hold == HOLD_NONE) {
         LAUNCH(td_cu_matmul_multi_xb(NULL, mm, n, buf(p, st[0].src), xb, width(p, st[0].src), p->T, p->bf16, p->s),
                "matrix products");
@@ -244,13 +190,13 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
                c->glu_act == TD_GLU_GELU_TANH ? "MLP: GeGLU" : "MLP: SwiGLU");
         break;
     case TD_OP_RESIDUAL:
-        LAUNCH(td_cu_add_rows(p->x, buf(p, st->src), T, d, p->row_tok, dv->fault, code_residual(il, (*r)++), p->s),
+        LAUNCH(td_cu_add_rows(x->x, buf(p, st->src), T, d, p->row_tok, dv->fault, code_residual(il, (*r)++), p->s),
                "residual");
         break;
     case TD_OP_KEEP_OUTPUTS: /* x [n_out, d], through xb: a gather cannot overlap */
         if (il != c->n_layer - 1) break;
-        LAUNCH(td_cu_gather_rows(x->xb, p->x, dv->out_tok, ctx->pass.n_out, d, p->s), "keeping the output rows");
-        LAUNCH(td_cu_d2d(p->x, x->xb, (size_t)ctx->pass.n_out * (size_t)d * sizeof(float), p->s),
+        LAUNCH(td_cu_gather_rows(x->xb, x->x, dv->out_tok, ctx->pass.n_out, d, p->s), "keeping the output rows");
+        LAUNCH(td_cu_d2d(x->x, x->xb, (size_t)ctx->pass.n_out * (size_t)d * sizeof(float), p->s),
                "keeping the output rows");
         p->T = ctx->pass.n_out;
         p->row_tok = dv->out_tok;
@@ -403,10 +349,9 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
     td_pass *ps = &ctx->pass;
     const int64_t d = m->cfg.n_embd;
     td_status st;
-    p->x = x->x;
-    LAUNCH(td_cu_embed(p->x, &p->w->embed, dv->tok_id, p->T, p->s), "embedding");              /* x [T, d] */
-    if (m->cfg.embed_scale != 0.0f) LAUNCH(td_cu_scale(p->x, m->cfg.embed_scale, p->T * d, p->s), "embedding scale");
-    LAUNCH(td_cu_check_rows(p->x, p->T, d, d, NULL, dv->fault, 0, p->s), "embedding: check");
+    LAUNCH(td_cu_embed(x->x, &p->w->embed, dv->tok_id, p->T, p->s), "embedding");              /* x [T, d] */
+    if (m->cfg.embed_scale != 0.0f) LAUNCH(td_cu_scale(x->x, m->cfg.embed_scale, p->T * d, p->s), "embedding scale");
+    LAUNCH(td_cu_check_rows(x->x, p->T, d, d, NULL, dv->fault, 0, p->s), "embedding: check");
     int first = 0; /* the layer's first step already ran (its norm, fused with the residual before it) */
     for (int il = 0; il < m->cfg.n_layer; il++) {                                              /* x = layer(x) */
         const td_layer_steps *ls = td_arch_layer_steps(&m->cfg, il);
@@ -422,22 +367,15 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
                 const int src = ls->steps[i].src;
                 td_cu_parts y = p->held_buf == src ? p->held : (td_cu_parts){buf(p, src), 1, d};
                 p->held_buf = -1;
-                p->norm = (td_cu_norm_in){p->x, y.p, NULL, buf(p, nx->dst), nl->v[nx->w], m->cfg.rms_eps,
-                                          m->cfg.zero_centred_norms, p->row_tok, dv->fault, code_residual(il, r++)};
-                const td_layer_steps *nls = next ? td_arch_layer_steps(&m->cfg, il + 1) : ls;
-                if (y.S == 1 && p->bf16 && p->T <= 8 && !p->xb && norm_for_products(nls, (int)(nx - nls->steps)))
-                    p->norm_buf = nx->dst; /* the products after it may take it */
-                else LAUNCH(td_cu_add_rows_norm(p->x, &y, p->T, d, p->row_tok, dv->fault, p->norm.code,
-                                                buf(p, nx->dst), p->xb, nl->v[nx->w], m->cfg.rms_eps,
-                                                m->cfg.zero_centred_norms, p->s),
-                            "residual and norm");                             /* x += xb; xb = RMSNorm(x) */
+                LAUNCH(td_cu_add_rows_norm(x->x, &y, p->T, d, p->row_tok, dv->fault, code_residual(il, r++),
+                                           buf(p, nx->dst), p->xb, nl->v[nx->w], m->cfg.rms_eps,
+                                           m->cfg.zero_centred_norms, p->s),
+                       "residual and norm");                                  /* x += xb; xb = RMSNorm(x) */
                 if (p->xb) p->xb_buf = nx->dst;
                 if (next) break;
                 i = (int)(nx - ls->steps);
                 continue;
             }
-            if (p->norm_buf >= 0 && !(n > 1 && ls->steps[i].src == p->norm_buf) && (st = norm_now(p)) != TD_OK)
-                return st; /* not products of the norm's output: it runs alone */
             const int kv_rows = width(p, TD_B_K) == ctx->kv.dim && width(p, TD_B_V) == ctx->kv.dim;
             int nq = kv_rows ? qk_prep_steps(ls, i) : 0;
             if (nq) st = qk_prep(p, il, ly, &ls->steps[i], nq), i += nq - 1;
@@ -446,8 +384,7 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
             else if (n > 1) {
                 const int hold = hold_for(dv, ls, i, n, kv_rows ? qk_prep_steps(ls, i + n) : 0);
                 const uint16_t *xb = xb_buf == ls->steps[i].src ? p->xb : NULL;
-                const int whole = hold == HOLD_GATE_UP && p->norm_buf < 0 ? mlp(p, ly, &ls->steps[i], xb)
-                                                                          : 0; /* gate, up, GLU, down */
+                const int whole = hold == HOLD_GATE_UP ? mlp(p, ly, &ls->steps[i], xb) : 0; /* gate, up, GLU, down */
                 if (whole < 0) return td_dev_fail("MLP: its three products");
                 st = whole ? TD_OK : products(p, ly, &ls->steps[i], n, hold, xb);
                 i += whole ? 3 : n - 1;
@@ -460,9 +397,8 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
         first = ls->n > 0 && ls->steps[ls->n - 1].op == TD_OP_RESIDUAL &&
                 norm_after_residual(&m->cfg, il, ls, ls->n - 1, &next) && next;
     }
-    if (p->norm_buf >= 0 && (st = norm_now(p)) != TD_OK) return st;
     if (ps->n_out > 0) {
-        LAUNCH(td_cu_rmsnorm(x->out_x, p->x, p->w->final_norm, ps->n_out, 1, d, 0, d,
+        LAUNCH(td_cu_rmsnorm(x->out_x, x->x, p->w->final_norm, ps->n_out, 1, d, 0, d,
                              m->cfg.rms_eps, m->cfg.zero_centred_norms, p->s),
                "final norm");                                                                  /* out_x [n_out, d] */
         LAUNCH(td_cu_matmul(dv->out, n_rows, x->out_x, d, ps->n_out, &p->w->head, ctx->head_rows ? dv->head_rows : NULL,
@@ -572,7 +508,7 @@ td_status td_forward_dev(td_ctx *ctx) {
     td_acts *x = &ctx->act;
     td_pass *ps = &ctx->pass;
     dev_pass p = {.ctx = ctx, .c = &m->cfg, .w = dv->w, .s = dv->stream, .T = ps->n_tokens,
-                  .bf16 = ctx->p.precision == TD_PRECISION_BF16, .held_buf = -1, .xb_buf = -1, .norm_buf = -1};
+                  .bf16 = ctx->p.precision == TD_PRECISION_BF16, .held_buf = -1, .xb_buf = -1};
     td_status st;
     p.xb = norm_xb_fit(ctx, p.bf16);
 

@@ -99,10 +99,6 @@ int td_cu_matmul_tc_glu(const td_cu_mm *mm, const td_cu_parts *gu, int act, int6
 int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
                         const td_cu_mat *wg, const td_cu_mat *wu, int act, cudaStream_t s);
 
-/* td_cu_matmul_multi_norm's tensor-core path (the checks of matmul.cu's done): 1 where it does not run (nothing
- * launched). */
-int td_cu_matmul_tc_norm(const td_cu_mm *mm, int n, const td_cu_norm_in *nm, int64_t T, cudaStream_t s);
-
 /* Blocks for a grid-stride element-wise kernel over n elements (element-wise: no reduction, so the grid's shape does
  * not matter to any value). */
 static inline unsigned td_cu_grid(int64_t n, int nt) {
@@ -192,18 +188,12 @@ template <int TYPE> __device__ __forceinline__ float td_dev_weight(const unsigne
     return td_dev_weight_cvt<TYPE>(td_dev_weight_raw<TYPE>(row, k), k);
 }
 
-/* ---- RMSNorm's pieces, for every kernel that norms a row (so all give its bits) ---- */
-
-/* A norm's weight as it multiplies: 1 + w[i] for zero-centred norms (Qwen3.5), else w[i]. */
-__device__ __forceinline__ float td_dev_norm_weight(const float *__restrict__ w, int64_t i, int zero_centred) {
-    return zero_centred ? 1.0f + w[i] : w[i];
-}
-/* The row's scale from its sum of squares ss (double) over n elements: 1 / sqrt(mean + eps), as the CPU computes it. */
+/* RMSNorm's scale from a row's sum of squares ss (double) over n elements, 1 / sqrt(mean + eps) as the CPU computes
+ * it: one expression for every kernel that norms a row or a head (rows.cu, the DeltaNet's gated norms), so all give
+ * its bits. */
 __device__ __forceinline__ float td_dev_rms_scale(double ss, int64_t n, float eps) {
     return (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
 }
-/* NaN or +-infinity. */
-__device__ __forceinline__ int td_dev_not_finite(float v) { return !(fabsf(v) <= 3.402823466e38f); }
 
 /* ---- a product's slice partials (td_cu_parts) ---- */
 
@@ -325,27 +315,6 @@ __device__ __forceinline__ void td_dev_block_sum3(double &d, float &a, float &b,
 /* The sum over the block (float or double), and the maximum (exact in any order), by td_dev_block_reduce's tree. */
 template <int NT, typename T> __device__ __forceinline__ T td_dev_block_sum(T v, T *sh) {
     return td_dev_block_reduce<NT>(v, sh, (T)0, td_dev_add());
-}
-/* td_dev_block_sum<2 NT>'s result, its bits, from a block of NT threads, each holding two of the 2 NT values: a of
- * thread tid and b of thread tid + NT (warp w reduces warps w and w + NT / 32 of the wider block, then warp 0 the
- * 2 NT / 32 totals as td_dev_block_reduce does). sh holds 2 NT / 32 + 1 doubles. */
-template <int NT> __device__ __forceinline__ double td_dev_block_sum_pair(double a, double b, double *sh) {
-    constexpr int W = NT / 32;
-    static_assert(NT % 32 == 0 && 2 * W <= 32, "a block of whole warps, the wider one at most 1024 threads");
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    a = td_dev_warp_reduce(a, td_dev_add());
-    b = td_dev_warp_reduce(b, td_dev_add());
-    if (lane == 0) sh[warp] = a, sh[W + warp] = b;
-    __syncthreads();
-    if (warp == 0) {
-        double v = lane < 2 * W ? sh[lane] : 0.0;
-        v = td_dev_warp_reduce(v, td_dev_add());
-        if (lane == 0) sh[2 * W] = v;
-    }
-    __syncthreads();
-    const double r = sh[2 * W];
-    __syncthreads();
-    return r;
 }
 template <int NT> __device__ __forceinline__ float td_dev_block_max(float v, float *sh) {
     return td_dev_block_reduce<NT>(v, sh, -INFINITY, td_dev_max());

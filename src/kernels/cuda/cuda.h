@@ -182,30 +182,6 @@ int td_cu_matmul_multi_xb(td_cu_parts *out, const td_cu_mm *mm, int n, const flo
                           int64_t ldx, int64_t T, int bf16_in, void *stream);
 int td_cu_matmul_norm_xb(void);
 void td_cu_matmul_norm_xb_test(int on);
-/* The residual + norm (td_cu_add_rows_norm) and the products of its output (td_cu_matmul_multi_xb) as one launch:
- * x_out = x + y, out = RMSNorm(x_out) with weight w (rows n apart, n = the products' cols), and mm[i].y = out
- * W_i^T, all bit for bit those two calls' (x_out, out and the fault word as td_cu_add_rows_norm leaves x, out and
- * it). Every block of the products norms the rows it takes itself, from x and y, so no kernel runs between the
- * product before and these. x and y are left as they were; x_out and out are neither of them (out may be NULL: not
- * written; the engine passes NULL, as its norm's output is the residual's y). Where:
- * bf16_in, up to 8 tokens, the products as td_cu_matmul_multi would run them in one launch by k slices (BF16 weights
- * on the tensor cores, more than 256 cols), TD_CUDA_NORM_IN=1 (off by default until timed). Returns 1 elsewhere,
- * nothing launched: the caller runs the two calls; 0 done; -1 failed (td_cu_error). out[i] as
- * td_cu_matmul_multi_xb's (plain: this path leaves no partials). Test only: td_cu_matmul_norm_in_test(0 / 1), -1
- * the environment's choice. */
-typedef struct td_cu_norm_in {
-    const float *x, *y;    /* [T, n] each: the residual stream and the product added to it (plain rows) */
-    float *x_out, *out;    /* [T, n] each */
-    const float *w;        /* [n] the norm's weight */
-    float eps;
-    int zero_centred;
-    const int32_t *row_tok; /* as td_cu_add_rows_norm's */
-    uint64_t *fault;
-    uint32_t code;
-} td_cu_norm_in;
-int td_cu_matmul_multi_norm(td_cu_parts *out, const td_cu_mm *mm, int n, const td_cu_norm_in *nm, int64_t T,
-                            int bf16_in, void *stream);
-void td_cu_matmul_norm_in_test(int on);
 /* The MLP's three products as one call where the tensor cores allow: y = (act(x Wg^T) * (x Wu^T)) Wd^T for t < T,
  * all of Wd's rows, the bits of td_cu_matmul_multi over the gate and up then td_cu_matmul_glu, with act(g) * u
  * computed by the gate/up product as it ends (its tiles hold a gate output beside the up output of the same index)

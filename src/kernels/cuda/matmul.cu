@@ -296,18 +296,6 @@ extern "C" int td_cu_matmul_multi_xb(td_cu_parts *out, const td_cu_mm *mm, int n
     return matmul_multi_go(mm, n, x, xb, ldx, T, bf16_in, out, stream);
 }
 
-extern "C" int td_cu_matmul_multi_norm(td_cu_parts *out, const td_cu_mm *mm, int n, const td_cu_norm_in *nm,
-                                       int64_t T, int bf16_in, void *stream) {
-    if (T <= 0 || n <= 0 || n > 4 || !bf16_in) return 1;
-    for (int i = 0; i < n; i++)
-        if (!td_cu_matmul_tc(mm[i].w, 1) || mm[i].w->cols != mm[0].w->cols || mm[i].n_out <= 0) return 1;
-    for (int i = 0; i < n; i++)
-        if (check_mat(mm[i].w, "td_cu_matmul_multi_norm")) return -1;
-    const int rc = td_cu_matmul_tc_norm(mm, n, nm, T, TD_CU_STREAM(stream));
-    for (int i = 0; out && rc == 0 && i < n; i++) out[i] = td_cu_parts{mm[i].y, 1, mm[i].ldy};
-    return rc;
-}
-
 extern "C" int td_cu_matmul_multi_parts(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, int64_t ldx,
                                         int64_t T, int bf16_in, void *stream) {
     return td_cu_matmul_multi_xb(out, mm, n, x, NULL, ldx, T, bf16_in, stream);

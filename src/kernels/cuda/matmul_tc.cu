@@ -810,75 +810,6 @@ template <int NF, bool WG = false> __host__ __device__ constexpr size_t tc_split
               : (size_t)(SP_R + tc_split_xrows<NF>()) * TC_SP * 2;
 }
 
-/* The residual + norm before a product, taken by the product's blocks (td_cu_matmul_multi_norm): the kernel's x is
- * the residual stream x, [T, n] (n = K), and its activations are RMSNorm(x + y) with weight w, as td_cu_add_rows_norm
- * computes it; block (0, 0) also writes x + y to x_out and the norm to out (when not NULL; neither is x or y: the
- * other blocks still read those) and checks the rows. */
-struct tc_norm {
-    const float *y;
-    float *x_out, *out;
-    const float *__restrict__ w;
-    float eps;
-    int zero_centred;
-    const int32_t *__restrict__ row_tok;
-    unsigned long long *fault;
-    uint32_t code;
-};
-
-/* One normed activation: x + y, then (e * s) * w as add_rows_norm_kernel's norm writes it. The staging and block
- * (0, 0)'s written norm both compute it here, so a test of the written norm holds the staged values too. */
-__device__ __forceinline__ float tc_normed(float x, float y, float s, float w) { return ((x + y) * s) * w; }
-
-/* tc_norm's scale of each token t < T (T <= 8) into sc[t]: every block computes them all from the whole rows, the
- * sum of squares of x + y in add_rows_norm_kernel's order (its 256 threads' folds, i = thread, thread + 256, ...,
- * then the fixed tree: this block's 128 threads each fold two of those; td_dev_block_sum_pair), so the same bits.
- * Block (0, 0) then writes x + y and the norm, and lowers the fault word for a row that is not finite, as that
- * kernel does. */
-__device__ __forceinline__ void tc_norm_rows(const tc_norm &nm, const float *x, int64_t n, int64_t T, float *sc,
-                                             double *sh) {
-    const int tid = threadIdx.x;
-    for (int64_t t = 0; t < T; t++) {
-        const float *xr = td_pass_ptr(x + t * n), *yr = td_pass_ptr(nm.y + t * n);
-        double a = 0.0, b = 0.0;
-#pragma unroll 4
-        for (int64_t i = tid; i < n; i += 256) {
-            const float e0 = xr[i] + yr[i];
-            a += (double)e0 * (double)e0;
-            if (i + 128 < n) {
-                const float e1 = xr[i + 128] + yr[i + 128];
-                b += (double)e1 * (double)e1;
-            }
-        }
-        const double ss = td_dev_block_sum_pair<128>(a, b, sh);
-        if (tid == 0) sc[t] = td_dev_rms_scale(ss, n, nm.eps);
-    }
-    __syncthreads();
-    if (blockIdx.x != 0 || blockIdx.y != 0) return;
-    for (int64_t t = 0; t < T; t++) {
-        const float *xr = td_pass_ptr(x + t * n), *yr = td_pass_ptr(nm.y + t * n);
-        int bad = 0;
-        for (int64_t i = tid; i < n; i += 128) {
-            const float e = xr[i] + yr[i];
-            nm.x_out[t * n + i] = e;
-            bad |= td_dev_not_finite(e);
-            if (nm.out)
-                nm.out[t * n + i] = tc_normed(xr[i], yr[i], sc[t], td_dev_norm_weight(nm.w, i, nm.zero_centred));
-        }
-        if (__syncthreads_or(bad) && tid == 0) {
-            const uint32_t tok = nm.row_tok ? (uint32_t)nm.row_tok[t] : (uint32_t)t;
-            atomicMin(nm.fault, ((unsigned long long)nm.code << 32) | tok);
-        }
-    }
-}
-
-/* The normed activations at x + off (4 consecutive of token row off / n, scale s, w4 their norm weights). */
-__device__ __forceinline__ float4 tc_norm4(const float *x, const float *y, int64_t off, bool vec, float s,
-                                           const float4 &w4) {
-    const float4 a = td_ld_pass4(x + off, vec), b = td_ld_pass4(y + off, vec);
-    return make_float4(tc_normed(a.x, b.x, s, w4.x), tc_normed(a.y, b.y, s, w4.y), tc_normed(a.z, b.z, s, w4.z),
-                       tc_normed(a.w, b.w, s, w4.w));
-}
-
 /* The order above for T <= 64, parallel over slices instead of over outputs alone: block (x, y) computes the partial
  * P_y of slice y for SP_R outputs x all T tokens, one chain a fragment (warp w: outputs 16w .. 16w + 15, every token
  * fragment), its weights (SP_R x 256 bf16) all in flight at once by cp.async, its activations rounded to bf16 once
@@ -888,13 +819,11 @@ __device__ __forceinline__ float4 tc_norm4(const float *x, const float *y, int64
  * o and down, each reading all of x; here 4 to 12 times as many blocks, each reading T x 256 of x. WG (TD_CUDA_TC_WG
  * 2 or 3; every slice whole, k a multiple of 256): the 4 warps as one warpgroup run the slice as 16 wgmma
  * m64n(8 NF)k16, the operands staged in the 128-byte swizzle (tc_sw), the same chain per output as the mma.sync form
- * if the tensor cores compute both alike (test_cuda_matmul_tc's test_wg). NORM (NF 1: up to 8 tokens): the
- * activations are tc_norm's, x the residual stream before its add (ldx = K). */
-template <int NF, bool CL, bool WG = false, bool NORM = false>
+ * if the tensor cores compute both alike (test_cuda_matmul_tc's test_wg). */
+template <int NF, bool CL, bool WG = false>
 __global__ void __launch_bounds__(128)
     tc_split(const tc_jobs jobs, const float *__restrict__ x, int64_t ldx, int64_t T, int64_t K, float *part,
-             const tc_glu gl, const tc_norm nm) {
-    static_assert(!NORM || NF == 1, "the norm's scales for up to 8 tokens");
+             const tc_glu gl) {
     constexpr int XR = tc_split_xrows<NF>();
     TD_DYN_SMEM16(unsigned char, tc_smem);
     /* WG (wgmma, the 4 warps as one warpgroup; every slice whole): the operands swizzled from a 1024-byte boundary */
@@ -918,29 +847,13 @@ __global__ void __launch_bounds__(128)
         else td_cp16(&Ws[r][p8 * 8], wrow[r] + k0 + p8 * 8);
     }
     td_cp_commit();
-    __shared__ float nsc[NORM ? 8 : 1];      /* NORM: each token's scale */
-    __shared__ double nsh[NORM ? 9 : 1];     /* NORM: td_dev_block_sum_pair's */
-    float4 nw = make_float4(0.f, 0.f, 0.f, 0.f); /* NORM: the norm's weights at this thread's 4 columns (the stage's
-                                                    p4 below is tid & 63 in every round) */
-    if constexpr (NORM) {
-        const int64_t c = k0 + (tid & 63) * 4;
-        if ((tid & 63) * 4 < kn)
-            nw = make_float4(td_dev_norm_weight(nm.w, c, nm.zero_centred),
-                             td_dev_norm_weight(nm.w, c + 1, nm.zero_centred),
-                             td_dev_norm_weight(nm.w, c + 2, nm.zero_centred),
-                             td_dev_norm_weight(nm.w, c + 3, nm.zero_centred));
-    }
     td_pdl_wait(); /* the weights are in flight while the kernel before finishes; x and y are its */
-    const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0 && (!gl.act || ((uintptr_t)gl.u & 15u) == 0) &&
-                      (!NORM || ((uintptr_t)nm.y & 15u) == 0);
-    if constexpr (NORM) tc_norm_rows(nm, x, K, T, nsc, nsh);
+    const bool xvec = ((uintptr_t)x & 15u) == 0 && (ldx & 3) == 0 && (!gl.act || ((uintptr_t)gl.u & 15u) == 0);
 #pragma unroll 4
     for (int i = 0; i < XR * (TC_KS / 4) / 128; i++) { /* XR rows x 64 chunks of 4 floats */
         const int c = tid + 128 * i, tk = c >> 6, p4 = c & 63;
         float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (NORM && tk < T && p4 * 4 < kn)
-            f = tc_norm4(x, nm.y, (int64_t)tk * ldx + k0 + p4 * 4, xvec, nsc[tk], nw);
-        else if (tk < T && p4 * 4 < kn) f = tc_x4(x, (int64_t)tk * ldx + k0 + p4 * 4, xvec, gl);
+        if (tk < T && p4 * 4 < kn) f = tc_x4(x, (int64_t)tk * ldx + k0 + p4 * 4, xvec, gl);
         const uint2 b = make_uint2(td_pack_bf16(f.x, f.y), td_pack_bf16(f.z, f.w));
         if (WG) *(uint2 *)(XA + tc_sw(p4 >> 4, XR, tk, (p4 & 15) >> 1) + (p4 & 1) * 8) = b;
         else *(uint2 *)&Xs[tk][p4 * 4] = b;
@@ -1180,14 +1093,13 @@ extern "C" void td_cu_matmul_tc_split_test(int on) {
     tc_split_on = on < 0 ? td_cu_env_on("TD_CUDA_TC_SPLIT") : on ? 1 : 0;
 }
 
-template <int NF, bool WG, bool NORM>
+template <int NF, bool WG>
 static int tc_split_go(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
-                       int64_t S, float *part, const tc_glu &gl, const tc_norm &nm, cudaStream_t s) {
+                       int64_t S, float *part, const tc_glu &gl, cudaStream_t s) {
     constexpr size_t smem = tc_split_smem<NF, WG>();
-    static const cudaError_t opt = tc_smem_opt(tc_split<NF, false, WG, NORM>, smem);
+    static const cudaError_t opt = tc_smem_opt(tc_split<NF, false, WG>, smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_split", opt);
-    tc_split<NF, false, WG, NORM>
-        <<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part, gl, nm);
+    tc_split<NF, false, WG><<<dim3((unsigned)blocks, (unsigned)S), 128, smem, s>>>(jobs, x, ldx, T, K, part, gl);
     return td_cu_launched("matmul (tensor cores, few tokens, by slices)");
 }
 
@@ -1230,9 +1142,9 @@ extern "C" void td_cu_matmul_tc_cluster_test(int on) {
     tc_cluster_on = on < 0 ? td_cu_env_on("TD_CUDA_TC_CLUSTER") : on ? 2 : 0;
 }
 
-template <int NF, bool WG, bool NORM>
+template <int NF, bool WG>
 static int tc_split_cluster(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
-                            int64_t S, const tc_glu &gl, const tc_norm &nm, cudaStream_t s) {
+                            int64_t S, const tc_glu &gl, cudaStream_t s) {
     constexpr size_t smem = tc_split_smem<NF, WG>();
     static signed char fits[17]; /* 0 not asked, 1 yes, -1 no; per cluster size (host only, any thread: benign) */
     if (S < 2 || S > 16 || blocks > 65535) return 1;
@@ -1246,39 +1158,33 @@ static int tc_split_cluster(const tc_jobs &jobs, const float *x, int64_t ldx, in
         cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
         cudaThreadExchangeStreamCaptureMode(&m);
         int n = 0;
-        bool ok = cudaFuncSetAttribute(tc_split<NF, true, WG, NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        bool ok = cudaFuncSetAttribute(tc_split<NF, true, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)smem) == cudaSuccess &&
-                  (S <= 8 || cudaFuncSetAttribute(tc_split<NF, true, WG, NORM>,
+                  (S <= 8 || cudaFuncSetAttribute(tc_split<NF, true, WG>,
                                                   cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) &&
-                  cudaOccupancyMaxActiveClusters(&n, tc_split<NF, true, WG, NORM>, &cfg) == cudaSuccess && n >= 1;
+                  cudaOccupancyMaxActiveClusters(&n, tc_split<NF, true, WG>, &cfg) == cudaSuccess && n >= 1;
         cudaGetLastError();
         cudaThreadExchangeStreamCaptureMode(&m);
         fits[S] = ok ? 1 : -1;
     }
     if (fits[S] < 0) return 1;
-    const cudaError_t e =
-        cudaLaunchKernelEx(&cfg, tc_split<NF, true, WG, NORM>, jobs, x, ldx, T, K, (float *)nullptr, gl, nm);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, tc_split<NF, true, WG>, jobs, x, ldx, T, K, (float *)nullptr, gl);
     if (e != cudaSuccess) return td_cu_fail("matmul (tensor cores, few tokens, a cluster of slices)", e);
     return 0;
 }
 
-/* nm: the norm's form (tc_split_launch admits it at nf 1 only) */
 template <bool WG>
 static int tc_split_pick(const tc_jobs &jobs, const float *x, int64_t ldx, int64_t T, int64_t K, int64_t blocks,
-                         int64_t S, float *part, const tc_glu &gl, const tc_norm *nm, cudaStream_t s, int nf,
-                         bool cluster) {
-    const tc_norm no{};
+                         int64_t S, float *part, const tc_glu &gl, cudaStream_t s, int nf, bool cluster) {
     if (cluster)
-        return nm        ? tc_split_cluster<1, WG, true>(jobs, x, ldx, T, K, blocks, S, gl, *nm, s)
-               : nf == 1 ? tc_split_cluster<1, WG, false>(jobs, x, ldx, T, K, blocks, S, gl, no, s)
-               : nf == 2 ? tc_split_cluster<2, WG, false>(jobs, x, ldx, T, K, blocks, S, gl, no, s)
-               : nf <= 4 ? tc_split_cluster<4, WG, false>(jobs, x, ldx, T, K, blocks, S, gl, no, s)
-                         : tc_split_cluster<8, WG, false>(jobs, x, ldx, T, K, blocks, S, gl, no, s);
-    return nm        ? tc_split_go<1, WG, true>(jobs, x, ldx, T, K, blocks, S, part, gl, *nm, s)
-           : nf == 1 ? tc_split_go<1, WG, false>(jobs, x, ldx, T, K, blocks, S, part, gl, no, s)
-           : nf == 2 ? tc_split_go<2, WG, false>(jobs, x, ldx, T, K, blocks, S, part, gl, no, s)
-           : nf <= 4 ? tc_split_go<4, WG, false>(jobs, x, ldx, T, K, blocks, S, part, gl, no, s)
-                     : tc_split_go<8, WG, false>(jobs, x, ldx, T, K, blocks, S, part, gl, no, s);
+        return nf == 1   ? tc_split_cluster<1, WG>(jobs, x, ldx, T, K, blocks, S, gl, s)
+               : nf == 2 ? tc_split_cluster<2, WG>(jobs, x, ldx, T, K, blocks, S, gl, s)
+               : nf <= 4 ? tc_split_cluster<4, WG>(jobs, x, ldx, T, K, blocks, S, gl, s)
+                         : tc_split_cluster<8, WG>(jobs, x, ldx, T, K, blocks, S, gl, s);
+    return nf == 1   ? tc_split_go<1, WG>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
+           : nf == 2 ? tc_split_go<2, WG>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
+           : nf <= 4 ? tc_split_go<4, WG>(jobs, x, ldx, T, K, blocks, S, part, gl, s)
+                     : tc_split_go<8, WG>(jobs, x, ldx, T, K, blocks, S, part, gl, s);
 }
 
 static bool tc_wg_split(int64_t K);
@@ -1293,25 +1199,24 @@ static int tc_defer = tc_defer_env();
 extern "C" void td_cu_matmul_defer_test(int mode) { tc_defer = mode < 0 ? tc_defer_env() : mode; }
 
 static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int64_t K, bool forced,
-                           const tc_glu &gl, td_cu_parts *defer, cudaStream_t s, const tc_norm *nm = nullptr) {
+                           const tc_glu &gl, td_cu_parts *defer, cudaStream_t s) {
     const bool wg = tc_wg_split(K);
     tc_jobs jobs;
     const int64_t blocks = tc_make_jobs(mm, n, SP_R, &jobs);
     const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
     if (blocks > 0x7fffffff || S > 65535 || (!forced && blocks > 8 * (int64_t)tc_sms())) return 1;
     const int nf = (int)((T + 7) / 8);
-    if (nm && (nf > 1 || gl.act || ldx != K)) return 1;
     /* products whose partials may stay for the kernels that take them (td_cu_matmul_parts): their rows in order,
      * every block's 64 outputs one product's, so P_s[t, j] of product i is at part[(s * T + t) * ng + o_i + j], o_i
      * the outputs of the products before it */
-    bool keep = defer && tc_defer && S > 1 && !nm;
+    bool keep = defer && tc_defer && S > 1;
     for (int i = 0; i < n && keep; i++) keep = !mm[i].rows && mm[i].n_out % SP_R == 0;
     /* the cluster up to 16 tokens: on the H100 it took a decode step's products from 11-14 us to 7-9 (no second
      * kernel); at 45 tokens its first fold (an output a thread) ran gate/up 26.5 us in clusters of 4 against 16.6
      * through the scratch, and the fold by float4s (TD_CUDA_TC_CLUSTER=2) timed one criterion within noise of it */
     if (tc_cluster_on && S > 1 && (nf <= 2 || tc_cluster_on == 2) && !(keep && tc_defer == 2)) {
-        int rc = wg ? tc_split_pick<true>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, nm, s, nf, true)
-                    : tc_split_pick<false>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, nm, s, nf, true);
+        int rc = wg ? tc_split_pick<true>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, s, nf, true)
+                    : tc_split_pick<false>(jobs, x, ldx, T, K, blocks, S, nullptr, gl, s, nf, true);
         if (rc <= 0) return rc; /* else the scratch and tc_fold_parts */
     }
     /* the partials: in the bound scratch, else in a stream-ordered allocation (x in bf16 once per launch, as tc_wide
@@ -1322,8 +1227,8 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
         cudaGetLastError();
         return 1;
     }
-    int rc = wg ? tc_split_pick<true>(jobs, x, ldx, T, K, blocks, S, part, gl, nm, s, nf, false)
-                : tc_split_pick<false>(jobs, x, ldx, T, K, blocks, S, part, gl, nm, s, nf, false);
+    int rc = wg ? tc_split_pick<true>(jobs, x, ldx, T, K, blocks, S, part, gl, s, nf, false)
+                : tc_split_pick<false>(jobs, x, ldx, T, K, blocks, S, part, gl, s, nf, false);
     if (rc == 0 && keep && !own) { /* the bound scratch outlives the launch: the consumers add them */
         for (int i = 0, o = 0; i < n; o += (int)mm[i].n_out, i++) defer[i] = td_cu_parts{part + o, S, ng};
         return 0;
@@ -1537,23 +1442,6 @@ int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb
                                          blocks * TC_BM, s);
     cudaFreeAsync(h, s);
     return rc < 0 ? rc : 0;
-}
-
-/* TD_CUDA_NORM_IN=1: the residual + norm before the products of up to 8 tokens runs in them (td_cu_matmul_multi_norm);
- * otherwise (the default until timed) as its own kernel. */
-static int tc_norm_in_env(void) {
-    const char *e = getenv("TD_CUDA_NORM_IN");
-    return e && !strcmp(e, "1");
-}
-static int tc_norm_in = tc_norm_in_env();
-extern "C" void td_cu_matmul_norm_in_test(int on) { tc_norm_in = on < 0 ? tc_norm_in_env() : !!on; }
-
-int td_cu_matmul_tc_norm(const td_cu_mm *mm, int n, const td_cu_norm_in *nm, int64_t T, cudaStream_t s) {
-    const int64_t K = mm[0].w->cols;
-    if (!tc_norm_in || T > 8 || n > TC_MAX_JOBS || tc_mode() != 2 || !tc_split_wanted(2, K)) return 1;
-    const tc_norm norm{nm->y,   nm->x_out,        nm->out,   nm->w, nm->eps, nm->zero_centred, nm->row_tok,
-                       (unsigned long long *)nm->fault, nm->code};
-    return tc_split_launch(mm, n, nm->x, K, T, K, false, tc_glu{nullptr, 0}, nullptr, s, &norm);
 }
 
 /* n products of one x (every weight accepted by td_cu_matmul_tc, all of x's width), in one launch. */

@@ -19,7 +19,12 @@ __device__ __forceinline__ float parts_sum(const float *p, int64_t S, int64_t ld
     return td_dev_parts_sum(p + t * ld + i, S, T * ld);
 }
 
-/* A norm's weight w'[i] (td_dev_norm_weight) at this thread's first NORM_WREG elements,
+/* A norm's weight as it multiplies: 1 + w[i] for zero-centred norms (Qwen3.5), else w[i]. */
+__device__ __forceinline__ float norm_weight(const float *__restrict__ w, int64_t i, int zero_centred) {
+    return zero_centred ? 1.0f + w[i] : w[i];
+}
+
+/* A norm's weight w'[i] (norm_weight) at this thread's first NORM_WREG elements,
  * i = tid + ROW_NT u: read before td_pdl_wait (no pass writes a weight), so that the norm's tail does not wait on
  * memory after its sum. Elements past n are 0 (never used). */
 #define NORM_WREG 8
@@ -31,7 +36,7 @@ __device__ __forceinline__ norm_w norm_w_load(const float *__restrict__ w, int64
 #pragma unroll
     for (int u = 0; u < NORM_WREG; u++) {
         const int64_t i = threadIdx.x + (int64_t)u * ROW_NT;
-        r.v[u] = i < n ? td_dev_norm_weight(w, i, zero_centred) : 0.0f;
+        r.v[u] = i < n ? norm_weight(w, i, zero_centred) : 0.0f;
     }
     return r;
 }
@@ -57,7 +62,7 @@ __device__ __forceinline__ void norm_row(float *y, const float *x, const float *
         if (i < n) norm_put(y, yb, i, (x[i] * s) * wv.v[u]);
     }
     for (int64_t i = threadIdx.x + (int64_t)NORM_WREG * ROW_NT; i < n; i += ROW_NT)
-        norm_put(y, yb, i, (x[i] * s) * td_dev_norm_weight(w, i, zero_centred));
+        norm_put(y, yb, i, (x[i] * s) * norm_weight(w, i, zero_centred));
 }
 
 /* This thread's fold of x[i]^2 for norm_row. */
@@ -190,7 +195,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
     for (int u = 0; u < NW; u++) {
         const int i = lane + 32 * u;
-        wv[u] = w ? td_dev_norm_weight(w, i, zero_centred) : 0.0f;
+        wv[u] = w ? norm_weight(w, i, zero_centred) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < HW; u++) co[u] = c[lane + 32 * u], si[u] = c[half + lane + 32 * u];
@@ -312,6 +317,8 @@ __global__ void __launch_bounds__(EW_NT) add_bias_kernel(float *y, int64_t ldy, 
 }
 
 /* NaN or +-inf (NaN fails every comparison). */
+__device__ __forceinline__ int not_finite(float v) { return !(fabsf(v) <= 3.402823466e38f); }
+
 /* Block (r, p): piece p (RF_PIECE elements) of row r: x += y when add, then its finiteness (NaN or +-inf anywhere
  * lowers *fault: atomicMin, whichever block comes first). A head row of 151,936 outputs in 38 blocks, not one. */
 #define RF_PIECE 4096
@@ -328,7 +335,7 @@ __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const flo
             v = v + td_ld_pass(y + r * n + i);
             xr[i] = v;
         }
-        bad |= td_dev_not_finite(v);
+        bad |= not_finite(v);
     }
     if (__syncthreads_or(bad) && threadIdx.x == 0) {
         uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
@@ -354,7 +361,7 @@ __global__ void __launch_bounds__(ROW_NT, 1)
     double ss = 0.0;
     auto put = [&](int64_t i, float e) { /* x[i] = e, its finiteness, its square folded in i's order */
         xr[i] = e;
-        bad |= td_dev_not_finite(e);
+        bad |= not_finite(e);
         ss += (double)e * (double)e;
     };
     float xv[NORM_WREG], v[NORM_WREG];

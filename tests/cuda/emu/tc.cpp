@@ -176,7 +176,7 @@ template <int NF, bool WG = false> std::vector<std::vector<float>> run_split(pro
     float *pp = S > 1 ? part.data() : nullptr;
     launch(
         blocks, (unsigned)S, 128, tc_split_smem<NF, WG>(), true,
-        [&] { tc_split<NF, false, WG>(j, p.x.data(), p.ldx, p.T, p.K, pp, gl, tc_norm{}); }, 1, xin(p, gl));
+        [&] { tc_split<NF, false, WG>(j, p.x.data(), p.ldx, p.T, p.K, pp, gl); }, 1, xin(p, gl));
     if (pp) fold(j, part, p.T, S, ng, SP_R);
     return ys;
 }
@@ -383,11 +383,7 @@ template <int NF> int check_held(int64_t T) {
         S = (p.K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
         part.assign((size_t)(S * p.T * ng), 3.0f);
         launch(blocks, (unsigned)S, 128, tc_split_smem<NF>(), true,
-               [&] {
-                   tc_split<NF, false, false>(j, p.x.data(), p.ldx, p.T, p.K, part.data(), tc_glu{nullptr, 0},
-                                              tc_norm{});
-               },
-               1,
+               [&] { tc_split<NF, false, false>(j, p.x.data(), p.ldx, p.T, p.K, part.data(), tc_glu{nullptr, 0}); }, 1,
                xin(p, tc_glu{nullptr, 0}));
     };
     auto rnd = [](size_t n, float lo, float hi) {
@@ -452,11 +448,11 @@ template <int NF> int check_held(int64_t T) {
             int64_t blocks;
             const tc_jobs j1 = mkjobs(d, y1, SP_R, blocks), j2 = mkjobs(d, y2, SP_R, blocks);
             launch(blocks, 1, 128, tc_split_smem<NF>(), false, [&] {
-                tc_split<NF, false, false>(j1, gf.data(), 258, T, 256, nullptr, tc_glu{uf.data(), act}, tc_norm{});
+                tc_split<NF, false, false>(j1, gf.data(), 258, T, 256, nullptr, tc_glu{uf.data(), act});
             }, 1, {td_emu_in(gf), td_emu_in(uf)});
             launch(blocks, 1, 128, tc_split_smem<NF>(), true, [&] {
                 const tc_glu gl{dp.data() + 256, act, 4, T * 512};
-                tc_split<NF, false, false>(j2, dp.data(), 512, T, 256, nullptr, gl, tc_norm{});
+                tc_split<NF, false, false>(j2, dp.data(), 512, T, 256, nullptr, gl);
             }, 1, {td_emu_in(dp)});
             snprintf(nm, sizeof nm, "T=%lld down product gating 4 partials", (long long)T);
             bad |= cmp(nm, d, y1, y2);
@@ -514,51 +510,6 @@ template <int NF> int check_held(int64_t T) {
 }
 } // namespace
 
-// The residual + norm taken by the products after it (td_cu_matmul_multi_norm: tc_split's NORM form) =
-// add_rows_norm_kernel, then tc_split over its output, bit for bit: the products, x + y, the norm and the fault word
-// (the last row made infinite), x left as it was; x and y poisoned until the wait, the norm's weights read before it.
-template <bool WG> int check_norm_in(int64_t T, int64_t K, std::vector<int64_t> n_out, int zc) {
-    prob p = mk(T, K, n_out, false, K);
-    std::vector<float> y(p.x.size()), nw((size_t)K);
-    for (auto &e : y) e = urand();
-    for (auto &e : nw) e = urand() / 2 + 1;
-    if (T > 2) y[(size_t)((T - 1) * K + 5)] = INFINITY;
-    std::vector<float> x1 = p.x, o1((size_t)(T * K));
-    unsigned long long f1 = ~0ull, f2 = ~0ull;
-    launch((unsigned)T, 1, ROW_NT, 0, false, [&] {
-        add_rows_norm_kernel(x1.data(), y.data(), 1, K, K, nullptr, &f1, 3, o1.data(), nullptr, nw.data(), 1e-6f, zc);
-    }, 1, {td_emu_in(x1), td_emu_in(y)});
-    prob q = p;
-    q.x = o1;
-    auto ref = run_split<1, WG>(q);
-    auto ys = fresh(p);
-    int64_t blocks;
-    tc_jobs j = mkjobs(p, ys, SP_R, blocks);
-    const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
-    std::vector<float> part((size_t)(S * T * ng), 3.0f), x2 = p.x, xo(x1.size(), 9.0f), o2(x1.size(), 9.0f);
-    float *pp = S > 1 ? part.data() : nullptr;
-    const bool no_out = T == 3; // the norm not written (the engine's case)
-    const tc_norm nm{y.data(), xo.data(), no_out ? nullptr : o2.data(), nw.data(), 1e-6f, zc, nullptr, &f2, 3};
-    launch(blocks, (unsigned)S, 128, tc_split_smem<1, WG>(), true,
-           [&] { tc_split<1, false, WG, true>(j, x2.data(), K, T, K, pp, tc_glu{nullptr, 0}, nm); }, 1,
-           {td_emu_in(x2), td_emu_in(y)});
-    if (pp) fold(j, part, T, S, ng, SP_R);
-    char name[160];
-    snprintf(name, sizeof name, "T=%lld K=%lld%s%s norm in the products", (long long)T, (long long)K,
-             WG ? " wgmma" : "", zc ? " zero-centred" : "");
-    int bad = cmp(name, p, ref, ys);
-    bad |= same_rows("  x + y", x1.data(), K, xo.data(), K, T, K);
-    if (no_out) {
-        int64_t set = 0;
-        for (float v : o2) set += v != 9.0f;
-        printf("  %-60s %s\n", "  the norm not asked, not written", set ? "DIFFER" : "same");
-        bad |= set != 0;
-    } else bad |= same_rows("  the norm", o1.data(), K, o2.data(), K, T, K);
-    bad |= same_rows("  x as it was", p.x.data(), K, x2.data(), K, T, K);
-    printf("  %-60s %s\n", "  the fault word", f1 == f2 && (f1 == ~0ull) == (T <= 2) ? "same" : "DIFFER");
-    return bad | (f1 != f2) | ((f1 == ~0ull) != (T <= 2));
-}
-
 int td_emu_tc(const char *which) {
     int bad = 0;
     if (!strcmp(which, "all") || !strcmp(which, "few")) {
@@ -576,10 +527,6 @@ int td_emu_tc(const char *which) {
         bad |= check_glu<4>(30, 1040, 9, 1041, TD_CU_GLU_GELU_TANH); /* not 16-byte aligned rows: element loads */
         bad |= check_held<8>(45);
         bad |= check_held<2>(9);
-        bad |= check_norm_in<false>(1, 768, {64, 130}, 0);
-        bad |= check_norm_in<false>(3, 1008, {33}, 1);
-        bad |= check_norm_in<true>(8, 1024, {128, 64, 64}, 0);
-        bad |= check_norm_in<true>(1, 256, {64}, 1);
     }
     if (!strcmp(which, "all") || !strcmp(which, "many")) {
         bad |= check_many(65, 256, {33}, false, 256);
@@ -599,7 +546,6 @@ int td_emu_tc(const char *which) {
         bad |= check_few<1>(2, 2560, {9}, false, 2560); /* 10 slices: two rounds (double-buffered but at 32) */
         bad |= check_many(65, 256, {33}, false, 256);
         bad |= check_held<4>(17);
-        bad |= check_norm_in<true>(5, 1024, {128, 64}, 1);
         bad |= check_mlp(65, 256, 128, TD_CU_GLU_SILU);
     }
     printf(bad ? "tc: DIFFER\n" : "tc: all the same bits\n");
