@@ -196,10 +196,7 @@ __device__ __forceinline__ void dn_gates(float b, float a, float neg_a, float dt
     const float g = neg_a * softplus(a + dtb);
     decay = expf(g);
 }
-/* td_gated_rmsnorm's scale from a head's sum of o^2 (double, by the fixed tree) over dv, and one output from it. */
-__device__ __forceinline__ float dn_norm_scale(double ss, int64_t dv, float eps) {
-    return td_dev_rms_scale(ss, dv, eps);
-}
+/* td_gated_rmsnorm's output from the head's scale r (td_dev_rms_scale of its sum of o^2, by the fixed tree). */
 __device__ __forceinline__ float dn_norm_out(float w, float o, float r, float z) {
     return (w * (o * r)) * (z / (1.0f + expf(-z)));
 }
@@ -283,7 +280,7 @@ __global__ void __launch_bounds__(DN_NT)
         }
         /* td_gated_rmsnorm(o, z, norm_w, dv, eps) */
         ss = td_dev_block_sum<DN_NT>(ss, redd); /* also: every thread is done with qs, ks of this token */
-        const float r = dn_norm_scale(ss, dv, eps);
+        const float r = td_dev_rms_scale(ss, dv, eps);
         const float *zt = z + t * value_dim + h * dv;
         float *ct = core + t * value_dim + h * dv;
         for (int64_t e = tid; e < dv; e += DN_NT) {
@@ -472,7 +469,7 @@ __global__ void __launch_bounds__(DN_NT, 1)
         float ssq = 0.0f, ssk = 0.0f;
         if (more2) dn_squares<DK>(after, ssq, ssk);
         td_dev_block_sum3<DN_NT>(ss, ssq, ssk, redd, redf); /* also: every thread is done with qs[buf], ks[buf] */
-        const float r = dn_norm_scale(ss, ndv, eps);
+        const float r = td_dev_rms_scale(ss, ndv, eps);
         if (live) core[t * value_dim + h * ndv + tid] = dn_norm_out(norm_w[tid], o, r, zc);
         if (more2) { /* token it + 2 into this token's buffers */
             nxt = dn_finish<DK>(qs[buf], ks[buf], after, ssq, ssk, qscale, neg_a, dtb);
@@ -621,7 +618,7 @@ __global__ void __launch_bounds__(DN_NT)
     double ss = 0.0;
     if (live) ss += (double)o * (double)o;
     ss = td_dev_block_sum<DN_NT>(ss, redd);
-    if (live) core[off] = dn_norm_out(w, o, dn_norm_scale(ss, dv, eps), zc);
+    if (live) core[off] = dn_norm_out(w, o, td_dev_rms_scale(ss, dv, eps), zc);
 }
 
 #ifndef TD_CU_EMU

@@ -318,6 +318,15 @@ __global__ void __launch_bounds__(EW_NT) add_bias_kernel(float *y, int64_t ldy, 
 
 /* NaN or +-inf (NaN fails every comparison). */
 __device__ __forceinline__ int not_finite(float v) { return !(fabsf(v) <= 3.402823466e38f); }
+/* A row's check, by all the block's threads: when any saw a value not finite (bad), *fault is lowered to
+ * (code << 32 | the row's token) (atomicMin: whichever block comes first, the smallest wins). */
+__device__ __forceinline__ void row_fault(int bad, const int32_t *__restrict__ row_tok, int64_t r,
+                                          unsigned long long *fault, uint32_t code) {
+    if (__syncthreads_or(bad) && threadIdx.x == 0) {
+        uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
+        atomicMin(fault, ((unsigned long long)code << 32) | tok);
+    }
+}
 
 /* Block (r, p): piece p (RF_PIECE elements) of row r: x += y when add, then its finiteness (NaN or +-inf anywhere
  * lowers *fault: atomicMin, whichever block comes first). A head row of 151,936 outputs in 38 blocks, not one. */
@@ -337,10 +346,7 @@ __global__ void __launch_bounds__(ROW_NT) rows_finite_kernel(float *x, const flo
         }
         bad |= not_finite(v);
     }
-    if (__syncthreads_or(bad) && threadIdx.x == 0) {
-        uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
-        atomicMin(fault, ((unsigned long long)code << 32) | tok);
-    }
+    row_fault(bad, row_tok, r, fault, code);
 }
 
 /* td_cu_add_rows then td_cu_rmsnorm of the same rows, in one pass over them: the sum of squares folds the new x in
@@ -379,10 +385,7 @@ __global__ void __launch_bounds__(ROW_NT, 1)
     }
     for (int64_t i = threadIdx.x + (int64_t)NORM_WREG * ROW_NT; i < n; i += ROW_NT)
         put(i, xr[i] + parts_sum(y, S, ldy, gridDim.x, r, i));
-    if (__syncthreads_or(bad) && threadIdx.x == 0) {
-        uint32_t tok = row_tok ? (uint32_t)row_tok[r] : (uint32_t)r;
-        atomicMin(fault, ((unsigned long long)code << 32) | tok);
-    }
+    row_fault(bad, row_tok, r, fault, code);
     norm_row(out + r * n, xr, w, wv, n, eps, zero_centred, ss, sh, outb ? outb + r * n : nullptr);
 }
 
