@@ -13,8 +13,8 @@
  * registers with 4 weight stages by default; its other forms (td_cu_matmul_tc_wreg_test: 3 stages, and the totals in
  * shared memory) are checked as the default is: x in bf16 and in fp32, one pass and by slices, several products in a
  * launch. These run with the wgmma forms off (td_cu_matmul_tc_wg_test(0)); test_wg checks the wgmma forms, the
- * default on compute capability 9.0 (tc_wg for tc_wide, tc_split on wgmma), the same way; test_invariance runs the
- * defaults.
+ * default on compute capability 9.0 (tc_wg for tc_wide, tc_split on wgmma), the same way, and tc_ws (tc_wg with a
+ * producer warp, td_cu_matmul_tc_ws_test) likewise; test_invariance runs the defaults.
  * td_cu_matmul_glu (the MLP's gate taken by the down product's kernels) = td_cu_glu then td_cu_matmul (test_glu).
  * A product left as its partials for the residual that adds them (td_cu_matmul_parts) = the product added (test_held).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
@@ -432,13 +432,18 @@ static void test_wg(const int64_t *many, int n_many, const int *wide_modes, cons
         return;
     }
     td_cu_matmul_tc_wg_test(1);
-    test_shapes(many, n_many, wide_modes, 1, "T > 64 (tc_tile vs tc_wg)");
-    td_cu_matmul_tc_parts_test(1);
-    test_shapes(many, n_many, wide_modes, 1, "T > 64 (tc_tile vs tc_wg by slices)");
-    test_multi();
-    td_cu_matmul_tc_parts_test(-1);
-    test_multi();
-    test_glu();
+    for (int ws = 0; ws < 2; ws++) { /* tc_wg, then tc_ws (its copies by a producer warp) */
+        td_cu_matmul_tc_ws_test(ws);
+        test_shapes(many, n_many, wide_modes, 1, ws ? "T > 64 (tc_tile vs tc_ws)" : "T > 64 (tc_tile vs tc_wg)");
+        td_cu_matmul_tc_parts_test(1);
+        test_shapes(many, n_many, wide_modes, 1,
+                    ws ? "T > 64 (tc_tile vs tc_ws by slices)" : "T > 64 (tc_tile vs tc_wg by slices)");
+        test_multi();
+        td_cu_matmul_tc_parts_test(-1);
+        test_multi();
+        test_glu();
+    }
+    td_cu_matmul_tc_ws_test(-1);
     td_cu_matmul_tc_wg_test(2);
     td_cu_matmul_tc_cluster_test(1);
     test_shapes(few, n_few, split_modes, 2, "T <= 64 (tc_skinny vs tc_split on wgmma, in clusters)");
@@ -768,6 +773,9 @@ int main(void) {
     test_wg(many, (int)(sizeof many / sizeof *many), wide_modes, few, (int)(sizeof few / sizeof *few), split_modes);
     td_cu_matmul_tc_wg_test(-1); /* the defaults (wgmma where the GPU runs it) */
     test_mlp();
+    td_cu_matmul_tc_ws_test(1); /* tc_ws's GLU form */
+    test_mlp();
+    td_cu_matmul_tc_ws_test(-1);
     test_invariance();
     td_cu_matmul_tc_test_mode(0);
     CU(td_cu_sync(NULL));

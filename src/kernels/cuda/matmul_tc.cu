@@ -514,6 +514,37 @@ __global__ void __launch_bounds__(256, 1)
  * them to the swizzle's 1024 bytes. */
 template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_t)AS * 2 * 128 * 128 + 1024; }
 
+/* tc_wg's and tc_ws's end: warpgroup h's accumulators (block rows 64 h .., the block's 128 tokens from t0), the
+ * value to store (tc_fold_last), written as tc_wide_put says, or (GLU) as act(gate) * up rounded to bf16. Thread
+ * 32 wq + 4 g + q of the warpgroup holds d[4 j + c]: block row 64 h + 16 wq + g + 8 (c >> 1), token 8 j + 2 q + (c & 1). */
+template <bool GLU>
+__device__ __forceinline__ void tc_wg_put(const tc_jobs &jobs, const tc_view &v, float *part, int64_t T, int64_t t0,
+                                          int h, int wq, int lane, const float (&acc)[64]) {
+    const int g = lane >> 2, q = lane & 3;
+    if constexpr (GLU) {
+        const tc_job &jg = jobs.j[0];
+        const int64_t o = tc_glu_out(h * 64 + wq * 16 + g);
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int64_t t = t0 + 8 * j + 2 * q + c;
+                if (t < T && o < jg.n_out) {
+                    const float hv = td_dev_glu(acc[4 * j + c], acc[4 * j + c + 2], jg.act);
+                    jg.yb[t * jg.ldy + o] = (uint16_t)(td_pack_bf16(hv, 0.0f) & 0xffffu);
+                }
+            }
+        return;
+    }
+    const int64_t ng = (int64_t)gridDim.x * TC_BM;
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            tc_wide_put(v, part, T, ng, h * 64 + wq * 16 + g + (c >> 1) * 8, t0 + 8 * j + 2 * q + (c & 1),
+                        acc[4 * j + c]);
+}
+
 /* tc_wide's order and tile (128 outputs x 128 tokens, x in bf16 from tc_x_bf16) on wgmma: warpgroup h (threads
  * 128 h ..) computes outputs 64 h .. 64 h + 63 for the 128 tokens, one m64n128k16 per 16-wide k step in the slice's
  * one chain (D = A B + D, as mma.sync's m16n8k16 per output: test_cuda_matmul_tc holds the bits to tc_tile's). The
@@ -603,30 +634,107 @@ __global__ void __launch_bounds__(256, 1)
             first = false;
         }
     }
-    /* d[4 j + c]: output 64 h + 16 wq + g + 8 (c >> 1), token 8 j + 2 q + (c & 1) */
-    const int g = lane >> 2, q = lane & 3;
-    if constexpr (GLU) {
-        const tc_job &jg = jobs.j[0];
-        const int64_t o = tc_glu_out(h * 64 + wq * 16 + g);
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const int64_t t = t0 + 8 * j + 2 * q + c;
-                if (t < T && o < jg.n_out) {
-                    const float h = td_dev_glu(acc[4 * j + c], acc[4 * j + c + 2], jg.act);
-                    jg.yb[t * jg.ldy + o] = (uint16_t)(td_pack_bf16(h, 0.0f) & 0xffffu);
-                }
+    tc_wg_put<GLU>(jobs, v, part, T, t0, h, wq, lane, acc);
+}
+
+/* ---- tc_ws: tc_wg with its copies in a warp of their own (TD_CUDA_WG_WS=1) ------------------------------------ */
+
+#define WS_AS 6   /* tc_ws: stages (192 KB) */
+#define WS_NT 288 /* tc_ws: threads, the two warpgroups of tc_wg and the producer warp */
+
+/* tc_wg's order, tile, swizzle and fold (so its bits), warp-specialised: warps 0-7 (the two warpgroups, as tc_wg's)
+ * only wait for a stage, issue its wgmma and fold; warp 8 only copies. The hand-off is two mbarriers a stage instead
+ * of a block barrier a stage: full[s] completes when the producer's 32 lanes' copies into stage s have landed
+ * (cp.async.mbarrier.arrive.noinc), empty[s] when each of the 8 consumer warps has waited for the wgmma that read it
+ * (its lane 0 arrives after the wgmma.wait_group that covers it). The producer runs up to AS stages ahead, blocked
+ * only by empty; a consumer warpgroup waits for a stage's data only, never for the other warpgroup or the copies'
+ * issue, so the copies go on across a slice end's drain and fold. Lane l of the producer copies 16-byte chunk l % 8
+ * of rows l / 8 + 4 u (u < 32) of both operands: 64 copies a stage. */
+template <int AS> __host__ __device__ constexpr size_t ws_smem() { return wg_smem<AS>(); }
+template <bool FOLD, int AS, bool GLU = false>
+__global__ void __launch_bounds__(WS_NT, 1)
+    tc_ws(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
+          int64_t K, float *part) {
+    td_pdl_wait();
+    (void)x, (void)ldx;
+    TD_DYN_SMEM16(unsigned char, tc_smem);
+    unsigned char *const sm = tc_align1k(tc_smem); /* stage s at 32 KB s: 128 weight rows, then 128 token rows */
+    __shared__ const uint16_t *wrow[TC_BM];
+    __shared__ __align__(8) uint64_t full[AS], empty[AS];
+    /* warp through a shuffle: the compiler then knows it warp-uniform (else it takes the producer's branch as a
+     * divergent path around the wgmma and serializes them, ptxas C7518) */
+    const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
+    const tc_view v = tc_unpack(jobs, TC_BM);
+    const int64_t t0 = (int64_t)blockIdx.y * TW_BN;
+    if (tid < TC_BM) wrow[tid] = GLU ? tc_glu_wrow(jobs, tid) : tc_wrow(v, v.j0 + tid);
+    if (tid < AS) td_mbar_init(&full[tid], 32), td_mbar_init(&empty[tid], 8);
+    __syncthreads();
+    const int64_t nsteps = (K + WG_BK - 1) / WG_BK;
+    /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
+    const int64_t st0 = part ? (int64_t)blockIdx.z * (TC_KS / WG_BK) : 0;
+    const int64_t st1 = part && st0 + TC_KS / WG_BK < nsteps ? st0 + TC_KS / WG_BK : nsteps;
+
+    /* the n-th stage of the block (st = st0 + n) goes to buffer b = n % AS, its use r = n / AS of that buffer: the
+     * full barrier's phase r (parity ph = r & 1), the empty barrier's r - 1 (the release of the use before) */
+    if (warp == 8) { /* the producer */
+        const int ch = lane & 7, r0 = lane >> 3;
+        int b = 0;
+        unsigned ph = 0;
+        for (int64_t st = st0; st < st1; st++, b = b + 1 == AS ? 0 : b + 1, ph ^= b == 0) {
+            if (st - st0 >= AS) td_mbar_wait(&empty[b], ph ^ 1u);
+            unsigned char *const A = sm + b * 32768, *const B = A + 16384;
+            const int64_t k = st * WG_BK + ch * 8;
+#pragma unroll 8
+            for (int u = 0; u < 32; u++) {
+                const int r = r0 + 4 * u, o = tc_sw(0, 128, r, ch);
+                const int64_t t = t0 + r < T ? t0 + r : T - 1;
+                td_cp16(A + o, wrow[r] + k), td_cp16(B + o, xb + t * K + k);
             }
+            td_cp_arrive(&full[b]);
+        }
+        td_cp_commit(), td_cp_wait<0>(); /* nothing of this thread in flight when it leaves */
         return;
     }
-    const int64_t ng = (int64_t)gridDim.x * TC_BM;
+
+    const int h = warp >> 2, wq = warp & 3;
+    float acc[64], totals[64];
 #pragma unroll
-    for (int j = 0; j < 16; j++)
+    for (int e = 0; e < 64; e++) acc[e] = 0.0f, totals[e] = 0.0f;
+    int64_t freed = st0; /* the stages before it are released to the producer (by lane 0: 8 arrivals a stage) */
+    int fb = 0;          /* freed's buffer */
+    auto release = [&](int64_t upto) {
+        for (; freed < upto; freed++, fb = fb + 1 == AS ? 0 : fb + 1) td_mbar_arrive(&empty[fb], lane == 0);
+    };
+    bool first = true;
+    int b = 0;
+    unsigned ph = 0;
+    for (int64_t st = st0; st < st1; st++, b = b + 1 == AS ? 0 : b + 1, ph ^= b == 0) {
+        td_mbar_wait(&full[b], ph);
+        td_fence_async_smem(); /* the copies' writes (generic proxy) before the tensor cores' reads (async proxy) */
+        const unsigned char *const A = sm + b * 32768 + h * 64 * 128, *const B = sm + b * 32768 + 16384;
+        td_wg_fence();
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            tc_wide_put(v, part, T, ng, h * 64 + wq * 16 + g + (c >> 1) * 8, t0 + 8 * j + 2 * q + (c & 1),
-                        acc[4 * j + c]);
+        for (int ks = 0; ks < WG_BK / 16; ks++)
+            td_wgmma_bf16<128>(acc, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
+        td_wg_commit();
+        const bool last = st == st1 - 1;
+        const bool fold = FOLD && ((st + 1) * WG_BK % TC_KS == 0 || last);
+        if (!fold && !last) {
+            td_wg_wait<1>(); /* stage st - 1's are done */
+            release(st);
+            continue;
+        }
+        td_wg_wait<0>();
+        release(st + 1);
+#pragma unroll
+        for (int e = 0; e < 64; e++) td_wg_reg(acc[e]);
+        if (fold) { /* a slice ends: total = P_0, then total + P_s (tc_fold) */
+#pragma unroll
+            for (int e = 0; e < 64; e++) tc_fold_last(totals[e], acc[e], first, last);
+            first = false;
+        }
+    }
+    tc_wg_put<GLU>(jobs, v, part, T, t0, h, wq, lane, acc);
 }
 
 /* tc_wide_parts' and tc_split's second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the
@@ -1056,15 +1164,15 @@ static int tc_fold_launch(const tc_jobs &jobs, const float *part, int64_t T, int
     return td_cu_launched("matmul (tensor cores, the slices' sum)");
 }
 
-/* A kernel of tc_wide's launch shape (tc_wide or tc_wg: grid (blocks of 128 outputs, tiles of 128 tokens[, slices]),
- * 256 threads, tc_wide's arguments) and its dynamic shared memory, opted in once per kernel (at its first launch). */
+/* A kernel of tc_wide's launch shape (tc_wide, tc_wg or tc_ws: grid (blocks of 128 outputs, tiles of 128 tokens[,
+ * slices]), 256 threads (tc_ws: WS_NT), tc_wide's arguments) and its dynamic shared memory, opted in once per kernel (at its first launch). */
 typedef void (*tc_wide_fn)(const tc_jobs, const float *, const uint16_t *, int64_t, int64_t, int64_t, float *);
 template <tc_wide_fn KF> static cudaError_t tc_wide_opt(size_t bytes) {
     static const cudaError_t e = tc_smem_opt(KF, bytes);
     return e;
 }
 
-template <tc_wide_fn PF>
+template <tc_wide_fn PF, int NT = 256>
 static int tc_wide_parts(size_t smem, const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
                          int64_t K, int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     const size_t bytes = (size_t)S * (size_t)T * (size_t)ng * sizeof(float);
@@ -1076,7 +1184,7 @@ static int tc_wide_parts(size_t smem, const tc_jobs &jobs, const float *x, const
         cudaGetLastError();
         return 1;
     }
-    PF<<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), 256, smem, s>>>(jobs, x, xb, ldx, T, K, part);
+    PF<<<dim3((unsigned)blocks, (unsigned)ty, (unsigned)S), NT, smem, s>>>(jobs, x, xb, ldx, T, K, part);
     int rc = td_cu_launched("matmul (tensor cores, wide, by slices)");
     if (rc == 0) rc = tc_fold_launch(jobs, part, T, S, ng, TC_BM, s);
     cudaFreeAsync(part, s);
@@ -1280,21 +1388,25 @@ static bool tc_wg_split(int64_t K) { return (tc_wg_on & 2) && K % TC_KS == 0 && 
 /* A tc_wide-shaped kernel (KF; PF its instance that writes partials) over all slices in one pass, or by slices where
  * its tiles fill at most half the SMs and the partials stay small (at T 2048, down and o: 128 tiles, the split cost
  * prefill 52,005 vs 57,486 tokens/s on the H200). */
-template <tc_wide_fn KF, tc_wide_fn PF>
+template <tc_wide_fn KF, tc_wide_fn PF, int NT = 256>
 static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx,
                       int64_t T, int64_t K, int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     if (fold && S > 1 && (tc_parts == 2 || (tc_parts == 1 && T <= 512 && 2 * blocks * ty <= tc_sms()))) {
-        int rc = tc_wide_parts<PF>(smem, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
+        int rc = tc_wide_parts<PF, NT>(smem, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
         if (rc <= 0) return rc; /* else no scratch to be had: the one-pass launch below */
     }
     const cudaError_t opt = tc_wide_opt<KF>(smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wide", opt);
-    KF<<<dim3((unsigned)blocks, (unsigned)ty), 256, smem, s>>>(jobs, x, xb, ldx, T, K, nullptr);
+    KF<<<dim3((unsigned)blocks, (unsigned)ty), NT, smem, s>>>(jobs, x, xb, ldx, T, K, nullptr);
     return td_cu_launched("matmul (tensor cores, wide)");
 }
 
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
+/* TD_CUDA_WG_WS=1: tc_ws (the copies in a producer warp) wherever tc_wg would run; the same bits. Off unless "1"
+ * until timed. td_cu_matmul_tc_ws_test(on) sets it, -1 back to the environment's. */
+static int tc_ws_on = td_cu_env_set("TD_CUDA_WG_WS");
+extern "C" void td_cu_matmul_tc_ws_test(int on) { tc_ws_on = on < 0 ? td_cu_env_set("TD_CUDA_WG_WS") : on ? 1 : 0; }
 
 /* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16), else tc_wide with its totals where TD_CUDA_TC_WREG puts
  * them */
@@ -1302,6 +1414,9 @@ template <bool FOLD, bool XB>
 static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     if (XB && (tc_wg_on & 1) && K % WG_BK == 0 && tc_wg_here()) {
+        if (tc_ws_on)
+            return tc_wide_go<tc_ws<FOLD, WS_AS>, tc_ws<true, WS_AS>, WS_NT>(ws_smem<WS_AS>(), FOLD, jobs, x, xb, ldx,
+                                                                         T, K, blocks, ty, S, ng, s);
         if (!tc_wg_early)
             return tc_wide_go<tc_wg<FOLD, WG_AS, false>, tc_wg<true, WG_AS, false>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb,
                                                                                 ldx, T, K, blocks, ty, S, ng, s);
@@ -1395,12 +1510,13 @@ extern "C" void td_cu_matmul_glu_epi_test(int on) {
 }
 
 /* tc_wg's GLU form (KF) over the gate and up jobs gj, x in bf16 (xb [T, K]), I outputs of each */
-template <tc_wide_fn KF>
-static int tc_glu_go(const tc_jobs &gj, const uint16_t *xb, int64_t T, int64_t K, int64_t I, cudaStream_t s) {
-    const cudaError_t opt = tc_wide_opt<KF>(wg_smem<WG_AS>());
+template <tc_wide_fn KF, int NT = 256>
+static int tc_glu_go(const tc_jobs &gj, const uint16_t *xb, int64_t T, int64_t K, int64_t I, size_t smem,
+                     cudaStream_t s) {
+    const cudaError_t opt = tc_wide_opt<KF>(smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wg", opt);
-    KF<<<dim3((unsigned)((I + 63) / 64), (unsigned)((T + TW_BN - 1) / TW_BN)), 256, wg_smem<WG_AS>(), s>>>(
-        gj, nullptr, xb, K, T, K, nullptr);
+    KF<<<dim3((unsigned)((I + 63) / 64), (unsigned)((T + TW_BN - 1) / TW_BN)), NT, smem, s>>>(gj, nullptr, xb, K, T,
+                                                                                             K, nullptr);
     return td_cu_launched("matmul (tensor cores, gate and up with the gate)");
 }
 
@@ -1434,8 +1550,9 @@ int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb
         tc_jobs gj; /* the jobs' blocks are tc_wg's GLU form's own: their first_block goes unused */
         tc_make_jobs(gu, 2, 64, &gj);
         gj.j[0].yb = h, gj.j[0].act = act;
-        rc = tc_wg_early ? tc_glu_go<tc_wg<TC_FOLD, WG_AS, true, true>>(gj, xb, T, K, I, s)
-                         : tc_glu_go<tc_wg<TC_FOLD, WG_AS, false, true>>(gj, xb, T, K, I, s);
+        rc = tc_ws_on      ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, WS_NT>(gj, xb, T, K, I, ws_smem<WS_AS>(), s)
+             : tc_wg_early ? tc_glu_go<tc_wg<TC_FOLD, WG_AS, true, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s)
+                           : tc_glu_go<tc_wg<TC_FOLD, WG_AS, false, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s);
     }
     if (rc == 0)
         rc = tc_wide_pick<TC_FOLD, true>(dj, nullptr, h, I, T, I, blocks, ty, (I + TC_KS - 1) / TC_KS,

@@ -1,5 +1,6 @@
 /* The inline-PTX helpers of the kernels, in one place: the bf16 mma, ldmatrix (plain and .trans), cp.async with its
  * commit / wait_group, wgmma (sm_90a: descriptors of the 128-byte swizzle, fence / commit / wait, the proxy fence),
+ * mbarriers (init, arrive, the arrival of landed cp.async, wait),
  * the L2 prefetch, the bf16 pair pack, the multifunction unit's 2^x, the dynamic shared-memory declaration, and the wait of a programmatic dependent
  * launch (every kernel). Nothing else in the kernels is inline assembly, so tests/cuda/emu (a CPU emulator, run by
  * the ctest test_cuda_emu) compiles them with g++ by supplying its own kernels/cuda/ptx.cuh (an
@@ -171,6 +172,33 @@ template <> __device__ __forceinline__ void td_wgmma_bf16<128>(float (&d)[64], u
               : "memory");
 }
 
+/* ---- mbarriers (a stage handed from a producer warp to the consumers and back) ----
+ * td_mbar_init: a barrier whose phase completes after `count` arrivals (then the next phase needs as many);
+ * td_mbar_arrive: one arrival where pred holds (release: this thread's accesses before it are seen by the threads
+ * its phase frees);
+ * td_cp_arrive: one arrival of this thread once every cp.async it issued before has landed (cp.async.mbarrier.arrive
+ * with .noinc: counted among the `count` arrivals); td_mbar_wait: until the phase of this parity has completed
+ * (acquire). A barrier's phases alternate parity 0, 1, 0, ...: the r-th use of a barrier waits for parity r & 1. */
+__device__ __forceinline__ void td_mbar_init(uint64_t *b, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(td_smem_addr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void td_mbar_arrive(uint64_t *b, bool pred) { /* pred false: no arrival (predicated, so
+                                                                            no branch a wgmma in flight would cross) */
+    asm volatile("{\n.reg .pred p;\n.reg .b64 st;\nsetp.ne.b32 p, %1, 0;\n"
+                 "@p mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(td_smem_addr(b)),
+                 "r"((int)pred)
+                 : "memory");
+}
+__device__ __forceinline__ void td_cp_arrive(uint64_t *b) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(td_smem_addr(b)) : "memory");
+}
+__device__ __forceinline__ void td_mbar_wait(uint64_t *b, unsigned parity) {
+    asm volatile("{\n.reg .pred done;\nWAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n}\n" ::"r"(td_smem_addr(b)),
+                 "r"(parity)
+                 : "memory");
+}
 
 __device__ __forceinline__ void td_prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 

@@ -18,6 +18,8 @@ td_emu_warp td_emu_wx[32];
 int td_emu_mutation;
 bool td_emu_active;
 std::vector<td_emu_buf> td_emu_produced;
+unsigned td_emu_progress;
+std::vector<td_emu_deferred> td_emu_mbar_deferred;
 
 namespace {
 // A fiber starts by swapcontext (makecontext's stack) and then switches by _setjmp / _longjmp (no system call).
@@ -81,6 +83,12 @@ void td_emu_wait(td_emu_bar &b) {
         if (!_setjmp(fibers[me].jb)) _longjmp(sched_jb, 1);
 }
 
+// The running fiber gives the scheduler its turn (it runs again in the scheduler's next pass).
+void td_emu_yield() {
+    const unsigned me = (unsigned)cur;
+    if (!_setjmp(fibers[me].jb)) _longjmp(sched_jb, 1);
+}
+
 // The block's produced inputs poisoned (pdl_back false), or given their contents back.
 static void pdl_poison() {
     kept.resize(td_emu_produced.size());
@@ -138,7 +146,7 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
                 // round robin: each fiber runs until it waits at a barrier or ends; a pass in which none ends and
                 // no barrier opens is a deadlock (a barrier some thread of the block never reaches)
                 for (int live = nt; live > 0;) {
-                    const unsigned before = td_emu_block_bar.gen + pdl_arrivals + [] {
+                    const unsigned before = td_emu_block_bar.gen + pdl_arrivals + td_emu_progress + [] {
                         unsigned s = 0;
                         for (auto &w : td_emu_warp_bar) s += w.gen;
                         return s;
@@ -150,7 +158,7 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
                             ended += fibers[t].done;
                         }
                     live -= ended;
-                    unsigned after = td_emu_block_bar.gen + pdl_arrivals;
+                    unsigned after = td_emu_block_bar.gen + pdl_arrivals + td_emu_progress;
                     for (auto &w : td_emu_warp_bar) after += w.gen;
                     if (live > 0 && ended == 0 && after == before) {
                         fprintf(stderr, "emu: deadlock: %d threads of block (%u, %u, %u) wait at a barrier the others "
@@ -159,6 +167,8 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
                     }
                 }
                 pdl_restore(); /* a block that never waited */
+                for (auto &d : td_emu_mbar_deferred) left += (int64_t)d.cps.size();
+                td_emu_mbar_deferred.clear();
                 for (int t = 0; t < nt; t++) {
                     left += (int64_t)fibers[t].cps.open.size();
                     for (auto &g : fibers[t].cps.groups) left += (int64_t)g.size();

@@ -184,7 +184,8 @@ struct td_emu_cp {
 struct td_emu_wg {
     float *d;
     uint64_t da, db;
-    int n; // N of m64nNk16
+    int n;       // N of m64nNk16
+    uint64_t id; // the op's number (the pending lines it reads are kept by it)
 };
 struct td_emu_cps {
     std::vector<td_emu_cp> open;               // not yet committed
@@ -193,6 +194,19 @@ struct td_emu_cps {
     std::deque<std::vector<td_emu_wg>> wg_groups;
 };
 extern td_emu_cps *td_emu_cpq; // the running fiber's
+
+// mbarriers (kernels/cuda/ptx.cuh): a fiber that waits for a phase gives the scheduler its turn (td_emu_yield) until
+// the phase completes; phases completed count as the scheduler's progress (a pass with none is a deadlock). The
+// copies of a cp.async.mbarrier.arrive land, and then arrive, only when some fiber waits on that barrier and its
+// phase is not complete otherwise (as late as PTX allows); those never landed by a block's end are counted as
+// copies never waited for.
+void td_emu_yield();
+extern unsigned td_emu_progress;
+struct td_emu_deferred {
+    uint64_t *bar;
+    std::vector<td_emu_cp> cps;
+};
+extern std::vector<td_emu_deferred> td_emu_mbar_deferred;
 
 // bf16 for the tests (round to nearest even; NaN stays a quiet NaN)
 inline uint16_t td_emu_f2bf(float f) {

@@ -146,9 +146,9 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
     fold(j, part, p.T, S, ng, TC_BM);
     return ys;
 }
-// tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16): one pass, or (parts) each slice in a block of its own
-// and the partials added by tc_fold_parts
-template <int AS, bool EARLY = true> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
+// tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16), or (WS) tc_ws<true, AS> (its copies by a producer
+// warp, mbarriers): one pass, or (parts) each slice in a block of its own and the partials added by tc_fold_parts
+template <int AS, bool EARLY = true, bool WS = false> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
@@ -157,9 +157,12 @@ template <int AS, bool EARLY = true> std::vector<std::vector<float>> run_wg(prob
     std::vector<uint16_t> xb = to_bf16(p);
     float *pp = parts ? part.data() : nullptr;
     launch(
-        blocks, (p.T + 127) / 128, 256, wg_smem<AS>(), true,
-        [&] { tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp); }, parts ? (unsigned)S : 1u,
-        xin(p, tc_glu{nullptr, 0}, &xb));
+        blocks, (p.T + 127) / 128, WS ? WS_NT : 256, WS ? ws_smem<AS>() : wg_smem<AS>(), true,
+        [&] {
+            if constexpr (WS) tc_ws<true, AS>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp);
+            else tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp);
+        },
+        parts ? (unsigned)S : 1u, xin(p, tc_glu{nullptr, 0}, &xb));
     if (parts) fold(j, part, p.T, S, ng, TC_BM);
     return ys;
 }
@@ -302,7 +305,15 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     bad |= cmp(nm, p, ref, g5);
     snprintf(nm, sizeof nm, "%s, wgmma copies first", name);
     auto gc = run_wg<WG_AS, false>(p, true);
-    return bad | cmp(nm, p, ref, gc);
+    bad |= cmp(nm, p, ref, gc);
+    for (int parts = 0; parts < 2; parts++) {
+        snprintf(nm, sizeof nm, "%s, wgmma, a producer warp%s", name, parts ? " by slices" : "");
+        auto w = run_wg<WS_AS, true, true>(p, parts);
+        bad |= cmp(nm, p, ref, w);
+    }
+    snprintf(nm, sizeof nm, "%s, wgmma, a producer warp, 3 stages", name);
+    auto w3 = run_wg<3, true, true>(p, false);
+    return bad | cmp(nm, p, ref, w3);
 }
 // td_cu_matmul_glu's gated forms: x holds g; tc_split (T <= 64) or tc_x_bf16 + tc_wide (above) taking act(g) * u must
 // give the bits of the old kernel over the gated activations, td_dev_glu(g, u) computed apart (td_cu_glu's function)
@@ -338,7 +349,7 @@ template <int NF> int check_glu(int64_t T, int64_t K, int64_t n, int64_t ldx, in
 // td_cu_matmul_mlp's gate/up product: tc_wg's GLU form (block rows the gate's and up's, act(g) * u rounded to bf16
 // as it ends) must give the bits of tc_wg over the gate and up (mkjobs' two jobs) then tc_x_bf16 gating them
 // (td_cu_matmul_glu's path above 64 tokens): every one of the T x I activations written, none differing.
-template <bool EARLY = true> int check_mlp(int64_t T, int64_t K, int64_t I, int act) {
+template <bool EARLY = true, bool WS = false> int check_mlp(int64_t T, int64_t K, int64_t I, int act) {
     prob p = mk(T, K, {I, I}, false, K);
     auto ys = run_wg<WG_AS>(p, false);
     std::vector<uint16_t> ref((size_t)(T * I), 0x7fc1), got((size_t)(T * I), 0x7fc1);
@@ -350,13 +361,18 @@ template <bool EARLY = true> int check_mlp(int64_t T, int64_t K, int64_t I, int 
     j.j[0].y = j.j[1].y = nullptr, j.j[0].yb = got.data(), j.j[0].ldy = I, j.j[0].act = act;
     std::vector<uint16_t> xb = to_bf16(p);
     launch(
-        (unsigned)((I + 63) / 64), (p.T + 127) / 128, 256, wg_smem<WG_AS>(), true,
-        [&] { tc_wg<true, WG_AS, EARLY, true>(j, nullptr, xb.data(), K, T, K, nullptr); }, 1, {td_emu_in(xb)});
+        (unsigned)((I + 63) / 64), (p.T + 127) / 128, WS ? WS_NT : 256, WS ? ws_smem<WS_AS>() : wg_smem<WG_AS>(), true,
+        [&] {
+            if constexpr (WS) tc_ws<true, WS_AS, true>(j, nullptr, xb.data(), K, T, K, nullptr);
+            else tc_wg<true, WG_AS, EARLY, true>(j, nullptr, xb.data(), K, T, K, nullptr);
+        },
+        1, {td_emu_in(xb)});
     int64_t bad = pending;
     pending = 0;
     for (size_t e = 0; e < got.size(); e++) bad += got[e] != ref[e] || got[e] == 0x7fc1;
     printf("  T=%lld K=%lld I=%lld %s, gate/up with the gate (wgmma%s) %s (%lld)\n", (long long)T, (long long)K,
-           (long long)I, act == TD_CU_GLU_SILU ? "SiLU" : "tanh GELU", EARLY ? "" : ", copies first",
+           (long long)I, act == TD_CU_GLU_SILU ? "SiLU" : "tanh GELU",
+           WS ? ", a producer warp" : EARLY ? "" : ", copies first",
            bad ? "DIFFER" : "same bits", (long long)bad);
     return bad != 0;
 }
@@ -540,6 +556,8 @@ int td_emu_tc(const char *which) {
         bad |= check_mlp(65, 256, 128, TD_CU_GLU_SILU);
         bad |= check_mlp<false>(130, 512, 192, TD_CU_GLU_GELU_TANH);
         bad |= check_mlp(300, 256, 64, TD_CU_GLU_SILU); /* three token tiles, a last one of 44 */
+        bad |= check_mlp<true, true>(130, 512, 192, TD_CU_GLU_GELU_TANH);
+        bad |= check_mlp<true, true>(300, 1024, 64, TD_CU_GLU_SILU);
     }
     if (!strcmp(which, "quick")) {
         bad |= check_few<1>(3, 1008, {7, 33}, true, 1013);
@@ -547,6 +565,7 @@ int td_emu_tc(const char *which) {
         bad |= check_many(65, 256, {33}, false, 256);
         bad |= check_held<4>(17);
         bad |= check_mlp(65, 256, 128, TD_CU_GLU_SILU);
+        bad |= check_mlp<true, true>(65, 256, 128, TD_CU_GLU_SILU);
     }
     printf(bad ? "tc: DIFFER\n" : "tc: all the same bits\n");
     return bad;

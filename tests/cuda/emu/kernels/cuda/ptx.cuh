@@ -18,14 +18,15 @@ static inline float td_emu_hi(uint32_t v) { return td_emu_bf2f((uint16_t)(v >> 1
 // reports them as differences).
 struct td_emu_wg_range {
     const unsigned char *lo, *hi;
-    const float *d;
+    uint64_t id; // the wgmma's (td_emu_wg)
 };
 inline std::vector<td_emu_wg_range> td_emu_wg_ranges;
 inline int64_t td_emu_wg_hazards = 0;
-inline td_emu_wg_range td_emu_wg_lines(uint64_t desc, int rows, const float *d) {
+inline uint64_t td_emu_wg_ops = 0;
+inline td_emu_wg_range td_emu_wg_lines(uint64_t desc, int rows, uint64_t id) {
     const uint32_t start = (uint32_t)(desc & 0x3fff) << 4;
     const unsigned char *lo = td_emu_smem_origin + (start & ~127u);
-    return td_emu_wg_range{lo, lo + rows * 128, d};
+    return td_emu_wg_range{lo, lo + rows * 128, id};
 }
 
 // D = A B + C, m16n8k16, lane 4g + q: A row-major (a0: row g, k 2q, 2q + 1; a1: row g + 8; a2: row g, k 8 + 2q ..;
@@ -162,7 +163,7 @@ inline void td_emu_wg_run(const td_emu_wg &o) {
     const int t = threadIdx.x & 127, w = t / 32, g = (t & 31) / 4, q = t & 3;
     if (t == 0) { // no longer pending: its lines are free
         for (size_t i = 0; i < td_emu_wg_ranges.size();) {
-            if (td_emu_wg_ranges[i].d == o.d) td_emu_wg_ranges.erase(td_emu_wg_ranges.begin() + (ptrdiff_t)i);
+            if (td_emu_wg_ranges[i].id == o.id) td_emu_wg_ranges.erase(td_emu_wg_ranges.begin() + (ptrdiff_t)i);
             else i++;
         }
     }
@@ -175,9 +176,10 @@ inline void td_emu_wg_run(const td_emu_wg &o) {
         }
 }
 template <int N> inline void td_wgmma_bf16(float (&d)[N / 2], uint64_t da, uint64_t db) {
-    td_emu_cpq->wg_open.push_back(td_emu_wg{d, da, db, N});
+    const uint64_t id = ++td_emu_wg_ops;
+    td_emu_cpq->wg_open.push_back(td_emu_wg{d, da, db, N, id});
     if ((threadIdx.x & 127) == 0)
-        td_emu_wg_ranges.push_back(td_emu_wg_lines(da, 64, d)), td_emu_wg_ranges.push_back(td_emu_wg_lines(db, N, d));
+        td_emu_wg_ranges.push_back(td_emu_wg_lines(da, 64, id)), td_emu_wg_ranges.push_back(td_emu_wg_lines(db, N, id));
 }
 inline void td_wg_fence(void) {}
 inline void td_wg_commit(void) { td_emu_cpq->wg_groups.push_back(td_emu_cpq->wg_open), td_emu_cpq->wg_open.clear(); }
@@ -189,9 +191,69 @@ template <int N> inline void td_wg_wait(void) {
         for (const td_emu_wg &o : td_emu_cpq->wg_groups.front()) td_emu_wg_run(o);
         td_emu_cpq->wg_groups.pop_front();
     }
+    __syncwarp(); /* .sync.aligned: the warp's lanes all past it together (its lane 0 may then free the stage) */
 }
 inline void td_fence_async_smem(void) {}
 inline void td_wg_reg(float &) {}
+
+// ---- mbarriers ----
+// The barrier's 8 bytes: the arrivals its current phase still needs, the count it was made with, the phases completed.
+struct td_emu_mbar {
+    uint16_t pending, count;
+    uint32_t phase;
+};
+static_assert(sizeof(td_emu_mbar) == 8, "an mbarrier is 8 bytes");
+inline void td_mbar_init(uint64_t *b, unsigned count) {
+    const td_emu_mbar m{(uint16_t)count, (uint16_t)count, 0};
+    memcpy(b, &m, 8);
+}
+inline void td_emu_mbar_arrive(uint64_t *b) {
+    td_emu_mbar m;
+    memcpy(&m, b, 8);
+    if (m.pending == 0) {
+        fprintf(stderr, "mbarrier: an arrival on a barrier never initialised\n");
+        abort();
+    }
+    if (--m.pending == 0) m.phase++, m.pending = m.count, td_emu_progress++;
+    memcpy(b, &m, 8);
+}
+// an arrival lets the threads it frees run before the arriving one goes on (so a stage freed too early is written
+// while the wgmma that read it is still pending: a hazard, tc.cpp)
+inline void td_mbar_arrive(uint64_t *b, bool pred) {
+    if (pred) td_emu_mbar_arrive(b), td_emu_yield();
+}
+// cp.async.mbarrier.arrive.noinc: every copy this thread issued before (committed or not) moves to the barrier's
+// deferred list; they land and arrive when a waiter needs them (td_mbar_wait)
+inline void td_cp_arrive(uint64_t *b) {
+    td_emu_deferred d{b, {}};
+    for (const auto &g : td_emu_cpq->groups) d.cps.insert(d.cps.end(), g.begin(), g.end());
+    d.cps.insert(d.cps.end(), td_emu_cpq->open.begin(), td_emu_cpq->open.end());
+    td_emu_cpq->groups.clear(), td_emu_cpq->open.clear();
+    td_emu_mbar_deferred.push_back(std::move(d));
+    td_emu_progress++; /* an arrival to come: progress for the scheduler's deadlock check */
+}
+// try_wait.parity in a loop: done once the current phase's parity differs from `parity`
+inline void td_mbar_wait(uint64_t *b, unsigned parity) {
+    for (;;) {
+        td_emu_mbar m;
+        memcpy(&m, b, 8);
+        if ((m.phase & 1u) != (parity & 1u)) return;
+        bool landed = false;
+        for (size_t i = 0; i < td_emu_mbar_deferred.size();) {
+            if (td_emu_mbar_deferred[i].bar != b) {
+                i++;
+                continue;
+            }
+            const td_emu_deferred d = std::move(td_emu_mbar_deferred[i]);
+            td_emu_mbar_deferred.erase(td_emu_mbar_deferred.begin() + (ptrdiff_t)i);
+            for (const td_emu_cp &o : d.cps) memcpy(o.dst, o.src, 16);
+            td_emu_mbar_arrive(b);
+            landed = true;
+            break; /* one arrival, then look again */
+        }
+        if (!landed) td_emu_yield();
+    }
+}
 
 inline void td_prefetch_l2(const void *) {}
 
