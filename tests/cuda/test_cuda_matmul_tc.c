@@ -432,12 +432,15 @@ static void test_wg(const int64_t *many, int n_many, const int *wide_modes, cons
         return;
     }
     td_cu_matmul_tc_wg_test(1);
-    for (int ws = 0; ws < 2; ws++) { /* tc_wg, then tc_ws (its copies by a producer warp) */
+    for (int ws = 0; ws < 3; ws++) { /* tc_wg, then tc_ws (its copies by a producer warp), its warpgroups apart */
+        static const char *const what[3][2] = {{"T > 64 (tc_tile vs tc_wg)", "T > 64 (tc_tile vs tc_wg by slices)"},
+                                               {"T > 64 (tc_tile vs tc_ws)", "T > 64 (tc_tile vs tc_ws by slices)"},
+                                               {"T > 64 (tc_tile vs tc_ws, warpgroups apart)",
+                                                "T > 64 (tc_tile vs tc_ws, warpgroups apart, by slices)"}};
         td_cu_matmul_tc_ws_test(ws);
-        test_shapes(many, n_many, wide_modes, 1, ws ? "T > 64 (tc_tile vs tc_ws)" : "T > 64 (tc_tile vs tc_wg)");
+        test_shapes(many, n_many, wide_modes, 1, what[ws][0]);
         td_cu_matmul_tc_parts_test(1);
-        test_shapes(many, n_many, wide_modes, 1,
-                    ws ? "T > 64 (tc_tile vs tc_ws by slices)" : "T > 64 (tc_tile vs tc_wg by slices)");
+        test_shapes(many, n_many, wide_modes, 1, what[ws][1]);
         test_multi();
         td_cu_matmul_tc_parts_test(-1);
         test_multi();
@@ -774,6 +777,8 @@ int main(void) {
     td_cu_matmul_tc_wg_test(-1); /* the defaults (wgmma where the GPU runs it) */
     test_mlp();
     td_cu_matmul_tc_ws_test(1); /* tc_ws's GLU form */
+    test_mlp();
+    td_cu_matmul_tc_ws_test(2);
     test_mlp();
     td_cu_matmul_tc_ws_test(-1);
     test_invariance();

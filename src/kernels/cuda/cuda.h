@@ -159,8 +159,9 @@ void td_cu_matmul_tc_wreg_test(int stages);
 void td_cu_matmul_tc_wg_test(int on);
 int td_cu_matmul_tc_wg_here(void);
 /* TD_CUDA_WG_WS=1: wherever tc_wg runs (its GLU form too), tc_ws instead: the same tiles, order and bits, its copies
- * issued by a warp of their own and handed over by mbarriers (off unless "1"). Test only: td_cu_matmul_tc_ws_test(1 /
- * 0), -1 the environment's choice. */
+ * issued by a warp of their own and handed over by mbarriers (off unless "1"); with TD_CUDA_WG_LAG=2 its two
+ * warpgroups two stages apart. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2: off, on, on two stages apart), -1 the
+ * environment's choice. */
 void td_cu_matmul_tc_ws_test(int on);
 
 /* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,

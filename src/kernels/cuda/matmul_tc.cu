@@ -650,8 +650,11 @@ __global__ void __launch_bounds__(256, 1)
  * only by empty; a consumer warpgroup waits for a stage's data only, never for the other warpgroup or the copies'
  * issue, so the copies go on across a slice end's drain and fold. Lane l of the producer copies 16-byte chunk l % 8
  * of rows l / 8 + 4 u (u < 32) of both operands: 64 copies a stage. */
+/* LAG > 0: warpgroup 1 starts once warpgroup 0 has issued its first LAG stages (an mbarrier, `go`), so that their
+ * slice ends (each a drain of the warpgroup's wgmma and the fold) fall apart and the other's wgmma keep the tensor
+ * cores busy meanwhile (TD_CUDA_WG_LAG=2). The same values either way. */
 template <int AS> __host__ __device__ constexpr size_t ws_smem() { return wg_smem<AS>(); }
-template <bool FOLD, int AS, bool GLU = false>
+template <bool FOLD, int AS, bool GLU = false, int LAG = 0>
 __global__ void __launch_bounds__(WS_NT, 1)
     tc_ws(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
           int64_t K, float *part) {
@@ -660,7 +663,7 @@ __global__ void __launch_bounds__(WS_NT, 1)
     TD_DYN_SMEM16(unsigned char, tc_smem);
     unsigned char *const sm = tc_align1k(tc_smem); /* stage s at 32 KB s: 128 weight rows, then 128 token rows */
     __shared__ const uint16_t *wrow[TC_BM];
-    __shared__ __align__(8) uint64_t full[AS], empty[AS];
+    __shared__ __align__(8) uint64_t full[AS], empty[AS], go;
     /* warp through a shuffle: the compiler then knows it warp-uniform (else it takes the producer's branch as a
      * divergent path around the wgmma and serializes them, ptxas C7518) */
     const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
@@ -668,6 +671,7 @@ __global__ void __launch_bounds__(WS_NT, 1)
     const int64_t t0 = (int64_t)blockIdx.y * TW_BN;
     if (tid < TC_BM) wrow[tid] = GLU ? tc_glu_wrow(jobs, tid) : tc_wrow(v, v.j0 + tid);
     if (tid < AS) td_mbar_init(&full[tid], 32), td_mbar_init(&empty[tid], 8);
+    if (LAG && tid == AS) td_mbar_init(&go, 4);
     __syncthreads();
     const int64_t nsteps = (K + WG_BK - 1) / WG_BK;
     /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
@@ -708,6 +712,7 @@ __global__ void __launch_bounds__(WS_NT, 1)
     bool first = true;
     int b = 0;
     unsigned ph = 0;
+    if (LAG && h == 1) td_mbar_wait(&go, 0);
     for (int64_t st = st0; st < st1; st++, b = b + 1 == AS ? 0 : b + 1, ph ^= b == 0) {
         td_mbar_wait(&full[b], ph);
         td_fence_async_smem(); /* the copies' writes (generic proxy) before the tensor cores' reads (async proxy) */
@@ -718,6 +723,7 @@ __global__ void __launch_bounds__(WS_NT, 1)
             td_wgmma_bf16<128>(acc, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
         td_wg_commit();
         const bool last = st == st1 - 1;
+        if (LAG) td_mbar_arrive(&go, h == 0 && lane == 0 && (st == st0 + LAG - 1 || (last && st < st0 + LAG - 1)));
         const bool fold = FOLD && ((st + 1) * WG_BK % TC_KS == 0 || last);
         if (!fold && !last) {
             td_wg_wait<1>(); /* stage st - 1's are done */
@@ -1404,9 +1410,17 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
 /* TD_CUDA_WG_WS=1: tc_ws (the copies in a producer warp) wherever tc_wg would run; the same bits. Off unless "1"
- * until timed. td_cu_matmul_tc_ws_test(on) sets it, -1 back to the environment's. */
-static int tc_ws_on = td_cu_env_set("TD_CUDA_WG_WS");
-extern "C" void td_cu_matmul_tc_ws_test(int on) { tc_ws_on = on < 0 ? td_cu_env_set("TD_CUDA_WG_WS") : on ? 1 : 0; }
+ * until timed. TD_CUDA_WG_LAG=2: tc_ws with its warpgroups two stages apart (tc_ws's LAG). Test only:
+ * td_cu_matmul_tc_ws_test(0 / 1 / 2: off / on / on two stages apart), -1 back to the environment's. */
+static int tc_ws_lag_env(void) {
+    const char *e = getenv("TD_CUDA_WG_LAG");
+    return e && !strcmp(e, "2") ? 2 : 0;
+}
+static int tc_ws_on = td_cu_env_set("TD_CUDA_WG_WS"), tc_ws_lag = tc_ws_lag_env();
+extern "C" void td_cu_matmul_tc_ws_test(int on) {
+    tc_ws_on = on < 0 ? td_cu_env_set("TD_CUDA_WG_WS") : on ? 1 : 0;
+    tc_ws_lag = on < 0 ? tc_ws_lag_env() : on == 2 ? 2 : 0;
+}
 
 /* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16), else tc_wide with its totals where TD_CUDA_TC_WREG puts
  * them */
@@ -1414,6 +1428,9 @@ template <bool FOLD, bool XB>
 static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     if (XB && (tc_wg_on & 1) && K % WG_BK == 0 && tc_wg_here()) {
+        if (tc_ws_on && tc_ws_lag)
+            return tc_wide_go<tc_ws<FOLD, WS_AS, false, 2>, tc_ws<true, WS_AS, false, 2>, WS_NT>(
+                ws_smem<WS_AS>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
         if (tc_ws_on)
             return tc_wide_go<tc_ws<FOLD, WS_AS>, tc_ws<true, WS_AS>, WS_NT>(ws_smem<WS_AS>(), FOLD, jobs, x, xb, ldx,
                                                                          T, K, blocks, ty, S, ng, s);
@@ -1550,7 +1567,9 @@ int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb
         tc_jobs gj; /* the jobs' blocks are tc_wg's GLU form's own: their first_block goes unused */
         tc_make_jobs(gu, 2, 64, &gj);
         gj.j[0].yb = h, gj.j[0].act = act;
-        rc = tc_ws_on      ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, WS_NT>(gj, xb, T, K, I, ws_smem<WS_AS>(), s)
+        rc = tc_ws_on && tc_ws_lag
+                 ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, 2>, WS_NT>(gj, xb, T, K, I, ws_smem<WS_AS>(), s)
+             : tc_ws_on    ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, WS_NT>(gj, xb, T, K, I, ws_smem<WS_AS>(), s)
              : tc_wg_early ? tc_glu_go<tc_wg<TC_FOLD, WG_AS, true, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s)
                            : tc_glu_go<tc_wg<TC_FOLD, WG_AS, false, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s);
     }

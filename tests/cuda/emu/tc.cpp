@@ -148,7 +148,8 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
 }
 // tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16), or (WS) tc_ws<true, AS> (its copies by a producer
 // warp, mbarriers): one pass, or (parts) each slice in a block of its own and the partials added by tc_fold_parts
-template <int AS, bool EARLY = true, bool WS = false> std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
+template <int AS, bool EARLY = true, bool WS = false, int LAG = 0>
+std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
     auto ys = fresh(p);
     int64_t blocks;
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
@@ -159,7 +160,7 @@ template <int AS, bool EARLY = true, bool WS = false> std::vector<std::vector<fl
     launch(
         blocks, (p.T + 127) / 128, WS ? WS_NT : 256, WS ? ws_smem<AS>() : wg_smem<AS>(), true,
         [&] {
-            if constexpr (WS) tc_ws<true, AS>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp);
+            if constexpr (WS) tc_ws<true, AS, false, LAG>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp);
             else tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp);
         },
         parts ? (unsigned)S : 1u, xin(p, tc_glu{nullptr, 0}, &xb));
@@ -294,7 +295,7 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     bad |= check_wide<true, TW_AS>(p, ref, name, " reg");
     bad |= check_wide<true, TW_AS_REG>(p, ref, name, " reg/4");
     if (K % WG_BK) return bad; /* tc_wg runs K in whole stages (the launcher's condition) */
-    char nm[200];
+    char nm[256];
     for (int parts = 0; parts < 2; parts++) {
         snprintf(nm, sizeof nm, "%s, wgmma%s", name, parts ? " by slices" : "");
         auto g = run_wg<WG_AS>(p, parts);
@@ -313,7 +314,13 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     }
     snprintf(nm, sizeof nm, "%s, wgmma, a producer warp, 3 stages", name);
     auto w3 = run_wg<3, true, true>(p, false);
-    return bad | cmp(nm, p, ref, w3);
+    bad |= cmp(nm, p, ref, w3);
+    for (int parts = 0; parts < 2; parts++) {
+        snprintf(nm, sizeof nm, "%s, wgmma, a producer warp, warpgroups 2 stages apart%s", name, parts ? " by slices" : "");
+        auto wl = run_wg<WS_AS, true, true, 2>(p, parts);
+        bad |= cmp(nm, p, ref, wl);
+    }
+    return bad;
 }
 // td_cu_matmul_glu's gated forms: x holds g; tc_split (T <= 64) or tc_x_bf16 + tc_wide (above) taking act(g) * u must
 // give the bits of the old kernel over the gated activations, td_dev_glu(g, u) computed apart (td_cu_glu's function)
