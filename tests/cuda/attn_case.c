@@ -106,6 +106,7 @@ float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const 
     plan.scratch_floats = T * c->Hq * ((max_n + 63) / 64) * (c->hd + 2); /* enough to split by chunks (cuda.h) */
     plan.scratch = cu_up(NULL, (size_t)plan.scratch_floats * 4);
     int32_t *seq_d = cu_up(seq, (size_t)T * 4), *pos_d = cu_up(pos, (size_t)T * 4);
+    plan.out_bf16 = cu_up(poison, (size_t)(T * ldo) * 2); /* the output's bf16 copy, checked below */
     td_cu_attention_test_mode(cut.mode);
     if (bf16)
         CU(td_cu_attention_bf16(od, ldo, qd, ldq, c->qhs, c->kc_d, c->vc_d, c->kvf, c->kv_dim, cells_d, c->n_ctx,
@@ -118,6 +119,14 @@ float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const 
     td_cu_attention_rows_test(0);
     float *out = malloc((size_t)(T * ldo) * 4);
     cu_down(out, od, (size_t)(T * ldo) * 4);
+    uint16_t *ob = malloc((size_t)(T * ldo) * 2);
+    cu_down(ob, plan.out_bf16, (size_t)(T * ldo) * 2);
+    int64_t copy_bad = 0; /* each element the output rounded to nearest even, as the products round x */
+    for (int64_t i = 0; i < T * ldo; i++) /* a NaN's payload is the hardware's own */
+        copy_bad += isnan(out[i]) ? (ob[i] & 0x7f80u) != 0x7f80u || !(ob[i] & 0x7fu) : ob[i] != td_f32_to_bf16(out[i]);
+    CHECKF(copy_bad == 0, "attention: %lld of %lld outputs' bf16 copies are not the output rounded", (long long)copy_bad,
+           (long long)(T * ldo));
+    free(ob), td_cu_free(plan.out_bf16);
     td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
     td_cu_free((void *)plan.tok), td_cu_free((void *)plan.tile), td_cu_free(plan.scratch);
     free(poison), free(tok), free(off), free(tile);

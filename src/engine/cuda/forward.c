@@ -41,6 +41,7 @@ typedef struct dev_pass {
     int qkv_held;           /* qkv holds partials */
     uint16_t *xb;           /* NULL, or where the residual + norm also writes its output in bf16 (norm_xb_fit) */
     int xb_buf;             /* the buffer whose bf16 copy xb holds for the step right after the norm; -1 none */
+    uint16_t *att_xb;       /* NULL, or xb for the attention step: its output in bf16 too, for the product after it */
 } dev_pass;
 
 static float *buf(const dev_pass *p, int b) { return td_eng_buf(p->ctx, (td_buf)b); }
@@ -172,14 +173,18 @@ static td_status step(dev_pass *p, int il, const td_dev_layer *ly, const td_step
         LAUNCH(td_cu_store_rows(ctx->kv.v[il], kv_format(ctx), x->v, ctx->kv.dim, dv->tok_cell, T, ctx->kv.dim, p->s),
                "caching values");
         break;
-    case TD_OP_ATTENTION:
+    case TD_OP_ATTENTION: {
         /* bf16 mode: the tensor-core kernel where td_cu_attention_tc(hd) (cuda.h: its own order) */
+        td_cu_attn_plan plan = dv->attn;
+        plan.out_bf16 = p->att_xb;
         LAUNCH((p->bf16 ? td_cu_attention_bf16 : td_cu_attention)(
                    x->att, width(p, TD_B_ATT), x->q, width(p, TD_B_Q), td_eng_q_head_stride(ctx), ctx->kv.k[il],
                    ctx->kv.v[il], kv_format(ctx), ctx->kv.dim, dv->cells, ctx->p.n_ctx, dv->tok_seq, dv->tok_pos, T,
-                   c->n_head, c->n_head_kv, hd, c->attn_scale, c->layer_window[il], &dv->attn, p->s),
+                   c->n_head, c->n_head_kv, hd, c->attn_scale, c->layer_window[il], &plan, p->s),
                "attention");
+        if (p->att_xb) p->xb_buf = TD_B_ATT;
         break;
+    }
     case TD_OP_OUT_GATE:
         LAUNCH(td_cu_sigmoid_gate(x->att, width(p, TD_B_ATT), x->q + hd, width(p, TD_B_Q), td_eng_q_head_stride(ctx), T,
                                   c->n_head, hd, p->s),
@@ -330,13 +335,24 @@ static int hold_for(const td_dev_ctx *dv, const td_layer_steps *ls, int i, int n
     return n == 3 && nq && q == 1 && k == 1 && v == 1 ? HOLD_QKV : HOLD_NONE;
 }
 
-/* A product that held_by_residual: its result in p->held (the partials, or its buffer). */
-static td_status product_held(dev_pass *p, const td_dev_layer *ly, const td_step *st) {
-    LAUNCH(td_cu_matmul_parts(&p->held, buf(p, st->dst), width(p, st->dst), buf(p, st->src), width(p, st->src), p->T,
-                              &ly->w[st->w], p->bf16, p->s),
+/* A product that held_by_residual: its result in p->held (the partials, or its buffer). xb as products'. */
+static td_status product_held(dev_pass *p, const td_dev_layer *ly, const td_step *st, const uint16_t *xb) {
+    const td_cu_mm mm = {buf(p, st->dst), width(p, st->dst), &ly->w[st->w], NULL, ly->w[st->w].rows};
+    LAUNCH(td_cu_matmul_multi_xb(&p->held, &mm, 1, buf(p, st->src), xb, width(p, st->src), p->T, p->bf16, p->s),
            "matrix product");
     p->held_buf = st->dst;
     return TD_OK;
+}
+
+/* Whether the attention step at steps[i] writes its output in bf16 too (dev_pass.att_xb): where the product right
+ * after it reads that output whole (no gate between: Qwen3.5's output gate changes it) and rounds it for the wide
+ * tiles (p->xb: bf16, above 64 tokens); TD_CUDA_ATT_XB=0: never. */
+static uint16_t *attention_xb(const dev_pass *p, const td_layer_steps *ls, int i) {
+    const td_step *s = &ls->steps[i];
+    return p->xb && s->op == TD_OP_ATTENTION && i + 1 < ls->n && s[1].op == TD_OP_MATMUL && s[1].src == TD_B_ATT &&
+                   width(p, TD_B_ATT) == p->c->n_head * p->c->head_dim && td_cu_attention_xb()
+               ? p->xb
+               : NULL;
 }
 
 /* The pass's kernels, from the embedding to the head's check: device work only (no copy to or from the host), so a
@@ -389,8 +405,12 @@ static td_status kernels(dev_pass *p, int64_t n_rows) {
                 st = whole ? TD_OK : products(p, ly, &ls->steps[i], n, hold, xb);
                 i += whole ? 3 : n - 1;
             }
-            else if (held_by_residual(p, il, ly, ls, i)) st = product_held(p, ly, &ls->steps[i]);
-            else st = step(p, il, &p->w->layers[il], &ls->steps[i], &r);
+            else if (held_by_residual(p, il, ly, ls, i))
+                st = product_held(p, ly, &ls->steps[i], xb_buf == ls->steps[i].src ? p->xb : NULL);
+            else {
+                p->att_xb = attention_xb(p, ls, i);
+                st = step(p, il, &p->w->layers[il], &ls->steps[i], &r);
+            }
             if (st != TD_OK) return st;
         }
         int next = 0;
@@ -486,7 +506,8 @@ static td_status mm_scratch_fit(td_ctx *ctx) {
  * stream is done with the old one (every pass ends reading its fault word). */
 static uint16_t *norm_xb_fit(td_ctx *ctx, int bf16) {
     td_dev_ctx *dv = ctx->dev;
-    const int64_t want = ctx->pass.n_tokens * ctx->model->cfg.n_embd;
+    const int64_t att = td_eng_buf_width(ctx, TD_B_ATT), d = ctx->model->cfg.n_embd; /* attention's copy too */
+    const int64_t want = ctx->pass.n_tokens * (att > d ? att : d);
     if (!bf16 || ctx->pass.n_tokens <= 64 || !td_cu_matmul_norm_xb()) return NULL; /* the wide tiles: above 64 */
     if (want > dv->norm_xb_elems) {
         td_cu_free(dv->norm_xb);

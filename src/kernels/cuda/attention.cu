@@ -84,7 +84,20 @@ struct at_args {
     float *scratch;
     int64_t nsc; /* spans of the scratch layout */
     int vec;     /* bf16 kernel: kc and vc 16-byte aligned (vector loads, cp.async of a bf16 cache; the same values) */
+    uint16_t *outb; /* NULL, or out's bf16 copy [T][ldb] (the plan's out_bf16) */
+    int64_t ldb;
 };
+
+/* Output element (token t, column col): out, and where the launch asks for it (outb) its bf16 copy for the product
+ * after attention, rounded as tc_x_bf16 rounds (td_pack_bf16: that product's activations, bit for bit). at_put2: two
+ * adjacent columns (col even) whose out the caller has written. */
+__device__ __forceinline__ void at_put(const at_args &a, int64_t t, int64_t col, float v) {
+    a.out[t * a.ldo + col] = v;
+    if (a.outb) a.outb[t * a.ldb + col] = (uint16_t)(td_pack_bf16(v, 0.0f) & 0xffffu);
+}
+__device__ __forceinline__ void at_put2_b(const at_args &a, int64_t t, int64_t col, float2 v) {
+    if (a.outb) *(uint32_t *)(a.outb + t * a.ldb + col) = td_pack_bf16(v.x, v.y);
+}
 
 /* Shared memory floats (ints counted as floats) of the tile kernel. */
 static size_t at_smem(int R, int64_t hd, int mode) {
@@ -300,7 +313,7 @@ template <int KVF> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
                 const int r = i / hd, e = i % hd;
                 if (!sst[r]) continue;
                 if (a.mode == 0 && rn[r] <= span) { /* one span: its state is the row's */
-                    a.out[(int64_t)rt[r] * a.ldo + rh[r] * a.hd + e] = As[i] / Ls[r];
+                    at_put(a, rt[r], rh[r] * a.hd + e, As[i] / Ls[r]);
                 } else {
                     float *st = a.scratch + (((int64_t)rt[r] * a.Hq + rh[r]) * a.nsc + j) * (a.hd + 2);
                     if (e == 0) st[0] = Ms[r], st[1] = Ls[r];
@@ -312,7 +325,7 @@ template <int KVF> __global__ void __launch_bounds__(AT_NT, 2) attention_tile_ke
     if (a.mode == 1)
         for (int i = tid; i < nrows * hd; i += AT_NT) {
             const int r = i / hd, e = i % hd;
-            a.out[(int64_t)rt[r] * a.ldo + rh[r] * a.hd + e] = RAs[i] / RLs[r];
+            at_put(a, rt[r], rh[r] * a.hd + e, RAs[i] / RLs[r]);
         }
 }
 
@@ -351,7 +364,7 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(const at_args a)
                 M = Mn;
             }
         }
-        a.out[t * a.ldo + h * a.hd + e] = A / L;
+        at_put(a, t, h * a.hd + e, A / L);
     }
 }
 
@@ -755,7 +768,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 #pragma unroll
                 for (int f = 0; f < NF; f++) {
                     const int e = warp * (HD / 4) + f * 8 + 2 * qd + (c & 1);
-                    if (direct) a.out[(int64_t)rt[r] * a.ldo + rh[r] * HD + e] = A[f][c] / Ls[r];
+                    if (direct) at_put(a, rt[r], rh[r] * HD + e, A[f][c] / Ls[r]);
                     else st[2 + e] = A[f][c];
                 }
             }
@@ -770,7 +783,7 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 #pragma unroll
             for (int f = 0; f < NF; f++) {
                 const int e = warp * (HD / 4) + f * 8 + 2 * qd + (c & 1);
-                a.out[(int64_t)rt[r] * a.ldo + rh[r] * HD + e] = RA[f][c] / RLs[r];
+                at_put(a, rt[r], rh[r] * HD + e, RA[f][c] / RLs[r]);
             }
         }
 }
@@ -1040,6 +1053,7 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
                                             : make_float2(A[f][2 * h], A[f][2 * h + 1]);
                     if (o2) *(float2 *)(o + e) = w;
                     else o[e] = w.x, o[e + 1] = w.y;
+                    if (direct) at_put2_b(a, rt[r], rh[r] * HD + e, w);
                 }
             }
         }
@@ -1055,7 +1069,7 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
 #pragma unroll
                 for (int b = 0; b < 2; b++) {
                     const int e = f * 8 + 2 * qd + b;
-                    a.out[(int64_t)rt[r] * a.ldo + rh[r] * HD + e] = RA[(4 * f + 2 * h + b) * 32] / RL[h];
+                    at_put(a, rt[r], rh[r] * HD + e, RA[(4 * f + 2 * h + b) * 32] / RL[h]);
                 }
         }
 }
@@ -1113,7 +1127,7 @@ static int at_prepare(at_args *ap, dim3 *gridp, bool *splitp, float *out, int64_
     if (tl->tile_tokens > a.R / a.GH)
         return td_cu_failf("td_cu_attention: tiles of %lld tokens, this kernel takes %lld (%lld rows of %lld heads)",
                            (long long)tl->tile_tokens, (long long)(a.R / a.GH), (long long)a.R, (long long)a.GH);
-    a.scratch = tl->scratch, a.vec = 0;
+    a.scratch = tl->scratch, a.vec = 0, a.outb = tl->out_bf16, a.ldb = Hq * hd;
     /* the span: one chunk when the super-chunk split would leave the GPU mostly idle and the scratch holds the chunk
      * states (test mode 3 forces it); the bits are the same either way */
     const int64_t zdim = Hkv * (a.G / a.GH), chunks = (tl->max_n + AT_C - 1) / AT_C;
@@ -1176,6 +1190,10 @@ static bool ab_enabled(void) {
 }
 
 extern "C" int td_cu_attention_tc(int64_t hd) { return ab_enabled() && (hd == 64 || hd == 128 || hd == 256); }
+
+/* TD_CUDA_ATT_XB=0: the caller gives no out_bf16 (td_cu_attention_xb); read once. */
+static const int at_xb_on = td_cu_env_on("TD_CUDA_ATT_XB");
+extern "C" int td_cu_attention_xb(void) { return at_xb_on; }
 
 /* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, DB, ROWS / 16> for 64, 96 and
  * 128: a warp per 16 rows) on the grid. */

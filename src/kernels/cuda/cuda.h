@@ -275,6 +275,8 @@ typedef struct td_cu_attn_plan {
     int64_t scratch_floats;
     int64_t tile_tokens; /* host: the most tokens a tile holds (the qt given to td_cu_attn_tiles); a launch whose
                             kernel takes fewer fails with the sizes. 0: not stated (tiles must fit the kernel) */
+    uint16_t *out_bf16;  /* device, or NULL: the output also rounded to bf16 (nearest even, as the products round
+                            their activations) into [T][Hq * hd], for the product that reads it (td_cu_matmul_multi_xb) */
 } td_cu_attn_plan;
 
 int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
@@ -310,6 +312,9 @@ int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_
  *   tile (0 * inf), where the fp32 path keeps it to the rows that see it; positions no row of the tile sees never
  *   reach an output. */
 int td_cu_attention_tc(int64_t hd);
+/* Whether callers should ask for the output's bf16 copy (td_cu_attn_plan.out_bf16) where the product after attention
+ * rounds it: 1 unless TD_CUDA_ATT_XB=0 in the environment (read once). The same bits either way. */
+int td_cu_attention_xb(void);
 int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,
                          const void *vc, int kvf, int64_t kv_dim, const int32_t *cells, int64_t n_ctx,
                          const int32_t *seq, const int32_t *pos, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd,

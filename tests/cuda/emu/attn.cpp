@@ -8,7 +8,8 @@
 // must give the bits it gives on an f32 cache of the same rounded values, within 1e-5 of a double reference of the
 // fp32 order on them.
 // [quick]: hd 64 and 128, G 1, 2, 8, f32 and f16 caches, windows, the default tiles; [all]: also tiles of 1 .. 64 rows,
-// reversed groups, both span sizes, test modes 1-3 (the bf16 cache's too); [selftest]: quick's first case. The launch
+// reversed groups, both span sizes, test modes 1-3 (the bf16 cache's too); [selftest]: quick's first case. Every run
+// also checks the output's bf16 copy (at_args.outb: each element the output rounded, as tc_x_bf16 rounds). The launch
 // arguments mirror attention.cu's at_prepare (span, split, grid); shared memory starts as 0xff bytes (bf16 NaN) so a
 // read of a slot never written shows; every output must be written (the buffer starts NaN and the reference check
 // would fail).
@@ -138,6 +139,8 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
     a.tok = tok.data(), a.tile = tile.data(), a.Hq = Hq, a.G = G, a.hd = hd, a.window = c.window;
     a.scale = 1.0f / sqrtf((float)hd);
     a.R = R, a.GH = GH, a.mode = mode == 3 ? 0 : mode, a.scratch = scratch.data(), a.vec = vec;
+    std::vector<uint16_t> outb(T * Hq * hd, 0x7fc1); /* the output's bf16 copy (the plan's out_bf16) */
+    a.outb = outb.data(), a.ldb = Hq * hd;
     db = db && rows == 64 && kv.kvf == TD_CU_KV_BF16 && vec;
     const int64_t zdim = c.Hkv * (G / GH), supers = (max_n + AT_SC - 1) / AT_SC;
     a.span = AT_SC;
@@ -185,6 +188,12 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
             blockIdx.x = (unsigned)b;
             for (int t = 0; t < 128; t++) threadIdx.x = t, attention_combine_kernel(a);
         }
+    int64_t copy_bad = 0; /* every output's copy written, as tc_x_bf16 would round it */
+    for (size_t i = 0; i < out.size(); i++) copy_bad += outb[i] != (uint16_t)(td_pack_bf16(out[i], 0.0f) & 0xffffu);
+    if (copy_bad) {
+        printf("  FAIL: %lld outputs' bf16 copies are not the output rounded\n", (long long)copy_bad);
+        failures++;
+    }
     return out;
 }
 
