@@ -124,8 +124,8 @@ float *dev_attention(const kvcase *c, const float *q, const int32_t *seq, const 
     int64_t copy_bad = 0; /* each element the output rounded to nearest even, as the products round x */
     for (int64_t i = 0; i < T * ldo; i++) /* a NaN's payload is the hardware's own */
         copy_bad += isnan(out[i]) ? (ob[i] & 0x7f80u) != 0x7f80u || !(ob[i] & 0x7fu) : ob[i] != td_f32_to_bf16(out[i]);
-    CHECKF(copy_bad == 0, "attention: %lld of %lld outputs' bf16 copies are not the output rounded", (long long)copy_bad,
-           (long long)(T * ldo));
+    CHECKF(copy_bad == 0, "attention: %lld of %lld outputs' bf16 copies are not the output rounded",
+           (long long)copy_bad, (long long)(T * ldo));
     free(ob), td_cu_free(plan.out_bf16);
     td_cu_free(qd), td_cu_free(od), td_cu_free(seq_d), td_cu_free(pos_d);
     td_cu_free((void *)plan.tok), td_cu_free((void *)plan.tile), td_cu_free(plan.scratch);

@@ -159,9 +159,9 @@ void td_cu_matmul_tc_wreg_test(int stages);
 void td_cu_matmul_tc_wg_test(int on);
 int td_cu_matmul_tc_wg_here(void);
 /* TD_CUDA_WG_WS=1: wherever tc_wg runs (its GLU form too), tc_ws instead: the same tiles, order and bits, its copies
- * issued by a warp of their own and handed over by mbarriers (off unless "1"); with TD_CUDA_WG_LAG=2 its two
- * warpgroups two stages apart. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2: off, on, on two stages apart), -1 the
- * environment's choice. */
+ * issued by a warp of their own and handed over by mbarriers (off unless "1": slower on the H100); with
+ * TD_CUDA_WG_LAG=2 its two warpgroups two stages apart. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2: off, on, on
+ * two stages apart), -1 the environment's choice. */
 void td_cu_matmul_tc_ws_test(int on);
 
 /* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,
@@ -276,7 +276,8 @@ typedef struct td_cu_attn_plan {
     int64_t tile_tokens; /* host: the most tokens a tile holds (the qt given to td_cu_attn_tiles); a launch whose
                             kernel takes fewer fails with the sizes. 0: not stated (tiles must fit the kernel) */
     uint16_t *out_bf16;  /* device, or NULL: the output also rounded to bf16 (nearest even, as the products round
-                            their activations) into [T][Hq * hd], for the product that reads it (td_cu_matmul_multi_xb) */
+                            their activations) into [T][Hq * hd], for the product that reads it
+                            (td_cu_matmul_multi_xb) */
 } td_cu_attn_plan;
 
 int td_cu_attention(float *out, int64_t ldo, const float *q, int64_t ldq, int64_t q_head_stride, const void *kc,

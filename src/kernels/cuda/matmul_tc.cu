@@ -516,7 +516,8 @@ template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_
 
 /* tc_wg's and tc_ws's end: warpgroup h's accumulators (block rows 64 h .., the block's 128 tokens from t0), the
  * value to store (tc_fold_last), written as tc_wide_put says, or (GLU) as act(gate) * up rounded to bf16. Thread
- * 32 wq + 4 g + q of the warpgroup holds d[4 j + c]: block row 64 h + 16 wq + g + 8 (c >> 1), token 8 j + 2 q + (c & 1). */
+ * 32 wq + 4 g + q of the warpgroup holds d[4 j + c]: block row 64 h + 16 wq + g + 8 (c >> 1), token
+ * 8 j + 2 q + (c & 1). */
 template <bool GLU>
 __device__ __forceinline__ void tc_wg_put(const tc_jobs &jobs, const tc_view &v, float *part, int64_t T, int64_t t0,
                                           int h, int wq, int lane, const float (&acc)[64]) {
@@ -649,7 +650,9 @@ __global__ void __launch_bounds__(256, 1)
  * (its lane 0 arrives after the wgmma.wait_group that covers it). The producer runs up to AS stages ahead, blocked
  * only by empty; a consumer warpgroup waits for a stage's data only, never for the other warpgroup or the copies'
  * issue, so the copies go on across a slice end's drain and fold. Lane l of the producer copies 16-byte chunk l % 8
- * of rows l / 8 + 4 u (u < 32) of both operands: 64 copies a stage. */
+ * of rows l / 8 + 4 u (u < 32) of both operands: 64 copies a stage. Measured (H100): 2.2x slower than tc_wg, the
+ * producer the bound (~1,200 cycles a stage against tc_wg's ~530); the frame for a producer that keeps up (a
+ * warpgroup of copies, or the bulk tensor copy). */
 /* LAG > 0: warpgroup 1 starts once warpgroup 0 has issued its first LAG stages (an mbarrier, `go`), so that their
  * slice ends (each a drain of the warpgroup's wgmma and the fold) fall apart and the other's wgmma keep the tensor
  * cores busy meanwhile (TD_CUDA_WG_LAG=2). The same values either way. */
@@ -1171,7 +1174,8 @@ static int tc_fold_launch(const tc_jobs &jobs, const float *part, int64_t T, int
 }
 
 /* A kernel of tc_wide's launch shape (tc_wide, tc_wg or tc_ws: grid (blocks of 128 outputs, tiles of 128 tokens[,
- * slices]), 256 threads (tc_ws: WS_NT), tc_wide's arguments) and its dynamic shared memory, opted in once per kernel (at its first launch). */
+ * slices]), 256 threads (tc_ws: WS_NT), tc_wide's arguments) and its dynamic shared memory, opted in once per kernel
+ * (at its first launch). */
 typedef void (*tc_wide_fn)(const tc_jobs, const float *, const uint16_t *, int64_t, int64_t, int64_t, float *);
 template <tc_wide_fn KF> static cudaError_t tc_wide_opt(size_t bytes) {
     static const cudaError_t e = tc_smem_opt(KF, bytes);
@@ -1409,8 +1413,8 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *
 
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
-/* TD_CUDA_WG_WS=1: tc_ws (the copies in a producer warp) wherever tc_wg would run; the same bits. Off unless "1"
- * until timed. TD_CUDA_WG_LAG=2: tc_ws with its warpgroups two stages apart (tc_ws's LAG). Test only:
+/* TD_CUDA_WG_WS=1: tc_ws (the copies in a producer warp) wherever tc_wg would run; the same bits. Off unless "1":
+ * 2.2x slower than tc_wg on the H100 (NOTES part 22: one warp cannot issue the copies as fast). TD_CUDA_WG_LAG=2: tc_ws with its warpgroups two stages apart (tc_ws's LAG). Test only:
  * td_cu_matmul_tc_ws_test(0 / 1 / 2: off / on / on two stages apart), -1 back to the environment's. */
 static int tc_ws_lag_env(void) {
     const char *e = getenv("TD_CUDA_WG_LAG");

@@ -316,7 +316,8 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     auto w3 = run_wg<3, true, true>(p, false);
     bad |= cmp(nm, p, ref, w3);
     for (int parts = 0; parts < 2; parts++) {
-        snprintf(nm, sizeof nm, "%s, wgmma, a producer warp, warpgroups 2 stages apart%s", name, parts ? " by slices" : "");
+        snprintf(nm, sizeof nm, "%s, wgmma, a producer warp, warpgroups 2 stages apart%s", name,
+                 parts ? " by slices" : "");
         auto wl = run_wg<WS_AS, true, true, 2>(p, parts);
         bad |= cmp(nm, p, ref, wl);
     }
