@@ -514,6 +514,17 @@ __global__ void __launch_bounds__(256, 1)
  * them to the swizzle's 1024 bytes. */
 template <int AS> __host__ __device__ constexpr size_t wg_smem() { return (size_t)AS * 2 * 128 * 128 + 1024; }
 
+/* tc_wg's and tc_ws's stage end after their wgmma.wait_group 0: the accumulators back in the compiler's hands, and
+ * where a slice ends (fold) the total = P_0, then total + P_s (tc_fold_last: the last one left in acc) */
+__device__ __forceinline__ void tc_wg_fold(float (&acc)[64], float (&totals)[64], bool fold, bool &first, bool last) {
+#pragma unroll
+    for (int i = 0; i < 64; i++) td_wg_reg(acc[i]);
+    if (fold) {
+#pragma unroll
+        for (int i = 0; i < 64; i++) tc_fold_last(totals[i], acc[i], first, last);
+        first = false;
+    }
+}
 /* tc_wg's and tc_ws's end: warpgroup h's accumulators (block rows 64 h .., the block's 128 tokens from t0), the
  * value to store (tc_fold_last), written as tc_wide_put says, or (GLU) as act(gate) * up rounded to bf16. Thread
  * 32 wq + 4 g + q of the warpgroup holds d[4 j + c]: block row 64 h + 16 wq + g + 8 (c >> 1), token
@@ -627,13 +638,7 @@ __global__ void __launch_bounds__(256, 1)
             continue;
         }
         td_wg_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 64; i++) td_wg_reg(acc[i]);
-        if (fold) { /* a slice ends: total = P_0, then total + P_s (tc_fold) */
-#pragma unroll
-            for (int i = 0; i < 64; i++) tc_fold_last(totals[i], acc[i], first, last);
-            first = false;
-        }
+        tc_wg_fold(acc, totals, fold, first, last);
     }
     tc_wg_put<GLU>(jobs, v, part, T, t0, h, wq, lane, acc);
 }
@@ -735,13 +740,7 @@ __global__ void __launch_bounds__(WS_NT, 1)
         }
         td_wg_wait<0>();
         release(st + 1);
-#pragma unroll
-        for (int e = 0; e < 64; e++) td_wg_reg(acc[e]);
-        if (fold) { /* a slice ends: total = P_0, then total + P_s (tc_fold) */
-#pragma unroll
-            for (int e = 0; e < 64; e++) tc_fold_last(totals[e], acc[e], first, last);
-            first = false;
-        }
+        tc_wg_fold(acc, totals, fold, first, last);
     }
     tc_wg_put<GLU>(jobs, v, part, T, t0, h, wq, lane, acc);
 }
