@@ -89,8 +89,8 @@ struct at_args {
 };
 
 /* Output element (token t, column col): out, and where the launch asks for it (outb) its bf16 copy for the product
- * after attention, rounded as tc_x_bf16 rounds (td_pack_bf16: that product's activations, bit for bit). at_put2: two
- * adjacent columns (col even) whose out the caller has written. */
+ * after attention, rounded as tc_x_bf16 rounds (td_pack_bf16: that product's activations, bit for bit). at_put2_b: the
+ * copy of two adjacent columns (col even) whose out the caller has written. */
 __device__ __forceinline__ void at_put(const at_args &a, int64_t t, int64_t col, float v) {
     a.out[t * a.ldo + col] = v;
     if (a.outb) a.outb[t * a.ldb + col] = (uint16_t)(td_pack_bf16(v, 0.0f) & 0xffffu);
