@@ -32,7 +32,8 @@ static float dot_r16(const td_qpack *p, const uint8_t *slab, int lane, const td_
         float w = td_f16_to_f32(dw[b * TD_R16_ROWS + lane]);
         int32_t P = raw_sum(p, block, lane, x1 + b * TD_QBLOCK);
         if (xq->x16 > 1) P = P * (1 << TD_R16_SHIFT) + raw_sum(p, block, lane, x2 + b * TD_QBLOCK);
-        acc = fmaf((float)(P - td_r16_offset(xq, at, o)), w * td_r16_scale(xq, at), acc);
+        const int32_t net = (int32_t)((uint32_t)P - (uint32_t)td_r16_offset(xq, at, o)); /* wraps as the lanes do */
+        acc = fmaf((float)net, w * td_r16_scale(xq, at), acc);
     }
     return acc;
 }

@@ -15,10 +15,10 @@
 /* The exact integer dot product of lane `lane` of a packed group with one level of activations. */
 static int32_t block_sum(const td_qpack *p, const uint8_t *group, int lane, const int8_t *xg, int32_t xsum) {
     int shift = p->type == TD_DTYPE_Q8_0 ? 7 : 3;
-    int32_t isum = -(xsum * (1 << shift));
+    uint32_t isum = 0u - (uint32_t)xsum * (1u << shift); /* wraps as the lanes do (quant.h: td_r16_offset) */
     for (int e = 0; e < TD_QBLOCK; e++)
-        isum += td_qpack_weight(p, group, lane, e) * xg[(e / 4) * TD_X16_CHUNK + lane * 4 + e % 4];
-    return isum;
+        isum += (uint32_t)(td_qpack_weight(p, group, lane, e) * xg[(e / 4) * TD_X16_CHUNK + lane * 4 + e % 4]);
+    return (int32_t)isum;
 }
 
 static float dot_x16(const td_qpack *p, const uint8_t *row, const td_qrows *xq, int64_t t) {

@@ -165,9 +165,12 @@ static inline float td_qrows_level2_scale(const td_qrows *xq, float d1, float am
 }
 
 /* r16: the offset sums' share of the combined integer of block `at` (t * nbg * 16 + b), weights offset by o (128 for
- * Q8_0, 8 for Q4_0): o s1, or with two levels o (128 s1 + s2); and the scale that integer takes (d1, or d2). */
+ * Q8_0, 8 for Q4_0): o s1, or with two levels o (128 s1 + s2); and the scale that integer takes (d1, or d2). In
+ * 32-bit wrapping arithmetic, as the SIMD kernels' lanes: a row that was not finite has sums of no meaning (the
+ * quantisers saturate its values, not its sums), never undefined behaviour. */
 static inline int32_t td_r16_offset(const td_qrows *xq, int64_t at, int32_t o) {
-    return xq->x16 > 1 ? o * xq->s[at] * (1 << TD_R16_SHIFT) + o * xq->s2[at] : o * xq->s[at];
+    const uint32_t u = (uint32_t)o * (uint32_t)xq->s[at];
+    return (int32_t)(xq->x16 > 1 ? u * (1u << TD_R16_SHIFT) + (uint32_t)o * (uint32_t)xq->s2[at] : u);
 }
 static inline float td_r16_scale(const td_qrows *xq, int64_t at) { return xq->x16 > 1 ? xq->d2[at] : xq->d[at]; }
 
