@@ -129,7 +129,8 @@ static void stage_tokens(stage *st, const td_qrows *xq, int two, int32_t o, int6
             const __m256i *v2 = (const __m256i *)(const void *)(x2 + b * TD_QBLOCK);
             _mm256_store_si256((__m256i *)(void *)st->a1[b][t], _mm256_loadu_si256(v1));
             if (two) _mm256_store_si256((__m256i *)(void *)st->a2[b][t], _mm256_loadu_si256(v2));
-            _mm512_store_si512(st->noff[b][t], _mm512_set1_epi32(-td_r16_offset(xq, at + b, o)));
+            const uint32_t off = (uint32_t)td_r16_offset(xq, at + b, o); /* negated as the lanes wrap */
+            _mm512_store_si512(st->noff[b][t], _mm512_set1_epi32((int32_t)(0u - off)));
             st->d[b][t] = td_r16_scale(xq, at + b);
         }
     }
