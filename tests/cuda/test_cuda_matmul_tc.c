@@ -13,10 +13,11 @@
  * registers with 4 weight stages by default; its other forms (td_cu_matmul_tc_wreg_test: 3 stages, and the totals in
  * shared memory) are checked as the default is: x in bf16 and in fp32, one pass and by slices, several products in a
  * launch. These run with the wgmma forms off (td_cu_matmul_tc_wg_test(0)); test_wg checks the wgmma forms, the
- * default on compute capability 9.0 (tc_wg for tc_wide, tc_split on wgmma), the same way, and tc_ws (tc_wg with a
- * producer warp, td_cu_matmul_tc_ws_test) likewise; test_invariance runs the defaults.
+ * default on compute capability 9.0 (tc_wg for tc_wide, tc_split on wgmma), the same way, and tc_ws (tc_wg with
+ * producer warps, td_cu_matmul_tc_ws_test) likewise; test_invariance runs the defaults.
  * td_cu_matmul_glu (the MLP's gate taken by the down product's kernels) = td_cu_glu then td_cu_matmul (test_glu).
- * A product left as its partials for the residual that adds them (td_cu_matmul_parts) = the product added (test_held).
+ * A product left as its partials for the residual that adds them (td_cu_matmul_multi_parts) = the product added
+ * (test_held).
  * TD_TC_BENCH=1 times the old and new kernels instead (bench(): no checks).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
@@ -432,12 +433,17 @@ static void test_wg(const int64_t *many, int n_many, const int *wide_modes, cons
         return;
     }
     td_cu_matmul_tc_wg_test(1);
-    for (int ws = 0; ws < 3; ws++) { /* tc_wg, then tc_ws (its copies by a producer warp), its warpgroups apart */
-        static const char *const what[3][2] = {{"T > 64 (tc_tile vs tc_wg)", "T > 64 (tc_tile vs tc_wg by slices)"},
+    /* tc_wg, then tc_ws: its copies by a producer warpgroup, by two producer warps, by the bulk tensor copy */
+    for (int ws = 0; ws < 4; ws++) {
+        static const char *const what[4][2] = {{"T > 64 (tc_tile vs tc_wg)", "T > 64 (tc_tile vs tc_wg by slices)"},
                                                {"T > 64 (tc_tile vs tc_ws)", "T > 64 (tc_tile vs tc_ws by slices)"},
-                                               {"T > 64 (tc_tile vs tc_ws, warpgroups apart)",
-                                                "T > 64 (tc_tile vs tc_ws, warpgroups apart, by slices)"}};
-        td_cu_matmul_tc_ws_test(ws);
+                                               {"T > 64 (tc_tile vs tc_ws, two producer warps)",
+                                                "T > 64 (tc_tile vs tc_ws, two producer warps, by slices)"},
+                                               {"T > 64 (tc_tile vs tc_ws, bulk tensor copies)",
+                                                "T > 64 (tc_tile vs tc_ws, bulk tensor copies, by slices)"}};
+        static const int pw[4] = {0, 4, 2, 1};
+        td_cu_matmul_tc_ws_test(pw[ws]);
+        const int64_t tma0 = td_cu_matmul_tc_tma_launches();
         test_shapes(many, n_many, wide_modes, 1, what[ws][0]);
         td_cu_matmul_tc_parts_test(1);
         test_shapes(many, n_many, wide_modes, 1, what[ws][1]);
@@ -445,6 +451,8 @@ static void test_wg(const int64_t *many, int n_many, const int *wide_modes, cons
         td_cu_matmul_tc_parts_test(-1);
         test_multi();
         test_glu();
+        if (pw[ws] == 1) /* the bulk copies ran (not tc_wg in their place: the driver encoded the maps) */
+            CHECKF(td_cu_matmul_tc_tma_launches() > tma0, "tc_ws's bulk tensor copies: no launch ran them");
     }
     td_cu_matmul_tc_ws_test(-1);
     td_cu_matmul_tc_wg_test(2);
@@ -619,12 +627,12 @@ static void test_mlp(void) {
 }
 
 /* x += y then its norm (td_cu_add_rows_norm over n_out = 1024 columns), y the product of one weight: as
- * td_cu_matmul_parts / td_cu_matmul_glu_parts leave it vs as td_cu_matmul / td_cu_matmul_glu write it, bit for bit (x
- * and the norm), in TD_CUDA_TC_DEFER's modes 0 / 1 / 2 with a bound scratch; and partials left exactly where expected
- * (several slices; 17 to 64 tokens, or 1 to 16 in mode 2): so the residual does add them. Then the same for the MLP's
- * gate and up (td_cu_matmul_multi_parts, gated by td_cu_glu_parts). */
+ * td_cu_matmul_multi_parts / td_cu_matmul_glu_parts leave it vs as td_cu_matmul / td_cu_matmul_glu write it, bit for
+ * bit (x and the norm), in TD_CUDA_TC_DEFER's modes 0 / 1 / 2 with a bound scratch; and partials left exactly where
+ * expected (several slices; 17 to 64 tokens, or 1 to 16 in mode 2): so the residual does add them. Then the same for
+ * the MLP's gate and up (td_cu_matmul_multi_parts, gated by td_cu_glu_parts). */
 static void test_held(void) {
-    printf("products left as partials for the residual (td_cu_matmul_parts): = the product added, bit for bit\n");
+    printf("products left as partials for the residual (td_cu_matmul_multi_parts): = the product added, bit for bit\n");
     const int64_t floats = (int64_t)16 << 20, n_out = 1024;
     float *scr = td_cu_malloc((size_t)floats * sizeof(float));
     CHECK(scr != NULL);
@@ -659,7 +667,10 @@ static void test_held(void) {
                     const td_cu_parts gu[2] = {{xd2, 1, cols}, {ud, 1, cols}};
                     if (glu)
                         CU(td_cu_matmul_glu_parts(&p, yd2, n_out, xd2, gu, cols, T, &w.d, TD_CU_GLU_SILU, 1, NULL));
-                    else CU(td_cu_matmul_parts(&p, yd2, n_out, xd2, cols, T, &w.d, 1, NULL));
+                    else {
+                        const td_cu_mm m1 = {yd2, n_out, &w.d, NULL, n_out};
+                        CU(td_cu_matmul_multi_parts(&p, &m1, 1, xd2, cols, T, 1, NULL));
+                    }
                     CU(td_cu_add_rows_norm(r2, &p, T, n_out, NULL, f2, 1, o2, NULL, nwd, 1e-6f, 0, NULL));
                     const int want = cols > 256 && defer && ((T > 16 && T <= 64) || (defer == 2 && T <= 16));
                     char name[128];
@@ -733,7 +744,7 @@ static void test_held(void) {
     td_cu_free(scr), td_cu_free(nwd), free(nw);
     printf("  %lld launches, %lld left partials: %s\n", (long long)n, (long long)held, bad ? "NOT bit-exact" :
                                                                                              "bit-exact");
-    CHECKF(bad == 0, "td_cu_matmul_parts: %lld differ", (long long)bad);
+    CHECKF(bad == 0, "td_cu_matmul_multi_parts: %lld differ", (long long)bad);
 }
 
 int main(void) {
@@ -776,10 +787,15 @@ int main(void) {
     test_wg(many, (int)(sizeof many / sizeof *many), wide_modes, few, (int)(sizeof few / sizeof *few), split_modes);
     td_cu_matmul_tc_wg_test(-1); /* the defaults (wgmma where the GPU runs it) */
     test_mlp();
-    td_cu_matmul_tc_ws_test(1); /* tc_ws's GLU form */
+    td_cu_matmul_tc_ws_test(4); /* tc_ws's GLU form */
     test_mlp();
     td_cu_matmul_tc_ws_test(2);
     test_mlp();
+    td_cu_matmul_tc_ws_test(1);
+    const int64_t tma0 = td_cu_matmul_tc_tma_launches();
+    test_mlp();
+    if (td_cu_matmul_tc_wg_here())
+        CHECKF(td_cu_matmul_tc_tma_launches() > tma0, "tc_ws's GLU form with bulk tensor copies: no launch ran it");
     td_cu_matmul_tc_ws_test(-1);
     test_invariance();
     td_cu_matmul_tc_test_mode(0);

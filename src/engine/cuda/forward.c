@@ -314,7 +314,7 @@ static const td_step *norm_after_residual(const td_config *c, int il, const td_l
 }
 
 /* Whether the product at steps[i] (its last step, writing dst; no bias) is the one input of the residual + norm
- * right after it: that kernel adds the product's partials itself (td_cu_matmul_parts), one launch fewer. */
+ * right after it: that kernel adds the product's partials itself (td_cu_matmul_multi_xb), one launch fewer. */
 static int held_by_residual(const dev_pass *p, int il, const td_dev_layer *ly, const td_layer_steps *ls, int i) {
     const td_step *s = &ls->steps[i];
     int next;

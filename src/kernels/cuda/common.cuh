@@ -84,8 +84,8 @@ __device__ __forceinline__ float4 td_ld_pass4(const float *p, bool vec) { return
 
 /* td_cu_matmul's tensor-core path (matmul_tc.cu): n (1 .. 4) products of x, every weight one td_cu_matmul_tc
  * accepts, all of the same cols; T >= 1, every n_out >= 1. xb: NULL, or x rounded to bf16 (td_cu_matmul_multi_xb).
- * defer: NULL, or (td_cu_matmul_parts) where the products' partials may stay in the scratch instead of being added:
- * defer[0 .. n) describe them then, and are left as they were otherwise (the caller set them to the ys). */
+ * defer: NULL, or (td_cu_matmul_multi_parts) where the products' partials may stay in the scratch instead of being
+ * added: defer[0 .. n) describe them then, and are left as they were otherwise (the caller set them to the ys). */
 int td_cu_matmul_tc_launch(const td_cu_mm *mm, int n, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
                            td_cu_parts *defer, cudaStream_t s);
 /* td_cu_matmul_glu's tensor-core path: y = (act(g) * u) W^T for one product (mm[0]) with the bits of td_cu_glu then

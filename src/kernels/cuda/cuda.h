@@ -94,18 +94,9 @@ typedef struct td_cu_parts {
     const float *p;
     int64_t S, ld;
 } td_cu_parts;
-/* td_cu_matmul(y, ldy, x, ldx, T, w, NULL, w->rows, bf16_in) whose result may stay as partials: where tc_split runs
- * the product through the bound scratch (td_cu_scratch_bind; w->rows a multiple of 64) its second kernel is not
- * launched, and *out describes the partials there, valid until the next product launched from this thread on the
- * stream; otherwise y is written and *out is {y, 1, ldy}. TD_CUDA_TC_DEFER: 1, tc_split's launches that go through
- * the scratch (17 to 64 tokens); 2 also those of up to 16 tokens, which otherwise add their partials in a cluster; 0
- * (unset or any other value: the default, the others measured slower on the H100) never. Test only:
- * td_cu_matmul_defer_test(mode), -1 the environment's choice. */
-int td_cu_matmul_parts(td_cu_parts *out, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T,
-                       const td_cu_mat *w, int bf16_in, void *stream);
 /* td_cu_matmul_glu over the gate's and up's results as td_cu_matmul_multi_parts leaves them (gu[0], gu[1]; plain:
  * {g, 1, ldx} and {u, 1, ldx}), g (T x ldx floats) the space the gated rows may be written to; out as in
- * td_cu_matmul_parts (NULL: y is written). The kernels that gate their activations as they stage them add the
+ * td_cu_matmul_multi_parts (NULL: y is written). The kernels that gate their activations as they stage them add the
  * partials there; otherwise one kernel adds and gates them into g (td_cu_glu_parts), then the product runs. */
 int td_cu_matmul_glu_parts(td_cu_parts *out, float *y, int64_t ldy, float *g, const td_cu_parts *gu, int64_t ldx,
                            int64_t T, const td_cu_mat *w, int act, int bf16_in, void *stream);
@@ -158,11 +149,13 @@ void td_cu_matmul_tc_wreg_test(int stages);
  * them. */
 void td_cu_matmul_tc_wg_test(int on);
 int td_cu_matmul_tc_wg_here(void);
-/* TD_CUDA_WG_WS=1: wherever tc_wg runs (its GLU form too), tc_ws instead: the same tiles, order and bits, its copies
- * issued by a warp of their own and handed over by mbarriers (off unless "1": slower on the H100); with
- * TD_CUDA_WG_LAG=2 its two warpgroups two stages apart. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2: off, on, on
- * two stages apart), -1 the environment's choice. */
-void td_cu_matmul_tc_ws_test(int on);
+/* TD_CUDA_WG_WS=tma, 4 or 2: wherever tc_wg runs (its GLU form too), tc_ws instead: the same tiles, order and bits,
+ * its copies issued by the bulk tensor copy (TMA; where the driver encodes the tensor maps and no product has a row
+ * list, else tc_wg runs) or by 4 (or 2) warps of their own, handed over by mbarriers (off unless one of those). Test
+ * only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: off, the bulk copy, producer warps), -1 the environment's choice;
+ * td_cu_matmul_tc_tma_launches, the launches of the bulk-copy form so far. */
+void td_cu_matmul_tc_ws_test(int pw);
+int64_t td_cu_matmul_tc_tma_launches(void);
 
 /* Several products of the same x (q, k and v; gate and up): mm[i].y = x W_i^T as td_cu_matmul would compute each,
  * bit for bit; in one launch when all n <= 4 take the tensor-core path with equal cols, else one launch each. */
@@ -174,8 +167,13 @@ typedef struct td_cu_mm {
     int64_t n_out;
 } td_cu_mm;
 int td_cu_matmul_multi(const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T, int bf16_in, void *stream);
-/* td_cu_matmul_multi whose results may stay as partials (td_cu_matmul_parts), out[i] for mm[i] (where the rows of
- * every product are a multiple of 64 and none has a row list; all of one launch, sharing the scratch). */
+/* td_cu_matmul_multi whose results may stay as partials, out[i] for mm[i]: where tc_split runs the products (all of
+ * one launch) through the bound scratch (td_cu_scratch_bind; the rows of every product a multiple of 64, none with a
+ * row list) its second kernel is not launched, and out[i] describes mm[i]'s partials there, valid until the next
+ * product launched from this thread on the stream; otherwise the ys are written and out[i] is {y, 1, ldy}.
+ * TD_CUDA_TC_DEFER: 1, tc_split's launches that go through the scratch (17 to 64 tokens); 2 also those of up to 16
+ * tokens, which otherwise add their partials in a cluster; 0 (unset or any other value: the default, the others
+ * measured slower on the H100) never. Test only: td_cu_matmul_defer_test(mode), -1 the environment's choice. */
 int td_cu_matmul_multi_parts(td_cu_parts *out, const td_cu_mm *mm, int n, const float *x, int64_t ldx, int64_t T,
                              int bf16_in, void *stream);
 /* td_cu_matmul_multi_parts (out NULL: td_cu_matmul_multi) given x also rounded to bf16 (xb [T, ldx], the
@@ -389,8 +387,8 @@ int td_cu_check_rows(const float *x, int64_t R, int64_t n, int64_t ld, const int
                      uint32_t code, void *stream);
 /* td_cu_add_rows(x, y, ...) then td_cu_rmsnorm(out, x, w, R, 1, n, 0, n, eps, zero_centred) in one launch, both
  * results bit for bit the two calls' (out may be y's plain rows, y->S = 1). y is a product's result as
- * td_cu_matmul_parts leaves it (its T = R): the kernel adds the partials in their order, then to x. out_bf16 (NULL:
- * none) gets out [R, n] rounded to bf16 as the tensor-core products round their activations: the xb of
+ * td_cu_matmul_multi_parts leaves it (its T = R): the kernel adds the partials in their order, then to x. out_bf16
+ * (NULL: none) gets out [R, n] rounded to bf16 as the tensor-core products round their activations: the xb of
  * td_cu_matmul_multi_xb. */
 int td_cu_add_rows_norm(float *x, const td_cu_parts *y, int64_t R, int64_t n, const int32_t *row_tok,
                         uint64_t *fault, uint32_t code, float *out, uint16_t *out_bf16, const float *w, float eps,

@@ -175,7 +175,7 @@ static void launch_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, in
                                                 w->cols, rows, n_out, bf16_in);
 }
 
-/* td_cu_matmul, and td_cu_matmul_parts where defer is not NULL (set to y by the caller) */
+/* td_cu_matmul, and the product of td_cu_matmul_glu_parts where defer is not NULL (set to y by the caller) */
 static int matmul_go(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *w,
                      const int32_t *rows, int64_t n_out, int bf16_in, td_cu_parts *defer, void *stream) {
     if (T <= 0 || n_out <= 0) return 0;
@@ -201,12 +201,6 @@ static int matmul_go(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t
 extern "C" int td_cu_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const td_cu_mat *w,
                             const int32_t *rows, int64_t n_out, int bf16_in, void *stream) {
     return matmul_go(y, ldy, x, ldx, T, w, rows, n_out, bf16_in, NULL, stream);
-}
-
-extern "C" int td_cu_matmul_parts(td_cu_parts *out, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T,
-                                  const td_cu_mat *w, int bf16_in, void *stream) {
-    *out = td_cu_parts{y, 1, ldy};
-    return matmul_go(y, ldy, x, ldx, T, w, NULL, w->rows, bf16_in, out, stream);
 }
 
 /* td_cu_matmul_glu_parts, out NULL: the product's y written */

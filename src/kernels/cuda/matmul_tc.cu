@@ -32,6 +32,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ptx.cuh"
 #ifndef TD_CU_EMU
+#include <atomic>
 #include <cooperative_groups.h>
 #endif
 
@@ -65,13 +66,18 @@ struct tc_view {
     int64_t ldy, row_elems, n_out, j0;
 };
 
-__device__ __forceinline__ tc_view tc_unpack(const tc_jobs &jobs, int64_t per) {
+/* The job of this block (blocks in job order, each job's from its first_block). */
+__device__ __forceinline__ int tc_job_of(const tc_jobs &jobs) {
     const int64_t blk = blockIdx.x;
     int i = 0;
 #pragma unroll
     for (int u = 1; u < TC_MAX_JOBS; u++)
         if (u < jobs.n && blk >= jobs.j[u].first_block) i = u;
-    const tc_job &j = jobs.j[i];
+    return i;
+}
+__device__ __forceinline__ tc_view tc_unpack(const tc_jobs &jobs, int64_t per) {
+    const int64_t blk = blockIdx.x;
+    const tc_job &j = jobs.j[tc_job_of(jobs)];
     return tc_view{j.w, j.rows, j.y, j.ldy, j.row_elems, j.n_out, (blk - j.first_block) * per};
 }
 
@@ -557,20 +563,43 @@ __device__ __forceinline__ void tc_wg_put(const tc_jobs &jobs, const tc_view &v,
                         acc[4 * j + c]);
 }
 
-/* tc_wide's order and tile (128 outputs x 128 tokens, x in bf16 from tc_x_bf16) on wgmma: warpgroup h (threads
- * 128 h ..) computes outputs 64 h .. 64 h + 63 for the 128 tokens, one m64n128k16 per 16-wide k step in the slice's
- * one chain (D = A B + D, as mma.sync's m16n8k16 per output: test_cuda_matmul_tc holds the bits to tc_tile's). The
- * tensor cores read both operands from shared memory (no ldmatrix, no fragments in registers), staged by cp.async in
- * the 128-byte swizzle: 8 consecutive threads copy one row's 128 bytes to 8 distinct 16-byte slots (no bank
- * conflicts, coalesced reads). Pipeline: a stage's copies go out AS - 2 stages ahead; a stage's wgmma stay in flight
- * while the next stage's are issued (wait_group 1), so the buffers copied into after a barrier are those of two
- * stages before, which every warpgroup has waited for (EARLY: the copies issued after the stage's wgmma, so the
- * tensor cores are not kept waiting for the copies' address arithmetic; the same values either way); at a slice end
- * every wgmma is waited for and the totals fold as tc_wide's (registers). K is a multiple of WG_BK (every stage's
- * four k steps run: no predicate between the wgmma, which would make the compiler serialize them). x and ldx are
- * unused (tc_wide's signature, so the same launchers). GLU (td_cu_matmul_mlp): the rows are the gate's and up's
- * (tc_glu_wrow: 64 outputs of each a block), and the block writes act(gate) * up rounded to bf16 (tc_x_bf16's
- * rounding of td_dev_glu's value: the down product's activations, bit for bit) into jobs.j[0].yb; never by slices. */
+/* A stage's copies by N threads (this one p of them): 128 rows x 8 chunks of 8 bf16 of each operand (weights at the
+ * stage's A, tokens at A + 16 KB), chunk p + N i (row r, chunk ch) to offset o[i] of the swizzled stage from
+ * wp[i] / xp[i] + the stage's k: 8 consecutive threads copy one row's 128 bytes to 8 distinct 16-byte slots (no bank
+ * conflicts, coalesced reads). The addresses are worked out once, not at every stage. */
+template <int N> struct tc_wg_copies {
+    static constexpr int NC = 128 * 8 / N;
+    int o[NC];
+    const uint16_t *wp[NC], *xp[NC];
+    __device__ __forceinline__ tc_wg_copies(int p, const uint16_t *const *wrow, const uint16_t *xb, int64_t t0,
+                                            int64_t T, int64_t K) {
+#pragma unroll
+        for (int i = 0; i < NC; i++) {
+            const int c = p + N * i, r = c >> 3, ch = c & 7;
+            const int64_t t = t0 + r < T ? t0 + r : T - 1;
+            o[i] = tc_sw(0, 128, r, ch), wp[i] = wrow[r] + ch * 8, xp[i] = xb + t * K + ch * 8;
+        }
+    }
+    __device__ __forceinline__ void issue(unsigned char *A, int64_t k0) const {
+        unsigned char *const B = A + 16384;
+#pragma unroll
+        for (int i = 0; i < NC; i++) td_cp16(A + o[i], wp[i] + k0), td_cp16(B + o[i], xp[i] + k0);
+    }
+};
+
+/* tc_wide's order and tile (128 outputs x 128 tokens, x in bf16 from tc_x_bf16) on wgmma: warpgroup h (threads 128 h
+ * ..) computes outputs 64 h .. 64 h + 63 for the 128 tokens, one m64n128k16 per 16-wide k step in the slice's one chain
+ * (D = A B + D, as mma.sync's m16n8k16 per output: test_cuda_matmul_tc holds the bits to tc_tile's). The tensor cores
+ * read both operands from shared memory (no ldmatrix, no fragments in registers), staged by cp.async in the 128-byte
+ * swizzle (tc_wg_copies<256>). Pipeline: a stage's copies go out AS - 2 stages ahead; a stage's wgmma stay in flight
+ * while the next stage's are issued (wait_group 1), so the buffers copied into after a barrier are those of two stages
+ * before, which every warpgroup has waited for (EARLY: the copies issued after the stage's wgmma, so the tensor cores
+ * are not kept waiting for the copies' address arithmetic; the same values either way); at a slice end every wgmma is
+ * waited for and the totals fold as tc_wide's (registers). K is a multiple of WG_BK (every stage's four k steps run: no
+ * predicate between the wgmma, which would make the compiler serialize them). x and ldx are unused (tc_wide's
+ * signature, so the same launchers). GLU (td_cu_matmul_mlp): the rows are the gate's and up's (tc_glu_wrow: 64 outputs
+ * of each a block), and the block writes act(gate) * up rounded to bf16 (tc_x_bf16's rounding of td_dev_glu's value:
+ * the down product's activations, bit for bit) into jobs.j[0].yb; never by slices. */
 template <bool FOLD, int AS, bool EARLY = true, bool GLU = false>
 __global__ void __launch_bounds__(256, 1)
     tc_wg(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
@@ -595,25 +624,9 @@ __global__ void __launch_bounds__(256, 1)
     /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
     const int64_t st0 = part ? (int64_t)blockIdx.z * (TC_KS / WG_BK) : 0;
     const int64_t st1 = part && st0 + TC_KS / WG_BK < nsteps ? st0 + TC_KS / WG_BK : nsteps;
-    /* this thread's copies of a stage: 128 rows x 8 chunks of 8 bf16 of each operand, chunk tid + 256 i (row r,
-     * chunk ch) to offset o[i] of the swizzled stage from wp[i] / xp[i] + the stage's k (the addresses worked out
-     * once, not at every stage) */
-    constexpr int NC = 128 * 8 / 256;
-    int o[NC];
-    const uint16_t *wp[NC], *xp[NC];
-#pragma unroll
-    for (int i = 0; i < NC; i++) {
-        const int c = tid + 256 * i, r = c >> 3, ch = c & 7;
-        const int64_t t = t0 + r < T ? t0 + r : T - 1;
-        o[i] = tc_sw(0, 128, r, ch), wp[i] = wrow[r] + ch * 8, xp[i] = xb + t * K + ch * 8;
-    }
+    const tc_wg_copies<256> cp(tid, wrow, xb, t0, T, K);
     auto fetch = [&](int64_t st) { /* stage st's weights and activations, swizzled; one commit group (maybe empty) */
-        if (st < st1) {
-            const int64_t k0 = st * WG_BK;
-            unsigned char *const A = sm + (st % AS) * 32768, *const B = A + 16384;
-#pragma unroll
-            for (int i = 0; i < NC; i++) td_cp16(A + o[i], wp[i] + k0), td_cp16(B + o[i], xp[i] + k0);
-        }
+        if (st < st1) cp.issue(sm + (st % AS) * 32768, st * WG_BK);
         td_cp_commit();
     };
 #pragma unroll
@@ -643,43 +656,53 @@ __global__ void __launch_bounds__(256, 1)
     tc_wg_put<GLU>(jobs, v, part, T, t0, h, wq, lane, acc);
 }
 
-/* ---- tc_ws: tc_wg with its copies in a warp of their own (TD_CUDA_WG_WS=1) ------------------------------------ */
+/* ---- tc_ws: tc_wg with its copies in warps of their own (TD_CUDA_WG_WS=tma, 4 or 2) ------------------------- */
 
-#define WS_AS 6   /* tc_ws: stages (192 KB) */
-#define WS_NT 288 /* tc_ws: threads, the two warpgroups of tc_wg and the producer warp */
+#define WS_AS 6  /* tc_ws: stages (192 KB) */
+#define WS_TMA 1 /* tc_ws's PW for its bulk-copy form: one producer warp, whose lane 0 issues the tensor copies */
+/* tc_ws's threads: the two warpgroups of tc_wg and PW producer warps */
+__host__ __device__ constexpr int ws_threads(int PW) { return 256 + 32 * PW; }
+/* tc_ws's tensor maps (td_tma_map_2d; its bulk-copy form only): each job's weights in boxes of 64 k x 128 rows (GLU:
+ * 8 rows, the gate's and up's alternating), x in bf16 in boxes of 64 k x 128 tokens */
+struct tc_maps {
+    CUtensorMap w[TC_MAX_JOBS];
+    CUtensorMap x;
+};
 
 /* tc_wg's order, tile, swizzle and fold (so its bits), warp-specialised: warps 0-7 (the two warpgroups, as tc_wg's)
- * only wait for a stage, issue its wgmma and fold; warp 8 only copies. The hand-off is two mbarriers a stage instead
- * of a block barrier a stage: full[s] completes when the producer's 32 lanes' copies into stage s have landed
- * (cp.async.mbarrier.arrive.noinc), empty[s] when each of the 8 consumer warps has waited for the wgmma that read it
- * (its lane 0 arrives after the wgmma.wait_group that covers it). The producer runs up to AS stages ahead, blocked
- * only by empty; a consumer warpgroup waits for a stage's data only, never for the other warpgroup or the copies'
- * issue, so the copies go on across a slice end's drain and fold. Lane l of the producer copies 16-byte chunk l % 8
- * of rows l / 8 + 4 u (u < 32) of both operands: 64 copies a stage. Measured (H100): 2.2x slower than tc_wg, the
- * producer the bound (~1,200 cycles a stage against tc_wg's ~530); the frame for a producer that keeps up (a
- * warpgroup of copies, or the bulk tensor copy). */
-/* LAG > 0: warpgroup 1 starts once warpgroup 0 has issued its first LAG stages (an mbarrier, `go`), so that their
- * slice ends (each a drain of the warpgroup's wgmma and the fold) fall apart and the other's wgmma keep the tensor
- * cores busy meanwhile (TD_CUDA_WG_LAG=2). The same values either way. */
+ * only wait for a stage, issue its wgmma and fold; warps 8 .. 8 + PW - 1 only copy. The hand-off is two mbarriers a
+ * stage instead of a block barrier a stage: full[s] completes when stage s's copies have landed, empty[s] when each
+ * of the 8 consumer warps has waited for the wgmma that read it (its lane 0 arrives after the wgmma.wait_group that
+ * covers it). The producers run up to AS stages ahead, blocked only by empty; a consumer warpgroup waits for a
+ * stage's data only, never for the other warpgroup or the copies' issue, so the copies go on across a slice end's
+ * drain and fold. The copies: PW 2 or 4, cp.async by every producer thread (tc_wg_copies<32 PW>: 8 of each operand
+ * a thread a stage with a warpgroup, 16 with two warps), each thread's arrival once its copies have landed
+ * (cp.async.mbarrier.arrive.noinc; full counts 32 PW); WS_TMA, the bulk tensor copy (maps): lane 0 of the producer
+ * warp arms full with the stage's 32 KB (one arrival, expect_tx) and issues a box of weights (GLU: 16 boxes of 8
+ * rows) and a box of tokens; they land swizzled as tc_wg's copies place them, rows past the job's outputs or past T
+ * as zeros where tc_wg repeats the last row: outputs and tokens that are never stored either way. With one warp of
+ * cp.async (64 copies a thread a stage, NOTES part 22) it was 2.2x slower than tc_wg on the H100: that warp issuing a
+ * stage's 2,048 copies and their address arithmetic was the bound; hence these producers. 384 threads leave a
+ * thread 168 registers: the consumers' 164 fit. ldx is unused (tc_wide's launchers). */
 template <int AS> __host__ __device__ constexpr size_t ws_smem() { return wg_smem<AS>(); }
-template <bool FOLD, int AS, bool GLU = false, int LAG = 0>
-__global__ void __launch_bounds__(WS_NT, 1)
-    tc_ws(const tc_jobs jobs, const float *__restrict__ x, const uint16_t *__restrict__ xb, int64_t ldx, int64_t T,
-          int64_t K, float *part) {
+template <bool FOLD, int AS, bool GLU = false, int PW = 4>
+__global__ void __launch_bounds__(ws_threads(PW), 1)
+    tc_ws(const tc_jobs jobs, const __grid_constant__ tc_maps maps, const uint16_t *__restrict__ xb, int64_t ldx,
+          int64_t T, int64_t K, float *part) {
     td_pdl_wait();
-    (void)x, (void)ldx;
+    static_assert(PW == WS_TMA || PW == 2 || PW == 4, "the bulk copy, or 2 or 4 warps of cp.async");
+    (void)ldx;
     TD_DYN_SMEM16(unsigned char, tc_smem);
     unsigned char *const sm = tc_align1k(tc_smem); /* stage s at 32 KB s: 128 weight rows, then 128 token rows */
     __shared__ const uint16_t *wrow[TC_BM];
-    __shared__ __align__(8) uint64_t full[AS], empty[AS], go;
-    /* warp through a shuffle: the compiler then knows it warp-uniform (else it takes the producer's branch as a
+    __shared__ __align__(8) uint64_t full[AS], empty[AS];
+    /* warp through a shuffle: the compiler then knows it warp-uniform (else it takes the producers' branch as a
      * divergent path around the wgmma and serializes them, ptxas C7518) */
     const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
     const tc_view v = tc_unpack(jobs, TC_BM);
     const int64_t t0 = (int64_t)blockIdx.y * TW_BN;
-    if (tid < TC_BM) wrow[tid] = GLU ? tc_glu_wrow(jobs, tid) : tc_wrow(v, v.j0 + tid);
-    if (tid < AS) td_mbar_init(&full[tid], 32), td_mbar_init(&empty[tid], 8);
-    if (LAG && tid == AS) td_mbar_init(&go, 4);
+    if (PW != WS_TMA && tid < TC_BM) wrow[tid] = GLU ? tc_glu_wrow(jobs, tid) : tc_wrow(v, v.j0 + tid);
+    if (tid < AS) td_mbar_init(&full[tid], PW == WS_TMA ? 1 : 32 * PW), td_mbar_init(&empty[tid], 8);
     __syncthreads();
     const int64_t nsteps = (K + WG_BK - 1) / WG_BK;
     /* part (tc_wide_parts): this block computes slice blockIdx.z alone and writes its partial P_s there */
@@ -688,23 +711,37 @@ __global__ void __launch_bounds__(WS_NT, 1)
 
     /* the n-th stage of the block (st = st0 + n) goes to buffer b = n % AS, its use r = n / AS of that buffer: the
      * full barrier's phase r (parity ph = r & 1), the empty barrier's r - 1 (the release of the use before) */
-    if (warp == 8) { /* the producer */
-        const int ch = lane & 7, r0 = lane >> 3;
-        int b = 0;
-        unsigned ph = 0;
-        for (int64_t st = st0; st < st1; st++, b = b + 1 == AS ? 0 : b + 1, ph ^= b == 0) {
-            if (st - st0 >= AS) td_mbar_wait(&empty[b], ph ^ 1u);
-            unsigned char *const A = sm + b * 32768, *const B = A + 16384;
-            const int64_t k = st * WG_BK + ch * 8;
-#pragma unroll 8
-            for (int u = 0; u < 32; u++) {
-                const int r = r0 + 4 * u, o = tc_sw(0, 128, r, ch);
-                const int64_t t = t0 + r < T ? t0 + r : T - 1;
-                td_cp16(A + o, wrow[r] + k), td_cp16(B + o, xb + t * K + k);
+    if (warp >= 8) { /* the producers */
+        if constexpr (PW == WS_TMA) {
+            const CUtensorMap *const wm = &maps.w[GLU ? 0 : tc_job_of(jobs)];
+            const int j0 = GLU ? (int)blockIdx.x * 64 : (int)v.j0;
+            int b = 0;
+            unsigned ph = 0;
+            for (int64_t st = st0; st < st1; st++, b = b + 1 == AS ? 0 : b + 1, ph ^= b == 0) {
+                if (st - st0 >= AS) td_mbar_wait(&empty[b], ph ^ 1u);
+                if (lane == 0) {
+                    unsigned char *const A = sm + b * 32768;
+                    const int k0 = (int)(st * WG_BK);
+                    td_mbar_expect_tx(&full[b], 32768);
+                    if (GLU) /* block rows 16 a .. 16 a + 7 the gate's outputs 8 a .., the next 8 up's */
+                        for (int a = 0; a < 8; a++)
+                            td_tma_load_2d(A + 2048 * a, wm, k0, j0 + 8 * a, &full[b]),
+                                td_tma_load_2d(A + 2048 * a + 1024, wm + 1, k0, j0 + 8 * a, &full[b]);
+                    else td_tma_load_2d(A, wm, k0, j0, &full[b]);
+                    td_tma_load_2d(A + 16384, &maps.x, k0, (int)t0, &full[b]);
+                }
             }
-            td_cp_arrive(&full[b]);
+        } else {
+            const tc_wg_copies<32 * PW> cp(tid - 256, wrow, xb, t0, T, K);
+            int b = 0;
+            unsigned ph = 0;
+            for (int64_t st = st0; st < st1; st++, b = b + 1 == AS ? 0 : b + 1, ph ^= b == 0) {
+                if (st - st0 >= AS) td_mbar_wait(&empty[b], ph ^ 1u);
+                cp.issue(sm + b * 32768, st * WG_BK);
+                td_cp_arrive(&full[b]);
+            }
+            td_cp_commit(), td_cp_wait<0>(); /* nothing of this thread in flight when it leaves */
         }
-        td_cp_commit(), td_cp_wait<0>(); /* nothing of this thread in flight when it leaves */
         return;
     }
 
@@ -712,7 +749,7 @@ __global__ void __launch_bounds__(WS_NT, 1)
     float acc[64], totals[64];
 #pragma unroll
     for (int e = 0; e < 64; e++) acc[e] = 0.0f, totals[e] = 0.0f;
-    int64_t freed = st0; /* the stages before it are released to the producer (by lane 0: 8 arrivals a stage) */
+    int64_t freed = st0; /* the stages before it are released to the producers (by lane 0: 8 arrivals a stage) */
     int fb = 0;          /* freed's buffer */
     auto release = [&](int64_t upto) {
         for (; freed < upto; freed++, fb = fb + 1 == AS ? 0 : fb + 1) td_mbar_arrive(&empty[fb], lane == 0);
@@ -720,10 +757,11 @@ __global__ void __launch_bounds__(WS_NT, 1)
     bool first = true;
     int b = 0;
     unsigned ph = 0;
-    if (LAG && h == 1) td_mbar_wait(&go, 0);
     for (int64_t st = st0; st < st1; st++, b = b + 1 == AS ? 0 : b + 1, ph ^= b == 0) {
         td_mbar_wait(&full[b], ph);
-        td_fence_async_smem(); /* the copies' writes (generic proxy) before the tensor cores' reads (async proxy) */
+        /* cp.async's writes (generic proxy) before the tensor cores' reads (async proxy); the bulk copies' are the
+         * async proxy's own */
+        if (PW != WS_TMA) td_fence_async_smem();
         const unsigned char *const A = sm + b * 32768 + h * 64 * 128, *const B = sm + b * 32768 + 16384;
         td_wg_fence();
 #pragma unroll
@@ -731,7 +769,6 @@ __global__ void __launch_bounds__(WS_NT, 1)
             td_wgmma_bf16<128>(acc, td_wg_desc(A + 32 * ks), td_wg_desc(B + 32 * ks));
         td_wg_commit();
         const bool last = st == st1 - 1;
-        if (LAG) td_mbar_arrive(&go, h == 0 && lane == 0 && (st == st0 + LAG - 1 || (last && st < st0 + LAG - 1)));
         const bool fold = FOLD && ((st + 1) * WG_BK % TC_KS == 0 || last);
         if (!fold && !last) {
             td_wg_wait<1>(); /* stage st - 1's are done */
@@ -744,6 +781,21 @@ __global__ void __launch_bounds__(WS_NT, 1)
     }
     tc_wg_put<GLU>(jobs, v, part, T, t0, h, wq, lane, acc);
 }
+
+/* tc_ws's tensor maps for jobs over x in bf16 (xb [T, K]; GLU: the gate's and up's weights in boxes of 8 rows);
+ * false where a job has a row list or a map cannot be made (tc_wg runs instead). The cp.async forms take none
+ * (tc_no_maps). Host code, here for tests/cuda/emu. */
+static bool tc_maps_make(tc_maps *m, const tc_jobs &jobs, bool glu, const uint16_t *xb, int64_t T, int64_t K) {
+    memset((void *)m, 0, sizeof *m);
+    for (int i = 0; i < jobs.n; i++) {
+        const tc_job &j = jobs.j[i];
+        if (j.rows || td_tma_map_2d(&m->w[i], j.w, (uint64_t)K, (uint64_t)j.n_out, (uint64_t)j.row_elems * 2, WG_BK,
+                                    glu ? 8 : TC_BM))
+            return false;
+    }
+    return td_tma_map_2d(&m->x, xb, (uint64_t)K, (uint64_t)T, (uint64_t)K * 2, WG_BK, TW_BN) == 0;
+}
+static const tc_maps tc_no_maps = {};
 
 /* tc_wide_parts' and tc_split's second step: y = P_0, then y = y + P_s for s = 1, 2, ... (the order above) from the
  * slices' partials, a thread per four consecutive (token, block row) of one block (per outputs a block, ng of them
@@ -1173,16 +1225,15 @@ static int tc_fold_launch(const tc_jobs &jobs, const float *part, int64_t T, int
 }
 
 /* A kernel of tc_wide's launch shape (tc_wide, tc_wg or tc_ws: grid (blocks of 128 outputs, tiles of 128 tokens[,
- * slices]), 256 threads (tc_ws: WS_NT), tc_wide's arguments) and its dynamic shared memory, opted in once per kernel
- * (at its first launch). */
-typedef void (*tc_wide_fn)(const tc_jobs, const float *, const uint16_t *, int64_t, int64_t, int64_t, float *);
-template <tc_wide_fn KF> static cudaError_t tc_wide_opt(size_t bytes) {
+ * slices]), 256 threads (tc_ws: ws_threads), tc_wide's arguments (tc_ws: its tensor maps for x, X the type of that
+ * argument) and its dynamic shared memory, opted in once per kernel (at its first launch). */
+template <auto KF> static cudaError_t tc_wide_opt(size_t bytes) {
     static const cudaError_t e = tc_smem_opt(KF, bytes);
     return e;
 }
 
-template <tc_wide_fn PF, int NT = 256>
-static int tc_wide_parts(size_t smem, const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T,
+template <auto PF, int NT = 256, typename X>
+static int tc_wide_parts(size_t smem, const tc_jobs &jobs, const X &x, const uint16_t *xb, int64_t ldx, int64_t T,
                          int64_t K, int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     const size_t bytes = (size_t)S * (size_t)T * (size_t)ng * sizeof(float);
     if (S > 65535 || bytes > ((size_t)1 << 30)) return 1;
@@ -1306,7 +1357,7 @@ static int tc_split_pick(const tc_jobs &jobs, const float *x, int64_t ldx, int64
 
 static bool tc_wg_split(int64_t K);
 
-/* TD_CUDA_TC_DEFER (cuda.h, td_cu_matmul_parts): 0 never (unset: measured slower on the H100), 1 tc_split's
+/* TD_CUDA_TC_DEFER (cuda.h, td_cu_matmul_multi_parts): 0 never (unset: measured slower on the H100), 1 tc_split's
  * launches through the scratch, 2 also those of up to 16 tokens (instead of the cluster) */
 static int tc_defer_env(void) {
     const char *e = getenv("TD_CUDA_TC_DEFER");
@@ -1323,7 +1374,7 @@ static int tc_split_launch(const td_cu_mm *mm, int n, const float *x, int64_t ld
     const int64_t S = (K + TC_KS - 1) / TC_KS, ng = blocks * SP_R;
     if (blocks > 0x7fffffff || S > 65535 || (!forced && blocks > 8 * (int64_t)tc_sms())) return 1;
     const int nf = (int)((T + 7) / 8);
-    /* products whose partials may stay for the kernels that take them (td_cu_matmul_parts): their rows in order,
+    /* products whose partials may stay for the kernels that take them (td_cu_matmul_multi_parts): their rows in order,
      * every block's 64 outputs one product's, so P_s[t, j] of product i is at part[(s * T + t) * ng + o_i + j], o_i
      * the outputs of the products before it */
     bool keep = defer && tc_defer && S > 1;
@@ -1397,8 +1448,8 @@ static bool tc_wg_split(int64_t K) { return (tc_wg_on & 2) && K % TC_KS == 0 && 
 /* A tc_wide-shaped kernel (KF; PF its instance that writes partials) over all slices in one pass, or by slices where
  * its tiles fill at most half the SMs and the partials stay small (at T 2048, down and o: 128 tiles, the split cost
  * prefill 52,005 vs 57,486 tokens/s on the H200). */
-template <tc_wide_fn KF, tc_wide_fn PF, int NT = 256>
-static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx,
+template <auto KF, auto PF, int NT = 256, typename X>
+static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const X &x, const uint16_t *xb, int64_t ldx,
                       int64_t T, int64_t K, int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     if (fold && S > 1 && (tc_parts == 2 || (tc_parts == 1 && T <= 512 && 2 * blocks * ty <= tc_sms()))) {
         int rc = tc_wide_parts<PF, NT>(smem, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
@@ -1412,31 +1463,38 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const float *
 
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
-/* TD_CUDA_WG_WS=1: tc_ws (the copies in a producer warp) wherever tc_wg would run; the same bits. Off unless "1":
- * 2.2x slower than tc_wg on the H100 (NOTES part 22: one warp cannot issue the copies as fast). TD_CUDA_WG_LAG=2: tc_ws with its warpgroups two stages apart (tc_ws's LAG). Test only:
- * td_cu_matmul_tc_ws_test(0 / 1 / 2: off / on / on two stages apart), -1 back to the environment's. */
-static int tc_ws_lag_env(void) {
-    const char *e = getenv("TD_CUDA_WG_LAG");
-    return e && !strcmp(e, "2") ? 2 : 0;
+/* TD_CUDA_WG_WS=tma, 4 or 2: tc_ws (its copies by the bulk tensor copy, or by 4 or 2 producer warps of cp.async)
+ * wherever tc_wg would run; the same bits. Off unless one of those: untimed in these forms (NOTES part 23; with one
+ * producer warp of cp.async it was 2.2x slower than tc_wg on the H100). Test only: td_cu_matmul_tc_ws_test(0 / 1 /
+ * 2 / 4: off / the bulk copy / producer warps), -1 back to the environment's. */
+static int tc_ws_env(void) {
+    const char *e = getenv("TD_CUDA_WG_WS");
+    return !e ? 0 : !strcmp(e, "tma") ? WS_TMA : !strcmp(e, "4") ? 4 : !strcmp(e, "2") ? 2 : 0;
 }
-static int tc_ws_on = td_cu_env_set("TD_CUDA_WG_WS"), tc_ws_lag = tc_ws_lag_env();
-extern "C" void td_cu_matmul_tc_ws_test(int on) {
-    tc_ws_on = on < 0 ? td_cu_env_set("TD_CUDA_WG_WS") : on ? 1 : 0;
-    tc_ws_lag = on < 0 ? tc_ws_lag_env() : on == 2 ? 2 : 0;
+static int tc_ws_pw = tc_ws_env();
+extern "C" void td_cu_matmul_tc_ws_test(int pw) {
+    tc_ws_pw = pw < 0 ? tc_ws_env() : pw == WS_TMA || pw == 2 || pw == 4 ? pw : 0;
 }
-
+static std::atomic<int64_t> tc_tma_runs{0};
+extern "C" int64_t td_cu_matmul_tc_tma_launches(void) { return tc_tma_runs.load(); }
 /* tc_wide_go with the kernel TD_CUDA_TC_WG picks (x in bf16), else tc_wide with its totals where TD_CUDA_TC_WREG puts
  * them */
 template <bool FOLD, bool XB>
 static int tc_wide_pick(const tc_jobs &jobs, const float *x, const uint16_t *xb, int64_t ldx, int64_t T, int64_t K,
                         int64_t blocks, int64_t ty, int64_t S, int64_t ng, cudaStream_t s) {
     if (XB && (tc_wg_on & 1) && K % WG_BK == 0 && tc_wg_here()) {
-        if (tc_ws_on && tc_ws_lag)
-            return tc_wide_go<tc_ws<FOLD, WS_AS, false, 2>, tc_ws<true, WS_AS, false, 2>, WS_NT>(
-                ws_smem<WS_AS>(), FOLD, jobs, x, xb, ldx, T, K, blocks, ty, S, ng, s);
-        if (tc_ws_on)
-            return tc_wide_go<tc_ws<FOLD, WS_AS>, tc_ws<true, WS_AS>, WS_NT>(ws_smem<WS_AS>(), FOLD, jobs, x, xb, ldx,
-                                                                         T, K, blocks, ty, S, ng, s);
+        tc_maps m;
+        if (tc_ws_pw == WS_TMA && tc_maps_make(&m, jobs, false, xb, T, K)) {
+            tc_tma_runs++;
+            return tc_wide_go<tc_ws<FOLD, WS_AS, false, WS_TMA>, tc_ws<true, WS_AS, false, WS_TMA>, ws_threads(WS_TMA)>(
+                ws_smem<WS_AS>(), FOLD, jobs, m, xb, ldx, T, K, blocks, ty, S, ng, s);
+        }
+        if (tc_ws_pw == 4)
+            return tc_wide_go<tc_ws<FOLD, WS_AS>, tc_ws<true, WS_AS>, ws_threads(4)>(
+                ws_smem<WS_AS>(), FOLD, jobs, tc_no_maps, xb, ldx, T, K, blocks, ty, S, ng, s);
+        if (tc_ws_pw == 2)
+            return tc_wide_go<tc_ws<FOLD, WS_AS, false, 2>, tc_ws<true, WS_AS, false, 2>, ws_threads(2)>(
+                ws_smem<WS_AS>(), FOLD, jobs, tc_no_maps, xb, ldx, T, K, blocks, ty, S, ng, s);
         if (!tc_wg_early)
             return tc_wide_go<tc_wg<FOLD, WG_AS, false>, tc_wg<true, WG_AS, false>>(wg_smem<WG_AS>(), FOLD, jobs, x, xb,
                                                                                 ldx, T, K, blocks, ty, S, ng, s);
@@ -1529,14 +1587,15 @@ extern "C" void td_cu_matmul_glu_epi_test(int on) {
     tc_glu_epi = on < 0 ? td_cu_env_on("TD_CUDA_GLU_EPI") : on ? 1 : 0;
 }
 
-/* tc_wg's GLU form (KF) over the gate and up jobs gj, x in bf16 (xb [T, K]), I outputs of each */
-template <tc_wide_fn KF, int NT = 256>
+/* tc_wg's GLU form (KF) over the gate and up jobs gj, x in bf16 (xb [T, K]), I outputs of each (tc_ws: x its
+ * tensor maps) */
+template <auto KF, int NT = 256, typename X = const float *>
 static int tc_glu_go(const tc_jobs &gj, const uint16_t *xb, int64_t T, int64_t K, int64_t I, size_t smem,
-                     cudaStream_t s) {
+                     cudaStream_t s, const X &x = nullptr) {
     const cudaError_t opt = tc_wide_opt<KF>(smem);
     if (opt != cudaSuccess) return td_cu_fail("matmul (tensor cores): shared memory of tc_wg", opt);
-    KF<<<dim3((unsigned)((I + 63) / 64), (unsigned)((T + TW_BN - 1) / TW_BN)), NT, smem, s>>>(gj, nullptr, xb, K, T,
-                                                                                             K, nullptr);
+    KF<<<dim3((unsigned)((I + 63) / 64), (unsigned)((T + TW_BN - 1) / TW_BN)), NT, smem, s>>>(gj, x, xb, K, T, K,
+                                                                                             nullptr);
     return td_cu_launched("matmul (tensor cores, gate and up with the gate)");
 }
 
@@ -1570,9 +1629,14 @@ int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb
         tc_jobs gj; /* the jobs' blocks are tc_wg's GLU form's own: their first_block goes unused */
         tc_make_jobs(gu, 2, 64, &gj);
         gj.j[0].yb = h, gj.j[0].act = act;
-        rc = tc_ws_on && tc_ws_lag
-                 ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, 2>, WS_NT>(gj, xb, T, K, I, ws_smem<WS_AS>(), s)
-             : tc_ws_on    ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, WS_NT>(gj, xb, T, K, I, ws_smem<WS_AS>(), s)
+        tc_maps m;
+        const size_t ws = ws_smem<WS_AS>();
+        const bool tma = tc_ws_pw == WS_TMA && tc_maps_make(&m, gj, true, xb, T, K);
+        tc_tma_runs += tma;
+        rc = tma ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, WS_TMA>, ws_threads(WS_TMA)>(gj, xb, T, K, I, ws, s, m)
+             : tc_ws_pw == 4 ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, ws_threads(4)>(gj, xb, T, K, I, ws, s, tc_no_maps)
+             : tc_ws_pw == 2
+                 ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, 2>, ws_threads(2)>(gj, xb, T, K, I, ws, s, tc_no_maps)
              : tc_wg_early ? tc_glu_go<tc_wg<TC_FOLD, WG_AS, true, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s)
                            : tc_glu_go<tc_wg<TC_FOLD, WG_AS, false, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s);
     }

@@ -1,6 +1,6 @@
 /* The inline-PTX helpers of the kernels, in one place: the bf16 mma, ldmatrix (plain and .trans), cp.async with its
  * commit / wait_group, wgmma (sm_90a: descriptors of the 128-byte swizzle, fence / commit / wait, the proxy fence),
- * mbarriers (init, arrive, the arrival of landed cp.async, wait),
+ * mbarriers (init, arrive, the arrival of landed cp.async, wait), the bulk tensor copy (TMA) with its tensor map,
  * the L2 prefetch, the bf16 pair pack, the multifunction unit's 2^x, the dynamic shared-memory declaration, and the wait of a programmatic dependent
  * launch (every kernel). Nothing else in the kernels is inline assembly, so tests/cuda/emu (a CPU emulator, run by
  * the ctest test_cuda_emu) compiles them with g++ by supplying its own kernels/cuda/ptx.cuh (an
@@ -10,6 +10,7 @@
 #ifndef TD_KERNELS_CUDA_PTX_CUH
 #define TD_KERNELS_CUDA_PTX_CUH
 
+#include <cuda.h> /* CUtensorMap and its enums (types only: the encoder is found through the runtime) */
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -197,6 +198,28 @@ __device__ __forceinline__ void td_mbar_wait(uint64_t *b, unsigned parity) {
                  "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
                  "@!done bra WAIT;\n}\n" ::"r"(td_smem_addr(b)),
                  "r"(parity)
+                 : "memory");
+}
+
+/* ---- the bulk tensor copy (TMA) ----
+ * td_tma_map_2d (host): the tensor map of a row-major bf16 matrix (rows of `inner` elements, pitch_bytes apart,
+ * `outer` of them; base and pitch multiples of 16 bytes) read in boxes of box_inner (64: 128 bytes, the swizzle's
+ * width) x box_outer rows, each landing in the 128-byte swizzle (row r's 16-byte chunk c at 128 r + 16 (c ^ (r & 7))
+ * of a 1024-byte aligned box: tc_sw's layout, td_wg_desc's operand); elements outside the matrix land as zeros.
+ * 0, or -1 where the driver's encoder is missing or refuses (the caller then copies another way).
+ * td_mbar_expect_tx: one arrival on b that also makes its phase wait for `bytes` more of bulk copies;
+ * td_tma_load_2d: the box at element (c0, row c1) of the map (a __grid_constant__ kernel parameter) into shared
+ * memory at dst (1024-byte aligned), its bytes counted on b as they land. */
+int td_tma_map_2d(CUtensorMap *m, const void *base, uint64_t inner, uint64_t outer, uint64_t pitch_bytes,
+                  uint32_t box_inner, uint32_t box_outer);
+__device__ __forceinline__ void td_mbar_expect_tx(uint64_t *b, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(td_smem_addr(b)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void td_tma_load_2d(void *dst, const CUtensorMap *m, int c0, int c1, uint64_t *b) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3}], [%4];\n" ::"r"(td_smem_addr(dst)),
+                 "l"((uint64_t)(uintptr_t)m), "r"(c0), "r"(c1), "r"(td_smem_addr(b))
                  : "memory");
 }
 

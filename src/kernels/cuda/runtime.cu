@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ptx.cuh"
 
 static thread_local char td_cu_err[512];
 
@@ -34,6 +35,37 @@ int td_cu_launched(const char *name) {
 }
 
 extern "C" const char *td_cu_error(void) { return td_cu_err; }
+
+/* ptx.cuh's tensor-map encoder: the driver's cuTensorMapEncodeTiled, found once through the runtime (no link to
+ * libcuda), called per map (host arithmetic only). */
+typedef CUresult (*td_encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                       const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                       CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                       CUtensorMapFloatOOBfill);
+static td_encode_tiled_fn td_encode_tiled(void) {
+    static td_encode_tiled_fn fn = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            f = nullptr, (void)cudaGetLastError();
+        return (td_encode_tiled_fn)f;
+    }();
+    return fn;
+}
+int td_tma_map_2d(CUtensorMap *m, const void *base, uint64_t inner, uint64_t outer, uint64_t pitch_bytes,
+                  uint32_t box_inner, uint32_t box_outer) {
+    const td_encode_tiled_fn enc = td_encode_tiled();
+    if (!enc || ((uintptr_t)base & 15) || (pitch_bytes & 15) || inner < 1 || outer < 1) return -1;
+    const cuuint64_t dim[2] = {inner, outer}, stride[1] = {pitch_bytes};
+    const cuuint32_t box[2] = {box_inner, box_outer}, estride[2] = {1, 1};
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dim, stride, box, estride,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
+               ? 0
+               : -1;
+}
 
 extern "C" int td_cu_mem_free(int64_t *free_bytes) {
     size_t f = 0, t = 0;

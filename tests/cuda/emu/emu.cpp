@@ -167,7 +167,7 @@ int64_t td_emu_launch(unsigned gx, unsigned gy, unsigned gz, int nt, size_t dyn,
                     }
                 }
                 pdl_restore(); /* a block that never waited */
-                for (auto &d : td_emu_mbar_deferred) left += (int64_t)d.cps.size();
+                for (auto &d : td_emu_mbar_deferred) left += d.land ? 1 : (int64_t)d.cps.size();
                 td_emu_mbar_deferred.clear();
                 for (int t = 0; t < nt; t++) {
                     left += (int64_t)fibers[t].cps.open.size();

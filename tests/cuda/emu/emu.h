@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <stdint.h>
 #include <vector>
@@ -36,6 +37,12 @@
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__
+
+// The driver's tensor map (cuda.h): 128 opaque bytes; the emulated td_tma_map_2d keeps its own fields there.
+struct alignas(128) CUtensorMap {
+    uint64_t opaque[16];
+};
 
 typedef int cudaError_t;
 typedef struct td_emu_stream *cudaStream_t;
@@ -198,13 +205,16 @@ extern td_emu_cps *td_emu_cpq; // the running fiber's
 // mbarriers (kernels/cuda/ptx.cuh): a fiber that waits for a phase gives the scheduler its turn (td_emu_yield) until
 // the phase completes; phases completed count as the scheduler's progress (a pass with none is a deadlock). The
 // copies of a cp.async.mbarrier.arrive land, and then arrive, only when some fiber waits on that barrier and its
-// phase is not complete otherwise (as late as PTX allows); those never landed by a block's end are counted as
-// copies never waited for.
+// phase is not complete otherwise (as late as PTX allows); so do the bulk tensor copies (land: the copy, counting
+// tx bytes on the barrier instead of an arrival); those never landed by a block's end are counted as copies never
+// waited for.
 void td_emu_yield();
 extern unsigned td_emu_progress;
 struct td_emu_deferred {
     uint64_t *bar;
     std::vector<td_emu_cp> cps;
+    std::function<void()> land; // a bulk tensor copy (cps empty)
+    unsigned tx = 0;            // ... and its bytes
 };
 extern std::vector<td_emu_deferred> td_emu_mbar_deferred;
 

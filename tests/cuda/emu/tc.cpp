@@ -146,9 +146,10 @@ template <bool XB, bool TREG, int AS> std::vector<std::vector<float>> run_wide_p
     fold(j, part, p.T, S, ng, TC_BM);
     return ys;
 }
-// tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16), or (WS) tc_ws<true, AS> (its copies by a producer
-// warp, mbarriers): one pass, or (parts) each slice in a block of its own and the partials added by tc_fold_parts
-template <int AS, bool EARLY = true, bool WS = false, int LAG = 0>
+// tc_wg<true, AS, EARLY> (wgmma; x rounded once by tc_x_bf16), or (WS: tc_ws's PW, WS_TMA, 2 or 4) tc_ws<true, AS>
+// (its copies by the bulk tensor copy or by producer warps, mbarriers): one pass, or (parts) each slice in a block of
+// its own and the partials added by tc_fold_parts
+template <int AS, bool EARLY = true, int WS = 0>
 std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
     auto ys = fresh(p);
     int64_t blocks;
@@ -157,10 +158,16 @@ std::vector<std::vector<float>> run_wg(prob &p, bool parts) {
     std::vector<float> part(parts ? (size_t)(S * p.T * ng) : 0, 3.0f);
     std::vector<uint16_t> xb = to_bf16(p);
     float *pp = parts ? part.data() : nullptr;
+    tc_maps maps = tc_no_maps;
+    if (WS == WS_TMA && !tc_maps_make(&maps, j, false, xb.data(), p.T, p.K)) {
+        printf("  tensor maps refused\n");
+        for (auto &y : ys) std::fill(y.begin(), y.end(), NAN);
+        return ys;
+    }
     launch(
-        blocks, (p.T + 127) / 128, WS ? WS_NT : 256, WS ? ws_smem<AS>() : wg_smem<AS>(), true,
+        blocks, (p.T + 127) / 128, WS ? ws_threads(WS) : 256, WS ? ws_smem<AS>() : wg_smem<AS>(), true,
         [&] {
-            if constexpr (WS) tc_ws<true, AS, false, LAG>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp);
+            if constexpr (WS != 0) tc_ws<true, AS, false, WS>(j, maps, xb.data(), p.ldx, p.T, p.K, pp);
             else tc_wg<true, AS, EARLY>(j, nullptr, xb.data(), p.ldx, p.T, p.K, pp);
         },
         parts ? (unsigned)S : 1u, xin(p, tc_glu{nullptr, 0}, &xb));
@@ -308,19 +315,27 @@ int check_many(int64_t T, int64_t K, std::vector<int64_t> n_out, bool rows, int6
     auto gc = run_wg<WG_AS, false>(p, true);
     bad |= cmp(nm, p, ref, gc);
     for (int parts = 0; parts < 2; parts++) {
-        snprintf(nm, sizeof nm, "%s, wgmma, a producer warp%s", name, parts ? " by slices" : "");
-        auto w = run_wg<WS_AS, true, true>(p, parts);
+        snprintf(nm, sizeof nm, "%s, wgmma, a producer warpgroup%s", name, parts ? " by slices" : "");
+        auto w = run_wg<WS_AS, true, 4>(p, parts);
         bad |= cmp(nm, p, ref, w);
     }
-    snprintf(nm, sizeof nm, "%s, wgmma, a producer warp, 3 stages", name);
-    auto w3 = run_wg<3, true, true>(p, false);
+    snprintf(nm, sizeof nm, "%s, wgmma, a producer warpgroup, 3 stages", name);
+    auto w3 = run_wg<3, true, 4>(p, false);
     bad |= cmp(nm, p, ref, w3);
     for (int parts = 0; parts < 2; parts++) {
-        snprintf(nm, sizeof nm, "%s, wgmma, a producer warp, warpgroups 2 stages apart%s", name,
-                 parts ? " by slices" : "");
-        auto wl = run_wg<WS_AS, true, true, 2>(p, parts);
-        bad |= cmp(nm, p, ref, wl);
+        snprintf(nm, sizeof nm, "%s, wgmma, two producer warps%s", name, parts ? " by slices" : "");
+        auto w2 = run_wg<WS_AS, true, 2>(p, parts);
+        bad |= cmp(nm, p, ref, w2);
     }
+    if (rows) return bad; /* a row list: no tensor map (the launcher runs tc_wg) */
+    for (int parts = 0; parts < 2; parts++) {
+        snprintf(nm, sizeof nm, "%s, wgmma, bulk tensor copies%s", name, parts ? " by slices" : "");
+        auto wt = run_wg<WS_AS, true, WS_TMA>(p, parts);
+        bad |= cmp(nm, p, ref, wt);
+    }
+    snprintf(nm, sizeof nm, "%s, wgmma, bulk tensor copies, 3 stages", name);
+    auto wt3 = run_wg<3, true, WS_TMA>(p, false);
+    bad |= cmp(nm, p, ref, wt3);
     return bad;
 }
 // td_cu_matmul_glu's gated forms: x holds g; tc_split (T <= 64) or tc_x_bf16 + tc_wide (above) taking act(g) * u must
@@ -357,7 +372,7 @@ template <int NF> int check_glu(int64_t T, int64_t K, int64_t n, int64_t ldx, in
 // td_cu_matmul_mlp's gate/up product: tc_wg's GLU form (block rows the gate's and up's, act(g) * u rounded to bf16
 // as it ends) must give the bits of tc_wg over the gate and up (mkjobs' two jobs) then tc_x_bf16 gating them
 // (td_cu_matmul_glu's path above 64 tokens): every one of the T x I activations written, none differing.
-template <bool EARLY = true, bool WS = false> int check_mlp(int64_t T, int64_t K, int64_t I, int act) {
+template <bool EARLY = true, int WS = 0> int check_mlp(int64_t T, int64_t K, int64_t I, int act) {
     prob p = mk(T, K, {I, I}, false, K);
     auto ys = run_wg<WG_AS>(p, false);
     std::vector<uint16_t> ref((size_t)(T * I), 0x7fc1), got((size_t)(T * I), 0x7fc1);
@@ -368,10 +383,16 @@ template <bool EARLY = true, bool WS = false> int check_mlp(int64_t T, int64_t K
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
     j.j[0].y = j.j[1].y = nullptr, j.j[0].yb = got.data(), j.j[0].ldy = I, j.j[0].act = act;
     std::vector<uint16_t> xb = to_bf16(p);
+    tc_maps maps = tc_no_maps;
+    if (WS == WS_TMA && !tc_maps_make(&maps, j, true, xb.data(), T, K)) {
+        printf("  tensor maps refused\n");
+        return 1;
+    }
     launch(
-        (unsigned)((I + 63) / 64), (p.T + 127) / 128, WS ? WS_NT : 256, WS ? ws_smem<WS_AS>() : wg_smem<WG_AS>(), true,
+        (unsigned)((I + 63) / 64), (p.T + 127) / 128, WS ? ws_threads(WS) : 256,
+        WS ? ws_smem<WS_AS>() : wg_smem<WG_AS>(), true,
         [&] {
-            if constexpr (WS) tc_ws<true, WS_AS, true>(j, nullptr, xb.data(), K, T, K, nullptr);
+            if constexpr (WS != 0) tc_ws<true, WS_AS, true, WS>(j, maps, xb.data(), K, T, K, nullptr);
             else tc_wg<true, WG_AS, EARLY, true>(j, nullptr, xb.data(), K, T, K, nullptr);
         },
         1, {td_emu_in(xb)});
@@ -380,7 +401,9 @@ template <bool EARLY = true, bool WS = false> int check_mlp(int64_t T, int64_t K
     for (size_t e = 0; e < got.size(); e++) bad += got[e] != ref[e] || got[e] == 0x7fc1;
     printf("  T=%lld K=%lld I=%lld %s, gate/up with the gate (wgmma%s) %s (%lld)\n", (long long)T, (long long)K,
            (long long)I, act == TD_CU_GLU_SILU ? "SiLU" : "tanh GELU",
-           WS ? ", a producer warp" : EARLY ? "" : ", copies first",
+           WS == WS_TMA ? ", bulk tensor copies" : WS == 4 ? ", a producer warpgroup" : WS ? ", two producer warps"
+           : EARLY      ? ""
+                        : ", copies first",
            bad ? "DIFFER" : "same bits", (long long)bad);
     return bad != 0;
 }
@@ -395,7 +418,7 @@ int same_rows(const char *what, const float *a, int64_t lda, const float *b, int
     return bad != 0;
 }
 // Products left as tc_split's partials ([S][T][the launch's outputs], no tc_fold_parts) for the kernel that takes
-// them (td_cu_matmul_parts): add_rows_norm_kernel (the residual + norm), glu_parts_kernel (gate and up), and
+// them (td_cu_matmul_multi_parts): add_rows_norm_kernel (the residual + norm), glu_parts_kernel (gate and up), and
 // qk_prep_warp_kernel / qk_prep_kernel (q with its gate columns, k, v) must give their bits over the products folded
 // by tc_fold_parts (run_split), each with its inputs poisoned until its wait.
 template <int NF> int check_held(int64_t T) {
@@ -564,8 +587,11 @@ int td_emu_tc(const char *which) {
         bad |= check_mlp(65, 256, 128, TD_CU_GLU_SILU);
         bad |= check_mlp<false>(130, 512, 192, TD_CU_GLU_GELU_TANH);
         bad |= check_mlp(300, 256, 64, TD_CU_GLU_SILU); /* three token tiles, a last one of 44 */
-        bad |= check_mlp<true, true>(130, 512, 192, TD_CU_GLU_GELU_TANH);
-        bad |= check_mlp<true, true>(300, 1024, 64, TD_CU_GLU_SILU);
+        bad |= check_mlp<true, 4>(130, 512, 192, TD_CU_GLU_GELU_TANH);
+        bad |= check_mlp<true, 4>(300, 1024, 64, TD_CU_GLU_SILU);
+        bad |= check_mlp<true, 2>(130, 512, 192, TD_CU_GLU_SILU);
+        bad |= check_mlp<true, WS_TMA>(130, 512, 192, TD_CU_GLU_GELU_TANH);
+        bad |= check_mlp<true, WS_TMA>(300, 1024, 64, TD_CU_GLU_SILU);
     }
     if (!strcmp(which, "quick")) {
         bad |= check_few<1>(3, 1008, {7, 33}, true, 1013);
@@ -573,7 +599,8 @@ int td_emu_tc(const char *which) {
         bad |= check_many(65, 256, {33}, false, 256);
         bad |= check_held<4>(17);
         bad |= check_mlp(65, 256, 128, TD_CU_GLU_SILU);
-        bad |= check_mlp<true, true>(65, 256, 128, TD_CU_GLU_SILU);
+        bad |= check_mlp<true, 4>(65, 256, 128, TD_CU_GLU_SILU);
+        bad |= check_mlp<true, WS_TMA>(65, 256, 128, TD_CU_GLU_SILU);
     }
     printf(bad ? "tc: DIFFER\n" : "tc: all the same bits\n");
     return bad;

@@ -197,24 +197,44 @@ inline void td_fence_async_smem(void) {}
 inline void td_wg_reg(float &) {}
 
 // ---- mbarriers ----
-// The barrier's 8 bytes: the arrivals its current phase still needs, the count it was made with, the phases completed.
+// The barrier's 8 bytes: the arrivals its current phase still needs, the count it was made with, the phases completed
+// (their low 8 bits), the bytes of bulk copies the phase still waits for (expect_tx adds, a landed copy takes). A
+// phase completes when both are at zero.
 struct td_emu_mbar {
-    uint16_t pending, count;
-    uint32_t phase;
+    uint32_t pending : 12, count : 12, phase : 8;
+    int32_t tx;
 };
 static_assert(sizeof(td_emu_mbar) == 8, "an mbarrier is 8 bytes");
 inline void td_mbar_init(uint64_t *b, unsigned count) {
-    const td_emu_mbar m{(uint16_t)count, (uint16_t)count, 0};
+    if (count < 1 || count > 4095) {
+        fprintf(stderr, "mbarrier: a count of %u (the emulator takes 1 .. 4095)\n", count);
+        abort();
+    }
+    td_emu_mbar m{};
+    m.pending = m.count = count;
     memcpy(b, &m, 8);
 }
-inline void td_emu_mbar_arrive(uint64_t *b) {
+inline void td_emu_mbar_done(td_emu_mbar &m) {
+    if (m.pending == 0 && m.tx == 0) m.phase++, m.pending = m.count, td_emu_progress++;
+}
+inline void td_emu_mbar_arrive(uint64_t *b, unsigned expect_tx = 0) {
     td_emu_mbar m;
     memcpy(&m, b, 8);
     if (m.pending == 0) {
-        fprintf(stderr, "mbarrier: an arrival on a barrier never initialised\n");
+        fprintf(stderr, "mbarrier: an arrival on a barrier never initialised, or past the phase's count\n");
         abort();
     }
-    if (--m.pending == 0) m.phase++, m.pending = m.count, td_emu_progress++;
+    m.tx += (int32_t)expect_tx, m.pending--;
+    td_emu_progress++; /* the barrier's state changed: progress for the scheduler's deadlock check */
+    td_emu_mbar_done(m);
+    memcpy(b, &m, 8);
+}
+// bytes of bulk copies landed (complete_tx)
+inline void td_emu_mbar_tx(uint64_t *b, unsigned bytes) {
+    td_emu_mbar m;
+    memcpy(&m, b, 8);
+    m.tx -= (int32_t)bytes;
+    td_emu_mbar_done(m);
     memcpy(b, &m, 8);
 }
 // an arrival lets the threads it frees run before the arriving one goes on (so a stage freed too early is written
@@ -225,7 +245,7 @@ inline void td_mbar_arrive(uint64_t *b, bool pred) {
 // cp.async.mbarrier.arrive.noinc: every copy this thread issued before (committed or not) moves to the barrier's
 // deferred list; they land and arrive when a waiter needs them (td_mbar_wait)
 inline void td_cp_arrive(uint64_t *b) {
-    td_emu_deferred d{b, {}};
+    td_emu_deferred d{b, {}, {}, 0};
     for (const auto &g : td_emu_cpq->groups) d.cps.insert(d.cps.end(), g.begin(), g.end());
     d.cps.insert(d.cps.end(), td_emu_cpq->open.begin(), td_emu_cpq->open.end());
     td_emu_cpq->groups.clear(), td_emu_cpq->open.clear();
@@ -246,13 +266,69 @@ inline void td_mbar_wait(uint64_t *b, unsigned parity) {
             }
             const td_emu_deferred d = std::move(td_emu_mbar_deferred[i]);
             td_emu_mbar_deferred.erase(td_emu_mbar_deferred.begin() + (ptrdiff_t)i);
-            for (const td_emu_cp &o : d.cps) memcpy(o.dst, o.src, 16);
-            td_emu_mbar_arrive(b);
+            if (d.land) {
+                d.land(), td_emu_mbar_tx(b, d.tx);
+            } else {
+                for (const td_emu_cp &o : d.cps) memcpy(o.dst, o.src, 16);
+                td_emu_mbar_arrive(b);
+            }
             landed = true;
             break; /* one arrival, then look again */
         }
         if (!landed) td_emu_yield();
     }
+}
+
+// ---- the bulk tensor copy (TMA) ----
+// The map's fields, kept in its 128 bytes by the emulated encoder (which checks what the driver checks for these
+// uses: 16-byte aligned base and pitch, box sides of at most 256; and a box row of exactly the swizzle's 128 bytes,
+// the one width emulated).
+struct td_emu_tmap {
+    const unsigned char *base;
+    uint64_t inner, outer, pitch;
+    uint32_t box_inner, box_outer;
+};
+inline int td_tma_map_2d(CUtensorMap *m, const void *base, uint64_t inner, uint64_t outer, uint64_t pitch_bytes,
+                         uint32_t box_inner, uint32_t box_outer) {
+    if (((uintptr_t)base & 15) || (pitch_bytes & 15) || inner < 1 || outer < 1 || box_inner != 64 || box_outer < 1 ||
+        box_outer > 256)
+        return -1;
+    const td_emu_tmap t{(const unsigned char *)base, inner, outer, pitch_bytes, box_inner, box_outer};
+    memset(m, 0, sizeof *m);
+    memcpy(m, &t, sizeof t);
+    return 0;
+}
+// mbarrier.arrive.expect_tx: one arrival that also makes the phase wait for `bytes` of bulk copies (the producer goes
+// on without yielding: it runs as far ahead as its own waits let it, so a missing wait shows)
+inline void td_mbar_expect_tx(uint64_t *b, unsigned bytes) { td_emu_mbar_arrive(b, bytes); }
+// cp.async.bulk.tensor.2d ... complete_tx: the box lands (as late as PTX allows: when a waiter on b needs it) with
+// row r's 16-byte chunk c at dst + 128 r + 16 c, the chunk index XORed with bits 7-9 of that shared address (the
+// 128-byte swizzle), elements outside the matrix as zeros; its bytes (all of the box's) then count on b. dst must be
+// 1024-byte aligned (the layout td_wg_desc reads). A copy into lines a pending wgmma reads is a hazard.
+inline void td_tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *b) {
+    td_emu_tmap t;
+    memcpy(&t, map, sizeof t);
+    const uint32_t d0 = td_smem_addr(dst);
+    if ((d0 & 1023) || !t.base) {
+        fprintf(stderr, "cp.async.bulk.tensor: %s\n", t.base ? "destination not 1024-byte aligned" : "no tensor map");
+        abort();
+    }
+    const unsigned bytes = t.box_inner * 2 * t.box_outer;
+    for (const td_emu_wg_range &r : td_emu_wg_ranges)
+        if ((const unsigned char *)dst < r.hi && (const unsigned char *)dst + bytes > r.lo) td_emu_wg_hazards++;
+    auto land = [t, d0, c0, c1] {
+        for (uint32_t r = 0; r < t.box_outer; r++)
+            for (uint32_t e = 0; e < t.box_inner; e++) {
+                const uint32_t pre = d0 + r * t.box_inner * 2 + e * 2, phys = pre ^ (((pre >> 7) & 7) << 4);
+                const int64_t row = (int64_t)c1 + r, col = (int64_t)c0 + e;
+                uint16_t v = 0;
+                if (row >= 0 && row < (int64_t)t.outer && col >= 0 && col < (int64_t)t.inner)
+                    memcpy(&v, t.base + row * t.pitch + col * 2, 2);
+                memcpy(td_emu_smem_origin + phys, &v, 2);
+            }
+    };
+    td_emu_mbar_deferred.push_back(td_emu_deferred{b, {}, land, bytes});
+    td_emu_progress++; /* bytes to come: progress for the scheduler's deadlock check */
 }
 
 inline void td_prefetch_l2(const void *) {}
