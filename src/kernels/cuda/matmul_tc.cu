@@ -678,8 +678,8 @@ struct tc_maps {
  * drain and fold. The copies: PW 2 or 4, cp.async by every producer thread (tc_wg_copies<32 PW>: 8 of each operand
  * a thread a stage with a warpgroup, 16 with two warps), each thread's arrival once its copies have landed
  * (cp.async.mbarrier.arrive.noinc; full counts 32 PW); WS_TMA, the bulk tensor copy (maps): lane 0 of the producer
- * warp arms full with the stage's 32 KB (one arrival, expect_tx) and issues a box of weights (GLU: 16 boxes of 8
- * rows) and a box of tokens; they land swizzled as tc_wg's copies place them, rows past the job's outputs or past T
+ * warp arms full with the stage's 32 KB (one arrival, expect_tx), then a lane each issues a box of weights (GLU:
+ * 16 boxes of 8 rows, 16 lanes) and the box of tokens; they land swizzled as tc_wg's copies place them, rows past the job's outputs or past T
  * as zeros where tc_wg repeats the last row: outputs and tokens that are never stored either way. With one warp of
  * cp.async (64 copies a thread a stage, NOTES part 22) it was 2.2x slower than tc_wg on the H100: that warp issuing a
  * stage's 2,048 copies and their address arithmetic was the bound; hence these producers. 384 threads leave a
@@ -719,17 +719,16 @@ __global__ void __launch_bounds__(ws_threads(PW), 1)
             unsigned ph = 0;
             for (int64_t st = st0; st < st1; st++, b = b + 1 == AS ? 0 : b + 1, ph ^= b == 0) {
                 if (st - st0 >= AS) td_mbar_wait(&empty[b], ph ^ 1u);
-                if (lane == 0) {
-                    unsigned char *const A = sm + b * 32768;
-                    const int k0 = (int)(st * WG_BK);
-                    td_mbar_expect_tx(&full[b], 32768);
-                    if (GLU) /* block rows 16 a .. 16 a + 7 the gate's outputs 8 a .., the next 8 up's */
-                        for (int a = 0; a < 8; a++)
-                            td_tma_load_2d(A + 2048 * a, wm, k0, j0 + 8 * a, &full[b]),
-                                td_tma_load_2d(A + 2048 * a + 1024, wm + 1, k0, j0 + 8 * a, &full[b]);
-                    else td_tma_load_2d(A, wm, k0, j0, &full[b]);
-                    td_tma_load_2d(A + 16384, &maps.x, k0, (int)t0, &full[b]);
-                }
+                unsigned char *const A = sm + b * 32768;
+                const int k0 = (int)(st * WG_BK);
+                if (lane == 0) td_mbar_expect_tx(&full[b], 32768);
+                __syncwarp(); /* the stage's bytes expected before any of its copies is issued */
+                /* a box a lane: GLU, lane 2 a + u < 16 the 8 rows of block rows 16 a + 8 u .. (the gate's outputs
+                 * 8 a .. for u 0, up's for u 1), lane 16 the tokens; else lane 0 the weights, lane 1 the tokens */
+                if (GLU && lane < 16)
+                    td_tma_load_2d(A + 1024 * lane, wm + (lane & 1), k0, j0 + 8 * (lane >> 1), &full[b]);
+                else if (!GLU && lane == 0) td_tma_load_2d(A, wm, k0, j0, &full[b]);
+                else if (lane == (GLU ? 16 : 1)) td_tma_load_2d(A + 16384, &maps.x, k0, (int)t0, &full[b]);
             }
         } else {
             const tc_wg_copies<32 * PW> cp(tid - 256, wrow, xb, t0, T, K);
@@ -1463,17 +1462,21 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const X &x, c
 
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
-/* TD_CUDA_WG_WS=tma, 4 or 2: tc_ws (its copies by the bulk tensor copy, or by 4 or 2 producer warps of cp.async)
- * wherever tc_wg would run; the same bits. Off unless one of those: untimed in these forms (NOTES part 23; with one
- * producer warp of cp.async it was 2.2x slower than tc_wg on the H100). Test only: td_cu_matmul_tc_ws_test(0 / 1 /
- * 2 / 4: off / the bulk copy / producer warps), -1 back to the environment's. */
-static int tc_ws_env(void) {
+/* TD_CUDA_WG_WS: where tc_wg would run, tc_ws instead (the same bits) with its copies by "tma" the bulk tensor copy,
+ * "4" a producer warpgroup of cp.async, "2" two producer warps, or "mix" the bulk copy for the plain products and
+ * the warpgroup for the gated gate/up (whose 16 boxes of 8 rows a stage made the bulk copy slower there: NOTES part
+ * 23); anything else tc_wg. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg / the bulk copy / producer
+ * warps, for both), -1 back to the environment's. */
+static int tc_ws_env(bool glu) {
     const char *e = getenv("TD_CUDA_WG_WS");
-    return !e ? 0 : !strcmp(e, "tma") ? WS_TMA : !strcmp(e, "4") ? 4 : !strcmp(e, "2") ? 2 : 0;
+    if (!e) return 0;
+    if (!strcmp(e, "mix")) return glu ? 4 : WS_TMA;
+    return !strcmp(e, "tma") ? WS_TMA : !strcmp(e, "4") ? 4 : !strcmp(e, "2") ? 2 : 0;
 }
-static int tc_ws_pw = tc_ws_env();
+static int tc_ws_pw = tc_ws_env(false), tc_ws_gpw = tc_ws_env(true); /* the plain products', the gated one's */
 extern "C" void td_cu_matmul_tc_ws_test(int pw) {
-    tc_ws_pw = pw < 0 ? tc_ws_env() : pw == WS_TMA || pw == 2 || pw == 4 ? pw : 0;
+    const int v = pw == WS_TMA || pw == 2 || pw == 4 ? pw : 0;
+    tc_ws_pw = pw < 0 ? tc_ws_env(false) : v, tc_ws_gpw = pw < 0 ? tc_ws_env(true) : v;
 }
 static std::atomic<int64_t> tc_tma_runs{0};
 extern "C" int64_t td_cu_matmul_tc_tma_launches(void) { return tc_tma_runs.load(); }
@@ -1631,11 +1634,11 @@ int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb
         gj.j[0].yb = h, gj.j[0].act = act;
         tc_maps m;
         const size_t ws = ws_smem<WS_AS>();
-        const bool tma = tc_ws_pw == WS_TMA && tc_maps_make(&m, gj, true, xb, T, K);
+        const bool tma = tc_ws_gpw == WS_TMA && tc_maps_make(&m, gj, true, xb, T, K);
         tc_tma_runs += tma;
         rc = tma ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, WS_TMA>, ws_threads(WS_TMA)>(gj, xb, T, K, I, ws, s, m)
-             : tc_ws_pw == 4 ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, ws_threads(4)>(gj, xb, T, K, I, ws, s, tc_no_maps)
-             : tc_ws_pw == 2
+             : tc_ws_gpw == 4 ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, ws_threads(4)>(gj, xb, T, K, I, ws, s, tc_no_maps)
+             : tc_ws_gpw == 2
                  ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, 2>, ws_threads(2)>(gj, xb, T, K, I, ws, s, tc_no_maps)
              : tc_wg_early ? tc_glu_go<tc_wg<TC_FOLD, WG_AS, true, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s)
                            : tc_glu_go<tc_wg<TC_FOLD, WG_AS, false, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s);
