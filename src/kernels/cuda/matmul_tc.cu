@@ -662,8 +662,8 @@ __global__ void __launch_bounds__(256, 1)
 #define WS_TMA 1 /* tc_ws's PW for its bulk-copy form: one producer warp, whose lane 0 issues the tensor copies */
 /* tc_ws's threads: the two warpgroups of tc_wg and PW producer warps */
 __host__ __device__ constexpr int ws_threads(int PW) { return 256 + 32 * PW; }
-/* tc_ws's tensor maps (td_tma_map_2d; its bulk-copy form only): each job's weights in boxes of 64 k x 128 rows (GLU:
- * 8 rows, the gate's and up's alternating), x in bf16 in boxes of 64 k x 128 tokens */
+/* tc_ws's tensor maps (td_tma_map; its bulk-copy form only): each job's weights in boxes of 64 k x 128 rows (GLU: w[0]
+ * the gate's and up's as one 4-d tensor, tc_maps_make), x in bf16 in boxes of 64 k x 128 tokens */
 struct tc_maps {
     CUtensorMap w[TC_MAX_JOBS];
     CUtensorMap x;
@@ -678,8 +678,9 @@ struct tc_maps {
  * drain and fold. The copies: PW 2 or 4, cp.async by every producer thread (tc_wg_copies<32 PW>: 8 of each operand
  * a thread a stage with a warpgroup, 16 with two warps), each thread's arrival once its copies have landed
  * (cp.async.mbarrier.arrive.noinc; full counts 32 PW); WS_TMA, the bulk tensor copy (maps): lane 0 of the producer
- * warp arms full with the stage's 32 KB (one arrival, expect_tx), then a lane each issues a box of weights (GLU:
- * 16 boxes of 8 rows, 16 lanes) and the box of tokens; they land swizzled as tc_wg's copies place them, rows past the job's outputs or past T
+ * warp arms full with the stage's 32 KB (one arrival, expect_tx), then one lane issues the box of weights (GLU: one
+ * 4-d box, the gate's and up's rows in tc_wg's order, where up's weights lie after the gate's in memory) and another
+ * the box of tokens; they land swizzled as tc_wg's copies place them, rows past the job's outputs or past T
  * as zeros where tc_wg repeats the last row: outputs and tokens that are never stored either way. With one warp of
  * cp.async (64 copies a thread a stage, NOTES part 22) it was 2.2x slower than tc_wg on the H100: that warp issuing a
  * stage's 2,048 copies and their address arithmetic was the bound; hence these producers. 384 threads leave a
@@ -714,7 +715,7 @@ __global__ void __launch_bounds__(ws_threads(PW), 1)
     if (warp >= 8) { /* the producers */
         if constexpr (PW == WS_TMA) {
             const CUtensorMap *const wm = &maps.w[GLU ? 0 : tc_job_of(jobs)];
-            const int j0 = GLU ? (int)blockIdx.x * 64 : (int)v.j0;
+            const int j0 = (int)v.j0;
             int b = 0;
             unsigned ph = 0;
             for (int64_t st = st0; st < st1; st++, b = b + 1 == AS ? 0 : b + 1, ph ^= b == 0) {
@@ -723,12 +724,11 @@ __global__ void __launch_bounds__(ws_threads(PW), 1)
                 const int k0 = (int)(st * WG_BK);
                 if (lane == 0) td_mbar_expect_tx(&full[b], 32768);
                 __syncwarp(); /* the stage's bytes expected before any of its copies is issued */
-                /* a box a lane: GLU, lane 2 a + u < 16 the 8 rows of block rows 16 a + 8 u .. (the gate's outputs
-                 * 8 a .. for u 0, up's for u 1), lane 16 the tokens; else lane 0 the weights, lane 1 the tokens */
-                if (GLU && lane < 16)
-                    td_tma_load_2d(A + 1024 * lane, wm + (lane & 1), k0, j0 + 8 * (lane >> 1), &full[b]);
-                else if (!GLU && lane == 0) td_tma_load_2d(A, wm, k0, j0, &full[b]);
-                else if (lane == (GLU ? 16 : 1)) td_tma_load_2d(A + 16384, &maps.x, k0, (int)t0, &full[b]);
+                /* lane 0 the weights (GLU: the box of 8 groups x {gate, up} x 8 rows from group 8 blockIdx.x: block
+                 * row 16 a + 8 u + i is the gate's (u 0) or up's output 8 a + i), lane 1 the tokens */
+                if (lane == 0 && GLU) td_tma_load_4d(A, wm, k0, 0, 0, 8 * (int)blockIdx.x, &full[b]);
+                else if (lane == 0) td_tma_load_2d(A, wm, k0, j0, &full[b]);
+                else if (lane == 1) td_tma_load_2d(A + 16384, &maps.x, k0, (int)t0, &full[b]);
             }
         } else {
             const tc_wg_copies<32 * PW> cp(tid - 256, wrow, xb, t0, T, K);
@@ -781,18 +781,34 @@ __global__ void __launch_bounds__(ws_threads(PW), 1)
     tc_wg_put<GLU>(jobs, v, part, T, t0, h, wq, lane, acc);
 }
 
-/* tc_ws's tensor maps for jobs over x in bf16 (xb [T, K]; GLU: the gate's and up's weights in boxes of 8 rows);
- * false where a job has a row list or a map cannot be made (tc_wg runs instead). The cp.async forms take none
- * (tc_no_maps). Host code, here for tests/cuda/emu. */
+/* tc_ws's tensor maps for jobs over x in bf16 (xb [T, K]); false where a job has a row list or a map cannot be made
+ * (the caller runs another form). GLU (jobs.j[0] the gate, j[1] up, I = n_out rows each of the same pitch, up's rows
+ * at a positive distance d after the gate's): one map of dimensions (k, row i of a group of 8, gate or up, group)
+ * with strides (a row, d, 8 rows), its box 64 x 8 x 2 x 8 landing in tc_wg's GLU row order. The cp.async forms take
+ * none (tc_no_maps). Host code, here for tests/cuda/emu. */
 static bool tc_maps_make(tc_maps *m, const tc_jobs &jobs, bool glu, const uint16_t *xb, int64_t T, int64_t K) {
     memset((void *)m, 0, sizeof *m);
-    for (int i = 0; i < jobs.n; i++) {
-        const tc_job &j = jobs.j[i];
-        if (j.rows || td_tma_map_2d(&m->w[i], j.w, (uint64_t)K, (uint64_t)j.n_out, (uint64_t)j.row_elems * 2, WG_BK,
-                                    glu ? 8 : TC_BM))
-            return false;
+    for (int i = 0; i < jobs.n; i++)
+        if (jobs.j[i].rows) return false;
+    const uint64_t rb = (uint64_t)jobs.j[0].row_elems * 2;
+    if (glu) {
+        const tc_job &g = jobs.j[0], &u = jobs.j[1];
+        const uint64_t d = (uint64_t)((uintptr_t)u.w - (uintptr_t)g.w);
+        if (jobs.n != 2 || u.w <= g.w || u.row_elems != g.row_elems || u.n_out != g.n_out || g.n_out % 8) return false;
+        const uint64_t dims[4] = {(uint64_t)K, 8, 2, (uint64_t)g.n_out / 8}, stride[3] = {rb, d, 8 * rb};
+        const uint32_t box[4] = {WG_BK, 8, 2, 8};
+        if (td_tma_map(&m->w[0], g.w, 4, dims, stride, box)) return false;
+    } else {
+        for (int i = 0; i < jobs.n; i++) {
+            const tc_job &j = jobs.j[i];
+            const uint64_t dims[2] = {(uint64_t)K, (uint64_t)j.n_out}, stride[1] = {(uint64_t)j.row_elems * 2};
+            const uint32_t box[2] = {WG_BK, TC_BM};
+            if (td_tma_map(&m->w[i], j.w, 2, dims, stride, box)) return false;
+        }
     }
-    return td_tma_map_2d(&m->x, xb, (uint64_t)K, (uint64_t)T, (uint64_t)K * 2, WG_BK, TW_BN) == 0;
+    const uint64_t dims[2] = {(uint64_t)K, (uint64_t)T}, stride[1] = {(uint64_t)K * 2};
+    const uint32_t box[2] = {WG_BK, TW_BN};
+    return td_tma_map(&m->x, xb, 2, dims, stride, box) == 0;
 }
 static const tc_maps tc_no_maps = {};
 
@@ -1462,10 +1478,10 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const X &x, c
 
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
-/* TD_CUDA_WG_WS: where tc_wg would run, tc_ws instead (the same bits) with its copies by "tma" the bulk tensor copy,
- * "4" a producer warpgroup of cp.async, "2" two producer warps, or "mix" the bulk copy for the plain products and
- * the warpgroup for the gated gate/up (whose 16 boxes of 8 rows a stage made the bulk copy slower there: NOTES part
- * 23); anything else tc_wg. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg / the bulk copy / producer
+/* TD_CUDA_WG_WS: where tc_wg would run, tc_ws instead (the same bits) with its copies by "tma" the bulk tensor copy
+ * (the gated gate/up by the warpgroup where its one map cannot be made), "4" a producer warpgroup of cp.async, "2" two
+ * producer warps, or "mix" the bulk copy for the plain products and the warpgroup for the gated one (NOTES part 23:
+ * the bulk copy's first gated form, 16 boxes of 8 rows a stage, was slower there); anything else tc_wg. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg / the bulk copy / producer
  * warps, for both), -1 back to the environment's. */
 static int tc_ws_env(bool glu) {
     const char *e = getenv("TD_CUDA_WG_WS");
@@ -1637,7 +1653,7 @@ int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb
         const bool tma = tc_ws_gpw == WS_TMA && tc_maps_make(&m, gj, true, xb, T, K);
         tc_tma_runs += tma;
         rc = tma ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, WS_TMA>, ws_threads(WS_TMA)>(gj, xb, T, K, I, ws, s, m)
-             : tc_ws_gpw == 4 ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, ws_threads(4)>(gj, xb, T, K, I, ws, s, tc_no_maps)
+             : tc_ws_gpw == 4 || tc_ws_gpw == WS_TMA /* no maps to be had: the warpgroup */ ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, ws_threads(4)>(gj, xb, T, K, I, ws, s, tc_no_maps)
              : tc_ws_gpw == 2
                  ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, 2>, ws_threads(2)>(gj, xb, T, K, I, ws, s, tc_no_maps)
              : tc_wg_early ? tc_glu_go<tc_wg<TC_FOLD, WG_AS, true, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s)

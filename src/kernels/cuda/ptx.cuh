@@ -202,16 +202,17 @@ __device__ __forceinline__ void td_mbar_wait(uint64_t *b, unsigned parity) {
 }
 
 /* ---- the bulk tensor copy (TMA) ----
- * td_tma_map_2d (host): the tensor map of a row-major bf16 matrix (rows of `inner` elements, pitch_bytes apart,
- * `outer` of them; base and pitch multiples of 16 bytes) read in boxes of box_inner (64: 128 bytes, the swizzle's
- * width) x box_outer rows, each landing in the 128-byte swizzle (row r's 16-byte chunk c at 128 r + 16 (c ^ (r & 7))
- * of a 1024-byte aligned box: tc_sw's layout, td_wg_desc's operand); elements outside the matrix land as zeros.
- * 0, or -1 where the driver's encoder is missing or refuses (the caller then copies another way).
+ * td_tma_map (host): the tensor map of a bf16 tensor of rank 2 .. 4 at base: dims[0] elements along the contiguous
+ * dimension, dims[i] along dimension i, stride[i - 1] bytes apart (multiples of 16, as base), read in boxes of box[i]
+ * along each (box[0] 64: 128 bytes, the swizzle's width); a box lands dense, dimension 0 fastest, in the 128-byte
+ * swizzle (each 128-byte row's 16-byte chunk c at 16 (c ^ (row & 7)) of a 1024-byte aligned box: tc_sw's layout,
+ * td_wg_desc's operand); elements outside the tensor land as zeros. 0, or -1 where the driver's encoder is missing
+ * or refuses (the caller then copies another way).
  * td_mbar_expect_tx: one arrival on b that also makes its phase wait for `bytes` more of bulk copies;
- * td_tma_load_2d: the box at element (c0, row c1) of the map (a __grid_constant__ kernel parameter) into shared
- * memory at dst (1024-byte aligned), its bytes counted on b as they land. */
-int td_tma_map_2d(CUtensorMap *m, const void *base, uint64_t inner, uint64_t outer, uint64_t pitch_bytes,
-                  uint32_t box_inner, uint32_t box_outer);
+ * td_tma_load_2d / _4d: the box at coordinates (c0, c1[, c2, c3]) of the map (a __grid_constant__ kernel parameter)
+ * into shared memory at dst (1024-byte aligned), its bytes counted on b as they land. */
+int td_tma_map(CUtensorMap *m, const void *base, int rank, const uint64_t *dims, const uint64_t *stride,
+               const uint32_t *box);
 __device__ __forceinline__ void td_mbar_expect_tx(uint64_t *b, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(td_smem_addr(b)), "r"(bytes)
                  : "memory");
@@ -220,6 +221,13 @@ __device__ __forceinline__ void td_tma_load_2d(void *dst, const CUtensorMap *m, 
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
                  "%3}], [%4];\n" ::"r"(td_smem_addr(dst)),
                  "l"((uint64_t)(uintptr_t)m), "r"(c0), "r"(c1), "r"(td_smem_addr(b))
+                 : "memory");
+}
+__device__ __forceinline__ void td_tma_load_4d(void *dst, const CUtensorMap *m, int c0, int c1, int c2, int c3,
+                                               uint64_t *b) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3, %4, %5}], [%6];\n" ::"r"(td_smem_addr(dst)),
+                 "l"((uint64_t)(uintptr_t)m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(td_smem_addr(b))
                  : "memory");
 }
 

@@ -54,13 +54,18 @@ static td_encode_tiled_fn td_encode_tiled(void) {
     }();
     return fn;
 }
-int td_tma_map_2d(CUtensorMap *m, const void *base, uint64_t inner, uint64_t outer, uint64_t pitch_bytes,
-                  uint32_t box_inner, uint32_t box_outer) {
+int td_tma_map(CUtensorMap *m, const void *base, int rank, const uint64_t *dims, const uint64_t *stride,
+               const uint32_t *box) {
     const td_encode_tiled_fn enc = td_encode_tiled();
-    if (!enc || ((uintptr_t)base & 15) || (pitch_bytes & 15) || inner < 1 || outer < 1) return -1;
-    const cuuint64_t dim[2] = {inner, outer}, stride[1] = {pitch_bytes};
-    const cuuint32_t box[2] = {box_inner, box_outer}, estride[2] = {1, 1};
-    return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dim, stride, box, estride,
+    if (!enc || rank < 2 || rank > 4 || ((uintptr_t)base & 15)) return -1;
+    cuuint64_t dim[4], str[3];
+    cuuint32_t bx[4], estride[4] = {1, 1, 1, 1};
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 1 || (i > 0 && (stride[i - 1] & 15))) return -1;
+        dim[i] = dims[i], bx[i] = box[i];
+        if (i > 0) str[i - 1] = stride[i - 1];
+    }
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, (cuuint32_t)rank, (void *)base, dim, str, bx, estride,
                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
                ? 0

@@ -39,7 +39,7 @@
 #define __align__(n) __attribute__((aligned(n)))
 #define __grid_constant__
 
-// The driver's tensor map (cuda.h): 128 opaque bytes; the emulated td_tma_map_2d keeps its own fields there.
+// The driver's tensor map (cuda.h): 128 opaque bytes; the emulated td_tma_map keeps its own fields there.
 struct alignas(128) CUtensorMap {
     uint64_t opaque[16];
 };

@@ -383,6 +383,10 @@ template <bool EARLY = true, int WS = 0> int check_mlp(int64_t T, int64_t K, int
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
     j.j[0].y = j.j[1].y = nullptr, j.j[0].yb = got.data(), j.j[0].ldy = I, j.j[0].act = act;
     std::vector<uint16_t> xb = to_bf16(p);
+    /* the bulk-copy form reads the gate's and up's rows as one tensor: up's after the gate's in one buffer */
+    std::vector<uint16_t> both(p.w[0]);
+    both.insert(both.end(), p.w[1].begin(), p.w[1].end());
+    if (WS == WS_TMA) j.j[0].w = both.data(), j.j[1].w = both.data() + p.w[0].size();
     tc_maps maps = tc_no_maps;
     if (WS == WS_TMA && !tc_maps_make(&maps, j, true, xb.data(), T, K)) {
         printf("  tensor maps refused\n");

@@ -281,19 +281,25 @@ inline void td_mbar_wait(uint64_t *b, unsigned parity) {
 
 // ---- the bulk tensor copy (TMA) ----
 // The map's fields, kept in its 128 bytes by the emulated encoder (which checks what the driver checks for these
-// uses: 16-byte aligned base and pitch, box sides of at most 256; and a box row of exactly the swizzle's 128 bytes,
-// the one width emulated).
+// uses: rank 2 .. 4, 16-byte aligned base and strides, box sides of 1 .. 256; and a box row of exactly the
+// swizzle's 128 bytes, the one width emulated).
 struct td_emu_tmap {
     const unsigned char *base;
-    uint64_t inner, outer, pitch;
-    uint32_t box_inner, box_outer;
+    int rank;
+    uint32_t box[4];
+    uint64_t dims[4], stride[4]; // stride[0]: 2 (a bf16)
 };
-inline int td_tma_map_2d(CUtensorMap *m, const void *base, uint64_t inner, uint64_t outer, uint64_t pitch_bytes,
-                         uint32_t box_inner, uint32_t box_outer) {
-    if (((uintptr_t)base & 15) || (pitch_bytes & 15) || inner < 1 || outer < 1 || box_inner != 64 || box_outer < 1 ||
-        box_outer > 256)
-        return -1;
-    const td_emu_tmap t{(const unsigned char *)base, inner, outer, pitch_bytes, box_inner, box_outer};
+static_assert(sizeof(td_emu_tmap) <= sizeof(CUtensorMap), "the map's fields fit its 128 bytes");
+inline int td_tma_map(CUtensorMap *m, const void *base, int rank, const uint64_t *dims, const uint64_t *stride,
+                      const uint32_t *box) {
+    td_emu_tmap t{};
+    if (rank < 2 || rank > 4 || ((uintptr_t)base & 15) || box[0] != 64) return -1;
+    t.base = (const unsigned char *)base, t.rank = rank, t.stride[0] = 2;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 1 || box[i] < 1 || box[i] > 256 || (i > 0 && (stride[i - 1] & 15))) return -1;
+        t.dims[i] = dims[i], t.box[i] = box[i];
+        if (i > 0) t.stride[i] = stride[i - 1];
+    }
     memset(m, 0, sizeof *m);
     memcpy(m, &t, sizeof t);
     return 0;
@@ -301,11 +307,11 @@ inline int td_tma_map_2d(CUtensorMap *m, const void *base, uint64_t inner, uint6
 // mbarrier.arrive.expect_tx: one arrival that also makes the phase wait for `bytes` of bulk copies (the producer goes
 // on without yielding: it runs as far ahead as its own waits let it, so a missing wait shows)
 inline void td_mbar_expect_tx(uint64_t *b, unsigned bytes) { td_emu_mbar_arrive(b, bytes); }
-// cp.async.bulk.tensor.2d ... complete_tx: the box lands (as late as PTX allows: when a waiter on b needs it) with
-// row r's 16-byte chunk c at dst + 128 r + 16 c, the chunk index XORed with bits 7-9 of that shared address (the
-// 128-byte swizzle), elements outside the matrix as zeros; its bytes (all of the box's) then count on b. dst must be
-// 1024-byte aligned (the layout td_wg_desc reads). A copy into lines a pending wgmma reads is a hazard.
-inline void td_tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *b) {
+// cp.async.bulk.tensor ... complete_tx: the box at coordinates c lands (as late as PTX allows: when a waiter on b
+// needs it) dense, dimension 0 fastest, from dst on, each element's address's 16-byte chunk index XORed with its bits
+// 7-9 (the 128-byte swizzle), elements outside the tensor as zeros; its bytes (all of the box's) then count on b.
+// dst must be 1024-byte aligned (the layout td_wg_desc reads). A copy into lines a pending wgmma reads is a hazard.
+inline void td_emu_tma_load(void *dst, const CUtensorMap *map, const int (&c)[4], uint64_t *b) {
     td_emu_tmap t;
     memcpy(&t, map, sizeof t);
     const uint32_t d0 = td_smem_addr(dst);
@@ -313,22 +319,36 @@ inline void td_tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, ui
         fprintf(stderr, "cp.async.bulk.tensor: %s\n", t.base ? "destination not 1024-byte aligned" : "no tensor map");
         abort();
     }
-    const unsigned bytes = t.box_inner * 2 * t.box_outer;
+    unsigned n = 1;
+    for (int i = 0; i < t.rank; i++) n *= t.box[i];
+    const unsigned bytes = 2 * n;
     for (const td_emu_wg_range &r : td_emu_wg_ranges)
         if ((const unsigned char *)dst < r.hi && (const unsigned char *)dst + bytes > r.lo) td_emu_wg_hazards++;
-    auto land = [t, d0, c0, c1] {
-        for (uint32_t r = 0; r < t.box_outer; r++)
-            for (uint32_t e = 0; e < t.box_inner; e++) {
-                const uint32_t pre = d0 + r * t.box_inner * 2 + e * 2, phys = pre ^ (((pre >> 7) & 7) << 4);
-                const int64_t row = (int64_t)c1 + r, col = (int64_t)c0 + e;
-                uint16_t v = 0;
-                if (row >= 0 && row < (int64_t)t.outer && col >= 0 && col < (int64_t)t.inner)
-                    memcpy(&v, t.base + row * t.pitch + col * 2, 2);
-                memcpy(td_emu_smem_origin + phys, &v, 2);
+    auto land = [t, d0, c, n] {
+        for (unsigned e = 0; e < n; e++) {
+            unsigned rest = e;
+            bool in = true;
+            int64_t off = 0;
+            for (int i = 0; i < t.rank; i++) {
+                const int64_t at = (int64_t)c[i] + rest % t.box[i];
+                rest /= t.box[i];
+                in = in && at >= 0 && at < (int64_t)t.dims[i];
+                off += at * (int64_t)t.stride[i];
             }
+            const uint32_t pre = d0 + 2 * e, phys = pre ^ (((pre >> 7) & 7) << 4);
+            uint16_t v = 0;
+            if (in) memcpy(&v, t.base + off, 2);
+            memcpy(td_emu_smem_origin + phys, &v, 2);
+        }
     };
     td_emu_mbar_deferred.push_back(td_emu_deferred{b, {}, land, bytes});
     td_emu_progress++; /* bytes to come: progress for the scheduler's deadlock check */
+}
+inline void td_tma_load_2d(void *dst, const CUtensorMap *map, int c0, int c1, uint64_t *b) {
+    td_emu_tma_load(dst, map, {c0, c1, 0, 0}, b);
+}
+inline void td_tma_load_4d(void *dst, const CUtensorMap *map, int c0, int c1, int c2, int c3, uint64_t *b) {
+    td_emu_tma_load(dst, map, {c0, c1, c2, c3}, b);
 }
 
 inline void td_prefetch_l2(const void *) {}
