@@ -716,7 +716,8 @@ static void test_attention(void) {
         int32_t seq = 0, pos = 1000, tile[2] = {0, 1}, tok = 0;
         float *qd = cu_up(q, 4 * 64 * 4), *od = cu_up(NULL, 4 * 64 * 4);
         int32_t *seq_d = cu_up(&seq, 4), *pos_d = cu_up(&pos, 4), *tile_d = cu_up(tile, 8), *tok_d = cu_up(&tok, 4);
-        td_cu_attn_plan plan = {tok_d, tile_d, 1, 1001, NULL, td_cu_attn_scratch_floats(1, 4, 1001, 64) - 1, 0};
+        td_cu_attn_plan plan = {tok_d, tile_d, 1, 1001, NULL, td_cu_attn_scratch_floats(1, 4, 1001, 64) - 1, 0,
+                                NULL};
         int rc = td_cu_attention(od, 256, qd, 256, 64, c.kc_d, c.vc_d, 0, c.kv_dim, c.cells_d, c.n_ctx, seq_d, pos_d, 1,
                                  4, 2, 64, 0.125f, 0, &plan, NULL);
         CHECK(rc == -1 && strstr(td_cu_error(), "scratch"));

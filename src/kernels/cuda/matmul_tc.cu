@@ -532,12 +532,13 @@ __device__ __forceinline__ void tc_wg_fold(float (&acc)[64], float (&totals)[64]
     }
 }
 /* tc_wg's and tc_ws's end: warpgroup h's accumulators (block rows 64 h .., the block's 128 tokens from t0), the
- * value to store (tc_fold_last), written as tc_wide_put says, or (GLU) as act(gate) * up rounded to bf16. Thread
+ * value to store (tc_fold_last), written as tc_wide_put says, or (GLU) as act(gate) * up rounded to bf16 (up_first:
+ * the block rows 16 a + 8 u + i hold up's values for u 0 and the gate's for u 1, tc_ws's bulk copy of the two). Thread
  * 32 wq + 4 g + q of the warpgroup holds d[4 j + c]: block row 64 h + 16 wq + g + 8 (c >> 1), token
  * 8 j + 2 q + (c & 1). */
 template <bool GLU>
 __device__ __forceinline__ void tc_wg_put(const tc_jobs &jobs, const tc_view &v, float *part, int64_t T, int64_t t0,
-                                          int h, int wq, int lane, const float (&acc)[64]) {
+                                          int h, int wq, int lane, const float (&acc)[64], bool up_first = false) {
     const int g = lane >> 2, q = lane & 3;
     if constexpr (GLU) {
         const tc_job &jg = jobs.j[0];
@@ -548,7 +549,8 @@ __device__ __forceinline__ void tc_wg_put(const tc_jobs &jobs, const tc_view &v,
             for (int c = 0; c < 2; c++) {
                 const int64_t t = t0 + 8 * j + 2 * q + c;
                 if (t < T && o < jg.n_out) {
-                    const float hv = td_dev_glu(acc[4 * j + c], acc[4 * j + c + 2], jg.act);
+                    const float gv = acc[4 * j + c + (up_first ? 2 : 0)], uv = acc[4 * j + c + (up_first ? 0 : 2)];
+                    const float hv = td_dev_glu(gv, uv, jg.act);
                     jg.yb[t * jg.ldy + o] = (uint16_t)(td_pack_bf16(hv, 0.0f) & 0xffffu);
                 }
             }
@@ -667,6 +669,7 @@ __host__ __device__ constexpr int ws_threads(int PW) { return 256 + 32 * PW; }
 struct tc_maps {
     CUtensorMap w[TC_MAX_JOBS];
     CUtensorMap x;
+    int up_first; /* GLU: w[0] reads up's rows as the first of each pair of 8 (up's weights lie before the gate's) */
 };
 
 /* tc_wg's order, tile, swizzle and fold (so its bits), warp-specialised: warps 0-7 (the two warpgroups, as tc_wg's)
@@ -679,8 +682,7 @@ struct tc_maps {
  * a thread a stage with a warpgroup, 16 with two warps), each thread's arrival once its copies have landed
  * (cp.async.mbarrier.arrive.noinc; full counts 32 PW); WS_TMA, the bulk tensor copy (maps): lane 0 of the producer
  * warp arms full with the stage's 32 KB (one arrival, expect_tx), then one lane issues the box of weights (GLU: one
- * 4-d box, the gate's and up's rows in tc_wg's order, where up's weights lie after the gate's in memory) and another
- * the box of tokens; they land swizzled as tc_wg's copies place them, rows past the job's outputs or past T
+ * 4-d box, the gate's and up's rows in tc_wg's order or, up_first, up's first) and another the box of tokens; they land swizzled as tc_wg's copies place them, rows past the job's outputs or past T
  * as zeros where tc_wg repeats the last row: outputs and tokens that are never stored either way. With one warp of
  * cp.async (64 copies a thread a stage, NOTES part 22) it was 2.2x slower than tc_wg on the H100: that warp issuing a
  * stage's 2,048 copies and their address arithmetic was the bound; hence these producers. 384 threads leave a
@@ -725,7 +727,8 @@ __global__ void __launch_bounds__(ws_threads(PW), 1)
                 if (lane == 0) td_mbar_expect_tx(&full[b], 32768);
                 __syncwarp(); /* the stage's bytes expected before any of its copies is issued */
                 /* lane 0 the weights (GLU: the box of 8 groups x {gate, up} x 8 rows from group 8 blockIdx.x: block
-                 * row 16 a + 8 u + i is the gate's (u 0) or up's output 8 a + i), lane 1 the tokens */
+                 * row 16 a + 8 u + i is the gate's (u 0) or up's output 8 a + i; up_first the other way), lane 1 the
+                 * tokens */
                 if (lane == 0 && GLU) td_tma_load_4d(A, wm, k0, 0, 0, 8 * (int)blockIdx.x, &full[b]);
                 else if (lane == 0) td_tma_load_2d(A, wm, k0, j0, &full[b]);
                 else if (lane == 1) td_tma_load_2d(A + 16384, &maps.x, k0, (int)t0, &full[b]);
@@ -778,13 +781,14 @@ __global__ void __launch_bounds__(ws_threads(PW), 1)
         release(st + 1);
         tc_wg_fold(acc, totals, fold, first, last);
     }
-    tc_wg_put<GLU>(jobs, v, part, T, t0, h, wq, lane, acc);
+    tc_wg_put<GLU>(jobs, v, part, T, t0, h, wq, lane, acc, PW == WS_TMA && maps.up_first);
 }
 
 /* tc_ws's tensor maps for jobs over x in bf16 (xb [T, K]); false where a job has a row list or a map cannot be made
- * (the caller runs another form). GLU (jobs.j[0] the gate, j[1] up, I = n_out rows each of the same pitch, up's rows
- * at a positive distance d after the gate's): one map of dimensions (k, row i of a group of 8, gate or up, group)
- * with strides (a row, d, 8 rows), its box 64 x 8 x 2 x 8 landing in tc_wg's GLU row order. The cp.async forms take
+ * (the caller runs another form). GLU (jobs.j[0] the gate, j[1] up, I = n_out rows each of the same pitch): one map
+ * of dimensions (k, row i of a group of 8, the lower-addressed weight or the other, group) with strides (a row, the
+ * distance between the two, 8 rows), its box 64 x 8 x 2 x 8 landing in tc_wg's GLU row order (up_first where up's
+ * weights are the lower-addressed: the epilogue then takes the pairs the other way round). The cp.async forms take
  * none (tc_no_maps). Host code, here for tests/cuda/emu. */
 static bool tc_maps_make(tc_maps *m, const tc_jobs &jobs, bool glu, const uint16_t *xb, int64_t T, int64_t K) {
     memset((void *)m, 0, sizeof *m);
@@ -793,11 +797,13 @@ static bool tc_maps_make(tc_maps *m, const tc_jobs &jobs, bool glu, const uint16
     const uint64_t rb = (uint64_t)jobs.j[0].row_elems * 2;
     if (glu) {
         const tc_job &g = jobs.j[0], &u = jobs.j[1];
-        const uint64_t d = (uint64_t)((uintptr_t)u.w - (uintptr_t)g.w);
-        if (jobs.n != 2 || u.w <= g.w || u.row_elems != g.row_elems || u.n_out != g.n_out || g.n_out % 8) return false;
-        const uint64_t dims[4] = {(uint64_t)K, 8, 2, (uint64_t)g.n_out / 8}, stride[3] = {rb, d, 8 * rb};
+        if (jobs.n != 2 || u.w == g.w || u.row_elems != g.row_elems || u.n_out != g.n_out || g.n_out % 8) return false;
+        m->up_first = u.w < g.w;
+        const uint16_t *const lo = m->up_first ? u.w : g.w, *const hi = m->up_first ? g.w : u.w;
+        const uint64_t dims[4] = {(uint64_t)K, 8, 2, (uint64_t)g.n_out / 8},
+                       stride[3] = {rb, (uint64_t)((uintptr_t)hi - (uintptr_t)lo), 8 * rb};
         const uint32_t box[4] = {WG_BK, 8, 2, 8};
-        if (td_tma_map(&m->w[0], g.w, 4, dims, stride, box)) return false;
+        if (td_tma_map(&m->w[0], lo, 4, dims, stride, box)) return false;
     } else {
         for (int i = 0; i < jobs.n; i++) {
             const tc_job &j = jobs.j[i];
@@ -1478,16 +1484,17 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const X &x, c
 
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
-/* TD_CUDA_WG_WS: where tc_wg would run, tc_ws instead (the same bits) with its copies by "tma" the bulk tensor copy
- * (the gated gate/up by the warpgroup where its one map cannot be made), "4" a producer warpgroup of cp.async, "2" two
- * producer warps, or "mix" the bulk copy for the plain products and the warpgroup for the gated one (NOTES part 23:
- * the bulk copy's first gated form, 16 boxes of 8 rows a stage, was slower there); anything else tc_wg. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg / the bulk copy / producer
- * warps, for both), -1 back to the environment's. */
+/* TD_CUDA_WG_WS: where tc_wg would run, which tc_ws runs instead (the same bits): unset (or another value) the bulk
+ * tensor copy, the default (part 23, H100: a q/k/v or o product 55 vs 63 us, the gated gate/up 128 vs 140; decide
+ * +6%); "4" a producer warpgroup of cp.async, "2" two producer warps, "mix" the bulk copy for the plain products and
+ * the warpgroup for the gated one; "0" none: tc_wg. Where the bulk copy's maps cannot be made (a row list; the
+ * driver refuses) tc_wg runs instead, the warpgroup for the gated product. Test only: td_cu_matmul_tc_ws_test(0 / 1
+ * / 2 / 4: tc_wg / the bulk copy / producer warps, for both), -1 back to the environment's. */
 static int tc_ws_env(bool glu) {
     const char *e = getenv("TD_CUDA_WG_WS");
-    if (!e) return 0;
+    if (!e) return WS_TMA;
     if (!strcmp(e, "mix")) return glu ? 4 : WS_TMA;
-    return !strcmp(e, "tma") ? WS_TMA : !strcmp(e, "4") ? 4 : !strcmp(e, "2") ? 2 : 0;
+    return !strcmp(e, "0") ? 0 : !strcmp(e, "4") ? 4 : !strcmp(e, "2") ? 2 : WS_TMA;
 }
 static int tc_ws_pw = tc_ws_env(false), tc_ws_gpw = tc_ws_env(true); /* the plain products', the gated one's */
 extern "C" void td_cu_matmul_tc_ws_test(int pw) {

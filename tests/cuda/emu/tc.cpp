@@ -372,7 +372,7 @@ template <int NF> int check_glu(int64_t T, int64_t K, int64_t n, int64_t ldx, in
 // td_cu_matmul_mlp's gate/up product: tc_wg's GLU form (block rows the gate's and up's, act(g) * u rounded to bf16
 // as it ends) must give the bits of tc_wg over the gate and up (mkjobs' two jobs) then tc_x_bf16 gating them
 // (td_cu_matmul_glu's path above 64 tokens): every one of the T x I activations written, none differing.
-template <bool EARLY = true, int WS = 0> int check_mlp(int64_t T, int64_t K, int64_t I, int act) {
+template <bool EARLY = true, int WS = 0> int check_mlp(int64_t T, int64_t K, int64_t I, int act, bool up_low = false) {
     prob p = mk(T, K, {I, I}, false, K);
     auto ys = run_wg<WG_AS>(p, false);
     std::vector<uint16_t> ref((size_t)(T * I), 0x7fc1), got((size_t)(T * I), 0x7fc1);
@@ -383,10 +383,11 @@ template <bool EARLY = true, int WS = 0> int check_mlp(int64_t T, int64_t K, int
     tc_jobs j = mkjobs(p, ys, TC_BM, blocks);
     j.j[0].y = j.j[1].y = nullptr, j.j[0].yb = got.data(), j.j[0].ldy = I, j.j[0].act = act;
     std::vector<uint16_t> xb = to_bf16(p);
-    /* the bulk-copy form reads the gate's and up's rows as one tensor: up's after the gate's in one buffer */
-    std::vector<uint16_t> both(p.w[0]);
-    both.insert(both.end(), p.w[1].begin(), p.w[1].end());
-    if (WS == WS_TMA) j.j[0].w = both.data(), j.j[1].w = both.data() + p.w[0].size();
+    /* the bulk-copy form reads the gate's and up's rows as one tensor from the lower-addressed: both in one buffer,
+     * up's after the gate's (up_low: before) */
+    std::vector<uint16_t> both(p.w[up_low ? 1 : 0]);
+    both.insert(both.end(), p.w[up_low ? 0 : 1].begin(), p.w[up_low ? 0 : 1].end());
+    if (WS == WS_TMA) j.j[up_low ? 1 : 0].w = both.data(), j.j[up_low ? 0 : 1].w = both.data() + p.w[0].size();
     tc_maps maps = tc_no_maps;
     if (WS == WS_TMA && !tc_maps_make(&maps, j, true, xb.data(), T, K)) {
         printf("  tensor maps refused\n");
@@ -403,12 +404,12 @@ template <bool EARLY = true, int WS = 0> int check_mlp(int64_t T, int64_t K, int
     int64_t bad = pending;
     pending = 0;
     for (size_t e = 0; e < got.size(); e++) bad += got[e] != ref[e] || got[e] == 0x7fc1;
-    printf("  T=%lld K=%lld I=%lld %s, gate/up with the gate (wgmma%s) %s (%lld)\n", (long long)T, (long long)K,
+    printf("  T=%lld K=%lld I=%lld %s, gate/up with the gate (wgmma%s%s) %s (%lld)\n", (long long)T, (long long)K,
            (long long)I, act == TD_CU_GLU_SILU ? "SiLU" : "tanh GELU",
            WS == WS_TMA ? ", bulk tensor copies" : WS == 4 ? ", a producer warpgroup" : WS ? ", two producer warps"
            : EARLY      ? ""
                         : ", copies first",
-           bad ? "DIFFER" : "same bits", (long long)bad);
+           WS == WS_TMA && up_low ? ", up's weights first" : "", bad ? "DIFFER" : "same bits", (long long)bad);
     return bad != 0;
 }
 // rows x cols of a (rows lda apart) and b (ldb) bit for bit; prints a line, 1 when they differ
@@ -596,6 +597,7 @@ int td_emu_tc(const char *which) {
         bad |= check_mlp<true, 2>(130, 512, 192, TD_CU_GLU_SILU);
         bad |= check_mlp<true, WS_TMA>(130, 512, 192, TD_CU_GLU_GELU_TANH);
         bad |= check_mlp<true, WS_TMA>(300, 1024, 64, TD_CU_GLU_SILU);
+        bad |= check_mlp<true, WS_TMA>(130, 512, 192, TD_CU_GLU_SILU, true);
     }
     if (!strcmp(which, "quick")) {
         bad |= check_few<1>(3, 1008, {7, 33}, true, 1013);
@@ -605,6 +607,7 @@ int td_emu_tc(const char *which) {
         bad |= check_mlp(65, 256, 128, TD_CU_GLU_SILU);
         bad |= check_mlp<true, 4>(65, 256, 128, TD_CU_GLU_SILU);
         bad |= check_mlp<true, WS_TMA>(65, 256, 128, TD_CU_GLU_SILU);
+        bad |= check_mlp<true, WS_TMA>(65, 256, 128, TD_CU_GLU_GELU_TANH, true);
     }
     printf(bad ? "tc: DIFFER\n" : "tc: all the same bits\n");
     return bad;
