@@ -149,11 +149,11 @@ void td_cu_matmul_tc_wreg_test(int stages);
  * them. */
 void td_cu_matmul_tc_wg_test(int on);
 int td_cu_matmul_tc_wg_here(void);
-/* Wherever tc_wg runs (its GLU form too), tc_ws instead: the same tiles, order and bits, its copies issued by a
- * warp of their own with the bulk tensor copy (TMA; where the driver encodes the tensor maps and no product has a row
- * list, else tc_wg runs, the producer warpgroup below for the gated product) and handed over by mbarriers. The
- * default; TD_CUDA_WG_WS=0 runs tc_wg, =4 (or 2) tc_ws with 4 (or 2) warps of cp.async producers, =mix the bulk copy
- * for the plain products and 4 warps for the gated one (read once). Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 /
+/* Wherever tc_wg runs (its GLU form too), tc_ws instead: the same tiles, order and bits, its copies issued by warps
+ * of their own and handed over by mbarriers: by default the bulk tensor copy (TMA) for the plain products (where the
+ * driver encodes the tensor maps and no product has a row list, else tc_wg runs) and a warpgroup of cp.async for the
+ * gated gate/up. TD_CUDA_WG_WS=tma takes the bulk copy for the gated one too, =4 (or 2) 4 (or 2) warps of cp.async
+ * for both, =0 tc_wg (read once). Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 /
  * 4: tc_wg, the bulk copy, producer warps), -1 the environment's choice; td_cu_matmul_tc_tma_launches, the launches
  * of the bulk-copy form so far. */
 void td_cu_matmul_tc_ws_test(int pw);

@@ -549,8 +549,10 @@ __device__ __forceinline__ void tc_wg_put(const tc_jobs &jobs, const tc_view &v,
             for (int c = 0; c < 2; c++) {
                 const int64_t t = t0 + 8 * j + 2 * q + c;
                 if (t < T && o < jg.n_out) {
-                    const float gv = acc[4 * j + c + (up_first ? 2 : 0)], uv = acc[4 * j + c + (up_first ? 0 : 2)];
-                    const float hv = td_dev_glu(gv, uv, jg.act);
+                    /* constant indices, then a select (an index that depends on up_first would put acc in local
+                     * memory: 256 bytes of stack, the gated product 184 against 128 us in part 23's call C) */
+                    const float a = acc[4 * j + c], b = acc[4 * j + c + 2];
+                    const float hv = td_dev_glu(up_first ? b : a, up_first ? a : b, jg.act);
                     jg.yb[t * jg.ldy + o] = (uint16_t)(td_pack_bf16(hv, 0.0f) & 0xffffu);
                 }
             }
@@ -674,19 +676,20 @@ struct tc_maps {
 
 /* tc_wg's order, tile, swizzle and fold (so its bits), warp-specialised: warps 0-7 (the two warpgroups, as tc_wg's)
  * only wait for a stage, issue its wgmma and fold; warps 8 .. 8 + PW - 1 only copy. The hand-off is two mbarriers a
- * stage instead of a block barrier a stage: full[s] completes when stage s's copies have landed, empty[s] when each
- * of the 8 consumer warps has waited for the wgmma that read it (its lane 0 arrives after the wgmma.wait_group that
- * covers it). The producers run up to AS stages ahead, blocked only by empty; a consumer warpgroup waits for a
- * stage's data only, never for the other warpgroup or the copies' issue, so the copies go on across a slice end's
- * drain and fold. The copies: PW 2 or 4, cp.async by every producer thread (tc_wg_copies<32 PW>: 8 of each operand
- * a thread a stage with a warpgroup, 16 with two warps), each thread's arrival once its copies have landed
- * (cp.async.mbarrier.arrive.noinc; full counts 32 PW); WS_TMA, the bulk tensor copy (maps): lane 0 of the producer
- * warp arms full with the stage's 32 KB (one arrival, expect_tx), then one lane issues the box of weights (GLU: one
- * 4-d box, the gate's and up's rows in tc_wg's order or, up_first, up's first) and another the box of tokens; they land swizzled as tc_wg's copies place them, rows past the job's outputs or past T
- * as zeros where tc_wg repeats the last row: outputs and tokens that are never stored either way. With one warp of
- * cp.async (64 copies a thread a stage, NOTES part 22) it was 2.2x slower than tc_wg on the H100: that warp issuing a
- * stage's 2,048 copies and their address arithmetic was the bound; hence these producers. 384 threads leave a
- * thread 168 registers: the consumers' 164 fit. ldx is unused (tc_wide's launchers). */
+ * stage instead of a block barrier a stage: full[s] completes when stage s's copies have landed, empty[s] when each of
+ * the 8 consumer warps has waited for the wgmma that read it (its lane 0 arrives after the wgmma.wait_group that covers
+ * it). The producers run up to AS stages ahead, blocked only by empty; a consumer warpgroup waits for a stage's data
+ * only, never for the other warpgroup or the copies' issue, so the copies go on across a slice end's drain and fold.
+ * The copies: PW 2 or 4, cp.async by every producer thread (tc_wg_copies<32 PW>: 8 of each operand a thread a stage
+ * with a warpgroup, 16 with two warps), each thread's arrival once its copies have landed
+ * (cp.async.mbarrier.arrive.noinc; full counts 32 PW); WS_TMA, the bulk tensor copy (maps): lane 0 of the producer warp
+ * arms full with the stage's 32 KB (one arrival, expect_tx), then one lane issues the box of weights (GLU: one 4-d box,
+ * the gate's and up's rows in tc_wg's order or, up_first, up's first) and another the box of tokens; they land swizzled
+ * as tc_wg's copies place them, rows past the job's outputs or past T as zeros where tc_wg repeats the last row:
+ * outputs and tokens that are never stored either way. With one warp of cp.async (64 copies a thread a stage, NOTES
+ * part 22) it was 2.2x slower than tc_wg on the H100: that warp issuing a stage's 2,048 copies and their address
+ * arithmetic was the bound; hence these producers. 384 threads leave a thread 168 registers: the consumers' 164 fit.
+ * ldx is unused (tc_wide's launchers). */
 template <int AS> __host__ __device__ constexpr size_t ws_smem() { return wg_smem<AS>(); }
 template <bool FOLD, int AS, bool GLU = false, int PW = 4>
 __global__ void __launch_bounds__(ws_threads(PW), 1)
@@ -1484,17 +1487,19 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const X &x, c
 
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
-/* TD_CUDA_WG_WS: where tc_wg would run, which tc_ws runs instead (the same bits): unset (or another value) the bulk
- * tensor copy, the default (part 23, H100: a q/k/v or o product 55 vs 63 us, the gated gate/up 128 vs 140; decide
- * +6%); "4" a producer warpgroup of cp.async, "2" two producer warps, "mix" the bulk copy for the plain products and
- * the warpgroup for the gated one; "0" none: tc_wg. Where the bulk copy's maps cannot be made (a row list; the
- * driver refuses) tc_wg runs instead, the warpgroup for the gated product. Test only: td_cu_matmul_tc_ws_test(0 / 1
- * / 2 / 4: tc_wg / the bulk copy / producer warps, for both), -1 back to the environment's. */
+/* TD_CUDA_WG_WS: where tc_wg would run, which tc_ws runs instead (the same bits): unset (or another value) "mix", the
+ * default: the bulk tensor copy for the plain products and the producer warpgroup for the gated gate/up (part 23,
+ * H100, call B: a q/k/v or o product 55 vs tc_wg's 63 us, decide +4%); "tma" the bulk copy for both (the gated one
+ * 128 vs 140 us in call B, decide +6-7%, but with up's weights below the gate's it was 184 us in call C, its
+ * accumulators on the stack: fixed since, not timed again); "4" a producer warpgroup of cp.async, "2" two producer
+ * warps; "0" none: tc_wg. Where the bulk copy's maps cannot be made (a row list; the driver refuses) tc_wg runs
+ * instead, the warpgroup for the gated product. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg / the bulk
+ * copy / producer warps, for both), -1 back to the environment's. */
 static int tc_ws_env(bool glu) {
     const char *e = getenv("TD_CUDA_WG_WS");
-    if (!e) return WS_TMA;
-    if (!strcmp(e, "mix")) return glu ? 4 : WS_TMA;
-    return !strcmp(e, "0") ? 0 : !strcmp(e, "4") ? 4 : !strcmp(e, "2") ? 2 : WS_TMA;
+    if (e && !strcmp(e, "tma")) return WS_TMA;
+    if (e && (!strcmp(e, "0") || !strcmp(e, "2") || !strcmp(e, "4"))) return e[0] - '0';
+    return glu ? 4 : WS_TMA; /* mix */
 }
 static int tc_ws_pw = tc_ws_env(false), tc_ws_gpw = tc_ws_env(true); /* the plain products', the gated one's */
 extern "C" void td_cu_matmul_tc_ws_test(int pw) {
