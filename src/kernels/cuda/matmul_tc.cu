@@ -22,7 +22,8 @@
  *              deep), the slice totals in shared memory; or (TD_CUDA_TC_WREG) in registers, the weights four deep.
  * On compute capability 9.0, TD_CUDA_TC_WG (sm_90a; on by default) runs tc_wide's tiles as tc_wg and tc_split's
  * slices on wgmma instead of mma.sync: the same chains and bits (the tensor cores compute m64nNk16 as they compute
- * m16n8k16: test_cuda_matmul_tc on the H100).
+ * m16n8k16: test_cuda_matmul_tc on the H100); and tc_wg's tiles by default as tc_ws, its copies by producer warps
+ * (the bulk tensor copy, or a warpgroup of cp.async) handed over by mbarriers (TD_CUDA_WG_WS).
  * Whether the mma unit's result for one output depends on other rows or columns of its fragments: it does not (each
  * D element is a function of its A row, B column and C element); tests/cuda/test_cuda_kernels.c checks the bits of a
  * row alone against the same row at other tile positions, T and kernels. */
