@@ -153,9 +153,8 @@ int td_cu_matmul_tc_wg_here(void);
  * of their own and handed over by mbarriers: by default the bulk tensor copy (TMA) for the plain products (where the
  * driver encodes the tensor maps and no product has a row list, else tc_wg runs) and a warpgroup of cp.async for the
  * gated gate/up. TD_CUDA_WG_WS=tma takes the bulk copy for the gated one too, =4 (or 2) 4 (or 2) warps of cp.async
- * for both, =0 tc_wg (read once). Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 /
- * 4: tc_wg, the bulk copy, producer warps), -1 the environment's choice; td_cu_matmul_tc_tma_launches, the launches
- * of the bulk-copy form so far. */
+ * for both, =0 tc_wg (read once). Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg, the bulk copy, producer
+ * warps), -1 the environment's choice; td_cu_matmul_tc_tma_launches, the launches of the bulk-copy form so far. */
 void td_cu_matmul_tc_ws_test(int pw);
 int64_t td_cu_matmul_tc_tma_launches(void);
 

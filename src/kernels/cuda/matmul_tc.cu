@@ -794,31 +794,30 @@ __global__ void __launch_bounds__(ws_threads(PW), 1)
  * distance between the two, 8 rows), its box 64 x 8 x 2 x 8 landing in tc_wg's GLU row order (up_first where up's
  * weights are the lower-addressed: the epilogue then takes the pairs the other way round). The cp.async forms take
  * none (tc_no_maps). Host code, here for tests/cuda/emu. */
+/* A row-major matrix's map: rows of K bf16, `pitch` elements apart, `rows` of them, in boxes of 64 k x 128 rows (a
+ * block's outputs, or its tokens). */
+static bool tc_map_rows(CUtensorMap *m, const uint16_t *base, int64_t K, int64_t rows, int64_t pitch) {
+    static_assert(TC_BM == TW_BN, "one box for the weights' rows and the tokens");
+    const uint64_t dims[2] = {(uint64_t)K, (uint64_t)rows}, stride[1] = {(uint64_t)pitch * 2};
+    const uint32_t box[2] = {WG_BK, TC_BM};
+    return td_tma_map(m, base, 2, dims, stride, box) == 0;
+}
 static bool tc_maps_make(tc_maps *m, const tc_jobs &jobs, bool glu, const uint16_t *xb, int64_t T, int64_t K) {
     memset((void *)m, 0, sizeof *m);
     for (int i = 0; i < jobs.n; i++)
-        if (jobs.j[i].rows) return false;
-    const uint64_t rb = (uint64_t)jobs.j[0].row_elems * 2;
+        if (jobs.j[i].rows || (!glu && !tc_map_rows(&m->w[i], jobs.j[i].w, K, jobs.j[i].n_out, jobs.j[i].row_elems)))
+            return false;
     if (glu) {
         const tc_job &g = jobs.j[0], &u = jobs.j[1];
         if (jobs.n != 2 || u.w == g.w || u.row_elems != g.row_elems || u.n_out != g.n_out || g.n_out % 8) return false;
         m->up_first = u.w < g.w;
         const uint16_t *const lo = m->up_first ? u.w : g.w, *const hi = m->up_first ? g.w : u.w;
-        const uint64_t dims[4] = {(uint64_t)K, 8, 2, (uint64_t)g.n_out / 8},
+        const uint64_t rb = (uint64_t)g.row_elems * 2, dims[4] = {(uint64_t)K, 8, 2, (uint64_t)g.n_out / 8},
                        stride[3] = {rb, (uint64_t)((uintptr_t)hi - (uintptr_t)lo), 8 * rb};
         const uint32_t box[4] = {WG_BK, 8, 2, 8};
         if (td_tma_map(&m->w[0], lo, 4, dims, stride, box)) return false;
-    } else {
-        for (int i = 0; i < jobs.n; i++) {
-            const tc_job &j = jobs.j[i];
-            const uint64_t dims[2] = {(uint64_t)K, (uint64_t)j.n_out}, stride[1] = {(uint64_t)j.row_elems * 2};
-            const uint32_t box[2] = {WG_BK, TC_BM};
-            if (td_tma_map(&m->w[i], j.w, 2, dims, stride, box)) return false;
-        }
     }
-    const uint64_t dims[2] = {(uint64_t)K, (uint64_t)T}, stride[1] = {(uint64_t)K * 2};
-    const uint32_t box[2] = {WG_BK, TW_BN};
-    return td_tma_map(&m->x, xb, 2, dims, stride, box) == 0;
+    return tc_map_rows(&m->x, xb, K, T, K);
 }
 static const tc_maps tc_no_maps = {};
 
@@ -1663,12 +1662,13 @@ int td_cu_matmul_mlp_tc(const td_cu_mm *down, const float *x, const uint16_t *xb
         gj.j[0].yb = h, gj.j[0].act = act;
         tc_maps m;
         const size_t ws = ws_smem<WS_AS>();
-        const bool tma = tc_ws_gpw == WS_TMA && tc_maps_make(&m, gj, true, xb, T, K);
-        tc_tma_runs += tma;
-        rc = tma ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, WS_TMA>, ws_threads(WS_TMA)>(gj, xb, T, K, I, ws, s, m)
-             : tc_ws_gpw == 4 || tc_ws_gpw == WS_TMA /* no maps to be had: the warpgroup */ ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, ws_threads(4)>(gj, xb, T, K, I, ws, s, tc_no_maps)
-             : tc_ws_gpw == 2
-                 ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, 2>, ws_threads(2)>(gj, xb, T, K, I, ws, s, tc_no_maps)
+        /* the bulk copy where its map can be made, else the warpgroup */
+        const int pw = tc_ws_gpw != WS_TMA ? tc_ws_gpw : tc_maps_make(&m, gj, true, xb, T, K) ? WS_TMA : 4;
+        tc_tma_runs += pw == WS_TMA;
+        rc = pw == WS_TMA
+                 ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, WS_TMA>, ws_threads(WS_TMA)>(gj, xb, T, K, I, ws, s, m)
+             : pw == 4    ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true>, ws_threads(4)>(gj, xb, T, K, I, ws, s, tc_no_maps)
+             : pw == 2    ? tc_glu_go<tc_ws<TC_FOLD, WS_AS, true, 2>, ws_threads(2)>(gj, xb, T, K, I, ws, s, tc_no_maps)
              : tc_wg_early ? tc_glu_go<tc_wg<TC_FOLD, WG_AS, true, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s)
                            : tc_glu_go<tc_wg<TC_FOLD, WG_AS, false, true>>(gj, xb, T, K, I, wg_smem<WG_AS>(), s);
     }
