@@ -29,7 +29,8 @@
  *             16-byte aligned (element loads instead of cp.async); td_cu_attention (the fp32 kernel, also at the head
  *             dims the tensor cores do not take) on the twin gives its bits on an f32 cache of the same values.
  *             The 64-row kernel stages an aligned twin's chunks one at a time by default; the invariance and
- *             64-row cases run again with them double-buffered (td_cu_attention_db_test(1)).
+ *             64-row cases run again with them double-buffered (td_cu_attention_db_test(1)) and with the keys and
+ *             values pipelined (td_cu_attention_pipe_test(1)).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
 #include <stdint.h>
@@ -479,6 +480,11 @@ int main(void) {
     test_invariance();
     test_rows64();
     td_cu_attention_db_test(-1);
+    printf("again with a bf16 cache's keys and values pipelined (TD_CUDA_ATTN_PIPE=1; the same bits):\n");
+    td_cu_attention_pipe_test(1);
+    test_invariance();
+    test_rows64();
+    td_cu_attention_pipe_test(-1);
     CU(td_cu_sync(NULL));
     return td_test_finish("test_cuda_attn_bf16");
 }

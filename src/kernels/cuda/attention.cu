@@ -531,8 +531,9 @@ __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const 
  * registers held for them (a loop kept rolled: unrolled, its addresses cost registers, and the 16-row kernel at hd 128
  * spilled); it waits for them here, and the caller's __syncthreads then shows every thread's copies to the block.
  * ab_issue is that half alone: the copies issued as one commit group (and +0 stored at the unseen slots), not waited
- * for (the 64-row kernel's double buffering waits for them one chunk later). */
-template <int HD, int NT = AB_NT>
+ * for (the 64-row kernel's double buffering waits for them one chunk later; its K/V pipeline issues the keys (KV 1)
+ * and the values (KV 2) as groups of their own, Ks or Vs then unused). */
+template <int HD, int NT = AB_NT, int KV = 3>
 __device__ __forceinline__ void ab_issue(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
                                          int tid) {
     constexpr int P = HD + AB_PAD, AB_ALL = AT_C * (HD / 8); /* units of a chunk */
@@ -541,11 +542,11 @@ __device__ __forceinline__ void ab_issue(uint16_t *Ks, uint16_t *Vs, const int *
         const int pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
         if (c >= 0) {
             const int64_t at = (int64_t)c * a.kv_dim + kvo + e8;
-            td_cp16(&Ks[pr * P + e8], (const uint16_t *)a.kc + at);
-            td_cp16(&Vs[pr * P + e8], (const uint16_t *)a.vc + at);
+            if (KV & 1) td_cp16(&Ks[pr * P + e8], (const uint16_t *)a.kc + at);
+            if (KV & 2) td_cp16(&Vs[pr * P + e8], (const uint16_t *)a.vc + at);
         } else {
-            *(uint4 *)&Ks[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
-            *(uint4 *)&Vs[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
+            if (KV & 1) *(uint4 *)&Ks[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
+            if (KV & 2) *(uint4 *)&Vs[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
         }
     }
     td_cp_commit();
@@ -867,15 +868,21 @@ __device__ __forceinline__ float ab64_softmax(const float (&s)[8][4], uint32_t (
     return t3[0] + t3[1]; /* stride 1 */
 }
 
-template <int KVF, int HD, bool DB = false, int NW = 4, int MB = 1>
+/* How the 64-row kernel stages a span's chunks: AB_STAGED each chunk's keys and values copied and waited for before
+ * its products; AB_DB (a bf16 cache) double-buffered, the next chunk's copies in flight during this one's products
+ * (a second Ks / Vs); AB_PIPE (a bf16 cache) the keys and values as copies of their own in the one Ks / Vs: the
+ * chunk's values in flight during its scores and softmax, the next chunk's keys during its values' products. */
+enum { AB_STAGED = 0, AB_DB = 1, AB_PIPE = 2 };
+
+template <int KVF, int HD, int ST = AB_STAGED, int NW = 4, int MB = 1>
 __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at_args a) {
     constexpr int R = 16 * NW, NT = 32 * NW; /* rows per tile (16 a warp), threads */
     constexpr int P = HD + AB_PAD;  /* bf16 pitch of Qs, Ks, Vs */
     constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
     TD_DYN_SMEM16(unsigned char, ab_sm);
-    static_assert(!DB || KVF == TD_CU_KV_BF16, "double buffering copies a bf16 cache as it is (cp.async)");
-    constexpr bool db = DB; /* the host checked a.vec */
+    static_assert(ST == AB_STAGED || KVF == TD_CU_KV_BF16, "AB_DB, AB_PIPE copy a bf16 cache as it is (cp.async)");
+    constexpr bool db = ST == AB_DB, pipe = ST == AB_PIPE; /* the host checked a.vec */
     uint16_t *Qs = (uint16_t *)ab_sm; /* [R][P] the rows' queries (padding rows 0) */
     uint16_t *Ks = Qs + R * P;        /* [64][P] the chunk's keys */
     uint16_t *Vs = Ks + AT_C * P;     /* [64][P] the chunk's values */
@@ -929,6 +936,11 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
         if (j > j0) ab_span_cells<KVF, HD, NT>(cls, a, cell, j, span, rlo, rn, nrows, gh, kvo, tid);
         __syncthreads();
         bool issued = false; /* db: the span's first chunk's copies are in flight */
+        const int cend = min((j + 1) * span, maxn); /* the span's chunks: c0 from its first that a row sees to cend */
+        if (pipe) { /* the span's first seen chunk's keys */
+            const int cf = max(j * span, minlo / AT_C * AT_C);
+            if (cf < cend) ab_issue<HD, NT, 1>(Ks, Vs, cls + (cf - j * span), a, kvo, tid);
+        }
         for (int c0 = j * span; c0 < (j + 1) * span && c0 < maxn; c0 += AT_C) {
             if (c0 + AT_C <= minlo) continue;
             const int *cl = cls + (c0 - j * span);
@@ -942,11 +954,19 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
                     ab_issue<HD, NT>(Ks + (2 * AT_C * P - off), Vs + (2 * AT_C * P - off), cl + AT_C, a, kvo, tid);
                 else td_cp_commit(); /* an empty group: the wait below is then chunk c0's either way */
                 td_cp_wait<1>();
-            } else {
+            } else if (!pipe) {
                 ab_stage<KVF, HD, NT>(K, V, cl, a, kvo, tid);
             }
-            __syncthreads();
-            if (wlo < c0 + AT_C && whi > c0) { /* some row of the warp sees a position of the chunk (warp-uniform) */
+            if (pipe) td_cp_wait<0>(); /* the chunk's keys (issued a chunk earlier, or above for the span's first) */
+            __syncthreads(); /* pipe: every warp also past the chunk before's values: Vs free */
+            if (pipe) ab_issue<HD, NT, 2>(Ks, Vs, cl, a, kvo, tid);
+            const bool wact = wlo < c0 + AT_C && whi > c0; /* some row of the warp sees a position of the chunk */
+            /* p as bf16 pairs: fragment f, rows g (0) and g + 8 (1); each row's fold of the chunk (act: 0 none, 1 a
+             * copy, 2 a combine by the factors x, y) */
+            uint32_t pk[8][2];
+            int act[2];
+            float x[2] = {0.0f, 0.0f}, y[2] = {0.0f, 0.0f};
+            if (wact) { /* warp-uniform */
                 /* scores: S[16 rows][64 slots], fragment f = slots 8f .. 8f + 8 */
                 float s[8][4];
 #pragma unroll
@@ -964,9 +984,6 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
                     }
                 }
                 /* softmax per row h (the quad's 4 lanes hold its 64 slots) */
-                uint32_t pk[8][2]; /* p as bf16 pairs: fragment f, rows g (0) and g + 8 (1) */
-                int act[2];
-                float x[2] = {0.0f, 0.0f}, y[2] = {0.0f, 0.0f};
                 const bool full = wfrom <= c0 && c0 + AT_C <= wto; /* every row of the warp sees the whole chunk */
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
@@ -985,6 +1002,13 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
                         M[h] = Mn, act[h] = 2;
                     }
                 }
+            }
+            if (pipe) { /* the values landed, every warp past the keys: the next chunk's keys into Ks */
+                td_cp_wait<0>();
+                __syncthreads();
+                if (c0 + AT_C < cend) ab_issue<HD, NT, 1>(Ks, Vs, cl + AT_C, a, kvo, tid);
+            }
+            if (wact) {
                 /* values: per 16 columns, the chain over the chunk's 4 k-steps; A operand = p (D layout = A layout) */
 #pragma unroll
                 for (int np = 0; np < NF / 2; np++) {
@@ -1007,7 +1031,7 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
                         }
                 }
             }
-            __syncthreads(); /* Ks, Vs free for the next chunk */
+            if (!pipe) __syncthreads(); /* Ks, Vs free for the next chunk (pipe: the next chunk's first barrier) */
         }
         /* the span's end: rows that saw a position of it */
         if (a.mode == 1) {
@@ -1197,7 +1221,7 @@ extern "C" int td_cu_attention_xb(void) { return at_xb_on; }
 
 /* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, DB, ROWS / 16> for 64, 96 and
  * 128: a warp per 16 rows) on the grid. */
-template <int KVF, int HD, int ROWS, bool DB = false, int MB = 1>
+template <int KVF, int HD, int ROWS, int ST = AB_STAGED, int MB = 1>
 static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
     static size_t allowed = 48 * 1024; /* raised once per instantiation as needed */
     if (smem > allowed) {
@@ -1256,11 +1280,17 @@ extern "C" int64_t td_cu_attn_whole_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t
 }
 
 /* TD_CUDA_ATTN_DB=1: the 64-row kernel double-buffers a span's chunks of a bf16 cache (attention_bf16_64_kernel<..,
- * true>) instead of staging each chunk and waiting for it; read once; td_cu_attention_db_test overrides it. The same
+ * AB_DB>) instead of staging each chunk and waiting for it; read once; td_cu_attention_db_test overrides it. The same
  * bits. Off by default: the second buffer doubles the kernel's shared memory, and with fewer blocks an SM it timed
  * slower on the H200 (prefill 66,013-69,704 vs 73,827-74,740 tokens/s; NOTES "CUDA backend, part 7"). */
 static int ab_db_on = td_cu_env_set("TD_CUDA_ATTN_DB");
 extern "C" void td_cu_attention_db_test(int on) { ab_db_on = on < 0 ? td_cu_env_set("TD_CUDA_ATTN_DB") : on != 0; }
+/* TD_CUDA_ATTN_PIPE=1: the 64-row kernel pipelines a bf16 cache's keys and values (AB_PIPE) in the one buffer;
+ * td_cu_attention_pipe_test overrides it. The same bits. TD_CUDA_ATTN_DB=1 wins over it. */
+static int ab_pipe_on = td_cu_env_set("TD_CUDA_ATTN_PIPE");
+extern "C" void td_cu_attention_pipe_test(int on) {
+    ab_pipe_on = on < 0 ? td_cu_env_set("TD_CUDA_ATTN_PIPE") : on != 0;
+}
 /* The 64-row kernel on a bf16 cache (bf16 mode's default) is compiled for three blocks an SM (at most 168 registers,
  * 120 bytes spilled at hd 128); TD_CUDA_ATTN_3B=0 runs the instance that takes as many registers as ptxas likes (243
  * at hd 128: two blocks). The same code, so the same bits; three blocks timed faster on the H100 (NOTES "CUDA
@@ -1299,15 +1329,19 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
     /* an instance per cache format and head dim: the format fixes the staging's loads and conversion at compile time */
 #define AB_KVF(GO, H)                                                                                                  \
     (kvf == TD_CU_KV_BF16 ? GO(TD_CU_KV_BF16, H) : kvf == TD_CU_KV_F16 ? GO(TD_CU_KV_F16, H) : GO(TD_CU_KV_F32, H))
+    /* a bf16 cache's keys and values pipelined (AB_PIPE) in the 64-row kernel's forms */
+    const bool pipe = kvf == TD_CU_KV_BF16 && a.vec && ab_pipe_on && !ab_db_on;
     if (rows == 96) {
         const size_t smem = ab64_smem(hd, a.mode, 0, 96);
-#define AB96_GO(F, H) ab_launch<F, H, 96>(attention_bf16_64_kernel<F, H, false, 6, 2>, a, grid, smem, s)
-        if (hd == 64) rc = AB_KVF(AB96_GO, 64);
-        else if (hd == 128) rc = AB_KVF(AB96_GO, 128);
+#define AB96_GO(F, H) ab_launch<F, H, 96>(attention_bf16_64_kernel<F, H, AB_STAGED, 6, 2>, a, grid, smem, s)
+#define AB96_PIPE(H)                                                                                                   \
+    ab_launch<TD_CU_KV_BF16, H, 96, AB_PIPE>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, AB_PIPE, 6, 2>, a, grid, smem, s)
+        if (hd == 64) rc = pipe ? AB96_PIPE(64) : AB_KVF(AB96_GO, 64);
+        else if (hd == 128) rc = pipe ? AB96_PIPE(128) : AB_KVF(AB96_GO, 128);
         else rc = td_cu_failf("attention (tensor cores, 96 rows): head dim %lld", (long long)hd);
     } else if (rows == 128) {
         const size_t smem = ab64_smem(hd, a.mode, 0, 128);
-#define AB128_GO(F, H) ab_launch<F, H, 128>(attention_bf16_64_kernel<F, H, false, 8>, a, grid, smem, s)
+#define AB128_GO(F, H) ab_launch<F, H, 128>(attention_bf16_64_kernel<F, H, AB_STAGED, 8>, a, grid, smem, s)
         if (hd == 64) rc = AB_KVF(AB128_GO, 64);
         else if (hd == 128) rc = AB_KVF(AB128_GO, 128);
         else rc = td_cu_failf("attention (tensor cores, 128 rows): head dim %lld", (long long)hd);
@@ -1315,13 +1349,14 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
         const bool db = kvf == TD_CU_KV_BF16 && a.vec && ab_db_on; /* a bf16 cache's chunks double-buffered */
         const size_t smem = ab64_smem(hd, a.mode, db);
 #define AB64_GO(F, H) ab_launch<F, H, 64>(attention_bf16_64_kernel<F, H>, a, grid, smem, s)
-#define AB64_DB(H)                                                                                                     \
-    ab_launch<TD_CU_KV_BF16, H, 64, true>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, true>, a, grid, smem, s)
-#define AB64_MB3(H)                                                                                                    \
-    ab_launch<TD_CU_KV_BF16, H, 64, false, 3>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, false, 4, 3>, a, grid, smem, s)
+#define AB64_BF(H, ST, MB)                                                                                             \
+    ab_launch<TD_CU_KV_BF16, H, 64, ST, MB>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, ST, 4, MB>, a, grid, smem, s)
+#define AB64_DB(H) AB64_BF(H, AB_DB, 1)
+#define AB64_MB3(H) (pipe ? AB64_BF(H, AB_PIPE, 3) : AB64_BF(H, AB_STAGED, 3))
+#define AB64_PIPE(H) AB64_BF(H, AB_PIPE, 1)
         const bool mb3 = !db && kvf == TD_CU_KV_BF16 && ab_minb3;
-        if (hd == 64) rc = db ? AB64_DB(64) : mb3 ? AB64_MB3(64) : AB_KVF(AB64_GO, 64);
-        else if (hd == 128) rc = db ? AB64_DB(128) : mb3 ? AB64_MB3(128) : AB_KVF(AB64_GO, 128);
+        if (hd == 64) rc = db ? AB64_DB(64) : mb3 ? AB64_MB3(64) : pipe ? AB64_PIPE(64) : AB_KVF(AB64_GO, 64);
+        else if (hd == 128) rc = db ? AB64_DB(128) : mb3 ? AB64_MB3(128) : pipe ? AB64_PIPE(128) : AB_KVF(AB64_GO, 128);
 #if AB64_HD256
         else rc = db ? AB64_DB(256) : AB_KVF(AB64_GO, 256);
 #else

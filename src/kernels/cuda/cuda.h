@@ -346,6 +346,11 @@ void td_cu_attention_rows_test(int rows);
  * aligned bf16 cache (1), or stages and waits for each (0); -1: the environment's TD_CUDA_ATTN_DB (off unless "1").
  * The same bits either way. */
 void td_cu_attention_db_test(int on);
+/* Test only (not thread-safe; process-wide): whether the 64-row kernel (64 and 96 rows) pipelines a 16-byte aligned
+ * bf16 cache's keys and values in its one buffer (1: a chunk's values copied during its scores, the next chunk's keys
+ * during its values' products), or stages and waits for each chunk (0); -1: the environment's TD_CUDA_ATTN_PIPE.
+ * Double buffering (td_cu_attention_db_test) wins over it. The same bits either way. */
+void td_cu_attention_pipe_test(int on);
 
 /* The steps between the q/k/v products and attention, in one launch and with their bits: for each token t, each q
  * head (q + t * ldq + h * q_head_stride) and each k head (k + t * ldk + h * hd): td_cu_rmsnorm of the head's hd

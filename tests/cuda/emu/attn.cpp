@@ -104,10 +104,11 @@ kvsel cache(const kcase &c, int which) {
 
 // rows: 16, 64, 96 or 128 (the tensor-core kernels), 0 (the fp32 kernel, attention_tile_kernel); qt: tokens per tile
 // (0: the most the kernel takes); mode: td_cu_attention_test_mode; big: the scratch holds the split by chunks (else
-// exactly the super-chunk split's); which: the cache (OWN, BF16, ROUNDED); db: at_args.db (the 64-row kernel's double
-// buffering of a bf16 cache's chunks); vec: at_args.vec (0: the element loads of a cache that is not 16-byte aligned)
+// exactly the super-chunk split's); which: the cache (OWN, BF16, ROUNDED); st: how the 64-row kernel (64 and 96
+// rows) stages a bf16 cache's chunks (AB_STAGED, AB_DB double-buffered (64 rows only), AB_PIPE keys and values
+// pipelined); vec: at_args.vec (0: the element loads of a cache that is not 16-byte aligned)
 std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big, bool reverse, int which = OWN,
-                       int vec = 1, int db = 0) {
+                       int vec = 1, int st = AB_STAGED) {
     const kvsel kv = cache(c, which);
     const int R = rows ? rows : at_rows(c.hd);
     const int64_t T = c.T, Hq = c.Hq, hd = c.hd, G = Hq / c.Hkv;
@@ -141,7 +142,7 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
     a.R = R, a.GH = GH, a.mode = mode == 3 ? 0 : mode, a.scratch = scratch.data(), a.vec = vec;
     std::vector<uint16_t> outb(T * Hq * hd, 0x7fc1); /* the output's bf16 copy (the plan's out_bf16) */
     a.outb = outb.data(), a.ldb = Hq * hd;
-    db = db && rows == 64 && kv.kvf == TD_CU_KV_BF16 && vec;
+    if (kv.kvf != TD_CU_KV_BF16 || !vec || (rows != 64 && !(rows == 96 && st == AB_PIPE))) st = AB_STAGED;
     const int64_t zdim = c.Hkv * (G / GH), supers = (max_n + AT_SC - 1) / AT_SC;
     a.span = AT_SC;
     if (mode == 3 ||
@@ -159,19 +160,27 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
         constexpr int KVF = decltype(kvfc)::value;
         auto tc = [&](auto hdc) {
             constexpr int HD = decltype(hdc)::value;
-            if (rows == 64 && db) {
-                if constexpr (KVF == TD_CU_KV_BF16)
-                    launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 1), true,
-                           [&] { attention_bf16_64_kernel<KVF, HD, true>(a); });
+            if (st != AB_STAGED) {
+                if constexpr (KVF == TD_CU_KV_BF16) {
+                    if (rows == 96)
+                        launch(n_tiles, gy, zdim, 192, ab64_smem(HD, a.mode, 0, 96), true,
+                               [&] { attention_bf16_64_kernel<KVF, HD, AB_PIPE, 6, 2>(a); });
+                    else if (st == AB_DB)
+                        launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 1), true,
+                               [&] { attention_bf16_64_kernel<KVF, HD, AB_DB>(a); });
+                    else
+                        launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 0), true,
+                               [&] { attention_bf16_64_kernel<KVF, HD, AB_PIPE>(a); });
+                }
             } else if (rows == 64)
                 launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 0), true,
                        [&] { attention_bf16_64_kernel<KVF, HD>(a); });
             else if (rows == 96)
                 launch(n_tiles, gy, zdim, 192, ab64_smem(HD, a.mode, 0, 96), true,
-                       [&] { attention_bf16_64_kernel<KVF, HD, false, 6, 2>(a); });
+                       [&] { attention_bf16_64_kernel<KVF, HD, AB_STAGED, 6, 2>(a); });
             else if (rows == 128)
                 launch(n_tiles, gy, zdim, 256, ab64_smem(HD, a.mode, 0, 128), true,
-                       [&] { attention_bf16_64_kernel<KVF, HD, false, 8>(a); });
+                       [&] { attention_bf16_64_kernel<KVF, HD, AB_STAGED, 8>(a); });
             else
                 launch(n_tiles, gy, zdim, AB_NT, ab_smem(HD), false, [&] { attention_bf16_kernel<KVF, HD>(a); });
         };
@@ -301,16 +310,28 @@ int td_emu_attn(const char *what) {
         bits("64 rows, bf16 cache vs the own cache", run(c, 64, 0, 0, true, false, BF16), r16);
         bits("64 rows, bf16 cache, element loads (not 16-byte aligned)", run(c, 64, 0, 0, true, false, BF16, 0), r16);
         // double buffering needs spans of several chunks: super-chunk spans, and test mode 1 (all of a tile's)
-        bits("64 rows, bf16 cache double-buffered, super-chunk spans", run(c, 64, 0, 0, false, false, BF16, 1, 1), r16);
-        bits("64 rows, bf16 cache double-buffered, test mode 1", run(c, 64, 0, 1, true, false, BF16, 1, 1), r16);
+        bits("64 rows, bf16 cache double-buffered, super-chunk spans", run(c, 64, 0, 0, false, false, BF16, 1, AB_DB),
+             r16);
+        bits("64 rows, bf16 cache double-buffered, test mode 1", run(c, 64, 0, 1, true, false, BF16, 1, AB_DB), r16);
         bits("64 rows, bf16 cache double-buffered, 3 tokens a tile, reversed",
-             run(c, 64, 3, 0, false, true, BF16, 1, 1), r16);
+             run(c, 64, 3, 0, false, true, BF16, 1, AB_DB), r16);
+        // the keys and values pipelined: chunk spans, super-chunk spans, test mode 1, 96 rows, small tiles
+        bits("64 rows, bf16 cache pipelined", run(c, 64, 0, 0, true, false, BF16, 1, AB_PIPE), r16);
+        bits("64 rows, bf16 cache pipelined, super-chunk spans", run(c, 64, 0, 0, false, false, BF16, 1, AB_PIPE),
+             r16);
+        bits("64 rows, bf16 cache pipelined, test mode 1", run(c, 64, 0, 1, true, false, BF16, 1, AB_PIPE), r16);
+        bits("64 rows, bf16 cache pipelined, 3 tokens a tile, reversed",
+             run(c, 64, 3, 0, false, true, BF16, 1, AB_PIPE), r16);
+        bits("96 rows, bf16 cache pipelined, super-chunk spans", run(c, 96, 0, 0, false, false, BF16, 1, AB_PIPE),
+             r16);
         {
             const kcase cp = poisoned(c);
             bits("16 rows, bf16 cache, NaN in every row no token sees", run(cp, 16, 0, 0, true, false, BF16), r16);
             bits("64 rows, bf16 cache, NaN in every row no token sees", run(cp, 64, 0, 0, true, false, BF16), r16);
             bits("64 rows, bf16 cache double-buffered, NaN in every row no token sees",
-                 run(cp, 64, 0, 0, false, false, BF16, 1, 1), r16);
+                 run(cp, 64, 0, 0, false, false, BF16, 1, AB_DB), r16);
+            bits("64 rows, bf16 cache pipelined, NaN in every row no token sees",
+                 run(cp, 64, 0, 0, false, false, BF16, 1, AB_PIPE), r16);
         }
         std::vector<float> t32 = run(c, 0, 0, 0, true, false, ROUNDED);
         near("fp32 kernel, f32 cache of the bf16 values vs the fp32 double reference", t32, ref(c, false), 1e-5);
