@@ -29,8 +29,9 @@
  *             16-byte aligned (element loads instead of cp.async); td_cu_attention (the fp32 kernel, also at the head
  *             dims the tensor cores do not take) on the twin gives its bits on an f32 cache of the same values.
  *             The 64-row kernel stages an aligned twin's chunks one at a time by default; the invariance and
- *             64-row cases run again with them double-buffered (td_cu_attention_db_test(1)) and with the keys and
- *             values pipelined (td_cu_attention_pipe_test(1)).
+ *             64-row cases run again with them double-buffered (td_cu_attention_db_test(1)), with the keys and
+ *             values pipelined (td_cu_attention_pipe_test(1)), and (compute capability 9.0) with the products on
+ *             wgmma (td_cu_attention_wg_test(1); the poison cases too).
  * Without a usable CUDA device it prints why and exits 77 (skipped). */
 #include <math.h>
 #include <stdint.h>
@@ -220,6 +221,7 @@ static void test_poison(void) {
 }
 
 /* Whether TD_CUDA_ATTN_ROWS leaves the default, 64 rows (and 96 where a plan asks for them). */
+static int wg_pass; /* td_cu_attention_wg_test(1) is on: no 96-row tiles by default */
 static int rows_default(void) {
     const char *e = getenv("TD_CUDA_ATTN_ROWS");
     return !e || !*e || strcmp(e, "64") == 0;
@@ -271,7 +273,8 @@ static void test_rows64(void) {
                 CHECKF(td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd) == 0, "rows 16: whole tokens %lld",
                        (long long)td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd));
                 td_cu_attention_rows_test(0);
-                CHECKF(td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd) == (hd == 256 || !rows_default() ? 0 : 96 / G),
+                const int64_t whole = hd == 256 || !rows_default() || wg_pass ? 0 : 96 / G;
+                CHECKF(td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd) == whole,
                        "whole tokens %lld",
                        (long long)td_cu_attn_whole_tokens_bf16(Hq, Hkv, hd));
                 /* the 64-row kernel, its 6-warp form (96 rows: forced by TD_CUDA_ATTN_ROWS=96, or chosen by the
@@ -294,7 +297,8 @@ static void test_rows64(void) {
                                 if (rev && qts[qi] != qmax && qts[qi] != 5) continue;
                                 if (rows > 64 && qts[qi] * G <= 64 && qts[qi] != 5) continue;
                                 /* 96 rows past the 64-row kernel's tiles: the default's choice (rows_test 0) */
-                                const int cut_rows = rows == 96 && qts[qi] * G > 64 && rows_default() ? 0 : rows;
+                                const int cut_rows =
+                                    rows == 96 && qts[qi] * G > 64 && rows_default() && !wg_pass ? 0 : rows;
                                 float *o = dev_attention(twin ? &tw : &c, q, seq, pos, T, c.cells_d,
                                                          (attn_cut){qts[qi], window, 0, rev, cut_rows}, 1);
                                 char name[160];
@@ -485,6 +489,14 @@ int main(void) {
     test_invariance();
     test_rows64();
     td_cu_attention_pipe_test(-1);
+    if (td_cu_matmul_tc_wg_here()) {
+        printf("again with the 64-row kernel's products on wgmma (TD_CUDA_ATTN_WG=1; the same bits):\n");
+        td_cu_attention_wg_test(1), wg_pass = 1;
+        test_invariance();
+        test_poison();
+        test_rows64();
+        td_cu_attention_wg_test(-1), wg_pass = 0;
+    }
     CU(td_cu_sync(NULL));
     return td_test_finish("test_cuda_attn_bf16");
 }

@@ -409,13 +409,19 @@ __device__ __forceinline__ uint32_t ab_exp_pair(float s0, float s1, float m, boo
     return td_pack_bf16(v0 ? ab_exp(s0 - m) : 0.0f, v1 ? ab_exp(s1 - m) : 0.0f);
 }
 
-/* The tile's queries rounded to bf16 into Qs [R][HD + AB_PAD] (padding rows +0): four elements a thread and
- * iteration, float4 loads where q's rows allow them (the same values either way), several iterations' loads in
- * flight together. */
-template <int HD, int NT>
+/* The bf16 index of element e of row r (of `rows`) in the staged Qs, Ks, Vs: rows HD + AB_PAD apart, or (SW, the
+ * wgmma form) wgmma's 128-byte swizzle in HD / 64 column blocks of 64 (td_sw128): K-major for the queries and keys,
+ * MN-major for the values (a position's row either way). */
+template <int HD, bool SW> __device__ __forceinline__ int ab_at(int rows, int r, int e) {
+    return SW ? td_sw128(e / 64, rows, r, e % 64 / 8) / 2 + e % 8 : r * (HD + AB_PAD) + e;
+}
+
+/* The tile's queries rounded to bf16 into Qs [R][HD + AB_PAD] (padding rows +0), or (SW) wgmma's K-major 128-byte
+ * swizzle (td_sw128: HD / 64 column blocks of R rows): four elements a thread and iteration, float4 loads where q's
+ * rows allow them (the same values either way), several iterations' loads in flight together. */
+template <int HD, int NT, bool SW = false>
 __device__ __forceinline__ void ab_stage_q(uint16_t *Qs, const at_args &a, const int *rt, const int *rh, int nrows,
                                            int R, int tid) {
-    constexpr int P = HD + AB_PAD;
     const bool v4 = ((uintptr_t)a.q & 15u) == 0 && (a.ldq & 3) == 0 && (a.qhs & 3) == 0;
 #pragma unroll 8
     for (int i = tid; i < R * (HD / 4); i += NT) {
@@ -425,7 +431,7 @@ __device__ __forceinline__ void ab_stage_q(uint16_t *Qs, const at_args &a, const
             const float *q = a.q + (int64_t)rt[r] * a.ldq + rh[r] * a.qhs + e;
             f = v4 ? *(const float4 *)q : make_float4(q[0], q[1], q[2], q[3]);
         }
-        *(uint2 *)&Qs[r * P + e] = make_uint2(ab_pack(f.x, f.y), ab_pack(f.z, f.w));
+        *(uint2 *)&Qs[ab_at<HD, SW>(R, r, e)] = make_uint2(ab_pack(f.x, f.y), ab_pack(f.z, f.w));
     }
 }
 
@@ -533,20 +539,20 @@ __device__ __forceinline__ void ab_span_cells(int *cls, const at_args &a, const 
  * ab_issue is that half alone: the copies issued as one commit group (and +0 stored at the unseen slots), not waited
  * for (the 64-row kernel's double buffering waits for them one chunk later; its K/V pipeline issues the keys (KV 1)
  * and the values (KV 2) as groups of their own, Ks or Vs then unused). */
-template <int HD, int NT = AB_NT, int KV = 3>
+template <int HD, int NT = AB_NT, int KV = 3, bool SW = false>
 __device__ __forceinline__ void ab_issue(uint16_t *Ks, uint16_t *Vs, const int *cl, const at_args &a, int64_t kvo,
                                          int tid) {
-    constexpr int P = HD + AB_PAD, AB_ALL = AT_C * (HD / 8); /* units of a chunk */
+    constexpr int AB_ALL = AT_C * (HD / 8); /* units of a chunk */
 #pragma unroll 1
     for (int u = tid; u < AB_ALL; u += NT) {
         const int pr = u / (HD / 8), e8 = (u % (HD / 8)) * 8, c = cl[pr];
         if (c >= 0) {
             const int64_t at = (int64_t)c * a.kv_dim + kvo + e8;
-            if (KV & 1) td_cp16(&Ks[pr * P + e8], (const uint16_t *)a.kc + at);
-            if (KV & 2) td_cp16(&Vs[pr * P + e8], (const uint16_t *)a.vc + at);
+            if (KV & 1) td_cp16(&Ks[ab_at<HD, SW>(AT_C, pr, e8)], (const uint16_t *)a.kc + at);
+            if (KV & 2) td_cp16(&Vs[ab_at<HD, SW>(AT_C, pr, e8)], (const uint16_t *)a.vc + at);
         } else {
-            if (KV & 1) *(uint4 *)&Ks[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
-            if (KV & 2) *(uint4 *)&Vs[pr * P + e8] = make_uint4(0u, 0u, 0u, 0u);
+            if (KV & 1) *(uint4 *)&Ks[ab_at<HD, SW>(AT_C, pr, e8)] = make_uint4(0u, 0u, 0u, 0u);
+            if (KV & 2) *(uint4 *)&Vs[ab_at<HD, SW>(AT_C, pr, e8)] = make_uint4(0u, 0u, 0u, 0u);
         }
     }
     td_cp_commit();
@@ -819,10 +825,10 @@ template <int KVF, int HD> __global__ void __launch_bounds__(AB_NT) attention_bf
 #define AB64_HD_OK(hd) ((hd) == 64 || (hd) == 128 || (AB64_HD256 && (hd) == 256))
 
 /* Shared memory bytes of attention_bf16_64_kernel<.., HD, .., R / 16> (mode 1: the row state too; db: a second Ks /
- * Vs). */
-static size_t ab64_smem(int64_t hd, int mode, int db, int R = 64) {
-    const size_t P = (size_t)hd + AB_PAD;
-    return ((size_t)R + (db ? 4 : 2) * (size_t)AT_C) * P * 2 + 4 * (size_t)R * 4 + AT_SC * 4 +
+ * Vs; wg: the AB_WG form's unpadded operands from a 1024-byte boundary). */
+static size_t ab64_smem(int64_t hd, int mode, int db, int R = 64, bool wg = false) {
+    const size_t P = wg ? (size_t)hd : (size_t)hd + AB_PAD;
+    return (wg ? 1024 : 0) + ((size_t)R + (db ? 4 : 2) * (size_t)AT_C) * P * 2 + 4 * (size_t)R * 4 + AT_SC * 4 +
            (mode == 1 ? (size_t)R * (size_t)hd * 4 : 0);
 }
 
@@ -871,8 +877,12 @@ __device__ __forceinline__ float ab64_softmax(const float (&s)[8][4], uint32_t (
 /* How the 64-row kernel stages a span's chunks: AB_STAGED each chunk's keys and values copied and waited for before
  * its products; AB_DB (a bf16 cache) double-buffered, the next chunk's copies in flight during this one's products
  * (a second Ks / Vs); AB_PIPE (a bf16 cache) the keys and values as copies of their own in the one Ks / Vs: the
- * chunk's values in flight during its scores and softmax, the next chunk's keys during its values' products. */
-enum { AB_STAGED = 0, AB_DB = 1, AB_PIPE = 2 };
+ * chunk's values in flight during its scores and softmax, the next chunk's keys during its values' products.
+ * AB_WG (a bf16 cache, 4 warps: one warpgroup; compute capability 9.0) stages as AB_STAGED, in wgmma's 128-byte
+ * swizzle, and runs the products on wgmma: the scores as m64n64k16 over HD / 16 k-steps (queries and keys from shared
+ * memory), the values' as m64n64k16 over the chunk's 4 k-steps per 64 columns with p from registers (the mma's A
+ * fragments the softmax leaves) and the values read MN-major. The same chains, so the same bits (cuda.h). */
+enum { AB_STAGED = 0, AB_DB = 1, AB_PIPE = 2, AB_WG = 3 };
 
 template <int KVF, int HD, int ST = AB_STAGED, int NW = 4, int MB = 1>
 __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at_args a) {
@@ -881,13 +891,15 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
     constexpr int NF = HD / 8;      /* n8 fragments of a warp's output: all HD columns */
     static_assert(HD % 64 == 0 && HD <= 256, "HD: a multiple of 64, at most 256");
     TD_DYN_SMEM16(unsigned char, ab_sm);
-    static_assert(ST == AB_STAGED || KVF == TD_CU_KV_BF16, "AB_DB, AB_PIPE copy a bf16 cache as it is (cp.async)");
-    constexpr bool db = ST == AB_DB, pipe = ST == AB_PIPE; /* the host checked a.vec */
-    uint16_t *Qs = (uint16_t *)ab_sm; /* [R][P] the rows' queries (padding rows 0) */
-    uint16_t *Ks = Qs + R * P;        /* [64][P] the chunk's keys */
-    uint16_t *Vs = Ks + AT_C * P;     /* [64][P] the chunk's values */
+    static_assert(ST == AB_STAGED || KVF == TD_CU_KV_BF16, "AB_DB, AB_PIPE, AB_WG copy a bf16 cache as it is");
+    static_assert(ST != AB_WG || NW == 4, "AB_WG: the 4 warps are wgmma's warpgroup");
+    constexpr bool db = ST == AB_DB, pipe = ST == AB_PIPE, wg = ST == AB_WG; /* the host checked a.vec */
+    /* wg: the operands from a 1024-byte boundary (the swizzle's address bits), [HD / 64][rows][64] each */
+    uint16_t *Qs = (uint16_t *)(wg ? td_align1k(ab_sm) : ab_sm); /* [R][P] the rows' queries (padding rows 0) */
+    uint16_t *Ks = Qs + (wg ? R * HD : R * P);                    /* [64][P] the chunk's keys */
+    uint16_t *Vs = Ks + (wg ? AT_C * HD : AT_C * P);              /* [64][P] the chunk's values */
     /* db: the odd chunks' keys and values 2 AT_C P further (after Vs) */
-    int *rt = (int *)(Vs + (db ? 3 : 1) * AT_C * P); /* per row: batch token, head, n, lo */
+    int *rt = (int *)(Vs + (wg ? AT_C * HD : (db ? 3 : 1) * AT_C * P)); /* per row: batch token, head, n, lo */
     int *rh = rt + R, *rn = rh + R, *rlo = rn + R;
     int *cls = rlo + R;                  /* [512] the span's cells (-1: no row of the tile sees the position) */
     float *RAs = (float *)(cls + AT_SC); /* mode 1: [NW warps][NF][4][32 lanes] the row state's A */
@@ -910,7 +922,7 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
     const int32_t *cell = a.cells + (int64_t)a.seq[rt[0]] * a.n_ctx;
     ab_span_cells<KVF, HD, NT>(cls, a, cell, j0, span, rlo, rn, nrows, gh, kvo, tid); /* the first span's, before */
     td_pdl_wait(); /* the tile's rows above read the pass's tables alone (written before its first kernel) */
-    ab_stage_q<HD, NT>(Qs, a, rt, rh, nrows, R, tid);
+    ab_stage_q<HD, NT, wg>(Qs, a, rt, rh, nrows, R, tid);
     /* this lane's rows: row[h] = 16 warp + g + 8h (h = c >> 1 of a D fragment's element c) */
     int row[2], lo_[2], n_[2];
 #pragma unroll
@@ -954,13 +966,18 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
                     ab_issue<HD, NT>(Ks + (2 * AT_C * P - off), Vs + (2 * AT_C * P - off), cl + AT_C, a, kvo, tid);
                 else td_cp_commit(); /* an empty group: the wait below is then chunk c0's either way */
                 td_cp_wait<1>();
+            } else if (wg) {
+                ab_issue<HD, NT, 3, true>(K, V, cl, a, kvo, tid);
+                td_cp_wait<0>();
+                td_fence_async_smem(); /* the copies and stores (the queries' too) seen by wgmma's proxy */
             } else if (!pipe) {
                 ab_stage<KVF, HD, NT>(K, V, cl, a, kvo, tid);
             }
             if (pipe) td_cp_wait<0>(); /* the chunk's keys (issued a chunk earlier, or above for the span's first) */
             __syncthreads(); /* pipe: every warp also past the chunk before's values: Vs free */
             if (pipe) ab_issue<HD, NT, 2>(Ks, Vs, cl, a, kvo, tid);
-            const bool wact = wlo < c0 + AT_C && whi > c0; /* some row of the warp sees a position of the chunk */
+            /* some row of the warp sees a position of the chunk (wg: every warp, wgmma is the warpgroup's) */
+            const bool wact = wg || (wlo < c0 + AT_C && whi > c0);
             /* p as bf16 pairs: fragment f, rows g (0) and g + 8 (1); each row's fold of the chunk (act: 0 none, 1 a
              * copy, 2 a combine by the factors x, y) */
             uint32_t pk[8][2];
@@ -971,6 +988,20 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
                 float s[8][4];
 #pragma unroll
                 for (int f = 0; f < 8; f++) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.0f;
+                if constexpr (wg) { /* the same chain on wgmma: k-step ks at 32 bytes into its column block */
+                    float(&sd)[32] = *reinterpret_cast<float(*)[32]>(&s[0][0]);
+                    td_wg_fence();
+#pragma unroll
+                    for (int ks = 0; ks < HD / 16; ks++) {
+                        const int o = (ks >> 2) * 64 * 128 + (ks & 3) * 32;
+                        td_wgmma_bf16<64>(sd, td_wg_desc((const unsigned char *)Qs + o),
+                                          td_wg_desc((const unsigned char *)K + o));
+                    }
+                    td_wg_commit();
+                    td_wg_wait<0>();
+#pragma unroll
+                    for (int i = 0; i < 32; i++) td_wg_reg(sd[i]);
+                } else
 #pragma unroll
                 for (int ks = 0; ks < HD; ks += 16) {
                     uint32_t af[4];
@@ -1009,6 +1040,35 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
                 if (c0 + AT_C < cend) ab_issue<HD, NT, 1>(Ks, Vs, cl + AT_C, a, kvo, tid);
             }
             if (wact) {
+                /* a value product's element joins the state by the row's fold */
+                auto fold = [&](float &Ae, int h, float v) {
+                    if (act[h] == 1) Ae = v;
+                    else if (act[h] == 2) Ae = at_mix(Ae, x[h], v, y[h]);
+                };
+                if constexpr (wg) { /* per 64 columns, the chain over the chunk's 4 k-steps on wgmma; A = p */
+#pragma unroll
+                    for (int cb = 0; cb < HD / 64; cb++) {
+                        float pv[32];
+#pragma unroll
+                        for (int i = 0; i < 32; i++) pv[i] = 0.0f;
+                        td_wg_fence();
+#pragma unroll
+                        for (int kk = 0; kk < AT_C / 16; kk++) {
+                            const uint32_t af[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
+                            td_wgmma_bf16_rt64(pv, af,
+                                               td_wg_desc_mn((const unsigned char *)V + (cb * AT_C + kk * 16) * 128,
+                                                             AT_C * 128));
+                        }
+                        td_wg_commit();
+                        td_wg_wait<0>();
+#pragma unroll
+                        for (int i = 0; i < 32; i++) td_wg_reg(pv[i]);
+#pragma unroll
+                        for (int j = 0; j < 8; j++)
+#pragma unroll
+                            for (int c = 0; c < 4; c++) fold(A[8 * cb + j][c], c >> 1, pv[4 * j + c]);
+                    }
+                } else
                 /* values: per 16 columns, the chain over the chunk's 4 k-steps; A operand = p (D layout = A layout) */
 #pragma unroll
                 for (int np = 0; np < NF / 2; np++) {
@@ -1024,11 +1084,7 @@ __global__ void __launch_bounds__(32 * NW, MB) attention_bf16_64_kernel(const at
 #pragma unroll
                     for (int u = 0; u < 2; u++)
 #pragma unroll
-                        for (int c = 0; c < 4; c++) {
-                            const int h = c >> 1;
-                            if (act[h] == 1) A[2 * np + u][c] = pv[u][c];
-                            else if (act[h] == 2) A[2 * np + u][c] = at_mix(A[2 * np + u][c], x[h], pv[u][c], y[h]);
-                        }
+                        for (int c = 0; c < 4; c++) fold(A[2 * np + u][c], c >> 1, pv[u][c]);
                 }
             }
             if (!pipe) __syncthreads(); /* Ks, Vs free for the next chunk (pipe: the next chunk's first barrier) */
@@ -1269,13 +1325,20 @@ extern "C" int64_t td_cu_attn_tile_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t 
     return rows / at_heads(Hq / Hkv, rows);
 }
 
+/* TD_CUDA_ATTN_WG=1: the 64-row kernel's products on wgmma (AB_WG) for a 16-byte aligned bf16 cache on compute
+ * capability 9.0, and no 96-row tiles (td_cu_attn_whole_tokens_bf16 0: wgmma's warpgroup is 64 rows);
+ * td_cu_attention_wg_test overrides it. The same bits. */
+static int ab_wg_on = td_cu_env_set("TD_CUDA_ATTN_WG");
+extern "C" void td_cu_attention_wg_test(int on) { ab_wg_on = on < 0 ? td_cu_env_set("TD_CUDA_ATTN_WG") : on != 0; }
+
 /* TD_CUDA_ATTN_96=0: no 96-row tiles (attention_bf16_64_kernel with 6 warps, two blocks an SM). Otherwise, with the
  * 64-row default, the engine may cut a pass whose every group fits one 96-row tile, and some group no 64-row tile, into
  * such tiles (td_cu_attn_whole_tokens_bf16): a decide pass's 45-token criteria of a model whose KV heads each serve 2
  * query heads are then one tile each (90 rows) instead of two of 32 and 13 tokens, their keys read once. */
 static const int ab_96_on = td_cu_env_on("TD_CUDA_ATTN_96");
 extern "C" int64_t td_cu_attn_whole_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t hd) {
-    if (!ab_96_on || Hq <= 0 || Hkv <= 0 || Hq % Hkv || !td_cu_attention_tc(hd) || ab_rows(hd) != 64) return 0;
+    if (!ab_96_on || ab_wg_on || Hq <= 0 || Hkv <= 0 || Hq % Hkv || !td_cu_attention_tc(hd) || ab_rows(hd) != 64)
+        return 0;
     return 96 / at_heads(Hq / Hkv, 96);
 }
 
@@ -1335,7 +1398,8 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
         const size_t smem = ab64_smem(hd, a.mode, 0, 96);
 #define AB96_GO(F, H) ab_launch<F, H, 96>(attention_bf16_64_kernel<F, H, AB_STAGED, 6, 2>, a, grid, smem, s)
 #define AB96_PIPE(H)                                                                                                   \
-    ab_launch<TD_CU_KV_BF16, H, 96, AB_PIPE>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, AB_PIPE, 6, 2>, a, grid, smem, s)
+    ab_launch<TD_CU_KV_BF16, H, 96, AB_PIPE>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, AB_PIPE, 6, 2>, a, grid,    \
+                                             smem, s)
         if (hd == 64) rc = pipe ? AB96_PIPE(64) : AB_KVF(AB96_GO, 64);
         else if (hd == 128) rc = pipe ? AB96_PIPE(128) : AB_KVF(AB96_GO, 128);
         else rc = td_cu_failf("attention (tensor cores, 96 rows): head dim %lld", (long long)hd);
@@ -1347,15 +1411,18 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
         else rc = td_cu_failf("attention (tensor cores, 128 rows): head dim %lld", (long long)hd);
     } else if (rows == 64) {
         const bool db = kvf == TD_CU_KV_BF16 && a.vec && ab_db_on; /* a bf16 cache's chunks double-buffered */
-        const size_t smem = ab64_smem(hd, a.mode, db);
+        const bool wg = !db && kvf == TD_CU_KV_BF16 && a.vec && ab_wg_on && td_cu_matmul_tc_wg_here(); /* wgmma */
+        const size_t smem = ab64_smem(hd, a.mode, db, 64, wg);
 #define AB64_GO(F, H) ab_launch<F, H, 64>(attention_bf16_64_kernel<F, H>, a, grid, smem, s)
 #define AB64_BF(H, ST, MB)                                                                                             \
     ab_launch<TD_CU_KV_BF16, H, 64, ST, MB>(attention_bf16_64_kernel<TD_CU_KV_BF16, H, ST, 4, MB>, a, grid, smem, s)
 #define AB64_DB(H) AB64_BF(H, AB_DB, 1)
 #define AB64_MB3(H) (pipe ? AB64_BF(H, AB_PIPE, 3) : AB64_BF(H, AB_STAGED, 3))
 #define AB64_PIPE(H) AB64_BF(H, AB_PIPE, 1)
+#define AB64_WG(H) (ab_minb3 ? AB64_BF(H, AB_WG, 3) : AB64_BF(H, AB_WG, 1))
         const bool mb3 = !db && kvf == TD_CU_KV_BF16 && ab_minb3;
-        if (hd == 64) rc = db ? AB64_DB(64) : mb3 ? AB64_MB3(64) : pipe ? AB64_PIPE(64) : AB_KVF(AB64_GO, 64);
+        if (wg && (hd == 64 || hd == 128)) rc = hd == 64 ? AB64_WG(64) : AB64_WG(128);
+        else if (hd == 64) rc = db ? AB64_DB(64) : mb3 ? AB64_MB3(64) : pipe ? AB64_PIPE(64) : AB_KVF(AB64_GO, 64);
         else if (hd == 128) rc = db ? AB64_DB(128) : mb3 ? AB64_MB3(128) : pipe ? AB64_PIPE(128) : AB_KVF(AB64_GO, 128);
 #if AB64_HD256
         else rc = db ? AB64_DB(256) : AB_KVF(AB64_GO, 256);

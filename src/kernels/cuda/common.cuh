@@ -195,6 +195,19 @@ __device__ __forceinline__ float td_dev_rms_scale(double ss, int64_t n, float ep
     return (float)(1.0 / sqrt((double)(float)(ss / (double)n) + (double)eps));
 }
 
+/* ---- the wgmma operands' 128-byte swizzle (td_wg_desc, td_wg_desc_mn) ---- */
+
+/* The byte offset of 16-byte chunk ch (0 .. 7) of row r in column block cb (64 bf16 each, every block its own tile
+ * of `rows` rows of 128 bytes), and the dynamic shared memory from its first 1024-byte boundary (the swizzle's
+ * address bits; the kernels ask 1 KB more for it). A K-major operand's row is an output or a token (64 k a block);
+ * an MN-major one's row is a k (64 n a block). */
+__device__ __forceinline__ int td_sw128(int cb, int rows, int r, int ch) {
+    return cb * rows * 128 + r * 128 + ((ch ^ (r & 7)) << 4);
+}
+__device__ __forceinline__ unsigned char *td_align1k(unsigned char *p) {
+    return p + ((1024u - (td_smem_addr(p) & 1023u)) & 1023u);
+}
+
 /* ---- a product's slice partials (td_cu_parts) ---- */
 
 /* The product's value at p from its S slice partials, stride floats apart: P_0, then + P_s in slice order.

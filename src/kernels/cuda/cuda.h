@@ -150,10 +150,9 @@ void td_cu_matmul_tc_wreg_test(int stages);
 void td_cu_matmul_tc_wg_test(int on);
 int td_cu_matmul_tc_wg_here(void);
 /* Wherever tc_wg runs (its GLU form too), tc_ws instead: the same tiles, order and bits, its copies issued by warps
- * of their own and handed over by mbarriers: by default the bulk tensor copy (TMA) for the plain products (where the
- * driver encodes the tensor maps and no product has a row list, else tc_wg runs) and a warpgroup of cp.async for the
- * gated gate/up. TD_CUDA_WG_WS=tma takes the bulk copy for the gated one too, =4 (or 2) 4 (or 2) warps of cp.async
- * for both, =0 tc_wg (read once). Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg, the bulk copy, producer
+ * of their own and handed over by mbarriers: by default the bulk tensor copy (TMA; where the driver encodes the
+ * tensor maps and no product has a row list, else tc_wg runs). TD_CUDA_WG_WS=mix takes a warpgroup of cp.async for
+ * the gated gate/up, =4 (or 2) 4 (or 2) warps of cp.async for both, =0 tc_wg (read once). Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg, the bulk copy, producer
  * warps), -1 the environment's choice; td_cu_matmul_tc_tma_launches, the launches of the bulk-copy form so far. */
 void td_cu_matmul_tc_ws_test(int pw);
 int64_t td_cu_matmul_tc_tma_launches(void);
@@ -351,6 +350,10 @@ void td_cu_attention_db_test(int on);
  * during its values' products), or stages and waits for each chunk (0); -1: the environment's TD_CUDA_ATTN_PIPE.
  * Double buffering (td_cu_attention_db_test) wins over it. The same bits either way. */
 void td_cu_attention_pipe_test(int on);
+/* Test only (not thread-safe; process-wide): whether the 64-row kernel runs its products on wgmma (1; a 16-byte
+ * aligned bf16 cache on compute capability 9.0, else as 0) or mma.sync (0); -1: the environment's TD_CUDA_ATTN_WG.
+ * With it on, td_cu_attn_whole_tokens_bf16 is 0 (no 96-row tiles). The same bits either way. */
+void td_cu_attention_wg_test(int on);
 
 /* The steps between the q/k/v products and attention, in one launch and with their bits: for each token t, each q
  * head (q + t * ldq + h * q_head_stride) and each k head (k + t * ldk + h * hd): td_cu_rmsnorm of the head's hd

@@ -122,15 +122,6 @@ __device__ __forceinline__ void tc_wide_put(const tc_view &v, float *part, int64
     if (part) part[((int64_t)blockIdx.z * T + t) * ng + (int64_t)blockIdx.x * TC_BM + r] = val;
     else if (v.j0 + r < v.n_out) v.y[t * v.ldy + v.j0 + r] = val;
 }
-/* The wgmma forms' operands (td_wg_desc: wgmma's K-major 128-byte swizzle): the byte offset of 16-byte chunk ch
- * (0 .. 7) of column block cb (64 k each; each its own tile of `rows` rows) of row r, and the dynamic shared memory
- * from its first 1024-byte boundary (the swizzle's address bits; the kernels ask 1 KB more for it). */
-__device__ __forceinline__ int tc_sw(int cb, int rows, int r, int ch) {
-    return cb * rows * 128 + r * 128 + ((ch ^ (r & 7)) << 4);
-}
-__device__ __forceinline__ unsigned char *tc_align1k(unsigned char *p) {
-    return p + ((1024u - (td_smem_addr(p) & 1023u)) & 1023u);
-}
 /* tc_wg's GLU form (td_cu_matmul_mlp): jobs.j[0] the gate, jobs.j[1] up, block row r = 16 a + 8 u + i is output
  * tc_glu_out(r) of job u (0 the gate, 1 up). So a thread's accumulators d[4 j + c] and d[4 j + c + 2] (c < 2, the
  * rows g and g + 8 of its 16-row group) are the gate's and up's values of one output for the same tokens. */
@@ -582,7 +573,7 @@ template <int N> struct tc_wg_copies {
         for (int i = 0; i < NC; i++) {
             const int c = p + N * i, r = c >> 3, ch = c & 7;
             const int64_t t = t0 + r < T ? t0 + r : T - 1;
-            o[i] = tc_sw(0, 128, r, ch), wp[i] = wrow[r] + ch * 8, xp[i] = xb + t * K + ch * 8;
+            o[i] = td_sw128(0, 128, r, ch), wp[i] = wrow[r] + ch * 8, xp[i] = xb + t * K + ch * 8;
         }
     }
     __device__ __forceinline__ void issue(unsigned char *A, int64_t k0) const {
@@ -613,7 +604,7 @@ __global__ void __launch_bounds__(256, 1)
     static_assert(AS >= 3, "the copies go AS - 2 stages ahead");
     (void)x, (void)ldx;
     TD_DYN_SMEM16(unsigned char, tc_smem);
-    unsigned char *const sm = tc_align1k(tc_smem); /* stage s at 32 KB s */
+    unsigned char *const sm = td_align1k(tc_smem); /* stage s at 32 KB s */
     __shared__ const uint16_t *wrow[TC_BM];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, h = warp >> 2, wq = warp & 3;
     const tc_view v = tc_unpack(jobs, TC_BM);
@@ -700,7 +691,7 @@ __global__ void __launch_bounds__(ws_threads(PW), 1)
     static_assert(PW == WS_TMA || PW == 2 || PW == 4, "the bulk copy, or 2 or 4 warps of cp.async");
     (void)ldx;
     TD_DYN_SMEM16(unsigned char, tc_smem);
-    unsigned char *const sm = tc_align1k(tc_smem); /* stage s at 32 KB s: 128 weight rows, then 128 token rows */
+    unsigned char *const sm = td_align1k(tc_smem); /* stage s at 32 KB s: 128 weight rows, then 128 token rows */
     __shared__ const uint16_t *wrow[TC_BM];
     __shared__ __align__(8) uint64_t full[AS], empty[AS];
     /* warp through a shuffle: the compiler then knows it warp-uniform (else it takes the producers' branch as a
@@ -1019,7 +1010,7 @@ __global__ void __launch_bounds__(128)
     constexpr int XR = tc_split_xrows<NF>();
     TD_DYN_SMEM16(unsigned char, tc_smem);
     /* WG (wgmma, the 4 warps as one warpgroup; every slice whole): the operands swizzled from a 1024-byte boundary */
-    unsigned char *const sm = WG ? tc_align1k(tc_smem) : tc_smem;
+    unsigned char *const sm = WG ? td_align1k(tc_smem) : tc_smem;
     typedef uint16_t srow[TC_SP];
     srow *Ws = (srow *)sm;                         /* [SP_R] */
     srow *Xs = (srow *)(sm + SP_R * sizeof(srow)); /* [XR] */
@@ -1035,7 +1026,7 @@ __global__ void __launch_bounds__(128)
     for (int i = 0; i < SP_R * (TC_KS / 8) / 128; i++) { /* SP_R rows x 32 chunks of 8 bf16 */
         const int c = tid + 128 * i, r = c >> 5, p8 = c & 31;
         if (p8 * 8 >= kn) continue;
-        if (WG) td_cp16(WA + tc_sw(p8 >> 3, SP_R, r, p8 & 7), wrow[r] + k0 + p8 * 8);
+        if (WG) td_cp16(WA + td_sw128(p8 >> 3, SP_R, r, p8 & 7), wrow[r] + k0 + p8 * 8);
         else td_cp16(&Ws[r][p8 * 8], wrow[r] + k0 + p8 * 8);
     }
     td_cp_commit();
@@ -1047,7 +1038,7 @@ __global__ void __launch_bounds__(128)
         float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
         if (tk < T && p4 * 4 < kn) f = tc_x4(x, (int64_t)tk * ldx + k0 + p4 * 4, xvec, gl);
         const uint2 b = make_uint2(td_pack_bf16(f.x, f.y), td_pack_bf16(f.z, f.w));
-        if (WG) *(uint2 *)(XA + tc_sw(p4 >> 4, XR, tk, (p4 & 15) >> 1) + (p4 & 1) * 8) = b;
+        if (WG) *(uint2 *)(XA + td_sw128(p4 >> 4, XR, tk, (p4 & 15) >> 1) + (p4 & 1) * 8) = b;
         else *(uint2 *)&Xs[tk][p4 * 4] = b;
     }
     td_cp_wait<0>();
@@ -1487,19 +1478,19 @@ static int tc_wide_go(size_t smem, bool fold, const tc_jobs &jobs, const X &x, c
 
 /* TD_CUDA_WG_EARLY=0: tc_wg issues a stage's copies before its wgmma (the order before), not after them. */
 static const int tc_wg_early = td_cu_env_on("TD_CUDA_WG_EARLY");
-/* TD_CUDA_WG_WS: where tc_wg would run, which tc_ws runs instead (the same bits): unset (or another value) "mix", the
- * default: the bulk tensor copy for the plain products and the producer warpgroup for the gated gate/up (part 23,
- * H100, call B: a q/k/v or o product 55 vs tc_wg's 63 us, decide +4%); "tma" the bulk copy for both (the gated one
- * 128 vs 140 us in call B, decide +6-7%, but with up's weights below the gate's it was 184 us in call C, its
- * accumulators on the stack: fixed since, not timed again); "4" a producer warpgroup of cp.async, "2" two producer
- * warps; "0" none: tc_wg. Where the bulk copy's maps cannot be made (a row list; the driver refuses) tc_wg runs
- * instead, the warpgroup for the gated product. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg / the bulk
- * copy / producer warps, for both), -1 back to the environment's. */
+/* TD_CUDA_WG_WS: where tc_wg would run, which tc_ws runs instead (the same bits): unset (or another value) "tma", the
+ * default: the bulk tensor copy for all products, the gated gate/up by one 4-d box (H100, session 2026-12-08 call A:
+ * qwen3-0.6b decide 4,014-4,046 vs the mix's 3,954-3,995 vs tc_wg's 3,662-3,832 criteria/s, qwen3.5-0.8b 2,488-2,513
+ * vs 2,474-2,486, prefill within its spread); "mix" the bulk copy for the plain products and the producer warpgroup
+ * for the gated one (the default of part 23); "4" a producer warpgroup of cp.async, "2" two producer warps; "0" none:
+ * tc_wg. Where the bulk copy's maps cannot be made (a row list; the driver refuses) tc_wg runs instead, the warpgroup
+ * for the gated product. Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg / the bulk copy / producer warps,
+ * for both), -1 back to the environment's. */
 static int tc_ws_env(bool glu) {
     const char *e = getenv("TD_CUDA_WG_WS");
-    if (e && !strcmp(e, "tma")) return WS_TMA;
+    if (e && !strcmp(e, "mix")) return glu ? 4 : WS_TMA;
     if (e && (!strcmp(e, "0") || !strcmp(e, "2") || !strcmp(e, "4"))) return e[0] - '0';
-    return glu ? 4 : WS_TMA; /* mix */
+    return WS_TMA;
 }
 static int tc_ws_pw = tc_ws_env(false), tc_ws_gpw = tc_ws_env(true); /* the plain products', the gated one's */
 extern "C" void td_cu_matmul_tc_ws_test(int pw) {

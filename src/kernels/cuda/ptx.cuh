@@ -83,6 +83,15 @@ __device__ __forceinline__ uint64_t td_wg_desc(const void *p) {
     return ((a & 0x3ffffu) >> 4) | (uint64_t)(16 >> 4) << 16 | (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
 }
 
+/* The descriptor of an MN-major bf16 operand (B read transposed: imm-trans-b) in the 128-byte swizzle: row k holds
+ * 64 consecutive n (128 bytes) at `p` + 128 k, 16-byte chunk c of row k stored at chunk c ^ (k % 8), groups of 8 k
+ * rows 1024 bytes apart (SBO), blocks of 64 n `lbo` bytes apart (LBO); the tile 1024-byte aligned. */
+__device__ __forceinline__ uint64_t td_wg_desc_mn(const void *p, uint32_t lbo) {
+    const uint64_t a = td_smem_addr(p);
+    return ((a & 0x3ffffu) >> 4) | (uint64_t)((lbo >> 4) & 0x3fffu) << 16 | (uint64_t)(1024 >> 4) << 32 |
+           (uint64_t)1 << 62;
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TD_WG_ASM(...) asm volatile(__VA_ARGS__)
 #else
@@ -170,6 +179,25 @@ template <> __device__ __forceinline__ void td_wgmma_bf16<128>(float (&d)[64], u
                 "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
                 "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
               : "l"(da), "l"(db), "r"(1)
+              : "memory");
+}
+
+/* D += A B on m64n64k16 for the warpgroup with A [64 rows][16 k] in registers and B MN-major in shared memory
+ * (td_wg_desc_mn; B element (k, n) at row k, column n): a thread's a[0 .. 3] are mma.m16n8k16's A fragment of its
+ * warp's 16 rows (lane 4 g + q: a[0] row g, k 2q and 2q + 1; a[1] row g + 8; a[2] row g, k 8 + 2q ..; a[3] row g + 8,
+ * k 8 + 2q ..); d as td_wgmma_bf16<64>'s. Asynchronous as it: a must stay unchanged until the wait. */
+__device__ __forceinline__ void td_wgmma_bf16_rt64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    TD_WG_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+              "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+              "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+              "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+              "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+              : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+              : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1)
               : "memory");
 }
 

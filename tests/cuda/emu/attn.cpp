@@ -106,7 +106,8 @@ kvsel cache(const kcase &c, int which) {
 // (0: the most the kernel takes); mode: td_cu_attention_test_mode; big: the scratch holds the split by chunks (else
 // exactly the super-chunk split's); which: the cache (OWN, BF16, ROUNDED); st: how the 64-row kernel (64 and 96
 // rows) stages a bf16 cache's chunks (AB_STAGED, AB_DB double-buffered (64 rows only), AB_PIPE keys and values
-// pipelined); vec: at_args.vec (0: the element loads of a cache that is not 16-byte aligned)
+// pipelined, AB_WG the products on wgmma (64 rows only)); vec: at_args.vec (0: the element loads of a cache that is
+// not 16-byte aligned)
 std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big, bool reverse, int which = OWN,
                        int vec = 1, int st = AB_STAGED) {
     const kvsel kv = cache(c, which);
@@ -143,6 +144,7 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
     std::vector<uint16_t> outb(T * Hq * hd, 0x7fc1); /* the output's bf16 copy (the plan's out_bf16) */
     a.outb = outb.data(), a.ldb = Hq * hd;
     if (kv.kvf != TD_CU_KV_BF16 || !vec || (rows != 64 && !(rows == 96 && st == AB_PIPE))) st = AB_STAGED;
+    if (st == AB_WG) td_emu_wg_hazards = 0;
     const int64_t zdim = c.Hkv * (G / GH), supers = (max_n + AT_SC - 1) / AT_SC;
     a.span = AT_SC;
     if (mode == 3 ||
@@ -168,6 +170,9 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
                     else if (st == AB_DB)
                         launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 1), true,
                                [&] { attention_bf16_64_kernel<KVF, HD, AB_DB>(a); });
+                    else if (st == AB_WG)
+                        launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 0, 64, true), true,
+                               [&] { attention_bf16_64_kernel<KVF, HD, AB_WG>(a); });
                     else
                         launch(n_tiles, gy, zdim, AB_NT, ab64_smem(HD, a.mode, 0), true,
                                [&] { attention_bf16_64_kernel<KVF, HD, AB_PIPE>(a); });
@@ -197,6 +202,10 @@ std::vector<float> run(const kcase &c, int rows, int64_t qt, int mode, bool big,
             blockIdx.x = (unsigned)b;
             for (int t = 0; t < 128; t++) threadIdx.x = t, attention_combine_kernel(a);
         }
+    if (st == AB_WG && td_emu_wg_hazards) {
+        printf("  FAIL: %lld cp.async copies into lines a pending wgmma reads\n", (long long)td_emu_wg_hazards);
+        failures++;
+    }
     int64_t copy_bad = 0; /* every output's copy written, as tc_x_bf16 would round it */
     for (size_t i = 0; i < out.size(); i++) copy_bad += outb[i] != (uint16_t)(td_pack_bf16(out[i], 0.0f) & 0xffffu);
     if (copy_bad) {
@@ -324,6 +333,11 @@ int td_emu_attn(const char *what) {
              run(c, 64, 3, 0, false, true, BF16, 1, AB_PIPE), r16);
         bits("96 rows, bf16 cache pipelined, super-chunk spans", run(c, 96, 0, 0, false, false, BF16, 1, AB_PIPE),
              r16);
+        // the products on wgmma (the warpgroup's 64 rows; idle warps included)
+        bits("64 rows on wgmma", run(c, 64, 0, 0, true, false, BF16, 1, AB_WG), r16);
+        bits("64 rows on wgmma, super-chunk spans", run(c, 64, 0, 0, false, false, BF16, 1, AB_WG), r16);
+        bits("64 rows on wgmma, test mode 1", run(c, 64, 0, 1, true, false, BF16, 1, AB_WG), r16);
+        bits("64 rows on wgmma, 3 tokens a tile, reversed", run(c, 64, 3, 0, false, true, BF16, 1, AB_WG), r16);
         {
             const kcase cp = poisoned(c);
             bits("16 rows, bf16 cache, NaN in every row no token sees", run(cp, 16, 0, 0, true, false, BF16), r16);
@@ -332,6 +346,8 @@ int td_emu_attn(const char *what) {
                  run(cp, 64, 0, 0, false, false, BF16, 1, AB_DB), r16);
             bits("64 rows, bf16 cache pipelined, NaN in every row no token sees",
                  run(cp, 64, 0, 0, false, false, BF16, 1, AB_PIPE), r16);
+            bits("64 rows on wgmma, NaN in every row no token sees", run(cp, 64, 0, 0, false, false, BF16, 1, AB_WG),
+                 r16);
         }
         std::vector<float> t32 = run(c, 0, 0, 0, true, false, ROUNDED);
         near("fp32 kernel, f32 cache of the bf16 values vs the fp32 double reference", t32, ref(c, false), 1e-5);

@@ -193,6 +193,8 @@ struct td_emu_wg {
     uint64_t da, db;
     int n;       // N of m64nNk16
     uint64_t id; // the op's number (the pending lines it reads are kept by it)
+    bool rt;     // A from registers (ar: the thread's rows g, g + 8 over the 16 k) and B MN-major (td_wgmma_bf16_rt64)
+    uint16_t ar[2][16];
 };
 struct td_emu_cps {
     std::vector<td_emu_cp> open;               // not yet committed

@@ -155,6 +155,28 @@ inline float td_emu_wg_at(uint64_t desc, int r, int k) {
     memcpy(&v, td_emu_smem_origin + phys, 2);
     return td_emu_bf2f(v);
 }
+inline uint64_t td_wg_desc_mn(const void *p, uint32_t lbo) {
+    const uint64_t a = td_smem_addr(p);
+    return ((a & 0x3ffffu) >> 4) | (uint64_t)((lbo >> 4) & 0x3fffu) << 16 | (uint64_t)(1024 >> 4) << 32 |
+           (uint64_t)1 << 62;
+}
+// Element (k, n) of an MN-major bf16 operand by its descriptor: k's row 128 bytes into its group of 8 (the SBO
+// between groups), n's 16-byte chunk within its block of 64 (the LBO between blocks), the chunk XORed with bits 7-9
+// of the address as td_emu_wg_at's.
+inline float td_emu_wg_at_mn(uint64_t desc, int n, int k) {
+    if ((desc >> 62) != 1) {
+        fprintf(stderr, "wgmma: a descriptor that is not the 128-byte swizzle\n");
+        abort();
+    }
+    const uint32_t start = (uint32_t)(desc & 0x3fff) << 4, lbo = (uint32_t)((desc >> 16) & 0x3fff) << 4,
+                   sbo = (uint32_t)((desc >> 32) & 0x3fff) << 4;
+    const uint32_t pre = start + (uint32_t)(k / 8) * sbo + (uint32_t)(k % 8) * 128 + (uint32_t)(n / 64) * lbo +
+                         (uint32_t)(n % 64 / 8) * 16 + (uint32_t)(n % 8) * 2;
+    const uint32_t phys = pre ^ (((pre >> 7) & 7) << 4);
+    uint16_t v;
+    memcpy(&v, td_emu_smem_origin + phys, 2);
+    return td_emu_bf2f(v);
+}
 // wgmma.mma_async m64nNk16 as late as PTX allows: it reads shared memory and writes the accumulators at the
 // wait_group that requires it (a buffer overwritten before that wait is read overwritten). Thread 32 w + 4 g + q of
 // the warpgroup: d[4 j + c] = row 16 w + g + 8 (c >> 1), column 8 j + 2 q + (c & 1), j < N / 8; per element the fmaf
@@ -171,15 +193,36 @@ inline void td_emu_wg_run(const td_emu_wg &o) {
         for (int c = 0; c < 4; c++) {
             const int r = 16 * w + g + 8 * (c >> 1), n = 8 * j + 2 * q + (c & 1);
             float acc = o.d[4 * j + c];
-            for (int k = 0; k < 16; k++) acc = fmaf(td_emu_wg_at(o.da, r, k), td_emu_wg_at(o.db, n, k), acc);
+            for (int k = 0; k < 16; k++)
+                acc = o.rt ? fmaf(td_emu_bf2f(o.ar[c >> 1][k]), td_emu_wg_at_mn(o.db, n, k), acc)
+                           : fmaf(td_emu_wg_at(o.da, r, k), td_emu_wg_at(o.db, n, k), acc);
             o.d[4 * j + c] = acc;
         }
 }
 template <int N> inline void td_wgmma_bf16(float (&d)[N / 2], uint64_t da, uint64_t db) {
     const uint64_t id = ++td_emu_wg_ops;
-    td_emu_cpq->wg_open.push_back(td_emu_wg{d, da, db, N, id});
+    td_emu_cpq->wg_open.push_back(td_emu_wg{d, da, db, N, id, false, {}});
     if ((threadIdx.x & 127) == 0)
         td_emu_wg_ranges.push_back(td_emu_wg_lines(da, 64, id)), td_emu_wg_ranges.push_back(td_emu_wg_lines(db, N, id));
+}
+// A from registers: the warp's fragments exchanged at the issue (as td_mma_bf16's; mutation MMA swaps a1 and a2
+// likewise), the thread's two rows kept with the op; B's lines: its 16 k rows.
+inline void td_wgmma_bf16_rt64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x / 32, g = lane / 4;
+    td_emu_warp &X = td_emu_wx[w];
+    X.a[lane][0] = a[0], X.a[lane][1] = a[1], X.a[lane][2] = a[2], X.a[lane][3] = a[3];
+    if (td_emu_mut(TD_EMU_MUT_MMA)) std::swap(X.a[lane][1], X.a[lane][2]);
+    __syncwarp();
+    const uint64_t id = ++td_emu_wg_ops;
+    td_emu_wg o{d, 0, db, 64, id, true, {}};
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 16; k++) {
+            const uint32_t v = X.a[g * 4 + ((k & 7) >> 1)][h + 2 * (k >> 3)];
+            o.ar[h][k] = (k & 1) ? (uint16_t)(v >> 16) : (uint16_t)(v & 0xffffu);
+        }
+    __syncwarp();
+    td_emu_cpq->wg_open.push_back(o);
+    if ((threadIdx.x & 127) == 0) td_emu_wg_ranges.push_back(td_emu_wg_lines(db, 16, id));
 }
 inline void td_wg_fence(void) {}
 inline void td_wg_commit(void) { td_emu_cpq->wg_groups.push_back(td_emu_cpq->wg_open), td_emu_cpq->wg_open.clear(); }
