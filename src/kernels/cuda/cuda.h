@@ -152,8 +152,9 @@ int td_cu_matmul_tc_wg_here(void);
 /* Wherever tc_wg runs (its GLU form too), tc_ws instead: the same tiles, order and bits, its copies issued by warps
  * of their own and handed over by mbarriers: by default the bulk tensor copy (TMA; where the driver encodes the
  * tensor maps and no product has a row list, else tc_wg runs). TD_CUDA_WG_WS=mix takes a warpgroup of cp.async for
- * the gated gate/up, =4 (or 2) 4 (or 2) warps of cp.async for both, =0 tc_wg (read once). Test only: td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg, the bulk copy, producer
- * warps), -1 the environment's choice; td_cu_matmul_tc_tma_launches, the launches of the bulk-copy form so far. */
+ * the gated gate/up, =4 (or 2) 4 (or 2) warps of cp.async for both, =0 tc_wg (read once). Test only:
+ * td_cu_matmul_tc_ws_test(0 / 1 / 2 / 4: tc_wg, the bulk copy, producer warps), -1 the environment's choice;
+ * td_cu_matmul_tc_tma_launches, the launches of the bulk-copy form so far. */
 void td_cu_matmul_tc_ws_test(int pw);
 int64_t td_cu_matmul_tc_tma_launches(void);
 
