@@ -1275,7 +1275,7 @@ extern "C" int td_cu_attention_tc(int64_t hd) { return ab_enabled() && (hd == 64
 static const int at_xb_on = td_cu_env_on("TD_CUDA_ATT_XB");
 extern "C" int td_cu_attention_xb(void) { return at_xb_on; }
 
-/* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, DB, ROWS / 16> for 64, 96 and
+/* kern (attention_bf16_kernel<KVF, HD> for ROWS 16, attention_bf16_64_kernel<KVF, HD, ST, ROWS / 16> for 64, 96 and
  * 128: a warp per 16 rows) on the grid. */
 template <int KVF, int HD, int ROWS, int ST = AB_STAGED, int MB = 1>
 static int ab_launch(void (*kern)(at_args), const at_args &a, dim3 grid, size_t smem, cudaStream_t s) {
@@ -1349,7 +1349,7 @@ extern "C" int64_t td_cu_attn_whole_tokens_bf16(int64_t Hq, int64_t Hkv, int64_t
 static int ab_db_on = td_cu_env_set("TD_CUDA_ATTN_DB");
 extern "C" void td_cu_attention_db_test(int on) { ab_db_on = on < 0 ? td_cu_env_set("TD_CUDA_ATTN_DB") : on != 0; }
 /* TD_CUDA_ATTN_PIPE=1: the 64-row kernel pipelines a bf16 cache's keys and values (AB_PIPE) in the one buffer;
- * td_cu_attention_pipe_test overrides it. The same bits. TD_CUDA_ATTN_DB=1 wins over it. */
+ * td_cu_attention_pipe_test overrides it. The same bits. TD_CUDA_ATTN_DB=1 and (64 rows) TD_CUDA_ATTN_WG=1 win. */
 static int ab_pipe_on = td_cu_env_set("TD_CUDA_ATTN_PIPE");
 extern "C" void td_cu_attention_pipe_test(int on) {
     ab_pipe_on = on < 0 ? td_cu_env_set("TD_CUDA_ATTN_PIPE") : on != 0;
@@ -1392,8 +1392,10 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
     /* an instance per cache format and head dim: the format fixes the staging's loads and conversion at compile time */
 #define AB_KVF(GO, H)                                                                                                  \
     (kvf == TD_CU_KV_BF16 ? GO(TD_CU_KV_BF16, H) : kvf == TD_CU_KV_F16 ? GO(TD_CU_KV_F16, H) : GO(TD_CU_KV_F32, H))
-    /* a bf16 cache's keys and values pipelined (AB_PIPE) in the 64-row kernel's forms */
-    const bool pipe = kvf == TD_CU_KV_BF16 && a.vec && ab_pipe_on && !ab_db_on;
+    /* the forms that copy a 16-byte aligned bf16 cache as it is (bfv), in this precedence: double buffering (AB_DB,
+     * 64 rows), wgmma (AB_WG, 64 rows), the keys and values pipelined (AB_PIPE, 64 and 96 rows) */
+    const bool bfv = kvf == TD_CU_KV_BF16 && a.vec;
+    const bool pipe = bfv && ab_pipe_on && !ab_db_on;
     if (rows == 96) {
         const size_t smem = ab64_smem(hd, a.mode, 0, 96);
 #define AB96_GO(F, H) ab_launch<F, H, 96>(attention_bf16_64_kernel<F, H, AB_STAGED, 6, 2>, a, grid, smem, s)
@@ -1410,8 +1412,8 @@ extern "C" int td_cu_attention_bf16(float *out, int64_t ldo, const float *q, int
         else if (hd == 128) rc = AB_KVF(AB128_GO, 128);
         else rc = td_cu_failf("attention (tensor cores, 128 rows): head dim %lld", (long long)hd);
     } else if (rows == 64) {
-        const bool db = kvf == TD_CU_KV_BF16 && a.vec && ab_db_on; /* a bf16 cache's chunks double-buffered */
-        const bool wg = !db && kvf == TD_CU_KV_BF16 && a.vec && ab_wg_on && td_cu_matmul_tc_wg_here(); /* wgmma */
+        const bool db = bfv && ab_db_on;
+        const bool wg = bfv && !db && ab_wg_on && td_cu_matmul_tc_wg_here();
         const size_t smem = ab64_smem(hd, a.mode, db, 64, wg);
 #define AB64_GO(F, H) ab_launch<F, H, 64>(attention_bf16_64_kernel<F, H>, a, grid, smem, s)
 #define AB64_BF(H, ST, MB)                                                                                             \

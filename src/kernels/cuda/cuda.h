@@ -349,7 +349,8 @@ void td_cu_attention_db_test(int on);
 /* Test only (not thread-safe; process-wide): whether the 64-row kernel (64 and 96 rows) pipelines a 16-byte aligned
  * bf16 cache's keys and values in its one buffer (1: a chunk's values copied during its scores, the next chunk's keys
  * during its values' products), or stages and waits for each chunk (0); -1: the environment's TD_CUDA_ATTN_PIPE.
- * Double buffering (td_cu_attention_db_test) wins over it. The same bits either way. */
+ * Double buffering (td_cu_attention_db_test) and, at 64 rows, wgmma (td_cu_attention_wg_test) win over it. The same
+ * bits either way. */
 void td_cu_attention_pipe_test(int on);
 /* Test only (not thread-safe; process-wide): whether the 64-row kernel runs its products on wgmma (1; a 16-byte
  * aligned bf16 cache on compute capability 9.0, else as 0) or mma.sync (0); -1: the environment's TD_CUDA_ATTN_WG.
